@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "names.h"
+#include "time-util.h"
+
+#define DEFAULT_CONFIG_FILE "/etc/fleetsem/fleetsem.conf"
+#define DEFAULT_NAMESPACE "fleetsem"
+#define DEFAULT_KEY_PREFIX "fleetsem"
+#define DEFAULT_LEASE_TTL (15 * USEC_PER_SEC)
+#define LEASE_TTL_MIN (1 * USEC_PER_SEC)
+#define LEASE_TTL_MAX (3600 * USEC_PER_SEC)
+
+/* Reads "key = value" lines ('#' comments, blank lines) and hands each pair
+ * to cb. cb returns <0 with *ret_why set to reject a line; the error then
+ * reads "FILE:LINE: why" in ret_error (malloc'ed). */
+typedef int (*conf_line_cb)(const char *key, const char *value, void *userdata, const char **ret_why);
+int conf_parse_file(const char *path, conf_line_cb cb, void *userdata, char **ret_error);
+
+typedef struct RedisAddress {
+        char *unix_path;        /* unix:/path, or NULL for TCP */
+        char *host;
+        uint16_t port;
+        char *user;             /* Redis 6 ACL user, or NULL */
+        char *password;         /* never logged, never in argv */
+        unsigned db;
+} RedisAddress;
+
+/* "redis://[user[:password]@]host[:port][/db]" or "unix:/path/to/redis.sock". */
+int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why);
+void redis_address_done(RedisAddress *a);
+/* For logs and status: never includes the password. */
+const char *redis_address_to_string(const RedisAddress *a, char *buf, size_t size);
+
+typedef struct AllowRule {
+        char *pattern;          /* fnmatch() glob over names */
+        char **principals;      /* "user" or "@group", NULL-terminated */
+} AllowRule;
+
+typedef struct Config {
+        RedisAddress redis;
+        char *redis_password_file;
+        usec_t lease_ttl;
+        char namespace[IDENT_MAX_LEN + 1];
+        char host_id[IDENT_MAX_LEN + 1];
+        char key_prefix[IDENT_MAX_LEN + 1];
+        char *agent_user;
+        AllowRule *allow;
+        size_t n_allow;
+        unsigned max_clients;
+} Config;
+
+void config_init(Config *c);
+void config_done(Config *c);
+/* Sets one key; the same keys as the file. */
+int config_set(Config *c, const char *key, const char *value, const char **ret_why);
+int config_load_file(Config *c, const char *path, char **ret_error);
+/* Fills in what was left unset (host_id from the host name) and reads the
+ * password file. */
+int config_finish(Config *c, char **ret_error);
+
+/* Whether uid may ask for name: root always, others when an allow rule
+ * names them or one of their groups. */
+bool config_permits(const Config *c, uid_t uid, const char *name);

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <systemd/sd-journal.h>
+
+#include "log.h"
+
+static const char *log_ident = "fleetsem";
+static bool log_to_journal = false;
+static int log_max_level = LOG_INFO;
+
+/* Like systemd: use the native journal protocol only when our stderr is the
+ * stream the journal gave us ($JOURNAL_STREAM names its device and inode). */
+static bool stderr_is_journal(void) {
+        const char *e = getenv("JOURNAL_STREAM");
+        unsigned long long dev, ino;
+        struct stat st;
+        int n = 0;
+
+        if (!e || sscanf(e, "%llu:%llu%n", &dev, &ino, &n) != 2 || e[n] != '\0')
+                return false;
+        if (fstat(STDERR_FILENO, &st) < 0)
+                return false;
+        return (unsigned long long) st.st_dev == dev && (unsigned long long) st.st_ino == ino;
+}
+
+void log_setup(const char *ident, LogTarget target) {
+        log_ident = ident;
+        log_to_journal = target == LOG_TARGET_JOURNAL ||
+                         (target == LOG_TARGET_AUTO && stderr_is_journal());
+}
+
+void log_set_max_level(int level) {
+        log_max_level = level;
+}
+
+int log_get_max_level(void) {
+        return log_max_level;
+}
+
+int log_level_from_string(const char *s) {
+        static const char *const names[] = {
+                [LOG_EMERG] = "emerg", [LOG_ALERT] = "alert", [LOG_CRIT] = "crit",
+                [LOG_ERR] = "err", [LOG_WARNING] = "warning", [LOG_NOTICE] = "notice",
+                [LOG_INFO] = "info", [LOG_DEBUG] = "debug",
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(names); i++)
+                if (streq(s, names[i]))
+                        return (int) i;
+        if (streq(s, "error"))
+                return LOG_ERR;
+        return -EINVAL;
+}
+
+static void log_to_stderr(int level, const LogFields *f, const char *msg) {
+        static const char *const prefix[] = {
+                [LOG_EMERG] = "emergency: ", [LOG_ALERT] = "alert: ", [LOG_CRIT] = "critical: ",
+                [LOG_ERR] = "error: ", [LOG_WARNING] = "warning: ",
+        };
+        const char *p = level >= 0 && level < (int) ELEMENTSOF(prefix) && prefix[level] ? prefix[level] : "";
+
+        if (f && f->name)
+                fprintf(stderr, "%s: %s%s [name=%s%s%s]\n", log_ident, p, msg, f->name,
+                        f->lease ? " lease=" : "", f->lease ?: "");
+        else
+                fprintf(stderr, "%s: %s%s\n", log_ident, p, msg);
+}
+
+static void log_to_journal_fields(int level, const LogFields *f, const char *msg) {
+        char token[32] = "";
+
+        if (!f) {
+                sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%i", level,
+                                "SYSLOG_IDENTIFIER=%s", log_ident, NULL);
+                return;
+        }
+        if (f->token > 0)
+                snprintf(token, sizeof(token), "%" PRIu64, f->token);
+
+        /* Empty fields are sent as empty values rather than left out, so the
+         * argument list stays fixed. */
+        sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%i", level,
+                        "SYSLOG_IDENTIFIER=%s", log_ident,
+                        "FLEETSEM_NAME=%s", f->name ?: "",
+                        "FLEETSEM_LEASE=%s", f->lease ?: "",
+                        "FLEETSEM_TOKEN=%s", token,
+                        "FLEETSEM_HOLDER=%s", f->holder ?: "",
+                        NULL);
+}
+
+int log_internal(int level, int error, const LogFields *fields, const char *format, ...) {
+        int saved = errno;
+        char msg[2048];
+        va_list ap;
+
+        if (error < 0)
+                error = -error;
+        if (level > log_max_level)
+                return -error;
+
+        errno = error;
+        va_start(ap, format);
+        vsnprintf(msg, sizeof(msg), format, ap);
+        va_end(ap);
+
+        if (log_to_journal)
+                log_to_journal_fields(level, fields, msg);
+        else
+                log_to_stderr(level, fields, msg);
+
+        errno = saved;
+        return -error;
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdint.h>
+#include <syslog.h>
+
+#include "macro.h"
+
+typedef enum LogTarget {
+        LOG_TARGET_AUTO,        /* journal when stderr is connected to it, stderr otherwise */
+        LOG_TARGET_JOURNAL,
+        LOG_TARGET_STDERR,
+} LogTarget;
+
+/* Optional structured fields attached to a message (journal fields FLEETSEM_*). */
+typedef struct LogFields {
+        const char *name;
+        const char *lease;
+        uint64_t token;         /* 0: none */
+        const char *holder;
+} LogFields;
+
+void log_setup(const char *ident, LogTarget target);
+void log_set_max_level(int level);
+int log_get_max_level(void);
+int log_level_from_string(const char *s);
+
+/* Logs and returns -abs(error) (or 0 when error is 0), so callers can write
+ * "return log_error_errno(r, "…: %m");". %m expands to strerror(error). */
+int log_internal(int level, int error, const LogFields *fields, const char *format, ...) _printf_(4, 5);
+
+#define log_full_errno(level, error, ...) log_internal((level), (error), NULL, __VA_ARGS__)
+#define log_full(level, ...) (void) log_internal((level), 0, NULL, __VA_ARGS__)
+#define log_debug(...) log_full(LOG_DEBUG, __VA_ARGS__)
+#define log_info(...) log_full(LOG_INFO, __VA_ARGS__)
+#define log_notice(...) log_full(LOG_NOTICE, __VA_ARGS__)
+#define log_warning(...) log_full(LOG_WARNING, __VA_ARGS__)
+#define log_error(...) log_full(LOG_ERR, __VA_ARGS__)
+#define log_debug_errno(e, ...) log_full_errno(LOG_DEBUG, (e), __VA_ARGS__)
+#define log_warning_errno(e, ...) log_full_errno(LOG_WARNING, (e), __VA_ARGS__)
+#define log_error_errno(e, ...) log_full_errno(LOG_ERR, (e), __VA_ARGS__)
+#define log_fields(level, fields, ...) (void) log_internal((level), 0, (fields), __VA_ARGS__)

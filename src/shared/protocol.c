@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "macro.h"
+#include "protocol.h"
+
+static bool char_is_plain(unsigned char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               (c != '\0' && strchr("_.:@/+,=-", c));
+}
+
+static int unhex(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+/* Decodes [p, end) into out (NUL-terminated); refuses %00 and bad escapes. */
+static char *decode_value(const char *p, const char *end, char *out) {
+        while (p < end) {
+                if (*p == '%') {
+                        int hi, lo;
+
+                        if (end - p < 3)
+                                return NULL;
+                        hi = unhex(p[1]);
+                        lo = unhex(p[2]);
+                        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+                                return NULL;
+                        *out++ = (char) (hi << 4 | lo);
+                        p += 3;
+                } else if (char_is_plain((unsigned char) *p))
+                        *out++ = *p++;
+                else
+                        return NULL;
+        }
+        *out++ = '\0';
+        return out;
+}
+
+int message_parse(const char *line, size_t len, size_t max_len, Message *ret) {
+        const char *p = line, *end = line + len;
+        char *out = ret->storage;
+        size_t n;
+
+        if (len > max_len || len > PROTO_REPLY_MAX)
+                return -E2BIG;
+
+        /* Verb: upper-case letters. */
+        n = 0;
+        while (p < end && *p >= 'A' && *p <= 'Z' && n < PROTO_VERB_MAX)
+                ret->verb[n++] = *p++;
+        if (n == 0 || (p < end && *p != ' '))
+                return -EBADMSG;
+        ret->verb[n] = '\0';
+        ret->n_fields = 0;
+
+        while (p < end) {
+                const char *key, *eq, *stop;
+
+                if (*p++ != ' ' || p >= end)
+                        return -EBADMSG;
+                stop = memchr(p, ' ', (size_t) (end - p)) ?: end;
+                eq = memchr(p, '=', (size_t) (stop - p));
+                if (!eq || eq == p || eq - p > PROTO_KEY_MAX)
+                        return -EBADMSG;
+                for (const char *k = p; k < eq; k++)
+                        if (!((*k >= 'a' && *k <= 'z') || *k == '_'))
+                                return -EBADMSG;
+                if (ret->n_fields >= PROTO_FIELDS_MAX)
+                        return -E2BIG;
+
+                /* The decoded form is never longer than the encoded one, so
+                 * storage (as large as the longest line) always has room. */
+                key = out;
+                memcpy(out, p, (size_t) (eq - p));
+                out += eq - p;
+                *out++ = '\0';
+                for (size_t i = 0; i < ret->n_fields; i++)
+                        if (streq(ret->fields[i].key, key))
+                                return -EBADMSG;
+                ret->fields[ret->n_fields].key = key;
+                ret->fields[ret->n_fields].value = out;
+                out = decode_value(eq + 1, stop, out);
+                if (!out)
+                        return -EBADMSG;
+                ret->n_fields++;
+                p = stop;
+        }
+        return 0;
+}
+
+const char *message_get(const Message *m, const char *key) {
+        for (size_t i = 0; i < m->n_fields; i++)
+                if (streq(m->fields[i].key, key))
+                        return m->fields[i].value;
+        return NULL;
+}
+
+static void builder_put(MessageBuilder *b, const char *s, size_t n) {
+        if (b->error < 0)
+                return;
+        if (b->len + n + 1 > b->size) {
+                b->error = -ENOBUFS;
+                return;
+        }
+        memcpy(b->buf + b->len, s, n);
+        b->len += n;
+        b->buf[b->len] = '\0';
+}
+
+void message_start(MessageBuilder *b, char *buf, size_t size, const char *verb) {
+        *b = (MessageBuilder) { .buf = buf, .size = size };
+        builder_put(b, verb, strlen(verb));
+}
+
+void message_add(MessageBuilder *b, const char *key, const char *value) {
+        static const char hex[] = "0123456789ABCDEF";
+
+        builder_put(b, " ", 1);
+        builder_put(b, key, strlen(key));
+        builder_put(b, "=", 1);
+        for (const unsigned char *v = (const unsigned char *) value; *v; v++) {
+                char esc[3] = { '%', hex[*v >> 4], hex[*v & 15] };
+
+                if (char_is_plain(*v))
+                        builder_put(b, (const char *) v, 1);
+                else
+                        builder_put(b, esc, 3);
+        }
+}
+
+void message_addf(MessageBuilder *b, const char *key, const char *format, ...) {
+        char value[PROTO_REPLY_MAX];
+        va_list ap;
+
+        va_start(ap, format);
+        vsnprintf(value, sizeof(value), format, ap);
+        va_end(ap);
+        message_add(b, key, value);
+}
+
+void message_add_u64(MessageBuilder *b, const char *key, uint64_t value) {
+        message_addf(b, key, "%" PRIu64, value);
+}
+
+int message_finish(MessageBuilder *b) {
+        return b->error < 0 ? b->error : (int) b->len;
+}
+
+static int fail(const char **ret_error, const char *why) {
+        if (ret_error)
+                *ret_error = why;
+        return -EINVAL;
+}
+
+int request_parse(const char *line, size_t len, Request *ret, const char **ret_error) {
+        Request r = {};
+        Message m;
+        const char *name, *lease, *slots, *wait;
+        size_t expected;
+        uint64_t v;
+        int k;
+
+        k = message_parse(line, len, PROTO_REQUEST_MAX, &m);
+        if (k == -E2BIG)
+                return fail(ret_error, "request too long"), -E2BIG;
+        if (k < 0)
+                return fail(ret_error, "malformed request"), -EBADMSG;
+
+        name = message_get(&m, "name");
+        lease = message_get(&m, "lease");
+        slots = message_get(&m, "slots");
+        wait = message_get(&m, "wait");
+
+        if (streq(m.verb, "ACQUIRE")) {
+                r.verb = REQUEST_ACQUIRE;
+                if (!name || !lease || !slots || !wait)
+                        return fail(ret_error, "ACQUIRE needs name=, lease=, slots= and wait=");
+                expected = 4;
+        } else if (streq(m.verb, "RELEASE")) {
+                r.verb = REQUEST_RELEASE;
+                if (!lease)
+                        return fail(ret_error, "RELEASE needs lease=");
+                expected = 1;
+        } else if (streq(m.verb, "STATUS")) {
+                r.verb = REQUEST_STATUS;
+                expected = name ? 1 : 0;
+        } else
+                return fail(ret_error, "unknown request");
+
+        if (m.n_fields != expected)
+                return fail(ret_error, "unexpected field in request");
+
+        if (name) {
+                if (!name_is_valid(name))
+                        return fail(ret_error, "invalid name (allowed: 1-200 of A-Z a-z 0-9 _ . : @ -)");
+                strcpy(r.name, name);
+        }
+        if (lease) {
+                if (!lease_id_is_valid(lease))
+                        return fail(ret_error, "invalid lease id (32 lower-case hex digits)");
+                strcpy(r.lease, lease);
+        }
+        if (slots) {
+                if (parse_uint64(slots, 1, SLOTS_MAX, &v) < 0)
+                        return fail(ret_error, "invalid slots (1-1000000)");
+                r.slots = (uint32_t) v;
+        }
+        if (wait) {
+                if (streq(wait, "infinity"))
+                        r.wait = USEC_INFINITY;
+                else if (parse_uint64(wait, 0, USEC_INFINITY - 1, &v) < 0)
+                        return fail(ret_error, "invalid wait (microseconds or infinity)");
+                else
+                        r.wait = v;
+        }
+
+        *ret = r;
+        return 0;
+}
+
+int request_format(const Request *r, char *buf, size_t size) {
+        MessageBuilder b;
+
+        switch (r->verb) {
+        case REQUEST_ACQUIRE:
+                message_start(&b, buf, size, "ACQUIRE");
+                message_add(&b, "name", r->name);
+                message_add_u64(&b, "slots", r->slots);
+                message_add(&b, "lease", r->lease);
+                if (r->wait == USEC_INFINITY)
+                        message_add(&b, "wait", "infinity");
+                else
+                        message_add_u64(&b, "wait", r->wait);
+                break;
+        case REQUEST_RELEASE:
+                message_start(&b, buf, size, "RELEASE");
+                message_add(&b, "lease", r->lease);
+                break;
+        case REQUEST_STATUS:
+                message_start(&b, buf, size, "STATUS");
+                if (r->name[0])
+                        message_add(&b, "name", r->name);
+                break;
+        default:
+                return -EINVAL;
+        }
+        return message_finish(&b);
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The client ⇄ agent protocol: one line per message, "VERB key=value …",
+ * values percent-encoded (%XX) outside [A-Za-z0-9_.:@/+,=-]. One request per
+ * connection; the agent answers with progress lines and one final line.
+ *
+ *   → ACQUIRE name=N slots=3 lease=<32 hex> wait=<usec|infinity>
+ *   ← QUEUED position=2 held=3 slots=3
+ *   ← GRANTED token=42 lease=<id> since=<ms>         (connection stays open)
+ *   ← LOST reason=…                                   (later, if ever)
+ *   ← DENIED reason=timeout position=2 held=3 slots=3
+ *   ← ERROR code=<code> message=…
+ *
+ *   → RELEASE lease=<id>            ← RELEASED held=0|1
+ *   → STATUS [name=N]               ← NAME … / HOLDER … / WAITER … / END
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "names.h"
+#include "time-util.h"
+
+#define PROTO_REQUEST_MAX 1024          /* a request line, without '\n' */
+#define PROTO_REPLY_MAX 4096            /* a reply line, without '\n' */
+#define PROTO_FIELDS_MAX 24
+#define PROTO_VERB_MAX 15
+#define PROTO_KEY_MAX 31
+
+typedef struct MessageField {
+        const char *key;
+        const char *value;
+} MessageField;
+
+typedef struct Message {
+        char verb[PROTO_VERB_MAX + 1];
+        size_t n_fields;
+        MessageField fields[PROTO_FIELDS_MAX];
+        char storage[PROTO_REPLY_MAX + 1];      /* decoded keys and values */
+} Message;
+
+/* Parses one line (without its '\n'; NUL bytes and control characters are
+ * refused). Returns -EBADMSG on malformed input, -E2BIG when too long. */
+int message_parse(const char *line, size_t len, size_t max_len, Message *ret);
+const char *message_get(const Message *m, const char *key);
+
+/* Builds a line in buf: message_start(), then message_add() for each field;
+ * returns -ENOBUFS when it does not fit. The line gets no '\n'. */
+typedef struct MessageBuilder {
+        char *buf;
+        size_t size;
+        size_t len;
+        int error;
+} MessageBuilder;
+
+void message_start(MessageBuilder *b, char *buf, size_t size, const char *verb);
+void message_add(MessageBuilder *b, const char *key, const char *value);
+void message_addf(MessageBuilder *b, const char *key, const char *format, ...)
+        __attribute__((format(printf, 3, 4)));
+void message_add_u64(MessageBuilder *b, const char *key, uint64_t value);
+int message_finish(MessageBuilder *b);         /* length or -ENOBUFS */
+
+typedef enum RequestVerb {
+        REQUEST_ACQUIRE,
+        REQUEST_RELEASE,
+        REQUEST_STATUS,
+} RequestVerb;
+
+typedef struct Request {
+        RequestVerb verb;
+        char name[NAME_MAX_LEN + 1];            /* ACQUIRE; STATUS: "" = all */
+        char lease[LEASE_ID_LEN + 1];           /* ACQUIRE, RELEASE */
+        uint32_t slots;                         /* ACQUIRE */
+        usec_t wait;                            /* ACQUIRE: 0 = do not wait */
+} Request;
+
+#define SLOTS_MAX 1000000U
+
+/* Parses and validates a request; on error ret_error points to a static
+ * human-readable reason. */
+int request_parse(const char *line, size_t len, Request *ret, const char **ret_error);
+int request_format(const Request *r, char *buf, size_t size);
+
+/* Error codes in ERROR replies, and what clients make of them. */
+#define ERROR_CODE_USAGE "usage"                /* malformed request */
+#define ERROR_CODE_INVALID "invalid"            /* a field is not valid */
+#define ERROR_CODE_PERMISSION "permission"
+#define ERROR_CODE_ANCHOR "anchor"              /* no anchor, or not the requester's */
+#define ERROR_CODE_UNAVAILABLE "unavailable"    /* Redis is unreachable */
+#define ERROR_CODE_REDIS "redis"                /* Redis answered with an error */
+#define ERROR_CODE_BUSY "busy"                  /* too many clients */

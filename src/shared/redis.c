@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "log.h"
+#include "macro.h"
+#include "redis.h"
+
+typedef struct Pending {
+        RedisConn *conn;
+        redis_reply_cb cb;
+        void *userdata;
+} Pending;
+
+struct RedisConn {
+        sd_event *event;
+        redisAsyncContext *ac;          /* NULL once hiredis freed it */
+        sd_event_source *io;
+        sd_event_source *timeout;
+        uint32_t events;
+        bool connected;
+        bool dispatching;               /* inside hiredis: defer our own free */
+        bool free_requested;
+        bool closing;                   /* no state callbacks any more */
+        size_t pending;
+        usec_t last_activity;
+        redis_reply_cb message_cb;
+        void *message_userdata;
+        redis_state_cb state_cb;
+        void *userdata;
+};
+
+static int errno_from_hiredis(int err, int saved_errno) {
+        switch (err) {
+        case REDIS_ERR_IO:
+                return saved_errno > 0 ? -saved_errno : -EIO;
+        case REDIS_ERR_EOF:
+                return -ECONNRESET;
+        case REDIS_ERR_PROTOCOL:
+                return -EPROTO;
+        case REDIS_ERR_OOM:
+                return -ENOMEM;
+        default:
+                return -EIO;
+        }
+}
+
+static void conn_destroy(RedisConn *c) {
+        sd_event_source_disable_unref(c->io);
+        sd_event_source_disable_unref(c->timeout);
+        sd_event_unref(c->event);
+        free(c);
+}
+
+static void conn_report(RedisConn *c, int error, const char *message) {
+        if (c->closing || !c->state_cb)
+                return;
+        if (error < 0)
+                c->closing = true;      /* report a loss once */
+        c->state_cb(c, error, message, c->userdata);
+}
+
+static int io_handler(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        RedisConn *c = userdata;
+
+        (void) s;
+        (void) fd;
+        c->dispatching = true;
+        if (c->ac && (revents & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+                redisAsyncHandleRead(c->ac);
+        if (c->ac && (revents & EPOLLOUT))
+                redisAsyncHandleWrite(c->ac);
+        c->dispatching = false;
+
+        if (c->free_requested)
+                redis_conn_free(c);
+        return 0;
+}
+
+static void ev_update(RedisConn *c, uint32_t events) {
+        int r;
+
+        c->events = events;
+        if (!c->ac)
+                return;
+        if (!c->io) {
+                r = sd_event_add_io(c->event, &c->io, c->ac->c.fd, events, io_handler, c);
+                if (r < 0)
+                        log_debug_errno(r, "Failed to watch Redis connection: %m");
+                return;
+        }
+        (void) sd_event_source_set_io_events(c->io, events);
+        (void) sd_event_source_set_enabled(c->io, events ? SD_EVENT_ON : SD_EVENT_OFF);
+}
+
+static void ev_add_read(void *p) { RedisConn *c = p; ev_update(c, c->events | EPOLLIN); }
+static void ev_del_read(void *p) { RedisConn *c = p; ev_update(c, c->events & ~(uint32_t) EPOLLIN); }
+static void ev_add_write(void *p) { RedisConn *c = p; ev_update(c, c->events | EPOLLOUT); }
+static void ev_del_write(void *p) { RedisConn *c = p; ev_update(c, c->events & ~(uint32_t) EPOLLOUT); }
+
+static void ev_cleanup(void *p) {
+        RedisConn *c = p;
+
+        c->io = sd_event_source_disable_unref(c->io);
+        c->ac = NULL;
+        c->connected = false;
+}
+
+static void on_connect(const redisAsyncContext *ac, int status) {
+        RedisConn *c = ac->data;
+
+        c->timeout = sd_event_source_disable_unref(c->timeout);
+        if (status != REDIS_OK) {
+                int r = errno_from_hiredis(ac->err, errno);
+
+                log_debug("Redis connection failed: %s", ac->errstr);
+                conn_report(c, r, ac->errstr);
+                return;                 /* hiredis frees the context */
+        }
+        c->connected = true;
+        c->last_activity = now_usec(CLOCK_MONOTONIC);
+        conn_report(c, 0, NULL);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status) {
+        RedisConn *c = ac->data;
+
+        c->connected = false;
+        if (status != REDIS_OK)
+                log_debug("Redis connection lost: %s", ac->errstr);
+        conn_report(c, status == REDIS_OK ? -ECONNRESET : errno_from_hiredis(ac->err, errno),
+                    status == REDIS_OK ? "connection closed" : ac->errstr);
+}
+
+static int on_connect_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        RedisConn *c = userdata;
+
+        (void) s;
+        (void) usec;
+        if (c->connected || !c->ac)
+                return 0;
+        redisAsyncFree(c->ac);          /* not connected: no disconnect callback */
+        conn_report(c, -ETIMEDOUT, "connection timed out");
+        return 0;
+}
+
+int redis_conn_new(sd_event *e, const RedisAddress *a, usec_t connect_timeout,
+                   redis_state_cb cb, void *userdata, RedisConn **ret) {
+        redisAsyncContext *ac;
+        RedisConn *c;
+        int r;
+
+        ac = a->unix_path ? redisAsyncConnectUnix(a->unix_path) : redisAsyncConnect(a->host, a->port);
+        if (!ac)
+                return -ENOMEM;
+        if (ac->err) {
+                r = errno_from_hiredis(ac->err, errno);
+                log_debug("Redis connection failed: %s", ac->errstr);
+                redisAsyncFree(ac);
+                return r;
+        }
+        if (!a->unix_path)
+                (void) redisEnableKeepAlive(&ac->c);
+
+        c = calloc(1, sizeof(*c));
+        if (!c) {
+                redisAsyncFree(ac);
+                return -ENOMEM;
+        }
+        c->event = sd_event_ref(e);
+        c->ac = ac;
+        c->state_cb = cb;
+        c->userdata = userdata;
+        ac->data = c;
+        ac->ev.data = c;
+        ac->ev.addRead = ev_add_read;
+        ac->ev.delRead = ev_del_read;
+        ac->ev.addWrite = ev_add_write;
+        ac->ev.delWrite = ev_del_write;
+        ac->ev.cleanup = ev_cleanup;
+        redisAsyncSetConnectCallback(ac, on_connect);
+        redisAsyncSetDisconnectCallback(ac, on_disconnect);
+        /* hiredis asks for write readiness to learn the connect outcome. */
+        ev_add_write(c);
+
+        r = sd_event_add_time_relative(e, &c->timeout, CLOCK_MONOTONIC, connect_timeout, 0,
+                                       on_connect_timeout, c);
+        if (r < 0) {
+                redis_conn_free(c);
+                return r;
+        }
+        *ret = c;
+        return 0;
+}
+
+void redis_conn_free(RedisConn *c) {
+        if (!c)
+                return;
+        c->closing = true;
+        if (c->dispatching) {
+                c->free_requested = true;
+                return;
+        }
+        if (c->ac)
+                redisAsyncFree(c->ac);  /* runs pending callbacks with NULL */
+        conn_destroy(c);
+}
+
+bool redis_conn_is_connected(const RedisConn *c) {
+        return c && c->ac && c->connected;
+}
+
+size_t redis_conn_pending(const RedisConn *c) {
+        return c ? c->pending : 0;
+}
+
+usec_t redis_conn_last_activity(const RedisConn *c) {
+        return c ? c->last_activity : 0;
+}
+
+static void reply_handler(redisAsyncContext *ac, void *reply, void *privdata) {
+        Pending *p = privdata;
+        RedisConn *c = p->conn;
+
+        (void) ac;
+        c->pending--;
+        if (reply)
+                c->last_activity = now_usec(CLOCK_MONOTONIC);
+        p->cb(c, reply, p->userdata);
+        free(p);
+}
+
+int redis_conn_command(RedisConn *c, redis_reply_cb cb, void *userdata,
+                       int argc, const char *const *argv, const size_t *argvlen) {
+        Pending *p;
+
+        if (!redis_conn_is_connected(c))
+                return -ENOTCONN;
+        p = malloc(sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        *p = (Pending) { .conn = c, .cb = cb, .userdata = userdata };
+        if (redisAsyncCommandArgv(c->ac, reply_handler, p, argc, (const char **) argv, argvlen) != REDIS_OK) {
+                free(p);
+                return -ENOTCONN;
+        }
+        if (c->pending++ == 0)
+                c->last_activity = now_usec(CLOCK_MONOTONIC);
+        return 0;
+}
+
+static void subscription_handler(redisAsyncContext *ac, void *reply, void *privdata) {
+        RedisConn *c = privdata;
+
+        (void) ac;
+        if (reply)
+                c->last_activity = now_usec(CLOCK_MONOTONIC);
+        if (c->message_cb)
+                c->message_cb(c, reply, c->message_userdata);
+}
+
+void redis_conn_set_message_handler(RedisConn *c, redis_reply_cb cb, void *userdata) {
+        c->message_cb = cb;
+        c->message_userdata = userdata;
+}
+
+int redis_conn_subscribe(RedisConn *c, const char *channel) {
+        const char *argv[] = { "SUBSCRIBE", channel };
+
+        if (!redis_conn_is_connected(c))
+                return -ENOTCONN;
+        /* hiredis keeps one callback per channel; subscribing again replaces it. */
+        if (redisAsyncCommandArgv(c->ac, subscription_handler, c, 2, argv, NULL) != REDIS_OK)
+                return -ENOTCONN;
+        return 0;
+}
+
+RedisReplyType redis_reply_type(const RedisReply *r) {
+        if (!r)
+                return REDIS_REPLY_TYPE_NIL;
+        switch (r->type) {
+        case REDIS_REPLY_STRING:
+                return REDIS_REPLY_TYPE_STRING;
+        case REDIS_REPLY_ARRAY:
+                return REDIS_REPLY_TYPE_ARRAY;
+        case REDIS_REPLY_INTEGER:
+                return REDIS_REPLY_TYPE_INTEGER;
+        case REDIS_REPLY_NIL:
+                return REDIS_REPLY_TYPE_NIL;
+        case REDIS_REPLY_STATUS:
+                return REDIS_REPLY_TYPE_STATUS;
+        case REDIS_REPLY_ERROR:
+                return REDIS_REPLY_TYPE_ERROR;
+        default:
+                return REDIS_REPLY_TYPE_OTHER;
+        }
+}
+
+const char *redis_reply_error(const RedisReply *r) {
+        if (!r || r->type != REDIS_REPLY_ERROR)
+                return NULL;
+        return r->str ?: "unknown error";
+}
+
+int redis_reply_integer(const RedisReply *r, long long *ret) {
+        if (!r || r->type != REDIS_REPLY_INTEGER)
+                return -EBADMSG;
+        *ret = r->integer;
+        return 0;
+}
+
+int redis_reply_string(const RedisReply *r, const char **ret, size_t *ret_len) {
+        if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) || !r->str)
+                return -EBADMSG;
+        *ret = r->str;
+        *ret_len = r->len;
+        return 0;
+}
+
+size_t redis_reply_array_len(const RedisReply *r) {
+        if (!r || r->type != REDIS_REPLY_ARRAY)
+                return 0;
+        return r->elements;
+}
+
+const RedisReply *redis_reply_array_get(const RedisReply *r, size_t i) {
+        if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
+                return NULL;
+        return r->element[i];
+}
+
+int redis_reply_array_string(const RedisReply *r, size_t i, char *buf, size_t size) {
+        const char *s;
+        size_t len;
+        int k;
+
+        k = redis_reply_string(redis_reply_array_get(r, i), &s, &len);
+        if (k < 0)
+                return k;
+        if (len >= size || memchr(s, '\0', len))
+                return -EBADMSG;
+        memcpy(buf, s, len);
+        buf[len] = '\0';
+        return 0;
+}
+
+int redis_reply_array_integer(const RedisReply *r, size_t i, long long *ret) {
+        return redis_reply_integer(redis_reply_array_get(r, i), ret);
+}

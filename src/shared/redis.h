@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The only place that sees hiredis: an asynchronous connection driven by
+ * sd-event, and checked accessors for replies. Errors come back as -errno;
+ * the hiredis error string is logged at debug level. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <systemd/sd-event.h>
+
+#include "config.h"
+#include "time-util.h"
+
+typedef struct RedisConn RedisConn;
+typedef struct redisReply RedisReply;   /* opaque outside redis.c */
+
+/* reply is NULL when the connection went away before it came. */
+typedef void (*redis_reply_cb)(RedisConn *c, const RedisReply *reply, void *userdata);
+/* error == 0: connected; <0: failed or lost, message says why. */
+typedef void (*redis_state_cb)(RedisConn *c, int error, const char *message, void *userdata);
+
+int redis_conn_new(sd_event *e, const RedisAddress *a, usec_t connect_timeout,
+                   redis_state_cb cb, void *userdata, RedisConn **ret);
+/* Closes (pending callbacks run with NULL, no state callback) and frees.
+ * Safe from inside any callback of this connection. */
+void redis_conn_free(RedisConn *c);
+bool redis_conn_is_connected(const RedisConn *c);
+/* Commands sent but not answered yet, and when the last reply came. */
+size_t redis_conn_pending(const RedisConn *c);
+usec_t redis_conn_last_activity(const RedisConn *c);
+
+int redis_conn_command(RedisConn *c, redis_reply_cb cb, void *userdata,
+                       int argc, const char *const *argv, const size_t *argvlen);
+/* Pub/sub: one handler per connection sees every subscription confirmation
+ * and message (and NULL when the connection goes). */
+void redis_conn_set_message_handler(RedisConn *c, redis_reply_cb cb, void *userdata);
+int redis_conn_subscribe(RedisConn *c, const char *channel);
+
+typedef enum RedisReplyType {
+        REDIS_REPLY_TYPE_STRING,
+        REDIS_REPLY_TYPE_ARRAY,
+        REDIS_REPLY_TYPE_INTEGER,
+        REDIS_REPLY_TYPE_NIL,
+        REDIS_REPLY_TYPE_STATUS,
+        REDIS_REPLY_TYPE_ERROR,
+        REDIS_REPLY_TYPE_OTHER,
+} RedisReplyType;
+
+RedisReplyType redis_reply_type(const RedisReply *r);
+/* The error text of an error reply, or NULL. */
+const char *redis_reply_error(const RedisReply *r);
+int redis_reply_integer(const RedisReply *r, long long *ret);
+/* A string or status reply (binary safe: see len). */
+int redis_reply_string(const RedisReply *r, const char **ret, size_t *ret_len);
+size_t redis_reply_array_len(const RedisReply *r);
+const RedisReply *redis_reply_array_get(const RedisReply *r, size_t i);
+/* A string element i of an array, copied NUL-terminated into buf; refuses
+ * embedded NULs and strings that do not fit. */
+int redis_reply_array_string(const RedisReply *r, size_t i, char *buf, size_t size);
+int redis_reply_array_integer(const RedisReply *r, size_t i, long long *ret);

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/un.h>
+
+#include "time-util.h"
+
+/* "@NAMESPACE/agent" and "@NAMESPACE/lease/LEASE_ID" (abstract namespace). */
+int sockaddr_abstract(const char *ns, const char *suffix, const char *lease,
+                      struct sockaddr_un *ret, socklen_t *ret_len);
+
+/* The anchor: a listening socket on @NS/lease/LEASE, never accepted. Whoever
+ * holds the last copy of the fd holds the slot. */
+int anchor_create(const char *ns, const char *lease, int *ret_fd);
+
+/* The agent's watch on an anchor: a non-blocking connection that sees
+ * POLLHUP as soon as the anchor closes. -ENOENT when nothing listens. */
+int anchor_watch(const char *ns, const char *lease, int *ret_fd);
+
+int agent_listen(const char *ns, int *ret_fd);
+
+/* Connects to the agent and checks with SO_PEERCRED that it runs as root or
+ * as trusted_uid. -ENOENT: no agent; -EPERM: an untrusted process holds the
+ * name. */
+int agent_connect(const char *ns, uid_t trusted_uid, usec_t timeout, int *ret_fd);
+
+int peer_cred(int fd, struct ucred *ret);
+
+/* Writes all of buf, polling on EAGAIN up to timeout. */
+int write_all(int fd, const void *buf, size_t len, usec_t timeout);
+
+/* Reads lines of bounded length from a socket. */
+typedef struct LineReader {
+        size_t max;             /* longest line accepted, without '\n' */
+        size_t len;
+        size_t start;
+        char buf[8192];
+} LineReader;
+
+void line_reader_init(LineReader *lr, size_t max);
+/* Reads what is there (one read()); 0 on EOF, -EAGAIN when nothing, >0 bytes. */
+int line_reader_fill(LineReader *lr, int fd);
+/* Next complete line (without '\n', NUL-terminated in place): 1 found,
+ * 0 none yet, -E2BIG when a line is longer than max. */
+int line_reader_next(LineReader *lr, char **ret_line, size_t *ret_len);
+
+int fd_set_nonblock(int fd);
