@@ -1,0 +1,1597 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <search.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-login.h>
+
+#include "agent.h"
+#include "log.h"
+#include "protocol.h"
+
+#define N_KEYS 7
+#define RENEW_BATCH 1000
+#define CONNECT_TIMEOUT (2 * USEC_PER_SEC)
+#define COMMAND_TIMEOUT (5 * USEC_PER_SEC)
+#define BACKOFF_MIN (100 * USEC_PER_MSEC)
+#define BACKOFF_MAX (5 * USEC_PER_SEC)
+#define RECHECK_SAFETY (5 * USEC_PER_SEC)
+#define DESC_MAX 1024
+
+static const char *const key_suffix[N_KEYS] = {
+        "holders", "queue", "waiters", "info", "grant", "token", "ticket",
+};
+
+static const char *const script_name[N_SCRIPTS] = {
+        [SCRIPT_ACQUIRE] = "acquire", [SCRIPT_RELEASE] = "release", [SCRIPT_RENEW] = "renew",
+        [SCRIPT_REASSERT] = "reassert", [SCRIPT_ADOPT] = "adopt", [SCRIPT_STATUS] = "status",
+};
+
+static void redis_went_down(Agent *a, int error, const char *why);
+static void lease_check(Lease *l);
+static void name_recheck(Name *n);
+
+/* ---- Trees ---------------------------------------------------------------- */
+
+static int lease_cmp(const void *x, const void *y) {
+        return strcmp(((const Lease *) x)->id, ((const Lease *) y)->id);
+}
+
+static int name_cmp(const void *x, const void *y) {
+        return strcmp(((const Name *) x)->name, ((const Name *) y)->name);
+}
+
+static Lease *lease_find(Agent *a, const char *id) {
+        Lease key = {};
+        void *p;
+
+        snprintf(key.id, sizeof(key.id), "%s", id);
+        p = tfind(&key, &a->lease_tree, lease_cmp);
+        return p ? *(Lease **) p : NULL;
+}
+
+static Name *name_find(Agent *a, const char *name) {
+        Name key = { .name = (char *) name };
+        void *p = tfind(&key, &a->name_tree, name_cmp);
+
+        return p ? *(Name **) p : NULL;
+}
+
+/* ---- Script calls ----------------------------------------------------------- */
+
+typedef struct ScriptCall {
+        Agent *agent;
+        Script script;
+        redis_reply_cb cb;
+        void *userdata;
+        int argc;
+        const char **argv;
+        size_t *argvlen;
+} ScriptCall;
+
+static void script_reply(RedisConn *conn, const RedisReply *reply, void *userdata);
+
+static int script_send(ScriptCall *sc, bool full_text) {
+        Agent *a = sc->agent;
+
+        sc->argv[0] = full_text ? "EVAL" : "EVALSHA";
+        sc->argv[1] = full_text ? a->script_text[sc->script] : a->sha[sc->script];
+        sc->argvlen[0] = strlen(sc->argv[0]);
+        sc->argvlen[1] = strlen(sc->argv[1]);
+        return redis_conn_command(a->cmd, script_reply, sc, sc->argc, sc->argv, sc->argvlen);
+}
+
+static void script_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        ScriptCall *sc = userdata;
+        const char *err = redis_reply_error(reply);
+
+        (void) conn;
+        if (err && strneq(err, "NOSCRIPT", 8) && sc->argv[0][4] == 'S') {
+                /* The server lost our scripts (SCRIPT FLUSH): send the text. */
+                log_warning("Redis does not know the %s script any more; sending it in full.",
+                            script_name[sc->script]);
+                if (script_send(sc, true) >= 0)
+                        return;
+                reply = NULL;
+        }
+        sc->cb(sc->agent->cmd, reply, sc->userdata);
+        free(sc);
+}
+
+/* EVALSHA on the keys of name, with args. cb gets the reply (NULL when the
+ * connection went); when this fails, cb is not called. The call keeps its
+ * own copy of everything, for a NOSCRIPT retry. */
+static int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
+                       size_t n_args, const char *const *args, const size_t *arglens) {
+        size_t prefix_len = strlen(a->config->key_prefix), name_len = strlen(name);
+        size_t argc = 3 + N_KEYS + n_args, data_size = 8;
+        ScriptCall *sc;
+        char *p;
+        int r;
+
+        if (a->state != REDIS_READY)
+                return -ENOTCONN;
+
+        for (size_t i = 0; i < N_KEYS; i++)
+                data_size += prefix_len + name_len + strlen(key_suffix[i]) + 6;
+        for (size_t i = 0; i < n_args; i++)
+                data_size += (arglens ? arglens[i] : strlen(args[i])) + 1;
+
+        sc = malloc(sizeof(*sc) + argc * (sizeof(char *) + sizeof(size_t)) + data_size);
+        if (!sc)
+                return -ENOMEM;
+        *sc = (ScriptCall) {
+                .agent = a, .script = script, .cb = cb, .userdata = userdata, .argc = (int) argc,
+                .argv = (const char **) (sc + 1),
+        };
+        sc->argvlen = (size_t *) (sc->argv + argc);
+        p = (char *) (sc->argvlen + argc);
+
+        sc->argv[2] = p;
+        sc->argvlen[2] = (size_t) sprintf(p, "%d", N_KEYS);
+        p += sc->argvlen[2] + 1;
+        for (size_t i = 0; i < N_KEYS; i++) {
+                int n = sprintf(p, "%s:{%s}:%s", a->config->key_prefix, name, key_suffix[i]);
+
+                sc->argv[3 + i] = p;
+                sc->argvlen[3 + i] = (size_t) n;
+                p += n + 1;
+        }
+        for (size_t i = 0; i < n_args; i++) {
+                size_t n = arglens ? arglens[i] : strlen(args[i]);
+
+                memcpy(p, args[i], n);
+                p[n] = '\0';
+                sc->argv[3 + N_KEYS + i] = p;
+                sc->argvlen[3 + N_KEYS + i] = n;
+                p += n + 1;
+        }
+
+        r = script_send(sc, false);
+        if (r < 0)
+                free(sc);
+        return r;
+}
+
+static void fire_and_forget_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        const char *err = redis_reply_error(reply);
+
+        (void) conn;
+        if (err)
+                log_warning("Redis refused %s: %s", (const char *) userdata, err);
+}
+
+static void redis_command(Agent *a, const char *what, int argc, const char *const *argv) {
+        if (a->state == REDIS_READY)
+                (void) redis_conn_command(a->cmd, fire_and_forget_reply, (void *) what, argc, argv, NULL);
+}
+
+/* ---- Names and leases ----------------------------------------------------- */
+
+static void name_subscribe(Name *n) {
+        Agent *a = n->agent;
+        char channel[IDENT_MAX_LEN + NAME_MAX_LEN + 16];
+
+        if (!a->sub_ready || n->subscribed_generation == a->sub_generation)
+                return;
+        snprintf(channel, sizeof(channel), "%s:{%s}:wake", a->config->key_prefix, n->name);
+        if (redis_conn_subscribe(a->sub, channel) >= 0)
+                n->subscribed_generation = a->sub_generation;
+}
+
+static Name *name_get(Agent *a, const char *name) {
+        Name *n = name_find(a, name);
+        const char *argv[3];
+
+        if (n)
+                return n;
+        n = calloc(1, sizeof(*n));
+        if (!n)
+                return NULL;
+        n->agent = a;
+        n->name = strdup(name);
+        if (!n->name || !tsearch(n, &a->name_tree, name_cmp)) {
+                free(n->name);
+                free(n);
+                return NULL;
+        }
+        LIST_PREPEND(all, a->names, n);
+
+        /* The index of names that "fleetsem status" lists. */
+        argv[0] = "SADD";
+        argv[1] = a->names_key;
+        argv[2] = name;
+        redis_command(a, "SADD", 3, argv);
+        return n;
+}
+
+static void name_maybe_free(Name *n) {
+        Agent *a = n->agent;
+
+        if (n->leases)
+                return;
+        tdelete(n, &a->name_tree, name_cmp);
+        LIST_REMOVE(all, a->names, n);
+        free(n->name);
+        free(n);
+}
+
+static Lease *lease_ref(Lease *l) {
+        l->n_ref++;
+        return l;
+}
+
+static void lease_unref(Lease *l) {
+        if (!l || --l->n_ref > 0)
+                return;
+        free(l->desc);
+        free(l);
+}
+
+static void lease_set_state(Lease *l, LeaseState state) {
+        Agent *a = l->agent;
+
+        if (l->state == LEASE_WAITING) {
+                l->name->n_waiting--;
+                a->n_waiting--;
+        } else if (l->state == LEASE_HELD) {
+                l->name->n_held--;
+                a->n_held--;
+        }
+        l->state = state;
+        if (state == LEASE_WAITING) {
+                l->name->n_waiting++;
+                a->n_waiting++;
+                name_subscribe(l->name);
+        } else if (state == LEASE_HELD) {
+                l->name->n_held++;
+                a->n_held++;
+        }
+        engine_mark_status_dirty(a);
+}
+
+static LogFields lease_fields(const Lease *l) {
+        return (LogFields) { .name = l->name->name, .lease = l->id, .token = l->token, .holder = l->holder };
+}
+
+/* Drops the lease from this agent: no more watching, no client. */
+static void lease_detach(Lease *l) {
+        Agent *a = l->agent;
+        Name *n = l->name;
+
+        if (l->state == LEASE_GONE)
+                return;
+        lease_set_state(l, LEASE_GONE);
+        tdelete(l, &a->lease_tree, lease_cmp);
+        a->n_leases--;
+        LIST_REMOVE(by_name, n->leases, l);
+        l->watch_source = sd_event_source_disable_unref(l->watch_source);
+        l->watch_fd = safe_close(l->watch_fd);
+        l->deadline_source = sd_event_source_disable_unref(l->deadline_source);
+        l->recheck_source = sd_event_source_disable_unref(l->recheck_source);
+        if (l->client) {
+                l->client->lease = NULL;
+                client_finish(l->client);
+                l->client = NULL;
+        }
+        name_maybe_free(n);
+        l->name = NULL;
+        lease_unref(l);
+}
+
+static PendingRelease *pending_release_new(Agent *a, const char *name, const char *lease) {
+        PendingRelease *p = calloc(1, sizeof(*p));
+
+        if (!p) {
+                log_error("Out of memory: slot %s of %s is released only when its lease expires.", lease, name);
+                return NULL;
+        }
+        p->agent = a;
+        snprintf(p->name, sizeof(p->name), "%s", name);
+        snprintf(p->lease, sizeof(p->lease), "%s", lease);
+        return p;
+}
+
+static void release_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        PendingRelease *p = userdata;
+        const char *err = redis_reply_error(reply);
+
+        (void) conn;
+        if (!reply) {
+                /* The connection went before the answer: again when it is back. */
+                LIST_PREPEND(all, p->agent->pending_releases, p);
+                return;
+        }
+        if (err)
+                log_warning("Redis refused to release %s of %s: %s", p->lease, p->name, err);
+        free(p);
+}
+
+/* Releases name/lease in Redis now, or as soon as Redis is back. */
+static void release_in_redis(Agent *a, const char *name, const char *lease) {
+        const char *hdel[] = { "HDEL", a->host_key, lease };
+        const char *args[] = { lease };
+        PendingRelease *p = pending_release_new(a, name, lease);
+
+        if (!p)
+                return;
+        if (script_call(a, SCRIPT_RELEASE, name, release_reply, p, 1, args, NULL) < 0) {
+                LIST_PREPEND(all, a->pending_releases, p);
+                return;
+        }
+        redis_command(a, "HDEL", 3, hdel);
+}
+
+static void lease_release(Lease *l, const char *why) {
+        LogFields f;
+
+        if (l->state == LEASE_GONE)
+                return;
+        f = lease_fields(l);
+        if (l->state == LEASE_HELD)
+                log_fields(LOG_INFO, &f, "Released slot of %s (token %" PRIu64 "): %s.", l->name->name, l->token, why);
+        else
+                log_fields(LOG_DEBUG, &f, "Withdrew from the queue for %s: %s.", l->name->name, why);
+        release_in_redis(l->agent, l->name->name, l->id);
+        lease_detach(l);
+}
+
+static void lease_lost(Lease *l, const char *why) {
+        char line[PROTO_REPLY_MAX];
+        MessageBuilder b;
+        LogFields f = lease_fields(l);
+
+        log_fields(LOG_ERR, &f, "LOST slot of %s (token %" PRIu64 "): %s.", l->name->name, l->token, why);
+        if (l->client) {
+                message_start(&b, line, sizeof(line), "LOST");
+                message_add(&b, "reason", why);
+                client_send(l->client, line, message_finish(&b));
+        }
+        lease_release(l, "lost");
+}
+
+static int on_anchor_event(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Lease *l = userdata;
+        char buf[64];
+        ssize_t n;
+
+        (void) s;
+        (void) revents;
+        /* The anchor never accepts, so never writes: any event means it closed. */
+        n = read(fd, buf, sizeof(buf));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        lease_release(l, "anchor closed");
+        return 0;
+}
+
+static void send_queued(Lease *l, uint32_t held) {
+        char line[PROTO_REPLY_MAX];
+        MessageBuilder b;
+
+        if (!l->client)
+                return;
+        message_start(&b, line, sizeof(line), "QUEUED");
+        message_add_u64(&b, "position", l->position);
+        message_add_u64(&b, "held", held);
+        message_add_u64(&b, "slots", l->slots);
+        client_send(l->client, line, message_finish(&b));
+}
+
+static void send_granted(Lease *l) {
+        char line[PROTO_REPLY_MAX];
+        MessageBuilder b;
+
+        if (!l->client)
+                return;
+        message_start(&b, line, sizeof(line), "GRANTED");
+        message_add_u64(&b, "token", l->token);
+        message_add(&b, "lease", l->id);
+        message_add_u64(&b, "since", l->since_ms);
+        client_send(l->client, line, message_finish(&b));
+}
+
+static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        Lease *l = userdata;
+        char line[PROTO_REPLY_MAX];
+        MessageBuilder b;
+
+        (void) s;
+        (void) usec;
+        if (l->state != LEASE_WAITING)
+                return 0;
+        if (l->client) {
+                message_start(&b, line, sizeof(line), "DENIED");
+                message_add(&b, "reason", "timeout");
+                message_add_u64(&b, "position", l->position);
+                client_send(l->client, line, message_finish(&b));
+        }
+        lease_release(l, "no slot within the wait time");
+        return 0;
+}
+
+static int on_recheck(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s;
+        (void) usec;
+        lease_check(userdata);
+        return 0;
+}
+
+static void lease_schedule_recheck(Lease *l, usec_t after) {
+        Agent *a = l->agent;
+
+        if (l->recheck_source) {
+                (void) sd_event_source_set_time_relative(l->recheck_source, after);
+                (void) sd_event_source_set_enabled(l->recheck_source, SD_EVENT_ONESHOT);
+                return;
+        }
+        if (sd_event_add_time_relative(a->event, &l->recheck_source, CLOCK_MONOTONIC, after, 0, on_recheck, l) < 0)
+                log_warning("Failed to arm the safety re-check of %s.", l->id);
+}
+
+static void grant(Lease *l, uint64_t token, uint64_t since) {
+        LogFields f;
+
+        l->token = token;
+        l->since_ms = since;
+        l->enqueued = false;
+        l->renewed = now_usec(CLOCK_MONOTONIC);
+        lease_set_state(l, LEASE_HELD);
+        l->deadline_source = sd_event_source_disable_unref(l->deadline_source);
+        l->recheck_source = sd_event_source_disable_unref(l->recheck_source);
+        f = lease_fields(l);
+        log_fields(LOG_INFO, &f, "Granted slot of %s to %s (token %" PRIu64 ").", l->name->name, l->holder, token);
+        send_granted(l);
+}
+
+static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Lease *l = userdata;
+        long long granted, v1, v2, v3;
+        const char *err = redis_reply_error(reply);
+
+        (void) conn;
+        l->check_inflight = false;
+        if (l->state != LEASE_WAITING || !reply)
+                goto finish;    /* gone, or Redis went: checked again when it is back */
+
+        if (err) {
+                log_error("Redis refused to queue %s for %s: %s", l->id, l->name->name, err);
+                if (l->client)
+                        client_send_error(l->client, ERROR_CODE_REDIS, "Redis refused the request: %s", err);
+                lease_release(l, "Redis error");
+                goto finish;
+        }
+        if (redis_reply_array_len(reply) != 4 ||
+            redis_reply_array_integer(reply, 0, &granted) < 0 ||
+            redis_reply_array_integer(reply, 1, &v1) < 0 ||
+            redis_reply_array_integer(reply, 2, &v2) < 0 ||
+            redis_reply_array_integer(reply, 3, &v3) < 0 || v1 < 0 || v2 < 0) {
+                log_error("Unexpected reply from Redis to the acquire script; refusing %s.", l->id);
+                if (l->client)
+                        client_send_error(l->client, ERROR_CODE_REDIS, "unexpected reply from Redis");
+                lease_release(l, "unexpected reply");
+                goto finish;
+        }
+
+        if (granted == 1) {
+                grant(l, (uint64_t) v1, (uint64_t) v2);
+                goto finish;
+        }
+
+        l->enqueued = true;
+        l->renewed = now_usec(CLOCK_MONOTONIC);
+        if ((uint32_t) v1 != l->position) {
+                l->position = (uint32_t) v1;
+                send_queued(l, (uint32_t) v2);
+        }
+        if (l->no_wait) {
+                on_deadline(NULL, 0, l);
+                goto finish;
+        }
+        /* Woken by pub/sub on release; besides, look again when the first
+         * holder's lease runs out (its host may be dead), and now and then. */
+        lease_schedule_recheck(l, v3 >= 0 && (usec_t) v3 * USEC_PER_MSEC < RECHECK_SAFETY
+                                          ? (usec_t) v3 * USEC_PER_MSEC + 5 * USEC_PER_MSEC
+                                          : RECHECK_SAFETY);
+        if (l->check_again) {
+                l->check_again = false;
+                lease_check(l);
+        }
+finish:
+        lease_unref(l);
+}
+
+static void lease_check(Lease *l) {
+        Agent *a = l->agent;
+        char slots[16], ttl[24];
+        const char *args[4];
+        int r;
+
+        if (l->state != LEASE_WAITING || a->state != REDIS_READY)
+                return;
+        if (l->check_inflight) {
+                l->check_again = true;
+                return;
+        }
+        snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
+        snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
+        args[0] = l->id;
+        args[1] = slots;
+        args[2] = ttl;
+        args[3] = l->desc;
+        r = script_call(a, SCRIPT_ACQUIRE, l->name->name, acquire_reply, lease_ref(l), 4, args, NULL);
+        if (r < 0) {
+                lease_unref(l);
+                return;
+        }
+        l->check_inflight = true;
+}
+
+static void name_recheck(Name *n) {
+        Lease *l, *next;
+
+        LIST_FOREACH_SAFE(by_name, l, next, n->leases)
+                lease_check(l);
+}
+
+/* "user@host pid N (unit)" from a description, for logs. */
+static void holder_from_description(const char *desc, char *buf, size_t size) {
+        Message m;
+        const char *what;
+
+        if (message_parse(desc, strlen(desc), DESC_MAX, &m) < 0) {
+                snprintf(buf, size, "?");
+                return;
+        }
+        what = message_get(&m, "unit") ?: message_get(&m, "session") ?: message_get(&m, "comm") ?: "?";
+        snprintf(buf, size, "%s@%s pid %s (%s)", message_get(&m, "user") ?: message_get(&m, "uid") ?: "?",
+                 message_get(&m, "host") ?: "?", message_get(&m, "pid") ?: "?", what);
+}
+
+static int lease_new(Agent *a, const char *name, const char *id, uint32_t slots, uid_t uid, pid_t pid,
+                     int watch_fd, char *desc, Lease **ret) {
+        Lease *l;
+        Name *n;
+        int r;
+
+        n = name_get(a, name);
+        if (!n)
+                return -ENOMEM;
+        l = calloc(1, sizeof(*l));
+        if (!l) {
+                name_maybe_free(n);
+                return -ENOMEM;
+        }
+        *l = (Lease) {
+                .n_ref = 1, .agent = a, .name = n, .slots = slots, .uid = uid, .pid = pid,
+                .watch_fd = watch_fd, .desc = desc, .state = LEASE_GONE,
+        };
+        snprintf(l->id, sizeof(l->id), "%s", id);
+        holder_from_description(desc, l->holder, sizeof(l->holder));
+        r = sd_event_add_io(a->event, &l->watch_source, watch_fd, EPOLLRDHUP, on_anchor_event, l);
+        if (r < 0 || !tsearch(l, &a->lease_tree, lease_cmp)) {
+                sd_event_source_disable_unref(l->watch_source);
+                free(l);
+                name_maybe_free(n);
+                return r < 0 ? r : -ENOMEM;
+        }
+        a->n_leases++;
+        LIST_PREPEND(by_name, n->leases, l);
+        *ret = l;
+        return 0;
+}
+
+/* ---- Requests ---------------------------------------------------------------- */
+
+static char *describe(Agent *a, const struct ucred *uc, uint32_t slots) {
+        struct passwd pwbuf, *pw = NULL;
+        char buf[4096], comm[64] = "", path[64], line[DESC_MAX];
+        char *unit = NULL, *session = NULL;
+        MessageBuilder b;
+        FILE *f;
+
+        message_start(&b, line, sizeof(line), "INFO");
+        message_add(&b, "host", a->config->host_id);
+        message_addf(&b, "pid", PID_FMT, uc->pid);
+        message_addf(&b, "uid", UID_FMT, uc->uid);
+        if (getpwuid_r(uc->uid, &pwbuf, buf, sizeof(buf), &pw) == 0 && pw)
+                message_add(&b, "user", pw->pw_name);
+        message_addf(&b, "slots", "%" PRIu32, slots);
+
+        snprintf(path, sizeof(path), "/proc/%i/comm", uc->pid);
+        f = fopen(path, "re");
+        if (f) {
+                if (fgets(comm, sizeof(comm), f)) {
+                        comm[strcspn(comm, "\n")] = '\0';
+                        message_add(&b, "comm", comm);
+                }
+                fclose(f);
+        }
+        if (sd_pid_get_unit(uc->pid, &unit) >= 0 || sd_pid_get_user_unit(uc->pid, &unit) >= 0)
+                message_add(&b, "unit", unit);
+        if (sd_pid_get_session(uc->pid, &session) >= 0)
+                message_add(&b, "session", session);
+        free(unit);
+        free(session);
+
+        if (message_finish(&b) < 0)
+                return strdup("INFO");
+        return strdup(line);
+}
+
+void engine_acquire(Agent *a, Client *c, const char *name, const char *id, uint32_t slots, usec_t wait) {
+        _cleanup_close_ int watch = -EBADF;
+        const char *hset[4];
+        char index[NAME_MAX_LEN + 64];
+        struct ucred owner;
+        Lease *l;
+        char *desc;
+        int r;
+
+        if (a->state == REDIS_DOWN) {
+                client_send_error(c, ERROR_CODE_UNAVAILABLE, "Redis at %s is unreachable: %s",
+                                  a->redis_name, a->redis_error);
+                return;
+        }
+
+        l = lease_find(a, id);
+        if (l) {
+                /* Asking again with the same lease: the same slot, or the same
+                 * place in line (an agent restart, or a client reconnecting). */
+                if (!streq(l->name->name, name)) {
+                        client_send_error(c, ERROR_CODE_INVALID, "lease %s is held for \"%s\", not \"%s\"",
+                                          id, l->name->name, name);
+                        return;
+                }
+                if (l->uid != c->cred.uid) {
+                        client_send_error(c, ERROR_CODE_PERMISSION, "lease %s belongs to another user", id);
+                        return;
+                }
+                if (l->client) {
+                        l->client->lease = NULL;
+                        client_finish(l->client);
+                }
+                l->client = c;
+                c->lease = l;
+                if (l->state == LEASE_HELD)
+                        send_granted(l);
+                else
+                        lease_check(l);
+                return;
+        }
+
+        r = anchor_watch(a->config->namespace, id, &watch);
+        if (r == -ENOENT) {
+                client_send_error(c, ERROR_CODE_ANCHOR, "no anchor listens on @%s/lease/%s; create it before asking",
+                                  a->config->namespace, id);
+                return;
+        }
+        if (r < 0) {
+                client_send_error(c, ERROR_CODE_ANCHOR, "cannot watch anchor @%s/lease/%s: %s",
+                                  a->config->namespace, id, strerror(-r));
+                return;
+        }
+        r = peer_cred(watch, &owner);
+        if (r < 0 || owner.uid != c->cred.uid) {
+                log_warning("Refused %s to uid " UID_FMT ": its anchor belongs to uid " UID_FMT ".",
+                            name, c->cred.uid, r < 0 ? (uid_t) -1 : owner.uid);
+                client_send_error(c, ERROR_CODE_ANCHOR, "anchor @%s/lease/%s does not belong to the requester",
+                                  a->config->namespace, id);
+                return;
+        }
+
+        desc = describe(a, &c->cred, slots);
+        if (!desc) {
+                client_send_error(c, ERROR_CODE_BUSY, "out of memory");
+                return;
+        }
+        r = lease_new(a, name, id, slots, c->cred.uid, c->cred.pid, watch, desc, &l);
+        if (r < 0) {
+                free(desc);
+                client_send_error(c, ERROR_CODE_BUSY, "cannot track the request: %s", strerror(-r));
+                return;
+        }
+        TAKE_FD(watch);
+        l->client = c;
+        c->lease = l;
+        l->no_wait = wait == 0;
+        lease_set_state(l, LEASE_WAITING);
+        if (wait != 0 && wait != USEC_INFINITY &&
+            sd_event_add_time_relative(a->event, &l->deadline_source, CLOCK_MONOTONIC, wait, 0, on_deadline, l) < 0) {
+                client_send_error(c, ERROR_CODE_BUSY, "cannot arm the wait timer");
+                lease_detach(l);
+                return;
+        }
+
+        /* This host's index of its leases, for re-adoption after a restart. */
+        snprintf(index, sizeof(index), "%s %" PRIu32 " " UID_FMT, name, slots, c->cred.uid);
+        hset[0] = "HSET";
+        hset[1] = a->host_key;
+        hset[2] = id;
+        hset[3] = index;
+        redis_command(a, "HSET", 4, (const char *const *) hset);
+
+        lease_check(l);
+}
+
+void engine_release_request(Agent *a, Client *c, const char *id) {
+        Lease *l = lease_find(a, id);
+        bool held = false;
+
+        if (l && l->uid != c->cred.uid && c->cred.uid != 0) {
+                client_send_error(c, ERROR_CODE_PERMISSION, "lease %s belongs to another user", id);
+                return;
+        }
+        if (l) {
+                held = l->state == LEASE_HELD;
+                lease_release(l, "released on request");
+        }
+        client_send(c, held ? "RELEASED held=1" : "RELEASED held=0", 15);
+        client_finish(c);
+}
+
+void engine_client_gone(Agent *a, Client *c) {
+        Lease *l = c->lease;
+
+        (void) a;
+        if (c->status)
+                c->status->client = NULL;
+        if (!l)
+                return;
+        c->lease = NULL;
+        l->client = NULL;
+        if (l->state == LEASE_WAITING)
+                lease_release(l, "the client went away while waiting");
+}
+
+/* ---- Renewal ------------------------------------------------------------------ */
+
+typedef struct RenewBatch {
+        Agent *agent;
+        usec_t sent;
+        bool reassert;
+        size_t n;
+        char name[NAME_MAX_LEN + 1];
+        char ids[][LEASE_ID_LEN + 1];
+} RenewBatch;
+
+static void reassert_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Lease *l = userdata;
+        long long ok = 0;
+        LogFields f;
+
+        (void) conn;
+        if (l->state == LEASE_HELD && reply) {
+                if (redis_reply_integer(reply, &ok) >= 0 && ok == 1) {
+                        l->renewed = now_usec(CLOCK_MONOTONIC);
+                        f = lease_fields(l);
+                        log_fields(LOG_NOTICE, &f, "Re-asserted slot of %s (token %" PRIu64 ") after Redis came back without it.",
+                                   l->name->name, l->token);
+                } else
+                        lease_lost(l, redis_reply_error(reply) ?: "its slot was taken while Redis was away");
+        }
+        lease_unref(l);
+}
+
+static void lease_reassert(Lease *l) {
+        Agent *a = l->agent;
+        char slots[16], token[24], since[24], ttl[24];
+        const char *args[] = { l->id, slots, token, since, ttl, l->desc };
+
+        snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
+        snprintf(token, sizeof(token), "%" PRIu64, l->token);
+        snprintf(since, sizeof(since), "%" PRIu64, l->since_ms);
+        snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
+        if (script_call(a, SCRIPT_REASSERT, l->name->name, reassert_reply, lease_ref(l), ELEMENTSOF(args), args, NULL) < 0)
+                lease_unref(l);
+}
+
+static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        RenewBatch *batch = userdata;
+        Agent *a = batch->agent;
+        const char *err = redis_reply_error(reply);
+        size_t n_missing = redis_reply_array_len(reply);
+
+        (void) conn;
+        if (!reply)
+                goto finish;
+        if (err) {
+                log_error("Redis refused to renew the leases of %s: %s", batch->name, err);
+                goto finish;
+        }
+
+        for (size_t i = 0; i < batch->n; i++) {
+                Lease *l = lease_find(a, batch->ids[i]);
+                bool missing = false;
+                char id[LEASE_ID_LEN + 1];
+
+                if (!l || l->state == LEASE_GONE)
+                        continue;
+                for (size_t j = 0; j < n_missing && !missing; j++)
+                        missing = redis_reply_array_string(reply, j, id, sizeof(id)) >= 0 && streq(id, l->id);
+                if (!missing) {
+                        l->renewed = batch->sent;
+                        continue;
+                }
+                if (l->state == LEASE_WAITING) {
+                        /* Its place in line expired: queue again. */
+                        l->enqueued = false;
+                        lease_check(l);
+                } else if (batch->reassert && batch->sent - l->renewed < a->config->lease_ttl)
+                        lease_reassert(l);
+                else
+                        lease_lost(l, "its lease expired or was evicted in Redis");
+        }
+finish:
+        free(batch);
+}
+
+static void renew_name(Agent *a, Name *n, bool reassert) {
+        Lease *l = n->leases;
+
+        while (l) {
+                RenewBatch *batch;
+                const char *args[RENEW_BATCH + 1];
+                char ttl[24];
+                size_t k = 0;
+
+                batch = malloc(sizeof(*batch) + RENEW_BATCH * sizeof(batch->ids[0]));
+                if (!batch)
+                        return;
+                *batch = (RenewBatch) { .agent = a, .sent = now_usec(CLOCK_MONOTONIC), .reassert = reassert };
+                snprintf(batch->name, sizeof(batch->name), "%s", n->name);
+                snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
+                args[k++] = ttl;
+                for (; l && batch->n < RENEW_BATCH; l = l->by_name_next) {
+                        if (l->state == LEASE_WAITING && !l->enqueued)
+                                continue;
+                        memcpy(batch->ids[batch->n], l->id, sizeof(l->id));
+                        args[k++] = batch->ids[batch->n++];
+                }
+                if (batch->n == 0 || script_call(a, SCRIPT_RENEW, n->name, renew_reply, batch, k, args, NULL) < 0)
+                        free(batch);
+        }
+}
+
+static void renew_all(Agent *a, bool reassert) {
+        for (Name *n = a->names; n; n = n->all_next)
+                renew_name(a, n, reassert);
+}
+
+static void check_lost_while_down(Agent *a) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        Name *n, *nn;
+
+        LIST_FOREACH_SAFE(all, n, nn, a->names) {
+                Lease *l, *next;
+
+                /* lease_lost() may free n once its last lease goes. */
+                LIST_FOREACH_SAFE(by_name, l, next, n->leases) {
+                        if (l->state == LEASE_HELD && now - l->renewed > a->config->lease_ttl)
+                                lease_lost(l, "Redis was unreachable for longer than the lease TTL");
+                }
+        }
+}
+
+static int on_renew_tick(sd_event_source *s, uint64_t usec, void *userdata) {
+        Agent *a = userdata;
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+
+        (void) usec;
+        client_sweep(a);
+        if (a->cmd && redis_conn_pending(a->cmd) > 0 &&
+            now - redis_conn_last_activity(a->cmd) > COMMAND_TIMEOUT)
+                redis_went_down(a, -ETIMEDOUT, "Redis did not answer for 5s");
+
+        if (a->state == REDIS_READY)
+                renew_all(a, false);
+        else
+                check_lost_while_down(a);
+
+        (void) sd_event_source_set_time_relative(s, a->config->lease_ttl / 3);
+        return 0;
+}
+
+/* ---- Re-adoption after an agent restart --------------------------------------- */
+
+typedef struct Adoption {
+        Agent *agent;
+        int watch_fd;
+        uint32_t slots;
+        struct ucred owner;
+        char name[NAME_MAX_LEN + 1];
+        char id[LEASE_ID_LEN + 1];
+} Adoption;
+
+static size_t adopt_pending, adopt_count;
+static usec_t adopt_started;
+
+static void adopt_done_one(Agent *a) {
+        char buf[FORMAT_DURATION_MAX];
+
+        if (--adopt_pending > 0)
+                return;
+        log_info("Re-adopted %zu held slot(s) of this host in %s.", adopt_count,
+                 format_duration(buf, sizeof(buf), now_usec(CLOCK_MONOTONIC) - adopt_started));
+        (void) a;
+}
+
+static void forget_index_entry(Agent *a, const char *id) {
+        const char *hdel[] = { "HDEL", a->host_key, id };
+
+        redis_command(a, "HDEL", 3, hdel);
+}
+
+static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Adoption *ad = userdata;
+        Agent *a = ad->agent;
+        char desc[DESC_MAX + 1] = "";
+        long long state = -2, token = 0, since = 0;
+        Lease *l;
+        char *d;
+
+        (void) conn;
+        if (reply && redis_reply_array_len(reply) >= 1)
+                (void) redis_reply_array_integer(reply, 0, &state);
+        if (state == 1 &&
+            (redis_reply_array_integer(reply, 1, &token) < 0 || redis_reply_array_integer(reply, 2, &since) < 0 ||
+             redis_reply_array_string(reply, 3, desc, sizeof(desc)) < 0 || token < 0 || since < 0))
+                state = -2;
+
+        if (state == 1 && !lease_find(a, ad->id)) {
+                d = strdup(desc);
+                if (d && lease_new(a, ad->name, ad->id, ad->slots, ad->owner.uid, ad->owner.pid, ad->watch_fd, d, &l) >= 0) {
+                        LogFields f;
+
+                        ad->watch_fd = -EBADF;
+                        l->token = (uint64_t) token;
+                        l->since_ms = (uint64_t) since;
+                        l->renewed = now_usec(CLOCK_MONOTONIC);
+                        lease_set_state(l, LEASE_HELD);
+                        adopt_count++;
+                        f = lease_fields(l);
+                        log_fields(LOG_DEBUG, &f, "Re-adopted slot of %s (token %" PRIu64 ").", ad->name, l->token);
+                } else
+                        free(d);
+        } else if (state == -1)
+                forget_index_entry(a, ad->id);
+        /* state 0: only queued; its client asks again if it still wants it. */
+
+        safe_close(ad->watch_fd);
+        free(ad);
+        adopt_done_one(a);
+}
+
+static void adopt_entry(Agent *a, const char *id, const char *value) {
+        char name[NAME_MAX_LEN + 1];
+        unsigned slots, uid;
+        int watch = -EBADF, n = 0, r;
+        struct ucred owner;
+        Adoption *ad;
+
+        if (!lease_id_is_valid(id) || lease_find(a, id))
+                return;
+        if (sscanf(value, "%200s %u %u%n", name, &slots, &uid, &n) != 3 || value[n] != '\0' ||
+            !name_is_valid(name) || slots < 1 || slots > SLOTS_MAX) {
+                log_warning("Ignoring malformed entry for lease %s in %s.", id, a->host_key);
+                forget_index_entry(a, id);
+                return;
+        }
+
+        r = anchor_watch(a->config->namespace, id, &watch);
+        if (r >= 0)
+                r = peer_cred(watch, &owner);
+        if (r >= 0 && owner.uid != (uid_t) uid) {
+                log_warning("Anchor of lease %s belongs to uid " UID_FMT ", not " UID_FMT "; releasing its slot of %s.",
+                            id, owner.uid, (uid_t) uid, name);
+                r = -EPERM;
+        }
+        if (r < 0) {
+                if (r == -ENOENT)
+                        log_info("Anchor of lease %s is gone; releasing its slot of %s.", id, name);
+                safe_close(watch);
+                release_in_redis(a, name, id);
+                return;
+        }
+
+        ad = calloc(1, sizeof(*ad));
+        if (!ad) {
+                safe_close(watch);
+                return;
+        }
+        *ad = (Adoption) { .agent = a, .watch_fd = watch, .slots = slots, .owner = owner };
+        snprintf(ad->name, sizeof(ad->name), "%s", name);
+        snprintf(ad->id, sizeof(ad->id), "%s", id);
+        {
+                char ttl[24];
+                const char *args[] = { id, ttl };
+
+                snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
+                adopt_pending++;
+                if (script_call(a, SCRIPT_ADOPT, name, adopt_reply, ad, 2, args, NULL) < 0) {
+                        safe_close(ad->watch_fd);
+                        free(ad);
+                        adopt_done_one(a);
+                }
+        }
+}
+
+static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Agent *a = userdata;
+        size_t n = redis_reply_array_len(reply);
+        const char *err = redis_reply_error(reply);
+
+        (void) conn;
+        if (!reply)
+                return;         /* Redis went: adoption runs again when it is back */
+        if (err) {
+                log_error("Failed to read this host's leases from %s: %s", a->host_key, err);
+                return;
+        }
+        a->adopted = true;
+        adopt_pending = 1;
+        adopt_count = 0;
+        adopt_started = now_usec(CLOCK_MONOTONIC);
+        for (size_t i = 0; i + 1 < n; i += 2) {
+                char id[LEASE_ID_LEN + 1], value[NAME_MAX_LEN + 64];
+
+                if (redis_reply_array_string(reply, i, id, sizeof(id)) < 0 ||
+                    redis_reply_array_string(reply, i + 1, value, sizeof(value)) < 0)
+                        continue;
+                adopt_entry(a, id, value);
+        }
+        adopt_done_one(a);
+}
+
+static void adopt_start(Agent *a) {
+        const char *argv[] = { "HGETALL", a->host_key };
+
+        (void) redis_conn_command(a->cmd, index_reply, a, 2, argv, NULL);
+}
+
+/* ---- Status ------------------------------------------------------------------ */
+
+typedef struct StatusItem {
+        StatusJob *job;
+        char name[NAME_MAX_LEN + 1];
+} StatusItem;
+
+static void status_job_done_one(StatusJob *job, long long now) {
+        char line[64];
+
+        if (now > job->now_ms)
+                job->now_ms = now;
+        if (--job->pending > 0)
+                return;
+        if (job->client) {
+                snprintf(line, sizeof(line), "END now=%lld", job->now_ms);
+                client_send(job->client, line, (int) strlen(line));
+                client_finish(job->client);
+                job->client->status = NULL;
+        }
+        free(job);
+}
+
+static const char *const desc_keys[] = { "host", "pid", "uid", "user", "slots", "comm", "unit", "session" };
+
+/* Copies the known fields of a description from Redis: it is data, checked
+ * again here rather than passed on. */
+static void add_description(MessageBuilder *b, const char *desc) {
+        Message m;
+
+        if (message_parse(desc, strlen(desc), DESC_MAX, &m) < 0 || !streq(m.verb, "INFO"))
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(desc_keys); i++) {
+                const char *v = message_get(&m, desc_keys[i]);
+
+                if (v && strlen(v) <= 256)
+                        message_add(b, desc_keys[i], v);
+        }
+}
+
+static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        StatusItem *item = userdata;
+        StatusJob *job = item->job;
+        const RedisReply *holders, *queue;
+        char line[PROTO_REPLY_MAX];
+        long long now = 0;
+        MessageBuilder b;
+
+        (void) conn;
+        if (!job->client || !reply)
+                goto finish;
+        if (redis_reply_error(reply)) {
+                message_start(&b, line, sizeof(line), "ERROR");
+                message_add(&b, "code", ERROR_CODE_REDIS);
+                message_addf(&b, "message", "%s: %s", item->name, redis_reply_error(reply));
+                client_send(job->client, line, message_finish(&b));
+                goto finish;
+        }
+        holders = redis_reply_array_get(reply, 1);
+        queue = redis_reply_array_get(reply, 2);
+        if (redis_reply_array_integer(reply, 0, &now) < 0 || !holders || !queue)
+                goto finish;
+        if (redis_reply_array_len(holders) == 0 && redis_reply_array_len(queue) == 0)
+                goto finish;
+
+        message_start(&b, line, sizeof(line), "NAME");
+        message_add(&b, "name", item->name);
+        message_add_u64(&b, "held", redis_reply_array_len(holders));
+        message_add_u64(&b, "waiting", redis_reply_array_len(queue));
+        client_send(job->client, line, message_finish(&b));
+
+        for (size_t i = 0; i < redis_reply_array_len(holders); i++) {
+                const RedisReply *h = redis_reply_array_get(holders, i);
+                char id[LEASE_ID_LEN + 1], grant[64], desc[DESC_MAX + 1];
+                unsigned long long token = 0, since = 0;
+                long long expires = 0;
+
+                if (redis_reply_array_string(h, 0, id, sizeof(id)) < 0 || !lease_id_is_valid(id) ||
+                    redis_reply_array_integer(h, 1, &expires) < 0 ||
+                    redis_reply_array_string(h, 2, grant, sizeof(grant)) < 0 ||
+                    redis_reply_array_string(h, 3, desc, sizeof(desc)) < 0)
+                        continue;
+                if (sscanf(grant, "%llu %llu", &token, &since) != 2)
+                        token = since = 0;
+                message_start(&b, line, sizeof(line), "HOLDER");
+                message_add(&b, "name", item->name);
+                message_add(&b, "lease", id);
+                message_add_u64(&b, "token", token);
+                message_add_u64(&b, "since", since);
+                message_addf(&b, "expires_in", "%lld", expires);
+                add_description(&b, desc);
+                client_send(job->client, line, message_finish(&b));
+        }
+        for (size_t i = 0; i < redis_reply_array_len(queue); i++) {
+                const RedisReply *w = redis_reply_array_get(queue, i);
+                char id[LEASE_ID_LEN + 1], desc[DESC_MAX + 1];
+
+                if (redis_reply_array_string(w, 0, id, sizeof(id)) < 0 || !lease_id_is_valid(id) ||
+                    redis_reply_array_string(w, 1, desc, sizeof(desc)) < 0)
+                        continue;
+                message_start(&b, line, sizeof(line), "WAITER");
+                message_add(&b, "name", item->name);
+                message_add(&b, "lease", id);
+                message_add_u64(&b, "position", i + 1);
+                add_description(&b, desc);
+                client_send(job->client, line, message_finish(&b));
+        }
+finish:
+        free(item);
+        status_job_done_one(job, now);
+}
+
+static void status_name(Agent *a, StatusJob *job, const char *name) {
+        StatusItem *item = calloc(1, sizeof(*item));
+
+        if (!item)
+                return;
+        item->job = job;
+        snprintf(item->name, sizeof(item->name), "%s", name);
+        job->pending++;
+        if (script_call(a, SCRIPT_STATUS, name, status_reply, item, 0, NULL, NULL) < 0) {
+                free(item);
+                job->pending--;
+        }
+}
+
+static int strcmp_ptr(const void *x, const void *y) {
+        return strcmp(*(char *const *) x, *(char *const *) y);
+}
+
+static void names_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        StatusJob *job = userdata;
+        size_t n = redis_reply_array_len(reply);
+        _cleanup_free_ char **names = NULL, *storage = NULL;
+        size_t k = 0;
+
+        (void) conn;
+        if (job->client && reply && n > 0) {
+                names = calloc(n, sizeof(char *));
+                storage = malloc(n * (NAME_MAX_LEN + 1));
+                for (size_t i = 0; names && storage && i < n; i++) {
+                        char *s = storage + k * (NAME_MAX_LEN + 1);
+
+                        if (redis_reply_array_string(reply, i, s, NAME_MAX_LEN + 1) >= 0 && name_is_valid(s))
+                                names[k++] = s;
+                }
+                if (names)
+                        qsort(names, k, sizeof(char *), strcmp_ptr);
+                for (size_t i = 0; i < k; i++)
+                        status_name(job->agent, job, names[i]);
+        }
+        status_job_done_one(job, 0);
+}
+
+void engine_status(Agent *a, Client *c, const char *name) {
+        StatusJob *job;
+
+        if (a->state != REDIS_READY) {
+                client_send_error(c, ERROR_CODE_UNAVAILABLE, "Redis at %s is unreachable: %s",
+                                  a->redis_name, a->redis_error[0] ? a->redis_error : "not connected yet");
+                return;
+        }
+        job = calloc(1, sizeof(*job));
+        if (!job) {
+                client_send_error(c, ERROR_CODE_BUSY, "out of memory");
+                return;
+        }
+        job->agent = a;
+        job->client = c;
+        job->pending = 1;
+        c->status = job;
+        if (name[0]) {
+                status_name(a, job, name);
+                status_job_done_one(job, 0);
+        } else {
+                const char *argv[] = { "SMEMBERS", a->names_key };
+
+                if (redis_conn_command(a->cmd, names_reply, job, 2, argv, NULL) < 0)
+                        status_job_done_one(job, 0);
+        }
+}
+
+/* ---- sd_notify STATUS= ---------------------------------------------------------- */
+
+static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Agent *a = userdata;
+        char buf[512];
+
+        (void) s;
+        (void) usec;
+        a->status_dirty = false;
+        snprintf(buf, sizeof(buf), "STATUS=%zu slot(s) held, %zu waiting, Redis %s%s%s",
+                 a->n_held, a->n_waiting,
+                 a->state == REDIS_READY ? "up" : a->state == REDIS_DOWN ? "DOWN" : "connecting",
+                 a->state == REDIS_DOWN ? ": " : "", a->state == REDIS_DOWN ? a->redis_error : "");
+        (void) sd_notify(false, buf);
+        return 0;
+}
+
+void engine_mark_status_dirty(Agent *a) {
+        if (a->status_dirty || !a->status_source)
+                return;
+        a->status_dirty = true;
+        (void) sd_event_source_set_time_relative(a->status_source, 250 * USEC_PER_MSEC);
+        (void) sd_event_source_set_enabled(a->status_source, SD_EVENT_ONESHOT);
+}
+
+/* ---- Redis connections ------------------------------------------------------------ */
+
+static void connect_all(Agent *a);
+
+static int on_reconnect(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s;
+        (void) usec;
+        connect_all(userdata);
+        return 0;
+}
+
+static void schedule_reconnect(Agent *a) {
+        a->backoff = a->backoff == 0 ? BACKOFF_MIN : a->backoff * 2;
+        if (a->backoff > BACKOFF_MAX)
+                a->backoff = BACKOFF_MAX;
+        (void) sd_event_source_set_time_relative(a->reconnect_source, a->backoff);
+        (void) sd_event_source_set_enabled(a->reconnect_source, SD_EVENT_ONESHOT);
+}
+
+static void fail_unqueued(Agent *a) {
+        Name *n, *nn;
+
+        LIST_FOREACH_SAFE(all, n, nn, a->names) {
+                Lease *l, *next;
+
+                LIST_FOREACH_SAFE(by_name, l, next, n->leases)
+                        if (l->state == LEASE_WAITING && !l->enqueued) {
+                                if (l->client)
+                                        client_send_error(l->client, ERROR_CODE_UNAVAILABLE, "Redis at %s is unreachable: %s",
+                                                          a->redis_name, a->redis_error);
+                                lease_release(l, "Redis unreachable");
+                        }
+        }
+}
+
+static void redis_went_down(Agent *a, int error, const char *why) {
+        char buf[FORMAT_DURATION_MAX];
+
+        snprintf(a->redis_error, sizeof(a->redis_error), "%s", why && why[0] ? why : strerror(-error));
+        redis_conn_free(a->cmd);
+        a->cmd = NULL;
+        redis_conn_free(a->sub);
+        a->sub = NULL;
+        a->sub_ready = false;
+
+        if (a->state == REDIS_READY)
+                log_warning("Lost connection to Redis at %s: %s; held slots stay anchored, retrying.",
+                            a->redis_name, a->redis_error);
+        else if (a->state == REDIS_CONNECTING || a->backoff >= BACKOFF_MAX)
+                log_warning("Failed to connect to Redis at %s: %s; retrying in %s.", a->redis_name, a->redis_error,
+                            format_duration(buf, sizeof(buf), a->backoff ? a->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : a->backoff * 2 : BACKOFF_MIN));
+        a->state = REDIS_DOWN;
+        fail_unqueued(a);
+        schedule_reconnect(a);
+        engine_mark_status_dirty(a);
+}
+
+static void on_redis_ready(Agent *a) {
+        PendingRelease *p;
+        Name *n, *nn;
+
+        a->state = REDIS_READY;
+        a->backoff = 0;
+        a->redis_error[0] = '\0';
+        log_info("Connected to Redis at %s.", a->redis_name);
+
+        while ((p = a->pending_releases)) {
+                LIST_REMOVE(all, a->pending_releases, p);
+                release_in_redis(a, p->name, p->lease);
+                free(p);
+        }
+        if (!a->adopted)
+                adopt_start(a);
+        else
+                renew_all(a, true);     /* re-assert what Redis may have lost */
+
+        LIST_FOREACH_SAFE(all, n, nn, a->names)
+                name_recheck(n);
+        engine_mark_status_dirty(a);
+}
+
+typedef struct SetupStep {
+        Agent *agent;
+        RedisConn *conn;
+        const char *what;
+        int script;             /* -1: not a SCRIPT LOAD */
+} SetupStep;
+
+static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        SetupStep *step = userdata;
+        Agent *a = step->agent;
+        const char *err = redis_reply_error(reply), *s;
+        size_t len;
+
+        if (!reply || conn != a->cmd)
+                goto finish;    /* an old connection */
+        if (err) {
+                if (!a->setup_failed)
+                        snprintf(a->redis_error, sizeof(a->redis_error), "%s failed: %s", step->what, err);
+                a->setup_failed = true;
+        } else if (step->script >= 0) {
+                if (redis_reply_string(reply, &s, &len) < 0 || len != 40) {
+                        a->setup_failed = true;
+                        snprintf(a->redis_error, sizeof(a->redis_error), "SCRIPT LOAD gave an unexpected reply");
+                } else {
+                        memcpy(a->sha[step->script], s, 40);
+                        a->sha[step->script][40] = '\0';
+                }
+        }
+        if (--a->setup_pending > 0)
+                goto finish;
+        if (a->setup_failed) {
+                char why[sizeof(a->redis_error)];
+
+                snprintf(why, sizeof(why), "%s", a->redis_error);
+                redis_went_down(a, -EACCES, why);
+        } else
+                on_redis_ready(a);
+finish:
+        free(step);
+}
+
+static void setup_send(Agent *a, const char *what, int script, int argc, const char *const *argv) {
+        SetupStep *step = calloc(1, sizeof(*step));
+
+        if (!step)
+                return;
+        *step = (SetupStep) { .agent = a, .conn = a->cmd, .what = what, .script = script };
+        if (redis_conn_command(a->cmd, setup_reply, step, argc, argv, NULL) < 0) {
+                free(step);
+                return;
+        }
+        a->setup_pending++;
+}
+
+static int auth_argv(const Agent *a, const char *argv[3]) {
+        const RedisAddress *r = &a->config->redis;
+
+        argv[0] = "AUTH";
+        if (r->user) {
+                argv[1] = r->user;
+                argv[2] = r->password ?: "";
+                return 3;
+        }
+        argv[1] = r->password;
+        return 2;
+}
+
+static void on_cmd_state(RedisConn *conn, int error, const char *message, void *userdata) {
+        Agent *a = userdata;
+        char db[16];
+
+        if (conn != a->cmd)
+                return;
+        if (error < 0) {
+                redis_went_down(a, error, message);
+                return;
+        }
+        a->setup_pending = 0;
+        a->setup_failed = false;
+        if (a->config->redis.password) {
+                const char *argv[3];
+
+                setup_send(a, "AUTH", -1, auth_argv(a, argv), argv);
+        }
+        if (a->config->redis.db > 0) {
+                const char *argv[] = { "SELECT", db };
+
+                snprintf(db, sizeof(db), "%u", a->config->redis.db);
+                setup_send(a, "SELECT", -1, 2, argv);
+        }
+        for (int i = 0; i < N_SCRIPTS; i++) {
+                const char *argv[] = { "SCRIPT", "LOAD", a->script_text[i] };
+
+                setup_send(a, "SCRIPT LOAD", i, 3, argv);
+        }
+        if (a->setup_pending == 0)
+                redis_went_down(a, -EIO, "cannot send commands");
+}
+
+static void on_wake(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Agent *a = userdata;
+        char kind[16], channel[IDENT_MAX_LEN + NAME_MAX_LEN + 16];
+        const char *open, *close;
+        Name *n;
+
+        (void) conn;
+        if (!reply || redis_reply_array_len(reply) != 3 ||
+            redis_reply_array_string(reply, 0, kind, sizeof(kind)) < 0 ||
+            redis_reply_array_string(reply, 1, channel, sizeof(channel)) < 0)
+                return;
+        /* "subscribe" too: a release may have come before the subscription. */
+        if (!streq(kind, "message") && !streq(kind, "subscribe"))
+                return;
+        open = strchr(channel, '{');
+        close = strrchr(channel, '}');
+        if (!open || !close || close <= open + 1 || (size_t) (close - open - 1) > NAME_MAX_LEN)
+                return;
+        {
+                char name[NAME_MAX_LEN + 1];
+
+                memcpy(name, open + 1, (size_t) (close - open - 1));
+                name[close - open - 1] = '\0';
+                n = name_find(a, name);
+        }
+        if (n)
+                name_recheck(n);
+}
+
+static void on_sub_state(RedisConn *conn, int error, const char *message, void *userdata) {
+        Agent *a = userdata;
+
+        if (conn != a->sub)
+                return;
+        if (error < 0) {
+                log_debug("Pub/sub connection to Redis lost: %s", message);
+                redis_conn_free(a->sub);
+                a->sub = NULL;
+                a->sub_ready = false;
+                if (a->cmd)
+                        schedule_reconnect(a);
+                return;
+        }
+        if (a->config->redis.password) {
+                const char *argv[3];
+
+                (void) redis_conn_command(a->sub, fire_and_forget_reply, (void *) "AUTH", auth_argv(a, argv), argv, NULL);
+        }
+        redis_conn_set_message_handler(a->sub, on_wake, a);
+        a->sub_ready = true;
+        a->sub_generation++;
+        for (Name *n = a->names; n; n = n->all_next)
+                if (n->n_waiting > 0)
+                        name_subscribe(n);
+}
+
+static void connect_all(Agent *a) {
+        int r;
+
+        if (!a->cmd) {
+                if (a->state != REDIS_DOWN)
+                        a->state = REDIS_CONNECTING;
+                r = redis_conn_new(a->event, &a->config->redis, CONNECT_TIMEOUT, on_cmd_state, a, &a->cmd);
+                if (r < 0) {
+                        a->cmd = NULL;
+                        redis_went_down(a, r, NULL);
+                        return;
+                }
+        }
+        if (!a->sub) {
+                r = redis_conn_new(a->event, &a->config->redis, CONNECT_TIMEOUT, on_sub_state, a, &a->sub);
+                if (r < 0) {
+                        a->sub = NULL;
+                        schedule_reconnect(a);
+                }
+        }
+}
+
+int engine_start(Agent *a) {
+        size_t prelude = strlen(lua_prelude);
+        int r;
+
+        for (int i = 0; i < N_SCRIPTS; i++) {
+                size_t n = strlen(lua_scripts[i]);
+
+                a->script_text[i] = malloc(prelude + n + 2);
+                if (!a->script_text[i])
+                        return log_error_errno(ENOMEM, "Out of memory.");
+                memcpy(a->script_text[i], lua_prelude, prelude);
+                a->script_text[i][prelude] = '\n';
+                memcpy(a->script_text[i] + prelude + 1, lua_scripts[i], n + 1);
+        }
+        snprintf(a->host_key, sizeof(a->host_key), "%s:host:{%s}", a->config->key_prefix, a->config->host_id);
+        snprintf(a->names_key, sizeof(a->names_key), "%s:names", a->config->key_prefix);
+        redis_address_to_string(&a->config->redis, a->redis_name, sizeof(a->redis_name));
+
+        r = sd_event_add_time_relative(a->event, &a->reconnect_source, CLOCK_MONOTONIC, 0, 0, on_reconnect, a);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(a->reconnect_source, SD_EVENT_OFF);
+        if (r >= 0)
+                r = sd_event_add_time_relative(a->event, &a->renew_source, CLOCK_MONOTONIC, a->config->lease_ttl / 3, 0, on_renew_tick, a);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(a->renew_source, SD_EVENT_ON);
+        if (r >= 0)
+                r = sd_event_add_time_relative(a->event, &a->status_source, CLOCK_MONOTONIC, 0, 0, on_status_timer, a);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(a->status_source, SD_EVENT_OFF);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up timers: %m");
+
+        a->state = REDIS_CONNECTING;
+        connect_all(a);
+        return 0;
+}
+
+void engine_stop(Agent *a) {
+        PendingRelease *p;
+        Name *n, *nn;
+
+        /* Leaving does not release anything: the anchors live on in the
+         * sessions and units, and the next agent re-adopts them. */
+        LIST_FOREACH_SAFE(all, n, nn, a->names) {
+                Lease *l, *next;
+
+                LIST_FOREACH_SAFE(by_name, l, next, n->leases) {
+                        if (l->client) {
+                                l->client->lease = NULL;
+                                l->client = NULL;
+                        }
+                        l->state = LEASE_GONE;
+                        tdelete(l, &a->lease_tree, lease_cmp);
+                        LIST_REMOVE(by_name, n->leases, l);
+                        sd_event_source_disable_unref(l->watch_source);
+                        safe_close(l->watch_fd);
+                        sd_event_source_disable_unref(l->deadline_source);
+                        sd_event_source_disable_unref(l->recheck_source);
+                        l->watch_source = l->deadline_source = l->recheck_source = NULL;
+                        l->watch_fd = -EBADF;
+                        lease_unref(l);
+                }
+                name_maybe_free(n);
+        }
+        redis_conn_free(a->cmd);
+        redis_conn_free(a->sub);
+        a->cmd = a->sub = NULL;
+        while ((p = a->pending_releases)) {
+                LIST_REMOVE(all, a->pending_releases, p);
+                free(p);
+        }
+        a->reconnect_source = sd_event_source_disable_unref(a->reconnect_source);
+        a->renew_source = sd_event_source_disable_unref(a->renew_source);
+        a->status_source = sd_event_source_disable_unref(a->status_source);
+        for (int i = 0; i < N_SCRIPTS; i++)
+                free(a->script_text[i]);
+}

@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: MIT */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <systemd/sd-daemon.h>
+
+#include "agent.h"
+#include "log.h"
+
+static const char *arg_config = NULL;
+static bool arg_config_explicit = false;
+static bool arg_check_config = false;
+/* Command-line settings, applied over the file in the order given. */
+static const char *arg_overrides[16][2];
+static size_t arg_n_overrides = 0;
+static int arg_log_level = -1;
+
+static void help(void) {
+        printf("Usage: fleetsemd [OPTIONS]\n\n"
+               "The fleetsem agent: keeps this host's fleet-wide slots in Redis.\n"
+               "Normally started by fleetsem.socket; runs in the foreground.\n\n"
+               "  -h --help                   Show this help\n"
+               "     --version                Show the version\n"
+               "  -c --config=FILE            Configuration file (default: $FLEETSEM_CONFIG or\n"
+               "                              " DEFAULT_CONFIG_FILE ")\n"
+               "     --check-config           Check the configuration and exit\n"
+               "     --redis=URL              redis://host[:port][/db] or unix:/path/to/redis.sock\n"
+               "                              (passwords only through redis_password_file)\n"
+               "     --redis-password-file=FILE\n"
+               "                              Read the Redis password from FILE\n"
+               "     --namespace=NS           Listen on @NS/agent (default: " DEFAULT_NAMESPACE ")\n"
+               "     --host-id=ID             This host's name in Redis (default: host name)\n"
+               "     --key-prefix=PREFIX      Prefix of Redis keys (default: " DEFAULT_KEY_PREFIX ")\n"
+               "     --lease-ttl=DURATION     Lease lifetime without renewal (default: 15s)\n"
+               "     --log-level=LEVEL        debug, info, notice, warning, err\n\n"
+               "See fleetsemd(8) and fleetsem.conf(5).\n");
+}
+
+static int add_override(const char *key, const char *value) {
+        if (arg_n_overrides >= ELEMENTSOF(arg_overrides))
+                return log_error_errno(E2BIG, "Too many options.");
+        arg_overrides[arg_n_overrides][0] = key;
+        arg_overrides[arg_n_overrides][1] = value;
+        arg_n_overrides++;
+        return 0;
+}
+
+static int parse_argv(int argc, char *argv[]) {
+        enum {
+                ARG_VERSION = 0x100,
+                ARG_CHECK_CONFIG,
+                ARG_REDIS,
+                ARG_REDIS_PASSWORD_FILE,
+                ARG_NAMESPACE,
+                ARG_HOST_ID,
+                ARG_KEY_PREFIX,
+                ARG_LEASE_TTL,
+                ARG_LOG_LEVEL,
+        };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "config", required_argument, NULL, 'c' },
+                { "check-config", no_argument, NULL, ARG_CHECK_CONFIG },
+                { "redis", required_argument, NULL, ARG_REDIS },
+                { "redis-password-file", required_argument, NULL, ARG_REDIS_PASSWORD_FILE },
+                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                { "host-id", required_argument, NULL, ARG_HOST_ID },
+                { "key-prefix", required_argument, NULL, ARG_KEY_PREFIX },
+                { "lease-ttl", required_argument, NULL, ARG_LEASE_TTL },
+                { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
+                {}
+        };
+        int c, r = 0;
+
+        arg_config = getenv("FLEETSEM_CONFIG");
+        arg_config_explicit = arg_config && arg_config[0];
+        if (!arg_config_explicit)
+                arg_config = DEFAULT_CONFIG_FILE;
+
+        while ((c = getopt_long(argc, argv, "hc:", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("fleetsemd %s\n", FLEETSEM_VERSION);
+                        return 0;
+                case 'c':
+                        arg_config = optarg;
+                        arg_config_explicit = true;
+                        break;
+                case ARG_CHECK_CONFIG:
+                        arg_check_config = true;
+                        break;
+                case ARG_REDIS:
+                        if (strchr(optarg, '@') && strchr(optarg, ':') < strchr(optarg, '@') && strneq(optarg, "redis://", 8) &&
+                            strchr(optarg + 8, ':') && strchr(optarg + 8, ':') < strchr(optarg, '@'))
+                                return log_error_errno(EINVAL, "Refusing a password on the command line (others can read it "
+                                                       "in /proc); use --redis-password-file= or redis_password_file=.");
+                        r = add_override("redis", optarg);
+                        break;
+                case ARG_REDIS_PASSWORD_FILE:
+                        r = add_override("redis_password_file", optarg);
+                        break;
+                case ARG_NAMESPACE:
+                        r = add_override("namespace", optarg);
+                        break;
+                case ARG_HOST_ID:
+                        r = add_override("host_id", optarg);
+                        break;
+                case ARG_KEY_PREFIX:
+                        r = add_override("key_prefix", optarg);
+                        break;
+                case ARG_LEASE_TTL:
+                        r = add_override("lease_ttl", optarg);
+                        break;
+                case ARG_LOG_LEVEL:
+                        arg_log_level = log_level_from_string(optarg);
+                        if (arg_log_level < 0)
+                                return log_error_errno(EINVAL, "Unknown log level \"%s\".", optarg);
+                        break;
+                case '?':
+                        return -EINVAL;
+                default:
+                        return log_error_errno(EINVAL, "Unhandled option.");
+                }
+                if (r < 0)
+                        return r;
+        }
+        if (optind < argc)
+                return log_error_errno(EINVAL, "Unexpected argument \"%s\"; see --help.", argv[optind]);
+        return 1;
+}
+
+static int load_config(Config *c) {
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        config_init(c);
+        r = config_load_file(c, arg_config, &error);
+        if (r == -ENOENT && !arg_config_explicit)
+                r = 0;
+        if (r < 0)
+                return log_error_errno(r, "%s", error ?: "Failed to read the configuration.");
+
+        for (size_t i = 0; i < arg_n_overrides; i++) {
+                const char *why = NULL;
+
+                r = config_set(c, arg_overrides[i][0], arg_overrides[i][1], &why);
+                if (r < 0)
+                        return log_error_errno(r, "--%s: %s", arg_overrides[i][0], why ?: "invalid value");
+        }
+        r = config_finish(c, &error);
+        if (r < 0)
+                return log_error_errno(r, "%s", error);
+        return 0;
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        (void) userdata;
+        log_info("Received %s; exiting. Held slots stay anchored for the next agent.", strsignal((int) si->ssi_signo));
+        (void) sd_notify(false, "STOPPING=1");
+        return sd_event_exit(sd_event_source_get_event(s), 0);
+}
+
+
+static int run(int argc, char *argv[]) {
+        _cleanup_(sd_event_unrefp) sd_event *e = NULL;
+        Config config;
+        Agent agent = { .listen_fd = -EBADF };
+        char redis[300];
+        sigset_t mask;
+        int r;
+
+        log_setup("fleetsemd", LOG_TARGET_AUTO);
+        r = parse_argv(argc, argv);
+        if (r <= 0)
+                return r;
+        if (arg_log_level >= 0)
+                log_set_max_level(arg_log_level);
+
+        r = load_config(&config);
+        if (r < 0) {
+                config_done(&config);
+                return r;
+        }
+        if (arg_check_config) {
+                printf("Configuration OK: redis=%s namespace=%s host_id=%s key_prefix=%s lease_ttl=%llums%s\n",
+                       redis_address_to_string(&config.redis, redis, sizeof(redis)), config.namespace,
+                       config.host_id, config.key_prefix,
+                       (unsigned long long) (config.lease_ttl / USEC_PER_MSEC),
+                       config.redis.password ? " (password set)" : "");
+                config_done(&config);
+                return 0;
+        }
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        r = sd_event_default(&e);
+        if (r < 0)
+                goto finish;
+        agent.event = e;
+        agent.config = &config;
+        (void) sd_event_add_signal(e, NULL, SIGTERM, on_signal, NULL);
+        (void) sd_event_add_signal(e, NULL, SIGINT, on_signal, NULL);
+        (void) sd_event_set_watchdog(e, true);
+
+        r = server_start(&agent);
+        if (r < 0)
+                goto finish;
+        r = engine_start(&agent);
+        if (r < 0)
+                goto finish;
+
+        log_info("fleetsemd %s listening on @%s/agent as host %s (Redis %s, lease TTL %llus).", FLEETSEM_VERSION,
+                 config.namespace, config.host_id, redis_address_to_string(&config.redis, redis, sizeof(redis)),
+                 (unsigned long long) (config.lease_ttl / USEC_PER_SEC));
+        (void) sd_notify(false, "READY=1\nSTATUS=Connecting to Redis");
+        r = sd_event_loop(e);
+
+finish:
+        engine_stop(&agent);
+        server_stop(&agent);
+        config_done(&config);
+        return r;
+}
+
+int main(int argc, char *argv[]) {
+        int r = run(argc, argv);
+
+        return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <systemd/sd-daemon.h>
+
+#include "agent.h"
+#include "log.h"
+#include "protocol.h"
+
+#define CLIENT_OUT_MAX (64U * 1024 * 1024)      /* a status of many holders */
+#define CLIENT_REQUEST_TIMEOUT (10 * USEC_PER_SEC)
+
+static void client_free(Client *c) {
+        Agent *a = c->agent;
+
+        engine_client_gone(a, c);
+        LIST_REMOVE(clients, a->clients, c);
+        a->n_clients--;
+        sd_event_source_disable_unref(c->io_source);
+        safe_close(c->fd);
+        free(c->out);
+        free(c);
+}
+
+static void client_update_events(Client *c) {
+        uint32_t events = c->out_len > 0 ? EPOLLOUT : 0;
+
+        /* Keep reading: EOF from a client is how a waiter withdraws. */
+        events |= EPOLLIN | EPOLLRDHUP;
+        (void) sd_event_source_set_io_events(c->io_source, events);
+}
+
+static int client_flush(Client *c) {
+        while (c->out_len > 0) {
+                ssize_t n = send(c->fd, c->out, c->out_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                break;
+                        return -errno;
+                }
+                memmove(c->out, c->out + n, c->out_len - (size_t) n);
+                c->out_len -= (size_t) n;
+        }
+        client_update_events(c);
+        if (c->out_len == 0 && c->close_after_flush)
+                return -ECONNRESET;
+        return 0;
+}
+
+void client_send(Client *c, const char *line, int len) {
+        size_t need;
+
+        if (len < 0 || c->close_after_flush)
+                return;
+        need = c->out_len + (size_t) len + 1;
+        if (need > CLIENT_OUT_MAX) {
+                log_warning("Client pid " PID_FMT " does not read its replies; disconnecting.", c->cred.pid);
+                c->close_after_flush = true;
+                c->out_len = 0;
+                return;
+        }
+        if (need > c->out_size) {
+                size_t size = c->out_size ? c->out_size : 512;
+                char *p;
+
+                while (size < need)
+                        size *= 2;
+                p = realloc(c->out, size);
+                if (!p) {
+                        c->close_after_flush = true;
+                        return;
+                }
+                c->out = p;
+                c->out_size = size;
+        }
+        memcpy(c->out + c->out_len, line, (size_t) len);
+        c->out[c->out_len + (size_t) len] = '\n';
+        c->out_len = need;
+        if (c->out_len == (size_t) len + 1 && client_flush(c) < 0)
+                /* The event loop notices the error on its next turn. */
+                (void) sd_event_source_set_io_events(c->io_source, EPOLLIN | EPOLLOUT);
+}
+
+void client_send_error(Client *c, const char *code, const char *format, ...) {
+        char msg[512], line[PROTO_REPLY_MAX];
+        MessageBuilder b;
+        va_list ap;
+
+        va_start(ap, format);
+        vsnprintf(msg, sizeof(msg), format, ap);
+        va_end(ap);
+
+        message_start(&b, line, sizeof(line), "ERROR");
+        message_add(&b, "code", code);
+        message_add(&b, "message", msg);
+        client_send(c, line, message_finish(&b));
+        client_finish(c);
+}
+
+void client_finish(Client *c) {
+        c->close_after_flush = true;
+        if (c->out_len == 0)
+                (void) sd_event_source_set_io_events(c->io_source, EPOLLIN | EPOLLOUT);
+}
+
+static void client_handle_request(Client *c, const char *line, size_t len) {
+        Agent *a = c->agent;
+        const char *why = NULL;
+        Request req;
+        int r;
+
+        c->got_request = true;
+        r = request_parse(line, len, &req, &why);
+        if (r < 0) {
+                log_debug("Refused request from pid " PID_FMT ": %s", c->cred.pid, why);
+                client_send_error(c, r == -EINVAL ? ERROR_CODE_INVALID : ERROR_CODE_USAGE, "%s", why);
+                return;
+        }
+
+        switch (req.verb) {
+        case REQUEST_ACQUIRE:
+                if (!config_permits(a->config, c->cred.uid, req.name)) {
+                        log_notice("Refused %s to uid " UID_FMT " (pid " PID_FMT "): not permitted by configuration.",
+                                   req.name, c->cred.uid, c->cred.pid);
+                        client_send_error(c, ERROR_CODE_PERMISSION,
+                                          "uid " UID_FMT " may not ask for \"%s\" (see allow= in the agent's configuration)",
+                                          c->cred.uid, req.name);
+                        return;
+                }
+                engine_acquire(a, c, req.name, req.lease, req.slots, req.wait);
+                return;
+        case REQUEST_RELEASE:
+                engine_release_request(a, c, req.lease);
+                return;
+        case REQUEST_STATUS:
+                engine_status(a, c, req.name);
+                return;
+        }
+}
+
+static int client_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Client *c = userdata;
+        char *line;
+        size_t len;
+        int r;
+
+        (void) s;
+        (void) fd;
+        if (revents & EPOLLOUT) {
+                if (client_flush(c) < 0) {
+                        client_free(c);
+                        return 0;
+                }
+        }
+        if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
+                return 0;
+
+        r = line_reader_fill(&c->in, c->fd);
+        if (r == -EAGAIN)
+                return 0;
+        if (r <= 0) {
+                /* EOF or error: a waiting client withdraws, a holder's client
+                 * just stops listening (the anchor keeps the slot). */
+                client_free(c);
+                return 0;
+        }
+        if (c->close_after_flush)
+                return 0;       /* nothing more is read from a client we are done with */
+
+        r = line_reader_next(&c->in, &line, &len);
+        if (r == -E2BIG) {
+                client_send_error(c, ERROR_CODE_USAGE, "request too long (at most %d bytes)", PROTO_REQUEST_MAX);
+                return 0;
+        }
+        if (r == 0)
+                return 0;
+        if (c->got_request) {
+                client_send_error(c, ERROR_CODE_USAGE, "one request per connection");
+                return 0;
+        }
+        client_handle_request(c, line, len);
+        return 0;
+}
+
+static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Agent *a = userdata;
+
+        (void) s;
+        (void) revents;
+        for (unsigned i = 0; i < 64; i++) {
+                _cleanup_close_ int cfd = -EBADF;
+                Client *c;
+                int r;
+
+                cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (cfd < 0) {
+                        if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+                                log_warning_errno(errno, "Failed to accept a client: %m");
+                        return 0;
+                }
+                c = calloc(1, sizeof(*c));
+                if (!c)
+                        return log_error_errno(ENOMEM, "Out of memory accepting a client.");
+                c->agent = a;
+                c->fd = TAKE_FD(cfd);
+                c->accepted = now_usec(CLOCK_MONOTONIC);
+                line_reader_init(&c->in, PROTO_REQUEST_MAX);
+                LIST_PREPEND(clients, a->clients, c);
+                a->n_clients++;
+
+                r = sd_event_add_io(a->event, &c->io_source, c->fd, EPOLLIN | EPOLLRDHUP, client_io, c);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to watch a client: %m");
+                        client_free(c);
+                        continue;
+                }
+                r = peer_cred(c->fd, &c->cred);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to read the credentials of a client: %m");
+                        client_free(c);
+                        continue;
+                }
+                if (a->n_clients > a->config->max_clients) {
+                        log_warning("Too many clients (%zu); refusing pid " PID_FMT ".", a->n_clients, c->cred.pid);
+                        client_send_error(c, ERROR_CODE_BUSY, "the agent has too many clients; try again");
+                }
+        }
+        return 0;
+}
+
+void client_sweep(Agent *a) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        Client *c, *n;
+
+        LIST_FOREACH_SAFE(clients, c, n, a->clients)
+                if (!c->got_request && now - c->accepted > CLIENT_REQUEST_TIMEOUT) {
+                        log_debug("Dropping client pid " PID_FMT ": no request within 10s.", c->cred.pid);
+                        client_free(c);
+                }
+}
+
+int server_start(Agent *a) {
+        int r, n;
+
+        n = sd_listen_fds(true);
+        if (n < 0)
+                return log_error_errno(n, "Failed to read sockets passed by systemd: %m");
+        if (n > 1)
+                return log_error_errno(EINVAL, "Expected one socket from systemd, got %d.", n);
+        if (n == 1) {
+                a->listen_fd = SD_LISTEN_FDS_START;
+                if (sd_is_socket_unix(a->listen_fd, SOCK_STREAM, 1, NULL, 0) <= 0)
+                        return log_error_errno(EINVAL, "The socket passed by systemd is not a listening AF_UNIX stream socket.");
+                r = fd_set_nonblock(a->listen_fd);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to make the listening socket non-blocking: %m");
+        } else {
+                r = agent_listen(a->config->namespace, &a->listen_fd);
+                if (r == -EADDRINUSE)
+                        return log_error_errno(r, "Another process already listens on @%s/agent; is an agent running?",
+                                               a->config->namespace);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to listen on @%s/agent: %m", a->config->namespace);
+        }
+
+        r = sd_event_add_io(a->event, &a->listen_source, a->listen_fd, EPOLLIN, on_accept, a);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch the listening socket: %m");
+        return 0;
+}
+
+void server_stop(Agent *a) {
+        while (a->clients)
+                client_free(a->clients);
+        a->listen_source = sd_event_source_disable_unref(a->listen_source);
+        a->listen_fd = safe_close(a->listen_fd);
+}
