@@ -1,0 +1,475 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <systemd/sd-event.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "client.h"
+#include "log.h"
+#include "macro.h"
+
+#define KILL_AFTER (10 * USEC_PER_SEC)
+#define SEND_TIMEOUT (5 * USEC_PER_SEC)
+#define RECONNECT_MAX (5 * USEC_PER_SEC)
+
+typedef enum OnLost {
+        ON_LOST_TERM,
+        ON_LOST_KILL,
+        ON_LOST_IGNORE,
+} OnLost;
+
+typedef struct Run {
+        sd_event *event;
+        const char *ns;
+        const char *name;
+        uint32_t slots;
+        usec_t wait;
+        usec_t deadline;        /* CLOCK_MONOTONIC; USEC_INFINITY: none */
+        usec_t started;
+        bool verbose;
+        OnLost on_lost;
+        char **command;
+        uid_t agent_uid;
+
+        char lease[LEASE_ID_LEN + 1];
+        int anchor_fd;
+        int agent_fd;
+        sd_event_source *agent_source;
+        LineReader lr;
+        sd_event_source *reconnect_source;
+        usec_t backoff;
+
+        bool granted;
+        bool lost;
+        uint64_t token;
+        uint32_t position;
+        pid_t child;
+        sd_event_source *child_source;
+        sd_event_source *kill_source;
+} Run;
+
+static void help(void) {
+        printf("Usage: fleetsem run [OPTIONS] NAME -- COMMAND [ARG...]\n\n"
+               "Runs COMMAND while holding one of the fleet-wide slots of NAME; waits in\n"
+               "line (first come, first served) while all are in use.\n\n"
+               "  -n --slots=N          At most N holders of NAME fleet-wide (default: 1)\n"
+               "  -w --wait=DURATION    Give up after DURATION without a slot: 30s, 5min,\n"
+               "                        \"1h 30min\", 500ms, infinity (default)\n"
+               "     --no-wait          Give up at once when no slot is free\n"
+               "     --on-lost=ACTION   When the slot is lost (Redis unreachable past the\n"
+               "                        lease TTL, eviction): term (SIGTERM, SIGKILL 10s later;\n"
+               "                        default), kill, ignore\n"
+               "     --namespace=NS     Agent namespace (default: $FLEETSEM_NAMESPACE or fleetsem)\n"
+               "  -v --verbose          Report progress on stderr even when it is not a terminal\n"
+               "  -h --help             Show this help\n\n"
+               "COMMAND runs in its own process group with FLEETSEM_NAME, FLEETSEM_TOKEN\n"
+               "(fencing token) and FLEETSEM_LEASE set; SIGINT, SIGTERM and SIGHUP go to it.\n"
+               "Exit status: COMMAND's (128+N if killed by signal N); 75 no slot within the\n"
+               "wait or slot lost; 69 agent or Redis unavailable; 64 usage; 77 not permitted.\n");
+}
+
+static int parse_argv(Run *r, int argc, char *argv[]) {
+        enum { ARG_NO_WAIT = 0x100, ARG_ON_LOST, ARG_NAMESPACE };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "slots", required_argument, NULL, 'n' },
+                { "wait", required_argument, NULL, 'w' },
+                { "no-wait", no_argument, NULL, ARG_NO_WAIT },
+                { "on-lost", required_argument, NULL, ARG_ON_LOST },
+                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                { "verbose", no_argument, NULL, 'v' },
+                {}
+        };
+        uint64_t v;
+        int c;
+
+        while ((c = getopt_long(argc, argv, "+hn:w:v", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case 'n':
+                        if (parse_uint64(optarg, 1, SLOTS_MAX, &v) < 0)
+                                return log_error_errno(EINVAL, "Invalid --slots \"%s\": expected a number from 1 to %u.",
+                                                       optarg, SLOTS_MAX);
+                        r->slots = (uint32_t) v;
+                        break;
+                case 'w':
+                        if (parse_duration(optarg, &r->wait) < 0)
+                                return log_error_errno(EINVAL, "Invalid --wait \"%s\": expected a duration such as 30s, "
+                                                       "5min, \"1h 30min\", 500ms or infinity.", optarg);
+                        break;
+                case ARG_NO_WAIT:
+                        r->wait = 0;
+                        break;
+                case ARG_ON_LOST:
+                        if (streq(optarg, "term"))
+                                r->on_lost = ON_LOST_TERM;
+                        else if (streq(optarg, "kill"))
+                                r->on_lost = ON_LOST_KILL;
+                        else if (streq(optarg, "ignore"))
+                                r->on_lost = ON_LOST_IGNORE;
+                        else
+                                return log_error_errno(EINVAL, "Invalid --on-lost \"%s\": expected term, kill or ignore.", optarg);
+                        break;
+                case ARG_NAMESPACE:
+                        if (!ident_is_valid(optarg))
+                                return log_error_errno(EINVAL, "Invalid --namespace \"%s\".", optarg);
+                        r->ns = optarg;
+                        break;
+                case 'v':
+                        r->verbose = true;
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        }
+
+        if (optind >= argc)
+                return log_error_errno(EINVAL, "Missing NAME; usage: fleetsem run [OPTIONS] NAME -- COMMAND [ARG...]");
+        r->name = argv[optind++];
+        if (!name_is_valid(r->name))
+                return log_error_errno(EINVAL, "Invalid name \"%s\": use 1-200 of A-Z a-z 0-9 _ . : @ -", r->name);
+        if (optind < argc && streq(argv[optind], "--"))
+                optind++;
+        if (optind >= argc)
+                return log_error_errno(EINVAL, "Missing COMMAND; usage: fleetsem run [OPTIONS] NAME -- COMMAND [ARG...]");
+        r->command = argv + optind;
+        return 1;
+}
+
+static void finish(Run *r, int code) {
+        (void) sd_event_exit(r->event, code);
+}
+
+static void progress(Run *r, const char *format, ...) _printf_(2, 3);
+static void progress(Run *r, const char *format, ...) {
+        char msg[512];
+        va_list ap;
+
+        if (!r->verbose)
+                return;
+        va_start(ap, format);
+        vsnprintf(msg, sizeof(msg), format, ap);
+        va_end(ap);
+        fprintf(stderr, "fleetsem: %s: %s\n", r->name, msg);
+}
+
+static void kill_group(Run *r, int sig) {
+        if (r->child > 0)
+                (void) kill(-r->child, sig);
+}
+
+static int on_kill_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Run *r = userdata;
+
+        (void) s;
+        (void) usec;
+        log_warning("%s: COMMAND still running 10s after SIGTERM; sending SIGKILL.", r->name);
+        kill_group(r, SIGKILL);
+        return 0;
+}
+
+static void handle_lost(Run *r, const char *reason) {
+        if (r->lost)
+                return;
+        r->lost = true;
+        log_error("%s: lost the slot (token %" PRIu64 "): %s.", r->name, r->token, reason);
+        switch (r->on_lost) {
+        case ON_LOST_TERM:
+                kill_group(r, SIGTERM);
+                kill_group(r, SIGCONT);
+                (void) sd_event_add_time_relative(r->event, &r->kill_source, CLOCK_MONOTONIC, KILL_AFTER, 0,
+                                                  on_kill_timer, r);
+                break;
+        case ON_LOST_KILL:
+                kill_group(r, SIGKILL);
+                break;
+        case ON_LOST_IGNORE:
+                log_warning("%s: COMMAND keeps running without a slot (--on-lost=ignore).", r->name);
+                break;
+        }
+}
+
+static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
+        Run *r = userdata;
+        int code;
+
+        (void) s;
+        if (si->si_code == CLD_EXITED)
+                code = si->si_status;
+        else
+                code = 128 + si->si_status;
+        r->child = 0;
+        if (r->lost && r->on_lost != ON_LOST_IGNORE)
+                code = EXIT_TEMPFAIL;
+        finish(r, code);
+        return 0;
+}
+
+static int spawn_command(Run *r) {
+        char token[24];
+        sigset_t all;
+        pid_t parent = getpid(), pid;
+        int rc;
+
+        snprintf(token, sizeof(token), "%" PRIu64, r->token);
+        pid = fork();
+        if (pid < 0)
+                return log_error_errno(errno, "Failed to fork: %m");
+        if (pid == 0) {
+                /* Own process group, so signals reach the whole job; dies with
+                 * us, so it never runs on without the slot. */
+                (void) setpgid(0, 0);
+                (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
+                if (getppid() != parent)
+                        _exit(EXIT_TEMPFAIL);
+                sigemptyset(&all);
+                (void) sigprocmask(SIG_SETMASK, &all, NULL);
+                if (setenv("FLEETSEM_NAME", r->name, 1) < 0 || setenv("FLEETSEM_TOKEN", token, 1) < 0 ||
+                    setenv("FLEETSEM_LEASE", r->lease, 1) < 0)
+                        _exit(EXIT_SOFTWARE);
+                execvp(r->command[0], r->command);
+                rc = errno;
+                fprintf(stderr, "fleetsem: %s: failed to run %s: %s\n", r->name, r->command[0], strerror(rc));
+                _exit(rc == ENOENT ? 127 : 126);
+        }
+        (void) setpgid(pid, pid);       /* also from here, against the race */
+        r->child = pid;
+        return sd_event_add_child(r->event, &r->child_source, pid, WEXITED, on_child, r);
+}
+
+static int ask(Run *r);
+
+static int on_reconnect(sd_event_source *s, uint64_t usec, void *userdata) {
+        Run *r = userdata;
+
+        (void) s;
+        (void) usec;
+        if (ask(r) < 0) {
+                r->backoff = r->backoff * 2 > RECONNECT_MAX ? RECONNECT_MAX : r->backoff * 2;
+                (void) sd_event_source_set_time_relative(r->reconnect_source, r->backoff);
+                (void) sd_event_source_set_enabled(r->reconnect_source, SD_EVENT_ONESHOT);
+        }
+        return 0;
+}
+
+/* The agent went away (restarted): ask again with the same lease, which
+ * keeps the slot, or the place in line. */
+static void agent_gone(Run *r) {
+        r->agent_source = sd_event_source_disable_unref(r->agent_source);
+        r->agent_fd = safe_close(r->agent_fd);
+        if (r->lost)
+                return;
+        log_warning("%s: lost contact with the agent; reconnecting.", r->name);
+        r->backoff = 100 * USEC_PER_MSEC;
+        if (!r->reconnect_source)
+                (void) sd_event_add_time_relative(r->event, &r->reconnect_source, CLOCK_MONOTONIC, r->backoff, 0,
+                                                  on_reconnect, r);
+        else {
+                (void) sd_event_source_set_time_relative(r->reconnect_source, r->backoff);
+                (void) sd_event_source_set_enabled(r->reconnect_source, SD_EVENT_ONESHOT);
+        }
+}
+
+static int handle_reply(Run *r, const Reply *rep) {
+        char buf[FORMAT_DURATION_MAX];
+        int k;
+
+        switch (rep->kind) {
+        case REPLY_QUEUED:
+                if (r->granted) {
+                        /* Asked again after an agent restart, and the slot was gone. */
+                        handle_lost(r, "the slot was gone when the agent came back");
+                        agent_gone(r);
+                        return 0;
+                }
+                if (rep->position != r->position)
+                        progress(r, "waiting for a slot: position %" PRIu32 " in line, %" PRIu32 " of %" PRIu32 " in use",
+                                 rep->position, rep->held, rep->slots);
+                r->position = rep->position;
+                return 0;
+        case REPLY_GRANTED:
+                if (r->granted)
+                        return 0;
+                r->granted = true;
+                r->token = rep->token;
+                if (r->position > 0)
+                        progress(r, "got a slot (token %" PRIu64 ") after %s", r->token,
+                                 format_duration(buf, sizeof(buf),
+                                                 (now_usec(CLOCK_MONOTONIC) - r->started) / USEC_PER_MSEC * USEC_PER_MSEC));
+                else
+                        progress(r, "got a slot (token %" PRIu64 ")", r->token);
+                k = spawn_command(r);
+                if (k < 0)
+                        finish(r, EXIT_SOFTWARE);
+                return 0;
+        case REPLY_DENIED:
+                if (r->wait == 0)
+                        log_error("%s: no free slot (all %" PRIu32 " in use, or others are first in line).", r->name, r->slots);
+                else
+                        log_error("%s: no slot within %s (position %" PRIu32 " in line).", r->name,
+                                  format_duration(buf, sizeof(buf), r->wait), rep->position);
+                finish(r, EXIT_TEMPFAIL);
+                return 0;
+        case REPLY_ERROR:
+                log_error("%s: %s", r->name, rep->message);
+                if (r->granted)
+                        return 0;       /* the command runs on; the anchor holds the slot */
+                finish(r, exit_code_for_error(rep->code));
+                return 0;
+        case REPLY_LOST:
+                handle_lost(r, rep->code[0] ? rep->code : "lost");
+                return 0;
+        default:
+                return 0;
+        }
+}
+
+static int on_agent(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Run *r = userdata;
+        Reply rep;
+        int k;
+
+        (void) s;
+        (void) revents;
+        k = line_reader_fill(&r->lr, fd);
+        if (k == -EAGAIN)
+                return 0;
+        if (k <= 0) {
+                agent_gone(r);
+                return 0;
+        }
+        for (;;) {
+                char *line;
+                size_t len;
+
+                k = line_reader_next(&r->lr, &line, &len);
+                if (k == 0)
+                        break;
+                if (k < 0 || reply_parse(line, len, &rep) < 0) {
+                        log_error("%s: malformed reply from the agent.", r->name);
+                        if (!r->granted)
+                                finish(r, EXIT_UNAVAILABLE);
+                        agent_gone(r);
+                        return 0;
+                }
+                handle_reply(r, &rep);
+                if (r->agent_fd < 0)
+                        break;
+        }
+        return 0;
+}
+
+static int ask(Run *r) {
+        Request req = { .verb = REQUEST_ACQUIRE, .slots = r->slots };
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        int k;
+
+        snprintf(req.name, sizeof(req.name), "%s", r->name);
+        snprintf(req.lease, sizeof(req.lease), "%s", r->lease);
+        if (r->granted || r->deadline == USEC_INFINITY)
+                req.wait = USEC_INFINITY;
+        else
+                req.wait = r->deadline > now ? r->deadline - now : 0;
+
+        k = client_send_request(r->ns, r->agent_uid, SEND_TIMEOUT, &req, &r->agent_fd);
+        if (k < 0)
+                return k;
+        k = fd_set_nonblock(r->agent_fd);
+        if (k < 0)
+                return k;
+        line_reader_init(&r->lr, PROTO_REPLY_MAX);
+        return sd_event_add_io(r->event, &r->agent_source, r->agent_fd, EPOLLIN | EPOLLRDHUP, on_agent, r);
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Run *r = userdata;
+
+        (void) s;
+        if (r->child > 0) {
+                kill_group(r, (int) si->ssi_signo);
+                return 0;
+        }
+        /* Still waiting: leaving closes the anchor and the connection, which
+         * takes us out of the queue at once. */
+        progress(r, "interrupted while waiting; leaving the queue");
+        finish(r, 128 + (int) si->ssi_signo);
+        return 0;
+}
+
+int verb_run(int argc, char *argv[]) {
+        Run r = {
+                .slots = 1,
+                .wait = USEC_INFINITY,
+                .anchor_fd = -EBADF,
+                .agent_fd = -EBADF,
+                .verbose = isatty(STDERR_FILENO),
+        };
+        sigset_t mask;
+        int k, code;
+
+        k = parse_argv(&r, argc, argv);
+        if (k <= 0)
+                return k == 0 ? 0 : EXIT_USAGE;
+        r.ns = client_namespace(r.ns);
+        if (!ident_is_valid(r.ns)) {
+                log_error("Invalid namespace \"%s\".", r.ns);
+                return EXIT_USAGE;
+        }
+        if (cli_agent_uid(&r.agent_uid) < 0)
+                return EXIT_USAGE;
+        r.started = now_usec(CLOCK_MONOTONIC);
+        r.deadline = r.wait == USEC_INFINITY ? USEC_INFINITY : r.started + r.wait;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGHUP);
+        sigaddset(&mask, SIGCHLD);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        k = lease_id_new(r.lease);
+        if (k >= 0)
+                k = anchor_create(r.ns, r.lease, &r.anchor_fd);
+        if (k < 0) {
+                log_error_errno(k, "Failed to create the anchor for %s: %m", r.name);
+                return EXIT_SOFTWARE;
+        }
+
+        k = sd_event_default(&r.event);
+        if (k < 0) {
+                log_error_errno(k, "Failed to set up the event loop: %m");
+                return EXIT_SOFTWARE;
+        }
+        (void) sd_event_add_signal(r.event, NULL, SIGINT, on_signal, &r);
+        (void) sd_event_add_signal(r.event, NULL, SIGTERM, on_signal, &r);
+        (void) sd_event_add_signal(r.event, NULL, SIGHUP, on_signal, &r);
+
+        k = ask(&r);
+        if (k < 0)
+                code = cli_request_failed(r.ns, k);
+        else {
+                k = sd_event_loop(r.event);
+                code = k < 0 ? EXIT_SOFTWARE : k;
+        }
+
+        sd_event_source_disable_unref(r.agent_source);
+        sd_event_source_disable_unref(r.reconnect_source);
+        sd_event_source_disable_unref(r.child_source);
+        sd_event_source_disable_unref(r.kill_source);
+        safe_close(r.agent_fd);
+        safe_close(r.anchor_fd);
+        sd_event_unref(r.event);
+        return code;
+}

@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "client.h"
+#include "log.h"
+#include "macro.h"
+
+#define STATUS_TIMEOUT (10 * USEC_PER_SEC)
+#define ENTRIES_MAX 1000000
+
+/* One NAME, HOLDER or WAITER line from the agent, kept as its fields. */
+typedef struct Entry {
+        char verb[8];
+        Message m;
+} Entry;
+
+typedef struct StatusOutput {
+        Entry *entries;
+        size_t n;
+        size_t size;
+        long long now_ms;
+} StatusOutput;
+
+static void help(void) {
+        printf("Usage: fleetsem status [OPTIONS] [NAME...]\n\n"
+               "Shows, for every name in use (or the ones given), the slots held with\n"
+               "each holder (host, pid, user, unit or session, token, since, lease expiry)\n"
+               "and the waiters in line, as Redis has them now.\n\n"
+               "  -j --json             JSON: {\"now_ms\":…, \"names\":[{\"name\", \"held\",\n"
+               "                        \"waiting\", \"holders\":[…], \"waiters\":[…]}]}; see fleetsem(1)\n"
+               "     --namespace=NS     Agent namespace (default: $FLEETSEM_NAMESPACE or fleetsem)\n"
+               "  -h --help             Show this help\n");
+}
+
+static const char *get(const Entry *e, const char *key) {
+        return message_get(&e->m, key) ?: "";
+}
+
+static int fetch(const char *ns, uid_t agent_uid, const char *name, StatusOutput *out) {
+        _cleanup_close_ int fd = -EBADF;
+        Request req = { .verb = REQUEST_STATUS };
+        LineReader lr;
+        int r;
+
+        snprintf(req.name, sizeof(req.name), "%s", name ?: "");
+        r = client_send_request(ns, agent_uid, STATUS_TIMEOUT, &req, &fd);
+        if (r < 0)
+                return cli_request_failed(ns, r);
+        line_reader_init(&lr, PROTO_REPLY_MAX);
+
+        for (;;) {
+                char *line;
+                size_t len;
+                Entry *e;
+
+                r = line_reader_next(&lr, &line, &len);
+                if (r == 0) {
+                        r = line_reader_fill(&lr, fd);
+                        if (r == 0 || r == -EAGAIN) {
+                                log_error("The agent closed the connection before the end of the status.");
+                                return EXIT_UNAVAILABLE;
+                        }
+                        if (r < 0) {
+                                log_error_errno(r, "Failed to read the status: %m");
+                                return EXIT_UNAVAILABLE;
+                        }
+                        continue;
+                }
+                if (r < 0) {
+                        log_error("Malformed status from the agent.");
+                        return EXIT_UNAVAILABLE;
+                }
+                if (out->n >= out->size) {
+                        size_t size = out->size ? out->size * 2 : 64;
+                        Entry *p;
+
+                        if (size > ENTRIES_MAX || !(p = reallocarray(out->entries, size, sizeof(Entry)))) {
+                                log_error("Status too large.");
+                                return EXIT_SOFTWARE;
+                        }
+                        out->entries = p;
+                        out->size = size;
+                }
+                e = &out->entries[out->n];
+                if (message_parse(line, len, PROTO_REPLY_MAX, &e->m) < 0) {
+                        log_error("Malformed status line from the agent.");
+                        return EXIT_UNAVAILABLE;
+                }
+                if (streq(e->m.verb, "END")) {
+                        const char *now = message_get(&e->m, "now");
+                        uint64_t v = 0;
+
+                        if (now && parse_uint64(now, 0, UINT64_MAX / 2, &v) >= 0 && (long long) v > out->now_ms)
+                                out->now_ms = (long long) v;
+                        return 0;
+                }
+                if (streq(e->m.verb, "ERROR")) {
+                        log_error("%s", get(e, "message"));
+                        return exit_code_for_error(get(e, "code"));
+                }
+                if (streq(e->m.verb, "NAME") || streq(e->m.verb, "HOLDER") || streq(e->m.verb, "WAITER"))
+                        out->n++;
+        }
+}
+
+static void json_string(const char *s) {
+        putchar('"');
+        for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
+                if (*p == '"' || *p == '\\')
+                        printf("\\%c", *p);
+                else if (*p < 0x20 || *p == 0x7f)
+                        printf("\\u%04x", *p);
+                else
+                        putchar(*p);
+        }
+        putchar('"');
+}
+
+static void json_field(const char *key, const char *value, bool number, bool *first) {
+        printf("%s\"%s\":", *first ? "" : ",", key);
+        *first = false;
+        if (!value[0])
+                printf("null");
+        else if (number && strspn(value, "-0123456789") == strlen(value))
+                printf("%s", value);
+        else
+                json_string(value);
+}
+
+static const char *const person_keys[] = { "host", "pid", "uid", "user", "slots", "comm", "unit", "session" };
+static const bool person_numeric[] = { false, true, true, false, true, false, false, false };
+
+static void json_entry(const Entry *e) {
+        bool first = true;
+
+        putchar('{');
+        json_field("lease", get(e, "lease"), false, &first);
+        if (streq(e->m.verb, "HOLDER")) {
+                json_field("token", get(e, "token"), true, &first);
+                json_field("since_ms", get(e, "since"), true, &first);
+                json_field("expires_in_ms", get(e, "expires_in"), true, &first);
+        } else
+                json_field("position", get(e, "position"), true, &first);
+        for (size_t i = 0; i < ELEMENTSOF(person_keys); i++)
+                json_field(person_keys[i], get(e, person_keys[i]), person_numeric[i], &first);
+        putchar('}');
+}
+
+static void print_json(const StatusOutput *out) {
+        printf("{\"now_ms\":%lld,\"names\":[", out->now_ms);
+        for (size_t i = 0; i < out->n; i++) {
+                const Entry *e = &out->entries[i];
+                bool first_h = true;
+
+                if (!streq(e->m.verb, "NAME"))
+                        continue;
+                printf("%s{\"name\":", i == 0 ? "" : ",");
+                json_string(get(e, "name"));
+                printf(",\"held\":%s,\"waiting\":%s,\"holders\":[", get(e, "held"), get(e, "waiting"));
+                for (size_t j = i + 1; j < out->n && !streq(out->entries[j].m.verb, "NAME"); j++)
+                        if (streq(out->entries[j].m.verb, "HOLDER")) {
+                                printf("%s", first_h ? "" : ",");
+                                json_entry(&out->entries[j]);
+                                first_h = false;
+                        }
+                printf("],\"waiters\":[");
+                first_h = true;
+                for (size_t j = i + 1; j < out->n && !streq(out->entries[j].m.verb, "NAME"); j++)
+                        if (streq(out->entries[j].m.verb, "WAITER")) {
+                                printf("%s", first_h ? "" : ",");
+                                json_entry(&out->entries[j]);
+                                first_h = false;
+                        }
+                printf("]}");
+        }
+        printf("]}\n");
+}
+
+static const char *clock_time(const char *ms, char *buf, size_t size) {
+        uint64_t v;
+        time_t t;
+        struct tm tm;
+
+        if (parse_uint64(ms, 1, UINT64_MAX, &v) < 0)
+                return "-";
+        t = (time_t) (v / 1000);
+        if (!localtime_r(&t, &tm) || strftime(buf, size, "%H:%M:%S", &tm) == 0)
+                return "-";
+        return buf;
+}
+
+static const char *seconds(const char *ms, char *buf, size_t size) {
+        uint64_t v;
+
+        if (parse_uint64(ms, 0, UINT64_MAX, &v) < 0)
+                return "-";
+        snprintf(buf, size, "%" PRIu64 ".%" PRIu64 "s", v / 1000, v % 1000 / 100);
+        return buf;
+}
+
+static void print_table(const StatusOutput *out) {
+        bool any = false;
+
+        for (size_t i = 0; i < out->n; i++) {
+                const Entry *e = &out->entries[i];
+                char t1[32], t2[32];
+                const char *where;
+
+                if (streq(e->m.verb, "NAME")) {
+                        printf("%s%s: %s held, %s waiting\n", any ? "\n" : "", get(e, "name"), get(e, "held"), get(e, "waiting"));
+                        printf("  %-6s %-7s %-16s %-8s %-10s %-5s %-24s %-9s %-8s %s\n", "STATE", "TOKEN", "HOST", "PID",
+                               "USER", "LIMIT", "UNIT/SESSION", "SINCE", "EXPIRES", "LEASE");
+                        any = true;
+                        continue;
+                }
+                where = get(e, "unit")[0] ? get(e, "unit") : get(e, "session")[0] ? get(e, "session") : get(e, "comm");
+                if (streq(e->m.verb, "HOLDER"))
+                        printf("  %-6s %-7s %-16s %-8s %-10s %-5s %-24s %-9s %-8s %s\n",
+                               "held", get(e, "token"), get(e, "host"), get(e, "pid"), get(e, "user"), get(e, "slots"), where,
+                               clock_time(get(e, "since"), t1, sizeof(t1)), seconds(get(e, "expires_in"), t2, sizeof(t2)),
+                               get(e, "lease"));
+                else {
+                        snprintf(t1, sizeof(t1), "#%s", get(e, "position"));
+                        printf("  %-6s %-7s %-16s %-8s %-10s %-5s %-24s %-9s %-8s %s\n",
+                               t1, "-", get(e, "host"), get(e, "pid"), get(e, "user"), get(e, "slots"), where, "-", "-",
+                               get(e, "lease"));
+                }
+        }
+        if (!any)
+                printf("No slots held or waited for.\n");
+}
+
+int verb_status(int argc, char *argv[]) {
+        enum { ARG_NAMESPACE = 0x100 };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "json", no_argument, NULL, 'j' },
+                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                {}
+        };
+        StatusOutput out = {};
+        const char *ns = NULL;
+        bool json = false;
+        uid_t agent_uid;
+        int c, code = 0;
+
+        while ((c = getopt_long(argc, argv, "hj", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case 'j':
+                        json = true;
+                        break;
+                case ARG_NAMESPACE:
+                        ns = optarg;
+                        break;
+                default:
+                        return EXIT_USAGE;
+                }
+        }
+        ns = client_namespace(ns);
+        if (!ident_is_valid(ns)) {
+                log_error("Invalid namespace \"%s\".", ns);
+                return EXIT_USAGE;
+        }
+        for (int i = optind; i < argc; i++)
+                if (!name_is_valid(argv[i])) {
+                        log_error("Invalid name \"%s\": use 1-200 of A-Z a-z 0-9 _ . : @ -", argv[i]);
+                        return EXIT_USAGE;
+                }
+        if (cli_agent_uid(&agent_uid) < 0)
+                return EXIT_USAGE;
+
+        if (optind >= argc)
+                code = fetch(ns, agent_uid, NULL, &out);
+        for (int i = optind; i < argc && code == 0; i++)
+                code = fetch(ns, agent_uid, argv[i], &out);
+
+        if (code == 0) {
+                if (json)
+                        print_json(&out);
+                else
+                        print_table(&out);
+        }
+        free(out.entries);
+        return code;
+}
