@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "protocol.h"
+#include "tap.h"
+
+#define LEASE "0123456789abcdef0123456789abcdef"
+
+static void test_roundtrip(void) {
+        Request in = { .verb = REQUEST_ACQUIRE, .slots = 3, .wait = 30 * USEC_PER_SEC }, out;
+        char line[PROTO_REQUEST_MAX + 1];
+        int n;
+
+        strcpy(in.name, "backup:db@web-1");
+        strcpy(in.lease, LEASE);
+        n = request_format(&in, line, sizeof(line));
+        CHECK(n > 0, "format ACQUIRE");
+        CHECK_INT(request_parse(line, (size_t) n, &out, NULL), 0, "parse what was formatted");
+        CHECK_STR(out.name, in.name, "name survives");
+        CHECK_STR(out.lease, in.lease, "lease survives");
+        CHECK_INT(out.slots, 3, "slots survive");
+        CHECK_U64(out.wait, 30 * USEC_PER_SEC, "wait survives");
+
+        in.wait = USEC_INFINITY;
+        n = request_format(&in, line, sizeof(line));
+        CHECK_INT(request_parse(line, (size_t) n, &out, NULL), 0, "parse wait=infinity");
+        CHECK_U64(out.wait, USEC_INFINITY, "infinity survives");
+}
+
+static void test_malformed(void) {
+        Request r;
+        const char *why = NULL;
+        static const char *const bad[] = {
+                "",
+                " ",
+                "acquire name=x",
+                "HELLO",
+                "ACQUIRE",
+                "ACQUIRE name=x slots=1 wait=0",                                /* no lease */
+                "ACQUIRE name=x slots=1 lease=" LEASE " wait=0 extra=1",
+                "ACQUIRE name=x name=y slots=1 lease=" LEASE " wait=0",         /* duplicate */
+                "ACQUIRE name=a%20b slots=1 lease=" LEASE " wait=0",            /* invalid name */
+                "ACQUIRE name=x slots=0 lease=" LEASE " wait=0",
+                "ACQUIRE name=x slots=1000001 lease=" LEASE " wait=0",
+                "ACQUIRE name=x slots=-1 lease=" LEASE " wait=0",
+                "ACQUIRE name=x slots=1x lease=" LEASE " wait=0",
+                "ACQUIRE name=x slots=1 lease=XYZ wait=0",
+                "ACQUIRE name=x slots=1 lease=" LEASE " wait=soon",
+                "ACQUIRE name=x  slots=1 lease=" LEASE " wait=0",               /* double space */
+                "ACQUIRE name=x slots=1 lease=" LEASE " wait=0 ",               /* trailing space */
+                "ACQUIRE name=x slots=1 lease=" LEASE " =0",
+                "ACQUIRE name=x slots=1 lease=" LEASE " wait",
+                "ACQUIRE Name=x slots=1 lease=" LEASE " wait=0",
+                "ACQUIRE name=x%0 slots=1 lease=" LEASE " wait=0",              /* truncated escape */
+                "ACQUIRE name=x%00 slots=1 lease=" LEASE " wait=0",             /* encoded NUL */
+                "ACQUIRE name=x\t slots=1 lease=" LEASE " wait=0",
+                "RELEASE",
+                "STATUS name=",
+        };
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                why = NULL;
+                CHECK(request_parse(bad[i], strlen(bad[i]), &r, &why) < 0 && why, "refused with a reason: \"%s\"", bad[i]);
+        }
+}
+
+static void test_nul_and_size(void) {
+        char line[PROTO_REQUEST_MAX + 64];
+        const char *good = "STATUS name=x";
+        Request r;
+        int k;
+
+        memcpy(line, good, strlen(good) + 1);
+        line[8] = '\0';
+        CHECK(request_parse(line, strlen(good), &r, NULL) < 0, "an embedded NUL byte is refused");
+
+        memset(line, 'a', sizeof(line));
+        memcpy(line, "STATUS name=", 12);
+        k = request_parse(line, PROTO_REQUEST_MAX + 1, &r, NULL);
+        CHECK_INT(k, -E2BIG, "a request longer than the limit is refused as too long");
+}
+
+static void test_replies(void) {
+        Reply rep;
+        const char *err = "ERROR code=permission message=uid%201000%20may%20not";
+
+        CHECK_INT(reply_parse("GRANTED token=42 lease=" LEASE " since=5", strlen("GRANTED token=42 lease=" LEASE " since=5"), &rep), 0,
+                  "GRANTED parses");
+        CHECK_INT(rep.kind, REPLY_GRANTED, "kind GRANTED");
+        CHECK_U64(rep.token, 42, "token 42");
+        CHECK_INT(reply_parse(err, strlen(err), &rep), 0, "ERROR parses");
+        CHECK_STR(rep.code, "permission", "error code");
+        CHECK_STR(rep.message, "uid 1000 may not", "message decoded");
+        CHECK_INT(exit_code_for_error(rep.code), EXIT_NOPERM, "permission → 77");
+        CHECK_INT(exit_code_for_error("unavailable"), EXIT_UNAVAILABLE, "unavailable → 69");
+        CHECK_INT(exit_code_for_error("invalid"), EXIT_USAGE, "invalid → 64");
+        CHECK(reply_parse("BOGUS x=1", 9, &rep) < 0, "unknown reply refused");
+        CHECK(reply_parse("ERROR code=x", 12, &rep) < 0, "ERROR without message refused");
+}
+
+static void test_encoding(void) {
+        char line[256];
+        MessageBuilder b;
+        Message m;
+        int n;
+
+        message_start(&b, line, sizeof(line), "NAME");
+        message_add(&b, "message", "a b%c\n=d");
+        n = message_finish(&b);
+        CHECK(n > 0 && !memchr(line, ' ', 4) && !strchr(line, '\n'), "encoded line has no raw newline");
+        CHECK_INT(message_parse(line, (size_t) n, sizeof(line), &m), 0, "encoded line parses");
+        CHECK_STR(message_get(&m, "message"), "a b%c\n=d", "value round-trips");
+
+        message_start(&b, line, 16, "NAME");
+        message_add(&b, "message", "this does not fit in sixteen bytes");
+        CHECK_INT(message_finish(&b), -ENOBUFS, "overflow is reported, not truncated");
+}
+
+static void test_line_reader(void) {
+        LineReader lr;
+        int sv[2];
+        char *line;
+        size_t len;
+        char big[PROTO_REQUEST_MAX + 10];
+
+        CHECK_INT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0, "socketpair");
+        line_reader_init(&lr, PROTO_REQUEST_MAX);
+
+        /* Pipelined: two lines in one write. */
+        CHECK_INT(write(sv[1], "ONE a=1\nTWO b=2\nTHR", 19), 19, "write pipelined lines");
+        CHECK(line_reader_fill(&lr, sv[0]) > 0, "fill");
+        CHECK_INT(line_reader_next(&lr, &line, &len), 1, "first line");
+        CHECK_STR(line, "ONE a=1", "first line text");
+        CHECK_INT(line_reader_next(&lr, &line, &len), 1, "second line");
+        CHECK_STR(line, "TWO b=2", "second line text");
+        CHECK_INT(line_reader_next(&lr, &line, &len), 0, "a truncated line is not returned");
+
+        /* Oversized without newline. */
+        memset(big, 'x', sizeof(big));
+        CHECK_INT(write(sv[1], big, sizeof(big)), (int) sizeof(big), "write oversized");
+        CHECK(line_reader_fill(&lr, sv[0]) > 0, "fill oversized");
+        CHECK_INT(line_reader_next(&lr, &line, &len), -E2BIG, "oversized line refused");
+        close(sv[0]);
+        close(sv[1]);
+}
+
+int main(void) {
+        test_roundtrip();
+        test_malformed();
+        test_nul_and_size();
+        test_replies();
+        test_encoding();
+        test_line_reader();
+        return tap_done();
+}
