@@ -18,7 +18,7 @@
 #define CONNECT_TIMEOUT (2 * USEC_PER_SEC)
 #define COMMAND_TIMEOUT (5 * USEC_PER_SEC)
 #define BACKOFF_MIN (100 * USEC_PER_MSEC)
-#define BACKOFF_MAX (5 * USEC_PER_SEC)
+#define BACKOFF_MAX (2 * USEC_PER_SEC)
 #define RECHECK_SAFETY (5 * USEC_PER_SEC)
 #define DESC_MAX 1024
 
@@ -750,6 +750,14 @@ void engine_client_gone(Agent *a, Client *c) {
 
 /* ---- Renewal ------------------------------------------------------------------ */
 
+/* Redis expires a lease TTL after its last renewal reached it. We give up
+ * on it sooner, at two thirds of that since the last renewal we sent, so
+ * that its holder is told to stop before anyone else can be granted it. */
+static usec_t lost_after(const Agent *a) {
+        return a->config->lease_ttl * 2 / 3;
+}
+
+
 typedef struct RenewBatch {
         Agent *agent;
         usec_t sent;
@@ -821,7 +829,7 @@ static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                         /* Its place in line expired: queue again. */
                         l->enqueued = false;
                         lease_check(l);
-                } else if (batch->reassert && batch->sent - l->renewed < a->config->lease_ttl)
+                } else if (batch->reassert && batch->sent - l->renewed < lost_after(a))
                         lease_reassert(l);
                 else
                         lease_lost(l, "its lease expired or was evicted in Redis");
@@ -871,8 +879,8 @@ static void check_lost_while_down(Agent *a) {
 
                 /* lease_lost() may free n once its last lease goes. */
                 LIST_FOREACH_SAFE(by_name, l, next, n->leases) {
-                        if (l->state == LEASE_HELD && now - l->renewed > a->config->lease_ttl)
-                                lease_lost(l, "Redis was unreachable for longer than the lease TTL");
+                        if (l->state == LEASE_HELD && now - l->renewed > lost_after(a))
+                                lease_lost(l, "Redis unreachable for too long; the lease runs out before it can be renewed");
                 }
         }
 }
@@ -892,7 +900,9 @@ static int on_renew_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         else
                 check_lost_while_down(a);
 
-        (void) sd_event_source_set_time_relative(s, a->config->lease_ttl / 3);
+        /* While Redis is away, look more often, to tell holders in time. */
+        (void) sd_event_source_set_time_relative(s, a->state == REDIS_READY ? a->config->lease_ttl / 3
+                                                                               : a->config->lease_ttl / 10);
         return 0;
 }
 

@@ -328,7 +328,7 @@ static int handle_reply(Run *r, const Reply *rep) {
                 finish(r, exit_code_for_error(rep->code));
                 return 0;
         case REPLY_LOST:
-                handle_lost(r, rep->code[0] ? rep->code : "lost");
+                handle_lost(r, rep->message[0] ? rep->message : "lost");
                 return 0;
         default:
                 return 0;
@@ -431,6 +431,10 @@ int verb_run(int argc, char *argv[]) {
         r.started = now_usec(CLOCK_MONOTONIC);
         r.deadline = r.wait == USEC_INFINITY ? USEC_INFINITY : r.started + r.wait;
 
+        /* A job started in the background inherits SIGINT ignored, and an
+         * ignored signal never reaches us: take the defaults back. */
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
         sigemptyset(&mask);
         sigaddset(&mask, SIGINT);
         sigaddset(&mask, SIGTERM);

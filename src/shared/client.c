@@ -81,7 +81,7 @@ int reply_parse(const char *line, size_t len, Reply *ret) {
         r.token = field_u64(&m, "token");
         r.since_ms = field_u64(&m, "since");
         field_copy(&m, r.kind == REPLY_ERROR ? "code" : "reason", r.code, sizeof(r.code));
-        field_copy(&m, "message", r.message, sizeof(r.message));
+        field_copy(&m, r.kind == REPLY_ERROR ? "message" : "reason", r.message, sizeof(r.message));
         if (r.kind == REPLY_ERROR && (!r.code[0] || !r.message[0]))
                 return -EBADMSG;
         *ret = r;

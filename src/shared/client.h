@@ -34,7 +34,7 @@ typedef struct Reply {
         uint64_t token;
         uint64_t since_ms;
         char code[32];          /* ERROR code=, DENIED/LOST reason= */
-        char message[512];
+        char message[512];      /* ERROR message=, DENIED/LOST reason= in full */
 } Reply;
 
 /* The namespace clients use: explicit, else $FLEETSEM_NAMESPACE, else the default. */

@@ -1,0 +1,35 @@
+#!/usr/bin/env python3
+# agent-raw.py NAMESPACE [--hold SECONDS] [--no-newline] DATA...: connects to
+# @NAMESPACE/agent, sends DATA (Python escapes allowed, e.g. \x00), prints
+# every reply line until the agent closes or the hold time ends.
+import socket
+import sys
+
+args = sys.argv[1:]
+ns = args.pop(0)
+hold = 2.0
+newline = True
+while args and args[0].startswith("--"):
+    opt = args.pop(0)
+    if opt == "--hold":
+        hold = float(args.pop(0))
+    elif opt == "--no-newline":
+        newline = False
+data = b"".join(a.encode().decode("unicode_escape").encode("latin-1") for a in args)
+if newline:
+    data += b"\n"
+
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect("\0" + ns + "/agent")
+s.sendall(data)
+s.settimeout(hold)
+buf = b""
+try:
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+except socket.timeout:
+    pass
+sys.stdout.write(buf.decode("latin-1"))

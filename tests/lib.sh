@@ -1,0 +1,114 @@
+# Shared by the integration tests: TAP output, a private redis-server on a
+# unix socket in a temporary directory, and agents as "hosts" (each its own
+# namespace and host id). Source it; it cleans up on exit.
+set -u
+
+: "${FLEETSEM:?path to fleetsem}" "${FLEETSEMD:?path to fleetsemd}"
+TEST_NAME=$(basename "$0" .sh)
+T=$(mktemp -d "/tmp/fleetsem-$TEST_NAME.XXXXXX")
+NSBASE="fst$$"
+TTL=${TTL:-2s}
+tap_n=0
+tap_failed=0
+PIDS=()
+
+kill_tree() {
+        local c
+        for c in $(pgrep -P "$1"); do kill_tree "$c"; done
+        kill -KILL "$1" 2>/dev/null
+}
+
+cleanup() {
+        local p
+        # Everything the test started: agents, jobs and their commands.
+        for p in $(pgrep -P $$); do kill_tree "$p"; done
+        [ -f "$T/redis.pid" ] && kill -KILL "$(cat "$T/redis.pid")" 2>/dev/null
+        wait 2>/dev/null
+        if [ "$tap_failed" -gt 0 ] || [ -n "${KEEP_TMP:-}" ]; then
+                for f in "$T"/*.log; do [ -f "$f" ] && { echo "# --- $f"; sed 's/^/#   /' "$f" | tail -n 40; }; done
+        fi
+        rm -rf "$T"
+}
+trap cleanup EXIT
+
+ok() { tap_n=$((tap_n + 1)); echo "ok $tap_n - $*"; }
+not_ok() { tap_n=$((tap_n + 1)); tap_failed=$((tap_failed + 1)); echo "not ok $tap_n - $*"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
+is() {
+        if [ "$1" = "$2" ]; then ok "$3"; else not_ok "$3"; echo "#   got '$1', expected '$2'"; fi
+}
+like() {
+        if printf '%s' "$1" | grep -qE -- "$2"; then ok "$3"; else not_ok "$3"; echo "#   '$1' does not match /$2/"; fi
+}
+done_testing() {
+        echo "1..$tap_n"
+        echo "# $((tap_n - tap_failed)) passed, $tap_failed failed"
+        [ "$tap_failed" -eq 0 ]
+        exit $?
+}
+bail() { echo "Bail out! $*"; exit 1; }
+
+# Missing prerequisites skip outside CI; under CI=true they fail.
+require() {
+        command -v "$1" >/dev/null 2>&1 && return 0
+        if [ "${CI:-}" = true ]; then bail "$1 is required (CI=true: nothing may be skipped)"; fi
+        echo "1..0 # SKIP $1 not installed"
+        exit 77
+}
+require redis-server
+require redis-cli
+require python3
+
+now_ms() { date +%s%3N; }
+
+# wait_for SECONDS CMD...: polls CMD every 20ms.
+wait_for() {
+        local deadline=$(( $(now_ms) + ($1 * 1000) )); shift
+        until "$@" >/dev/null 2>&1; do
+                [ "$(now_ms)" -gt "$deadline" ] && return 1
+                sleep 0.02
+        done
+}
+
+rcli() { redis-cli -s "$T/redis.sock" "$@"; }
+
+start_redis() {
+        redis-server --port 0 --unixsocket "$T/redis.sock" --unixsocketperm 700 --dir "$T" \
+                --save '' --appendonly no --pidfile "$T/redis.pid" --daemonize yes \
+                --logfile "$T/redis.log" "$@" >/dev/null || bail "redis-server did not start"
+        wait_for 10 rcli ${REDIS_AUTH:+-a "$REDIS_AUTH" --no-auth-warning} ping || bail "redis-server does not answer"
+}
+
+stop_redis() {
+        local pid
+        pid=$(cat "$T/redis.pid")
+        rcli ${REDIS_AUTH:+-a "$REDIS_AUTH" --no-auth-warning} shutdown ${1:-} >/dev/null 2>&1 || kill "$pid"
+        wait_for 10 sh -c "! kill -0 $pid" || bail "redis-server did not stop"
+        rm -f "$T/redis.pid"
+}
+
+agent_listening() { grep -q "@$1/agent" /proc/net/unix; }
+
+# start_agent HOST [fleetsemd options...]: namespace $NSBASE-HOST.
+start_agent() {
+        local host=$1; shift
+        "$FLEETSEMD" --redis "unix:$T/redis.sock" --namespace "$NSBASE-$host" --host-id "$host" \
+                --lease-ttl "$TTL" "$@" >>"$T/agent-$host.log" 2>&1 &
+        eval "AGENT_$(echo "$host" | tr -c 'A-Za-z0-9\n' _)=$!"
+        PIDS+=($!)
+        wait_for 10 agent_listening "$NSBASE-$host" || bail "agent $host did not start"
+}
+agent_pid() { eval "echo \$AGENT_$(echo "$1" | tr -c 'A-Za-z0-9\n' _)"; }
+
+# fs HOST ARGS...: fleetsem talking to HOST's agent.
+fs() { local host=$1; shift; FLEETSEM_NAMESPACE="$NSBASE-$host" "$FLEETSEM" "$@"; }
+# fs_exec HOST ARGS... &: the same in the background, with $! the pid of
+# fleetsem itself (for tests that signal it).
+fs_exec() { export FLEETSEM_NAMESPACE="$NSBASE-$1"; shift; exec "$FLEETSEM" "$@"; }
+
+# raw HOST LINE...: sends raw bytes to HOST's agent, prints the replies.
+raw() { local host=$1; shift; python3 "$(dirname "$0")/agent-raw.py" "$NSBASE-$host" "$@"; }
+
+# holders NAME / waiters NAME: counts in Redis itself.
+holders() { rcli ZCARD "fleetsem:{$1}:holders"; }
+waiters() { rcli ZCARD "fleetsem:{$1}:queue"; }

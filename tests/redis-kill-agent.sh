@@ -1,0 +1,29 @@
+#!/bin/bash
+# kill -9 of an agent while its job holds: Redis keeps the slot until the
+# lease runs out (on Redis' clock), then another agent's waiter gets it;
+# not before.
+TTL=2s
+. "$(dirname "$0")/lib.sh"
+
+start_redis
+start_agent a
+start_agent b
+
+fs a run --slots 1 ka -- sleep 300 &
+check "holder holds" wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{ka}:holders') = 1 ]"
+fs b run --slots 1 ka -- sh -c 'date +%s%3N >"$0"' "$T/granted" &
+waiter=$!
+check "waiter queues" wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{ka}:queue') = 1 ]"
+
+kill -KILL "$(agent_pid a)"
+sleep 0.1
+expiry=$(rcli ZRANGE 'fleetsem:{ka}:holders' 0 0 WITHSCORES | tail -n 1)
+killed=$(now_ms)
+check "the slot outlives its agent for now ($((expiry - killed)) ms to go)" [ "$expiry" -gt "$killed" ]
+check "the waiter is granted once the lease expires" wait_for 10 test -s "$T/granted"
+granted=$(cat "$T/granted")
+check "not before the lease expired (granted $((granted - expiry)) ms after expiry)" [ "$granted" -ge $((expiry - 5)) ]
+check "soon after it expired (limit 1000 ms)" [ "$granted" -le $((expiry + 1000)) ]
+wait "$waiter"
+is "$?" 0 "the waiter's command ran"
+done_testing

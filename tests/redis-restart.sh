@@ -1,0 +1,47 @@
+#!/bin/bash
+# Redis restart (with its append-only file) while slots are held: the agents
+# reconnect on their own, the holders keep their slots, no slot is granted
+# twice, and the queue moves on afterwards.
+TTL=10s
+. "$(dirname "$0")/lib.sh"
+
+REDIS_ARGS=(--appendonly yes --appendfsync always)
+start_redis "${REDIS_ARGS[@]}"
+start_agent a
+start_agent b
+
+job() {
+        fs "$1" run --slots 2 rr -- sh -c '
+                echo "enter $FLEETSEM_TOKEN $(date +%s%N)" >>"$0"
+                while [ ! -f "$1" ]; do sleep 0.05; done
+                echo "exit $FLEETSEM_TOKEN $(date +%s%N)" >>"$0"' "$T/events" "$T/go"
+}
+pids=()
+job a & pids+=($!)
+job a & pids+=($!)
+check "two jobs hold" wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{rr}:holders') = 2 ]"
+job b & pids+=($!)
+job b & pids+=($!)
+check "two more wait" wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{rr}:queue') = 2 ]"
+before=$(rcli ZRANGE 'fleetsem:{rr}:holders' 0 -1 | sort | tr '\n' ' ')
+
+stop_redis
+sleep 1
+check "agent a noticed" grep -q "Lost connection to Redis" "$T/agent-a.log"
+start_redis "${REDIS_ARGS[@]}"
+check "agent a reconnected on its own" wait_for 10 sh -c "[ \$(grep -c 'Connected to Redis' $T/agent-a.log) -ge 2 ]"
+check "agent b reconnected on its own" wait_for 10 sh -c "[ \$(grep -c 'Connected to Redis' $T/agent-b.log) -ge 2 ]"
+sleep 2
+
+is "$(rcli ZRANGE 'fleetsem:{rr}:holders' 0 -1 | sort | tr '\n' ' ')" "$before" "the same two leases hold"
+is "$(grep -c '^enter' "$T/events")" 2 "the waiters still wait"
+
+touch "$T/go"
+for p in "${pids[@]}"; do wait "$p" || not_ok "job $p failed"; done
+is "$(grep -c '^exit' "$T/events")" 4 "all four jobs ran"
+max=$(sort -k3,3n "$T/events" | awk '$1 == "enter" { n++; if (n > max) max = n } $1 == "exit" { n-- } END { print max }')
+check "never more than 2 at once (max seen: $max)" [ "$max" -le 2 ]
+is "$(awk '$1 == "enter" { print $2 }' "$T/events" | sort -n | uniq -d)" "" "no token was granted twice"
+fs a run --slots 2 rr -- true
+is "$?" 0 "new requests are served after the restart"
+done_testing
