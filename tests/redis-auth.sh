@@ -1,0 +1,35 @@
+#!/bin/bash
+# Redis with a password: the agent reads it from a file; a wrong password is
+# a clear error; the password never shows in argv, logs or status.
+. "$(dirname "$0")/lib.sh"
+
+PW="s3cret-$$-pw"
+REDIS_AUTH=$PW
+start_redis --requirepass "$PW"
+printf '%s\n' "$PW" >"$T/pw"
+chmod 600 "$T/pw"
+printf 'wrong\n' >"$T/wrong"
+chmod 600 "$T/wrong"
+
+start_agent a --redis-password-file "$T/pw"
+fs a run --no-wait authed -- true
+is "$?" 0 "with the right password, slots are granted"
+
+start_agent b --redis-password-file "$T/wrong"
+sleep 0.3
+out=$(fs b run --no-wait authed -- true 2>&1); rc=$?
+is "$rc" 69 "wrong password: exit 69"
+like "$out" 'AUTH failed' "wrong password: the error says so"
+like "$(cat "$T/agent-b.log")" 'AUTH failed' "wrong password: the agent logs it"
+
+check "the password is not in any agent's argv" sh -c "! cat /proc/$(agent_pid a)/cmdline /proc/$(agent_pid b)/cmdline | tr '\0' ' ' | grep -q '$PW'"
+check "the password is not in any log" sh -c "! grep -q '$PW' $T/agent-a.log $T/agent-b.log"
+check "nor in status" sh -c "! FLEETSEM_NAMESPACE=$NSBASE-a $FLEETSEM status --json | grep -q '$PW'"
+
+out=$("$FLEETSEMD" --redis "redis://:$PW@localhost:1" --check-config 2>&1); rc=$?
+is "$rc" 1 "a password on the command line is refused"
+like "$out" 'Refusing a password on the command line' "with the reason"
+chmod 644 "$T/pw"
+out=$("$FLEETSEMD" --redis "unix:$T/redis.sock" --redis-password-file "$T/pw" --check-config 2>&1); rc=$?
+is "$rc" 1 "a world-readable password file is refused"
+done_testing

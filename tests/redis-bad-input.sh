@@ -1,0 +1,78 @@
+#!/bin/bash
+# Hostile or broken input gets a clear error, and the agent keeps serving
+# everyone else with every slot accounted for.
+. "$(dirname "$0")/lib.sh"
+
+LEASE=0123456789abcdef0123456789abcdef
+start_redis
+start_agent a
+
+# A job that holds throughout: nothing below may disturb it.
+fs a run --slots 1 steady -- sh -c 'while [ ! -f "$0" ]; do sleep 0.05; done' "$T/go" &
+steady=$!
+check "a steady holder holds" wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{steady}:holders') = 1 ]"
+
+like "$(raw a 'HELLO')" '^ERROR code=invalid message=unknown%20request' "unknown verb"
+like "$(raw a 'ACQUIRE name=x')" '^ERROR code=invalid .*needs' "missing fields"
+like "$(raw a 'acquire name=x')" '^ERROR code=usage message=malformed' "lower-case verb is malformed"
+like "$(raw a "ACQUIRE name=a%20b slots=1 lease=$LEASE wait=0")" '^ERROR code=invalid message=invalid%20name' "invalid name"
+like "$(raw a "ACQUIRE name=x slots=0 lease=$LEASE wait=0")" '^ERROR code=invalid message=invalid%20slots' "zero slots"
+like "$(raw a "ACQUIRE name=x slots=1 lease=$LEASE wait=later")" '^ERROR code=invalid message=invalid%20wait' "bad wait"
+like "$(raw a 'STATUS\x00 name=x')" '^ERROR code=usage' "NUL byte in a request"
+like "$(raw a --no-newline "$(head -c 5000 /dev/zero | tr '\0' A)")" '^ERROR code=usage message=request%20too%20long' \
+        "oversized request without a newline"
+like "$(raw a "ACQUIRE name=x slots=1 lease=$LEASE wait=0")" '^ERROR code=anchor message=no%20anchor' \
+        "a request without its anchor is refused"
+like "$(raw a 'STATUS name=steady\nGARBAGE\x01\x02\nMORE')" '^NAME name=steady held=1' "pipelined garbage after a request is not read"
+
+# Truncated requests and idle clients take nothing from anybody.
+raw a --no-newline --hold 0.1 'ACQUIRE name=x slots=1' >/dev/null
+idle=()
+for i in $(seq 1 20); do raw a --no-newline --hold 3 '' >/dev/null & idle+=($!); done
+sleep 0.3
+fs a run --no-wait other -- true
+is "$?" 0 "others are served while 20 clients sit idle"
+for p in "${idle[@]}"; do wait "$p"; done
+
+# Names that are invalid on the command line.
+out=$(fs a run 'bad name' -- true 2>&1); rc=$?
+is "$rc" 64 "invalid name: exit 64"
+like "$out" 'Invalid name "bad name"' "invalid name: clear message"
+out=$(fs a run "$(head -c 201 /dev/zero | tr '\0' x)" -- true 2>&1); rc=$?
+is "$rc" 64 "201-character name: exit 64"
+
+# A key of the wrong type under the prefix: an error for that name only.
+rcli SET 'fleetsem:{wrongtype}:holders' 'not a zset' >/dev/null
+out=$(fs a run --no-wait wrongtype -- true 2>&1); rc=$?
+is "$rc" 69 "wrong-type key: exit 69"
+like "$out" 'WRONGTYPE' "wrong-type key: Redis' error is shown"
+fs a run --no-wait fine -- true
+is "$?" 0 "other names still work"
+
+# Unreachable Redis: a clear error, and the agent keeps running.
+"$FLEETSEMD" --redis "unix:$T/nowhere.sock" --namespace "$NSBASE-x" --host-id x >"$T/agent-x.log" 2>&1 &
+xpid=$!
+wait_for 5 agent_listening "$NSBASE-x"
+sleep 0.3
+out=$(fs x run --no-wait n -- true 2>&1); rc=$?
+is "$rc" 69 "unreachable Redis: exit 69"
+like "$out" "Redis at unix:$T/nowhere.sock is unreachable" "unreachable Redis: says where and why"
+check "the agent keeps running without Redis" kill -0 "$xpid"
+like "$(cat "$T/agent-x.log")" 'Failed to connect to Redis' "the agent logs the failure"
+out=$(fs x status 2>&1); rc=$?
+is "$rc" 69 "status without Redis: exit 69"
+
+# No agent at all.
+out=$(FLEETSEM_NAMESPACE="$NSBASE-none" "$FLEETSEM" run n -- true 2>&1); rc=$?
+is "$rc" 69 "no agent: exit 69"
+like "$out" 'No agent listens' "no agent: clear message"
+
+check "the agent survived all of it" kill -0 "$(agent_pid a)"
+is "$(holders steady)" 1 "the steady holder still holds"
+touch "$T/go"
+wait "$steady"
+is "$?" 0 "the steady job ended normally"
+for n in steady other fine x n; do
+        is "$(holders "$n")$(waiters "$n")" 00 "nothing left held or queued for $n"
+done
+done_testing

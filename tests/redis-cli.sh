@@ -1,0 +1,112 @@
+#!/bin/bash
+# fleetsem run as its users meet it: exit codes, environment, waits,
+# signals while queued and while running, a lost slot, permissions.
+TTL=2s
+. "$(dirname "$0")/lib.sh"
+
+start_redis
+start_agent a
+
+# Exit status and environment.
+fs a run st -- sh -c 'exit 3'
+is "$?" 3 "COMMAND's exit status is passed on"
+fs a run st -- sh -c 'kill -KILL $$'
+is "$?" 137 "killed by a signal: 128+N"
+fs a run st -- /nonexistent/command 2>/dev/null
+is "$?" 127 "a command that does not exist: 127"
+like "$(fs a run envt -- sh -c 'echo "$FLEETSEM_NAME $FLEETSEM_TOKEN $FLEETSEM_LEASE"')" \
+        '^envt [0-9]+ [0-9a-f]{32}$' "FLEETSEM_NAME, FLEETSEM_TOKEN and FLEETSEM_LEASE are set"
+
+# Usage errors.
+for args in "" "onlyname" "--slots 0 n -- true" "--slots x n -- true" "--wait soon n -- true" "--on-lost=maybe n -- true" "--bogus n -- true"; do
+        # shellcheck disable=SC2086
+        fs a run $args >/dev/null 2>&1
+        is "$?" 64 "usage error exits 64: run $args"
+done
+"$FLEETSEM" frobnicate >/dev/null 2>&1
+is "$?" 64 "unknown command exits 64"
+like "$("$FLEETSEM" --help)" 'Usage: fleetsem COMMAND' "fleetsem --help"
+like "$("$FLEETSEM" run --help)" 'Exit status' "fleetsem run --help explains exit codes"
+like "$("$FLEETSEMD" --help)" 'Usage: fleetsemd' "fleetsemd --help"
+
+# Waiting.
+fs_exec a run held -- sh -c 'while [ ! -f "$0" ]; do sleep 0.05; done' "$T/go" &
+holder=$!
+wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{held}:holders') = 1 ]"
+start=$(now_ms)
+out=$(fs a run --no-wait held -- true 2>&1); rc=$?
+is "$rc" 75 "--no-wait with no free slot: exit 75"
+like "$out" 'no free slot' "--no-wait says why"
+check "--no-wait answers at once" [ $(( $(now_ms) - start )) -lt 500 ]
+start=$(now_ms)
+out=$(fs a run --wait 1s held -- true 2>&1); rc=$?
+took=$(( $(now_ms) - start ))
+is "$rc" 75 "--wait 1s with no free slot: exit 75"
+check "after about 1s (took $took ms)" [ "$took" -ge 950 -a "$took" -lt 2500 ]
+like "$out" 'no slot within 1s' "--wait says why"
+is "$(waiters held)" 0 "a timed-out request leaves the queue"
+
+for sig in TERM INT; do
+        fs_exec a run held -- true &
+        w=$!
+        wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{held}:queue') = 1 ]"
+        kill -$sig "$w"
+        wait "$w"
+        rc=$?
+        is "$rc" $((128 + $(kill -l $sig))) "SIG$sig while waiting: exits $((128 + $(kill -l $sig)))"
+        check "SIG$sig while waiting: leaves the queue at once" wait_for 1 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{held}:queue') = 0 ]"
+done
+touch "$T/go"
+wait "$holder"
+
+# Signals reach the whole process group of COMMAND.
+fs_exec a run grp -- sh -c 'sleep 300 & echo $! >"$0"; wait' "$T/grandchild" &
+r=$!
+wait_for 5 test -s "$T/grandchild"
+kill -TERM "$r"
+wait "$r"
+is "$?" 143 "SIGTERM is forwarded; COMMAND's death by it is reported as 143"
+check "the grandchild got it too" wait_for 2 sh -c "! kill -0 $(cat "$T/grandchild")"
+is "$(holders grp)" 0 "and the slot is free"
+
+# A lost slot (evicted in Redis): COMMAND is stopped, run exits 75.
+fs_exec a run lost -- sleep 300 &
+r=$!
+wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{lost}:holders') = 1 ]"
+rcli ZREM 'fleetsem:{lost}:holders' "$(rcli ZRANGE 'fleetsem:{lost}:holders' 0 0)" >/dev/null
+start=$(now_ms)
+wait "$r"
+is "$?" 75 "a lost slot: COMMAND is terminated and run exits 75"
+check "within one renewal period" [ $(( $(now_ms) - start )) -lt 2000 ]
+like "$(cat "$T/agent-a.log")" 'LOST slot of lost' "the agent logs the loss loudly"
+
+# Permissions: root may ask for anything; others only what allow= grants.
+if id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+        cat >"$T/agent.conf" <<CONF
+redis = unix:$T/redis.sock
+allow = perm-* nobody
+CONF
+        start_agent p --config "$T/agent.conf"
+        chmod 755 "$T"
+        asnobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups env FLEETSEM_NAMESPACE="$NSBASE-p" "$FLEETSEM" "$@"; }
+        asnobody run perm-ok -- true
+        is "$?" 0 "an allowed user gets an allowed name"
+        out=$(asnobody run secret -- true 2>&1); rc=$?
+        is "$rc" 77 "a name not granted to the user: exit 77"
+        like "$out" 'may not ask for "secret"' "with the reason"
+        out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run perm-ok -- true 2>&1); rc=$?
+        is "$rc" 77 "without a rule, non-root users are refused"
+else
+        not_ok "setpriv and user nobody are needed for the permission tests"
+fi
+
+# Configuration errors name the file and line.
+printf 'redis = unix:/x\nlease_ttl = soon\n' >"$T/bad.conf"
+out=$("$FLEETSEMD" --config "$T/bad.conf" --check-config 2>&1); rc=$?
+is "$rc" 1 "--check-config fails on a bad file"
+like "$out" "bad.conf:2: lease_ttl" "and names file:line"
+printf 'redis = unix:/x\n' >"$T/good.conf"
+like "$("$FLEETSEMD" --config "$T/good.conf" --check-config)" '^Configuration OK' "--check-config passes a good file"
+
+like "$(fs a status)" 'No slots held' "status with nothing held"
+done_testing
