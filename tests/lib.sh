@@ -10,7 +10,7 @@ NSBASE="fst$$"
 TTL=${TTL:-2s}
 tap_n=0
 tap_failed=0
-PIDS=()
+AGENT_HOSTS=()
 
 kill_tree() {
         local c
@@ -40,7 +40,25 @@ is() {
 like() {
         if printf '%s' "$1" | grep -qE -- "$2"; then ok "$3"; else not_ok "$3"; echo "#   '$1' does not match /$2/"; fi
 }
+# Stops the agents still running with SIGTERM, as systemd would: each must
+# exit 0, and no log may hold a sanitizer report.
+stop_agents() {
+        local host pid rc
+        for host in "${AGENT_HOSTS[@]}"; do
+                pid=$(agent_pid "$host")
+                kill -0 "$pid" 2>/dev/null || continue
+                kill -TERM "$pid"
+                wait "$pid"
+                rc=$?
+                is "$rc" 0 "agent $host exits cleanly on SIGTERM"
+        done
+        if grep -lE 'Sanitizer|runtime error:' "$T"/*.log >/dev/null 2>&1; then
+                not_ok "no sanitizer report in: $(grep -lE 'Sanitizer|runtime error:' "$T"/*.log | tr '\n' ' ')"
+        fi
+}
+
 done_testing() {
+        stop_agents
         echo "1..$tap_n"
         echo "# $((tap_n - tap_failed)) passed, $tap_failed failed"
         [ "$tap_failed" -eq 0 ]
@@ -95,7 +113,7 @@ start_agent() {
         "$FLEETSEMD" --redis "unix:$T/redis.sock" --namespace "$NSBASE-$host" --host-id "$host" \
                 --lease-ttl "$TTL" "$@" >>"$T/agent-$host.log" 2>&1 &
         eval "AGENT_$(echo "$host" | tr -c 'A-Za-z0-9\n' _)=$!"
-        PIDS+=($!)
+        AGENT_HOSTS+=("$host")
         wait_for 10 agent_listening "$NSBASE-$host" || bail "agent $host did not start"
 }
 agent_pid() { eval "echo \$AGENT_$(echo "$1" | tr -c 'A-Za-z0-9\n' _)"; }

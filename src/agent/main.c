@@ -140,8 +140,11 @@ static int load_config(Config *c) {
 
         config_init(c);
         r = config_load_file(c, arg_config, &error);
-        if (r == -ENOENT && !arg_config_explicit)
+        if (r == -ENOENT && !arg_config_explicit) {
+                /* No file at the default place: the command line says it all. */
+                error = mfree(error);
                 r = 0;
+        }
         if (r < 0)
                 return log_error_errno(r, "%s", error ?: "Failed to read the configuration.");
 

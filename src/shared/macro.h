@@ -23,6 +23,11 @@ static inline void freep(void *p) {
 }
 #define _cleanup_free_ _cleanup_(freep)
 
+static inline void *mfree(void *p) {
+        free(p);
+        return NULL;
+}
+
 /* Closes fd if it is one, keeps errno, and returns -EBADF for assignment. */
 static inline int safe_close(int fd) {
         if (fd >= 0) {
