@@ -925,7 +925,7 @@ static void adopt_done_one(Agent *a) {
 
         if (--adopt_pending > 0)
                 return;
-        log_info("Re-adopted %zu held slot(s) of this host in %s.", adopt_count,
+        log_full(adopt_count > 0 ? LOG_INFO : LOG_DEBUG, "Re-adopted %zu held slot(s) of this host in %s.", adopt_count,
                  format_duration(buf, sizeof(buf), now_usec(CLOCK_MONOTONIC) - adopt_started));
         (void) a;
 }

@@ -234,7 +234,6 @@ static void allow_rule_done(AllowRule *r) {
 void config_done(Config *c) {
         redis_address_done(&c->redis);
         free(c->redis_password_file);
-        free(c->agent_user);
         for (size_t i = 0; i < c->n_allow; i++)
                 allow_rule_done(&c->allow[i]);
         free(c->allow);
@@ -348,11 +347,6 @@ int config_set(Config *c, const char *key, const char *value, const char **ret_w
                 return set_ident(c->host_id, value, ret_why);
         if (streq(key, "key_prefix"))
                 return set_ident(c->key_prefix, value, ret_why);
-        if (streq(key, "agent_user")) {
-                if (!principal_is_valid(value) || value[0] == '@')
-                        return set_why(ret_why, "invalid user name");
-                return set_string(&c->agent_user, value);
-        }
         if (streq(key, "allow"))
                 return config_add_allow(c, value, ret_why);
         if (streq(key, "max_clients")) {

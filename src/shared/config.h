@@ -48,7 +48,6 @@ typedef struct Config {
         char namespace[IDENT_MAX_LEN + 1];
         char host_id[IDENT_MAX_LEN + 1];
         char key_prefix[IDENT_MAX_LEN + 1];
-        char *agent_user;
         AllowRule *allow;
         size_t n_allow;
         unsigned max_clients;
