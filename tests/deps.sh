@@ -1,0 +1,24 @@
+# The Debian 12 packages fleetsem builds and tests with, in one place.
+# Sourced by tests/run.sh, tests/demo.sh and .ci/run.
+FLEETSEM_DEPS=(
+        meson ninja-build pkg-config gcc
+        libsystemd-dev libhiredis-dev libpam0g-dev
+        redis-server redis-tools
+        python3 procps util-linux
+)
+
+# Installs what is missing (as root; others are told what to install).
+ensure_deps() {
+        local missing=() p
+        for p in "${FLEETSEM_DEPS[@]}"; do
+                dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+        done
+        [ ${#missing[@]} -eq 0 ] && return 0
+        if [ "$(id -u)" -ne 0 ]; then
+                echo "Missing packages: ${missing[*]}; install them with: sudo apt-get install ${missing[*]}" >&2
+                return 1
+        fi
+        echo "Installing ${missing[*]} ..." >&2
+        apt-get update -q >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
+}

@@ -1,0 +1,21 @@
+#!/bin/bash
+# Builds fleetsem and runs the whole test suite against real redis-servers
+# it starts itself:  bash tests/run.sh [--sanitize]
+# --sanitize: a separate build (build-asan) under ASan and UBSan, with leak
+# checking.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. tests/deps.sh
+ensure_deps
+
+builddir=build
+opts=()
+if [ "${1:-}" = --sanitize ]; then
+        builddir=build-asan
+        opts=(-Db_sanitize=address,undefined -Db_lundef=false)
+        export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
+        export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+fi
+[ -f "$builddir/build.ninja" ] || meson setup "$builddir" "${opts[@]}"
+meson compile -C "$builddir"
+meson test -C "$builddir" --print-errorlogs
