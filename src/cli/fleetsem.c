@@ -53,7 +53,7 @@ int cli_request_failed(const char *ns, int error) {
 }
 
 int main(int argc, char *argv[]) {
-        log_setup("fleetsem", LOG_TARGET_STDERR);
+        log_setup("fleetsem", LOG_TARGET_STDERR, NULL);
 
         if (argc < 2) {
                 log_error("Missing command; see fleetsem --help.");

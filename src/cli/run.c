@@ -6,10 +6,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/epoll.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
-#include <systemd/sd-event.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -28,7 +28,6 @@ typedef enum OnLost {
 } OnLost;
 
 typedef struct Run {
-        sd_event *event;
         const char *ns;
         const char *name;
         uint32_t slots;
@@ -43,9 +42,9 @@ typedef struct Run {
         char lease[LEASE_ID_LEN + 1];
         int anchor_fd;
         int agent_fd;
-        sd_event_source *agent_source;
+        int signal_fd;
         LineReader lr;
-        sd_event_source *reconnect_source;
+        usec_t reconnect_at;    /* CLOCK_MONOTONIC, USEC_INFINITY: none */
         usec_t backoff;
 
         bool granted;
@@ -53,8 +52,10 @@ typedef struct Run {
         uint64_t token;
         uint32_t position;
         pid_t child;
-        sd_event_source *child_source;
-        sd_event_source *kill_source;
+        usec_t kill_at;         /* SIGKILL after a SIGTERM for a lost slot */
+
+        bool done;
+        int exit_code;
 } Run;
 
 static void help(void) {
@@ -148,7 +149,10 @@ static int parse_argv(Run *r, int argc, char *argv[]) {
 }
 
 static void finish(Run *r, int code) {
-        (void) sd_event_exit(r->event, code);
+        if (r->done)
+                return;
+        r->done = true;
+        r->exit_code = code;
 }
 
 static void progress(Run *r, const char *format, ...) _printf_(2, 3);
@@ -169,16 +173,6 @@ static void kill_group(Run *r, int sig) {
                 (void) kill(-r->child, sig);
 }
 
-static int on_kill_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        Run *r = userdata;
-
-        (void) s;
-        (void) usec;
-        log_warning("%s: COMMAND still running 10s after SIGTERM; sending SIGKILL.", r->name);
-        kill_group(r, SIGKILL);
-        return 0;
-}
-
 static void handle_lost(Run *r, const char *reason) {
         if (r->lost)
                 return;
@@ -188,8 +182,7 @@ static void handle_lost(Run *r, const char *reason) {
         case ON_LOST_TERM:
                 kill_group(r, SIGTERM);
                 kill_group(r, SIGCONT);
-                (void) sd_event_add_time_relative(r->event, &r->kill_source, CLOCK_MONOTONIC, KILL_AFTER, 0,
-                                                  on_kill_timer, r);
+                r->kill_at = now_usec(CLOCK_MONOTONIC) + KILL_AFTER;
                 break;
         case ON_LOST_KILL:
                 kill_group(r, SIGKILL);
@@ -200,32 +193,71 @@ static void handle_lost(Run *r, const char *reason) {
         }
 }
 
-static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
-        Run *r = userdata;
-        int code;
+static void reap_child(Run *r) {
+        int status, code;
 
-        (void) s;
-        if (si->si_code == CLD_EXITED)
-                code = si->si_status;
-        else
-                code = 128 + si->si_status;
+        if (r->child <= 0 || waitpid(r->child, &status, WNOHANG) != r->child)
+                return;
+        code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         r->child = 0;
         if (r->lost && r->on_lost != ON_LOST_IGNORE)
                 code = EXIT_TEMPFAIL;
         finish(r, code);
+}
+
+typedef struct CommandEnv {
+        char **env;             /* ours plus the inherited ones */
+        char *ours[3];          /* FLEETSEM_NAME=, FLEETSEM_TOKEN=, FLEETSEM_LEASE= */
+} CommandEnv;
+
+static void command_env_done(CommandEnv *ce) {
+        for (size_t i = 0; i < ELEMENTSOF(ce->ours); i++)
+                free(ce->ours[i]);
+        free(ce->env);
+}
+
+/* The environment of COMMAND: ours, with FLEETSEM_NAME, FLEETSEM_TOKEN and
+ * FLEETSEM_LEASE set. Built before vfork(), which allows nothing but
+ * system calls in the child. */
+static int command_env_build(Run *r, CommandEnv *ret) {
+        extern char **environ;
+        CommandEnv ce = {};
+        size_t n = 0, k = 0;
+
+        while (environ[n])
+                n++;
+        ce.env = calloc(n + ELEMENTSOF(ce.ours) + 1, sizeof(char *));
+        if (!ce.env ||
+            asprintf(&ce.ours[0], "FLEETSEM_NAME=%s", r->name) < 0 ||
+            asprintf(&ce.ours[1], "FLEETSEM_TOKEN=%" PRIu64, r->token) < 0 ||
+            asprintf(&ce.ours[2], "FLEETSEM_LEASE=%s", r->lease) < 0) {
+                command_env_done(&ce);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (!strneq(environ[i], "FLEETSEM_NAME=", 14) && !strneq(environ[i], "FLEETSEM_TOKEN=", 15) &&
+                    !strneq(environ[i], "FLEETSEM_LEASE=", 15))
+                        ce.env[k++] = environ[i];
+        for (size_t i = 0; i < ELEMENTSOF(ce.ours); i++)
+                ce.env[k++] = ce.ours[i];
+        *ret = ce;
         return 0;
 }
 
-static int spawn_command(Run *r) {
-        char token[24];
-        sigset_t all;
-        pid_t parent = getpid(), pid;
-        int rc;
+static void write_str(const char *s) {
+        (void) !write(STDERR_FILENO, s, strlen(s));
+}
 
-        snprintf(token, sizeof(token), "%" PRIu64, r->token);
-        pid = fork();
+static int spawn_command(Run *r, char **env) {
+        pid_t parent = getpid(), pid;
+        sigset_t none;
+        int e;
+
+        sigemptyset(&none);
+
+        pid = vfork();
         if (pid < 0)
-                return log_error_errno(errno, "Failed to fork: %m");
+                return log_error_errno(errno, "Failed to start %s: %m", r->command[0]);
         if (pid == 0) {
                 /* Own process group, so signals reach the whole job; dies with
                  * us, so it never runs on without the slot. */
@@ -233,56 +265,46 @@ static int spawn_command(Run *r) {
                 (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
                 if (getppid() != parent)
                         _exit(EXIT_TEMPFAIL);
-                sigemptyset(&all);
-                (void) sigprocmask(SIG_SETMASK, &all, NULL);
-                if (setenv("FLEETSEM_NAME", r->name, 1) < 0 || setenv("FLEETSEM_TOKEN", token, 1) < 0 ||
-                    setenv("FLEETSEM_LEASE", r->lease, 1) < 0)
-                        _exit(EXIT_SOFTWARE);
-                execvp(r->command[0], r->command);
-                rc = errno;
-                fprintf(stderr, "fleetsem: %s: failed to run %s: %s\n", r->name, r->command[0], strerror(rc));
-                _exit(rc == ENOENT ? 127 : 126);
+                (void) sigprocmask(SIG_SETMASK, &none, NULL);
+                execvpe(r->command[0], r->command, env);
+                e = errno;
+                write_str("fleetsem: ");
+                write_str(r->name);
+                write_str(": failed to run ");
+                write_str(r->command[0]);
+                write_str(": ");
+                write_str(strerror(e));
+                write_str("\n");
+                _exit(e == ENOENT ? 127 : 126);
         }
-        (void) setpgid(pid, pid);       /* also from here, against the race */
         r->child = pid;
-        return sd_event_add_child(r->event, &r->child_source, pid, WEXITED, on_child, r);
+        return 0;
 }
 
 static int ask(Run *r);
 
-static int on_reconnect(sd_event_source *s, uint64_t usec, void *userdata) {
-        Run *r = userdata;
-
-        (void) s;
-        (void) usec;
+static void reconnect(Run *r) {
+        r->reconnect_at = USEC_INFINITY;
         if (ask(r) < 0) {
                 r->backoff = r->backoff * 2 > RECONNECT_MAX ? RECONNECT_MAX : r->backoff * 2;
-                (void) sd_event_source_set_time_relative(r->reconnect_source, r->backoff);
-                (void) sd_event_source_set_enabled(r->reconnect_source, SD_EVENT_ONESHOT);
+                r->reconnect_at = now_usec(CLOCK_MONOTONIC) + r->backoff;
         }
-        return 0;
 }
 
 /* The agent went away (restarted): ask again with the same lease, which
  * keeps the slot, or the place in line. */
 static void agent_gone(Run *r) {
-        r->agent_source = sd_event_source_disable_unref(r->agent_source);
         r->agent_fd = safe_close(r->agent_fd);
-        if (r->lost)
+        if (r->lost || r->done)
                 return;
         log_warning("%s: lost contact with the agent; reconnecting.", r->name);
         r->backoff = 100 * USEC_PER_MSEC;
-        if (!r->reconnect_source)
-                (void) sd_event_add_time_relative(r->event, &r->reconnect_source, CLOCK_MONOTONIC, r->backoff, 0,
-                                                  on_reconnect, r);
-        else {
-                (void) sd_event_source_set_time_relative(r->reconnect_source, r->backoff);
-                (void) sd_event_source_set_enabled(r->reconnect_source, SD_EVENT_ONESHOT);
-        }
+        r->reconnect_at = now_usec(CLOCK_MONOTONIC) + r->backoff;
 }
 
 static int handle_reply(Run *r, const Reply *rep) {
         char buf[FORMAT_DURATION_MAX];
+        CommandEnv ce;
         int k;
 
         switch (rep->kind) {
@@ -309,7 +331,13 @@ static int handle_reply(Run *r, const Reply *rep) {
                                                  (now_usec(CLOCK_MONOTONIC) - r->started) / USEC_PER_MSEC * USEC_PER_MSEC));
                 else
                         progress(r, "got a slot (token %" PRIu64 ")", r->token);
-                k = spawn_command(r);
+                k = command_env_build(r, &ce);
+                if (k < 0)
+                        log_error_errno(k, "Out of memory.");
+                else {
+                        k = spawn_command(r, ce.env);
+                        command_env_done(&ce);
+                }
                 if (k < 0)
                         finish(r, EXIT_SOFTWARE);
                 return 0;
@@ -335,19 +363,16 @@ static int handle_reply(Run *r, const Reply *rep) {
         }
 }
 
-static int on_agent(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        Run *r = userdata;
+static void on_agent(Run *r) {
         Reply rep;
         int k;
 
-        (void) s;
-        (void) revents;
-        k = line_reader_fill(&r->lr, fd);
+        k = line_reader_fill(&r->lr, r->agent_fd);
         if (k == -EAGAIN)
-                return 0;
+                return;
         if (k <= 0) {
                 agent_gone(r);
-                return 0;
+                return;
         }
         for (;;) {
                 char *line;
@@ -361,13 +386,12 @@ static int on_agent(sd_event_source *s, int fd, uint32_t revents, void *userdata
                         if (!r->granted)
                                 finish(r, EXIT_UNAVAILABLE);
                         agent_gone(r);
-                        return 0;
+                        return;
                 }
                 handle_reply(r, &rep);
-                if (r->agent_fd < 0)
+                if (r->agent_fd < 0 || r->done)
                         break;
         }
-        return 0;
 }
 
 static int ask(Run *r) {
@@ -386,25 +410,70 @@ static int ask(Run *r) {
         if (k < 0)
                 return k;
         k = fd_set_nonblock(r->agent_fd);
-        if (k < 0)
+        if (k < 0) {
+                r->agent_fd = safe_close(r->agent_fd);
                 return k;
+        }
         line_reader_init(&r->lr, PROTO_REPLY_MAX);
-        return sd_event_add_io(r->event, &r->agent_source, r->agent_fd, EPOLLIN | EPOLLRDHUP, on_agent, r);
+        return 0;
 }
 
-static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
-        Run *r = userdata;
+static void on_signal(Run *r) {
+        struct signalfd_siginfo si;
 
-        (void) s;
-        if (r->child > 0) {
-                kill_group(r, (int) si->ssi_signo);
-                return 0;
+        while (read(r->signal_fd, &si, sizeof(si)) == (ssize_t) sizeof(si)) {
+                if (si.ssi_signo == SIGCHLD) {
+                        reap_child(r);
+                        continue;
+                }
+                if (r->child > 0) {
+                        kill_group(r, (int) si.ssi_signo);
+                        continue;
+                }
+                /* Still waiting: leaving closes the anchor and the connection,
+                 * which takes us out of the queue at once. */
+                progress(r, "interrupted while waiting; leaving the queue");
+                finish(r, 128 + (int) si.ssi_signo);
         }
-        /* Still waiting: leaving closes the anchor and the connection, which
-         * takes us out of the queue at once. */
-        progress(r, "interrupted while waiting; leaving the queue");
-        finish(r, 128 + (int) si->ssi_signo);
-        return 0;
+}
+
+static int poll_timeout(const Run *r) {
+        usec_t next = r->kill_at < r->reconnect_at ? r->kill_at : r->reconnect_at, now;
+
+        if (next == USEC_INFINITY)
+                return -1;
+        now = now_usec(CLOCK_MONOTONIC);
+        return next <= now ? 0 : (int) ((next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC);
+}
+
+/* One loop: the agent's replies, signals (SIGCHLD among them), and two
+ * deadlines (SIGKILL after SIGTERM, reconnecting to the agent). */
+static int loop(Run *r) {
+        while (!r->done) {
+                struct pollfd p[2] = {
+                        { .fd = r->signal_fd, .events = POLLIN },
+                        { .fd = r->agent_fd, .events = POLLIN },
+                };
+                usec_t now;
+                int n = poll(p, r->agent_fd >= 0 ? 2 : 1, poll_timeout(r));
+
+                if (n < 0 && errno != EINTR)
+                        return log_error_errno(errno, "poll() failed: %m");
+                if (n > 0 && p[0].revents)
+                        on_signal(r);
+                if (n > 0 && r->agent_fd >= 0 && p[1].revents && !r->done)
+                        on_agent(r);
+
+                now = now_usec(CLOCK_MONOTONIC);
+                if (now >= r->kill_at) {
+                        r->kill_at = USEC_INFINITY;
+                        log_warning("%s: COMMAND still running 10s after SIGTERM; sending SIGKILL.", r->name);
+                        kill_group(r, SIGKILL);
+                }
+                if (now >= r->reconnect_at && !r->done)
+                        reconnect(r);
+        }
+        return r->exit_code;
 }
 
 int verb_run(int argc, char *argv[]) {
@@ -413,6 +482,9 @@ int verb_run(int argc, char *argv[]) {
                 .wait = USEC_INFINITY,
                 .anchor_fd = -EBADF,
                 .agent_fd = -EBADF,
+                .signal_fd = -EBADF,
+                .reconnect_at = USEC_INFINITY,
+                .kill_at = USEC_INFINITY,
                 .verbose = isatty(STDERR_FILENO),
         };
         sigset_t mask;
@@ -451,29 +523,22 @@ int verb_run(int argc, char *argv[]) {
                 return EXIT_SOFTWARE;
         }
 
-        k = sd_event_default(&r.event);
-        if (k < 0) {
-                log_error_errno(k, "Failed to set up the event loop: %m");
+        r.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (r.signal_fd < 0) {
+                log_error_errno(errno, "Failed to set up signal handling: %m");
                 return EXIT_SOFTWARE;
         }
-        (void) sd_event_add_signal(r.event, NULL, SIGINT, on_signal, &r);
-        (void) sd_event_add_signal(r.event, NULL, SIGTERM, on_signal, &r);
-        (void) sd_event_add_signal(r.event, NULL, SIGHUP, on_signal, &r);
 
         k = ask(&r);
         if (k < 0)
                 code = cli_request_failed(r.ns, k);
         else {
-                k = sd_event_loop(r.event);
+                k = loop(&r);
                 code = k < 0 ? EXIT_SOFTWARE : k;
         }
 
-        sd_event_source_disable_unref(r.agent_source);
-        sd_event_source_disable_unref(r.reconnect_source);
-        sd_event_source_disable_unref(r.child_source);
-        sd_event_source_disable_unref(r.kill_source);
         safe_close(r.agent_fd);
         safe_close(r.anchor_fd);
-        sd_event_unref(r.event);
+        safe_close(r.signal_fd);
         return code;
 }

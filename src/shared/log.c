@@ -4,11 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <systemd/sd-journal.h>
 
 #include "log.h"
 
 static const char *log_ident = "fleetsem";
+static log_sink_t journal_sink = NULL;   /* set by programs that link the journal */
 static bool log_to_journal = false;
 static int log_max_level = LOG_INFO;
 
@@ -27,10 +27,15 @@ static bool stderr_is_journal(void) {
         return (unsigned long long) st.st_dev == dev && (unsigned long long) st.st_ino == ino;
 }
 
-void log_setup(const char *ident, LogTarget target) {
+void log_setup(const char *ident, LogTarget target, log_sink_t journal) {
         log_ident = ident;
-        log_to_journal = target == LOG_TARGET_JOURNAL ||
-                         (target == LOG_TARGET_AUTO && stderr_is_journal());
+        journal_sink = journal;
+        log_to_journal = journal && (target == LOG_TARGET_JOURNAL ||
+                                     (target == LOG_TARGET_AUTO && stderr_is_journal()));
+}
+
+const char *log_get_ident(void) {
+        return log_ident;
 }
 
 void log_set_max_level(int level) {
@@ -70,28 +75,6 @@ static void log_to_stderr(int level, const LogFields *f, const char *msg) {
                 fprintf(stderr, "%s: %s%s\n", log_ident, p, msg);
 }
 
-static void log_to_journal_fields(int level, const LogFields *f, const char *msg) {
-        char token[32] = "";
-
-        if (!f) {
-                sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%i", level,
-                                "SYSLOG_IDENTIFIER=%s", log_ident, NULL);
-                return;
-        }
-        if (f->token > 0)
-                snprintf(token, sizeof(token), "%" PRIu64, f->token);
-
-        /* Empty fields are sent as empty values rather than left out, so the
-         * argument list stays fixed. */
-        sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%i", level,
-                        "SYSLOG_IDENTIFIER=%s", log_ident,
-                        "FLEETSEM_NAME=%s", f->name ?: "",
-                        "FLEETSEM_LEASE=%s", f->lease ?: "",
-                        "FLEETSEM_TOKEN=%s", token,
-                        "FLEETSEM_HOLDER=%s", f->holder ?: "",
-                        NULL);
-}
-
 int log_internal(int level, int error, const LogFields *fields, const char *format, ...) {
         int saved = errno;
         char msg[2048];
@@ -108,7 +91,7 @@ int log_internal(int level, int error, const LogFields *fields, const char *form
         va_end(ap);
 
         if (log_to_journal)
-                log_to_journal_fields(level, fields, msg);
+                journal_sink(level, fields, msg);
         else
                 log_to_stderr(level, fields, msg);
 

@@ -20,7 +20,12 @@ typedef struct LogFields {
         const char *holder;
 } LogFields;
 
-void log_setup(const char *ident, LogTarget target);
+/* Writes one message to the journal; see log-journal.h. Kept apart so that
+ * clients need not load libsystemd to log to stderr. */
+typedef void (*log_sink_t)(int level, const LogFields *fields, const char *msg);
+
+void log_setup(const char *ident, LogTarget target, log_sink_t journal);
+const char *log_get_ident(void);
 void log_set_max_level(int level);
 int log_get_max_level(void);
 int log_level_from_string(const char *s);
