@@ -84,6 +84,7 @@ struct Name {
         size_t n_waiting;
         size_t n_held;
         unsigned subscribed_generation; /* pub/sub connection it subscribed on */
+        usec_t idle_since;              /* when its last lease went */
 };
 
 struct Client {
@@ -138,6 +139,7 @@ struct Agent {
         void *lease_tree;               /* tsearch(): id → Lease */
         void *name_tree;                /* tsearch(): name → Name */
         Name *names;
+        size_t n_names;
         size_t n_leases;
         size_t n_held;
         size_t n_waiting;

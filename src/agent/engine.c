@@ -21,6 +21,8 @@
 #define BACKOFF_MAX (2 * USEC_PER_SEC)
 #define RECHECK_SAFETY (5 * USEC_PER_SEC)
 #define DESC_MAX 1024
+#define NAMES_IDLE_MAX 4096
+#define NAME_IDLE_TIME (10 * USEC_PER_MINUTE)
 
 static const char *const key_suffix[N_KEYS] = {
         "holders", "queue", "waiters", "info", "grant", "token", "ticket",
@@ -200,6 +202,7 @@ static Name *name_get(Agent *a, const char *name) {
                 return NULL;
         }
         LIST_PREPEND(all, a->names, n);
+        a->n_names++;
 
         /* The index of names that "fleetsem status" lists. */
         argv[0] = "SADD";
@@ -209,15 +212,33 @@ static Name *name_get(Agent *a, const char *name) {
         return n;
 }
 
-static void name_maybe_free(Name *n) {
+static void name_free(Name *n) {
         Agent *a = n->agent;
 
-        if (n->leases)
-                return;
         tdelete(n, &a->name_tree, name_cmp);
         LIST_REMOVE(all, a->names, n);
+        a->n_names--;
         free(n->name);
         free(n);
+}
+
+/* A name without leases stays a while: asking for it again then costs no
+ * SADD and no SUBSCRIBE. name_sweep() frees the ones idle for long. */
+static void name_maybe_free(Name *n) {
+        if (n->leases)
+                return;
+        n->idle_since = now_usec(CLOCK_MONOTONIC);
+        if (n->agent->n_names > NAMES_IDLE_MAX)
+                name_free(n);
+}
+
+static void name_sweep(Agent *a, bool all) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        Name *n, *next;
+
+        LIST_FOREACH_SAFE(all, n, next, a->names)
+                if (!n->leases && (all || now - n->idle_since > NAME_IDLE_TIME))
+                        name_free(n);
 }
 
 static Lease *lease_ref(Lease *l) {
@@ -587,10 +608,37 @@ static int lease_new(Agent *a, const char *name, const char *id, uint32_t slots,
 
 /* ---- Requests ---------------------------------------------------------------- */
 
-static char *describe(Agent *a, const struct ucred *uc, uint32_t slots) {
+/* uid → user name, remembered for a minute: NSS can be slow (LDAP), and
+ * the same few users ask again and again. */
+static const char *user_name(uid_t uid, char *buf, size_t size) {
+        static struct {
+                uid_t uid;
+                usec_t when;
+                char name[64];
+        } cache[16];
+        static unsigned next;
+        usec_t now = now_usec(CLOCK_MONOTONIC);
         struct passwd pwbuf, *pw = NULL;
-        char buf[4096], comm[64] = "", path[64], line[DESC_MAX];
-        char *unit = NULL, *session = NULL;
+        char tmp[4096];
+
+        for (size_t i = 0; i < ELEMENTSOF(cache); i++)
+                if (cache[i].when > 0 && cache[i].uid == uid && now - cache[i].when < 60 * USEC_PER_SEC) {
+                        snprintf(buf, size, "%s", cache[i].name);
+                        return buf[0] ? buf : NULL;
+                }
+        if (getpwuid_r(uid, &pwbuf, tmp, sizeof(tmp), &pw) != 0 || !pw)
+                pw = NULL;
+        snprintf(buf, size, "%s", pw && strlen(pw->pw_name) < sizeof(cache[0].name) ? pw->pw_name : "");
+        cache[next].uid = uid;
+        cache[next].when = now;
+        snprintf(cache[next].name, sizeof(cache[next].name), "%s", buf);
+        next = (next + 1) % ELEMENTSOF(cache);
+        return buf[0] ? buf : NULL;
+}
+
+static char *describe(Agent *a, const struct ucred *uc, uint32_t slots) {
+        char user[64], comm[64] = "", path[64], line[DESC_MAX];
+        _cleanup_free_ char *unit = NULL, *inner = NULL;
         MessageBuilder b;
         FILE *f;
 
@@ -598,8 +646,8 @@ static char *describe(Agent *a, const struct ucred *uc, uint32_t slots) {
         message_add(&b, "host", a->config->host_id);
         message_addf(&b, "pid", PID_FMT, uc->pid);
         message_addf(&b, "uid", UID_FMT, uc->uid);
-        if (getpwuid_r(uc->uid, &pwbuf, buf, sizeof(buf), &pw) == 0 && pw)
-                message_add(&b, "user", pw->pw_name);
+        if (user_name(uc->uid, user, sizeof(user)))
+                message_add(&b, "user", user);
         message_addf(&b, "slots", "%" PRIu32, slots);
 
         snprintf(path, sizeof(path), "/proc/%i/comm", uc->pid);
@@ -611,12 +659,18 @@ static char *describe(Agent *a, const struct ucred *uc, uint32_t slots) {
                 }
                 fclose(f);
         }
-        if (sd_pid_get_unit(uc->pid, &unit) >= 0 || sd_pid_get_user_unit(uc->pid, &unit) >= 0)
+
+        /* One look at the cgroup; the session or user unit only where it
+         * points there (each lookup reads /proc again). */
+        if (sd_pid_get_unit(uc->pid, &unit) >= 0) {
+                if (strneq(unit, "session-", 8) && sd_pid_get_session(uc->pid, &inner) >= 0)
+                        message_add(&b, "session", inner);
+                else if (strneq(unit, "user@", 5) && sd_pid_get_user_unit(uc->pid, &inner) >= 0) {
+                        free(unit);
+                        unit = TAKE_PTR(inner);
+                }
                 message_add(&b, "unit", unit);
-        if (sd_pid_get_session(uc->pid, &session) >= 0)
-                message_add(&b, "session", session);
-        free(unit);
-        free(session);
+        }
 
         if (message_finish(&b) < 0)
                 return strdup("INFO");
@@ -891,6 +945,7 @@ static int on_renew_tick(sd_event_source *s, uint64_t usec, void *userdata) {
 
         (void) usec;
         client_sweep(a);
+        name_sweep(a, false);
         if (a->cmd && redis_conn_pending(a->cmd) > 0 &&
             now - redis_conn_last_activity(a->cmd) > COMMAND_TIMEOUT)
                 redis_went_down(a, -ETIMEDOUT, "Redis did not answer for 5s");
@@ -1590,8 +1645,8 @@ void engine_stop(Agent *a) {
                         l->watch_fd = -EBADF;
                         lease_unref(l);
                 }
-                name_maybe_free(n);
         }
+        name_sweep(a, true);
         redis_conn_free(a->cmd);
         redis_conn_free(a->sub);
         a->cmd = a->sub = NULL;

@@ -6,7 +6,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "agent.h"
-#include "log.h"
+#include "log-journal.h"
 
 static const char *arg_config = NULL;
 static bool arg_config_explicit = false;
@@ -177,7 +177,7 @@ static int run(int argc, char *argv[]) {
         sigset_t mask;
         int r;
 
-        log_setup("fleetsemd", LOG_TARGET_AUTO);
+        log_setup("fleetsemd", LOG_TARGET_AUTO, log_journal_sink);
         r = parse_argv(argc, argv);
         if (r <= 0)
                 return r;
