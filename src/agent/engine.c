@@ -9,20 +9,8 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-login.h>
 
-#include "agent.h"
-#include "log.h"
+#include "engine-internal.h"
 #include "protocol.h"
-
-#define N_KEYS 7
-#define RENEW_BATCH 1000
-#define CONNECT_TIMEOUT (2 * USEC_PER_SEC)
-#define COMMAND_TIMEOUT (5 * USEC_PER_SEC)
-#define BACKOFF_MIN (100 * USEC_PER_MSEC)
-#define BACKOFF_MAX (2 * USEC_PER_SEC)
-#define RECHECK_SAFETY (5 * USEC_PER_SEC)
-#define DESC_MAX 1024
-#define NAMES_IDLE_MAX 4096
-#define NAME_IDLE_TIME (10 * USEC_PER_MINUTE)
 
 static const char *const key_suffix[N_KEYS] = {
         "holders", "queue", "waiters", "info", "grant", "token", "ticket",
@@ -33,13 +21,9 @@ static const char *const script_name[N_SCRIPTS] = {
         [SCRIPT_REASSERT] = "reassert", [SCRIPT_ADOPT] = "adopt", [SCRIPT_STATUS] = "status",
 };
 
-static void redis_went_down(Agent *a, int error, const char *why);
-static void lease_check(Lease *l);
-static void name_recheck(Name *n);
-
 /* ---- Trees ---------------------------------------------------------------- */
 
-static int lease_cmp(const void *x, const void *y) {
+int lease_cmp(const void *x, const void *y) {
         return strcmp(((const Lease *) x)->id, ((const Lease *) y)->id);
 }
 
@@ -47,7 +31,7 @@ static int name_cmp(const void *x, const void *y) {
         return strcmp(((const Name *) x)->name, ((const Name *) y)->name);
 }
 
-static Lease *lease_find(Agent *a, const char *id) {
+Lease *lease_find(Agent *a, const char *id) {
         Lease key = {};
         void *p;
 
@@ -56,7 +40,7 @@ static Lease *lease_find(Agent *a, const char *id) {
         return p ? *(Lease **) p : NULL;
 }
 
-static Name *name_find(Agent *a, const char *name) {
+Name *name_find(Agent *a, const char *name) {
         Name key = { .name = (char *) name };
         void *p = tfind(&key, &a->name_tree, name_cmp);
 
@@ -107,7 +91,7 @@ static void script_reply(RedisConn *conn, const RedisReply *reply, void *userdat
 /* EVALSHA on the keys of name, with args. cb gets the reply (NULL when the
  * connection went); when this fails, cb is not called. The call keeps its
  * own copy of everything, for a NOSCRIPT retry. */
-static int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
+int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
                        size_t n_args, const char *const *args, const size_t *arglens) {
         size_t prefix_len = strlen(a->config->key_prefix), name_len = strlen(name);
         size_t argc = 3 + N_KEYS + n_args, data_size = 8;
@@ -159,7 +143,7 @@ static int script_call(Agent *a, Script script, const char *name, redis_reply_cb
         return r;
 }
 
-static void fire_and_forget_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+void fire_and_forget_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         const char *err = redis_reply_error(reply);
 
         (void) conn;
@@ -167,14 +151,14 @@ static void fire_and_forget_reply(RedisConn *conn, const RedisReply *reply, void
                 log_warning("Redis refused %s: %s", (const char *) userdata, err);
 }
 
-static void redis_command(Agent *a, const char *what, int argc, const char *const *argv) {
+void redis_command(Agent *a, const char *what, int argc, const char *const *argv) {
         if (a->state == REDIS_READY)
                 (void) redis_conn_command(a->cmd, fire_and_forget_reply, (void *) what, argc, argv, NULL);
 }
 
 /* ---- Names and leases ----------------------------------------------------- */
 
-static void name_subscribe(Name *n) {
+void name_subscribe(Name *n) {
         Agent *a = n->agent;
         char channel[IDENT_MAX_LEN + NAME_MAX_LEN + 16];
 
@@ -232,7 +216,7 @@ static void name_maybe_free(Name *n) {
                 name_free(n);
 }
 
-static void name_sweep(Agent *a, bool all) {
+void name_sweep(Agent *a, bool all) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
         Name *n, *next;
 
@@ -241,19 +225,19 @@ static void name_sweep(Agent *a, bool all) {
                         name_free(n);
 }
 
-static Lease *lease_ref(Lease *l) {
+Lease *lease_ref(Lease *l) {
         l->n_ref++;
         return l;
 }
 
-static void lease_unref(Lease *l) {
+void lease_unref(Lease *l) {
         if (!l || --l->n_ref > 0)
                 return;
         free(l->desc);
         free(l);
 }
 
-static void lease_set_state(Lease *l, LeaseState state) {
+void lease_set_state(Lease *l, LeaseState state) {
         Agent *a = l->agent;
 
         if (l->state == LEASE_WAITING) {
@@ -275,7 +259,7 @@ static void lease_set_state(Lease *l, LeaseState state) {
         engine_mark_status_dirty(a);
 }
 
-static LogFields lease_fields(const Lease *l) {
+LogFields lease_fields(const Lease *l) {
         return (LogFields) { .name = l->name->name, .lease = l->id, .token = l->token, .holder = l->holder };
 }
 
@@ -333,7 +317,7 @@ static void release_reply(RedisConn *conn, const RedisReply *reply, void *userda
 }
 
 /* Releases name/lease in Redis now, or as soon as Redis is back. */
-static void release_in_redis(Agent *a, const char *name, const char *lease) {
+void release_in_redis(Agent *a, const char *name, const char *lease) {
         const char *hdel[] = { "HDEL", a->host_key, lease };
         const char *args[] = { lease };
         PendingRelease *p = pending_release_new(a, name, lease);
@@ -347,7 +331,7 @@ static void release_in_redis(Agent *a, const char *name, const char *lease) {
         redis_command(a, "HDEL", 3, hdel);
 }
 
-static void lease_release(Lease *l, const char *why) {
+void lease_release(Lease *l, const char *why) {
         LogFields f;
 
         if (l->state == LEASE_GONE)
@@ -361,7 +345,7 @@ static void lease_release(Lease *l, const char *why) {
         lease_detach(l);
 }
 
-static void lease_lost(Lease *l, const char *why) {
+void lease_lost(Lease *l, const char *why) {
         char line[PROTO_REPLY_MAX];
         MessageBuilder b;
         LogFields f = lease_fields(l);
@@ -526,7 +510,7 @@ finish:
         lease_unref(l);
 }
 
-static void lease_check(Lease *l) {
+void lease_check(Lease *l) {
         Agent *a = l->agent;
         char slots[16], ttl[24];
         const char *args[4];
@@ -552,7 +536,7 @@ static void lease_check(Lease *l) {
         l->check_inflight = true;
 }
 
-static void name_recheck(Name *n) {
+void name_recheck(Name *n) {
         Lease *l, *next;
 
         LIST_FOREACH_SAFE(by_name, l, next, n->leases)
@@ -573,7 +557,7 @@ static void holder_from_description(const char *desc, char *buf, size_t size) {
                  message_get(&m, "host") ?: "?", message_get(&m, "pid") ?: "?", what);
 }
 
-static int lease_new(Agent *a, const char *name, const char *id, uint32_t slots, uid_t uid, pid_t pid,
+int lease_new(Agent *a, const char *name, const char *id, uint32_t slots, uid_t uid, pid_t pid,
                      int watch_fd, char *desc, Lease **ret) {
         Lease *l;
         Name *n;
@@ -802,786 +786,7 @@ void engine_client_gone(Agent *a, Client *c) {
                 lease_release(l, "the client went away while waiting");
 }
 
-/* ---- Renewal ------------------------------------------------------------------ */
-
-/* Redis expires a lease TTL after its last renewal reached it. We give up
- * on it sooner, at two thirds of that since the last renewal we sent, so
- * that its holder is told to stop before anyone else can be granted it. */
-static usec_t lost_after(const Agent *a) {
-        return a->config->lease_ttl * 2 / 3;
-}
-
-
-typedef struct RenewBatch {
-        Agent *agent;
-        usec_t sent;
-        bool reassert;
-        size_t n;
-        char name[NAME_MAX_LEN + 1];
-        char ids[][LEASE_ID_LEN + 1];
-} RenewBatch;
-
-static void reassert_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        Lease *l = userdata;
-        long long ok = 0;
-        LogFields f;
-
-        (void) conn;
-        if (l->state == LEASE_HELD && reply) {
-                if (redis_reply_integer(reply, &ok) >= 0 && ok == 1) {
-                        l->renewed = now_usec(CLOCK_MONOTONIC);
-                        f = lease_fields(l);
-                        log_fields(LOG_NOTICE, &f, "Re-asserted slot of %s (token %" PRIu64 ") after Redis came back without it.",
-                                   l->name->name, l->token);
-                } else
-                        lease_lost(l, redis_reply_error(reply) ?: "its slot was taken while Redis was away");
-        }
-        lease_unref(l);
-}
-
-static void lease_reassert(Lease *l) {
-        Agent *a = l->agent;
-        char slots[16], token[24], since[24], ttl[24];
-        const char *args[] = { l->id, slots, token, since, ttl, l->desc };
-
-        snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
-        snprintf(token, sizeof(token), "%" PRIu64, l->token);
-        snprintf(since, sizeof(since), "%" PRIu64, l->since_ms);
-        snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
-        if (script_call(a, SCRIPT_REASSERT, l->name->name, reassert_reply, lease_ref(l), ELEMENTSOF(args), args, NULL) < 0)
-                lease_unref(l);
-}
-
-static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        RenewBatch *batch = userdata;
-        Agent *a = batch->agent;
-        const char *err = redis_reply_error(reply);
-        size_t n_missing = redis_reply_array_len(reply);
-
-        (void) conn;
-        if (!reply)
-                goto finish;
-        if (err) {
-                log_error("Redis refused to renew the leases of %s: %s", batch->name, err);
-                goto finish;
-        }
-
-        for (size_t i = 0; i < batch->n; i++) {
-                Lease *l = lease_find(a, batch->ids[i]);
-                bool missing = false;
-                char id[LEASE_ID_LEN + 1];
-
-                if (!l || l->state == LEASE_GONE)
-                        continue;
-                for (size_t j = 0; j < n_missing && !missing; j++)
-                        missing = redis_reply_array_string(reply, j, id, sizeof(id)) >= 0 && streq(id, l->id);
-                if (!missing) {
-                        l->renewed = batch->sent;
-                        continue;
-                }
-                if (l->state == LEASE_WAITING) {
-                        /* Its place in line expired: queue again. */
-                        l->enqueued = false;
-                        lease_check(l);
-                } else if (batch->reassert && batch->sent - l->renewed < lost_after(a))
-                        lease_reassert(l);
-                else
-                        lease_lost(l, "its lease expired or was evicted in Redis");
-        }
-finish:
-        free(batch);
-}
-
-static void renew_name(Agent *a, Name *n, bool reassert) {
-        Lease *l = n->leases;
-
-        while (l) {
-                RenewBatch *batch;
-                const char *args[RENEW_BATCH + 1];
-                char ttl[24];
-                size_t k = 0;
-
-                batch = malloc(sizeof(*batch) + RENEW_BATCH * sizeof(batch->ids[0]));
-                if (!batch)
-                        return;
-                *batch = (RenewBatch) { .agent = a, .sent = now_usec(CLOCK_MONOTONIC), .reassert = reassert };
-                snprintf(batch->name, sizeof(batch->name), "%s", n->name);
-                snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
-                args[k++] = ttl;
-                for (; l && batch->n < RENEW_BATCH; l = l->by_name_next) {
-                        if (l->state == LEASE_WAITING && !l->enqueued)
-                                continue;
-                        memcpy(batch->ids[batch->n], l->id, sizeof(l->id));
-                        args[k++] = batch->ids[batch->n++];
-                }
-                if (batch->n == 0 || script_call(a, SCRIPT_RENEW, n->name, renew_reply, batch, k, args, NULL) < 0)
-                        free(batch);
-        }
-}
-
-static void renew_all(Agent *a, bool reassert) {
-        for (Name *n = a->names; n; n = n->all_next)
-                renew_name(a, n, reassert);
-}
-
-static void check_lost_while_down(Agent *a) {
-        usec_t now = now_usec(CLOCK_MONOTONIC);
-        Name *n, *nn;
-
-        LIST_FOREACH_SAFE(all, n, nn, a->names) {
-                Lease *l, *next;
-
-                /* lease_lost() may free n once its last lease goes. */
-                LIST_FOREACH_SAFE(by_name, l, next, n->leases) {
-                        if (l->state == LEASE_HELD && now - l->renewed > lost_after(a))
-                                lease_lost(l, "Redis unreachable for too long; the lease runs out before it can be renewed");
-                }
-        }
-}
-
-static int on_renew_tick(sd_event_source *s, uint64_t usec, void *userdata) {
-        Agent *a = userdata;
-        usec_t now = now_usec(CLOCK_MONOTONIC);
-
-        (void) usec;
-        client_sweep(a);
-        name_sweep(a, false);
-        if (a->cmd && redis_conn_pending(a->cmd) > 0 &&
-            now - redis_conn_last_activity(a->cmd) > COMMAND_TIMEOUT)
-                redis_went_down(a, -ETIMEDOUT, "Redis did not answer for 5s");
-
-        if (a->state == REDIS_READY)
-                renew_all(a, false);
-        else
-                check_lost_while_down(a);
-
-        /* While Redis is away, look more often, to tell holders in time. */
-        (void) sd_event_source_set_time_relative(s, a->state == REDIS_READY ? a->config->lease_ttl / 3
-                                                                               : a->config->lease_ttl / 10);
-        return 0;
-}
-
-/* ---- Re-adoption after an agent restart --------------------------------------- */
-
-typedef struct Adoption {
-        Agent *agent;
-        int watch_fd;
-        uint32_t slots;
-        struct ucred owner;
-        char name[NAME_MAX_LEN + 1];
-        char id[LEASE_ID_LEN + 1];
-} Adoption;
-
-static size_t adopt_pending, adopt_count;
-static usec_t adopt_started;
-
-static void adopt_done_one(Agent *a) {
-        char buf[FORMAT_DURATION_MAX];
-
-        if (--adopt_pending > 0)
-                return;
-        log_full(adopt_count > 0 ? LOG_INFO : LOG_DEBUG, "Re-adopted %zu held slot(s) of this host in %s.", adopt_count,
-                 format_duration(buf, sizeof(buf), now_usec(CLOCK_MONOTONIC) - adopt_started));
-        (void) a;
-}
-
-static void forget_index_entry(Agent *a, const char *id) {
-        const char *hdel[] = { "HDEL", a->host_key, id };
-
-        redis_command(a, "HDEL", 3, hdel);
-}
-
-static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        Adoption *ad = userdata;
-        Agent *a = ad->agent;
-        char desc[DESC_MAX + 1] = "";
-        long long state = -2, token = 0, since = 0;
-        Lease *l;
-        char *d;
-
-        (void) conn;
-        if (reply && redis_reply_array_len(reply) >= 1)
-                (void) redis_reply_array_integer(reply, 0, &state);
-        if (state == 1 &&
-            (redis_reply_array_integer(reply, 1, &token) < 0 || redis_reply_array_integer(reply, 2, &since) < 0 ||
-             redis_reply_array_string(reply, 3, desc, sizeof(desc)) < 0 || token < 0 || since < 0))
-                state = -2;
-
-        if (state == 1 && !lease_find(a, ad->id)) {
-                d = strdup(desc);
-                if (d && lease_new(a, ad->name, ad->id, ad->slots, ad->owner.uid, ad->owner.pid, ad->watch_fd, d, &l) >= 0) {
-                        LogFields f;
-
-                        ad->watch_fd = -EBADF;
-                        l->token = (uint64_t) token;
-                        l->since_ms = (uint64_t) since;
-                        l->renewed = now_usec(CLOCK_MONOTONIC);
-                        lease_set_state(l, LEASE_HELD);
-                        adopt_count++;
-                        f = lease_fields(l);
-                        log_fields(LOG_DEBUG, &f, "Re-adopted slot of %s (token %" PRIu64 ").", ad->name, l->token);
-                } else
-                        free(d);
-        } else if (state == -1)
-                forget_index_entry(a, ad->id);
-        /* state 0: only queued; its client asks again if it still wants it. */
-
-        safe_close(ad->watch_fd);
-        free(ad);
-        adopt_done_one(a);
-}
-
-static void adopt_entry(Agent *a, const char *id, const char *value) {
-        char name[NAME_MAX_LEN + 1];
-        unsigned slots, uid;
-        int watch = -EBADF, n = 0, r;
-        struct ucred owner;
-        Adoption *ad;
-
-        if (!lease_id_is_valid(id) || lease_find(a, id))
-                return;
-        if (sscanf(value, "%200s %u %u%n", name, &slots, &uid, &n) != 3 || value[n] != '\0' ||
-            !name_is_valid(name) || slots < 1 || slots > SLOTS_MAX) {
-                log_warning("Ignoring malformed entry for lease %s in %s.", id, a->host_key);
-                forget_index_entry(a, id);
-                return;
-        }
-
-        r = anchor_watch(a->config->namespace, id, &watch);
-        if (r >= 0)
-                r = peer_cred(watch, &owner);
-        if (r >= 0 && owner.uid != (uid_t) uid) {
-                log_warning("Anchor of lease %s belongs to uid " UID_FMT ", not " UID_FMT "; releasing its slot of %s.",
-                            id, owner.uid, (uid_t) uid, name);
-                r = -EPERM;
-        }
-        if (r < 0) {
-                if (r == -ENOENT)
-                        log_info("Anchor of lease %s is gone; releasing its slot of %s.", id, name);
-                safe_close(watch);
-                release_in_redis(a, name, id);
-                return;
-        }
-
-        ad = calloc(1, sizeof(*ad));
-        if (!ad) {
-                safe_close(watch);
-                return;
-        }
-        *ad = (Adoption) { .agent = a, .watch_fd = watch, .slots = slots, .owner = owner };
-        snprintf(ad->name, sizeof(ad->name), "%s", name);
-        snprintf(ad->id, sizeof(ad->id), "%s", id);
-        {
-                char ttl[24];
-                const char *args[] = { id, ttl };
-
-                snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
-                adopt_pending++;
-                if (script_call(a, SCRIPT_ADOPT, name, adopt_reply, ad, 2, args, NULL) < 0) {
-                        safe_close(ad->watch_fd);
-                        free(ad);
-                        adopt_done_one(a);
-                }
-        }
-}
-
-static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        Agent *a = userdata;
-        size_t n = redis_reply_array_len(reply);
-        const char *err = redis_reply_error(reply);
-
-        (void) conn;
-        if (!reply)
-                return;         /* Redis went: adoption runs again when it is back */
-        if (err) {
-                log_error("Failed to read this host's leases from %s: %s", a->host_key, err);
-                return;
-        }
-        a->adopted = true;
-        adopt_pending = 1;
-        adopt_count = 0;
-        adopt_started = now_usec(CLOCK_MONOTONIC);
-        for (size_t i = 0; i + 1 < n; i += 2) {
-                char id[LEASE_ID_LEN + 1], value[NAME_MAX_LEN + 64];
-
-                if (redis_reply_array_string(reply, i, id, sizeof(id)) < 0 ||
-                    redis_reply_array_string(reply, i + 1, value, sizeof(value)) < 0)
-                        continue;
-                adopt_entry(a, id, value);
-        }
-        adopt_done_one(a);
-}
-
-static void adopt_start(Agent *a) {
-        const char *argv[] = { "HGETALL", a->host_key };
-
-        (void) redis_conn_command(a->cmd, index_reply, a, 2, argv, NULL);
-}
-
-/* ---- Status ------------------------------------------------------------------ */
-
-typedef struct StatusItem {
-        StatusJob *job;
-        char name[NAME_MAX_LEN + 1];
-} StatusItem;
-
-static void status_job_done_one(StatusJob *job, long long now) {
-        char line[64];
-
-        if (now > job->now_ms)
-                job->now_ms = now;
-        if (--job->pending > 0)
-                return;
-        if (job->client) {
-                snprintf(line, sizeof(line), "END now=%lld", job->now_ms);
-                client_send(job->client, line, (int) strlen(line));
-                client_finish(job->client);
-                job->client->status = NULL;
-        }
-        free(job);
-}
-
-static const char *const desc_keys[] = { "host", "pid", "uid", "user", "slots", "comm", "unit", "session" };
-
-/* Copies the known fields of a description from Redis: it is data, checked
- * again here rather than passed on. */
-static void add_description(MessageBuilder *b, const char *desc) {
-        Message m;
-
-        if (message_parse(desc, strlen(desc), DESC_MAX, &m) < 0 || !streq(m.verb, "INFO"))
-                return;
-        for (size_t i = 0; i < ELEMENTSOF(desc_keys); i++) {
-                const char *v = message_get(&m, desc_keys[i]);
-
-                if (v && strlen(v) <= 256)
-                        message_add(b, desc_keys[i], v);
-        }
-}
-
-static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        StatusItem *item = userdata;
-        StatusJob *job = item->job;
-        const RedisReply *holders, *queue;
-        char line[PROTO_REPLY_MAX];
-        long long now = 0;
-        MessageBuilder b;
-
-        (void) conn;
-        if (!job->client || !reply)
-                goto finish;
-        if (redis_reply_error(reply)) {
-                message_start(&b, line, sizeof(line), "ERROR");
-                message_add(&b, "code", ERROR_CODE_REDIS);
-                message_addf(&b, "message", "%s: %s", item->name, redis_reply_error(reply));
-                client_send(job->client, line, message_finish(&b));
-                goto finish;
-        }
-        holders = redis_reply_array_get(reply, 1);
-        queue = redis_reply_array_get(reply, 2);
-        if (redis_reply_array_integer(reply, 0, &now) < 0 || !holders || !queue)
-                goto finish;
-        if (redis_reply_array_len(holders) == 0 && redis_reply_array_len(queue) == 0)
-                goto finish;
-
-        message_start(&b, line, sizeof(line), "NAME");
-        message_add(&b, "name", item->name);
-        message_add_u64(&b, "held", redis_reply_array_len(holders));
-        message_add_u64(&b, "waiting", redis_reply_array_len(queue));
-        client_send(job->client, line, message_finish(&b));
-
-        for (size_t i = 0; i < redis_reply_array_len(holders); i++) {
-                const RedisReply *h = redis_reply_array_get(holders, i);
-                char id[LEASE_ID_LEN + 1], grant[64], desc[DESC_MAX + 1];
-                unsigned long long token = 0, since = 0;
-                long long expires = 0;
-
-                if (redis_reply_array_string(h, 0, id, sizeof(id)) < 0 || !lease_id_is_valid(id) ||
-                    redis_reply_array_integer(h, 1, &expires) < 0 ||
-                    redis_reply_array_string(h, 2, grant, sizeof(grant)) < 0 ||
-                    redis_reply_array_string(h, 3, desc, sizeof(desc)) < 0)
-                        continue;
-                if (sscanf(grant, "%llu %llu", &token, &since) != 2)
-                        token = since = 0;
-                message_start(&b, line, sizeof(line), "HOLDER");
-                message_add(&b, "name", item->name);
-                message_add(&b, "lease", id);
-                message_add_u64(&b, "token", token);
-                message_add_u64(&b, "since", since);
-                message_addf(&b, "expires_in", "%lld", expires);
-                add_description(&b, desc);
-                client_send(job->client, line, message_finish(&b));
-        }
-        for (size_t i = 0; i < redis_reply_array_len(queue); i++) {
-                const RedisReply *w = redis_reply_array_get(queue, i);
-                char id[LEASE_ID_LEN + 1], desc[DESC_MAX + 1];
-
-                if (redis_reply_array_string(w, 0, id, sizeof(id)) < 0 || !lease_id_is_valid(id) ||
-                    redis_reply_array_string(w, 1, desc, sizeof(desc)) < 0)
-                        continue;
-                message_start(&b, line, sizeof(line), "WAITER");
-                message_add(&b, "name", item->name);
-                message_add(&b, "lease", id);
-                message_add_u64(&b, "position", i + 1);
-                add_description(&b, desc);
-                client_send(job->client, line, message_finish(&b));
-        }
-finish:
-        free(item);
-        status_job_done_one(job, now);
-}
-
-static void status_name(Agent *a, StatusJob *job, const char *name) {
-        StatusItem *item = calloc(1, sizeof(*item));
-
-        if (!item)
-                return;
-        item->job = job;
-        snprintf(item->name, sizeof(item->name), "%s", name);
-        job->pending++;
-        if (script_call(a, SCRIPT_STATUS, name, status_reply, item, 0, NULL, NULL) < 0) {
-                free(item);
-                job->pending--;
-        }
-}
-
-static int strcmp_ptr(const void *x, const void *y) {
-        return strcmp(*(char *const *) x, *(char *const *) y);
-}
-
-static void names_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        StatusJob *job = userdata;
-        size_t n = redis_reply_array_len(reply);
-        _cleanup_free_ char **names = NULL, *storage = NULL;
-        size_t k = 0;
-
-        (void) conn;
-        if (job->client && reply && n > 0) {
-                names = calloc(n, sizeof(char *));
-                storage = malloc(n * (NAME_MAX_LEN + 1));
-                for (size_t i = 0; names && storage && i < n; i++) {
-                        char *s = storage + k * (NAME_MAX_LEN + 1);
-
-                        if (redis_reply_array_string(reply, i, s, NAME_MAX_LEN + 1) >= 0 && name_is_valid(s))
-                                names[k++] = s;
-                }
-                if (names)
-                        qsort(names, k, sizeof(char *), strcmp_ptr);
-                for (size_t i = 0; i < k; i++)
-                        status_name(job->agent, job, names[i]);
-        }
-        status_job_done_one(job, 0);
-}
-
-void engine_status(Agent *a, Client *c, const char *name) {
-        StatusJob *job;
-
-        if (a->state != REDIS_READY) {
-                client_send_error(c, ERROR_CODE_UNAVAILABLE, "Redis at %s is unreachable: %s",
-                                  a->redis_name, a->redis_error[0] ? a->redis_error : "not connected yet");
-                return;
-        }
-        job = calloc(1, sizeof(*job));
-        if (!job) {
-                client_send_error(c, ERROR_CODE_BUSY, "out of memory");
-                return;
-        }
-        job->agent = a;
-        job->client = c;
-        job->pending = 1;
-        c->status = job;
-        if (name[0]) {
-                status_name(a, job, name);
-                status_job_done_one(job, 0);
-        } else {
-                const char *argv[] = { "SMEMBERS", a->names_key };
-
-                if (redis_conn_command(a->cmd, names_reply, job, 2, argv, NULL) < 0)
-                        status_job_done_one(job, 0);
-        }
-}
-
-/* ---- sd_notify STATUS= ---------------------------------------------------------- */
-
-static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        Agent *a = userdata;
-        char buf[512];
-
-        (void) s;
-        (void) usec;
-        a->status_dirty = false;
-        snprintf(buf, sizeof(buf), "STATUS=%zu slot(s) held, %zu waiting, Redis %s%s%s",
-                 a->n_held, a->n_waiting,
-                 a->state == REDIS_READY ? "up" : a->state == REDIS_DOWN ? "DOWN" : "connecting",
-                 a->state == REDIS_DOWN ? ": " : "", a->state == REDIS_DOWN ? a->redis_error : "");
-        (void) sd_notify(false, buf);
-        return 0;
-}
-
-void engine_mark_status_dirty(Agent *a) {
-        if (a->status_dirty || !a->status_source)
-                return;
-        a->status_dirty = true;
-        (void) sd_event_source_set_time_relative(a->status_source, 250 * USEC_PER_MSEC);
-        (void) sd_event_source_set_enabled(a->status_source, SD_EVENT_ONESHOT);
-}
-
-/* ---- Redis connections ------------------------------------------------------------ */
-
-static void connect_all(Agent *a);
-
-static int on_reconnect(sd_event_source *s, uint64_t usec, void *userdata) {
-        (void) s;
-        (void) usec;
-        connect_all(userdata);
-        return 0;
-}
-
-static void schedule_reconnect(Agent *a) {
-        a->backoff = a->backoff == 0 ? BACKOFF_MIN : a->backoff * 2;
-        if (a->backoff > BACKOFF_MAX)
-                a->backoff = BACKOFF_MAX;
-        (void) sd_event_source_set_time_relative(a->reconnect_source, a->backoff);
-        (void) sd_event_source_set_enabled(a->reconnect_source, SD_EVENT_ONESHOT);
-}
-
-static void fail_unqueued(Agent *a) {
-        Name *n, *nn;
-
-        LIST_FOREACH_SAFE(all, n, nn, a->names) {
-                Lease *l, *next;
-
-                LIST_FOREACH_SAFE(by_name, l, next, n->leases)
-                        if (l->state == LEASE_WAITING && !l->enqueued) {
-                                if (l->client)
-                                        client_send_error(l->client, ERROR_CODE_UNAVAILABLE, "Redis at %s is unreachable: %s",
-                                                          a->redis_name, a->redis_error);
-                                lease_release(l, "Redis unreachable");
-                        }
-        }
-}
-
-static void redis_went_down(Agent *a, int error, const char *why) {
-        char buf[FORMAT_DURATION_MAX];
-
-        snprintf(a->redis_error, sizeof(a->redis_error), "%s", why && why[0] ? why : strerror(-error));
-        redis_conn_free(a->cmd);
-        a->cmd = NULL;
-        redis_conn_free(a->sub);
-        a->sub = NULL;
-        a->sub_ready = false;
-
-        if (a->state == REDIS_READY)
-                log_warning("Lost connection to Redis at %s: %s; held slots stay anchored, retrying.",
-                            a->redis_name, a->redis_error);
-        else if (a->state == REDIS_CONNECTING || a->backoff >= BACKOFF_MAX)
-                log_warning("Failed to connect to Redis at %s: %s; retrying in %s.", a->redis_name, a->redis_error,
-                            format_duration(buf, sizeof(buf), a->backoff ? a->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : a->backoff * 2 : BACKOFF_MIN));
-        a->state = REDIS_DOWN;
-        fail_unqueued(a);
-        schedule_reconnect(a);
-        engine_mark_status_dirty(a);
-}
-
-static void on_redis_ready(Agent *a) {
-        PendingRelease *p;
-        Name *n, *nn;
-
-        a->state = REDIS_READY;
-        a->backoff = 0;
-        a->redis_error[0] = '\0';
-        log_info("Connected to Redis at %s.", a->redis_name);
-
-        while ((p = a->pending_releases)) {
-                LIST_REMOVE(all, a->pending_releases, p);
-                release_in_redis(a, p->name, p->lease);
-                free(p);
-        }
-        if (!a->adopted)
-                adopt_start(a);
-        else
-                renew_all(a, true);     /* re-assert what Redis may have lost */
-
-        LIST_FOREACH_SAFE(all, n, nn, a->names)
-                name_recheck(n);
-        engine_mark_status_dirty(a);
-}
-
-typedef struct SetupStep {
-        Agent *agent;
-        RedisConn *conn;
-        const char *what;
-        int script;             /* -1: not a SCRIPT LOAD */
-} SetupStep;
-
-static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        SetupStep *step = userdata;
-        Agent *a = step->agent;
-        const char *err = redis_reply_error(reply), *s;
-        size_t len;
-
-        if (!reply || conn != a->cmd)
-                goto finish;    /* an old connection */
-        if (err) {
-                if (!a->setup_failed)
-                        snprintf(a->redis_error, sizeof(a->redis_error), "%s failed: %s", step->what, err);
-                a->setup_failed = true;
-        } else if (step->script >= 0) {
-                if (redis_reply_string(reply, &s, &len) < 0 || len != 40) {
-                        a->setup_failed = true;
-                        snprintf(a->redis_error, sizeof(a->redis_error), "SCRIPT LOAD gave an unexpected reply");
-                } else {
-                        memcpy(a->sha[step->script], s, 40);
-                        a->sha[step->script][40] = '\0';
-                }
-        }
-        if (--a->setup_pending > 0)
-                goto finish;
-        if (a->setup_failed) {
-                char why[sizeof(a->redis_error)];
-
-                snprintf(why, sizeof(why), "%s", a->redis_error);
-                redis_went_down(a, -EACCES, why);
-        } else
-                on_redis_ready(a);
-finish:
-        free(step);
-}
-
-static void setup_send(Agent *a, const char *what, int script, int argc, const char *const *argv) {
-        SetupStep *step = calloc(1, sizeof(*step));
-
-        if (!step)
-                return;
-        *step = (SetupStep) { .agent = a, .conn = a->cmd, .what = what, .script = script };
-        if (redis_conn_command(a->cmd, setup_reply, step, argc, argv, NULL) < 0) {
-                free(step);
-                return;
-        }
-        a->setup_pending++;
-}
-
-static int auth_argv(const Agent *a, const char *argv[3]) {
-        const RedisAddress *r = &a->config->redis;
-
-        argv[0] = "AUTH";
-        if (r->user) {
-                argv[1] = r->user;
-                argv[2] = r->password ?: "";
-                return 3;
-        }
-        argv[1] = r->password;
-        return 2;
-}
-
-static void on_cmd_state(RedisConn *conn, int error, const char *message, void *userdata) {
-        Agent *a = userdata;
-        char db[16];
-
-        if (conn != a->cmd)
-                return;
-        if (error < 0) {
-                redis_went_down(a, error, message);
-                return;
-        }
-        a->setup_pending = 0;
-        a->setup_failed = false;
-        if (a->config->redis.password) {
-                const char *argv[3];
-
-                setup_send(a, "AUTH", -1, auth_argv(a, argv), argv);
-        }
-        if (a->config->redis.db > 0) {
-                const char *argv[] = { "SELECT", db };
-
-                snprintf(db, sizeof(db), "%u", a->config->redis.db);
-                setup_send(a, "SELECT", -1, 2, argv);
-        }
-        for (int i = 0; i < N_SCRIPTS; i++) {
-                const char *argv[] = { "SCRIPT", "LOAD", a->script_text[i] };
-
-                setup_send(a, "SCRIPT LOAD", i, 3, argv);
-        }
-        if (a->setup_pending == 0)
-                redis_went_down(a, -EIO, "cannot send commands");
-}
-
-static void on_wake(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        Agent *a = userdata;
-        char kind[16], channel[IDENT_MAX_LEN + NAME_MAX_LEN + 16];
-        const char *open, *close;
-        Name *n;
-
-        (void) conn;
-        if (!reply || redis_reply_array_len(reply) != 3 ||
-            redis_reply_array_string(reply, 0, kind, sizeof(kind)) < 0 ||
-            redis_reply_array_string(reply, 1, channel, sizeof(channel)) < 0)
-                return;
-        /* "subscribe" too: a release may have come before the subscription. */
-        if (!streq(kind, "message") && !streq(kind, "subscribe"))
-                return;
-        open = strchr(channel, '{');
-        close = strrchr(channel, '}');
-        if (!open || !close || close <= open + 1 || (size_t) (close - open - 1) > NAME_MAX_LEN)
-                return;
-        {
-                char name[NAME_MAX_LEN + 1];
-
-                memcpy(name, open + 1, (size_t) (close - open - 1));
-                name[close - open - 1] = '\0';
-                n = name_find(a, name);
-        }
-        if (n)
-                name_recheck(n);
-}
-
-static void on_sub_state(RedisConn *conn, int error, const char *message, void *userdata) {
-        Agent *a = userdata;
-
-        if (conn != a->sub)
-                return;
-        if (error < 0) {
-                log_debug("Pub/sub connection to Redis lost: %s", message);
-                redis_conn_free(a->sub);
-                a->sub = NULL;
-                a->sub_ready = false;
-                if (a->cmd)
-                        schedule_reconnect(a);
-                return;
-        }
-        if (a->config->redis.password) {
-                const char *argv[3];
-
-                (void) redis_conn_command(a->sub, fire_and_forget_reply, (void *) "AUTH", auth_argv(a, argv), argv, NULL);
-        }
-        redis_conn_set_message_handler(a->sub, on_wake, a);
-        a->sub_ready = true;
-        a->sub_generation++;
-        for (Name *n = a->names; n; n = n->all_next)
-                if (n->n_waiting > 0)
-                        name_subscribe(n);
-}
-
-static void connect_all(Agent *a) {
-        int r;
-
-        if (!a->cmd) {
-                if (a->state != REDIS_DOWN)
-                        a->state = REDIS_CONNECTING;
-                r = redis_conn_new(a->event, &a->config->redis, CONNECT_TIMEOUT, on_cmd_state, a, &a->cmd);
-                if (r < 0) {
-                        a->cmd = NULL;
-                        redis_went_down(a, r, NULL);
-                        return;
-                }
-        }
-        if (!a->sub) {
-                r = redis_conn_new(a->event, &a->config->redis, CONNECT_TIMEOUT, on_sub_state, a, &a->sub);
-                if (r < 0) {
-                        a->sub = NULL;
-                        schedule_reconnect(a);
-                }
-        }
-}
+/* ---- Start and stop ---------------------------------------------------------- */
 
 int engine_start(Agent *a) {
         size_t prelude = strlen(lua_prelude);

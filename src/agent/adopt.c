@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <search.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-login.h>
+
+#include "engine-internal.h"
+#include "protocol.h"
+
+/* ---- Re-adoption after an agent restart --------------------------------------- */
+
+typedef struct Adoption {
+        Agent *agent;
+        int watch_fd;
+        uint32_t slots;
+        struct ucred owner;
+        char name[NAME_MAX_LEN + 1];
+        char id[LEASE_ID_LEN + 1];
+} Adoption;
+
+static size_t adopt_pending, adopt_count;
+static usec_t adopt_started;
+
+static void adopt_done_one(Agent *a) {
+        char buf[FORMAT_DURATION_MAX];
+
+        if (--adopt_pending > 0)
+                return;
+        log_full(adopt_count > 0 ? LOG_INFO : LOG_DEBUG, "Re-adopted %zu held slot(s) of this host in %s.", adopt_count,
+                 format_duration(buf, sizeof(buf), now_usec(CLOCK_MONOTONIC) - adopt_started));
+        (void) a;
+}
+
+static void forget_index_entry(Agent *a, const char *id) {
+        const char *hdel[] = { "HDEL", a->host_key, id };
+
+        redis_command(a, "HDEL", 3, hdel);
+}
+
+static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Adoption *ad = userdata;
+        Agent *a = ad->agent;
+        char desc[DESC_MAX + 1] = "";
+        long long state = -2, token = 0, since = 0;
+        Lease *l;
+        char *d;
+
+        (void) conn;
+        if (reply && redis_reply_array_len(reply) >= 1)
+                (void) redis_reply_array_integer(reply, 0, &state);
+        if (state == 1 &&
+            (redis_reply_array_integer(reply, 1, &token) < 0 || redis_reply_array_integer(reply, 2, &since) < 0 ||
+             redis_reply_array_string(reply, 3, desc, sizeof(desc)) < 0 || token < 0 || since < 0))
+                state = -2;
+
+        if (state == 1 && !lease_find(a, ad->id)) {
+                d = strdup(desc);
+                if (d && lease_new(a, ad->name, ad->id, ad->slots, ad->owner.uid, ad->owner.pid, ad->watch_fd, d, &l) >= 0) {
+                        LogFields f;
+
+                        ad->watch_fd = -EBADF;
+                        l->token = (uint64_t) token;
+                        l->since_ms = (uint64_t) since;
+                        l->renewed = now_usec(CLOCK_MONOTONIC);
+                        lease_set_state(l, LEASE_HELD);
+                        adopt_count++;
+                        f = lease_fields(l);
+                        log_fields(LOG_DEBUG, &f, "Re-adopted slot of %s (token %" PRIu64 ").", ad->name, l->token);
+                } else
+                        free(d);
+        } else if (state == -1)
+                forget_index_entry(a, ad->id);
+        /* state 0: only queued; its client asks again if it still wants it. */
+
+        safe_close(ad->watch_fd);
+        free(ad);
+        adopt_done_one(a);
+}
+
+static void adopt_entry(Agent *a, const char *id, const char *value) {
+        char name[NAME_MAX_LEN + 1];
+        unsigned slots, uid;
+        int watch = -EBADF, n = 0, r;
+        struct ucred owner;
+        Adoption *ad;
+
+        if (!lease_id_is_valid(id) || lease_find(a, id))
+                return;
+        if (sscanf(value, "%200s %u %u%n", name, &slots, &uid, &n) != 3 || value[n] != '\0' ||
+            !name_is_valid(name) || slots < 1 || slots > SLOTS_MAX) {
+                log_warning("Ignoring malformed entry for lease %s in %s.", id, a->host_key);
+                forget_index_entry(a, id);
+                return;
+        }
+
+        r = anchor_watch(a->config->namespace, id, &watch);
+        if (r >= 0)
+                r = peer_cred(watch, &owner);
+        if (r >= 0 && owner.uid != (uid_t) uid) {
+                log_warning("Anchor of lease %s belongs to uid " UID_FMT ", not " UID_FMT "; releasing its slot of %s.",
+                            id, owner.uid, (uid_t) uid, name);
+                r = -EPERM;
+        }
+        if (r < 0) {
+                if (r == -ENOENT)
+                        log_info("Anchor of lease %s is gone; releasing its slot of %s.", id, name);
+                safe_close(watch);
+                release_in_redis(a, name, id);
+                return;
+        }
+
+        ad = calloc(1, sizeof(*ad));
+        if (!ad) {
+                safe_close(watch);
+                return;
+        }
+        *ad = (Adoption) { .agent = a, .watch_fd = watch, .slots = slots, .owner = owner };
+        snprintf(ad->name, sizeof(ad->name), "%s", name);
+        snprintf(ad->id, sizeof(ad->id), "%s", id);
+        {
+                char ttl[24];
+                const char *args[] = { id, ttl };
+
+                snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
+                adopt_pending++;
+                if (script_call(a, SCRIPT_ADOPT, name, adopt_reply, ad, 2, args, NULL) < 0) {
+                        safe_close(ad->watch_fd);
+                        free(ad);
+                        adopt_done_one(a);
+                }
+        }
+}
+
+static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Agent *a = userdata;
+        size_t n = redis_reply_array_len(reply);
+        const char *err = redis_reply_error(reply);
+
+        (void) conn;
+        if (!reply)
+                return;         /* Redis went: adoption runs again when it is back */
+        if (err) {
+                log_error("Failed to read this host's leases from %s: %s", a->host_key, err);
+                return;
+        }
+        a->adopted = true;
+        adopt_pending = 1;
+        adopt_count = 0;
+        adopt_started = now_usec(CLOCK_MONOTONIC);
+        for (size_t i = 0; i + 1 < n; i += 2) {
+                char id[LEASE_ID_LEN + 1], value[NAME_MAX_LEN + 64];
+
+                if (redis_reply_array_string(reply, i, id, sizeof(id)) < 0 ||
+                    redis_reply_array_string(reply, i + 1, value, sizeof(value)) < 0)
+                        continue;
+                adopt_entry(a, id, value);
+        }
+        adopt_done_one(a);
+}
+
+void adopt_start(Agent *a) {
+        const char *argv[] = { "HGETALL", a->host_key };
+
+        (void) redis_conn_command(a->cmd, index_reply, a, 2, argv, NULL);
+}

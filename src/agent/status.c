@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <search.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-login.h>
+
+#include "engine-internal.h"
+#include "protocol.h"
+
+/* ---- Status ------------------------------------------------------------------ */
+
+typedef struct StatusItem {
+        StatusJob *job;
+        char name[NAME_MAX_LEN + 1];
+} StatusItem;
+
+static void status_job_done_one(StatusJob *job, long long now) {
+        char line[64];
+
+        if (now > job->now_ms)
+                job->now_ms = now;
+        if (--job->pending > 0)
+                return;
+        if (job->client) {
+                snprintf(line, sizeof(line), "END now=%lld", job->now_ms);
+                client_send(job->client, line, (int) strlen(line));
+                client_finish(job->client);
+                job->client->status = NULL;
+        }
+        free(job);
+}
+
+static const char *const desc_keys[] = { "host", "pid", "uid", "user", "slots", "comm", "unit", "session" };
+
+/* Copies the known fields of a description from Redis: it is data, checked
+ * again here rather than passed on. */
+static void add_description(MessageBuilder *b, const char *desc) {
+        Message m;
+
+        if (message_parse(desc, strlen(desc), DESC_MAX, &m) < 0 || !streq(m.verb, "INFO"))
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(desc_keys); i++) {
+                const char *v = message_get(&m, desc_keys[i]);
+
+                if (v && strlen(v) <= 256)
+                        message_add(b, desc_keys[i], v);
+        }
+}
+
+static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        StatusItem *item = userdata;
+        StatusJob *job = item->job;
+        const RedisReply *holders, *queue;
+        char line[PROTO_REPLY_MAX];
+        long long now = 0;
+        MessageBuilder b;
+
+        (void) conn;
+        if (!job->client || !reply)
+                goto finish;
+        if (redis_reply_error(reply)) {
+                message_start(&b, line, sizeof(line), "ERROR");
+                message_add(&b, "code", ERROR_CODE_REDIS);
+                message_addf(&b, "message", "%s: %s", item->name, redis_reply_error(reply));
+                client_send(job->client, line, message_finish(&b));
+                goto finish;
+        }
+        holders = redis_reply_array_get(reply, 1);
+        queue = redis_reply_array_get(reply, 2);
+        if (redis_reply_array_integer(reply, 0, &now) < 0 || !holders || !queue)
+                goto finish;
+        if (redis_reply_array_len(holders) == 0 && redis_reply_array_len(queue) == 0)
+                goto finish;
+
+        message_start(&b, line, sizeof(line), "NAME");
+        message_add(&b, "name", item->name);
+        message_add_u64(&b, "held", redis_reply_array_len(holders));
+        message_add_u64(&b, "waiting", redis_reply_array_len(queue));
+        client_send(job->client, line, message_finish(&b));
+
+        for (size_t i = 0; i < redis_reply_array_len(holders); i++) {
+                const RedisReply *h = redis_reply_array_get(holders, i);
+                char id[LEASE_ID_LEN + 1], grant[64], desc[DESC_MAX + 1];
+                unsigned long long token = 0, since = 0;
+                long long expires = 0;
+
+                if (redis_reply_array_string(h, 0, id, sizeof(id)) < 0 || !lease_id_is_valid(id) ||
+                    redis_reply_array_integer(h, 1, &expires) < 0 ||
+                    redis_reply_array_string(h, 2, grant, sizeof(grant)) < 0 ||
+                    redis_reply_array_string(h, 3, desc, sizeof(desc)) < 0)
+                        continue;
+                if (sscanf(grant, "%llu %llu", &token, &since) != 2)
+                        token = since = 0;
+                message_start(&b, line, sizeof(line), "HOLDER");
+                message_add(&b, "name", item->name);
+                message_add(&b, "lease", id);
+                message_add_u64(&b, "token", token);
+                message_add_u64(&b, "since", since);
+                message_addf(&b, "expires_in", "%lld", expires);
+                add_description(&b, desc);
+                client_send(job->client, line, message_finish(&b));
+        }
+        for (size_t i = 0; i < redis_reply_array_len(queue); i++) {
+                const RedisReply *w = redis_reply_array_get(queue, i);
+                char id[LEASE_ID_LEN + 1], desc[DESC_MAX + 1];
+
+                if (redis_reply_array_string(w, 0, id, sizeof(id)) < 0 || !lease_id_is_valid(id) ||
+                    redis_reply_array_string(w, 1, desc, sizeof(desc)) < 0)
+                        continue;
+                message_start(&b, line, sizeof(line), "WAITER");
+                message_add(&b, "name", item->name);
+                message_add(&b, "lease", id);
+                message_add_u64(&b, "position", i + 1);
+                add_description(&b, desc);
+                client_send(job->client, line, message_finish(&b));
+        }
+finish:
+        free(item);
+        status_job_done_one(job, now);
+}
+
+static void status_name(Agent *a, StatusJob *job, const char *name) {
+        StatusItem *item = calloc(1, sizeof(*item));
+
+        if (!item)
+                return;
+        item->job = job;
+        snprintf(item->name, sizeof(item->name), "%s", name);
+        job->pending++;
+        if (script_call(a, SCRIPT_STATUS, name, status_reply, item, 0, NULL, NULL) < 0) {
+                free(item);
+                job->pending--;
+        }
+}
+
+static int strcmp_ptr(const void *x, const void *y) {
+        return strcmp(*(char *const *) x, *(char *const *) y);
+}
+
+static void names_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        StatusJob *job = userdata;
+        size_t n = redis_reply_array_len(reply);
+        _cleanup_free_ char **names = NULL, *storage = NULL;
+        size_t k = 0;
+
+        (void) conn;
+        if (job->client && reply && n > 0) {
+                names = calloc(n, sizeof(char *));
+                storage = malloc(n * (NAME_MAX_LEN + 1));
+                for (size_t i = 0; names && storage && i < n; i++) {
+                        char *s = storage + k * (NAME_MAX_LEN + 1);
+
+                        if (redis_reply_array_string(reply, i, s, NAME_MAX_LEN + 1) >= 0 && name_is_valid(s))
+                                names[k++] = s;
+                }
+                if (names)
+                        qsort(names, k, sizeof(char *), strcmp_ptr);
+                for (size_t i = 0; i < k; i++)
+                        status_name(job->agent, job, names[i]);
+        }
+        status_job_done_one(job, 0);
+}
+
+void engine_status(Agent *a, Client *c, const char *name) {
+        StatusJob *job;
+
+        if (a->state != REDIS_READY) {
+                client_send_error(c, ERROR_CODE_UNAVAILABLE, "Redis at %s is unreachable: %s",
+                                  a->redis_name, a->redis_error[0] ? a->redis_error : "not connected yet");
+                return;
+        }
+        job = calloc(1, sizeof(*job));
+        if (!job) {
+                client_send_error(c, ERROR_CODE_BUSY, "out of memory");
+                return;
+        }
+        job->agent = a;
+        job->client = c;
+        job->pending = 1;
+        c->status = job;
+        if (name[0]) {
+                status_name(a, job, name);
+                status_job_done_one(job, 0);
+        } else {
+                const char *argv[] = { "SMEMBERS", a->names_key };
+
+                if (redis_conn_command(a->cmd, names_reply, job, 2, argv, NULL) < 0)
+                        status_job_done_one(job, 0);
+        }
+}
+
+/* ---- sd_notify STATUS= ---------------------------------------------------------- */
+
+int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Agent *a = userdata;
+        char buf[512];
+
+        (void) s;
+        (void) usec;
+        a->status_dirty = false;
+        snprintf(buf, sizeof(buf), "STATUS=%zu slot(s) held, %zu waiting, Redis %s%s%s",
+                 a->n_held, a->n_waiting,
+                 a->state == REDIS_READY ? "up" : a->state == REDIS_DOWN ? "DOWN" : "connecting",
+                 a->state == REDIS_DOWN ? ": " : "", a->state == REDIS_DOWN ? a->redis_error : "");
+        (void) sd_notify(false, buf);
+        return 0;
+}
+
+void engine_mark_status_dirty(Agent *a) {
+        if (a->status_dirty || !a->status_source)
+                return;
+        a->status_dirty = true;
+        (void) sd_event_source_set_time_relative(a->status_source, 250 * USEC_PER_MSEC);
+        (void) sd_event_source_set_enabled(a->status_source, SD_EVENT_ONESHOT);
+}
