@@ -49,6 +49,15 @@ like "$out" 'WRONGTYPE' "wrong-type key: Redis' error is shown"
 fs a run --no-wait fine -- true
 is "$?" 0 "other names still work"
 
+# Redis forgets our scripts (SCRIPT FLUSH): loaded again, nobody notices.
+rcli SCRIPT FLUSH >/dev/null
+fs a run --no-wait flushed -- true
+is "$?" 0 "after SCRIPT FLUSH, requests still succeed"
+like "$(cat "$T/agent-a.log")" 'does not know the acquire script any more; loading it again' "the agent says why"
+fs a run --no-wait flushed -- true
+is "$?" 0 "and again"
+is "$(grep -c 'acquire script any more' "$T/agent-a.log")" 1 "the script was loaded again once, not sent in full each time"
+
 # Unreachable Redis: a clear error, and the agent keeps running.
 "$FLEETSEMD" --redis "unix:$T/nowhere.sock" --namespace "$NSBASE-x" --host-id x >"$T/agent-x.log" 2>&1 &
 xpid=$!

@@ -77,9 +77,14 @@ static void script_reply(RedisConn *conn, const RedisReply *reply, void *userdat
 
         (void) conn;
         if (err && strneq(err, "NOSCRIPT", 8) && sc->argv[0][4] == 'S') {
-                /* The server lost our scripts (SCRIPT FLUSH): send the text. */
-                log_warning("Redis does not know the %s script any more; sending it in full.",
+                /* The server lost our scripts (SCRIPT FLUSH, a failover): load
+                 * this one again for the calls to come, and send this call's
+                 * text in full. */
+                const char *load[] = { "SCRIPT", "LOAD", sc->agent->script_text[sc->script] };
+
+                log_warning("Redis does not know the %s script any more; loading it again.",
                             script_name[sc->script]);
+                (void) redis_conn_command(sc->agent->cmd, fire_and_forget_reply, (void *) "SCRIPT LOAD", 3, load, NULL);
                 if (script_send(sc, true) >= 0)
                         return;
                 reply = NULL;
