@@ -21,6 +21,14 @@ usec_t lost_after(const Agent *a) {
         return a->config->lease_ttl * 2 / 3;
 }
 
+/* A Redis that hangs (stopped, swapping) counts as gone after a third of
+ * the lease, within 1s to 5s: soon enough to tell holders in time. */
+static usec_t command_timeout(const Agent *a) {
+        usec_t t = a->config->lease_ttl / 3;
+
+        return t < USEC_PER_SEC ? USEC_PER_SEC : t > COMMAND_TIMEOUT ? COMMAND_TIMEOUT : t;
+}
+
 
 typedef struct RenewBatch {
         Agent *agent;
@@ -157,8 +165,13 @@ int on_renew_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         client_sweep(a);
         name_sweep(a, false);
         if (a->cmd && redis_conn_pending(a->cmd) > 0 &&
-            now - redis_conn_last_activity(a->cmd) > COMMAND_TIMEOUT)
-                redis_went_down(a, -ETIMEDOUT, "Redis did not answer for 5s");
+            now - redis_conn_last_activity(a->cmd) > command_timeout(a)) {
+                char why[64], buf[FORMAT_DURATION_MAX];
+
+                snprintf(why, sizeof(why), "Redis did not answer for %s",
+                         format_duration(buf, sizeof(buf), command_timeout(a)));
+                redis_went_down(a, -ETIMEDOUT, why);
+        }
 
         if (a->state == REDIS_READY)
                 renew_all(a, false);

@@ -1,0 +1,32 @@
+#!/bin/bash
+# Redis hangs (SIGSTOP) while a job holds: the agent notices, tells the job
+# its slot is lost before Redis could give it to anyone else, refuses new
+# requests with a clear error, and recovers on its own when Redis resumes.
+TTL=3s
+. "$(dirname "$0")/lib.sh"
+
+start_redis
+start_agent a
+redis_pid=$(cat "$T/redis.pid")
+
+fs_exec a run hang -- sleep 300 &
+job=$!
+check "the job holds" wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{hang}:holders') = 1 ]"
+expiry=$(rcli ZRANGE 'fleetsem:{hang}:holders' 0 0 WITHSCORES | tail -n 1)
+
+kill -STOP "$redis_pid"
+check "the agent notices Redis hangs" wait_for 5 grep -q "Redis did not answer" "$T/agent-a.log"
+out=$(fs a run --no-wait other -- true 2>&1); rc=$?
+is "$rc" 69 "new requests fail with 69 while Redis hangs"
+like "$out" 'unreachable: Redis did not answer' "and say why"
+wait "$job"
+is "$?" 75 "the job is told its slot is lost, and stopped (exit 75)"
+stopped=$(now_ms)
+check "before its lease could expire in Redis ($((expiry - stopped)) ms to spare)" [ "$stopped" -lt "$expiry" ]
+
+kill -CONT "$redis_pid"
+check "the agent reconnects when Redis resumes" wait_for 10 sh -c "[ \$(grep -c 'Connected to Redis' $T/agent-a.log) -ge 2 ]"
+fs a run --no-wait other -- true
+is "$?" 0 "and serves requests again"
+check "nothing is left held" wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{hang}:holders') = 0 ]"
+done_testing
