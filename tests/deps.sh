@@ -4,7 +4,7 @@ FLEETSEM_DEPS=(
         meson ninja-build pkg-config gcc
         libsystemd-dev libhiredis-dev libpam0g-dev
         redis-server redis-tools
-        python3 procps util-linux
+        python3 procps util-linux systemd
 )
 
 # Installs what is missing (as root; others are told what to install).

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -245,6 +246,36 @@ void client_sweep(Agent *a) {
                 }
 }
 
+/* With socket activation the socket's name decides the namespace: anchors
+ * are looked for next to it, whatever the configuration says. */
+static int namespace_from_socket(Agent *a, int fd) {
+        struct sockaddr_un sa = {};
+        socklen_t len = sizeof(sa);
+        size_t n;
+        char name[sizeof(sa.sun_path)];
+
+        if (getsockname(fd, (struct sockaddr *) &sa, &len) < 0)
+                return -errno;
+        n = len > offsetof(struct sockaddr_un, sun_path) ? len - offsetof(struct sockaddr_un, sun_path) : 0;
+        if (n < 2 || sa.sun_path[0] != '\0')
+                return log_error_errno(EINVAL, "The socket passed by systemd is not in the abstract namespace "
+                                       "(expected ListenStream=@NAMESPACE/agent).");
+        memcpy(name, sa.sun_path + 1, n - 1);
+        name[n - 1] = '\0';
+        n = strlen(name);
+        if (n <= 6 || !streq(name + n - 6, "/agent"))
+                return log_error_errno(EINVAL, "The socket passed by systemd is @%s; expected @NAMESPACE/agent.", name);
+        name[n - 6] = '\0';
+        if (!ident_is_valid(name))
+                return log_error_errno(EINVAL, "The socket passed by systemd names an invalid namespace \"%s\".", name);
+        if (!streq(name, a->config->namespace)) {
+                log_warning("The configuration says namespace %s, but systemd passed @%s/agent; using %s.",
+                            a->config->namespace, name, name);
+                snprintf(a->config->namespace, sizeof(a->config->namespace), "%s", name);
+        }
+        return 0;
+}
+
 int server_start(Agent *a) {
         int r, n;
 
@@ -260,6 +291,9 @@ int server_start(Agent *a) {
                 r = fd_set_nonblock(a->listen_fd);
                 if (r < 0)
                         return log_error_errno(r, "Failed to make the listening socket non-blocking: %m");
+                r = namespace_from_socket(a, a->listen_fd);
+                if (r < 0)
+                        return r;
         } else {
                 r = agent_listen(a->config->namespace, &a->listen_fd);
                 if (r == -EADDRINUSE)
