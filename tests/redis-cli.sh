@@ -85,12 +85,15 @@ if id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
         cat >"$T/agent.conf" <<CONF
 redis = unix:$T/redis.sock
 allow = perm-* nobody
+allow = team-* @nogroup
 CONF
         start_agent p --config "$T/agent.conf"
         chmod 755 "$T"
         asnobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups env FLEETSEM_NAMESPACE="$NSBASE-p" "$FLEETSEM" "$@"; }
         asnobody run perm-ok -- true
         is "$?" 0 "an allowed user gets an allowed name"
+        asnobody run team-x -- true
+        is "$?" 0 "a group rule lets its members in (@nogroup)"
         out=$(asnobody run secret -- true 2>&1); rc=$?
         is "$rc" 77 "a name not granted to the user: exit 77"
         like "$out" 'may not ask for "secret"' "with the reason"

@@ -435,13 +435,12 @@ int config_finish(Config *c, char **ret_error) {
         return 0;
 }
 
-static bool uid_in_group(uid_t uid, const char *user, gid_t primary, const char *group) {
+static bool user_in_group(const char *user, gid_t primary, const char *group) {
         struct group grbuf, *gr = NULL;
         char buf[16384];
         gid_t groups[256];
         int n = (int) ELEMENTSOF(groups);
 
-        (void) uid;
         if (getgrnam_r(group, &grbuf, buf, sizeof(buf), &gr) != 0 || !gr)
                 return false;
         if (gr->gr_gid == primary)
@@ -469,7 +468,7 @@ bool config_permits(const Config *c, uid_t uid, const char *name) {
                 if (fnmatch(rule->pattern, name, 0) != 0)
                         continue;
                 for (char **p = rule->principals; *p; p++) {
-                        if ((*p)[0] == '@' ? uid_in_group(uid, pw->pw_name, pw->pw_gid, *p + 1)
+                        if ((*p)[0] == '@' ? user_in_group(pw->pw_name, pw->pw_gid, *p + 1)
                                            : streq(*p, pw->pw_name))
                                 return true;
                 }

@@ -156,10 +156,14 @@ int message_finish(MessageBuilder *b) {
         return b->error < 0 ? b->error : (int) b->len;
 }
 
-static int fail(const char **ret_error, const char *why) {
+static int fail_with(const char **ret_error, const char *why, int error) {
         if (ret_error)
                 *ret_error = why;
-        return -EINVAL;
+        return error;
+}
+
+static int fail(const char **ret_error, const char *why) {
+        return fail_with(ret_error, why, -EINVAL);
 }
 
 int request_parse(const char *line, size_t len, Request *ret, const char **ret_error) {
@@ -172,9 +176,9 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
 
         k = message_parse(line, len, PROTO_REQUEST_MAX, &m);
         if (k == -E2BIG)
-                return fail(ret_error, "request too long"), -E2BIG;
+                return fail_with(ret_error, "request too long", -E2BIG);
         if (k < 0)
-                return fail(ret_error, "malformed request"), -EBADMSG;
+                return fail_with(ret_error, "malformed request", -EBADMSG);
 
         name = message_get(&m, "name");
         lease = message_get(&m, "lease");
