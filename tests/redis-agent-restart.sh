@@ -18,6 +18,10 @@ check "two jobs hold" wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'f
 fs b run --slots 2 ar -- sh -c 'date +%s%3N >"$0"' "$T/granted" &
 waiter=$!
 check "a third waits" wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{ar}:queue') = 1 ]"
+fs a run --slots 2 ar -- sh -c 'date +%s%3N >"$0"; sleep 0.2' "$T/granted-a" &
+waiter_a=$!
+check "a fourth waits, on the agent about to restart" wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{ar}:queue') = 2 ]"
+queue_before=$(rcli ZRANGE 'fleetsem:{ar}:queue' 0 -1 | tr '\n' ' ')
 before=$(rcli ZRANGE 'fleetsem:{ar}:holders' 0 -1 | sort | tr '\n' ' ')
 
 kill -TERM "$(agent_pid a)"
@@ -29,6 +33,8 @@ check "the new agent re-adopts both slots" wait_for 5 grep -q "Re-adopted 2 held
 sleep 3         # longer than the lease TTL: unrenewed slots would have expired
 
 check "nobody else got in during the restart" test ! -e "$T/granted"
+is "$(rcli ZRANGE 'fleetsem:{ar}:queue' 0 -1 | tr '\n' ' ')" "$queue_before" \
+        "the waiter of the restarted agent asked again and kept its place in line"
 is "$(rcli ZRANGE 'fleetsem:{ar}:holders' 0 -1 | sort | tr '\n' ' ')" "$before" "the same two leases hold"
 is "$(fs a status --json ar | python3 -c 'import json,sys; print(json.load(sys.stdin)["names"][0]["held"])')" 2 \
         "status through the new agent shows both"
@@ -37,6 +43,10 @@ touch "$T/go"
 for p in "${pids[@]}"; do wait "$p" || not_ok "job $p failed"; done
 check "the waiter gets in once the jobs end" wait_for 5 test -s "$T/granted"
 wait "$waiter"
+check "then the waiter of the restarted agent" wait_for 5 test -s "$T/granted-a"
+wait "$waiter_a"
+is "$?" 0 "which ran its command"
+check "in line order" [ "$(cat "$T/granted")" -le "$(cat "$T/granted-a")" ]
 check "all released" wait_for 2 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{ar}:holders') = 0 ]"
 is "$(rcli HLEN 'fleetsem:host:{a}')" 0 "the host index is empty again"
 done_testing
