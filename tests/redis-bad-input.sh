@@ -34,6 +34,36 @@ fs a run --no-wait other -- true
 is "$?" 0 "others are served while 20 clients sit idle"
 for p in "${idle[@]}"; do wait "$p"; done
 
+# One non-root user cannot crowd out the rest: at most 256 connections each.
+if id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+        setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 -c '
+import socket, sys, time
+conns, replies = [], 0
+for i in range(300):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect("\0" + sys.argv[1] + "/agent")
+    conns.append(s)
+time.sleep(0.5)
+for s in conns:
+    s.setblocking(False)
+    try:
+        if s.recv(4096).startswith(b"ERROR code=busy"):
+            replies += 1
+    except BlockingIOError:
+        pass
+print(replies)
+time.sleep(1)
+' "$NSBASE-a" >"$T/crowd" &
+        crowd=$!
+        sleep 0.6
+        fs a run --no-wait root-still -- true
+        is "$?" 0 "root is served while one user holds 300 connections"
+        wait "$crowd"
+        is "$(cat "$T/crowd")" 44 "that user's connections beyond 256 are refused as busy"
+else
+        not_ok "setpriv and user nobody are needed for the per-user limit test"
+fi
+
 # Names that are invalid on the command line.
 out=$(fs a run 'bad name' -- true 2>&1); rc=$?
 is "$rc" 64 "invalid name: exit 64"

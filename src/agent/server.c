@@ -13,6 +13,7 @@
 
 #define CLIENT_OUT_MAX (64U * 1024 * 1024)      /* a status of many holders */
 #define CLIENT_REQUEST_TIMEOUT (10 * USEC_PER_SEC)
+#define CLIENTS_PER_USER_MAX 256        /* non-root: one user cannot crowd out the rest */
 
 static void client_free(Client *c) {
         Agent *a = c->agent;
@@ -189,6 +190,15 @@ static int client_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
         return 0;
 }
 
+static size_t clients_of_user(Agent *a, uid_t uid) {
+        size_t n = 0;
+
+        for (Client *c = a->clients; c; c = c->clients_next)
+                if (c->cred.uid == uid && !c->close_after_flush)
+                        n++;
+        return n;
+}
+
 static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Agent *a = userdata;
 
@@ -230,6 +240,10 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
                 if (a->n_clients > a->config->max_clients) {
                         log_warning("Too many clients (%zu); refusing pid " PID_FMT ".", a->n_clients, c->cred.pid);
                         client_send_error(c, ERROR_CODE_BUSY, "the agent has too many clients; try again");
+                } else if (c->cred.uid != 0 && clients_of_user(a, c->cred.uid) > CLIENTS_PER_USER_MAX) {
+                        log_warning("uid " UID_FMT " has more than %d connections; refusing pid " PID_FMT ".",
+                                    c->cred.uid, CLIENTS_PER_USER_MAX, c->cred.pid);
+                        client_send_error(c, ERROR_CODE_BUSY, "too many connections from uid " UID_FMT, c->cred.uid);
                 }
         }
         return 0;
