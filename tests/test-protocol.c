@@ -120,6 +120,19 @@ static void test_encoding(void) {
         CHECK_INT(message_finish(&b), -ENOBUFS, "overflow is reported, not truncated");
 }
 
+static void test_message_moves(void) {
+        const char *line = "HOLDER name=x lease=y token=7";
+        Message *a = malloc(sizeof(Message)), *b;
+
+        CHECK_INT(message_parse(line, strlen(line), PROTO_REPLY_MAX, a), 0, "parse before a move");
+        b = malloc(sizeof(Message));
+        memcpy(b, a, sizeof(Message));
+        memset(a, 'Z', sizeof(Message));
+        free(a);
+        CHECK_STR(message_get(b, "token"), "7", "a copied message still reads its fields");
+        free(b);
+}
+
 static void test_line_reader(void) {
         LineReader lr;
         int sv[2];
@@ -154,6 +167,7 @@ int main(void) {
         test_nul_and_size();
         test_replies();
         test_encoding();
+        test_message_moves();
         test_line_reader();
         return tap_done();
 }

@@ -85,10 +85,10 @@ int message_parse(const char *line, size_t len, size_t max_len, Message *ret) {
                 out += eq - p;
                 *out++ = '\0';
                 for (size_t i = 0; i < ret->n_fields; i++)
-                        if (streq(ret->fields[i].key, key))
+                        if (streq(ret->storage + ret->fields[i].key, key))
                                 return -EBADMSG;
-                ret->fields[ret->n_fields].key = key;
-                ret->fields[ret->n_fields].value = out;
+                ret->fields[ret->n_fields].key = (uint16_t) (key - ret->storage);
+                ret->fields[ret->n_fields].value = (uint16_t) (out - ret->storage);
                 out = decode_value(eq + 1, stop, out);
                 if (!out)
                         return -EBADMSG;
@@ -100,8 +100,8 @@ int message_parse(const char *line, size_t len, size_t max_len, Message *ret) {
 
 const char *message_get(const Message *m, const char *key) {
         for (size_t i = 0; i < m->n_fields; i++)
-                if (streq(m->fields[i].key, key))
-                        return m->fields[i].value;
+                if (streq(m->storage + m->fields[i].key, key))
+                        return m->storage + m->fields[i].value;
         return NULL;
 }
 

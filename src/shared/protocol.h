@@ -29,9 +29,11 @@
 #define PROTO_VERB_MAX 15
 #define PROTO_KEY_MAX 31
 
+/* Offsets into Message.storage, not pointers: a Message may be copied or
+ * moved (kept in an array that grows) and stays valid. */
 typedef struct MessageField {
-        const char *key;
-        const char *value;
+        uint16_t key;
+        uint16_t value;
 } MessageField;
 
 typedef struct Message {
