@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 
 #include "agent.h"
@@ -161,6 +162,21 @@ static int load_config(Config *c) {
         return 0;
 }
 
+/* Every held slot costs one watch fd: lift the soft limit (1024 by default,
+ * under systemd too) to the hard one. */
+static void raise_fd_limit(void) {
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+                return;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                log_warning_errno(errno, "Failed to raise the file descriptor limit: %m");
+        else if (rl.rlim_max < 16384)
+                log_notice("At most %llu open files: this agent can hold fewer than that many slots.",
+                           (unsigned long long) rl.rlim_max);
+}
+
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         (void) userdata;
         log_info("Received %s; exiting. Held slots stay anchored for the next agent.", strsignal((int) si->ssi_signo));
@@ -199,6 +215,7 @@ static int run(int argc, char *argv[]) {
                 return 0;
         }
 
+        raise_fd_limit();
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
