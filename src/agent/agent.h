@@ -73,6 +73,7 @@ struct Lease {
         bool check_inflight;
         bool check_again;
         bool enqueued;          /* has a place in the Redis queue */
+        uint64_t seq;           /* order of joining the queue, as its ticket (0: not yet) */
         usec_t renewed;         /* CLOCK_MONOTONIC of the last confirmed renewal */
 };
 
@@ -140,6 +141,7 @@ struct Agent {
         void *name_tree;                /* tsearch(): name → Name */
         Name *names;
         size_t n_names;
+        uint64_t queue_seq;
         size_t n_leases;
         size_t n_held;
         size_t n_waiting;

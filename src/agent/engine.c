@@ -489,6 +489,9 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
 
         if (granted == 1) {
                 grant(l, (uint64_t) v1, (uint64_t) v2);
+                /* A slot was free: the next in line may find one too. */
+                if (l->name->n_waiting > 0)
+                        name_recheck(l->name);
                 goto finish;
         }
 
@@ -539,13 +542,30 @@ void lease_check(Lease *l) {
                 return;
         }
         l->check_inflight = true;
+        /* Calls go out in order on one connection, so the order in which
+         * leases first ask is the order of their tickets. */
+        if (!l->enqueued && l->seq == 0)
+                l->seq = ++a->queue_seq;
 }
 
+/* A release or an expiry woke the waiters of n. Only those at the head of
+ * the line can be granted, so rather than asking for all of them (one
+ * script call each, for every release), ask for the best placed one, and
+ * for any not asked for yet; a grant asks for the next (acquire_reply()).
+ * The safety re-check keeps the others' positions fresh. */
 void name_recheck(Name *n) {
-        Lease *l, *next;
+        Lease *l, *next, *best = NULL;
 
-        LIST_FOREACH_SAFE(by_name, l, next, n->leases)
-                lease_check(l);
+        LIST_FOREACH_SAFE(by_name, l, next, n->leases) {
+                if (l->state != LEASE_WAITING)
+                        continue;
+                if (!l->enqueued)
+                        lease_check(l);
+                else if (!best || l->seq < best->seq)
+                        best = l;
+        }
+        if (best)
+                lease_check(best);
 }
 
 /* "user@host pid N (unit)" from a description, for logs. */

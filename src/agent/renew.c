@@ -98,8 +98,9 @@ static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                         continue;
                 }
                 if (l->state == LEASE_WAITING) {
-                        /* Its place in line expired: queue again. */
+                        /* Its place in line expired: queue again, at the end. */
                         l->enqueued = false;
+                        l->seq = 0;
                         lease_check(l);
                 } else if (batch->reassert && batch->sent - l->renewed < lost_after(a))
                         lease_reassert(l);
