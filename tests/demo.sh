@@ -12,30 +12,17 @@ ensure_deps
 meson compile -C build >/dev/null
 
 FLEETSEM=$PWD/build/src/cli/fleetsem
-FLEETSEMD=$PWD/build/src/agent/fleetsemd
-T=$(mktemp -d /tmp/fleetsem-demo.XXXXXX)
-agents=()
-cleanup() {
-        for p in "${agents[@]}"; do kill "$p" 2>/dev/null || true; done
-        redis-cli -s "$T/redis.sock" shutdown nosave >/dev/null 2>&1 || true
-        wait 2>/dev/null || true
-        rm -rf "$T"
-}
-trap cleanup EXIT
+. tests/scratch.sh
 
 say() { printf '\033[1m%s\033[0m\n' "$*"; }
 
-say "== Starting a private redis-server on $T/redis.sock"
-redis-server --port 0 --unixsocket "$T/redis.sock" --dir "$T" --save '' --appendonly no \
-        --daemonize yes --logfile "$T/redis.log" >/dev/null
-until redis-cli -s "$T/redis.sock" ping >/dev/null 2>&1; do sleep 0.05; done
-
+scratch_setup demo
+say "== Started a private redis-server on $SCRATCH/redis.sock"
 for host in web-1 web-2; do
         say "== Starting the agent of host $host (namespace demo-$host)"
-        "$FLEETSEMD" --redis "unix:$T/redis.sock" --namespace "demo-$host" --host-id "$host" \
-                --lease-ttl 5s 2>&1 | sed -u "s/^fleetsemd: /   [agent $host] /" &
-        agents+=($!)
-        until grep -q "@demo-$host/agent" /proc/net/unix; do sleep 0.05; done
+        scratch_agent "demo-$host" "$host" --lease-ttl 5s
+        tail -n +1 -f "$SCRATCH/agent-$host.log" | sed -u "s/^fleetsemd: /   [agent $host] /" &
+        SCRATCH_PIDS+=($!)
 done
 sleep 0.3
 
