@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: MIT */
+/* fleetsem-bench REDIS_SOCKET FLEETSEM NS1 [NS2 NS3]: measures the floors
+ * (unix round trip, Redis EVALSHA round trip, fork+exec) and fleetsem
+ * through its client code against running agents, in the same run. Prints
+ * a table and JSON lines ("@json {...}") that bench/run.sh collects. */
+#include <errno.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "macro.h"
+#include "socket-util.h"
+#include "stats.h"
+
+extern char **environ;
+
+static const char *redis_socket, *fleetsem_bin;
+static const char *ns[3];
+static int n_ns;
+
+static void report(const char *id, const char *what, Samples *s, double floor_us) {
+        double p50 = samples_pct(s, 50), p99 = samples_pct(s, 99);
+
+        printf("%-4s %-52s %9.1f %9.1f %8s\n", id, what, p50, p99, "");
+        if (floor_us > 0)
+                printf("%-4s %-52s %9.2fx %8.2fx  (of %.1f us)\n", "", "  ratio to floor", p50 / floor_us,
+                       p99 / floor_us, floor_us);
+        printf("@json {\"id\":\"%s\",\"what\":\"%s\",\"samples\":%zu,\"p50_us\":%.1f,\"p99_us\":%.1f,\"floor_us\":%.1f}\n",
+               id, what, s->n, p50, p99, floor_us);
+        fflush(stdout);
+}
+
+/* ---- Floors ---- */
+
+static void *echo_server(void *arg) {
+        int lfd = (int) (intptr_t) arg, fd;
+        char buf[256];
+        ssize_t n;
+
+        fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        while (fd >= 0 && (n = read(fd, buf, sizeof(buf))) > 0)
+                if (write(fd, buf, (size_t) n) != n)
+                        break;
+        safe_close(fd);
+        return NULL;
+}
+
+static double floor_unix(void) {
+        char name[64], buf[80] = "ACQUIRE name=bench slots=1 lease=0123456789abcdef0123456789abcdef wait=0\n";
+        struct sockaddr_un sa;
+        socklen_t len;
+        pthread_t t;
+        Samples s = {};
+        int lfd, fd;
+
+        snprintf(name, sizeof(name), "bench-%d", getpid());
+        if (sockaddr_abstract(name, "echo", NULL, &sa, &len) < 0)
+                return 0;
+        lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (lfd < 0 || bind(lfd, (struct sockaddr *) &sa, len) < 0 || listen(lfd, 1) < 0)
+                return 0;
+        pthread_create(&t, NULL, echo_server, (void *) (intptr_t) lfd);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (connect(fd, (struct sockaddr *) &sa, len) < 0)
+                return 0;
+        for (int i = 0; i < 20000; i++) {
+                usec_t t0 = now_usec(CLOCK_MONOTONIC);
+
+                if (write(fd, buf, sizeof(buf)) != (ssize_t) sizeof(buf) || read(fd, buf, sizeof(buf)) <= 0)
+                        break;
+                if (i >= 1000)
+                        samples_add(&s, since_us(t0));
+        }
+        close(fd);
+        pthread_join(t, NULL);
+        close(lfd);
+        report("F1", "floor: unix socket request/response round trip", &s, 0);
+        return samples_pct(&s, 50);
+}
+
+/* A script shaped like ours: TIME, a few key reads, 7 keys, 4 arguments. */
+static const char floor_script[] =
+        "local t = redis.call('TIME') "
+        "local a = redis.call('ZSCORE', KEYS[1], ARGV[1]) "
+        "local b = redis.call('ZSCORE', KEYS[2], ARGV[1]) "
+        "local n = redis.call('ZCARD', KEYS[1]) "
+        "return {0, tonumber(ARGV[2]), n, -1}";
+
+static double floor_redis(void) {
+        redisContext *c = redisConnectUnix(redis_socket);
+        redisReply *r;
+        char sha[41];
+        Samples s = {};
+
+        if (!c || c->err)
+                return 0;
+        r = redisCommand(c, "SCRIPT LOAD %s", floor_script);
+        if (!r || r->type != REDIS_REPLY_STRING || r->len != 40)
+                return 0;
+        memcpy(sha, r->str, 41);
+        freeReplyObject(r);
+        for (int i = 0; i < 20000; i++) {
+                usec_t t0 = now_usec(CLOCK_MONOTONIC);
+
+                r = redisCommand(c, "EVALSHA %s 7 b:{x}:holders b:{x}:queue b:{x}:waiters b:{x}:info b:{x}:grant "
+                                 "b:{x}:token b:{x}:ticket 0123456789abcdef0123456789abcdef 1 15000 %s",
+                                 sha, "INFO host=bench pid=1 uid=0 user=root slots=1 comm=bench");
+                if (!r)
+                        break;
+                freeReplyObject(r);
+                if (i >= 1000)
+                        samples_add(&s, since_us(t0));
+        }
+        redisFree(c);
+        report("F2", "floor: Redis EVALSHA round trip (acquire-sized)", &s, 0);
+        return samples_pct(&s, 50);
+}
+
+static double spawn_wait(char *const argv[]) {
+        usec_t t0 = now_usec(CLOCK_MONOTONIC);
+        int status;
+        pid_t pid = fork();
+
+        if (pid == 0) {
+                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+                if (null >= 0) {
+                        dup2(null, STDOUT_FILENO);
+                        dup2(null, STDERR_FILENO);
+                }
+                execv(argv[0], argv);
+                _exit(127);
+        }
+        if (pid < 0 || waitpid(pid, &status, 0) != pid)
+                return -1;
+        return since_us(t0);
+}
+
+/* ---- Through fleetsem ---- */
+
+static int acquire(const char *n, const char *name, uint32_t slots, usec_t wait, int *ret_anchor, int *ret_fd,
+                   bool until_granted) {
+        Request req = { .verb = REQUEST_ACQUIRE, .slots = slots, .wait = wait };
+        LineReader lr;
+        Reply rep;
+        int r;
+
+        snprintf(req.name, sizeof(req.name), "%s", name);
+        if (lease_id_new(req.lease) < 0 || anchor_create(n, req.lease, ret_anchor) < 0)
+                return -EIO;
+        r = client_send_request(n, 0, 10 * USEC_PER_SEC, &req, ret_fd);
+        if (r < 0)
+                return r;
+        line_reader_init(&lr, PROTO_REPLY_MAX);
+        for (;;) {
+                r = client_read_reply(*ret_fd, &lr, &rep);
+                if (r < 0)
+                        return r;
+                if (rep.kind == REPLY_GRANTED)
+                        return 1;
+                if (rep.kind != REPLY_QUEUED)
+                        return -EAGAIN;
+                if (!until_granted)
+                        return 0;
+        }
+}
+
+static void scenario_a(double floor_sum) {
+        Samples s = {};
+
+        for (int i = 0; i < 5000; i++) {
+                usec_t t0 = now_usec(CLOCK_MONOTONIC);
+                int anchor = -EBADF, fd = -EBADF;
+
+                if (acquire(ns[0], "bench-a", SLOTS_MAX, 0, &anchor, &fd, true) != 1)
+                        break;
+                safe_close(fd);
+                safe_close(anchor);
+                if (i >= 200)
+                        samples_add(&s, since_us(t0));
+        }
+        report("A", "acquire -> release through the client code", &s, floor_sum);
+}
+
+static void scenario_b(double floor_fork) {
+        char *run[] = { (char *) fleetsem_bin, "run", "bench-b", "--", "/bin/true", NULL };
+        char *tru[] = { "/bin/true", NULL };
+        char *flk[] = { "/usr/bin/flock", "/tmp/fleetsem-bench.lock", "/bin/true", NULL };
+        Samples sr = {}, st = {}, sf = {};
+
+        setenv("FLEETSEM_NAMESPACE", ns[0], 1);
+        for (int i = 0; i < 400; i++) {
+                samples_add(&sr, spawn_wait(run));
+                samples_add(&st, spawn_wait(tru));
+                samples_add(&sf, spawn_wait(flk));
+        }
+        report("B0", "/bin/true alone (fork+exec floor)", &st, 0);
+        report("B", "fleetsem run NAME -- /bin/true", &sr, samples_pct(&st, 50));
+        report("B1", "flock FILE /bin/true (peer)", &sf, samples_pct(&st, 50));
+        (void) floor_fork;
+}
+
+/* Hand-over: a holder on the first agent, a waiter on each agent; close the
+ * holder and time until a waiter reads GRANTED; that one closes; and so on. */
+static void scenario_c(void) {
+        Samples s = {};
+
+        for (int round = 0; round < 300; round++) {
+                int h_anchor = -EBADF, h_fd = -EBADF, w_anchor[3], w_fd[3];
+                bool waiting[3];
+
+                if (acquire(ns[0], "bench-c", 1, USEC_INFINITY, &h_anchor, &h_fd, true) != 1)
+                        return;
+                for (int k = 0; k < n_ns; k++) {
+                        waiting[k] = acquire(ns[k], "bench-c", 1, USEC_INFINITY, &w_anchor[k], &w_fd[k], false) == 0;
+                        (void) fd_set_nonblock(w_fd[k]);
+                }
+                for (int h = 0; h < n_ns; h++) {
+                        usec_t t0 = now_usec(CLOCK_MONOTONIC);
+                        bool granted = false;
+
+                        safe_close(h_fd);
+                        safe_close(h_anchor);
+                        while (!granted) {
+                                struct pollfd p[3];
+
+                                for (int k = 0; k < n_ns; k++)
+                                        p[k] = (struct pollfd) { .fd = waiting[k] ? w_fd[k] : -1, .events = POLLIN };
+                                if (poll(p, (nfds_t) n_ns, 5000) <= 0)
+                                        return;
+                                for (int k = 0; k < n_ns && !granted; k++) {
+                                        char buf[4096];
+                                        ssize_t n;
+
+                                        if (!p[k].revents)
+                                                continue;
+                                        n = read(w_fd[k], buf, sizeof(buf) - 1);
+                                        if (n <= 0)
+                                                return;
+                                        buf[n] = '\0';
+                                        if (strstr(buf, "GRANTED")) {
+                                                samples_add(&s, since_us(t0));
+                                                granted = true;
+                                                waiting[k] = false;
+                                                h_fd = w_fd[k];
+                                                h_anchor = w_anchor[k];
+                                        }
+                                }
+                        }
+                }
+                safe_close(h_fd);
+                safe_close(h_anchor);
+        }
+        report("C", "hand-over: release -> next waiter granted (slots 1, 3 agents)", &s, 0);
+}
+
+/* 64 clients in one poll loop: each holds or waits; a holder releases at
+ * once and asks again, a waiter is polled for its grant. */
+static void scenario_d(int agents) {
+        enum { N = 64 };
+        int anchor[N], fd[N];
+        bool holding[N];
+        usec_t start, duration = 5 * USEC_PER_SEC;
+        unsigned long grants = 0;
+        char what[96];
+
+        for (int i = 0; i < N; i++) {
+                int r = acquire(ns[i % agents], "bench-d", 8, USEC_INFINITY, &anchor[i], &fd[i], false);
+
+                if (r < 0)
+                        return;
+                holding[i] = r == 1;
+        }
+        start = now_usec(CLOCK_MONOTONIC);
+        while (now_usec(CLOCK_MONOTONIC) - start < duration) {
+                struct pollfd p[N];
+                bool any_holding = false;
+
+                for (int i = 0; i < N; i++) {
+                        int r;
+
+                        if (!holding[i])
+                                continue;
+                        grants++;
+                        safe_close(fd[i]);
+                        safe_close(anchor[i]);
+                        r = acquire(ns[i % agents], "bench-d", 8, USEC_INFINITY, &anchor[i], &fd[i], false);
+                        if (r < 0) {
+                                fprintf(stderr, "D: client %d could not ask again: %s\n", i, strerror(-r));
+                                return;
+                        }
+                        holding[i] = r == 1;
+                        any_holding |= holding[i];
+                }
+                for (int i = 0; i < N; i++)
+                        p[i] = (struct pollfd) { .fd = holding[i] ? -1 : fd[i], .events = POLLIN };
+                if (poll(p, N, any_holding ? 0 : 1000) < 0)
+                        break;
+                for (int i = 0; i < N; i++) {
+                        char buf[4096];
+                        ssize_t n;
+
+                        if (!p[i].revents)
+                                continue;
+                        n = read(fd[i], buf, sizeof(buf) - 1);
+                        if (n <= 0) {
+                                fprintf(stderr, "D: the agent closed client %d\n", i);
+                                return;
+                        }
+                        buf[n] = '\0';
+                        holding[i] = strstr(buf, "GRANTED") != NULL;
+                }
+        }
+        for (int i = 0; i < N; i++) {
+                safe_close(fd[i]);
+                safe_close(anchor[i]);
+        }
+        snprintf(what, sizeof(what), "throughput: 64 clients, slots 8, %d agent(s)", agents);
+        printf("%-4s %-52s %9.0f grants/s\n", agents == 1 ? "D1" : "D3", what,
+               (double) grants / ((double) duration / USEC_PER_SEC));
+        printf("@json {\"id\":\"%s\",\"what\":\"%s\",\"grants_per_s\":%.0f}\n", agents == 1 ? "D1" : "D3", what,
+               (double) grants / ((double) duration / USEC_PER_SEC));
+        fflush(stdout);
+}
+
+int main(int argc, char *argv[]) {
+        double f_unix, f_redis;
+
+        if (argc < 4) {
+                fprintf(stderr, "Usage: fleetsem-bench REDIS_SOCKET FLEETSEM NAMESPACE [NAMESPACE NAMESPACE]\n");
+                return EXIT_USAGE;
+        }
+        redis_socket = argv[1];
+        fleetsem_bin = argv[2];
+        for (int i = 3; i < argc && n_ns < 3; i++)
+                ns[n_ns++] = argv[i];
+
+        printf("%-4s %-52s %9s %9s\n", "", "scenario", "p50 us", "p99 us");
+        f_unix = floor_unix();
+        f_redis = floor_redis();
+        scenario_a(f_unix + f_redis);
+        scenario_b(0);
+        if (n_ns == 3)
+                scenario_c();
+        scenario_d(1);
+        if (n_ns == 3)
+                scenario_d(3);
+        return 0;
+}
