@@ -11,6 +11,8 @@
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -330,6 +332,180 @@ static void scenario_d(int agents) {
         fflush(stdout);
 }
 
+/* ---- E: scale ---- */
+
+/* The agent logs to a file (a pipe would fill while we are busy). */
+static pid_t start_agent(const char *fleetsemd, const char *n, const char *log, int *ret_log) {
+        char redis[300];
+        pid_t pid;
+        int fd;
+
+        snprintf(redis, sizeof(redis), "unix:%s", redis_socket);
+        fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -1;
+        pid = fork();
+        if (pid == 0) {
+                dup2(fd, STDERR_FILENO);
+                execl(fleetsemd, fleetsemd, "--redis", redis, "--namespace", n, "--host-id", "bench-e",
+                      "--log-level", "info", (char *) NULL);
+                _exit(127);
+        }
+        close(fd);
+        *ret_log = open(log, O_RDONLY | O_CLOEXEC);
+        return pid;
+}
+
+/* Follows the agent's log until a line containing what; returns when, in
+ * us since start, or -1 after 60 s. */
+static double wait_log(int fd, const char *what, usec_t start) {
+        char buf[65536];
+        size_t len = 0;
+
+        while (since_us(start) < 60e6) {
+                ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+
+                if (n < 0)
+                        return -1;
+                if (n == 0) {
+                        usleep(500);
+                        continue;
+                }
+                len += (size_t) n;
+                buf[len] = '\0';
+                if (strstr(buf, what))
+                        return since_us(start);
+                if (len > sizeof(buf) / 2) {
+                        size_t keep = 512;
+
+                        memmove(buf, buf + len - keep, keep);
+                        len = keep;
+                }
+        }
+        return -1;
+}
+
+static long long redis_evalsha_calls(redisContext *c) {
+        redisReply *r = redisCommand(c, "INFO commandstats");
+        long long calls = -1;
+        const char *p;
+
+        if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, "cmdstat_evalsha:calls=")))
+                calls = atoll(p + strlen("cmdstat_evalsha:calls="));
+        freeReplyObject(r);
+        return calls;
+}
+
+static long long cpu_ticks(pid_t pid) {
+        char path[64], buf[1024], *p;
+        unsigned long utime = 0, stime = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+        f = fopen(path, "re");
+        if (!f)
+                return -1;
+        p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+        fclose(f);
+        if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
+                return -1;
+        return (long long) (utime + stime);
+}
+
+static long rss_kib(pid_t pid) {
+        char path[64], line[256];
+        long kib = -1;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/status", pid);
+        f = fopen(path, "re");
+        if (!f)
+                return -1;
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+                        break;
+        fclose(f);
+        return kib;
+}
+
+static void scenario_e(const char *fleetsemd) {
+        enum { SLOTS = 10000, NAMES = 10, MEASURE = 10 };
+        static int anchor[SLOTS];
+        char n[64], name[64], log[96];
+        struct rlimit rl;
+        redisContext *rc;
+        long long calls0, calls1, cpu0, cpu1;
+        double fill, adopt;
+        usec_t t0;
+        int log_fd, held = 0;
+        pid_t agent;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+                rl.rlim_cur = rl.rlim_max;
+                (void) setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        if (rl.rlim_cur < SLOTS + 1000) {
+                printf("E    skipped: needs %d open files, the limit is %llu\n", SLOTS + 1000,
+                       (unsigned long long) rl.rlim_cur);
+                return;
+        }
+        snprintf(n, sizeof(n), "benche-%d", getpid());
+        snprintf(log, sizeof(log), "/tmp/fleetsem-bench-e-%d.log", getpid());
+        agent = start_agent(fleetsemd, n, log, &log_fd);
+        if (agent < 0 || wait_log(log_fd, "Connected to Redis", now_usec(CLOCK_MONOTONIC)) < 0)
+                return;
+
+        t0 = now_usec(CLOCK_MONOTONIC);
+        for (int i = 0; i < SLOTS; i++) {
+                int fd = -EBADF;
+
+                snprintf(name, sizeof(name), "bench-e-%d", i % NAMES);
+                if (acquire(n, name, SLOTS, 0, &anchor[i], &fd, true) != 1)
+                        break;
+                safe_close(fd);
+                held++;
+        }
+        fill = since_us(t0);
+
+        rc = redisConnectUnix(redis_socket);
+        sleep(2);
+        calls0 = redis_evalsha_calls(rc);
+        cpu0 = cpu_ticks(agent);
+        sleep(MEASURE);
+        calls1 = redis_evalsha_calls(rc);
+        cpu1 = cpu_ticks(agent);
+
+        printf("E    %d slots held on %d names through one agent (filled in %.1f s)\n", held, NAMES, fill / 1e6);
+        printf("E1   agent CPU in steady state                             %8.2f %% of a core\n",
+               (double) (cpu1 - cpu0) * 100.0 / (double) sysconf(_SC_CLK_TCK) / MEASURE);
+        printf("E2   Redis script calls per second (renewal)               %8.1f /s\n",
+               (double) (calls1 - calls0) / MEASURE);
+        printf("E3   agent RSS                                             %8.1f MiB\n", rss_kib(agent) / 1024.0);
+
+        kill(agent, SIGTERM);
+        waitpid(agent, NULL, 0);
+        close(log_fd);
+        t0 = now_usec(CLOCK_MONOTONIC);
+        agent = start_agent(fleetsemd, n, log, &log_fd);
+        snprintf(name, sizeof(name), "Re-adopted %d held slot", held);
+        adopt = agent > 0 ? wait_log(log_fd, name, t0) : -1;
+        printf("E4   agent restart: re-adopting all %d slots took          %8.1f ms\n", held, adopt / 1000.0);
+        printf("@json {\"id\":\"E\",\"slots\":%d,\"names\":%d,\"agent_cpu_pct\":%.2f,\"renewal_calls_per_s\":%.1f,"
+               "\"agent_rss_mib\":%.1f,\"readopt_ms\":%.1f}\n",
+               held, NAMES, (double) (cpu1 - cpu0) * 100.0 / (double) sysconf(_SC_CLK_TCK) / MEASURE,
+               (double) (calls1 - calls0) / MEASURE, rss_kib(agent) / 1024.0, adopt / 1000.0);
+        fflush(stdout);
+
+        for (int i = 0; i < held; i++)
+                safe_close(anchor[i]);
+        sleep(1);
+        kill(agent, SIGTERM);
+        waitpid(agent, NULL, 0);
+        close(log_fd);
+        unlink(log);
+        redisFree(rc);
+}
+
 int main(int argc, char *argv[]) {
         double f_unix, f_redis;
 
@@ -352,5 +528,7 @@ int main(int argc, char *argv[]) {
         scenario_d(1);
         if (n_ns == 3)
                 scenario_d(3);
+        if (getenv("FLEETSEMD"))
+                scenario_e(getenv("FLEETSEMD"));
         return 0;
 }

@@ -18,7 +18,7 @@ for h in a b c; do
 done
 
 echo "# $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(uname -sr), $(redis-server --version | awk '{print $1, $2, $3}')"
-build/bench/fleetsem-bench "$SCRATCH/redis.sock" "$PWD/build/src/cli/fleetsem" "bench$$-a" "bench$$-b" "bench$$-c" | tee "$SCRATCH/out"
+FLEETSEMD=$PWD/build/src/agent/fleetsemd build/bench/fleetsem-bench "$SCRATCH/redis.sock" "$PWD/build/src/cli/fleetsem" "bench$$-a" "bench$$-b" "bench$$-c" | tee "$SCRATCH/out"
 {
         echo '{"machine":"'"$(nproc) cores, $(uname -sr)"'","results":['
         grep '^@json ' "$SCRATCH/out" | sed 's/^@json //' | paste -sd, -
