@@ -83,7 +83,7 @@ static double floor_unix(void) {
         close(fd);
         pthread_join(t, NULL);
         close(lfd);
-        report("F1", "floor: unix socket request/response round trip", &s, 0);
+        report("L1", "floor: unix socket request/response round trip", &s, 0);
         return samples_pct(&s, 50);
 }
 
@@ -121,7 +121,7 @@ static double floor_redis(void) {
                         samples_add(&s, since_us(t0));
         }
         redisFree(c);
-        report("F2", "floor: Redis EVALSHA round trip (acquire-sized)", &s, 0);
+        report("L2", "floor: Redis EVALSHA round trip (acquire-sized)", &s, 0);
         return samples_pct(&s, 50);
 }
 
@@ -137,7 +137,7 @@ static double spawn_wait(char *const argv[]) {
                         dup2(null, STDOUT_FILENO);
                         dup2(null, STDERR_FILENO);
                 }
-                execv(argv[0], argv);
+                execvp(argv[0], argv);
                 _exit(127);
         }
         if (pid < 0 || waitpid(pid, &status, 0) != pid)
@@ -506,6 +506,106 @@ static void scenario_e(const char *fleetsemd) {
         redisFree(rc);
 }
 
+/* ---- F: peers, measured alike ---- */
+
+static pid_t spawn_quiet(char *const argv[]) {
+        pid_t pid = fork();
+
+        if (pid == 0) {
+                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+                if (null >= 0) {
+                        dup2(null, STDOUT_FILENO);
+                        dup2(null, STDERR_FILENO);
+                }
+                execvp(argv[0], argv);
+                _exit(127);
+        }
+        return pid;
+}
+
+/* wrap(cmd) is the argv that runs cmd (a shell command) under the lock. */
+typedef void (*wrap_fn)(const char *cmd, char *argv[], char *buf, size_t size);
+
+static void wrap_fleetsem(const char *cmd, char *argv[], char *buf, size_t size) {
+        (void) buf;
+        (void) size;
+        argv[0] = (char *) fleetsem_bin; argv[1] = "run"; argv[2] = "bench-f"; argv[3] = "--";
+        argv[4] = "sh"; argv[5] = "-c"; argv[6] = (char *) cmd; argv[7] = NULL;
+}
+
+static void wrap_etcd(const char *cmd, char *argv[], char *buf, size_t size) {
+        (void) buf;
+        (void) size;
+        argv[0] = "etcdctl"; argv[1] = getenv("ETCD_ENDPOINTS_ARG"); argv[2] = "lock"; argv[3] = "bench-f";
+        argv[4] = "--"; argv[5] = "sh"; argv[6] = "-c"; argv[7] = (char *) cmd; argv[8] = NULL;
+}
+
+/* The hand-written Redis lock: SET NX EX in a loop, polling every second. */
+static void wrap_setnx(const char *cmd, char *argv[], char *buf, size_t size) {
+        (void) buf;
+        (void) size;
+        argv[0] = "sh"; argv[1] = "-c";
+        argv[2] = "until [ \"$(redis-cli -s \"$1\" SET bench-f 1 NX EX 30)\" = OK ]; do sleep 1; done; "
+                  "sh -c \"$2\"; redis-cli -s \"$1\" DEL bench-f >/dev/null";
+        argv[3] = "sh"; argv[4] = (char *) redis_socket; argv[5] = (char *) cmd; argv[6] = NULL;
+}
+
+static void peer(const char *id, const char *what, wrap_fn wrap, int cycles, int handoffs) {
+        char *argv[10], buf[2048], file[64], cmd[128], label[128];
+        Samples cyc = {}, ho = {};
+
+        for (int i = 0; i < cycles; i++) {
+                wrap("true", argv, buf, sizeof(buf));
+                samples_add(&cyc, spawn_wait(argv));
+        }
+        snprintf(label, sizeof(label), "%s: cycle (uncontended, runs true)", what);
+        report(id, label, &cyc, 0);
+
+        /* From the moment the holder's command ends (it notes the time) to
+         * the moment the waiter's command runs (it notes the time): the
+         * same for every tool, whatever it does before exiting. */
+        snprintf(file, sizeof(file), "/tmp/fleetsem-bench-f-%d", getpid());
+        for (int i = 0; i < handoffs; i++) {
+                char bufh[2048], *hargv[10], hcmd[128], end[64] = "", start[64] = "", rel[80];
+                pid_t holder, waiter;
+                FILE *f, *g;
+
+                snprintf(rel, sizeof(rel), "%s.end", file);
+                unlink(file);
+                unlink(rel);
+                snprintf(hcmd, sizeof(hcmd), "sleep 0.3; date +%%s%%N > %s", rel);
+                wrap(hcmd, hargv, bufh, sizeof(bufh));
+                holder = spawn_quiet(hargv);
+                usleep(150000);
+                snprintf(cmd, sizeof(cmd), "date +%%s%%N > %s", file);
+                wrap(cmd, argv, buf, sizeof(buf));
+                waiter = spawn_quiet(argv);
+                waitpid(holder, NULL, 0);
+                waitpid(waiter, NULL, 0);
+                f = fopen(file, "re");
+                g = fopen(rel, "re");
+                if (f && g && fgets(start, sizeof(start), f) && fgets(end, sizeof(end), g))
+                        samples_add(&ho, (double) (atoll(start) - atoll(end)) / 1000.0);
+                if (f)
+                        fclose(f);
+                if (g)
+                        fclose(g);
+                unlink(rel);
+        }
+        unlink(file);
+        snprintf(label, sizeof(label), "%s: hand-over, holder's command ends -> waiter's runs", what);
+        report(id, label, &ho, 0);
+}
+
+static void scenario_f(void) {
+        setenv("FLEETSEM_NAMESPACE", ns[0], 1);
+        peer("F1", "fleetsem run", wrap_fleetsem, 100, 10);
+        if (getenv("ETCD_ENDPOINTS_ARG"))
+                peer("F2", "etcdctl lock", wrap_etcd, 50, 10);
+        peer("F3", "SET NX EX poll loop (1 s)", wrap_setnx, 50, 5);
+}
+
 int main(int argc, char *argv[]) {
         double f_unix, f_redis;
 
@@ -530,5 +630,6 @@ int main(int argc, char *argv[]) {
                 scenario_d(3);
         if (getenv("FLEETSEMD"))
                 scenario_e(getenv("FLEETSEMD"));
+        scenario_f();
         return 0;
 }

@@ -17,6 +17,20 @@ for h in a b c; do
         scratch_agent "bench$$-$h" "bench-$h" --log-level warning
 done
 
+# The peer: etcd on loopback ports of its own, data in the scratch directory.
+etcd_args=()
+if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then
+        etcd --data-dir "$SCRATCH/etcd" --listen-client-urls http://127.0.0.1:23790 \
+                --advertise-client-urls http://127.0.0.1:23790 --listen-peer-urls http://127.0.0.1:23800 \
+                --initial-advertise-peer-urls http://127.0.0.1:23800 \
+                --initial-cluster default=http://127.0.0.1:23800 >"$SCRATCH/etcd.log" 2>&1 &
+        SCRATCH_PIDS+=($!)
+        until ETCDCTL_API=3 etcdctl --endpoints=127.0.0.1:23790 endpoint health >/dev/null 2>&1; do sleep 0.1; done
+        export ETCDCTL_API=3 ETCD_ENDPOINTS_ARG=--endpoints=127.0.0.1:23790
+else
+        echo "# etcd-server/etcd-client not installed: the etcd peer is left out"
+fi
+
 echo "# $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(uname -sr), $(redis-server --version | awk '{print $1, $2, $3}')"
 FLEETSEMD=$PWD/build/src/agent/fleetsemd build/bench/fleetsem-bench "$SCRATCH/redis.sock" "$PWD/build/src/cli/fleetsem" "bench$$-a" "bench$$-b" "bench$$-c" | tee "$SCRATCH/out"
 {

@@ -5,6 +5,7 @@ FLEETSEM_DEPS=(
         libsystemd-dev libhiredis-dev libpam0g-dev
         redis-server redis-tools
         python3 procps util-linux systemd
+        etcd-server etcd-client
 )
 
 # Installs what is missing (as root; others are told what to install).
