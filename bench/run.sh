@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tests/deps.sh
-ensure_deps
+ensure_deps "${FLEETSEM_BENCH_DEPS[@]}"
 out=${1:-bench/results.json}
 [ -f build/build.ninja ] || meson setup build >/dev/null
 meson compile -C build >/dev/null

@@ -5,13 +5,15 @@ FLEETSEM_DEPS=(
         libsystemd-dev libhiredis-dev libpam0g-dev
         redis-server redis-tools
         python3 procps util-linux systemd
-        etcd-server etcd-client
 )
+# The benchmark's peers, on top.
+FLEETSEM_BENCH_DEPS=(etcd-server etcd-client)
 
-# Installs what is missing (as root; others are told what to install).
+# Installs what is missing (as root; others are told what to install):
+# ensure_deps [EXTRA_PACKAGE...]
 ensure_deps() {
         local missing=() p
-        for p in "${FLEETSEM_DEPS[@]}"; do
+        for p in "${FLEETSEM_DEPS[@]}" "$@"; do
                 dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
         done
         [ ${#missing[@]} -eq 0 ] && return 0
