@@ -125,9 +125,7 @@ static double floor_redis(void) {
         return samples_pct(&s, 50);
 }
 
-static double spawn_wait(char *const argv[]) {
-        usec_t t0 = now_usec(CLOCK_MONOTONIC);
-        int status;
+static pid_t spawn_quiet(char *const argv[]) {
         pid_t pid = fork();
 
         if (pid == 0) {
@@ -140,7 +138,14 @@ static double spawn_wait(char *const argv[]) {
                 execvp(argv[0], argv);
                 _exit(127);
         }
-        if (pid < 0 || waitpid(pid, &status, 0) != pid)
+        return pid;
+}
+
+static double spawn_wait(char *const argv[]) {
+        usec_t t0 = now_usec(CLOCK_MONOTONIC);
+        pid_t pid = spawn_quiet(argv);
+
+        if (pid < 0 || waitpid(pid, NULL, 0) != pid)
                 return -1;
         return since_us(t0);
 }
@@ -507,22 +512,6 @@ static void scenario_e(const char *fleetsemd) {
 }
 
 /* ---- F: peers, measured alike ---- */
-
-static pid_t spawn_quiet(char *const argv[]) {
-        pid_t pid = fork();
-
-        if (pid == 0) {
-                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
-
-                if (null >= 0) {
-                        dup2(null, STDOUT_FILENO);
-                        dup2(null, STDERR_FILENO);
-                }
-                execvp(argv[0], argv);
-                _exit(127);
-        }
-        return pid;
-}
 
 /* wrap(cmd) is the argv that runs cmd (a shell command) under the lock. */
 typedef void (*wrap_fn)(const char *cmd, char *argv[], char *buf, size_t size);

@@ -152,32 +152,34 @@ static void json_entry(const Entry *e) {
         putchar('}');
 }
 
+/* The entries of one kind (HOLDER or WAITER) that follow a NAME entry. */
+static void json_entries(const StatusOutput *out, size_t name_index, const char *verb) {
+        bool first = true;
+
+        putchar('[');
+        for (size_t j = name_index + 1; j < out->n && !streq(out->entries[j].m.verb, "NAME"); j++)
+                if (streq(out->entries[j].m.verb, verb)) {
+                        printf("%s", first ? "" : ",");
+                        json_entry(&out->entries[j]);
+                        first = false;
+                }
+        putchar(']');
+}
+
 static void print_json(const StatusOutput *out) {
         printf("{\"now_ms\":%lld,\"names\":[", out->now_ms);
         for (size_t i = 0; i < out->n; i++) {
                 const Entry *e = &out->entries[i];
-                bool first_h = true;
 
                 if (!streq(e->m.verb, "NAME"))
                         continue;
                 printf("%s{\"name\":", i == 0 ? "" : ",");
                 json_string(get(e, "name"));
-                printf(",\"held\":%s,\"waiting\":%s,\"holders\":[", get(e, "held"), get(e, "waiting"));
-                for (size_t j = i + 1; j < out->n && !streq(out->entries[j].m.verb, "NAME"); j++)
-                        if (streq(out->entries[j].m.verb, "HOLDER")) {
-                                printf("%s", first_h ? "" : ",");
-                                json_entry(&out->entries[j]);
-                                first_h = false;
-                        }
-                printf("],\"waiters\":[");
-                first_h = true;
-                for (size_t j = i + 1; j < out->n && !streq(out->entries[j].m.verb, "NAME"); j++)
-                        if (streq(out->entries[j].m.verb, "WAITER")) {
-                                printf("%s", first_h ? "" : ",");
-                                json_entry(&out->entries[j]);
-                                first_h = false;
-                        }
-                printf("]}");
+                printf(",\"held\":%s,\"waiting\":%s,\"holders\":", get(e, "held"), get(e, "waiting"));
+                json_entries(out, i, "HOLDER");
+                printf(",\"waiters\":");
+                json_entries(out, i, "WAITER");
+                printf("}");
         }
         printf("]}\n");
 }
