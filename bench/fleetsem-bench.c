@@ -196,7 +196,7 @@ static void scenario_a(double floor_sum) {
         report("A", "acquire -> release through the client code", &s, floor_sum);
 }
 
-static void scenario_b(double floor_fork) {
+static void scenario_b(void) {
         char *run[] = { (char *) fleetsem_bin, "run", "bench-b", "--", "/bin/true", NULL };
         char *tru[] = { "/bin/true", NULL };
         char *flk[] = { "/usr/bin/flock", "/tmp/fleetsem-bench.lock", "/bin/true", NULL };
@@ -211,7 +211,6 @@ static void scenario_b(double floor_fork) {
         report("B0", "/bin/true alone (fork+exec floor)", &st, 0);
         report("B", "fleetsem run NAME -- /bin/true", &sr, samples_pct(&st, 50));
         report("B1", "flock FILE /bin/true (peer)", &sf, samples_pct(&st, 50));
-        (void) floor_fork;
 }
 
 /* Hand-over: a holder on the first agent, a waiter on each agent; close the
@@ -611,7 +610,7 @@ int main(int argc, char *argv[]) {
         f_unix = floor_unix();
         f_redis = floor_redis();
         scenario_a(f_unix + f_redis);
-        scenario_b(0);
+        scenario_b();
         if (n_ns == 3)
                 scenario_c();
         scenario_d(1);

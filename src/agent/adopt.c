@@ -23,17 +23,13 @@ typedef struct Adoption {
         char id[LEASE_ID_LEN + 1];
 } Adoption;
 
-static size_t adopt_pending, adopt_count;
-static usec_t adopt_started;
-
 static void adopt_done_one(Agent *a) {
         char buf[FORMAT_DURATION_MAX];
 
-        if (--adopt_pending > 0)
+        if (--a->adopt_pending > 0)
                 return;
-        log_full(adopt_count > 0 ? LOG_INFO : LOG_DEBUG, "Re-adopted %zu held slot(s) of this host in %s.", adopt_count,
-                 format_duration(buf, sizeof(buf), now_usec(CLOCK_MONOTONIC) - adopt_started));
-        (void) a;
+        log_full(a->adopt_count > 0 ? LOG_INFO : LOG_DEBUG, "Re-adopted %zu held slot(s) of this host in %s.",
+                 a->adopt_count, format_duration(buf, sizeof(buf), now_usec(CLOCK_MONOTONIC) - a->adopt_started));
 }
 
 static void forget_index_entry(Agent *a, const char *id) {
@@ -68,7 +64,7 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                         l->since_ms = (uint64_t) since;
                         l->renewed = now_usec(CLOCK_MONOTONIC);
                         lease_set_state(l, LEASE_HELD);
-                        adopt_count++;
+                        a->adopt_count++;
                         f = lease_fields(l);
                         log_fields(LOG_DEBUG, &f, "Re-adopted slot of %s (token %" PRIu64 ").", ad->name, l->token);
                 } else
@@ -127,7 +123,7 @@ static void adopt_entry(Agent *a, const char *id, const char *value) {
                 const char *args[] = { id, ttl };
 
                 snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
-                adopt_pending++;
+                a->adopt_pending++;
                 if (script_call(a, SCRIPT_ADOPT, name, adopt_reply, ad, 2, args, NULL) < 0) {
                         safe_close(ad->watch_fd);
                         free(ad);
@@ -149,9 +145,9 @@ static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 return;
         }
         a->adopted = true;
-        adopt_pending = 1;
-        adopt_count = 0;
-        adopt_started = now_usec(CLOCK_MONOTONIC);
+        a->adopt_pending = 1;
+        a->adopt_count = 0;
+        a->adopt_started = now_usec(CLOCK_MONOTONIC);
         for (size_t i = 0; i + 1 < n; i += 2) {
                 char id[LEASE_ID_LEN + 1], value[NAME_MAX_LEN + 64];
 

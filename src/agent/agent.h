@@ -135,7 +135,9 @@ struct Agent {
         char sha[N_SCRIPTS][41];
         char *script_text[N_SCRIPTS];
         bool adopted;
-        bool reassert;                  /* first renewal after Redis returned */
+        size_t adopt_pending;           /* re-adoption: replies still awaited */
+        size_t adopt_count;
+        usec_t adopt_started;
 
         void *lease_tree;               /* tsearch(): id → Lease */
         void *name_tree;                /* tsearch(): name → Name */

@@ -860,20 +860,12 @@ void engine_stop(Agent *a) {
                 Lease *l, *next;
 
                 LIST_FOREACH_SAFE(by_name, l, next, n->leases) {
+                        /* The client just goes: no ERROR, no release. */
                         if (l->client) {
                                 l->client->lease = NULL;
                                 l->client = NULL;
                         }
-                        l->state = LEASE_GONE;
-                        tdelete(l, &a->lease_tree, lease_cmp);
-                        LIST_REMOVE(by_name, n->leases, l);
-                        sd_event_source_disable_unref(l->watch_source);
-                        safe_close(l->watch_fd);
-                        sd_event_source_disable_unref(l->deadline_source);
-                        sd_event_source_disable_unref(l->recheck_source);
-                        l->watch_source = l->deadline_source = l->recheck_source = NULL;
-                        l->watch_fd = -EBADF;
-                        lease_unref(l);
+                        lease_detach(l);
                 }
         }
         name_sweep(a, true);

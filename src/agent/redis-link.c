@@ -93,7 +93,6 @@ static void on_redis_ready(Agent *a) {
 
 typedef struct SetupStep {
         Agent *agent;
-        RedisConn *conn;
         const char *what;
         int script;             /* -1: not a SCRIPT LOAD */
 } SetupStep;
@@ -137,7 +136,7 @@ static void setup_send(Agent *a, const char *what, int script, int argc, const c
 
         if (!step)
                 return;
-        *step = (SetupStep) { .agent = a, .conn = a->cmd, .what = what, .script = script };
+        *step = (SetupStep) { .agent = a, .what = what, .script = script };
         if (redis_conn_command(a->cmd, setup_reply, step, argc, argv, NULL) < 0) {
                 free(step);
                 return;

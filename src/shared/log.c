@@ -42,10 +42,6 @@ void log_set_max_level(int level) {
         log_max_level = level;
 }
 
-int log_get_max_level(void) {
-        return log_max_level;
-}
-
 int log_level_from_string(const char *s) {
         static const char *const names[] = {
                 [LOG_EMERG] = "emerg", [LOG_ALERT] = "alert", [LOG_CRIT] = "crit",

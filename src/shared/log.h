@@ -27,7 +27,6 @@ typedef void (*log_sink_t)(int level, const LogFields *fields, const char *msg);
 void log_setup(const char *ident, LogTarget target, log_sink_t journal);
 const char *log_get_ident(void);
 void log_set_max_level(int level);
-int log_get_max_level(void);
 int log_level_from_string(const char *s);
 
 /* Logs and returns -abs(error) (or 0 when error is 0), so callers can write

@@ -279,27 +279,6 @@ int redis_conn_subscribe(RedisConn *c, const char *channel) {
         return 0;
 }
 
-RedisReplyType redis_reply_type(const RedisReply *r) {
-        if (!r)
-                return REDIS_REPLY_TYPE_NIL;
-        switch (r->type) {
-        case REDIS_REPLY_STRING:
-                return REDIS_REPLY_TYPE_STRING;
-        case REDIS_REPLY_ARRAY:
-                return REDIS_REPLY_TYPE_ARRAY;
-        case REDIS_REPLY_INTEGER:
-                return REDIS_REPLY_TYPE_INTEGER;
-        case REDIS_REPLY_NIL:
-                return REDIS_REPLY_TYPE_NIL;
-        case REDIS_REPLY_STATUS:
-                return REDIS_REPLY_TYPE_STATUS;
-        case REDIS_REPLY_ERROR:
-                return REDIS_REPLY_TYPE_ERROR;
-        default:
-                return REDIS_REPLY_TYPE_OTHER;
-        }
-}
-
 const char *redis_reply_error(const RedisReply *r) {
         if (!r || r->type != REDIS_REPLY_ERROR)
                 return NULL;

@@ -37,17 +37,6 @@ int redis_conn_command(RedisConn *c, redis_reply_cb cb, void *userdata,
 void redis_conn_set_message_handler(RedisConn *c, redis_reply_cb cb, void *userdata);
 int redis_conn_subscribe(RedisConn *c, const char *channel);
 
-typedef enum RedisReplyType {
-        REDIS_REPLY_TYPE_STRING,
-        REDIS_REPLY_TYPE_ARRAY,
-        REDIS_REPLY_TYPE_INTEGER,
-        REDIS_REPLY_TYPE_NIL,
-        REDIS_REPLY_TYPE_STATUS,
-        REDIS_REPLY_TYPE_ERROR,
-        REDIS_REPLY_TYPE_OTHER,
-} RedisReplyType;
-
-RedisReplyType redis_reply_type(const RedisReply *r);
 /* The error text of an error reply, or NULL. */
 const char *redis_reply_error(const RedisReply *r);
 int redis_reply_integer(const RedisReply *r, long long *ret);
