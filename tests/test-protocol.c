@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "macro.h"
 #include "protocol.h"
 #include "tap.h"
 
@@ -29,6 +30,19 @@ static void test_roundtrip(void) {
         n = request_format(&in, line, sizeof(line));
         CHECK_INT(request_parse(line, (size_t) n, &out, NULL), 0, "parse wait=infinity");
         CHECK_U64(out.wait, USEC_INFINITY, "infinity survives");
+        CHECK(!out.unit && !out.stop_on_lost, "not bound to a unit unless asked");
+
+        in.unit = in.stop_on_lost = true;
+        n = request_format(&in, line, sizeof(line));
+        CHECK_INT(request_parse(line, (size_t) n, &out, NULL), 0, "parse unit=1 on_lost=stop");
+        CHECK(out.unit && out.stop_on_lost, "unit binding and on_lost survive");
+
+        in = (Request) { .verb = REQUEST_RELEASE, .unit = true };
+        strcpy(in.name, "backup");
+        n = request_format(&in, line, sizeof(line));
+        CHECK_INT(request_parse(line, (size_t) n, &out, NULL), 0, "parse RELEASE name= unit=1");
+        CHECK(out.verb == REQUEST_RELEASE && out.unit && streq(out.name, "backup") && !out.lease[0],
+              "RELEASE by the unit's name survives");
 }
 
 static void test_malformed(void) {
@@ -59,6 +73,14 @@ static void test_malformed(void) {
                 "ACQUIRE name=x%00 slots=1 lease=" LEASE " wait=0",             /* encoded NUL */
                 "ACQUIRE name=x\t slots=1 lease=" LEASE " wait=0",
                 "RELEASE",
+                "RELEASE name=x",                                               /* not bound: needs lease= */
+                "RELEASE unit=1",
+                "RELEASE name=x lease=" LEASE,
+                "RELEASE lease=" LEASE " unit=1",
+                "RELEASE name=x unit=yes",
+                "ACQUIRE name=x slots=1 lease=" LEASE " wait=0 on_lost=stop",   /* on_lost needs unit=1 */
+                "ACQUIRE name=x slots=1 lease=" LEASE " wait=0 unit=1 on_lost=halt",
+                "ACQUIRE name=x slots=1 lease=" LEASE " wait=0 unit=0",
                 "STATUS name=",
         };
 

@@ -18,6 +18,8 @@ typedef struct Adoption {
         Agent *agent;
         int watch_fd;
         uint32_t slots;
+        bool stop_on_lost;
+        char *unit;
         struct ucred owner;
         char name[NAME_MAX_LEN + 1];
         char id[LEASE_ID_LEN + 1];
@@ -60,6 +62,8 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                         LogFields f;
 
                         ad->watch_fd = -EBADF;
+                        l->unit = TAKE_PTR(ad->unit);
+                        l->stop_on_lost = ad->stop_on_lost;
                         l->token = (uint64_t) token;
                         l->since_ms = (uint64_t) since;
                         l->renewed = now_usec(CLOCK_MONOTONIC);
@@ -74,21 +78,25 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         /* state 0: only queued; its client asks again if it still wants it. */
 
         safe_close(ad->watch_fd);
+        free(ad->unit);
         free(ad);
         adopt_done_one(a);
 }
 
 static void adopt_entry(Agent *a, const char *id, const char *value) {
-        char name[NAME_MAX_LEN + 1];
+        char name[NAME_MAX_LEN + 1], unit[UNIT_NAME_MAX + 1] = "-", on_lost[8] = "ignore";
         unsigned slots, uid;
-        int watch = -EBADF, n = 0, r;
+        int watch = -EBADF, n = 0, r, k;
         struct ucred owner;
         Adoption *ad;
 
         if (!lease_id_is_valid(id) || lease_find(a, id))
                 return;
-        if (sscanf(value, "%200s %u %u%n", name, &slots, &uid, &n) != 3 || value[n] != '\0' ||
-            !name_is_valid(name) || slots < 1 || slots > SLOTS_MAX) {
+        /* "NAME SLOTS UID UNIT ON-LOST"; older agents wrote the first three. */
+        k = sscanf(value, "%200s %u %u%n %255s %7s%n", name, &slots, &uid, &n, unit, on_lost, &n);
+        if ((k != 3 && k != 5) || value[n] != '\0' || !name_is_valid(name) || slots < 1 || slots > SLOTS_MAX ||
+            (!streq(unit, "-") && !service_unit_is_valid(unit)) ||
+            (!streq(on_lost, "stop") && !streq(on_lost, "ignore"))) {
                 log_warning("Ignoring malformed entry for lease %s in %s.", id, a->host_key);
                 forget_index_entry(a, id);
                 return;
@@ -115,7 +123,13 @@ static void adopt_entry(Agent *a, const char *id, const char *value) {
                 safe_close(watch);
                 return;
         }
-        *ad = (Adoption) { .agent = a, .watch_fd = watch, .slots = slots, .owner = owner };
+        *ad = (Adoption) { .agent = a, .watch_fd = watch, .slots = slots, .owner = owner,
+                           .stop_on_lost = streq(on_lost, "stop") };
+        if (!streq(unit, "-") && !(ad->unit = strdup(unit))) {
+                safe_close(watch);
+                free(ad);
+                return;
+        }
         snprintf(ad->name, sizeof(ad->name), "%s", name);
         snprintf(ad->id, sizeof(ad->id), "%s", id);
         {
@@ -126,6 +140,7 @@ static void adopt_entry(Agent *a, const char *id, const char *value) {
                 a->adopt_pending++;
                 if (script_call(a, SCRIPT_ADOPT, name, adopt_reply, ad, 2, args, NULL) < 0) {
                         safe_close(ad->watch_fd);
+                        free(ad->unit);
                         free(ad);
                         adopt_done_one(a);
                 }
@@ -149,7 +164,7 @@ static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         a->adopt_count = 0;
         a->adopt_started = now_usec(CLOCK_MONOTONIC);
         for (size_t i = 0; i + 1 < n; i += 2) {
-                char id[LEASE_ID_LEN + 1], value[NAME_MAX_LEN + 64];
+                char id[LEASE_ID_LEN + 1], value[NAME_MAX_LEN + UNIT_NAME_MAX + 64];
 
                 if (redis_reply_array_string(reply, i, id, sizeof(id)) < 0 ||
                     redis_reply_array_string(reply, i + 1, value, sizeof(value)) < 0)

@@ -4,12 +4,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
 #include "config.h"
 #include "macro.h"
 #include "list.h"
 #include "names.h"
+#include "protocol.h"
 #include "redis.h"
 #include "socket-util.h"
 #include "time-util.h"
@@ -61,6 +63,8 @@ struct Lease {
         pid_t pid;
         char *desc;             /* holder description stored in Redis */
         char holder[128];       /* the same for people: "alice@web-3 pid 42 (backup.service)" */
+        char *unit;             /* the systemd service the slot is bound to, or NULL */
+        bool stop_on_lost;      /* stop that unit if the slot is lost */
         uint64_t token;
         uint64_t since_ms;
         uint32_t position;      /* last reported place in line */
@@ -99,6 +103,8 @@ struct Client {
         bool close_after_flush;
         Lease *lease;
         StatusJob *status;
+        bool status_deferred;           /* STATUS asked while the first connection to Redis is made */
+        char status_name[NAME_MAX_LEN + 1];
         char *out;
         size_t out_len;
         size_t out_size;
@@ -154,14 +160,16 @@ struct Agent {
         char host_key[IDENT_MAX_LEN * 2 + 16];
         char names_key[IDENT_MAX_LEN + 16];
         bool status_dirty;
+        sd_bus *bus;                    /* to systemd, opened when first needed */
 };
 
 /* engine.c */
 int engine_start(Agent *a);
 void engine_stop(Agent *a);
-void engine_acquire(Agent *a, Client *c, const char *name, const char *lease_id, uint32_t slots, usec_t wait);
-void engine_release_request(Agent *a, Client *c, const char *lease_id);
+void engine_acquire(Agent *a, Client *c, const Request *req);
+void engine_release_request(Agent *a, Client *c, const Request *req);
 void engine_status(Agent *a, Client *c, const char *name);
+void engine_status_deferred(Agent *a);  /* answers them once Redis is up, or down */
 void engine_client_gone(Agent *a, Client *c);
 void engine_mark_status_dirty(Agent *a);
 
@@ -172,6 +180,11 @@ void client_send(Client *c, const char *line, int len);
 void client_send_error(Client *c, const char *code, const char *format, ...) _printf_(3, 4);
 void client_finish(Client *c);          /* close once the output is written */
 void client_sweep(Agent *a);            /* drop clients that never sent a request */
+
+/* units.c */
+int unit_of_pid(pid_t pid, char **ret);
+void unit_stop(Agent *a, const char *unit, const char *why);
+void units_close(Agent *a);
 
 /* lua-scripts.c (generated) */
 extern const char *const lua_prelude;

@@ -176,7 +176,6 @@ void name_subscribe(Name *n) {
 
 static Name *name_get(Agent *a, const char *name) {
         Name *n = name_find(a, name);
-        const char *argv[3];
 
         if (n)
                 return n;
@@ -193,12 +192,16 @@ static Name *name_get(Agent *a, const char *name) {
         LIST_PREPEND(all, a->names, n);
         a->n_names++;
 
-        /* The index of names that "fleetsem status" lists. */
-        argv[0] = "SADD";
-        argv[1] = a->names_key;
-        argv[2] = name;
-        redis_command(a, "SADD", 3, argv);
+        name_index(n);
         return n;
+}
+
+/* The index of names that "fleetsem status" lists; again on every
+ * connection, for names that came while Redis was away. */
+void name_index(Name *n) {
+        const char *argv[] = { "SADD", n->agent->names_key, n->name };
+
+        redis_command(n->agent, "SADD", 3, argv);
 }
 
 static void name_free(Name *n) {
@@ -239,6 +242,7 @@ void lease_unref(Lease *l) {
         if (!l || --l->n_ref > 0)
                 return;
         free(l->desc);
+        free(l->unit);
         free(l);
 }
 
@@ -356,6 +360,11 @@ void lease_lost(Lease *l, const char *why) {
         LogFields f = lease_fields(l);
 
         log_fields(LOG_ERR, &f, "LOST slot of %s (token %" PRIu64 "): %s.", l->name->name, l->token, why);
+        if (l->unit && l->stop_on_lost)
+                unit_stop(l->agent, l->unit, why);
+        else if (l->unit)
+                log_fields(LOG_WARNING, &f, "%s goes on running without its slot of %s (on-lost=ignore).",
+                           l->unit, l->name->name);
         if (l->client) {
                 message_start(&b, line, sizeof(line), "LOST");
                 message_add(&b, "reason", why);
@@ -686,10 +695,55 @@ static char *describe(Agent *a, const struct ucred *uc, uint32_t slots) {
         return strdup(line);
 }
 
-void engine_acquire(Agent *a, Client *c, const char *name, const char *id, uint32_t slots, usec_t wait) {
-        _cleanup_close_ int watch = -EBADF;
+/* This host's index of its leases, for re-adoption after a restart:
+ * "NAME SLOTS UID UNIT ON-LOST", UNIT "-" when not bound to one. */
+void index_add(Lease *l) {
+        Agent *a = l->agent;
+        char value[NAME_MAX_LEN + UNIT_NAME_MAX + 64];
         const char *hset[4];
-        char index[NAME_MAX_LEN + 64];
+
+        snprintf(value, sizeof(value), "%s %" PRIu32 " " UID_FMT " %s %s", l->name->name, l->slots, l->uid,
+                 l->unit ?: "-", l->stop_on_lost ? "stop" : "ignore");
+        hset[0] = "HSET";
+        hset[1] = a->host_key;
+        hset[2] = l->id;
+        hset[3] = value;
+        redis_command(a, "HSET", 4, (const char *const *) hset);
+}
+
+/* The slot of name that unit already holds here (a unit restarting with
+ * its anchor still in its file descriptor store), or NULL. */
+static Lease *lease_of_unit(Agent *a, const char *name, const char *unit, uid_t uid) {
+        Name *n = name_find(a, name);
+        Lease *l;
+
+        if (!n)
+                return NULL;
+        LIST_FOREACH(by_name, l, n->leases)
+                if (l->state == LEASE_HELD && l->unit && streq(l->unit, unit) && l->uid == uid)
+                        return l;
+        return NULL;
+}
+
+/* Hands an existing lease to a client asking again: the same slot, or the
+ * same place in line. */
+static void lease_attach_client(Lease *l, Client *c) {
+        if (l->client) {
+                l->client->lease = NULL;
+                client_finish(l->client);
+        }
+        l->client = c;
+        c->lease = l;
+        if (l->state == LEASE_HELD)
+                send_granted(l);
+        else
+                lease_check(l);
+}
+
+void engine_acquire(Agent *a, Client *c, const Request *req) {
+        _cleanup_close_ int watch = -EBADF;
+        _cleanup_free_ char *unit = NULL;
+        const char *name = req->name, *id = req->lease;
         struct ucred owner;
         Lease *l;
         char *desc;
@@ -701,10 +755,28 @@ void engine_acquire(Agent *a, Client *c, const char *name, const char *id, uint3
                 return;
         }
 
+        if (req->unit) {
+                r = unit_of_pid(c->cred.pid, &unit);
+                if (r < 0) {
+                        client_send_error(c, ERROR_CODE_INVALID, "pid " PID_FMT " does not run in a systemd service",
+                                          c->cred.pid);
+                        return;
+                }
+                l = lease_of_unit(a, name, unit, c->cred.uid);
+                if (l) {
+                        LogFields f = lease_fields(l);
+
+                        log_fields(LOG_INFO, &f, "%s asked again for %s: it still holds token %" PRIu64 ".",
+                                   unit, name, l->token);
+                        lease_attach_client(l, c);
+                        return;
+                }
+        }
+
         l = lease_find(a, id);
         if (l) {
-                /* Asking again with the same lease: the same slot, or the same
-                 * place in line (an agent restart, or a client reconnecting). */
+                /* Asking again with the same lease (an agent restart, or a
+                 * client reconnecting). */
                 if (!streq(l->name->name, name)) {
                         client_send_error(c, ERROR_CODE_INVALID, "lease %s is held for \"%s\", not \"%s\"",
                                           id, l->name->name, name);
@@ -714,16 +786,7 @@ void engine_acquire(Agent *a, Client *c, const char *name, const char *id, uint3
                         client_send_error(c, ERROR_CODE_PERMISSION, "lease %s belongs to another user", id);
                         return;
                 }
-                if (l->client) {
-                        l->client->lease = NULL;
-                        client_finish(l->client);
-                }
-                l->client = c;
-                c->lease = l;
-                if (l->state == LEASE_HELD)
-                        send_granted(l);
-                else
-                        lease_check(l);
+                lease_attach_client(l, c);
                 return;
         }
 
@@ -747,46 +810,51 @@ void engine_acquire(Agent *a, Client *c, const char *name, const char *id, uint3
                 return;
         }
 
-        desc = describe(a, &c->cred, slots);
+        desc = describe(a, &c->cred, req->slots);
         if (!desc) {
                 client_send_error(c, ERROR_CODE_BUSY, "out of memory");
                 return;
         }
-        r = lease_new(a, name, id, slots, c->cred.uid, c->cred.pid, watch, desc, &l);
+        r = lease_new(a, name, id, req->slots, c->cred.uid, c->cred.pid, watch, desc, &l);
         if (r < 0) {
                 free(desc);
                 client_send_error(c, ERROR_CODE_BUSY, "cannot track the request: %s", strerror(-r));
                 return;
         }
         TAKE_FD(watch);
+        l->unit = TAKE_PTR(unit);
+        l->stop_on_lost = req->stop_on_lost;
         l->client = c;
         c->lease = l;
-        l->no_wait = wait == 0;
+        l->no_wait = req->wait == 0;
         lease_set_state(l, LEASE_WAITING);
-        if (wait != 0 && wait != USEC_INFINITY &&
-            sd_event_add_time_relative(a->event, &l->deadline_source, CLOCK_MONOTONIC, wait, 0, on_deadline, l) < 0) {
+        if (req->wait != 0 && req->wait != USEC_INFINITY &&
+            sd_event_add_time_relative(a->event, &l->deadline_source, CLOCK_MONOTONIC, req->wait, 0, on_deadline, l) < 0) {
                 client_send_error(c, ERROR_CODE_BUSY, "cannot arm the wait timer");
                 lease_detach(l);
                 return;
         }
-
-        /* This host's index of its leases, for re-adoption after a restart. */
-        snprintf(index, sizeof(index), "%s %" PRIu32 " " UID_FMT, name, slots, c->cred.uid);
-        hset[0] = "HSET";
-        hset[1] = a->host_key;
-        hset[2] = id;
-        hset[3] = index;
-        redis_command(a, "HSET", 4, (const char *const *) hset);
-
+        index_add(l);
         lease_check(l);
 }
 
-void engine_release_request(Agent *a, Client *c, const char *id) {
-        Lease *l = lease_find(a, id);
+void engine_release_request(Agent *a, Client *c, const Request *req) {
+        _cleanup_free_ char *unit = NULL;
         bool held = false;
+        Lease *l;
+
+        if (req->unit) {
+                if (unit_of_pid(c->cred.pid, &unit) < 0) {
+                        client_send_error(c, ERROR_CODE_INVALID, "pid " PID_FMT " does not run in a systemd service",
+                                          c->cred.pid);
+                        return;
+                }
+                l = lease_of_unit(a, req->name, unit, c->cred.uid);
+        } else
+                l = lease_find(a, req->lease);
 
         if (l && l->uid != c->cred.uid && c->cred.uid != 0) {
-                client_send_error(c, ERROR_CODE_PERMISSION, "lease %s belongs to another user", id);
+                client_send_error(c, ERROR_CODE_PERMISSION, "lease %s belongs to another user", req->lease);
                 return;
         }
         if (l) {
@@ -879,6 +947,7 @@ void engine_stop(Agent *a) {
         a->reconnect_source = sd_event_source_disable_unref(a->reconnect_source);
         a->renew_source = sd_event_source_disable_unref(a->renew_source);
         a->status_source = sd_event_source_disable_unref(a->status_source);
+        units_close(a);
         for (int i = 0; i < N_SCRIPTS; i++)
                 free(a->script_text[i]);
 }

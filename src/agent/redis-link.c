@@ -63,6 +63,7 @@ void redis_went_down(Agent *a, int error, const char *why) {
                             format_duration(buf, sizeof(buf), a->backoff ? a->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : a->backoff * 2 : BACKOFF_MIN));
         a->state = REDIS_DOWN;
         fail_unqueued(a);
+        engine_status_deferred(a);
         schedule_reconnect(a);
         engine_mark_status_dirty(a);
 }
@@ -86,8 +87,11 @@ static void on_redis_ready(Agent *a) {
         else
                 renew_all(a, true);     /* re-assert what Redis may have lost */
 
-        LIST_FOREACH_SAFE(all, n, nn, a->names)
+        LIST_FOREACH_SAFE(all, n, nn, a->names) {
+                name_index(n);
                 name_recheck(n);
+        }
+        engine_status_deferred(a);
         engine_mark_status_dirty(a);
 }
 

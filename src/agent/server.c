@@ -135,10 +135,10 @@ static void client_handle_request(Client *c, const char *line, size_t len) {
                                           c->cred.uid, req.name);
                         return;
                 }
-                engine_acquire(a, c, req.name, req.lease, req.slots, req.wait);
+                engine_acquire(a, c, &req);
                 return;
         case REQUEST_RELEASE:
-                engine_release_request(a, c, req.lease);
+                engine_release_request(a, c, &req);
                 return;
         case REQUEST_STATUS:
                 engine_status(a, c, req.name);

@@ -169,6 +169,12 @@ static void names_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 void engine_status(Agent *a, Client *c, const char *name) {
         StatusJob *job;
 
+        if (a->state == REDIS_CONNECTING) {
+                /* A socket-activated agent's first client comes before Redis. */
+                c->status_deferred = true;
+                snprintf(c->status_name, sizeof(c->status_name), "%s", name);
+                return;
+        }
         if (a->state != REDIS_READY) {
                 client_send_error(c, ERROR_CODE_UNAVAILABLE, "Redis at %s is unreachable: %s",
                                   a->redis_name, a->redis_error[0] ? a->redis_error : "not connected yet");
@@ -217,4 +223,14 @@ void engine_mark_status_dirty(Agent *a) {
         a->status_dirty = true;
         (void) sd_event_source_set_time_relative(a->status_source, 250 * USEC_PER_MSEC);
         (void) sd_event_source_set_enabled(a->status_source, SD_EVENT_ONESHOT);
+}
+
+void engine_status_deferred(Agent *a) {
+        Client *c, *next;
+
+        LIST_FOREACH_SAFE(clients, c, next, a->clients)
+                if (c->status_deferred) {
+                        c->status_deferred = false;
+                        engine_status(a, c, c->status_name);
+                }
 }

@@ -80,6 +80,9 @@ int reply_parse(const char *line, size_t len, Reply *ret) {
         r.slots = (uint32_t) field_u64(&m, "slots");
         r.token = field_u64(&m, "token");
         r.since_ms = field_u64(&m, "since");
+        field_copy(&m, "lease", r.lease, sizeof(r.lease));
+        if (r.kind == REPLY_GRANTED && !lease_id_is_valid(r.lease))
+                return -EBADMSG;
         field_copy(&m, r.kind == REPLY_ERROR ? "code" : "reason", r.code, sizeof(r.code));
         field_copy(&m, r.kind == REPLY_ERROR ? "message" : "reason", r.message, sizeof(r.message));
         if (r.kind == REPLY_ERROR && (!r.code[0] || !r.message[0]))

@@ -14,6 +14,7 @@
 #define EXIT_USAGE 64           /* EX_USAGE */
 #define EXIT_UNAVAILABLE 69     /* EX_UNAVAILABLE: agent or Redis unavailable */
 #define EXIT_SOFTWARE 70        /* EX_SOFTWARE */
+#define EXIT_CANTCREAT 73       /* EX_CANTCREAT */
 #define EXIT_TEMPFAIL 75        /* EX_TEMPFAIL: no slot within the wait */
 #define EXIT_NOPERM 77          /* EX_NOPERM */
 
@@ -33,6 +34,7 @@ typedef struct Reply {
         uint32_t slots;
         uint64_t token;
         uint64_t since_ms;
+        char lease[LEASE_ID_LEN + 1];   /* GRANTED */
         char code[32];          /* ERROR code=, DENIED/LOST reason= */
         char message[512];      /* ERROR message=, DENIED/LOST reason= in full */
 } Reply;

@@ -27,3 +27,6 @@
 
 #define LIST_FOREACH_SAFE(name, i, n, head) \
         for ((i) = (head); (i) && (((n) = (i)->name##_next), 1); (i) = (n))
+
+#define LIST_FOREACH(name, i, head) \
+        for ((i) = (head); (i); (i) = (i)->name##_next)

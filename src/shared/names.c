@@ -32,6 +32,19 @@ bool ident_is_valid(const char *s) {
         return chars_in_set(s, IDENT_MAX_LEN, "_.:-");
 }
 
+bool service_unit_is_valid(const char *s) {
+        const char *at;
+        size_t n;
+
+        if (!chars_in_set(s, UNIT_NAME_MAX, ":_.\\@-"))
+                return false;
+        n = strlen(s);
+        if (n <= 8 || !streq(s + n - 8, ".service") || s[0] == '@' || s[0] == '.')
+                return false;
+        at = strchr(s, '@');
+        return !at || !strchr(at + 1, '@');
+}
+
 bool lease_id_is_valid(const char *s) {
         if (!s || strlen(s) != LEASE_ID_LEN)
                 return false;

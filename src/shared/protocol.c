@@ -169,7 +169,7 @@ static int fail(const char **ret_error, const char *why) {
 int request_parse(const char *line, size_t len, Request *ret, const char **ret_error) {
         Request r = {};
         Message m;
-        const char *name, *lease, *slots, *wait;
+        const char *name, *lease, *slots, *wait, *unit, *on_lost;
         size_t expected;
         uint64_t v;
         int k;
@@ -184,17 +184,21 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
         lease = message_get(&m, "lease");
         slots = message_get(&m, "slots");
         wait = message_get(&m, "wait");
+        unit = message_get(&m, "unit");
+        on_lost = message_get(&m, "on_lost");
 
         if (streq(m.verb, "ACQUIRE")) {
                 r.verb = REQUEST_ACQUIRE;
                 if (!name || !lease || !slots || !wait)
                         return fail(ret_error, "ACQUIRE needs name=, lease=, slots= and wait=");
-                expected = 4;
+                expected = 4 + !!unit + !!on_lost;
+                if (on_lost && !unit)
+                        return fail(ret_error, "on_lost= needs unit=1");
         } else if (streq(m.verb, "RELEASE")) {
                 r.verb = REQUEST_RELEASE;
-                if (!lease)
-                        return fail(ret_error, "RELEASE needs lease=");
-                expected = 1;
+                if (!!lease == !!unit || (unit && !name) || (lease && name))
+                        return fail(ret_error, "RELEASE needs lease=, or name= and unit=1");
+                expected = lease ? 1 : 2;
         } else if (streq(m.verb, "STATUS")) {
                 r.verb = REQUEST_STATUS;
                 expected = name ? 1 : 0;
@@ -203,6 +207,17 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
 
         if (m.n_fields != expected)
                 return fail(ret_error, "unexpected field in request");
+
+        if (unit) {
+                if (!streq(unit, "1"))
+                        return fail(ret_error, "invalid unit (1)");
+                r.unit = true;
+        }
+        if (on_lost) {
+                if (!streq(on_lost, "stop") && !streq(on_lost, "ignore"))
+                        return fail(ret_error, "invalid on_lost (stop or ignore)");
+                r.stop_on_lost = streq(on_lost, "stop");
+        }
 
         if (name) {
                 if (!name_is_valid(name))
@@ -245,10 +260,18 @@ int request_format(const Request *r, char *buf, size_t size) {
                         message_add(&b, "wait", "infinity");
                 else
                         message_add_u64(&b, "wait", r->wait);
+                if (r->unit)
+                        message_add(&b, "unit", "1");
+                if (r->stop_on_lost)
+                        message_add(&b, "on_lost", "stop");
                 break;
         case REQUEST_RELEASE:
                 message_start(&b, buf, size, "RELEASE");
-                message_add(&b, "lease", r->lease);
+                if (r->unit) {
+                        message_add(&b, "name", r->name);
+                        message_add(&b, "unit", "1");
+                } else
+                        message_add(&b, "lease", r->lease);
                 break;
         case REQUEST_STATUS:
                 message_start(&b, buf, size, "STATUS");

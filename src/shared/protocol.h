@@ -5,7 +5,7 @@
  * values percent-encoded (%XX) outside [A-Za-z0-9_.:@/+,=-]. One request per
  * connection; the agent answers with progress lines and one final line.
  *
- *   → ACQUIRE name=N slots=3 lease=<32 hex> wait=<usec|infinity>
+ *   → ACQUIRE name=N slots=3 lease=<32 hex> wait=<usec|infinity> [unit=1] [on_lost=stop]
  *   ← QUEUED position=2 held=3 slots=3
  *   ← GRANTED token=42 lease=<id> since=<ms>         (connection stays open)
  *   ← LOST reason=…                                   (later, if ever)
@@ -13,6 +13,13 @@
  *   ← ERROR code=<code> message=…
  *
  *   → RELEASE lease=<id>            ← RELEASED held=0|1
+ *   → RELEASE name=N unit=1         ← RELEASED held=0|1
+ *
+ * unit=1 binds the slot to the systemd service the requester runs in (the
+ * agent looks it up from the peer's pid, never from the request): asking
+ * again from the same unit while it holds a slot of N answers with that
+ * slot (GRANTED with the lease already held), and RELEASE name= unit=1
+ * gives it back. on_lost=stop: the agent stops that unit if the slot is lost.
  *   → STATUS [name=N]               ← NAME … / HOLDER … / WAITER … / END
  */
 
@@ -76,6 +83,8 @@ typedef struct Request {
         char lease[LEASE_ID_LEN + 1];           /* ACQUIRE, RELEASE */
         uint32_t slots;                         /* ACQUIRE */
         usec_t wait;                            /* ACQUIRE: 0 = do not wait */
+        bool unit;                              /* ACQUIRE, RELEASE: bound to the requester's unit */
+        bool stop_on_lost;                      /* ACQUIRE: stop that unit when the slot is lost */
 } Request;
 
 #define SLOTS_MAX 1000000U
