@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,15 +19,22 @@ static void help(void) {
                "  run [--slots N] [--wait DURATION|--no-wait] NAME -- COMMAND [ARG...]\n"
                "                  Run COMMAND while holding one of N fleet-wide slots of NAME\n"
                "  status [NAME...] [--json]\n"
-               "                  Show holders and waiters (all names, or the ones given)\n\n"
+               "                  Show holders and waiters (all names, or the ones given)\n"
+               "  acquire [--slots N] [--wait DURATION] [--skip] [NAME]\n"
+               "                  From a systemd service's ExecStartPre=/ExecCondition=: wait\n"
+               "                  for a slot and hand it to the service until it stops\n"
+               "  release [NAME]  From ExecStopPost=: give the service's slot back now\n"
+               "  limit UNIT SLOTS [--wait DURATION|--skip] | limit UNIT --remove\n"
+               "                  Write (or remove) the drop-in that limits a service\n\n"
                "Options common to all commands:\n"
                "  -h --help       Show help (fleetsem COMMAND --help for a command's)\n"
                "     --version    Show the version\n"
                "     --namespace=NS\n"
                "                  Talk to the agent on @NS/agent (default: $FLEETSEM_NAMESPACE\n"
                "                  or \"fleetsem\")\n\n"
-               "Exit codes: 0 success (run: COMMAND's status), 64 usage, 69 agent or Redis\n"
-               "unavailable, 75 no slot within the wait, 77 not permitted.\n"
+               "Exit codes: 0 success (run: COMMAND's status), 1 skipped (acquire --skip),\n"
+               "64 usage, 69 agent or Redis unavailable, 75 no slot within the wait,\n"
+               "77 not permitted, 78 unit lacks the settings acquire needs.\n"
                "See fleetsem(1).\n");
 }
 
@@ -52,6 +62,65 @@ int cli_request_failed(const char *ns, int error) {
         return EXIT_UNAVAILABLE;
 }
 
+int cli_parse_slots(const char *s, uint32_t *ret) {
+        uint64_t v;
+
+        if (parse_uint64(s, 1, SLOTS_MAX, &v) < 0)
+                return log_error_errno(EINVAL, "Invalid slots \"%s\": expected a number from 1 to %u.", s, SLOTS_MAX);
+        *ret = (uint32_t) v;
+        return 0;
+}
+
+int cli_parse_wait(const char *s, usec_t *ret) {
+        if (parse_duration(s, ret) < 0)
+                return log_error_errno(EINVAL, "Invalid --wait \"%s\": expected a duration such as 30s, "
+                                       "5min, \"1h 30min\", 500ms or infinity.", s);
+        return 0;
+}
+
+int cli_parse_name(const char *s) {
+        if (!name_is_valid(s))
+                return log_error_errno(EINVAL, "Invalid name \"%s\": use 1-200 of A-Z a-z 0-9 _ . : @ -", s);
+        return 0;
+}
+
+int cli_parse_namespace(const char *s, const char **ret) {
+        if (!ident_is_valid(s))
+                return log_error_errno(EINVAL, "Invalid --namespace \"%s\": use 1-64 of A-Z a-z 0-9 _ . : -", s);
+        *ret = s;
+        return 0;
+}
+
+FILE *atomic_file_open(const char *path, char *tmp, size_t tmp_size) {
+        int fd;
+        FILE *f;
+
+        snprintf(tmp, tmp_size, "%s.tmp", path);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0) {
+                log_error_errno(errno, "Cannot write %s: %m", tmp);
+                return NULL;
+        }
+        (void) fchmod(fd, 0644);        /* whatever the umask */
+        f = fdopen(fd, "w");
+        if (!f) {
+                log_error_errno(errno, "Cannot write %s: %m", tmp);
+                close(fd);
+                (void) unlink(tmp);
+        }
+        return f;
+}
+
+int atomic_file_commit(FILE *f, const char *tmp, const char *path) {
+        if (fclose(f) != 0 || rename(tmp, path) < 0) {
+                int r = log_error_errno(errno, "Cannot write %s: %m", path);
+
+                (void) unlink(tmp);
+                return r;
+        }
+        return 0;
+}
+
 int main(int argc, char *argv[]) {
         log_setup("fleetsem", LOG_TARGET_STDERR, NULL);
 
@@ -71,6 +140,12 @@ int main(int argc, char *argv[]) {
                 return verb_run(argc - 1, argv + 1);
         if (streq(argv[1], "status"))
                 return verb_status(argc - 1, argv + 1);
+        if (streq(argv[1], "acquire"))
+                return verb_acquire(argc - 1, argv + 1);
+        if (streq(argv[1], "release"))
+                return verb_release(argc - 1, argv + 1);
+        if (streq(argv[1], "limit"))
+                return verb_limit(argc - 1, argv + 1);
 
         log_error("Unknown command \"%s\"; see fleetsem --help.", argv[1]);
         return EXIT_USAGE;

@@ -90,7 +90,6 @@ static int parse_argv(Run *r, int argc, char *argv[]) {
                 { "verbose", no_argument, NULL, 'v' },
                 {}
         };
-        uint64_t v;
         int c;
 
         while ((c = getopt_long(argc, argv, "+hn:w:v", options, NULL)) >= 0) {
@@ -99,15 +98,12 @@ static int parse_argv(Run *r, int argc, char *argv[]) {
                         help();
                         return 0;
                 case 'n':
-                        if (parse_uint64(optarg, 1, SLOTS_MAX, &v) < 0)
-                                return log_error_errno(EINVAL, "Invalid --slots \"%s\": expected a number from 1 to %u.",
-                                                       optarg, SLOTS_MAX);
-                        r->slots = (uint32_t) v;
+                        if (cli_parse_slots(optarg, &r->slots) < 0)
+                                return -EINVAL;
                         break;
                 case 'w':
-                        if (parse_duration(optarg, &r->wait) < 0)
-                                return log_error_errno(EINVAL, "Invalid --wait \"%s\": expected a duration such as 30s, "
-                                                       "5min, \"1h 30min\", 500ms or infinity.", optarg);
+                        if (cli_parse_wait(optarg, &r->wait) < 0)
+                                return -EINVAL;
                         break;
                 case ARG_NO_WAIT:
                         r->wait = 0;
@@ -123,9 +119,8 @@ static int parse_argv(Run *r, int argc, char *argv[]) {
                                 return log_error_errno(EINVAL, "Invalid --on-lost \"%s\": expected term, kill or ignore.", optarg);
                         break;
                 case ARG_NAMESPACE:
-                        if (!ident_is_valid(optarg))
-                                return log_error_errno(EINVAL, "Invalid --namespace \"%s\".", optarg);
-                        r->ns = optarg;
+                        if (cli_parse_namespace(optarg, &r->ns) < 0)
+                                return -EINVAL;
                         break;
                 case 'v':
                         r->verbose = true;
@@ -138,8 +133,8 @@ static int parse_argv(Run *r, int argc, char *argv[]) {
         if (optind >= argc)
                 return log_error_errno(EINVAL, "Missing NAME; usage: fleetsem run [OPTIONS] NAME -- COMMAND [ARG...]");
         r->name = argv[optind++];
-        if (!name_is_valid(r->name))
-                return log_error_errno(EINVAL, "Invalid name \"%s\": use 1-200 of A-Z a-z 0-9 _ . : @ -", r->name);
+        if (cli_parse_name(r->name) < 0)
+                return -EINVAL;
         if (optind < argc && streq(argv[optind], "--"))
                 optind++;
         if (optind >= argc)
@@ -493,11 +488,8 @@ int verb_run(int argc, char *argv[]) {
         k = parse_argv(&r, argc, argv);
         if (k <= 0)
                 return k == 0 ? 0 : EXIT_USAGE;
-        r.ns = client_namespace(r.ns);
-        if (!ident_is_valid(r.ns)) {
-                log_error("Invalid namespace \"%s\".", r.ns);
+        if (cli_parse_namespace(client_namespace(r.ns), &r.ns) < 0)
                 return EXIT_USAGE;
-        }
         if (cli_agent_uid(&r.agent_uid) < 0)
                 return EXIT_USAGE;
         r.started = now_usec(CLOCK_MONOTONIC);

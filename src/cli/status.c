@@ -267,16 +267,11 @@ int verb_status(int argc, char *argv[]) {
                         return EXIT_USAGE;
                 }
         }
-        ns = client_namespace(ns);
-        if (!ident_is_valid(ns)) {
-                log_error("Invalid namespace \"%s\".", ns);
+        if (cli_parse_namespace(client_namespace(ns), &ns) < 0)
                 return EXIT_USAGE;
-        }
         for (int i = optind; i < argc; i++)
-                if (!name_is_valid(argv[i])) {
-                        log_error("Invalid name \"%s\": use 1-200 of A-Z a-z 0-9 _ . : @ -", argv[i]);
+                if (cli_parse_name(argv[i]) < 0)
                         return EXIT_USAGE;
-                }
         if (cli_agent_uid(&agent_uid) < 0)
                 return EXIT_USAGE;
 

@@ -10,6 +10,7 @@
 static const char *log_ident = "fleetsem";
 static log_sink_t journal_sink = NULL;   /* set by programs that link the journal */
 static bool log_to_journal = false;
+static bool stderr_level_prefix = false;   /* stderr is a journal stream: "<N>" tells the priority */
 static int log_max_level = LOG_INFO;
 
 /* Like systemd: use the native journal protocol only when our stderr is the
@@ -32,6 +33,7 @@ void log_setup(const char *ident, LogTarget target, log_sink_t journal) {
         journal_sink = journal;
         log_to_journal = journal && (target == LOG_TARGET_JOURNAL ||
                                      (target == LOG_TARGET_AUTO && stderr_is_journal()));
+        stderr_level_prefix = !log_to_journal && stderr_is_journal();
 }
 
 const char *log_get_ident(void) {
@@ -64,6 +66,8 @@ static void log_to_stderr(int level, const LogFields *f, const char *msg) {
         };
         const char *p = level >= 0 && level < (int) ELEMENTSOF(prefix) && prefix[level] ? prefix[level] : "";
 
+        if (stderr_level_prefix)
+                fprintf(stderr, "<%i>", level);
         if (f && f->name)
                 fprintf(stderr, "%s: %s%s [name=%s%s%s]\n", log_ident, p, msg, f->name,
                         f->lease ? " lease=" : "", f->lease ?: "");

@@ -1,0 +1,540 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "client.h"
+#include "log.h"
+#include "macro.h"
+#include "sd-dl.h"
+
+/* `fleetsem acquire` and `fleetsem release`: slots for systemd services.
+ * acquire runs as the unit's ExecStartPre= (or ExecCondition= with --skip),
+ * waits for a slot and hands the anchor to the unit's file descriptor store:
+ * systemd holds it while the unit runs and closes it when the unit stops,
+ * which releases the slot. */
+
+#define EXIT_SKIP 1             /* ExecCondition=: skip this run, not a failure */
+#define EXIT_CONFIG 78          /* EX_CONFIG: the unit lacks settings we need */
+#define FDNAME "fleetsem"
+#define REPLY_TICK (5 * USEC_PER_SEC)           /* refresh EXTEND_TIMEOUT_USEC= this often */
+#define EXTEND_BY (15 * USEC_PER_SEC)
+#define FIRST_REPLY_MAX (10 * USEC_PER_SEC)     /* an agent that says nothing is a hung agent */
+#define RUNTIME_DIR "/run/fleetsem"
+
+typedef struct Acquire {
+        const char *ns;
+        const char *name;
+        char name_buf[NAME_MAX_LEN + 1];
+        uint32_t slots;
+        usec_t wait;
+        bool wait_set;
+        bool skip;
+        bool deny_on_error;
+        bool stop_on_lost;
+        char *unit;
+} Acquire;
+
+static void help_acquire(void) {
+        printf("Usage: fleetsem acquire [OPTIONS] [NAME]\n\n"
+               "Waits for one of the fleet-wide slots of NAME and hands it to the systemd\n"
+               "service it runs in, which holds it until it stops. For ExecStartPre= (wait for\n"
+               "a slot) and ExecCondition= with --skip (run only if a slot is free):\n\n"
+               "  [Service]\n"
+               "  NotifyAccess=all\n"
+               "  FileDescriptorStoreMax=1\n"
+               "  ExecStartPre=+fleetsem acquire --slots 2\n"
+               "  EnvironmentFile=-/run/fleetsem/%%n.env\n\n"
+               "(`fleetsem limit UNIT SLOTS` writes this drop-in.) NAME defaults to the unit's\n"
+               "name without \".service\" (what %%N gives).\n\n"
+               "  -n --slots=N          At most N holders of NAME fleet-wide (default: 1)\n"
+               "  -w --wait=DURATION    Give up after DURATION without a slot (default:\n"
+               "                        infinity; with --skip: 0). The unit's start timeout\n"
+               "                        is extended while it waits\n"
+               "     --skip             Exit 1 when no slot is free (within --wait), so that\n"
+               "                        systemd skips this run without marking the unit failed\n"
+               "     --on-error=POLICY  Agent or Redis unreachable: allow (start without a\n"
+               "                        slot, with a warning; default) or deny (exit 69)\n"
+               "     --on-lost=ACTION   The slot is lost while the unit runs (Redis unreachable\n"
+               "                        past the lease TTL): ignore (log it; default) or stop\n"
+               "                        (the agent stops the unit)\n"
+               "     --namespace=NS     Agent namespace (default: $FLEETSEM_NAMESPACE or fleetsem)\n"
+               "  -h --help             Show this help\n\n"
+               "Writes FLEETSEM_NAME, FLEETSEM_TOKEN and FLEETSEM_LEASE to\n"
+               "/run/fleetsem/UNIT.env. A unit that restarts (Restart=) keeps its slot.\n"
+               "Exit status: 0 slot held (or Redis down with --on-error=allow); 1 skipped\n"
+               "(--skip); 75 no slot within --wait; 69 agent or Redis unavailable\n"
+               "(--on-error=deny); 64 usage; 77 not permitted; 78 the unit lacks\n"
+               "NotifyAccess=all or FileDescriptorStoreMax=.\n");
+}
+
+static void help_release(void) {
+        printf("Usage: fleetsem release [OPTIONS] [NAME]\n\n"
+               "Gives back the slot of NAME that the systemd service it runs in holds, and\n"
+               "waits until the agent confirms. For ExecStopPost=, in units that want the\n"
+               "slot back before their stop completes (the slot is released anyway when the\n"
+               "unit stops). Not for units with Restart=: ExecStopPost= runs before each\n"
+               "restart too, and the unit would have to queue again.\n\n"
+               "NAME defaults to the unit's name without \".service\".\n\n"
+               "     --namespace=NS     Agent namespace (default: $FLEETSEM_NAMESPACE or fleetsem)\n"
+               "  -h --help             Show this help\n\n"
+               "Exit status: 0 released (or nothing was held); 69 agent unavailable;\n"
+               "64 usage.\n");
+}
+
+static void notify(const char *format, ...) _printf_(1, 2);
+static void notify(const char *format, ...) {
+        char msg[512];
+        va_list ap;
+
+        va_start(ap, format);
+        vsnprintf(msg, sizeof(msg), format, ap);
+        va_end(ap);
+        (void) sym_sd_pid_notify_with_fds(0, false, msg, NULL, 0);
+}
+
+/* The service we run in, from our own cgroup (sd_pid_get_unit()), never
+ * from argv. NULL outside a service. */
+static char *own_unit(void) {
+        char *unit = NULL;
+
+        if (sym_sd_pid_get_unit(0, &unit) < 0)
+                return NULL;
+        if (!service_unit_is_valid(unit) || !getenv("INVOCATION_ID")) {
+                free(unit);
+                return NULL;
+        }
+        return unit;
+}
+
+/* Resolves the unit and the name: NAME, or the unit's name without its
+ * suffix. */
+static int resolve_unit_and_name(Acquire *a, const char *verb, const char *arg) {
+        int r = sd_dl_open();
+
+        if (r < 0)
+                return r;
+        a->unit = own_unit();
+        if (!a->unit)
+                return log_error_errno(EINVAL, "fleetsem %s: not running in a systemd service. It belongs in a "
+                                       "service's %s; outside systemd, use fleetsem run.",
+                                       verb, streq(verb, "release") ? "ExecStopPost=" : "ExecStartPre= or ExecCondition=");
+        if (arg) {
+                if (cli_parse_name(arg) < 0)
+                        return -EINVAL;
+                a->name = arg;
+                return 0;
+        }
+        snprintf(a->name_buf, sizeof(a->name_buf), "%.*s", (int) (strlen(a->unit) - strlen(".service")), a->unit);
+        if (!name_is_valid(a->name_buf))
+                return log_error_errno(EINVAL, "The name of %s, \"%s\", is not a valid slot name; give NAME "
+                                       "(1-200 of A-Z a-z 0-9 _ . : @ -).", a->unit, a->name_buf);
+        a->name = a->name_buf;
+        return 0;
+}
+
+/* One property of a unit, over the bus: a string (type 's') into *ret_string,
+ * or a uint32 (type 'u') into *ret_u32. */
+static int unit_property_typed(const char *unit, const char *iface, const char *property, char type,
+                               char **ret_string, uint32_t *ret_u32) {
+        _cleanup_free_ char *path = NULL;
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        sd_bus *bus = NULL;
+        int r;
+
+        r = sd_dl_bus_open(&bus);
+        if (r < 0)
+                return log_warning_errno(r, "No connection to systemd: %m");
+        r = sym_sd_bus_path_encode("/org/freedesktop/systemd1/unit", unit, &path);
+        if (r >= 0 && type == 's')
+                r = sym_sd_bus_get_property_string(bus, "org.freedesktop.systemd1", path, iface, property, &error, ret_string);
+        else if (r >= 0)
+                r = sym_sd_bus_get_property_trivial(bus, "org.freedesktop.systemd1", path, iface, property, &error, type, ret_u32);
+        if (r < 0)
+                log_warning("Cannot read %s of %s: %s", property, unit, error.message ?: strerror(-r));
+        sym_sd_bus_error_free(&error);
+        sym_sd_bus_flush_close_unref(bus);
+        return r;
+}
+
+static int unit_property(const char *unit, const char *iface, const char *property, char **ret) {
+        return unit_property_typed(unit, iface, property, 's', ret, NULL);
+}
+
+/* Before waiting: the unit must accept our notifications and keep one fd. */
+static int check_unit_settings(const char *unit) {
+        static const char *const iface = "org.freedesktop.systemd1.Service";
+        _cleanup_free_ char *access = NULL;
+        uint32_t store_max = 0;
+
+        if (unit_property(unit, iface, "NotifyAccess", &access) < 0 ||
+            unit_property_typed(unit, iface, "FileDescriptorStoreMax", 'u', NULL, &store_max) < 0) {
+                log_warning("Cannot check the settings of %s; going on.", unit);
+                return 0;
+        }
+        if (streq(access, "all") && store_max >= 1 && getenv("NOTIFY_SOCKET"))
+                return 0;
+
+        log_error("%s cannot hold a fleet slot: its [Service] section needs%s%s (add them in a drop-in, "
+                  "`systemctl edit %s`, or let `fleetsem limit %s SLOTS` write one).",
+                  unit, streq(access, "all") ? "" : " NotifyAccess=all", store_max >= 1 ? "" : " FileDescriptorStoreMax=1",
+                  unit, unit);
+        return -ENOEXEC;
+}
+
+static void env_file_path(const char *unit, char *buf, size_t size) {
+        snprintf(buf, size, RUNTIME_DIR "/%s.env", unit);
+}
+
+/* /run/fleetsem/UNIT.env for EnvironmentFile=: no secrets in it, so 0644. */
+static void write_env_file(const Acquire *a, uint64_t token, const char *lease) {
+        char path[sizeof(RUNTIME_DIR) + UNIT_NAME_MAX + 16], tmp[sizeof(path) + 8];
+        FILE *f;
+
+        if (mkdir(RUNTIME_DIR, 0755) < 0 && errno != EEXIST) {
+                log_warning_errno(errno, "Cannot create " RUNTIME_DIR ": %m");
+                return;
+        }
+        env_file_path(a->unit, path, sizeof(path));
+        f = atomic_file_open(path, tmp, sizeof(tmp));
+        if (!f)
+                return;
+        fprintf(f, "FLEETSEM_NAME=%s\nFLEETSEM_TOKEN=%" PRIu64 "\nFLEETSEM_LEASE=%s\n", a->name, token, lease);
+        (void) atomic_file_commit(f, tmp, path);
+}
+
+static void remove_env_file(const char *unit) {
+        char path[sizeof(RUNTIME_DIR) + UNIT_NAME_MAX + 16];
+
+        env_file_path(unit, path, sizeof(path));
+        if (unlink(path) < 0 && errno != ENOENT)
+                log_warning_errno(errno, "Cannot remove %s: %m", path);
+}
+
+/* The anchor goes to the unit's fd store, replacing whatever anchor an
+ * earlier run left there; the barrier makes sure systemd took it before we
+ * exit (a notification from a process that is gone may not be matched to
+ * its unit). */
+static int store_anchor(int anchor_fd) {
+        int r;
+
+        (void) sym_sd_pid_notify_with_fds(0, false, "FDSTOREREMOVE=1\nFDNAME=" FDNAME, NULL, 0);
+        r = sym_sd_pid_notify_with_fds(0, false, "FDSTORE=1\nFDNAME=" FDNAME, &anchor_fd, 1);
+        if (r <= 0)
+                return log_error_errno(r < 0 ? r : ENOTCONN, "Cannot hand the slot to the service manager: %m");
+        r = sym_sd_notify_barrier(false, 5 * USEC_PER_SEC);
+        if (r < 0)
+                log_warning_errno(r, "The service manager did not confirm it took the slot: %m");
+        return 0;
+}
+
+static int on_unavailable(const Acquire *a, const char *why) {
+        if (a->deny_on_error) {
+                log_error("%s: %s; refusing to start (--on-error=deny).", a->name, why);
+                notify("STATUS=No fleet slot for %s: %s", a->name, why);
+                return EXIT_UNAVAILABLE;
+        }
+        log_warning("%s: %s; starting WITHOUT a fleet slot (--on-error=allow).", a->name, why);
+        notify("STATUS=Running without a fleet slot for %s: %s", a->name, why);
+        remove_env_file(a->unit);
+        return 0;
+}
+
+static void extend_timeout(usec_t deadline) {
+        usec_t now = now_usec(CLOCK_MONOTONIC), by = EXTEND_BY;
+
+        /* Never past --wait (plus a little): a finite wait stays finite. */
+        if (deadline != USEC_INFINITY)
+                by = deadline > now && deadline - now + REPLY_TICK < EXTEND_BY ? deadline - now + REPLY_TICK : EXTEND_BY;
+        notify("EXTEND_TIMEOUT_USEC=%" PRIu64, by);
+}
+
+static int parse_acquire(Acquire *a, int argc, char *argv[]) {
+        enum { ARG_SKIP = 0x100, ARG_ON_ERROR, ARG_ON_LOST, ARG_NAMESPACE };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "slots", required_argument, NULL, 'n' },
+                { "wait", required_argument, NULL, 'w' },
+                { "skip", no_argument, NULL, ARG_SKIP },
+                { "on-error", required_argument, NULL, ARG_ON_ERROR },
+                { "on-lost", required_argument, NULL, ARG_ON_LOST },
+                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                {}
+        };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "hn:w:", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        help_acquire();
+                        return 0;
+                case 'n':
+                        if (cli_parse_slots(optarg, &a->slots) < 0)
+                                return -EINVAL;
+                        break;
+                case 'w':
+                        if (cli_parse_wait(optarg, &a->wait) < 0)
+                                return -EINVAL;
+                        a->wait_set = true;
+                        break;
+                case ARG_SKIP:
+                        a->skip = true;
+                        break;
+                case ARG_ON_ERROR:
+                        if (!streq(optarg, "allow") && !streq(optarg, "deny"))
+                                return log_error_errno(EINVAL, "Invalid --on-error \"%s\": expected allow or deny.", optarg);
+                        a->deny_on_error = streq(optarg, "deny");
+                        break;
+                case ARG_ON_LOST:
+                        if (!streq(optarg, "ignore") && !streq(optarg, "stop"))
+                                return log_error_errno(EINVAL, "Invalid --on-lost \"%s\": expected ignore or stop.", optarg);
+                        a->stop_on_lost = streq(optarg, "stop");
+                        break;
+                case ARG_NAMESPACE:
+                        if (cli_parse_namespace(optarg, &a->ns) < 0)
+                                return -EINVAL;
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        }
+        if (argc - optind > 1)
+                return log_error_errno(EINVAL, "Too many arguments; usage: fleetsem acquire [OPTIONS] [NAME]");
+        if (a->skip && !a->wait_set)
+                a->wait = 0;
+        return 1;
+}
+
+/* SIGTERM while waiting: systemctl stop (or a stop job) while the unit
+ * starts. Our connection and anchor close as we exit, which takes us out
+ * of the queue. A stop ends in exit 0, so that systemd records a clean stop
+ * rather than a start that failed; any other SIGTERM must not look like a
+ * granted slot. */
+static int on_signal(const Acquire *a, int sig) {
+        _cleanup_free_ char *state = NULL;
+
+        if (sig == SIGTERM && unit_property(a->unit, "org.freedesktop.systemd1.Unit", "ActiveState", &state) >= 0 &&
+            streq(state, "deactivating")) {
+                log_info("%s: %s is stopping; left the queue.", a->name, a->unit);
+                return 0;
+        }
+        log_notice("%s: %s while waiting; left the queue.", a->name, strsignal(sig));
+        return 128 + sig;
+}
+
+static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *lease, int anchor_fd) {
+        usec_t started = now_usec(CLOCK_MONOTONIC), deadline = USEC_INFINITY;
+        bool replied = false;
+        LineReader lr;
+        Reply rep;
+        int r;
+
+        if (a->wait != USEC_INFINITY)
+                deadline = started + a->wait;
+        line_reader_init(&lr, PROTO_REPLY_MAX);
+        for (;;) {
+                struct pollfd p[2] = { { .fd = agent_fd, .events = POLLIN }, { .fd = signal_fd, .events = POLLIN } };
+                struct signalfd_siginfo si;
+                char *line;
+                size_t len;
+
+                r = line_reader_next(&lr, &line, &len);
+                if (r < 0)
+                        return on_unavailable(a, "malformed reply from the agent");
+                if (r == 0) {
+                        r = poll(p, 2, (int) (REPLY_TICK / USEC_PER_MSEC));
+                        if (r < 0 && errno != EINTR) {
+                                log_error_errno(errno, "poll() failed: %m");
+                                return EXIT_SOFTWARE;
+                        }
+                        if (p[1].revents & POLLIN && read(signal_fd, &si, sizeof(si)) == sizeof(si))
+                                return on_signal(a, (int) si.ssi_signo);
+                        if (r == 0) {
+                                usec_t now = now_usec(CLOCK_MONOTONIC);
+
+                                if ((!replied && now - started > FIRST_REPLY_MAX) ||
+                                    (deadline != USEC_INFINITY && now > deadline + FIRST_REPLY_MAX))
+                                        return on_unavailable(a, "the agent does not answer");
+                                extend_timeout(deadline);
+                                continue;
+                        }
+                        r = line_reader_fill(&lr, agent_fd);
+                        if (r == 0 || (r < 0 && r != -EAGAIN && r != -EINTR))
+                                return on_unavailable(a, "the agent closed the connection");
+                        continue;
+                }
+                if (reply_parse(line, len, &rep) < 0)
+                        return on_unavailable(a, "malformed reply from the agent");
+                replied = true;
+                switch (rep.kind) {
+                case REPLY_QUEUED:
+                        notify("STATUS=Waiting for fleet slot %s: position %" PRIu32 " in queue, %" PRIu32 " of %" PRIu32 " in use",
+                               a->name, rep.position, rep.held, rep.slots);
+                        if (a->wait > 0)
+                                extend_timeout(deadline);
+                        continue;
+                case REPLY_GRANTED:
+                        /* Another lease than ours: the unit still holds the
+                         * slot it got before a restart, its anchor still in
+                         * the store. Ours is not needed. */
+                        if (!streq(rep.lease, lease))
+                                log_info("%s: %s still holds its slot (token %" PRIu64 ").", a->name, a->unit, rep.token);
+                        else if (store_anchor(anchor_fd) < 0)
+                                return EXIT_SOFTWARE;
+                        write_env_file(a, rep.token, rep.lease);
+                        notify("STATUS=Holding fleet slot %s (token %" PRIu64 ")", a->name, rep.token);
+                        return 0;
+                case REPLY_DENIED:
+                        if (a->skip) {
+                                log_notice("%s: all %" PRIu32 " fleet slots in use; skipping this run.", a->name, rep.slots ?: a->slots);
+                                notify("STATUS=Skipped: all fleet slots of %s in use", a->name);
+                                return EXIT_SKIP;
+                        }
+                        log_error("%s: no fleet slot within the wait (position %" PRIu32 " in line).", a->name, rep.position);
+                        notify("STATUS=No fleet slot for %s within the wait", a->name);
+                        return EXIT_TEMPFAIL;
+                case REPLY_ERROR:
+                        if (streq(rep.code, ERROR_CODE_UNAVAILABLE) || streq(rep.code, ERROR_CODE_REDIS) ||
+                            streq(rep.code, ERROR_CODE_BUSY))
+                                return on_unavailable(a, rep.message);
+                        log_error("%s: %s", a->name, rep.message);
+                        return exit_code_for_error(rep.code);
+                default:
+                        return on_unavailable(a, "unexpected reply from the agent");
+                }
+        }
+}
+
+int verb_acquire(int argc, char *argv[]) {
+        Acquire a = { .slots = 1, .wait = USEC_INFINITY };
+        _cleanup_close_ int anchor_fd = -EBADF, agent_fd = -EBADF;
+        _cleanup_close_ int signal_fd = -EBADF;
+        Request req = { .verb = REQUEST_ACQUIRE, .unit = true };
+        uid_t agent_uid;
+        sigset_t mask;
+        int r;
+
+        r = parse_acquire(&a, argc, argv);
+        if (r <= 0)
+                return r < 0 ? EXIT_USAGE : 0;
+        r = resolve_unit_and_name(&a, "acquire", optind < argc ? argv[optind] : NULL);
+        if (r < 0)
+                return r == -ENOPKG ? EXIT_SOFTWARE : EXIT_USAGE;
+        if (check_unit_settings(a.unit) < 0) {
+                free(a.unit);
+                return EXIT_CONFIG;
+        }
+        if (cli_parse_namespace(client_namespace(a.ns), &a.ns) < 0 || cli_agent_uid(&agent_uid) < 0) {
+                free(a.unit);
+                return EXIT_USAGE;
+        }
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        r = sigprocmask(SIG_BLOCK, &mask, NULL) < 0 ? -errno : 0;
+        if (r >= 0)
+                r = (signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) < 0 ? -errno : 0;
+        if (r >= 0)
+                r = lease_id_new(req.lease);
+        if (r >= 0)
+                r = anchor_create(a.ns, req.lease, &anchor_fd);
+        if (r < 0) {
+                log_error_errno(r, "Cannot set up (signals, anchor): %m");
+                free(a.unit);
+                return EXIT_SOFTWARE;
+        }
+        snprintf(req.name, sizeof(req.name), "%s", a.name);
+        req.slots = a.slots;
+        req.wait = a.wait;
+        req.stop_on_lost = a.stop_on_lost;
+        r = client_send_request(a.ns, agent_uid, REPLY_TICK, &req, &agent_fd);
+        if (r == -EPERM)
+                r = cli_request_failed(a.ns, r);
+        else if (r < 0) {
+                char why[128];
+
+                snprintf(why, sizeof(why), "no agent on @%s/agent (%s)", a.ns, strerror(-r));
+                r = on_unavailable(&a, why);
+        } else
+                r = wait_for_grant(&a, agent_fd, signal_fd, req.lease, anchor_fd);
+        free(a.unit);
+        return r;
+}
+
+int verb_release(int argc, char *argv[]) {
+        enum { ARG_NAMESPACE = 0x100 };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                {}
+        };
+        _cleanup_close_ int agent_fd = -EBADF;
+        Request req = { .verb = REQUEST_RELEASE, .unit = true };
+        Acquire a = {};
+        LineReader lr;
+        uid_t agent_uid;
+        Reply rep;
+        int c, r;
+
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        help_release();
+                        return 0;
+                case ARG_NAMESPACE:
+                        if (cli_parse_namespace(optarg, &a.ns) < 0)
+                                return EXIT_USAGE;
+                        break;
+                default:
+                        return EXIT_USAGE;
+                }
+        }
+        if (argc - optind > 1)
+        {
+                log_error("Too many arguments; usage: fleetsem release [OPTIONS] [NAME]");
+                return EXIT_USAGE;
+        }
+        r = resolve_unit_and_name(&a, "release", optind < argc ? argv[optind] : NULL);
+        if (r < 0)
+                return r == -ENOPKG ? EXIT_SOFTWARE : EXIT_USAGE;
+        remove_env_file(a.unit);
+        if (cli_parse_namespace(client_namespace(a.ns), &a.ns) < 0 || cli_agent_uid(&agent_uid) < 0) {
+                free(a.unit);
+                return EXIT_USAGE;
+        }
+        snprintf(req.name, sizeof(req.name), "%s", a.name);
+        r = client_send_request(a.ns, agent_uid, REPLY_TICK, &req, &agent_fd);
+        if (r < 0) {
+                free(a.unit);
+                return cli_request_failed(a.ns, r);
+        }
+        line_reader_init(&lr, PROTO_REPLY_MAX);
+        r = client_read_reply(agent_fd, &lr, &rep);
+        if (r < 0)
+                r = cli_request_failed(a.ns, r);
+        else if (rep.kind == REPLY_RELEASED) {
+                /* The stored anchor no longer holds anything. */
+                (void) sym_sd_pid_notify_with_fds(0, false, "FDSTOREREMOVE=1\nFDNAME=" FDNAME, NULL, 0);
+                log_info("%s: %s.", a.name, rep.held ? "released the slot" : "held no slot");
+                r = 0;
+        } else if (rep.kind == REPLY_ERROR) {
+                log_error("%s: %s", a.name, rep.message);
+                r = exit_code_for_error(rep.code);
+        } else
+                r = cli_request_failed(a.ns, -EBADMSG);
+        free(a.unit);
+        return r;
+}
