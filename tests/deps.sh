@@ -5,6 +5,7 @@ FLEETSEM_DEPS=(
         libsystemd-dev libhiredis-dev libpam0g-dev
         redis-server redis-tools
         python3 procps util-linux systemd
+        systemd-container debootstrap
 )
 # The benchmark's peers, on top.
 FLEETSEM_BENCH_DEPS=(etcd-server etcd-client)

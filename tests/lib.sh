@@ -88,10 +88,11 @@ wait_for() {
         done
 }
 
-rcli() { redis-cli -s "$T/redis.sock" "$@"; }
+REDIS_SOCK=${REDIS_SOCK:-$T/redis.sock}
+rcli() { redis-cli -s "$REDIS_SOCK" "$@"; }
 
 start_redis() {
-        redis-server --port 0 --unixsocket "$T/redis.sock" --unixsocketperm 700 --dir "$T" \
+        redis-server --port 0 --unixsocket "$REDIS_SOCK" --unixsocketperm 700 --dir "$T" \
                 --save '' --appendonly no --pidfile "$T/redis.pid" --daemonize yes \
                 --logfile "$T/redis.log" "$@" >/dev/null || bail "redis-server did not start"
         wait_for 10 rcli ${REDIS_AUTH:+-a "$REDIS_AUTH" --no-auth-warning} ping || bail "redis-server does not answer"
@@ -110,7 +111,7 @@ agent_listening() { grep -q "@$1/agent" /proc/net/unix; }
 # start_agent HOST [fleetsemd options...]: namespace $NSBASE-HOST.
 start_agent() {
         local host=$1; shift
-        "$FLEETSEMD" --redis "unix:$T/redis.sock" --namespace "$NSBASE-$host" --host-id "$host" \
+        "$FLEETSEMD" --redis "unix:$REDIS_SOCK" --namespace "$NSBASE-$host" --host-id "$host" \
                 --lease-ttl "$TTL" "$@" >>"$T/agent-$host.log" 2>&1 &
         eval "AGENT_$(echo "$host" | tr -c 'A-Za-z0-9\n' _)=$!"
         AGENT_HOSTS+=("$host")

@@ -1,0 +1,162 @@
+# Hosts under a real systemd: Debian 12 containers booted with
+# systemd-nspawn, each with its own network namespace (so its own abstract
+# sockets: its own agent), all sharing the test's redis-server through a
+# bind-mounted directory. Source after lib.sh.
+#
+# The root (debootstrap --variant=minbase) is built once and kept in
+# $FLEETSEM_TEST_ROOT (default /var/cache/fleetsem-tests); containers boot
+# it read-only with a tmpfs overlay, so they share it and leave it as it was.
+
+NS_PACKAGES=systemd,systemd-sysv,dbus,libhiredis0.14,openssh-server,openssh-client,libpam-modules,libpam-runtime,procps
+NS_ROOT_REV=2          # bump when ns_root() changes what it builds
+NS_CACHE=${FLEETSEM_TEST_ROOT:-/var/cache/fleetsem-tests}
+NS_MIRROR=${FLEETSEM_TEST_MIRROR:-$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n1)}
+NS_MIRROR=${NS_MIRROR:-http://deb.debian.org/debian}
+NS_HOSTS=()
+# The tests' redis-server listens where every container sees it.
+mkdir -p "$T/shared"
+REDIS_SOCK=$T/shared/redis.sock
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=$(cd "$(dirname "$FLEETSEM")/../.." && pwd)
+
+[ "$(id -u)" -eq 0 ] || { echo "1..0 # SKIP needs root (systemd-nspawn)"; exit 77; }
+require systemd-nspawn
+require debootstrap
+require nsenter
+
+# The root, built when missing (one build at a time: tests may race).
+ns_root() {
+        local key root
+        key=$(echo "$NS_PACKAGES $NS_ROOT_REV" | md5sum | cut -c1-8)
+        root="$NS_CACHE/bookworm-$key"
+        mkdir -p "$NS_CACHE"
+        (
+                flock 9
+                [ -x "$root/lib/systemd/systemd" ] && exit 0
+                rm -rf "$root.new"
+                echo "# building the container root in $root (debootstrap, about a minute)" >&2
+                debootstrap --variant=minbase --include="$NS_PACKAGES" bookworm "$root.new" "$NS_MIRROR" \
+                        >"$T/debootstrap.log" 2>&1 || { tail -n 20 "$T/debootstrap.log" >&2; exit 1; }
+                # No getty on the console: nothing reads it. No /etc/hostname:
+                # each container keeps the name nspawn gives it (--hostname).
+                rm -f "$root.new/etc/systemd/system/getty.target.wants/"* "$root.new/etc/hostname"
+                mv "$root.new" "$root"
+        ) 9>"$NS_CACHE/.lock" || bail "cannot build the container root"
+        NS_ROOT=$root
+}
+
+ns_leader() { eval "echo \${NS_LEADER_$1:-}"; }
+
+# ns HOST CMD...: runs CMD inside HOST (all its namespaces).
+ns() { local host=$1; shift; nsenter -t "$(ns_leader "$host")" -a -- "$@"; }
+
+# The agent's configuration on HOST, bound in at /etc/fleetsem.
+ns_config() {
+        local host=$1
+        mkdir -p "$T/$host/etc"
+        cat >"$T/$host/etc/fleetsem.conf" <<EOF
+redis = unix:/run/fleetsem-test/redis.sock
+host_id = $host
+lease_ttl = $TTL
+EOF
+        chmod 0640 "$T/$host/etc/fleetsem.conf"
+}
+
+# The cgroup hierarchies systemd uses: each container gets a subtree of its
+# own in them (started in a fresh cgroup), or containers booted from a host
+# without systemd would all share the root cgroup and remove each other's
+# units' cgroups.
+ns_cgroup_dirs() {
+        local d
+        if [ -f /sys/fs/cgroup/cgroup.procs ]; then
+                echo /sys/fs/cgroup
+                return
+        fi
+        for d in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified; do
+                [ -f "$d/cgroup.procs" ] && echo "$d"
+        done
+}
+
+# Removes a cgroup subtree once nothing runs in it, deepest first.
+ns_cgroup_remove() {
+        local d
+        for d in $(ns_cgroup_dirs); do
+                [ -d "$d/$1" ] && find "$d/$1" -depth -type d -exec rmdir {} + 2>/dev/null
+        done
+}
+
+# ns_boot HOST...: boots each HOST and installs the agent the way the README
+# says: the shipped units, a config file, systemctl enable --now fleetsem.socket.
+ns_boot() {
+        local host unit_exec
+        [ -n "${NS_ROOT:-}" ] || ns_root
+        mkdir -p "$T/shared"
+        unit_exec=$(sed -n 's/^ExecStart=//p' "$BUILD/systemd/fleetsemd.service")
+        for host in "$@"; do
+                ns_config "$host"
+                (
+                        for d in $(ns_cgroup_dirs); do
+                                mkdir -p "$d/$NSBASE-$host" && echo "$BASHPID" >"$d/$NSBASE-$host/cgroup.procs"
+                        done
+                        exec systemd-nspawn -q -D "$NS_ROOT" --volatile=overlay -b -M "$NSBASE-$host" --hostname="$host" \
+                                --private-network --register=no --keep-unit \
+                                --bind-ro="$FLEETSEMD:$unit_exec" \
+                                --bind-ro="$FLEETSEM:/usr/local/bin/fleetsem" \
+                                --bind-ro="$BUILD/systemd/fleetsemd.service:/etc/systemd/system/fleetsemd.service" \
+                                --bind-ro="$SRC/systemd/fleetsem.socket:/etc/systemd/system/fleetsem.socket" \
+                                --bind-ro="$T/$host/etc:/etc/fleetsem" \
+                                --bind="$T/shared:/run/fleetsem-test"
+                ) >"$T/console-$host.txt" 2>&1 </dev/null &
+                eval "NS_PID_$host=$!"
+                disown
+                NS_HOSTS+=("$host")
+        done
+        for host in "$@"; do
+                local pid leader=""
+                pid=$(eval "echo \$NS_PID_$host")
+                wait_for 30 sh -c "pgrep -P $pid >/dev/null" || bail "container $host did not start"
+                leader=$(pgrep -P "$pid" | head -n1)
+                eval "NS_LEADER_$host=$leader"
+                wait_for 60 sh -c "nsenter -t $leader -a systemctl is-system-running --wait | grep -qE '^(running|degraded)\$'" || {
+                        ns "$host" systemctl --failed --no-pager >&2
+                        bail "container $host did not boot"
+                }
+                ns "$host" systemctl enable --now fleetsem.socket >/dev/null 2>&1 || bail "cannot enable fleetsem.socket on $host"
+        done
+}
+
+# Every container goes down with the test (also on failure).
+ns_cleanup() {
+        local host leader pid
+        for host in "${NS_HOSTS[@]}"; do
+                leader=$(ns_leader "$host")
+                [ -n "$leader" ] && kill -KILL "$leader" 2>/dev/null
+        done
+        for host in "${NS_HOSTS[@]}"; do
+                pid=$(eval "echo \$NS_PID_$host")
+                wait_for 10 sh -c "! kill -0 $pid"
+                ns_cgroup_remove "$NSBASE-$host"
+        done
+        cleanup
+}
+trap ns_cleanup EXIT
+
+# ns_unit HOST FILE: installs a unit (its text on stdin) under /etc/systemd/system.
+ns_unit() { ns "$1" sh -c "mkdir -p \"\$(dirname /etc/systemd/system/$2)\" && cat >/etc/systemd/system/$2"; }
+
+# ns_prop HOST UNIT PROPERTY: one property's value, from systemd itself.
+ns_prop() { ns "$1" systemctl show -P "$3" "$2"; }
+
+# journal HOST [ARGS...]: the container's journal.
+journal() { local host=$1; shift; ns "$host" journalctl --no-pager -q "$@"; }
+
+# Keeps each agent's journal with the test's logs (shown when a check
+# failed), then finishes as done_testing does.
+ns_done_testing() {
+        local host
+        for host in "${NS_HOSTS[@]}"; do
+                journal "$host" -u fleetsemd.service >"$T/agent-$host.log" 2>&1
+                [ "$tap_failed" -gt 0 ] && journal "$host" -o short-precise >"$T/journal-$host.log" 2>&1
+        done
+        done_testing
+}
