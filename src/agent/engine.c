@@ -553,8 +553,12 @@ void lease_check(Lease *l) {
         l->check_inflight = true;
         /* Calls go out in order on one connection, so the order in which
          * leases first ask is the order of their tickets. */
-        if (!l->enqueued && l->seq == 0)
+        if (!l->enqueued && l->seq == 0) {
                 l->seq = ++a->queue_seq;
+                /* Indexed now that Redis is there: a socket-activated
+                 * agent's first requests come before it is. */
+                index_add(l);
+        }
 }
 
 /* A release or an expiry woke the waiters of n. Only those at the head of
@@ -834,7 +838,6 @@ void engine_acquire(Agent *a, Client *c, const Request *req) {
                 lease_detach(l);
                 return;
         }
-        index_add(l);
         lease_check(l);
 }
 
