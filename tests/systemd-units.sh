@@ -10,6 +10,11 @@ start_redis
 ns_boot h1 h2 h3
 EV=$T/shared/events
 
+# --- the agent's unit, as shipped -------------------------------------------------
+exposure=$(ns h1 systemd-analyze security fleetsemd.service --no-pager 2>&1 | sed -n 's/.*Overall exposure level for fleetsemd.service: \([0-9.]*\).*/\1/p')
+check "systemd-analyze security rates the shipped fleetsemd.service ${exposure:-?} (at most 2.0, OK)" \
+        awk -v e="${exposure:-99}" 'BEGIN { exit !(e <= 2.0) }'
+
 # A service that notes when it runs, on which host, with which token.
 for h in h1 h2 h3; do
         ns_unit "$h" worker@.service <<'EOF'
@@ -44,6 +49,7 @@ for h in h1 h2 h3; do
 done
 check "2 hold in Redis" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{worker}:holders') = 2 ]"
 is "$(waiters worker)" 4 "4 wait in Redis' queue"
+is "$(ns_prop h1 fleetsemd.service Type) $(ns_prop h1 fleetsemd.service WatchdogUSec)" "notify 30s" "the socket-activated agent runs as Type=notify with a watchdog"
 check "h1's two are running" wait_for 10 sh -c "[ \"\$(nsenter -t $(ns_leader h1) -a systemctl is-active worker@a worker@b | tr '\n' ' ')\" = 'active active ' ]"
 is "$(state h2 worker@a.service) $(state h3 worker@b.service)" "activating activating" "the others are still starting"
 is "$(ns_prop h3 worker@b.service StatusText)" "Waiting for fleet slot worker: position 4 in queue, 2 of 2 in use" \
