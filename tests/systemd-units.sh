@@ -75,6 +75,8 @@ ns h1 systemctl kill -s KILL --kill-who=main worker@b.service
 check "kill -9 of the main process: the slot is released" wait_for 2 sh -c "! redis-cli -s $REDIS_SOCK ZSCORE 'fleetsem:{worker}:holders' $lease | grep -q ."
 check "the next in line (h2 worker@b) starts" wait_for 5 sh -c "grep -q '^start h2 b ' $EV"
 
+check "h3 worker@b's status moves up to position 2" wait_for 7 sh -c "nsenter -t $(ns_leader h3) -a systemctl show -P StatusText worker@b.service | grep -q 'position 2 in queue'"
+
 # --- the rest, in turn -----------------------------------------------------------
 ns h2 systemctl stop worker@a.service
 check "h3 worker@a starts" wait_for 5 sh -c "grep -q '^start h3 a ' $EV"
@@ -149,5 +151,44 @@ like "$(journal h1 -u bare.service)" "bare.service cannot hold a fleet slot: its
         "the journal names the lines to add"
 like "$(ns_prop h1 bare.service ExecStartPre)" "status=78" "the helper exits 78 (EX_CONFIG)"
 is "$(holders bare) $(waiters bare)" "0 0" "and it never queued"
+
+# --- not in a unit, not permitted ------------------------------------------------
+out=$(ns h1 fleetsem acquire 2>&1); rc=$?
+is "$rc" 64 "fleetsem acquire outside a service, without NAME: usage error (64)"
+like "$out" "not running in a systemd service" "... saying so"
+ns_unit h1 nobody.service <<'EOF'
+[Service]
+User=nobody
+NotifyAccess=all
+FileDescriptorStoreMax=1
+ExecStartPre=/usr/local/bin/fleetsem acquire
+ExecStart=/bin/sleep infinity
+EOF
+ns h1 systemctl daemon-reload
+ns h1 systemctl start nobody.service 2>/dev/null
+like "$(ns_prop h1 nobody.service ExecStartPre)" "status=77" "a user the agent's allow= does not name: refused (77)"
+like "$(journal h1 -u nobody.service)" 'uid 65534 may not ask for "nobody"' "... and the journal says why"
+
+# --- fleetsem release in ExecStopPost= ---------------------------------------------
+ns_unit h1 giveback.service <<'EOF'
+[Service]
+ExecStart=/bin/sleep infinity
+ExecStopPost=+/usr/local/bin/fleetsem release
+EOF
+ns h1 fleetsem limit giveback.service 1 >/dev/null
+ns h1 systemctl start giveback.service
+is "$(holders giveback)" 1 "giveback holds"
+ns h1 systemctl stop giveback.service
+like "$(journal h1 -u giveback.service)" "giveback: released the slot" "ExecStopPost=fleetsem release gave it back, confirmed"
+is "$(holders giveback)" 0 "it is free in Redis"
+check "no env file left behind" ns h1 test ! -e /run/fleetsem/giveback.service.env
+
+# --- fleetsem limit --remove -------------------------------------------------------
+out=$(ns h1 fleetsem limit worker@.service --remove 2>&1)
+like "$out" "Removed /etc/systemd/system/worker@.service.d/50-fleetsem.conf" "limit --remove removes the drop-in"
+is "$(ns_prop h1 worker@x.service NotifyAccess)" none "and systemd reloaded without it"
+out=$(ns h1 fleetsem limit backup.timer 2 2>&1); rc=$?
+is "$rc" 64 "limit on a timer: usage error"
+like "$out" "backup.timer is a timer: limit the service it starts" "... pointing at the service"
 
 ns_done_testing
