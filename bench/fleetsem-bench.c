@@ -167,7 +167,7 @@ static int acquire(const char *n, const char *name, uint32_t slots, usec_t wait,
                 return r;
         line_reader_init(&lr, PROTO_REPLY_MAX);
         for (;;) {
-                r = client_read_reply(*ret_fd, &lr, &rep);
+                r = client_read_reply(*ret_fd, &lr, USEC_INFINITY, &rep);
                 if (r < 0)
                         return r;
                 if (rep.kind == REPLY_GRANTED)

@@ -522,7 +522,7 @@ int verb_release(int argc, char *argv[]) {
                 return cli_request_failed(a.ns, r);
         }
         line_reader_init(&lr, PROTO_REPLY_MAX);
-        r = client_read_reply(agent_fd, &lr, &rep);
+        r = client_read_reply(agent_fd, &lr, USEC_INFINITY, &rep);
         if (r < 0)
                 r = cli_request_failed(a.ns, r);
         else if (rep.kind == REPLY_RELEASED) {

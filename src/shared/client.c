@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,27 +92,46 @@ int reply_parse(const char *line, size_t len, Reply *ret) {
         return 0;
 }
 
-int client_read_reply(int fd, LineReader *lr, Reply *ret) {
+int client_read_line(int fd, LineReader *lr, usec_t deadline, char **ret_line, size_t *ret_len) {
         for (;;) {
-                char *line;
-                size_t len;
                 int r;
 
-                r = line_reader_next(lr, &line, &len);
-                if (r < 0)
-                        return r;
-                if (r > 0)
-                        return reply_parse(line, len, ret);
+                r = line_reader_next(lr, ret_line, ret_len);
+                if (r != 0)
+                        return r < 0 ? r : 0;
+                if (deadline != USEC_INFINITY) {
+                        struct pollfd p = { .fd = fd, .events = POLLIN };
+                        usec_t now = now_usec(CLOCK_MONOTONIC);
+
+                        if (now >= deadline)
+                                return -ETIMEDOUT;
+                        r = poll(&p, 1, (int) ((deadline - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC));
+                        if (r < 0 && errno != EINTR)
+                                return -errno;
+                        if (r <= 0)
+                                continue;
+                }
                 r = line_reader_fill(lr, fd);
-                if (r == -EINTR)
+                if (r == -EINTR || (r == -EAGAIN && deadline != USEC_INFINITY))
                         continue;
-                if (r == -EAGAIN)
+                if (r == -EAGAIN)               /* the socket's own timeout ran out */
                         return -ETIMEDOUT;
                 if (r < 0)
                         return r;
                 if (r == 0)
                         return -ECONNRESET;
         }
+}
+
+int client_read_reply(int fd, LineReader *lr, usec_t deadline, Reply *ret) {
+        char *line;
+        size_t len;
+        int r;
+
+        r = client_read_line(fd, lr, deadline, &line, &len);
+        if (r < 0)
+                return r;
+        return reply_parse(line, len, ret);
 }
 
 int exit_code_for_error(const char *code) {

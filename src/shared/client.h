@@ -48,9 +48,12 @@ int client_send_request(const char *ns, uid_t agent_uid, usec_t timeout, const R
 /* Parses one reply line; -EBADMSG when it is not one. */
 int reply_parse(const char *line, size_t len, Reply *ret);
 
-/* Reads the next reply (blocking, bounded by the socket's timeouts).
- * -ECONNRESET when the agent closed the connection. */
-int client_read_reply(int fd, LineReader *lr, Reply *ret);
+/* Reads the next line, or reply, before deadline (CLOCK_MONOTONIC; with
+ * USEC_INFINITY, bounded by the socket's own timeouts instead).
+ * -ETIMEDOUT when none came in time, -ECONNRESET when the agent closed the
+ * connection. */
+int client_read_line(int fd, LineReader *lr, usec_t deadline, char **ret_line, size_t *ret_len);
+int client_read_reply(int fd, LineReader *lr, usec_t deadline, Reply *ret);
 
 /* The exit code for an ERROR reply's code. */
 int exit_code_for_error(const char *code);

@@ -1,0 +1,539 @@
+/* SPDX-License-Identifier: MIT */
+/* pam_fleetsem: a login session holds one of the fleet-wide slots of a name
+ * for as long as it lasts.
+ *
+ *   session required pam_fleetsem.so slots=2 [name=login:%u] [wait=0] ...
+ *
+ * A thin client of the host's agent: open_session creates the anchor, asks
+ * the agent, and keeps the anchor open in the process that opened the
+ * session (PAM closes it with the handle). Inside the login process there
+ * is no fork, no thread, no signal handler and no global state, and every
+ * wait is bounded. */
+
+#include <errno.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <security/pam_ext.h>
+#include <security/pam_modules.h>
+
+#include "client.h"
+#include "config.h"
+#include "macro.h"
+#include "protocol.h"
+#include "socket-util.h"
+#include "time-util.h"
+
+#define DATA_KEY "pam_fleetsem"
+#define CONNECT_TIMEOUT (2 * USEC_PER_SEC)     /* on top of wait= */
+#define EXEMPT_MAX 32
+#define TEMPLATE_MAX 256
+#define HOLDERS_SHOWN 5
+
+typedef struct Options {
+        uint32_t slots;                 /* 0: not given */
+        usec_t wait;
+        bool deny_on_error;
+        bool exempt_root;
+        bool debug;
+        bool quiet;
+        uid_t agent_uid;
+        char name_template[TEMPLATE_MAX];
+        char ns[IDENT_MAX_LEN + 1];
+        char exempt_users[EXEMPT_MAX][64];
+        size_t n_exempt_users;
+        char exempt_groups[EXEMPT_MAX][64];
+        size_t n_exempt_groups;
+        char error[512];                /* the first malformed option, if any */
+} Options;
+
+typedef struct Parse {
+        pam_handle_t *pamh;
+        Options *o;
+        bool in_file;
+} Parse;
+
+/* What the session holds, kept with pam_set_data() until close_session or
+ * pam_end(). */
+typedef struct Held {
+        int anchor_fd;
+        char lease[LEASE_ID_LEN + 1];
+        char name[NAME_MAX_LEN + 1];
+} Held;
+
+static int parse_bool(const char *v, bool *ret) {
+        if (!v || streq(v, "yes") || streq(v, "true") || streq(v, "1") || streq(v, "on"))
+                *ret = true;
+        else if (streq(v, "no") || streq(v, "false") || streq(v, "0") || streq(v, "off"))
+                *ret = false;
+        else
+                return -EINVAL;
+        return 0;
+}
+
+static int add_exempt(char list[][64], size_t *n, const char *v, const char **why) {
+        if (!v || !v[0] || strlen(v) >= 64) {
+                *why = "expected a user or group name";
+                return -EINVAL;
+        }
+        if (*n >= EXEMPT_MAX) {
+                *why = "too many";
+                return -E2BIG;
+        }
+        snprintf(list[(*n)++], 64, "%s", v);
+        return 0;
+}
+
+/* One option, from the module's arguments or from conf=FILE: the same keys,
+ * the same checks. Unknown keys are logged and ignored; a malformed value
+ * is an error. */
+static int option_set(const char *key, const char *value, void *userdata, const char **why) {
+        Parse *p = userdata;
+        Options *o = p->o;
+        uint64_t v;
+        bool b;
+
+        if (streq(key, "slots")) {
+                if (!value || parse_uint64(value, 1, SLOTS_MAX, &v) < 0) {
+                        *why = "expected a number from 1 to 1000000";
+                        return -EINVAL;
+                }
+                o->slots = (uint32_t) v;
+        } else if (streq(key, "name")) {
+                if (!value || !value[0] || strlen(value) >= TEMPLATE_MAX) {
+                        *why = "expected a name template such as login:%u";
+                        return -EINVAL;
+                }
+                snprintf(o->name_template, sizeof(o->name_template), "%s", value);
+        } else if (streq(key, "wait")) {
+                if (!value || parse_duration(value, &o->wait) < 0) {
+                        *why = "expected a duration such as 0, 30s or 2min";
+                        return -EINVAL;
+                }
+        } else if (streq(key, "on_error")) {
+                if (!value || (!streq(value, "allow") && !streq(value, "deny"))) {
+                        *why = "expected allow or deny";
+                        return -EINVAL;
+                }
+                o->deny_on_error = streq(value, "deny");
+        } else if (streq(key, "exempt_user"))
+                return add_exempt(o->exempt_users, &o->n_exempt_users, value, why);
+        else if (streq(key, "exempt_group"))
+                return add_exempt(o->exempt_groups, &o->n_exempt_groups, value, why);
+        else if (streq(key, "namespace")) {
+                if (!value || !ident_is_valid(value)) {
+                        *why = "expected 1-64 of A-Z a-z 0-9 _ . : -";
+                        return -EINVAL;
+                }
+                snprintf(o->ns, sizeof(o->ns), "%s", value);
+        } else if (streq(key, "agent_user")) {
+                struct passwd pwbuf, *pw = NULL;
+                char buf[4096];
+
+                if (!value || getpwnam_r(value, &pwbuf, buf, sizeof(buf), &pw) != 0 || !pw) {
+                        *why = "expected an existing user";
+                        return -EINVAL;
+                }
+                o->agent_uid = pw->pw_uid;
+        } else if (streq(key, "noexempt_root")) {
+                if (parse_bool(value, &b) < 0) {
+                        *why = "expected yes or no";
+                        return -EINVAL;
+                }
+                o->exempt_root = !b;
+        } else if (streq(key, "debug") || streq(key, "quiet")) {
+                if (parse_bool(value, &b) < 0) {
+                        *why = "expected yes or no";
+                        return -EINVAL;
+                }
+                *(streq(key, "debug") ? &o->debug : &o->quiet) = b;
+        } else if (streq(key, "conf") && p->in_file) {
+                *why = "conf= belongs in the module's arguments, not in a conf file";
+                return -EINVAL;
+        } else
+                pam_syslog(p->pamh, LOG_ERR, "unknown option \"%s\" ignored", key);
+        return 0;
+}
+
+static void set_error(Options *o, const char *format, ...) _printf_(2, 3);
+static void set_error(Options *o, const char *format, ...) {
+        va_list ap;
+
+        if (o->error[0])
+                return;
+        va_start(ap, format);
+        vsnprintf(o->error, sizeof(o->error), format, ap);
+        va_end(ap);
+}
+
+static void parse_options(pam_handle_t *pamh, int argc, const char **argv, Options *o) {
+        Parse p = { .pamh = pamh, .o = o };
+
+        *o = (Options) { .exempt_root = true, .name_template = "login:%u", .ns = DEFAULT_NAMESPACE };
+        for (int i = 0; i < argc; i++) {
+                char key[64];
+                const char *eq = strchr(argv[i], '='), *why = NULL;
+                size_t n = eq ? (size_t) (eq - argv[i]) : strlen(argv[i]);
+
+                if (n == 0 || n >= sizeof(key)) {
+                        pam_syslog(pamh, LOG_ERR, "malformed option \"%s\" ignored", argv[i]);
+                        continue;
+                }
+                memcpy(key, argv[i], n);
+                key[n] = '\0';
+                if (streq(key, "conf")) {
+                        _cleanup_free_ char *error = NULL;
+
+                        p.in_file = true;
+                        if (!eq || conf_parse_file(eq + 1, option_set, &p, &error) < 0)
+                                set_error(o, "%s", error ?: "conf= needs a file");
+                        p.in_file = false;
+                        continue;
+                }
+                if (option_set(key, eq ? eq + 1 : NULL, &p, &why) < 0)
+                        set_error(o, "%s: %s", argv[i], why ?: "invalid");
+        }
+        if (!o->error[0] && o->slots == 0)
+                set_error(o, "slots= is required");
+}
+
+/* ---- Who the session is for ---------------------------------------------------- */
+
+typedef struct Who {
+        const char *user;
+        uid_t uid;
+        gid_t gid;
+        char group[64];
+} Who;
+
+static bool in_list(const char (*list)[64], size_t n, const char *s) {
+        for (size_t i = 0; i < n; i++)
+                if (streq(list[i], s))
+                        return true;
+        return false;
+}
+
+static bool is_exempt(const Options *o, const Who *w) {
+        gid_t groups[256];
+        int n = (int) ELEMENTSOF(groups);
+
+        if (w->uid == 0 && o->exempt_root)
+                return true;
+        if (in_list(o->exempt_users, o->n_exempt_users, w->user))
+                return true;
+        if (o->n_exempt_groups == 0)
+                return false;
+        if (getgrouplist(w->user, w->gid, groups, &n) < 0)
+                n = (int) ELEMENTSOF(groups);       /* the first ones, then */
+        for (int i = 0; i < n; i++) {
+                struct group grbuf, *gr = NULL;
+                char buf[4096];
+
+                if (getgrgid_r(groups[i], &grbuf, buf, sizeof(buf), &gr) == 0 && gr &&
+                    in_list(o->exempt_groups, o->n_exempt_groups, gr->gr_name))
+                        return true;
+        }
+        return false;
+}
+
+/* name=TEMPLATE: %u user, %s service, %h host, %g primary group, %r remote
+ * host, %% a percent sign. The result must be a valid name as it stands. */
+static int expand_name(pam_handle_t *pamh, const Options *o, const Who *w, char *buf, size_t size,
+                       const char **why) {
+        char host[256] = "";
+        size_t len = 0;
+
+        for (const char *t = o->name_template; *t; t++) {
+                const void *item = NULL;
+                const char *s;
+                char c[2] = { *t, 0 };
+
+                if (*t != '%') {
+                        s = c;
+                } else {
+                        switch (*++t) {
+                        case 'u':
+                                s = w->user;
+                                break;
+                        case 's':
+                                s = pam_get_item(pamh, PAM_SERVICE, &item) == PAM_SUCCESS && item ? item : "";
+                                break;
+                        case 'h':
+                                if (!host[0] && gethostname(host, sizeof(host) - 1) < 0)
+                                        host[0] = '\0';
+                                s = host;
+                                break;
+                        case 'g':
+                                s = w->group;
+                                break;
+                        case 'r':
+                                s = pam_get_item(pamh, PAM_RHOST, &item) == PAM_SUCCESS && item ? item : "";
+                                break;
+                        case '%':
+                                s = "%";
+                                break;
+                        default:
+                                *why = "unknown %-escape in name= (known: %u %s %h %g %r %%)";
+                                return -EINVAL;
+                        }
+                }
+                if (len + strlen(s) >= size) {
+                        *why = "the name is too long";
+                        return -E2BIG;
+                }
+                memcpy(buf + len, s, strlen(s));
+                len += strlen(s);
+        }
+        buf[len] = '\0';
+        if (!name_is_valid(buf)) {
+                *why = "not a valid name (1-200 of A-Z a-z 0-9 _ . : @ -)";
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* ---- Talking to the agent ------------------------------------------------------ */
+
+/* "web-3 since 09:12, web-7 since 09:40", from the agent's STATUS. */
+static void describe_holders(const Options *o, const char *name, char *buf, size_t size) {
+        _cleanup_close_ int fd = -EBADF;
+        Request req = { .verb = REQUEST_STATUS };
+        usec_t deadline = now_usec(CLOCK_MONOTONIC) + CONNECT_TIMEOUT;
+        unsigned shown = 0, more = 0;
+        LineReader lr;
+        size_t len = 0;
+
+        buf[0] = '\0';
+        snprintf(req.name, sizeof(req.name), "%s", name);
+        if (client_send_request(o->ns, o->agent_uid, CONNECT_TIMEOUT, &req, &fd) < 0)
+                return;
+        line_reader_init(&lr, PROTO_REPLY_MAX);
+        for (;;) {
+                const char *host, *since;
+                char *line, hhmm[16] = "?";
+                uint64_t ms = 0;
+                Message m;
+                size_t n;
+                int r;
+
+                if (client_read_line(fd, &lr, deadline, &line, &n) < 0)
+                        break;
+                if (message_parse(line, n, PROTO_REPLY_MAX, &m) < 0 || streq(m.verb, "END") || streq(m.verb, "ERROR"))
+                        break;
+                if (!streq(m.verb, "HOLDER"))
+                        continue;
+                if (shown >= HOLDERS_SHOWN) {
+                        more++;
+                        continue;
+                }
+                host = message_get(&m, "host") ?: "?";
+                since = message_get(&m, "since");
+                if (since && parse_uint64(since, 1, UINT64_MAX, &ms) >= 0) {
+                        time_t t = (time_t) (ms / 1000);
+                        struct tm tm;
+
+                        if (localtime_r(&t, &tm))
+                                strftime(hhmm, sizeof(hhmm), "%H:%M", &tm);
+                }
+                r = snprintf(buf + len, size - len, "%s%s since %s", shown ? ", " : "", host, hhmm);
+                if (r < 0 || (size_t) r >= size - len)
+                        break;
+                len += (size_t) r;
+                shown++;
+        }
+        if (more > 0 && len < size)
+                snprintf(buf + len, size - len, " and %u more", more);
+}
+
+static void held_free(pam_handle_t *pamh, void *data, int error_status) {
+        Held *h = data;
+
+        (void) pamh;
+        (void) error_status;
+        if (!h)
+                return;
+        safe_close(h->anchor_fd);
+        free(h);
+}
+
+static bool silent(const Options *o, int flags) {
+        return o->quiet || (flags & PAM_SILENT);
+}
+
+/* The agent or Redis could not say: on_error decides. */
+static int on_error(pam_handle_t *pamh, const Options *o, int flags, const char *user, const char *why) {
+        if (o->deny_on_error) {
+                pam_syslog(pamh, LOG_ERR, "refusing session of %s: %s (on_error=deny)", user, why);
+                if (!silent(o, flags))
+                        pam_error(pamh, "fleetsem: cannot check the session limit (%s); session refused.", why);
+                return PAM_SESSION_ERR;
+        }
+        pam_syslog(pamh, LOG_WARNING, "allowing session of %s WITHOUT a fleet slot: %s (on_error=allow)", user, why);
+        return PAM_SUCCESS;
+}
+
+static int refused(pam_handle_t *pamh, const Options *o, int flags, const Who *w, const char *name, const Reply *rep) {
+        char holders[512], what[NAME_MAX_LEN + 64];
+        uint32_t slots = rep->slots ?: o->slots;
+
+        describe_holders(o, name, holders, sizeof(holders));
+        if (strstr(o->name_template, "%u"))
+                snprintf(what, sizeof(what), "sessions for %s", w->user);
+        else
+                snprintf(what, sizeof(what), "sessions of %s", name);
+        pam_syslog(pamh, LOG_NOTICE, "refused session of %s: all %" PRIu32 " %s are in use (%s)", w->user, slots, what,
+                   holders[0] ? holders : "holders unknown");
+        if (!silent(o, flags))
+                pam_error(pamh, "fleetsem: all %" PRIu32 " %s are in use%s%s%s; try again later.", slots, what,
+                          holders[0] ? " (" : "", holders, holders[0] ? ")" : "");
+        return PAM_PERM_DENIED;
+}
+
+static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w, const char *name) {
+        _cleanup_close_ int anchor_fd = -EBADF, fd = -EBADF;
+        Request req = { .verb = REQUEST_ACQUIRE, .slots = o->slots, .wait = o->wait };
+        usec_t deadline;
+        bool told = false;
+        LineReader lr;
+        Held *h;
+        Reply rep;
+        char env[NAME_MAX_LEN + 32];
+        int r;
+
+        snprintf(req.name, sizeof(req.name), "%s", name);
+        r = lease_id_new(req.lease);
+        if (r >= 0)
+                r = anchor_create(o->ns, req.lease, &anchor_fd);
+        if (r < 0) {
+                snprintf(env, sizeof(env), "cannot create the anchor: %s", strerror(-r));
+                return on_error(pamh, o, flags, w->user, env);
+        }
+        r = client_send_request(o->ns, o->agent_uid, CONNECT_TIMEOUT, &req, &fd);
+        if (r < 0) {
+                snprintf(env, sizeof(env), r == -ENOENT ? "no agent on @%s/agent" :
+                         r == -EPERM ? "the process on @%s/agent is not a trusted agent" : "cannot reach the agent on @%s/agent",
+                         o->ns);
+                return on_error(pamh, o, flags, w->user, env);
+        }
+
+        deadline = now_usec(CLOCK_MONOTONIC) + CONNECT_TIMEOUT + (o->wait == USEC_INFINITY ? 0 : o->wait);
+        line_reader_init(&lr, PROTO_REPLY_MAX);
+        for (;;) {
+                r = client_read_reply(fd, &lr, deadline, &rep);
+                if (r == -ETIMEDOUT)
+                        return on_error(pamh, o, flags, w->user, "the agent did not answer in time");
+                if (r < 0)
+                        return on_error(pamh, o, flags, w->user, "the agent closed the connection");
+                if (rep.kind != REPLY_QUEUED)
+                        break;
+                if (!told && !silent(o, flags))
+                        pam_info(pamh, "fleetsem: all %" PRIu32 " sessions of %s are in use; waiting (position %" PRIu32 ")...",
+                                 rep.slots, name, rep.position);
+                told = true;
+        }
+
+        switch (rep.kind) {
+        case REPLY_GRANTED:
+                break;
+        case REPLY_DENIED:
+                return refused(pamh, o, flags, w, name, &rep);
+        case REPLY_ERROR:
+                return on_error(pamh, o, flags, w->user, rep.message);
+        default:
+                return on_error(pamh, o, flags, w->user, "unexpected reply from the agent");
+        }
+
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return on_error(pamh, o, flags, w->user, "out of memory");
+        h->anchor_fd = TAKE_FD(anchor_fd);
+        snprintf(h->lease, sizeof(h->lease), "%s", rep.lease);
+        snprintf(h->name, sizeof(h->name), "%s", name);
+        if (pam_set_data(pamh, DATA_KEY, h, held_free) != PAM_SUCCESS) {
+                held_free(pamh, h, 0);
+                return on_error(pamh, o, flags, w->user, "cannot keep the slot with the session");
+        }
+
+        snprintf(env, sizeof(env), "FLEETSEM_NAME=%s", name);
+        (void) pam_putenv(pamh, env);
+        snprintf(env, sizeof(env), "FLEETSEM_TOKEN=%" PRIu64, rep.token);
+        (void) pam_putenv(pamh, env);
+        snprintf(env, sizeof(env), "FLEETSEM_LEASE=%s", rep.lease);
+        (void) pam_putenv(pamh, env);
+        if (o->debug)
+                pam_syslog(pamh, LOG_DEBUG, "session of %s holds a slot of %s (token %" PRIu64 ")", w->user, name, rep.token);
+        return PAM_SUCCESS;
+}
+
+PAM_EXTERN int pam_sm_open_session(pam_handle_t *pamh, int flags, int argc, const char **argv) {
+        struct passwd pwbuf, *pw = NULL;
+        struct group grbuf, *gr = NULL;
+        char pwstore[4096], grstore[4096], name[NAME_MAX_LEN + 1];
+        const char *user = NULL, *why = NULL;
+        Options o;
+        Who w = {};
+
+        parse_options(pamh, argc, argv, &o);
+        if (pam_get_item(pamh, PAM_USER, (const void **) &user) != PAM_SUCCESS || !user || !user[0])
+                return on_error(pamh, &o, flags, "?", "no user for this session");
+        if (getpwnam_r(user, &pwbuf, pwstore, sizeof(pwstore), &pw) != 0 || !pw)
+                return on_error(pamh, &o, flags, user, "unknown user");
+        w = (Who) { .user = user, .uid = pw->pw_uid, .gid = pw->pw_gid };
+        if (getgrgid_r(pw->pw_gid, &grbuf, grstore, sizeof(grstore), &gr) == 0 && gr)
+                snprintf(w.group, sizeof(w.group), "%s", gr->gr_name);
+
+        /* Exempt users pass whatever else is wrong: an admin must never be
+         * locked out by a broken configuration or a Redis outage. */
+        if (is_exempt(&o, &w)) {
+                if (o.debug)
+                        pam_syslog(pamh, LOG_DEBUG, "%s is exempt", user);
+                return PAM_SUCCESS;
+        }
+        if (o.error[0]) {
+                pam_syslog(pamh, LOG_ERR, "bad configuration: %s", o.error);
+                return on_error(pamh, &o, flags, user, "bad configuration of pam_fleetsem");
+        }
+        if (expand_name(pamh, &o, &w, name, sizeof(name), &why) < 0) {
+                pam_syslog(pamh, LOG_ERR, "name=%s for %s: %s", o.name_template, user, why);
+                return on_error(pamh, &o, flags, user, "bad name= in pam_fleetsem's configuration");
+        }
+        return acquire(pamh, &o, flags, &w, name);
+}
+
+PAM_EXTERN int pam_sm_close_session(pam_handle_t *pamh, int flags, int argc, const char **argv) {
+        _cleanup_close_ int fd = -EBADF;
+        const void *data = NULL;
+        const Held *h;
+        Request req = { .verb = REQUEST_RELEASE };
+        LineReader lr;
+        Options o;
+        Reply rep;
+
+        (void) flags;
+        if (pam_get_data(pamh, DATA_KEY, &data) != PAM_SUCCESS || !data)
+                return PAM_SUCCESS;     /* exempt, or allowed without a slot */
+        h = data;
+        parse_options(pamh, argc, argv, &o);
+
+        /* Confirmed with the agent when it is there; closing the anchor
+         * releases the slot anyway. */
+        snprintf(req.lease, sizeof(req.lease), "%s", h->lease);
+        if (client_send_request(o.ns, o.agent_uid, CONNECT_TIMEOUT, &req, &fd) >= 0) {
+                line_reader_init(&lr, PROTO_REPLY_MAX);
+                if (client_read_reply(fd, &lr, now_usec(CLOCK_MONOTONIC) + CONNECT_TIMEOUT, &rep) < 0 || rep.kind != REPLY_RELEASED)
+                        pam_syslog(pamh, LOG_WARNING, "the agent did not confirm the release of %s", h->name);
+                else if (o.debug)
+                        pam_syslog(pamh, LOG_DEBUG, "released the slot of %s", h->name);
+        }
+        (void) pam_set_data(pamh, DATA_KEY, NULL, NULL);        /* closes the anchor */
+        return PAM_SUCCESS;
+}

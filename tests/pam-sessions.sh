@@ -1,0 +1,223 @@
+#!/bin/bash
+# pam_fleetsem.so through Linux-PAM itself: pam_wrapper points PAM at a
+# service directory of the test's own, and pam-session opens sessions the
+# way a login program does, holding each open until told to close it. Runs
+# as any user: sessions are for existing system users (daemon, bin, sys).
+. "$(dirname "$0")/lib.sh"
+: "${PAM_FLEETSEM:?path to pam_fleetsem.so}" "${PAM_SESSION:?path to pam-session}"
+require pamtester
+PAMWRAP=$(ls /usr/lib/*/libpam_wrapper.so /usr/lib/libpam_wrapper.so 2>/dev/null | head -n1)
+[ -n "$PAMWRAP" ] || require libpam_wrapper.so
+ME=$(id -un)
+trap '' PIPE    # telling a session that already ended to close is no error
+
+mkdir -p "$T/pam.d"
+# The agent trusts the test's user with every name (root needs no rule).
+printf 'allow = * %s\n' "$ME" >"$T/agent.conf"
+start_redis
+start_agent h1 --config "$T/agent.conf"
+NS="$NSBASE-h1"
+
+# service NAME ARGS...: a PAM service whose session stack is pam_fleetsem.
+service() {
+        local name=$1; shift
+        echo "session required $PAM_FLEETSEM namespace=$NS agent_user=$ME $*" >"$T/pam.d/$name"
+}
+pamenv() { LD_PRELOAD=$PAMWRAP PAM_WRAPPER=1 PAM_WRAPPER_SERVICE_DIR="$T/pam.d" PAM_WRAPPER_DEBUGLEVEL=1 "$@"; }
+
+# open ID SERVICE USER [pam-session options]: opens a session and keeps it
+# open; waits for pam_open_session's result (start: does not wait).
+open() {
+        start "$@"
+        wait_for 15 grep -q '^open:' "$T/out-$1" || echo "# session $1 did not answer"
+}
+start() {
+        local id=$1 fd; shift
+        mkfifo "$T/in-$id"
+        # exec: $! is the session's own process, for kill -9
+        (LD_PRELOAD=$PAMWRAP PAM_WRAPPER=1 PAM_WRAPPER_SERVICE_DIR="$T/pam.d" PAM_WRAPPER_DEBUGLEVEL=1 exec "$PAM_SESSION" "$@") \
+                <"$T/in-$id" >"$T/out-$id" 2>"$T/pam-$id.log" &
+        eval "SESS_PID_$id=$!"
+        exec {fd}>"$T/in-$id"
+        eval "SESS_FD_$id=$fd"
+}
+# result ID: pam_open_session's return code (0 success, 6 PAM_PERM_DENIED, 14 PAM_SESSION_ERR)
+result() { sed -n 's/^open: \([0-9]*\) .*/\1/p' "$T/out-$1"; }
+said() { sed -n 's/^\(error\|info\): //p' "$T/out-$1"; }
+close() {
+        local fd
+        fd=$(eval "echo \$SESS_FD_$1")
+        echo close >&"$fd" 2>/dev/null
+        exec {fd}>&-
+        wait_for 5 sh -c "! kill -0 $(eval "echo \$SESS_PID_$1") 2>/dev/null"
+}
+# One session, opened and closed at once; its output.
+once() { local id=$1; shift; open "$id" "$@"; close "$id"; }
+
+# --- N sessions, the N+1st refused with the message ---------------------------------
+service ssh slots=2
+open a1 ssh daemon
+open a2 ssh daemon
+is "$(result a1) $(result a2)" "0 0" "two sessions for daemon open"
+like "$(cat "$T/out-a1")" $'env: FLEETSEM_NAME=login:daemon' "the session's environment names the slot (pam_putenv)"
+like "$(cat "$T/out-a1")" $'env: FLEETSEM_TOKEN=1' "... with its fencing token"
+like "$(cat "$T/out-a1")" 'env: FLEETSEM_LEASE=[0-9a-f]{32}' "... and lease"
+is "$(holders login:daemon)" 2 "Redis holds 2 slots of login:daemon"
+open a3 ssh daemon
+is "$(result a3)" 6 "the third is refused: PAM_PERM_DENIED"
+like "$(said a3)" "^fleetsem: all 2 sessions for daemon are in use \(h1 since [0-9]{2}:[0-9]{2}, h1 since [0-9]{2}:[0-9]{2}\); try again later\.$" \
+        "the user is told why, and by whom"
+is "$(holders login:daemon) $(waiters login:daemon)" "2 0" "the refused one left nothing in Redis"
+open b1 ssh bin
+is "$(result b1)" 0 "another user is not affected"
+close b1
+
+# --- closing one lets the next in ----------------------------------------------------
+close a1
+is "$(holders login:daemon)" 1 "close_session released at once"
+open a4 ssh daemon
+is "$(result a4)" 0 "the next session opens"
+
+# --- PAM_SILENT ------------------------------------------------------------------
+open a5 ssh daemon --silent
+is "$(result a5) [$(said a5)]" "6 []" "PAM_SILENT: refused without a word to the user"
+
+# --- wait= queues and succeeds when one closes ------------------------------------------
+service ssh-wait slots=2 wait=10s
+start w1 ssh-wait daemon
+check "while full, wait= queues" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{login:daemon}:queue') = 1 ]"
+like "$(said w1)" "waiting \(position 1\)" "the user is told it waits"
+t0=$(now_ms)
+close a2
+check "it gets the session when one closes" wait_for 5 grep -q '^open: 0 ' "$T/out-w1"
+is "$(result w1)" 0 "... PAM_SUCCESS after waiting"
+close a4
+close w1
+is "$(holders login:daemon)" 0 "all released"
+
+# --- kill -9 of the process that opened the session ------------------------------------
+open k1 ssh daemon
+is "$(holders login:daemon)" 1 "k1 holds"
+kill -KILL "$SESS_PID_k1"
+check "kill -9 of the session's process: released at once" wait_for 1 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{login:daemon}:holders') = 0 ]"
+
+# --- exempt users and groups, root ---------------------------------------------------
+service one slots=1 name=shared exempt_user=bin exempt_group=sys
+open x1 one daemon
+is "$(result x1)" 0 "daemon takes the only slot of shared"
+once x2 one bin
+is "$(result x2)" 0 "exempt_user=bin passes"
+once x3 one sys
+is "$(result x3)" 0 "exempt_group=sys passes (sys' primary group)"
+once x4 one root
+is "$(result x4)" 0 "root passes (exempt unless noexempt_root)"
+is "$(holders shared)" 1 "exempt sessions take no slot"
+service one-strict slots=1 name=shared noexempt_root
+once x5 one-strict root
+is "$(result x5)" 6 "noexempt_root: root counts like anyone"
+close x1
+
+# --- every template escape --------------------------------------------------------------
+service tmpl slots=5 'name=%s.%u.%g.%h.%r'
+open t1 tmpl daemon --rhost 192.0.2.7
+expect="tmpl.daemon.$(id -gn daemon).$(hostname).192.0.2.7"
+is "$(result t1)" 0 "name=%s.%u.%g.%h.%r opens"
+is "$(holders "$expect")" 1 "the slot is $expect"
+close t1
+service tmpl-pct slots=5 'name=a%%b' on_error=deny
+once t2 tmpl-pct daemon
+is "$(result t2)" 14 "%% gives a percent sign, which no name may hold: an error, not another name"
+service tmpl-bad slots=5 'name=x%q' on_error=deny
+once t3 tmpl-bad daemon
+is "$(result t3)" 14 "an unknown escape is an error"
+service tmpl-empty slots=5 'name=%r' on_error=deny
+once t4 tmpl-empty daemon
+is "$(result t4)" 14 "an expansion that is empty (no remote host) is an error"
+like "$(said t4)" "cannot check the session limit \(bad name= in pam_fleetsem's configuration\); session refused" \
+        "... and the user is told it is a configuration error"
+
+# --- unknown and malformed arguments ----------------------------------------------------
+service unknown slots=1 name=unk frobnicate=yes
+once u1 unknown daemon
+is "$(result u1)" 0 "an unknown argument is ignored"
+like "$(cat "$T/pam-u1.log")" 'unknown option "frobnicate" ignored' "... and logged"
+service malformed slots=two name=mal
+once u2 malformed daemon
+is "$(result u2)" 0 "slots=two with on_error=allow: the session opens (logged loudly)"
+like "$(cat "$T/pam-u2.log")" 'bad configuration: slots=two: expected a number' "... the log says what is wrong"
+service malformed-deny slots=two name=mal on_error=deny
+once u3 malformed-deny daemon
+is "$(result u3)" 14 "slots=two with on_error=deny: refused"
+service noslots name=mal on_error=deny
+once u4 noslots daemon
+is "$(result u4)" 14 "slots= missing: refused with on_error=deny"
+like "$(cat "$T/pam-u4.log")" 'slots= is required' "... the log says so"
+service badwait slots=1 wait=soon on_error=deny
+once u5 badwait daemon
+like "$(cat "$T/pam-u5.log")" 'wait=soon: expected a duration' "wait=soon: a malformed duration is named"
+
+# --- conf=FILE: the same keys in a file -----------------------------------------------
+cat >"$T/fleetsem-pam.conf" <<EOF
+# pam_fleetsem options
+slots = 1
+name = fromfile:%u
+exempt_user = bin
+EOF
+service conf "conf=$T/fleetsem-pam.conf"
+open c1 conf daemon
+once c2 conf daemon
+is "$(result c1) $(result c2)" "0 6" "conf=FILE: slots and name from the file"
+is "$(holders fromfile:daemon)" 1 "... name=fromfile:%u"
+once c3 conf bin
+is "$(result c3)" 0 "... exempt_user from the file"
+close c1
+printf 'slots = 1\nwait = soon\n' >"$T/bad-pam.conf"
+service conf-bad "conf=$T/bad-pam.conf" on_error=deny
+once c4 conf-bad daemon
+like "$(cat "$T/pam-c4.log")" "bad-pam.conf:2: wait: expected a duration" "a bad file is reported as FILE:LINE"
+is "$(result c4)" 14 "... and handled by on_error"
+
+# --- pamtester, unmodified --------------------------------------------------------
+service ssh slots=2
+out=$(pamenv pamtester -v ssh daemon open_session close_session 2>&1)
+like "$out" "successfully opened a session" "pamtester opens a session through the module"
+open p1 ssh daemon
+open p2 ssh daemon
+out=$(pamenv pamtester ssh daemon open_session 2>&1)
+like "$out" "fleetsem: all 2 sessions for daemon are in use" "pamtester sees the refusal message"
+close p1
+close p2
+
+# --- Redis down / agent down / agent hung, with on_error=allow and deny ---------------------
+service allow slots=1 name=err
+service deny slots=1 name=err on_error=deny
+stop_redis
+once e1 allow daemon
+is "$(result e1)" 0 "Redis down, on_error=allow: the session opens"
+like "$(cat "$T/pam-e1.log")" "allowing session of daemon WITHOUT a fleet slot: Redis .* unreachable" "... logged loudly"
+once e2 deny daemon
+is "$(result e2)" 14 "Redis down, on_error=deny: refused"
+like "$(said e2)" "fleetsem: cannot check the session limit \(Redis .* unreachable" "... telling the user why"
+start_redis
+
+echo "session required $PAM_FLEETSEM namespace=$NSBASE-nobody agent_user=$ME slots=1" >"$T/pam.d/noagent"
+echo "session required $PAM_FLEETSEM namespace=$NSBASE-nobody agent_user=$ME slots=1 on_error=deny" >"$T/pam.d/noagent-deny"
+once n1 noagent daemon
+is "$(result n1)" 0 "no agent, on_error=allow: the session opens"
+like "$(cat "$T/pam-n1.log")" "WITHOUT a fleet slot: no agent on @$NSBASE-nobody/agent" "... logged"
+once n2 noagent-deny daemon
+is "$(result n2)" 14 "no agent, on_error=deny: refused"
+
+# An "agent" that accepts and never answers.
+python3 "$(dirname "$0")/agent-hung.py" "$NSBASE-hung" &
+wait_for 5 agent_listening "$NSBASE-hung"
+echo "session required $PAM_FLEETSEM namespace=$NSBASE-hung agent_user=$ME slots=1" >"$T/pam.d/hung"
+echo "session required $PAM_FLEETSEM namespace=$NSBASE-hung agent_user=$ME slots=1 on_error=deny" >"$T/pam.d/hung-deny"
+t0=$(now_ms); once h1 hung daemon; t1=$(now_ms)
+is "$(result h1)" 0 "hung agent, on_error=allow: the session opens"
+check "... within the bound ($((t1 - t0)) ms, 2 s connect timeout)" [ $((t1 - t0)) -lt 4000 ]
+t0=$(now_ms); once h2 hung-deny daemon; t1=$(now_ms)
+is "$(result h2)" 14 "hung agent, on_error=deny: refused"
+check "... within the bound ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 4000 ]
+
+done_testing
