@@ -13,6 +13,7 @@ NS_CACHE=${FLEETSEM_TEST_ROOT:-/var/cache/fleetsem-tests}
 NS_MIRROR=${FLEETSEM_TEST_MIRROR:-$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n1)}
 NS_MIRROR=${NS_MIRROR:-http://deb.debian.org/debian}
 NS_HOSTS=()
+NS_BINDS=()     # more --bind/--bind-ro options for every container
 # The tests' redis-server listens where every container sees it.
 mkdir -p "$T/shared"
 REDIS_SOCK=$T/shared/redis.sock
@@ -105,7 +106,7 @@ ns_boot() {
                                 --bind-ro="$BUILD/systemd/fleetsemd.service:/etc/systemd/system/fleetsemd.service" \
                                 --bind-ro="$SRC/systemd/fleetsem.socket:/etc/systemd/system/fleetsem.socket" \
                                 --bind-ro="$T/$host/etc:/etc/fleetsem" \
-                                --bind="$T/shared:/run/fleetsem-test"
+                                --bind="$T/shared:/run/fleetsem-test" "${NS_BINDS[@]}"
                 ) >"$T/console-$host.txt" 2>&1 </dev/null &
                 eval "NS_PID_$host=$!"
                 disown

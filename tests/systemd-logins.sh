@@ -1,0 +1,81 @@
+#!/bin/bash
+# Real logins through pam_fleetsem.so: two booted hosts, each with sshd on a
+# loopback port of its own and the module in its sshd and su session
+# stacks, slots=2, one Redis. alice may have 2 sessions across both hosts.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-nspawn.sh"
+: "${PAM_FLEETSEM:?path to pam_fleetsem.so}"
+require ssh-keygen
+
+PAMDIR=/lib/$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)/security
+NS_BINDS=(--bind-ro="$PAM_FLEETSEM:$PAMDIR/pam_fleetsem.so")
+start_redis
+ssh-keygen -q -t ed25519 -N '' -f "$T/shared/id_test" >/dev/null || bail "ssh-keygen failed"
+ns_boot h1 h2
+
+port() { echo $((2200 + ${1#h})); }
+for h in h1 h2; do
+        ns "$h" sh -c "
+                useradd -m -s /bin/bash alice && useradd -m -s /bin/bash bob || exit 1
+                for u in alice bob; do
+                        install -d -m 700 -o \$u -g \$u /home/\$u/.ssh
+                        install -m 600 -o \$u -g \$u /run/fleetsem-test/id_test.pub /home/\$u/.ssh/authorized_keys
+                done
+                printf 'Port $(port "$h")\nListenAddress 127.0.0.1\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM yes\n' \
+                        >/etc/ssh/sshd_config.d/fleetsem-test.conf
+                echo 'session required pam_fleetsem.so slots=2' >>/etc/pam.d/sshd
+                echo 'session required pam_fleetsem.so slots=2' >>/etc/pam.d/su
+                systemctl restart ssh.service" || bail "cannot set up logins on $h"
+done
+check "h1: sshd listens on 127.0.0.1:$(port h1)" wait_for 10 ns h1 sh -c "ss -ltn 2>/dev/null | grep -q 127.0.0.1:$(port h1) || grep -qi ':$(printf %04X "$(port h1)") ' /proc/net/tcp"
+
+# ssh_to HOST USER CMD...: an ssh session from HOST to its own sshd.
+ssh_to() {
+        local host=$1 user=$2; shift 2
+        ns "$host" ssh -i /run/fleetsem-test/id_test -o BatchMode=yes -o StrictHostKeyChecking=no \
+                -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -p "$(port "$host")" "$user@127.0.0.1" "$@"
+}
+# hold HOST USER MARK: a session that stays open (its command: sleep MARK).
+hold() { ssh_to "$1" "$2" "echo in; exec sleep $3" >"$T/ssh-$1-$3.out" 2>&1 & }
+held() { grep -q '^in$' "$T/ssh-$1-$2.out"; }
+logout() { ns "$1" pkill -f "sleep $2" ; wait_for 5 sh -c "! nsenter -t $(ns_leader "$1") -a pgrep -f 'sleep $2' >/dev/null"; }
+
+hold h1 alice 3001
+check "alice's first session (h1) is in" wait_for 10 held h1 3001
+hold h2 alice 3002
+check "alice's second session (h2) is in" wait_for 10 held h2 3002
+is "$(holders login:alice)" 2 "Redis: 2 slots of login:alice, across two hosts"
+
+for h in h1 h2; do
+        out=$(ssh_to "$h" alice 'echo in' 2>&1); rc=$?
+        check "a third session for alice on $h is refused (ssh exit $rc)" [ "$rc" -ne 0 ]
+        check "... it never ran its command" sh -c "! printf '%s' '$out' | grep -q '^in$'"
+        like "$out" "fleetsem: all 2 sessions for alice are in use \((h1|h2) since [0-9:]+, (h1|h2) since [0-9:]+\); try again later" \
+                "... and the client sees why"
+done
+like "$(journal h1 -t sshd)" "pam_fleetsem\(sshd:session\): refused session of alice: all 2 sessions for alice are in use" \
+        "sshd's journal has the refusal, with the same facts"
+is "$(holders login:alice) $(waiters login:alice)" "2 0" "the refused ones left nothing in Redis"
+
+out=$(ssh_to h1 bob 'echo bob in' 2>&1)
+like "$out" "^bob in" "bob is not affected"
+
+logout h1 3001
+check "alice logs out on h1: her slot is free" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{login:alice}:holders') = 1 ]"
+hold h2 alice 3003
+check "so a new session gets in (on h2)" wait_for 10 held h2 3003
+
+# --- su -l, the same limit ------------------------------------------------------
+out=$(ns h1 su -l alice -c 'echo su in' 2>&1); rc=$?
+check "su -l alice with 2 sessions open: refused (exit $rc)" [ "$rc" -ne 0 ]
+like "$out" "fleetsem: all 2 sessions for alice are in use" "su shows the message"
+out=$(ns h1 su -l bob -c 'echo su in' 2>&1)
+like "$out" "su in" "su -l bob works"
+logout h2 3002
+out=$(ns h1 su -l alice -c 'echo su in' 2>&1)
+like "$out" "su in" "one logout later, su -l alice works"
+is "$(holders login:alice)" 1 "and su's session gave its slot back when it ended"
+logout h2 3003
+is "$(holders login:alice)" 0 "all logged out: nothing held"
+
+ns_done_testing
