@@ -381,15 +381,20 @@ static int on_error(pam_handle_t *pamh, const Options *o, int flags, const char 
         return PAM_SUCCESS;
 }
 
+/* "sessions for alice" (per-user names) or "sessions of build-hosts". */
+static void sessions_of(const Options *o, const Who *w, const char *name, char *buf, size_t size) {
+        if (strstr(o->name_template, "%u"))
+                snprintf(buf, size, "sessions for %s", w->user);
+        else
+                snprintf(buf, size, "sessions of %s", name);
+}
+
 static int refused(pam_handle_t *pamh, const Options *o, int flags, const Who *w, const char *name, const Reply *rep) {
         char holders[512], what[NAME_MAX_LEN + 64];
         uint32_t slots = rep->slots ?: o->slots;
 
         describe_holders(o, name, holders, sizeof(holders));
-        if (strstr(o->name_template, "%u"))
-                snprintf(what, sizeof(what), "sessions for %s", w->user);
-        else
-                snprintf(what, sizeof(what), "sessions of %s", name);
+        sessions_of(o, w, name, what, sizeof(what));
         pam_syslog(pamh, LOG_NOTICE, "refused session of %s: all %" PRIu32 " %s are in use (%s)", w->user, slots, what,
                    holders[0] ? holders : "holders unknown");
         if (!silent(o, flags))
@@ -435,10 +440,14 @@ static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w
                         return on_error(pamh, o, flags, w->user, "the agent closed the connection");
                 if (rep.kind != REPLY_QUEUED)
                         break;
-                if (!told && !silent(o, flags))
-                        pam_info(pamh, "fleetsem: all %" PRIu32 " sessions of %s are in use; waiting (position %" PRIu32 ")...",
-                                 rep.slots, name, rep.position);
-                told = true;
+                if (!told && o->wait > 0 && !silent(o, flags)) {
+                        char what[NAME_MAX_LEN + 64];
+
+                        sessions_of(o, w, name, what, sizeof(what));
+                        pam_info(pamh, "fleetsem: all %" PRIu32 " %s are in use; waiting (position %" PRIu32 ")...",
+                                 rep.slots, what, rep.position);
+                        told = true;
+                }
         }
 
         switch (rep.kind) {

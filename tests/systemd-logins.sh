@@ -48,8 +48,10 @@ is "$(holders login:alice)" 2 "Redis: 2 slots of login:alice, across two hosts"
 
 for h in h1 h2; do
         out=$(ssh_to "$h" alice 'echo in' 2>&1); rc=$?
+        printf '%s\n' "$out" | sed 's/^/# ssh said: /'
         check "a third session for alice on $h is refused (ssh exit $rc)" [ "$rc" -ne 0 ]
         check "... it never ran its command" sh -c "! printf '%s' '$out' | grep -q '^in$'"
+        check "... and was not told it waits (wait=0)" sh -c "! printf '%s' '$out' | grep -q 'waiting'"
         like "$out" "fleetsem: all 2 sessions for alice are in use \((h1|h2) since [0-9:]+, (h1|h2) since [0-9:]+\); try again later" \
                 "... and the client sees why"
 done
