@@ -9,6 +9,11 @@ require pamtester
 PAMWRAP=$(ls /usr/lib/*/libpam_wrapper.so /usr/lib/libpam_wrapper.so 2>/dev/null | head -n1)
 [ -n "$PAMWRAP" ] || require libpam_wrapper.so
 ME=$(id -un)
+# A module built with ASan needs its runtime loaded first, and pam_wrapper
+# its deep binding off (as its manual says for sanitizers).
+ASANLIB=$(ldd "$PAM_FLEETSEM" | awk '/libasan/ { print $3 }')
+PRELOAD="${ASANLIB:+$ASANLIB }$PAMWRAP"
+[ -n "$ASANLIB" ] && export PAM_WRAPPER_DISABLE_DEEPBIND=1
 trap '' PIPE    # telling a session that already ended to close is no error
 
 mkdir -p "$T/pam.d"
@@ -23,7 +28,7 @@ service() {
         local name=$1; shift
         echo "session required $PAM_FLEETSEM namespace=$NS agent_user=$ME $*" >"$T/pam.d/$name"
 }
-pamenv() { LD_PRELOAD=$PAMWRAP PAM_WRAPPER=1 PAM_WRAPPER_SERVICE_DIR="$T/pam.d" PAM_WRAPPER_DEBUGLEVEL=1 "$@"; }
+pamenv() { LD_PRELOAD=$PRELOAD PAM_WRAPPER=1 PAM_WRAPPER_SERVICE_DIR="$T/pam.d" PAM_WRAPPER_DEBUGLEVEL=1 "$@"; }
 
 # open ID SERVICE USER [pam-session options]: opens a session and keeps it
 # open; waits for pam_open_session's result (start: does not wait).
@@ -35,7 +40,7 @@ start() {
         local id=$1 fd; shift
         mkfifo "$T/in-$id"
         # exec: $! is the session's own process, for kill -9
-        (LD_PRELOAD=$PAMWRAP PAM_WRAPPER=1 PAM_WRAPPER_SERVICE_DIR="$T/pam.d" PAM_WRAPPER_DEBUGLEVEL=1 exec "$PAM_SESSION" "$@") \
+        (LD_PRELOAD=$PRELOAD PAM_WRAPPER=1 PAM_WRAPPER_SERVICE_DIR="$T/pam.d" PAM_WRAPPER_DEBUGLEVEL=1 exec "$PAM_SESSION" "$@") \
                 <"$T/in-$id" >"$T/out-$id" 2>"$T/pam-$id.log" &
         eval "SESS_PID_$id=$!"
         exec {fd}>"$T/in-$id"
