@@ -67,7 +67,9 @@ struct Lease {
         bool stop_on_lost;      /* stop that unit if the slot is lost */
         uint64_t token;
         uint64_t since_ms;
-        uint32_t position;      /* last reported place in line */
+        uint32_t position;      /* last known place in line */
+        bool position_unsent;   /* changed since it was last reported */
+        usec_t queued_sent;     /* CLOCK_MONOTONIC of the last QUEUED sent */
         int watch_fd;           /* connection to the anchor */
         sd_event_source *watch_source;
         Client *client;         /* waiting for a grant, or listening for LOST */
@@ -90,6 +92,7 @@ struct Name {
         size_t n_held;
         unsigned subscribed_generation; /* pub/sub connection it subscribed on */
         usec_t idle_since;              /* when its last lease went */
+        sd_event_source *positions_source; /* reports moved-up places in line */
 };
 
 struct Client {

@@ -7,13 +7,15 @@
 #include "agent.h"
 #include "log.h"
 
-#define N_KEYS 7
+#define N_KEYS 8
+#define GRANTS_MAX 64            /* waiters one release may hand slots to, as parsed */
 #define RENEW_BATCH 1000
 #define CONNECT_TIMEOUT (2 * USEC_PER_SEC)
 #define COMMAND_TIMEOUT (5 * USEC_PER_SEC)
 #define BACKOFF_MIN (100 * USEC_PER_MSEC)
 #define BACKOFF_MAX (2 * USEC_PER_SEC)
 #define RECHECK_SAFETY (5 * USEC_PER_SEC)
+#define POSITION_EVERY (1 * USEC_PER_SEC)       /* a waiter hears of its new place at most this often */
 #define DESC_MAX 1024
 #define NAMES_IDLE_MAX 4096
 #define NAME_IDLE_TIME (10 * USEC_PER_MINUTE)
@@ -34,6 +36,18 @@ void lease_set_state(Lease *l, LeaseState state);
 void lease_unref(Lease *l);
 void name_recheck(Name *n);
 void name_index(Name *n);
+
+/* A waiter granted a slot by someone's release, in Redis already. */
+typedef struct Granted {
+        char lease[LEASE_ID_LEN + 1];
+        uint64_t token;
+        uint64_t since_ms;
+} Granted;
+/* Grants those that wait here; move_up: the others waiting here moved up
+ * in line by as many (each grant came from the head of the line). */
+void name_granted(Name *n, const Granted *g, size_t k, bool move_up);
+/* "LEASE TOKEN SINCE ..." (a wake message after "g ") → Granted[]; -EBADMSG. */
+int granted_parse(const char *s, Granted *g, size_t max, size_t *ret_k);
 void name_subscribe(Name *n);
 void name_sweep(Agent *a, bool all);
 void release_in_redis(Agent *a, const char *name, const char *lease);

@@ -13,7 +13,7 @@
 #include "protocol.h"
 
 static const char *const key_suffix[N_KEYS] = {
-        "holders", "queue", "waiters", "info", "grant", "token", "ticket",
+        "holders", "queue", "waiters", "info", "grant", "token", "ticket", "slots",
 };
 
 static const char *const script_name[N_SCRIPTS] = {
@@ -207,6 +207,7 @@ void name_index(Name *n) {
 static void name_free(Name *n) {
         Agent *a = n->agent;
 
+        n->positions_source = sd_event_source_disable_unref(n->positions_source);
         tdelete(n, &a->name_tree, name_cmp);
         LIST_REMOVE(all, a->names, n);
         a->n_names--;
@@ -322,7 +323,52 @@ static void release_reply(RedisConn *conn, const RedisReply *reply, void *userda
         }
         if (err)
                 log_warning("Redis refused to release %s of %s: %s", p->lease, p->name, err);
+        else {
+                /* {held, lease, token, since, ...}: whom the release handed
+                 * slots to. Those waiting here get them now; the wake
+                 * message tells the other agents. */
+                Name *n = name_find(p->agent, p->name);
+                Granted g[GRANTS_MAX];
+                size_t k = 0, len = redis_reply_array_len(reply);
+                long long token, since;
+
+                for (size_t i = 1; n && i + 2 < len && k < GRANTS_MAX; i += 3) {
+                        if (redis_reply_array_string(reply, i, g[k].lease, sizeof(g[k].lease)) < 0 ||
+                            redis_reply_array_integer(reply, i + 1, &token) < 0 ||
+                            redis_reply_array_integer(reply, i + 2, &since) < 0 || token < 0 || since < 0)
+                                break;
+                        g[k].token = (uint64_t) token;
+                        g[k].since_ms = (uint64_t) since;
+                        k++;
+                }
+                if (k > 0)
+                        name_granted(n, g, k, false);
+        }
         free(p);
+}
+
+int granted_parse(const char *s, Granted *g, size_t max, size_t *ret_k) {
+        size_t k = 0;
+
+        while (*s) {
+                unsigned long long token, since;
+                int n = 0;
+
+                if (k >= max)
+                        return -E2BIG;
+                if (sscanf(s, "%32s %llu %llu%n", g[k].lease, &token, &since, &n) != 3 || !lease_id_is_valid(g[k].lease))
+                        return -EBADMSG;
+                g[k].token = token;
+                g[k].since_ms = since;
+                k++;
+                s += n;
+                if (*s == ' ')
+                        s++;
+                else if (*s)
+                        return -EBADMSG;
+        }
+        *ret_k = k;
+        return 0;
 }
 
 /* Releases name/lease in Redis now, or as soon as Redis is back. */
@@ -399,6 +445,8 @@ static void send_queued(Lease *l, uint32_t held) {
         message_add_u64(&b, "held", held);
         message_add_u64(&b, "slots", l->slots);
         client_send(l->client, line, message_finish(&b));
+        l->queued_sent = now_usec(CLOCK_MONOTONIC);
+        l->position_unsent = false;
 }
 
 static void send_granted(Lease *l) {
@@ -581,6 +629,65 @@ void name_recheck(Name *n) {
                 lease_check(best);
 }
 
+static int on_positions(sd_event_source *s, uint64_t usec, void *userdata) {
+        Name *n = userdata;
+        Lease *l;
+
+        (void) s;
+        (void) usec;
+        LIST_FOREACH(by_name, l, n->leases)
+                if (l->state == LEASE_WAITING && l->position_unsent)
+                        send_queued(l, l->slots);
+        return 0;
+}
+
+/* Reports a waiter's new place in line now, or (when it heard of one less
+ * than POSITION_EVERY ago) with the others due at the next report: a busy
+ * line moves on every grant, and every waiter on every grant would be a
+ * lot of writes for nobody to read. */
+static void report_position(Lease *l) {
+        Name *n = l->name;
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+
+        if (now - l->queued_sent >= POSITION_EVERY) {
+                send_queued(l, l->slots);
+                return;
+        }
+        l->position_unsent = true;
+        if (n->positions_source && sd_event_source_get_enabled(n->positions_source, NULL) > 0)
+                return;
+        if (n->positions_source) {
+                (void) sd_event_source_set_time_relative(n->positions_source, POSITION_EVERY);
+                (void) sd_event_source_set_enabled(n->positions_source, SD_EVENT_ONESHOT);
+        } else if (sd_event_add_time_relative(l->agent->event, &n->positions_source, CLOCK_MONOTONIC,
+                                              POSITION_EVERY, 0, on_positions, n) < 0)
+                send_queued(l, l->slots);
+}
+
+void name_granted(Name *n, const Granted *g, size_t k, bool move_up) {
+        Agent *a = n->agent;
+        Lease *l;
+
+        for (size_t i = 0; i < k; i++) {
+                l = lease_find(a, g[i].lease);
+                if (l && l->name == n && l->state == LEASE_WAITING)
+                        grant(l, g[i].token, g[i].since_ms);
+        }
+        if (!move_up)
+                return;
+        LIST_FOREACH(by_name, l, n->leases) {
+                uint32_t p;
+
+                if (l->state != LEASE_WAITING || !l->enqueued || l->position == 0)
+                        continue;
+                p = l->position > k ? l->position - (uint32_t) k : 1;
+                if (p != l->position) {
+                        l->position = p;
+                        report_position(l);
+                }
+        }
+}
+
 /* "user@host pid N (unit)" from a description, for logs. */
 static void holder_from_description(const char *desc, char *buf, size_t size) {
         Message m;
@@ -615,7 +722,10 @@ int lease_new(Agent *a, const char *name, const char *id, uint32_t slots, uid_t 
         };
         snprintf(l->id, sizeof(l->id), "%s", id);
         holder_from_description(desc, l->holder, sizeof(l->holder));
-        r = sd_event_add_io(a->event, &l->watch_source, watch_fd, EPOLLRDHUP, on_anchor_event, l);
+        /* Edge-triggered: a closed anchor stays "ready" until its source is
+         * gone, and thousands closing at once (a host's sessions ending)
+         * would otherwise be polled again on every turn of the loop. */
+        r = sd_event_add_io(a->event, &l->watch_source, watch_fd, EPOLLRDHUP | EPOLLET, on_anchor_event, l);
         if (r < 0 || !tsearch(l, &a->lease_tree, lease_cmp)) {
                 sd_event_source_disable_unref(l->watch_source);
                 free(l);

@@ -218,8 +218,21 @@ static void on_wake(RedisConn *conn, const RedisReply *reply, void *userdata) {
                 name[close - open - 1] = '\0';
                 n = name_find(a, name);
         }
-        if (n)
-                name_recheck(n);
+        if (!n)
+                return;
+        /* "g LEASE TOKEN SINCE ...": a release handed out slots already. */
+        if (streq(kind, "message")) {
+                char payload[GRANTS_MAX * 80];
+                Granted g[GRANTS_MAX];
+                size_t k;
+
+                if (redis_reply_array_string(reply, 2, payload, sizeof(payload)) >= 0 && strneq(payload, "g ", 2) &&
+                    granted_parse(payload + 2, g, GRANTS_MAX, &k) >= 0) {
+                        name_granted(n, g, k, true);
+                        return;
+                }
+        }
+        name_recheck(n);
 }
 
 static void on_sub_state(RedisConn *conn, int error, const char *message, void *userdata) {

@@ -30,8 +30,10 @@ static void client_free(Client *c) {
 static void client_update_events(Client *c) {
         uint32_t events = c->out_len > 0 ? EPOLLOUT : 0;
 
-        /* Keep reading: EOF from a client is how a waiter withdraws. */
-        events |= EPOLLIN | EPOLLRDHUP;
+        /* Keep reading: EOF from a client is how a waiter withdraws. After
+         * its request, edge-triggered: a host's thousand sessions ending at
+         * once must not be polled again on every turn of the loop. */
+        events |= EPOLLIN | EPOLLRDHUP | (c->got_request ? EPOLLET : 0);
         (void) sd_event_source_set_io_events(c->io_source, events);
 }
 
@@ -163,6 +165,29 @@ static int client_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
         if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
                 return 0;
 
+        if (c->got_request) {
+                /* A client has one request; after it, it only listens, then
+                 * closes. Read to the end (edge-triggered); anything it
+                 * sends is dropped. */
+                char buf[512];
+
+                for (;;) {
+                        ssize_t n = read(c->fd, buf, sizeof(buf));
+
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n < 0 && errno == EAGAIN)
+                                return 0;
+                        if (n <= 0) {
+                                /* EOF or error: a waiting client withdraws, a
+                                 * holder's client just stops listening (the
+                                 * anchor keeps the slot). */
+                                client_free(c);
+                                return 0;
+                        }
+                }
+        }
+
         r = line_reader_fill(&c->in, c->fd);
         if (r == -EAGAIN)
                 return 0;
@@ -182,11 +207,9 @@ static int client_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
         }
         if (r == 0)
                 return 0;
-        if (c->got_request) {
-                client_send_error(c, ERROR_CODE_USAGE, "one request per connection");
-                return 0;
-        }
+        /* Whatever follows the one request is not read as another. */
         client_handle_request(c, line, len);
+        client_update_events(c);        /* edge-triggered from now on */
         return 0;
 }
 

@@ -14,6 +14,7 @@ end
 if not redis.call('ZSCORE', K_QUEUE, lease) then
   redis.call('ZADD', K_QUEUE, redis.call('INCR', K_TICKET), lease)
   redis.call('HSET', K_INFO, lease, desc)
+  redis.call('HSET', K_SLOTS, lease, slots)
 end
 redis.call('ZADD', K_WAITERS, now + ttl, lease)
 
@@ -24,6 +25,7 @@ local rank = redis.call('ZRANK', K_QUEUE, lease)
 if held < slots and rank < slots - held then
   redis.call('ZREM', K_QUEUE, lease)
   redis.call('ZREM', K_WAITERS, lease)
+  redis.call('HDEL', K_SLOTS, lease)
   local token = redis.call('INCR', K_TOKEN)
   redis.call('ZADD', K_HOLDERS, now + ttl, lease)
   redis.call('HSET', K_GRANT, lease, token .. ' ' .. now)
