@@ -16,7 +16,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "client.h"
+#include "engine-internal.h"
 #include "macro.h"
 #include "socket-util.h"
 #include "stats.h"
@@ -269,59 +271,164 @@ static void scenario_c(void) {
 
 /* 64 clients in one poll loop: each holds or waits; a holder releases at
  * once and asks again, a waiter is polled for its grant. */
-static void scenario_d(int agents) {
+/* The floor for D: Redis alone running the agent's acquire and release
+ * scripts for 64 clients at once (each on a name of its own, so every
+ * acquire is granted), as fast as it can. */
+static double floor_redis_throughput(void) {
         enum { N = 64 };
+        redisContext *c[N];
+        char sha[2][41], lease[N][LEASE_ID_LEN + 1], keys[N][N_KEYS][96];
+        bool releasing[N];
+        unsigned long cycles = 0;
+        usec_t start, duration = 5 * USEC_PER_SEC;
+        double rate;
+
+        for (int k = 0; k < 2; k++) {
+                redisContext *l = redisConnectUnix(redis_socket);
+                char *text;
+                redisReply *r;
+                Script which = k == 0 ? SCRIPT_ACQUIRE : SCRIPT_RELEASE;
+
+                if (!l || l->err || asprintf(&text, "%s\n%s", lua_prelude, lua_scripts[which]) < 0)
+                        return 0;
+                r = redisCommand(l, "SCRIPT LOAD %s", text);
+                free(text);
+                if (!r || r->type != REDIS_REPLY_STRING || r->len != 40)
+                        return 0;
+                memcpy(sha[k], r->str, 41);
+                freeReplyObject(r);
+                redisFree(l);
+        }
+
+        /* Each client: acquire (granted), release, again with a new lease. */
+        for (int i = 0; i < N; i++) {
+                static const char *const suffix[N_KEYS] = { "holders", "queue", "waiters", "info", "grant", "token",
+                                                            "ticket", "slots" };
+
+                c[i] = redisConnectUnixNonBlock(redis_socket);
+                if (!c[i] || c[i]->err)
+                        return 0;
+                for (int k = 0; k < N_KEYS; k++)
+                        snprintf(keys[i][k], sizeof(keys[i][k]), "bench-raw:{r%d}:%s", i, suffix[k]);
+                releasing[i] = false;
+        }
+#define SEND(i)                                                                                                 \
+        (releasing[i]                                                                                           \
+         ? redisAppendCommand(c[i], "EVALSHA %s 8 %s %s %s %s %s %s %s %s %s", sha[1], keys[i][0], keys[i][1],   \
+                              keys[i][2], keys[i][3], keys[i][4], keys[i][5], keys[i][6], keys[i][7], lease[i])  \
+         : (lease_id_new(lease[i]),                                                                             \
+            redisAppendCommand(c[i], "EVALSHA %s 8 %s %s %s %s %s %s %s %s %s 8 15000 %s", sha[0], keys[i][0],  \
+                               keys[i][1], keys[i][2], keys[i][3], keys[i][4], keys[i][5], keys[i][6],          \
+                               keys[i][7], lease[i], "INFO host=bench pid=1 uid=0 user=root slots=8 comm=bench")))
+        for (int i = 0; i < N; i++)
+                SEND(i);
+        start = now_usec(CLOCK_MONOTONIC);
+        while (now_usec(CLOCK_MONOTONIC) - start < duration) {
+                struct pollfd p[N];
+
+                for (int i = 0; i < N; i++) {
+                        int done = 0;
+
+                        (void) redisBufferWrite(c[i], &done);
+                        p[i] = (struct pollfd) { .fd = c[i]->fd, .events = POLLIN | (done ? 0 : POLLOUT) };
+                }
+                if (poll(p, N, 1000) < 0)
+                        break;
+                for (int i = 0; i < N; i++) {
+                        void *reply = NULL;
+
+                        if (!(p[i].revents & POLLIN))
+                                continue;
+                        if (redisBufferRead(c[i]) != REDIS_OK)
+                                return 0;
+                        while (redisGetReplyFromReader(c[i], &reply) == REDIS_OK && reply) {
+                                freeReplyObject(reply);
+                                reply = NULL;
+                                if (releasing[i])
+                                        cycles++;
+                                releasing[i] = !releasing[i];
+                                SEND(i);
+                        }
+                }
+        }
+#undef SEND
+        for (int i = 0; i < N; i++)
+                redisFree(c[i]);
+        rate = (double) cycles / ((double) duration / USEC_PER_SEC);
+        printf("%-4s %-52s %9.0f grants/s\n", "L4", "floor: Redis alone, acquire+release scripts, 64 clients", rate);
+        printf("@json {\"id\":\"L4\",\"what\":\"floor: Redis alone, acquire+release scripts, 64 clients\",\"grants_per_s\":%.0f}\n", rate);
+        fflush(stdout);
+        return rate;
+}
+
+/* Asks without waiting for an answer: D's clients all ask at once. */
+static int send_acquire(const char *n, const char *name, uint32_t slots, int *ret_anchor, int *ret_fd) {
+        Request req = { .verb = REQUEST_ACQUIRE, .slots = slots, .wait = USEC_INFINITY };
+
+        snprintf(req.name, sizeof(req.name), "%s", name);
+        if (lease_id_new(req.lease) < 0 || anchor_create(n, req.lease, ret_anchor) < 0)
+                return -EIO;
+        return client_send_request(n, 0, 10 * USEC_PER_SEC, &req, ret_fd);
+}
+
+static void scenario_d(int agents, double floor_rate) {
+        enum { N = 64 };
+        static LineReader lr[N];
         int anchor[N], fd[N];
         bool holding[N];
         usec_t start, duration = 5 * USEC_PER_SEC;
         unsigned long grants = 0;
+        double rate;
         char what[96];
 
+        /* Each client holds its slot only as long as it takes to notice,
+         * gives it back and asks again at once, never waiting for an
+         * answer: the clients keep the agent busy, not the other way. */
         for (int i = 0; i < N; i++) {
-                int r = acquire(ns[i % agents], "bench-d", 8, USEC_INFINITY, &anchor[i], &fd[i], false);
-
-                if (r < 0)
+                if (send_acquire(ns[i % agents], "bench-d", 8, &anchor[i], &fd[i]) < 0)
                         return;
-                holding[i] = r == 1;
+                line_reader_init(&lr[i], PROTO_REPLY_MAX);
+                holding[i] = false;
         }
         start = now_usec(CLOCK_MONOTONIC);
         while (now_usec(CLOCK_MONOTONIC) - start < duration) {
                 struct pollfd p[N];
-                bool any_holding = false;
 
                 for (int i = 0; i < N; i++) {
-                        int r;
-
                         if (!holding[i])
                                 continue;
                         grants++;
                         safe_close(fd[i]);
                         safe_close(anchor[i]);
-                        r = acquire(ns[i % agents], "bench-d", 8, USEC_INFINITY, &anchor[i], &fd[i], false);
-                        if (r < 0) {
-                                fprintf(stderr, "D: client %d could not ask again: %s\n", i, strerror(-r));
+                        if (send_acquire(ns[i % agents], "bench-d", 8, &anchor[i], &fd[i]) < 0) {
+                                fprintf(stderr, "D: client %d could not ask again\n", i);
                                 return;
                         }
-                        holding[i] = r == 1;
-                        any_holding |= holding[i];
+                        line_reader_init(&lr[i], PROTO_REPLY_MAX);
+                        holding[i] = false;
                 }
                 for (int i = 0; i < N; i++)
-                        p[i] = (struct pollfd) { .fd = holding[i] ? -1 : fd[i], .events = POLLIN };
-                if (poll(p, N, any_holding ? 0 : 1000) < 0)
+                        p[i] = (struct pollfd) { .fd = fd[i], .events = POLLIN };
+                if (poll(p, N, 1000) < 0)
                         break;
                 for (int i = 0; i < N; i++) {
-                        char buf[4096];
-                        ssize_t n;
+                        char *line;
+                        size_t len;
+                        Reply rep;
+                        int r;
 
                         if (!p[i].revents)
                                 continue;
-                        n = read(fd[i], buf, sizeof(buf) - 1);
-                        if (n <= 0) {
+                        r = line_reader_fill(&lr[i], fd[i]);
+                        if (r == -EAGAIN)
+                                continue;
+                        if (r <= 0) {
                                 fprintf(stderr, "D: the agent closed client %d\n", i);
                                 return;
                         }
-                        buf[n] = '\0';
-                        holding[i] = strstr(buf, "GRANTED") != NULL;
+                        while (line_reader_next(&lr[i], &line, &len) > 0)
+                                if (reply_parse(line, len, &rep) >= 0 && rep.kind == REPLY_GRANTED)
+                                        holding[i] = true;
                 }
         }
         for (int i = 0; i < N; i++) {
@@ -329,10 +436,11 @@ static void scenario_d(int agents) {
                 safe_close(anchor[i]);
         }
         snprintf(what, sizeof(what), "throughput: 64 clients, slots 8, %d agent(s)", agents);
-        printf("%-4s %-52s %9.0f grants/s\n", agents == 1 ? "D1" : "D3", what,
-               (double) grants / ((double) duration / USEC_PER_SEC));
-        printf("@json {\"id\":\"%s\",\"what\":\"%s\",\"grants_per_s\":%.0f}\n", agents == 1 ? "D1" : "D3", what,
-               (double) grants / ((double) duration / USEC_PER_SEC));
+        rate = (double) grants / ((double) duration / USEC_PER_SEC);
+        printf("%-4s %-52s %9.0f grants/s  %.0f%% of Redis alone\n", agents == 1 ? "D1" : "D3", what, rate,
+               floor_rate > 0 ? 100.0 * rate / floor_rate : 0.0);
+        printf("@json {\"id\":\"%s\",\"what\":\"%s\",\"grants_per_s\":%.0f,\"of_redis_alone\":%.2f}\n",
+               agents == 1 ? "D1" : "D3", what, rate, floor_rate > 0 ? rate / floor_rate : 0.0);
         fflush(stdout);
 }
 
@@ -594,6 +702,13 @@ static void scenario_f(void) {
         peer("F3", "SET NX EX poll loop (1 s)", wrap_setnx, 50, 5);
 }
 
+/* $BENCH_ONLY=AD runs the floors and scenarios A and D only. */
+static bool wanted(char scenario) {
+        const char *only = getenv("BENCH_ONLY");
+
+        return !only || !only[0] || strchr(only, scenario);
+}
+
 int main(int argc, char *argv[]) {
         double f_unix, f_redis;
 
@@ -609,15 +724,22 @@ int main(int argc, char *argv[]) {
         printf("%-4s %-52s %9s %9s\n", "", "scenario", "p50 us", "p99 us");
         f_unix = floor_unix();
         f_redis = floor_redis();
-        scenario_a(f_unix + f_redis);
-        scenario_b();
-        if (n_ns == 3)
+        if (wanted('A'))
+                scenario_a(f_unix + f_redis);
+        if (wanted('B'))
+                scenario_b();
+        if (wanted('C') && n_ns == 3)
                 scenario_c();
-        scenario_d(1);
-        if (n_ns == 3)
-                scenario_d(3);
-        if (getenv("FLEETSEMD"))
+        if (wanted('D')) {
+                double floor_rate = floor_redis_throughput();
+
+                scenario_d(1, floor_rate);
+                if (n_ns == 3)
+                        scenario_d(3, floor_rate);
+        }
+        if (wanted('E') && getenv("FLEETSEMD"))
                 scenario_e(getenv("FLEETSEMD"));
-        scenario_f();
+        if (wanted('F'))
+                scenario_f();
         return 0;
 }

@@ -3,6 +3,7 @@
 # Starts its own redis-server (no persistence) and three agents in a
 # temporary directory, measures the floors and fleetsem in the same run,
 # prints a table and writes JSON (default: bench/results.json).
+# BENCH_ONLY=AD runs the floors and the scenarios named (A to F) only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tests/deps.sh
