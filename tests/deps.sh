@@ -6,7 +6,7 @@ FLEETSEM_DEPS=(
         redis-server redis-tools
         python3 procps util-linux systemd
         systemd-container debootstrap
-        libpam-wrapper pamtester
+        libpam-wrapper pamtester openssh-client
 )
 # The benchmark's peers, on top.
 FLEETSEM_BENCH_DEPS=(etcd-server etcd-client)
