@@ -13,6 +13,8 @@ steady=$!
 check "a steady holder holds" wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{steady}:holders') = 1 ]"
 
 like "$(raw a 'HELLO')" '^ERROR code=invalid message=unknown%20request' "unknown verb"
+t0=$(now_ms); raw a 'HELLO' >/dev/null; t1=$(now_ms)
+check "... and the agent closes the connection after its answer ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 1000 ]
 like "$(raw a 'ACQUIRE name=x')" '^ERROR code=invalid .*needs' "missing fields"
 like "$(raw a 'acquire name=x')" '^ERROR code=usage message=malformed' "lower-case verb is malformed"
 like "$(raw a "ACQUIRE name=a%20b slots=1 lease=$LEASE wait=0")" '^ERROR code=invalid message=invalid%20name' "invalid name"

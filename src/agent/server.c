@@ -28,7 +28,8 @@ static void client_free(Client *c) {
 }
 
 static void client_update_events(Client *c) {
-        uint32_t events = c->out_len > 0 ? EPOLLOUT : 0;
+        /* EPOLLOUT also to close a finished client once its output is out. */
+        uint32_t events = c->out_len > 0 || c->close_after_flush ? EPOLLOUT : 0;
 
         /* Keep reading: EOF from a client is how a waiter withdraws. After
          * its request, edge-triggered: a host's thousand sessions ending at
