@@ -223,25 +223,13 @@ static bool in_list(const char (*list)[64], size_t n, const char *s) {
 }
 
 static bool is_exempt(const Options *o, const Who *w) {
-        gid_t groups[256];
-        int n = (int) ELEMENTSOF(groups);
-
         if (w->uid == 0 && o->exempt_root)
                 return true;
         if (in_list(o->exempt_users, o->n_exempt_users, w->user))
                 return true;
-        if (o->n_exempt_groups == 0)
-                return false;
-        if (getgrouplist(w->user, w->gid, groups, &n) < 0)
-                n = (int) ELEMENTSOF(groups);       /* the first ones, then */
-        for (int i = 0; i < n; i++) {
-                struct group grbuf, *gr = NULL;
-                char buf[4096];
-
-                if (getgrgid_r(groups[i], &grbuf, buf, sizeof(buf), &gr) == 0 && gr &&
-                    in_list(o->exempt_groups, o->n_exempt_groups, gr->gr_name))
+        for (size_t i = 0; i < o->n_exempt_groups; i++)
+                if (user_in_group(w->user, w->gid, o->exempt_groups[i]))
                         return true;
-        }
         return false;
 }
 

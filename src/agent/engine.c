@@ -768,7 +768,8 @@ static const char *user_name(uid_t uid, char *buf, size_t size) {
         return buf[0] ? buf : NULL;
 }
 
-static char *describe(Agent *a, const struct ucred *uc, uint32_t slots) {
+/* known_unit: the requester's service when the caller looked it up already. */
+static char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit) {
         char user[64], comm[64] = "", path[64], line[DESC_MAX];
         _cleanup_free_ char *unit = NULL, *inner = NULL;
         MessageBuilder b;
@@ -794,7 +795,9 @@ static char *describe(Agent *a, const struct ucred *uc, uint32_t slots) {
 
         /* One look at the cgroup; the session or user unit only where it
          * points there (each lookup reads /proc again). */
-        if (sd_pid_get_unit(uc->pid, &unit) >= 0) {
+        if (known_unit)
+                message_add(&b, "unit", known_unit);
+        else if (sd_pid_get_unit(uc->pid, &unit) >= 0) {
                 if (strneq(unit, "session-", 8) && sd_pid_get_session(uc->pid, &inner) >= 0)
                         message_add(&b, "session", inner);
                 else if (strneq(unit, "user@", 5) && sd_pid_get_user_unit(uc->pid, &inner) >= 0) {
@@ -924,7 +927,7 @@ void engine_acquire(Agent *a, Client *c, const Request *req) {
                 return;
         }
 
-        desc = describe(a, &c->cred, req->slots);
+        desc = describe(a, &c->cred, req->slots, unit);
         if (!desc) {
                 client_send_error(c, ERROR_CODE_BUSY, "out of memory");
                 return;

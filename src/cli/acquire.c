@@ -46,6 +46,10 @@ typedef struct Acquire {
         char *unit;
 } Acquire;
 
+static void acquire_done(Acquire *a) {
+        free(a->unit);
+}
+
 static void help_acquire(void) {
         printf("Usage: fleetsem acquire [OPTIONS] [NAME]\n\n"
                "Waits for one of the fleet-wide slots of NAME and hands it to the systemd\n"
@@ -144,18 +148,14 @@ static int resolve_unit_and_name(Acquire *a, const char *verb, const char *arg) 
         return 0;
 }
 
-/* One property of a unit, over the bus: a string (type 's') into *ret_string,
+/* One property of a unit over bus: a string (type 's') into *ret_string,
  * or a uint32 (type 'u') into *ret_u32. */
-static int unit_property_typed(const char *unit, const char *iface, const char *property, char type,
-                               char **ret_string, uint32_t *ret_u32) {
+static int unit_property(sd_bus *bus, const char *unit, const char *iface, const char *property, char type,
+                         char **ret_string, uint32_t *ret_u32) {
         _cleanup_free_ char *path = NULL;
         sd_bus_error error = SD_BUS_ERROR_NULL;
-        sd_bus *bus = NULL;
         int r;
 
-        r = sd_dl_bus_open(&bus);
-        if (r < 0)
-                return log_warning_errno(r, "No connection to systemd: %m");
         r = sym_sd_bus_path_encode("/org/freedesktop/systemd1/unit", unit, &path);
         if (r >= 0 && type == 's')
                 r = sym_sd_bus_get_property_string(bus, "org.freedesktop.systemd1", path, iface, property, &error, ret_string);
@@ -164,12 +164,7 @@ static int unit_property_typed(const char *unit, const char *iface, const char *
         if (r < 0)
                 log_warning("Cannot read %s of %s: %s", property, unit, error.message ?: strerror(-r));
         sym_sd_bus_error_free(&error);
-        sym_sd_bus_flush_close_unref(bus);
         return r;
-}
-
-static int unit_property(const char *unit, const char *iface, const char *property, char **ret) {
-        return unit_property_typed(unit, iface, property, 's', ret, NULL);
 }
 
 /* Before waiting: the unit must accept our notifications and keep one fd. */
@@ -177,9 +172,19 @@ static int check_unit_settings(const char *unit) {
         static const char *const iface = "org.freedesktop.systemd1.Service";
         _cleanup_free_ char *access = NULL;
         uint32_t store_max = 0;
+        sd_bus *bus = NULL;
+        int r;
 
-        if (unit_property(unit, iface, "NotifyAccess", &access) < 0 ||
-            unit_property_typed(unit, iface, "FileDescriptorStoreMax", 'u', NULL, &store_max) < 0) {
+        r = sd_dl_bus_open(&bus);
+        if (r < 0)
+                log_warning_errno(r, "No connection to systemd: %m");
+        else {
+                r = unit_property(bus, unit, iface, "NotifyAccess", 's', &access, NULL);
+                if (r >= 0)
+                        r = unit_property(bus, unit, iface, "FileDescriptorStoreMax", 'u', NULL, &store_max);
+                sym_sd_bus_flush_close_unref(bus);
+        }
+        if (r < 0) {
                 log_warning("Cannot check the settings of %s; going on.", unit);
                 return 0;
         }
@@ -323,9 +328,13 @@ static int parse_acquire(Acquire *a, int argc, char *argv[]) {
  * granted slot. */
 static int on_signal(const Acquire *a, int sig) {
         _cleanup_free_ char *state = NULL;
+        sd_bus *bus = NULL;
 
-        if (sig == SIGTERM && unit_property(a->unit, "org.freedesktop.systemd1.Unit", "ActiveState", &state) >= 0 &&
-            streq(state, "deactivating")) {
+        if (sig == SIGTERM && sd_dl_bus_open(&bus) >= 0) {
+                (void) unit_property(bus, a->unit, "org.freedesktop.systemd1.Unit", "ActiveState", 's', &state, NULL);
+                sym_sd_bus_flush_close_unref(bus);
+        }
+        if (state && streq(state, "deactivating")) {
                 log_info("%s: %s is stopping; left the queue.", a->name, a->unit);
                 return 0;
         }
@@ -417,7 +426,7 @@ static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *l
 }
 
 int verb_acquire(int argc, char *argv[]) {
-        Acquire a = { .slots = 1, .wait = USEC_INFINITY };
+        _cleanup_(acquire_done) Acquire a = { .slots = 1, .wait = USEC_INFINITY };
         _cleanup_close_ int anchor_fd = -EBADF, agent_fd = -EBADF;
         _cleanup_close_ int signal_fd = -EBADF;
         Request req = { .verb = REQUEST_ACQUIRE, .unit = true };
@@ -431,14 +440,10 @@ int verb_acquire(int argc, char *argv[]) {
         r = resolve_unit_and_name(&a, "acquire", optind < argc ? argv[optind] : NULL);
         if (r < 0)
                 return r == -ENOPKG ? EXIT_SOFTWARE : EXIT_USAGE;
-        if (check_unit_settings(a.unit) < 0) {
-                free(a.unit);
+        if (check_unit_settings(a.unit) < 0)
                 return EXIT_CONFIG;
-        }
-        if (cli_parse_namespace(client_namespace(a.ns), &a.ns) < 0 || cli_agent_uid(&agent_uid) < 0) {
-                free(a.unit);
+        if (cli_parse_namespace(client_namespace(a.ns), &a.ns) < 0 || cli_agent_uid(&agent_uid) < 0)
                 return EXIT_USAGE;
-        }
 
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
@@ -453,7 +458,6 @@ int verb_acquire(int argc, char *argv[]) {
                 r = anchor_create(a.ns, req.lease, &anchor_fd);
         if (r < 0) {
                 log_error_errno(r, "Cannot set up (signals, anchor): %m");
-                free(a.unit);
                 return EXIT_SOFTWARE;
         }
         snprintf(req.name, sizeof(req.name), "%s", a.name);
@@ -470,7 +474,6 @@ int verb_acquire(int argc, char *argv[]) {
                 r = on_unavailable(&a, why);
         } else
                 r = wait_for_grant(&a, agent_fd, signal_fd, req.lease, anchor_fd);
-        free(a.unit);
         return r;
 }
 
@@ -483,7 +486,7 @@ int verb_release(int argc, char *argv[]) {
         };
         _cleanup_close_ int agent_fd = -EBADF;
         Request req = { .verb = REQUEST_RELEASE, .unit = true };
-        Acquire a = {};
+        _cleanup_(acquire_done) Acquire a = {};
         LineReader lr;
         uid_t agent_uid;
         Reply rep;
@@ -502,8 +505,7 @@ int verb_release(int argc, char *argv[]) {
                         return EXIT_USAGE;
                 }
         }
-        if (argc - optind > 1)
-        {
+        if (argc - optind > 1) {
                 log_error("Too many arguments; usage: fleetsem release [OPTIONS] [NAME]");
                 return EXIT_USAGE;
         }
@@ -511,16 +513,12 @@ int verb_release(int argc, char *argv[]) {
         if (r < 0)
                 return r == -ENOPKG ? EXIT_SOFTWARE : EXIT_USAGE;
         remove_env_file(a.unit);
-        if (cli_parse_namespace(client_namespace(a.ns), &a.ns) < 0 || cli_agent_uid(&agent_uid) < 0) {
-                free(a.unit);
+        if (cli_parse_namespace(client_namespace(a.ns), &a.ns) < 0 || cli_agent_uid(&agent_uid) < 0)
                 return EXIT_USAGE;
-        }
         snprintf(req.name, sizeof(req.name), "%s", a.name);
         r = client_send_request(a.ns, agent_uid, REPLY_TICK, &req, &agent_fd);
-        if (r < 0) {
-                free(a.unit);
+        if (r < 0)
                 return cli_request_failed(a.ns, r);
-        }
         line_reader_init(&lr, PROTO_REPLY_MAX);
         r = client_read_reply(agent_fd, &lr, USEC_INFINITY, &rep);
         if (r < 0)
@@ -535,6 +533,5 @@ int verb_release(int argc, char *argv[]) {
                 r = exit_code_for_error(rep.code);
         } else
                 r = cli_request_failed(a.ns, -EBADMSG);
-        free(a.unit);
         return r;
 }

@@ -435,7 +435,7 @@ int config_finish(Config *c, char **ret_error) {
         return 0;
 }
 
-static bool user_in_group(const char *user, gid_t primary, const char *group) {
+bool user_in_group(const char *user, gid_t primary, const char *group) {
         struct group grbuf, *gr = NULL;
         char buf[16384];
         gid_t groups[256];

@@ -62,6 +62,10 @@ int config_load_file(Config *c, const char *path, char **ret_error);
  * password file. */
 int config_finish(Config *c, char **ret_error);
 
+/* Whether user (whose primary group is primary) is a member of group, by
+ * name: its primary group or one of its supplementary groups. */
+bool user_in_group(const char *user, gid_t primary, const char *group);
+
 /* Whether uid may ask for name: root always, others when an allow rule
  * names them or one of their groups. */
 bool config_permits(const Config *c, uid_t uid, const char *name);

@@ -29,11 +29,12 @@ static bool stderr_is_journal(void) {
 }
 
 void log_setup(const char *ident, LogTarget target, log_sink_t journal) {
+        bool journal_stream = stderr_is_journal();
+
         log_ident = ident;
         journal_sink = journal;
-        log_to_journal = journal && (target == LOG_TARGET_JOURNAL ||
-                                     (target == LOG_TARGET_AUTO && stderr_is_journal()));
-        stderr_level_prefix = !log_to_journal && stderr_is_journal();
+        log_to_journal = journal && (target == LOG_TARGET_JOURNAL || (target == LOG_TARGET_AUTO && journal_stream));
+        stderr_level_prefix = !log_to_journal && journal_stream;
 }
 
 const char *log_get_ident(void) {
