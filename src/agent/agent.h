@@ -80,6 +80,14 @@ struct Lease {
         bool check_again;
         bool enqueued;          /* has a place in the Redis queue */
         uint64_t seq;           /* order of joining the queue, as its ticket (0: not yet) */
+        uint64_t check_id;      /* the last acquire check sent for it */
+        /* A grant learned while an earlier lease of this agent may hold one
+         * with a lower token not yet heard of (see grant_in_order()). */
+        bool grant_pending;
+        uint64_t pending_token;
+        uint64_t pending_since;
+        uint64_t gate_after;    /* blocks a pending grant: cleared by a check after this one */
+        bool gate_cleared;
         usec_t renewed;         /* CLOCK_MONOTONIC of the last confirmed renewal */
 };
 
@@ -153,6 +161,7 @@ struct Agent {
         Name *names;
         size_t n_names;
         uint64_t queue_seq;
+        uint64_t check_counter;
         size_t n_leases;
         size_t n_held;
         size_t n_waiting;

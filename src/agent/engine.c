@@ -386,11 +386,19 @@ void release_in_redis(Agent *a, const char *name, const char *lease) {
         redis_command(a, "HDEL", 3, hdel);
 }
 
+static void name_flush_grants(Name *n);
+
 void lease_release(Lease *l, const char *why) {
+        Name *n = l->name;
+        bool blocker, others;
         LogFields f;
 
         if (l->state == LEASE_GONE)
                 return;
+        /* A waiter that goes may have held back a later grant. (With no
+         * other lease, the name itself may go with it.) */
+        blocker = l->state == LEASE_WAITING && !l->grant_pending;
+        others = n->leases != l || l->by_name_next;
         f = lease_fields(l);
         if (l->state == LEASE_HELD)
                 log_fields(LOG_INFO, &f, "Released slot of %s (token %" PRIu64 "): %s.", l->name->name, l->token, why);
@@ -398,6 +406,8 @@ void lease_release(Lease *l, const char *why) {
                 log_fields(LOG_DEBUG, &f, "Withdrew from the queue for %s: %s.", l->name->name, why);
         release_in_redis(l->agent, l->name->name, l->id);
         lease_detach(l);
+        if (blocker && others)
+                name_flush_grants(n);
 }
 
 void lease_lost(Lease *l, const char *why) {
@@ -515,8 +525,55 @@ static void grant(Lease *l, uint64_t token, uint64_t since) {
         send_granted(l);
 }
 
+/* Grants reach an agent on two connections (the replies to its own calls,
+ * and the wake messages naming whom another agent's release granted), so
+ * it may hear of a later grant first. Its own leases of one name and one
+ * limit are granted in the order they joined the line (first come, first
+ * served), so a lease that joined earlier and still waits here holds a
+ * lower token that is on its way: the later grant waits for it, and a
+ * check of the earlier lease makes sure it comes. Grants to the holders
+ * on this host therefore go out in rising token order. */
+static void name_flush_grants(Name *n) {
+        Agent *a = n->agent;
+
+        for (;;) {
+                Lease *p = NULL, *w;
+                bool blocked = false;
+
+                LIST_FOREACH(by_name, w, n->leases)
+                        if (w->state == LEASE_WAITING && w->grant_pending && (!p || w->seq < p->seq))
+                                p = w;
+                if (!p)
+                        return;
+                LIST_FOREACH(by_name, w, n->leases) {
+                        if (w->state != LEASE_WAITING || w->grant_pending || w->slots != p->slots ||
+                            w->seq == 0 || w->seq > p->seq || w->gate_cleared)
+                                continue;
+                        blocked = true;
+                        if (w->gate_after == 0) {
+                                w->gate_after = a->check_counter;
+                                lease_check(w);
+                        }
+                }
+                if (blocked)
+                        return;
+                p->grant_pending = false;
+                grant(p, p->pending_token, p->pending_since);
+        }
+}
+
+static void grant_in_order(Lease *l, uint64_t token, uint64_t since) {
+        if (l->state != LEASE_WAITING)
+                return;
+        l->grant_pending = true;
+        l->pending_token = token;
+        l->pending_since = since;
+        name_flush_grants(l->name);
+}
+
 static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Lease *l = userdata;
+        uint64_t check_id = l->check_id;
         long long granted, v1, v2, v3;
         const char *err = redis_reply_error(reply);
 
@@ -545,7 +602,7 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
         }
 
         if (granted == 1) {
-                grant(l, (uint64_t) v1, (uint64_t) v2);
+                grant_in_order(l, (uint64_t) v1, (uint64_t) v2);
                 /* A slot was free: the next in line may find one too. */
                 if (l->name->n_waiting > 0)
                         name_recheck(l->name);
@@ -554,6 +611,12 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
 
         l->enqueued = true;
         l->renewed = now_usec(CLOCK_MONOTONIC);
+        if (l->gate_after != 0 && check_id > l->gate_after && !l->gate_cleared) {
+                /* Asked after a later lease's grant was heard of, and still
+                 * in line: it holds nothing back. */
+                l->gate_cleared = true;
+                name_flush_grants(l->name);
+        }
         if ((uint32_t) v1 != l->position) {
                 l->position = (uint32_t) v1;
                 send_queued(l, (uint32_t) v2);
@@ -599,6 +662,7 @@ void lease_check(Lease *l) {
                 return;
         }
         l->check_inflight = true;
+        l->check_id = ++a->check_counter;
         /* Calls go out in order on one connection, so the order in which
          * leases first ask is the order of their tickets. */
         if (!l->enqueued && l->seq == 0) {
@@ -671,7 +735,7 @@ void name_granted(Name *n, const Granted *g, size_t k, bool move_up) {
         for (size_t i = 0; i < k; i++) {
                 l = lease_find(a, g[i].lease);
                 if (l && l->name == n && l->state == LEASE_WAITING)
-                        grant(l, g[i].token, g[i].since_ms);
+                        grant_in_order(l, g[i].token, g[i].since_ms);
         }
         if (!move_up)
                 return;
