@@ -115,8 +115,11 @@ ns_boot() {
         for host in "$@"; do
                 local pid leader=""
                 pid=$(eval "echo \$NS_PID_$host")
-                wait_for 30 sh -c "pgrep -P $pid >/dev/null" || bail "container $host did not start"
-                leader=$(pgrep -P "$pid" | head -n1)
+                # The container's PID 1 is nspawn's child once it runs systemd
+                # (before that, a short-lived helper child of nspawn's may be
+                # the one there).
+                wait_for 30 sh -c "pgrep -x -P $pid systemd >/dev/null" || bail "container $host did not start"
+                leader=$(pgrep -x -P "$pid" systemd | head -n1)
                 eval "NS_LEADER_$host=$leader"
                 wait_for 60 sh -c "nsenter -t $leader -a systemctl is-system-running --wait | grep -qE '^(running|degraded)\$'" || {
                         ns "$host" systemctl --failed --no-pager >&2
