@@ -1,18 +1,15 @@
 /* SPDX-License-Identifier: MIT */
+/* Re-adoption after an agent restart: this host's index of its leases in
+ * Redis, each checked against its anchor (alive, and owned by the uid the
+ * index says) and against Redis (still held), handed to the engine. */
 #include <errno.h>
 #include <inttypes.h>
-#include <pwd.h>
-#include <search.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <systemd/sd-daemon.h>
-#include <systemd/sd-login.h>
 
-#include "engine-internal.h"
-#include "protocol.h"
-
-/* ---- Re-adoption after an agent restart --------------------------------------- */
+#include "agent.h"
+#include "log.h"
 
 typedef struct Adoption {
         Agent *agent;
@@ -43,36 +40,35 @@ static void forget_index_entry(Agent *a, const char *id) {
 static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Adoption *ad = userdata;
         Agent *a = ad->agent;
-        char desc[DESC_MAX + 1] = "";
+        char desc[SLOTS_DESC_MAX + 1] = "";
         long long state = -2, token = 0, since = 0;
+        LeaseIo *io = NULL;
         Lease *l;
-        char *d;
 
         (void) conn;
         if (reply && redis_reply_array_len(reply) >= 1)
                 (void) redis_reply_array_integer(reply, 0, &state);
         if (state == 1 &&
             (redis_reply_array_integer(reply, 1, &token) < 0 || redis_reply_array_integer(reply, 2, &since) < 0 ||
-             redis_reply_array_string(reply, 3, desc, sizeof(desc)) < 0 || token < 0 || since < 0))
+             redis_reply_array_string(reply, 3, desc, sizeof(desc)) < 0 || token <= 0 || since < 0))
                 state = -2;
 
-        if (state == 1 && !lease_find(a, ad->id)) {
-                d = strdup(desc);
-                if (d && lease_new(a, ad->name, ad->id, ad->slots, ad->owner.uid, ad->owner.pid, ad->watch_fd, d, &l) >= 0) {
-                        LogFields f;
+        if (state == 1 && !slots_lease_find(&a->slots, ad->id)) {
+                LeaseSpec spec = {
+                        .name = ad->name, .id = ad->id, .slots = ad->slots, .uid = ad->owner.uid,
+                        .pid = ad->owner.pid, .desc = desc, .unit = ad->unit, .stop_on_lost = ad->stop_on_lost,
+                };
 
+                io = lease_io_new(a, ad->watch_fd);
+                if (io && slots_adopt(&a->slots, &spec, (uint64_t) token, (uint64_t) since, io, now_mono(), &l) >= 0) {
                         ad->watch_fd = -EBADF;
-                        l->unit = TAKE_PTR(ad->unit);
-                        l->stop_on_lost = ad->stop_on_lost;
-                        l->token = (uint64_t) token;
-                        l->since_ms = (uint64_t) since;
-                        l->renewed = now_usec(CLOCK_MONOTONIC);
-                        lease_set_state(l, LEASE_HELD);
+                        if (lease_io_attach(io, l) < 0)
+                                slots_release(&a->slots, l, "cannot watch its anchor", now_mono());
                         a->adopt_count++;
-                        f = lease_fields(l);
-                        log_fields(LOG_DEBUG, &f, "Re-adopted slot of %s (token %" PRIu64 ").", ad->name, l->token);
-                } else
-                        free(d);
+                } else if (io) {
+                        io->watch_fd = -EBADF;
+                        lease_io_free(io);
+                }
         } else if (state == -1)
                 forget_index_entry(a, ad->id);
         /* state 0: only queued; its client asks again if it still wants it. */
@@ -90,7 +86,7 @@ static void adopt_entry(Agent *a, const char *id, const char *value) {
         struct ucred owner;
         Adoption *ad;
 
-        if (!lease_id_is_valid(id) || lease_find(a, id))
+        if (!lease_id_is_valid(id) || slots_lease_find(&a->slots, id))
                 return;
         /* "NAME SLOTS UID UNIT ON-LOST"; older agents wrote the first three. */
         k = sscanf(value, "%200s %u %u%n %255s %7s%n", name, &slots, &uid, &n, unit, on_lost, &n);
@@ -114,7 +110,8 @@ static void adopt_entry(Agent *a, const char *id, const char *value) {
                 if (r == -ENOENT)
                         log_info("Anchor of lease %s is gone; releasing its slot of %s.", id, name);
                 safe_close(watch);
-                release_in_redis(a, name, id);
+                (void) io_call_release(a, name, id, (uid_t) uid);
+                forget_index_entry(a, id);
                 return;
         }
 
@@ -133,12 +130,13 @@ static void adopt_entry(Agent *a, const char *id, const char *value) {
         snprintf(ad->name, sizeof(ad->name), "%s", name);
         snprintf(ad->id, sizeof(ad->id), "%s", id);
         {
-                char ttl[24];
-                const char *args[] = { id, ttl };
+                char ttl[24], uid_s[16];
+                const char *args[] = { id, ttl, a->config->host_id, uid_s };
 
                 snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
+                snprintf(uid_s, sizeof(uid_s), UID_FMT, (uid_t) uid);
                 a->adopt_pending++;
-                if (script_call(a, SCRIPT_ADOPT, name, adopt_reply, ad, 2, args, NULL) < 0) {
+                if (script_call(a, SCRIPT_ADOPT, name, adopt_reply, ad, ELEMENTSOF(args), args, NULL) < 0) {
                         safe_close(ad->watch_fd);
                         free(ad->unit);
                         free(ad);
@@ -177,5 +175,6 @@ static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 void adopt_start(Agent *a) {
         const char *argv[] = { "HGETALL", a->host_key };
 
-        (void) redis_conn_command(a->cmd, index_reply, a, 2, argv, NULL);
+        if (redis_conn_command(a->cmd, index_reply, a, 2, argv, NULL) < 0)
+                log_warning("Failed to ask Redis for this host's leases; trying again on the next connection.");
 }

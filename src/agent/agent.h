@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+/* The agent's I/O around the slot engine (slots.h): clients on the
+ * listening socket (server.c), Redis (redis-io.c), anchors and timers
+ * (lease-io.c), descriptions of requesters (describe.c), re-adoption
+ * (adopt.c), status (status.c), systemd units (units.c). */
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -8,26 +13,18 @@
 #include <systemd/sd-event.h>
 
 #include "config.h"
-#include "macro.h"
 #include "list.h"
+#include "macro.h"
 #include "names.h"
 #include "protocol.h"
 #include "redis.h"
+#include "slots.h"
 #include "socket-util.h"
 #include "time-util.h"
 
 typedef struct Agent Agent;
 typedef struct Client Client;
-typedef struct Lease Lease;
-typedef struct Name Name;
 typedef struct StatusJob StatusJob;
-
-struct StatusJob {
-        Agent *agent;
-        Client *client;         /* NULL once the client went */
-        unsigned pending;
-        long long now_ms;
-};
 
 typedef enum Script {
         SCRIPT_ACQUIRE,
@@ -36,71 +33,22 @@ typedef enum Script {
         SCRIPT_REASSERT,
         SCRIPT_ADOPT,
         SCRIPT_STATUS,
+        SCRIPT_EPOCH,
         N_SCRIPTS,
 } Script;
 
 typedef enum RedisState {
         REDIS_CONNECTING,       /* first attempt (or a retry after READY) under way */
-        REDIS_READY,            /* connected, authenticated, scripts loaded */
+        REDIS_READY,            /* connected, authenticated, scripts loaded, epoch known */
         REDIS_DOWN,             /* the last attempt failed; retrying */
 } RedisState;
 
-typedef enum LeaseState {
-        LEASE_WAITING,
-        LEASE_HELD,
-        LEASE_GONE,             /* released or lost; only references keep it */
-} LeaseState;
-
-struct Lease {
-        unsigned n_ref;
+struct StatusJob {
         Agent *agent;
-        char id[LEASE_ID_LEN + 1];
-        Name *name;
-        LIST_FIELDS(Lease, by_name);
-        LeaseState state;
-        uint32_t slots;
-        uid_t uid;
-        pid_t pid;
-        char *desc;             /* holder description stored in Redis */
-        char holder[128];       /* the same for people: "alice@web-3 pid 42 (backup.service)" */
-        char *unit;             /* the systemd service the slot is bound to, or NULL */
-        bool stop_on_lost;      /* stop that unit if the slot is lost */
-        uint64_t token;
-        uint64_t since_ms;
-        uint32_t position;      /* last known place in line */
-        bool position_unsent;   /* changed since it was last reported */
-        usec_t queued_sent;     /* CLOCK_MONOTONIC of the last QUEUED sent */
-        int watch_fd;           /* connection to the anchor */
-        sd_event_source *watch_source;
-        Client *client;         /* waiting for a grant, or listening for LOST */
-        sd_event_source *deadline_source;
-        sd_event_source *recheck_source;
-        bool no_wait;
-        bool check_inflight;
-        bool check_again;
-        bool enqueued;          /* has a place in the Redis queue */
-        uint64_t seq;           /* order of joining the queue, as its ticket (0: not yet) */
-        uint64_t check_id;      /* the last acquire check sent for it */
-        /* A grant learned while an earlier lease of this agent may hold one
-         * with a lower token not yet heard of (see grant_in_order()). */
-        bool grant_pending;
-        uint64_t pending_token;
-        uint64_t pending_since;
-        uint64_t gate_after;    /* blocks a pending grant: cleared by a check after this one */
-        bool gate_cleared;
-        usec_t renewed;         /* CLOCK_MONOTONIC of the last confirmed renewal */
-};
-
-struct Name {
-        Agent *agent;
-        char *name;
-        LIST_FIELDS(Name, all);
-        Lease *leases;
-        size_t n_waiting;
-        size_t n_held;
-        unsigned subscribed_generation; /* pub/sub connection it subscribed on */
-        usec_t idle_since;              /* when its last lease went */
-        sd_event_source *positions_source; /* reports moved-up places in line */
+        Client *client;         /* NULL once the client went */
+        uid_t uid;              /* who asked */
+        unsigned pending;
+        long long now_ms;
 };
 
 struct Client {
@@ -122,19 +70,22 @@ struct Client {
         LineReader in;
 };
 
-typedef struct PendingRelease PendingRelease;
-struct PendingRelease {
+/* What the agent keeps of a lease beside the engine: its anchor watch and
+ * its timer. */
+typedef struct LeaseIo {
         Agent *agent;
-        LIST_FIELDS(PendingRelease, all);
-        char name[NAME_MAX_LEN + 1];
-        char lease[LEASE_ID_LEN + 1];
-};
+        Lease *lease;
+        int watch_fd;
+        sd_event_source *watch_source;
+        sd_event_source *timer_source;
+} LeaseIo;
 
 struct Agent {
         sd_event *event;
         Config *config;
         int listen_fd;
         sd_event_source *listen_source;
+        Slots slots;
 
         RedisConn *cmd;
         RedisConn *sub;
@@ -147,43 +98,57 @@ struct Agent {
         char redis_name[300];           /* address without password, for logs */
         usec_t backoff;
         sd_event_source *reconnect_source;
-        sd_event_source *renew_source;
+        sd_event_source *tick_source;
         sd_event_source *status_source;
         char sha[N_SCRIPTS][41];
         char *script_text[N_SCRIPTS];
+        char epoch[LEASE_ID_LEN + 1];   /* the Redis state this agent knows ("" before the first) */
+        uint64_t grace_until_ms;        /* Redis clock: nobody is granted anything before */
         bool adopted;
         size_t adopt_pending;           /* re-adoption: replies still awaited */
         size_t adopt_count;
         usec_t adopt_started;
 
-        void *lease_tree;               /* tsearch(): id → Lease */
-        void *name_tree;                /* tsearch(): name → Name */
-        Name *names;
-        size_t n_names;
-        uint64_t queue_seq;
-        uint64_t check_counter;
-        size_t n_leases;
-        size_t n_held;
-        size_t n_waiting;
-
         Client *clients;
         size_t n_clients;
-        PendingRelease *pending_releases;
         char host_key[IDENT_MAX_LEN * 2 + 16];
         char names_key[IDENT_MAX_LEN + 16];
+        char owner[IDENT_MAX_LEN + 16]; /* "HOST" as scripts record it, without the uid */
         bool status_dirty;
         sd_bus *bus;                    /* to systemd, opened when first needed */
 };
 
-/* engine.c */
-int engine_start(Agent *a);
-void engine_stop(Agent *a);
-void engine_acquire(Agent *a, Client *c, const Request *req);
-void engine_release_request(Agent *a, Client *c, const Request *req);
-void engine_status(Agent *a, Client *c, const char *name);
-void engine_status_deferred(Agent *a);  /* answers them once Redis is up, or down */
-void engine_client_gone(Agent *a, Client *c);
-void engine_mark_status_dirty(Agent *a);
+/* redis-io.c */
+int redis_io_start(Agent *a);
+void redis_io_stop(Agent *a);
+/* EVALSHA of script on the keys of name (NULL: the script's own keys,
+ * n_keys of them first in args). cb gets the reply (NULL when the
+ * connection went); when this fails, cb is not called. */
+int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
+                size_t n_args, const char *const *args, const size_t *arglens);
+void redis_command(Agent *a, const char *what, int argc, const char *const *argv);
+usec_t now_mono(void);
+
+/* The engine's effects (SlotsOps), by the file that carries them out. */
+int io_call_acquire(void *ctx, Lease *l);
+int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid);
+int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids);
+int io_call_reassert(void *ctx, Lease *l);
+void io_index(void *ctx, const Lease *l, bool add);
+void io_name_waiting(void *ctx, Name *n);
+void io_lease_timer(void *ctx, Lease *l, usec_t when);
+void io_name_timer(void *ctx, Name *n, usec_t when);
+void io_lease_drop(void *ctx, Lease *l);
+void io_name_drop(void *ctx, Name *n);
+void io_send(void *ctx, void *client, const char *line, int len);
+void io_finish(void *ctx, void *client);
+void io_stop_unit(void *ctx, const char *unit, const char *why);
+void io_changed(void *ctx);
+
+/* lease-io.c */
+LeaseIo *lease_io_new(Agent *a, int watch_fd);
+void lease_io_free(LeaseIo *io);
+int lease_io_attach(LeaseIo *io, Lease *l);
 
 /* server.c */
 int server_start(Agent *a);
@@ -192,6 +157,18 @@ void client_send(Client *c, const char *line, int len);
 void client_send_error(Client *c, const char *code, const char *format, ...) _printf_(3, 4);
 void client_finish(Client *c);          /* close once the output is written */
 void client_sweep(Agent *a);            /* drop clients that never sent a request */
+
+/* describe.c */
+char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit);
+
+/* adopt.c */
+void adopt_start(Agent *a);
+
+/* status.c */
+void status_request(Agent *a, Client *c, const char *name);
+void status_deferred(Agent *a);         /* answers them once Redis is up, or down */
+void status_mark_dirty(Agent *a);
+int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata);
 
 /* units.c */
 int unit_of_pid(pid_t pid, char **ret);

@@ -185,6 +185,23 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
 }
 
 
+static const SlotsOps agent_slots_ops = {
+        .send = io_send,
+        .finish = io_finish,
+        .call_acquire = io_call_acquire,
+        .call_release = io_call_release,
+        .call_renew = io_call_renew,
+        .call_reassert = io_call_reassert,
+        .index = io_index,
+        .lease_timer = io_lease_timer,
+        .name_timer = io_name_timer,
+        .name_waiting = io_name_waiting,
+        .lease_drop = io_lease_drop,
+        .name_drop = io_name_drop,
+        .stop_unit = io_stop_unit,
+        .changed = io_changed,
+};
+
 static int run(int argc, char *argv[]) {
         _cleanup_(sd_event_unrefp) sd_event *e = NULL;
         Config config;
@@ -227,6 +244,7 @@ static int run(int argc, char *argv[]) {
                 goto finish;
         agent.event = e;
         agent.config = &config;
+        slots_init(&agent.slots, &agent_slots_ops, &agent, config.lease_ttl);
         (void) sd_event_add_signal(e, NULL, SIGTERM, on_signal, NULL);
         (void) sd_event_add_signal(e, NULL, SIGINT, on_signal, NULL);
         (void) sd_event_set_watchdog(e, true);
@@ -234,7 +252,14 @@ static int run(int argc, char *argv[]) {
         r = server_start(&agent);
         if (r < 0)
                 goto finish;
-        r = engine_start(&agent);
+        r = sd_event_add_time_relative(e, &agent.status_source, CLOCK_MONOTONIC, 0, 0, on_status_timer, &agent);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(agent.status_source, SD_EVENT_OFF);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up timers: %m");
+                goto finish;
+        }
+        r = redis_io_start(&agent);
         if (r < 0)
                 goto finish;
 
@@ -245,8 +270,13 @@ static int run(int argc, char *argv[]) {
         r = sd_event_loop(e);
 
 finish:
-        engine_stop(&agent);
+        /* Leaving releases nothing: the anchors live on in the sessions
+         * and units, and the next agent re-adopts them. */
+        slots_done(&agent.slots);
         server_stop(&agent);
+        redis_io_stop(&agent);
+        agent.status_source = sd_event_source_disable_unref(agent.status_source);
+        units_close(&agent);
         config_done(&config);
         return r;
 }

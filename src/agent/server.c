@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,7 +19,14 @@
 static void client_free(Client *c) {
         Agent *a = c->agent;
 
-        engine_client_gone(a, c);
+        if (c->status)
+                c->status->client = NULL;
+        if (c->lease) {
+                Lease *l = c->lease;
+
+                c->lease = NULL;
+                slots_client_gone(&a->slots, l, now_mono());
+        }
         LIST_REMOVE(clients, a->clients, c);
         a->n_clients--;
         sd_event_source_disable_unref(c->io_source);
@@ -114,6 +122,158 @@ void client_finish(Client *c) {
                 (void) sd_event_source_set_io_events(c->io_source, EPOLLIN | EPOLLOUT);
 }
 
+/* The engine's effects on clients. */
+void io_send(void *ctx, void *client, const char *line, int len) {
+        (void) ctx;
+        client_send(client, line, len);
+}
+
+void io_finish(void *ctx, void *client) {
+        Client *c = client;
+
+        (void) ctx;
+        c->lease = NULL;
+        client_finish(c);
+}
+
+static void client_take_lease(Client *c, Lease *l) {
+        Agent *a = c->agent;
+
+        c->lease = l;
+        slots_attach(&a->slots, l, c, now_mono());
+}
+
+static void handle_acquire(Client *c, const Request *req) {
+        Agent *a = c->agent;
+        _cleanup_close_ int watch = -EBADF;
+        _cleanup_free_ char *unit = NULL, *desc = NULL;
+        struct ucred owner;
+        LeaseIo *io;
+        LeaseSpec spec;
+        Lease *l;
+        int r;
+
+        if (a->state == REDIS_DOWN) {
+                client_send_error(c, ERROR_CODE_UNAVAILABLE, "Redis at %s is unreachable: %s",
+                                  a->redis_name, a->redis_error);
+                return;
+        }
+        if (req->unit) {
+                r = unit_of_pid(c->cred.pid, &unit);
+                if (r < 0) {
+                        client_send_error(c, ERROR_CODE_INVALID, "pid " PID_FMT " does not run in a systemd service",
+                                          c->cred.pid);
+                        return;
+                }
+                l = slots_lease_of_unit(&a->slots, req->name, unit, c->cred.uid);
+                if (l) {
+                        LogFields f = { .name = req->name, .lease = l->id, .token = l->token, .holder = l->holder };
+
+                        log_fields(LOG_INFO, &f, "%s asked again for %s: it still holds token %" PRIu64 ".",
+                                   unit, req->name, l->token);
+                        client_take_lease(c, l);
+                        return;
+                }
+        }
+
+        l = slots_lease_find(&a->slots, req->lease);
+        if (l) {
+                /* Asking again with the same lease (an agent restart, or a
+                 * client reconnecting). */
+                if (!streq(l->name->name, req->name)) {
+                        client_send_error(c, ERROR_CODE_INVALID, "lease %s is held for \"%s\", not \"%s\"",
+                                          req->lease, l->name->name, req->name);
+                        return;
+                }
+                if (l->uid != c->cred.uid) {
+                        client_send_error(c, ERROR_CODE_PERMISSION, "lease %s belongs to another user", req->lease);
+                        return;
+                }
+                client_take_lease(c, l);
+                return;
+        }
+
+        r = anchor_watch(a->config->namespace, req->lease, &watch);
+        if (r == -ENOENT) {
+                client_send_error(c, ERROR_CODE_ANCHOR, "no anchor listens on @%s/lease/%s; create it before asking",
+                                  a->config->namespace, req->lease);
+                return;
+        }
+        if (r < 0) {
+                client_send_error(c, ERROR_CODE_ANCHOR, "cannot watch anchor @%s/lease/%s: %s",
+                                  a->config->namespace, req->lease, strerror(-r));
+                return;
+        }
+        r = peer_cred(watch, &owner);
+        if (r < 0 || owner.uid != c->cred.uid) {
+                log_warning("Refused %s to uid " UID_FMT ": its anchor belongs to uid " UID_FMT ".",
+                            req->name, c->cred.uid, r < 0 ? (uid_t) -1 : owner.uid);
+                client_send_error(c, ERROR_CODE_ANCHOR, "anchor @%s/lease/%s does not belong to the requester",
+                                  a->config->namespace, req->lease);
+                return;
+        }
+
+        spec = (LeaseSpec) {
+                .name = req->name, .id = req->lease, .uid = c->cred.uid, .pid = c->cred.pid, .unit = unit,
+                .stop_on_lost = req->stop_on_lost,
+                /* This host's administrator may cap what its users ask for. */
+                .slots = MIN(req->slots, config_limit_for(a->config, req->name)),
+        };
+        desc = describe(a, &c->cred, spec.slots, unit);
+        io = lease_io_new(a, watch);
+        if (!desc || !io) {
+                free(io);
+                client_send_error(c, ERROR_CODE_BUSY, "out of memory");
+                return;
+        }
+        TAKE_FD(watch);
+        spec.desc = desc;
+        c->lease = NULL;
+        r = slots_acquire(&a->slots, &spec, req->wait, c, io, now_mono(), &l);
+        if (r < 0) {
+                lease_io_free(io);
+                client_send_error(c, ERROR_CODE_BUSY, "cannot track the request: %s", strerror(-r));
+                return;
+        }
+        if (l->state != LEASE_GONE) {
+                if (l->client == c)
+                        c->lease = l;
+                r = lease_io_attach(io, l);
+                if (r < 0) {
+                        client_send_error(c, ERROR_CODE_BUSY, "cannot watch the anchor: %s", strerror(-r));
+                        slots_release(&a->slots, l, "cannot watch its anchor", now_mono());
+                }
+        }
+}
+
+static void handle_release(Client *c, const Request *req) {
+        Agent *a = c->agent;
+        _cleanup_free_ char *unit = NULL;
+        bool held = false;
+        Lease *l;
+
+        if (req->unit) {
+                if (unit_of_pid(c->cred.pid, &unit) < 0) {
+                        client_send_error(c, ERROR_CODE_INVALID, "pid " PID_FMT " does not run in a systemd service",
+                                          c->cred.pid);
+                        return;
+                }
+                l = slots_lease_of_unit(&a->slots, req->name, unit, c->cred.uid);
+        } else
+                l = slots_lease_find(&a->slots, req->lease);
+
+        if (l && l->uid != c->cred.uid && c->cred.uid != 0) {
+                client_send_error(c, ERROR_CODE_PERMISSION, "lease %s belongs to another user", req->lease);
+                return;
+        }
+        if (l) {
+                held = l->state == LEASE_HELD;
+                slots_release(&a->slots, l, "released on request", now_mono());
+        }
+        client_send(c, held ? "RELEASED held=1" : "RELEASED held=0", 15);
+        client_finish(c);
+}
+
 static void client_handle_request(Client *c, const char *line, size_t len) {
         Agent *a = c->agent;
         const char *why = NULL;
@@ -138,13 +298,13 @@ static void client_handle_request(Client *c, const char *line, size_t len) {
                                           c->cred.uid, req.name);
                         return;
                 }
-                engine_acquire(a, c, &req);
+                handle_acquire(c, &req);
                 return;
         case REQUEST_RELEASE:
-                engine_release_request(a, c, &req);
+                handle_release(c, &req);
                 return;
         case REQUEST_STATUS:
-                engine_status(a, c, req.name);
+                status_request(a, c, req.name);
                 return;
         }
 }

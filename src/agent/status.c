@@ -1,16 +1,15 @@
 /* SPDX-License-Identifier: MIT */
+/* fleetsem status (what Redis says of each name, checked again here) and
+ * the agent's own status line for systemd. */
 #include <errno.h>
 #include <inttypes.h>
-#include <pwd.h>
-#include <search.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <systemd/sd-daemon.h>
-#include <systemd/sd-login.h>
 
-#include "engine-internal.h"
-#include "protocol.h"
+#include "agent.h"
+#include "log.h"
 
 /* ---- Status ------------------------------------------------------------------ */
 
@@ -42,7 +41,7 @@ static const char *const desc_keys[] = { "host", "pid", "uid", "user", "slots", 
 static void add_description(MessageBuilder *b, const char *desc) {
         Message m;
 
-        if (message_parse(desc, strlen(desc), DESC_MAX, &m) < 0 || !streq(m.verb, "INFO"))
+        if (message_parse(desc, strlen(desc), SLOTS_DESC_MAX, &m) < 0 || !streq(m.verb, "INFO"))
                 return;
         for (size_t i = 0; i < ELEMENTSOF(desc_keys); i++) {
                 const char *v = message_get(&m, desc_keys[i]);
@@ -52,12 +51,23 @@ static void add_description(MessageBuilder *b, const char *desc) {
         }
 }
 
+/* A lease id names a lease, but it is not for everyone to see: root sees
+ * them all, a user those of its own on this host. */
+static bool may_see_lease(const StatusJob *job, const char *owner) {
+        char mine[IDENT_MAX_LEN + 32];
+
+        if (job->uid == 0)
+                return true;
+        snprintf(mine, sizeof(mine), "%s " UID_FMT, job->agent->config->host_id, job->uid);
+        return streq(owner, mine);
+}
+
 static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         StatusItem *item = userdata;
         StatusJob *job = item->job;
         const RedisReply *holders, *queue;
         char line[PROTO_REPLY_MAX];
-        long long now = 0;
+        long long now = 0, limit = 0;
         MessageBuilder b;
 
         (void) conn;
@@ -72,7 +82,8 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         }
         holders = redis_reply_array_get(reply, 1);
         queue = redis_reply_array_get(reply, 2);
-        if (redis_reply_array_integer(reply, 0, &now) < 0 || !holders || !queue)
+        if (redis_reply_array_integer(reply, 0, &now) < 0 || !holders || !queue ||
+            redis_reply_array_integer(reply, 3, &limit) < 0 || limit < 0 || limit > SLOTS_MAX)
                 goto finish;
         if (redis_reply_array_len(holders) == 0 && redis_reply_array_len(queue) == 0)
                 goto finish;
@@ -81,24 +92,27 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         message_add(&b, "name", item->name);
         message_add_u64(&b, "held", redis_reply_array_len(holders));
         message_add_u64(&b, "waiting", redis_reply_array_len(queue));
+        message_add_u64(&b, "limit", (uint64_t) limit);
         client_send(job->client, line, message_finish(&b));
 
         for (size_t i = 0; i < redis_reply_array_len(holders); i++) {
                 const RedisReply *h = redis_reply_array_get(holders, i);
-                char id[LEASE_ID_LEN + 1], grant[64], desc[DESC_MAX + 1];
+                char id[LEASE_ID_LEN + 1], grant[64], desc[SLOTS_DESC_MAX + 1], owner[IDENT_MAX_LEN + 16];
                 unsigned long long token = 0, since = 0;
                 long long expires = 0;
 
                 if (redis_reply_array_string(h, 0, id, sizeof(id)) < 0 || !lease_id_is_valid(id) ||
                     redis_reply_array_integer(h, 1, &expires) < 0 ||
                     redis_reply_array_string(h, 2, grant, sizeof(grant)) < 0 ||
-                    redis_reply_array_string(h, 3, desc, sizeof(desc)) < 0)
+                    redis_reply_array_string(h, 3, desc, sizeof(desc)) < 0 ||
+                    redis_reply_array_string(h, 4, owner, sizeof(owner)) < 0)
                         continue;
                 if (sscanf(grant, "%llu %llu", &token, &since) != 2)
                         token = since = 0;
                 message_start(&b, line, sizeof(line), "HOLDER");
                 message_add(&b, "name", item->name);
-                message_add(&b, "lease", id);
+                if (may_see_lease(job, owner))
+                        message_add(&b, "lease", id);
                 message_add_u64(&b, "token", token);
                 message_add_u64(&b, "since", since);
                 message_addf(&b, "expires_in", "%lld", expires);
@@ -107,14 +121,16 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         }
         for (size_t i = 0; i < redis_reply_array_len(queue); i++) {
                 const RedisReply *w = redis_reply_array_get(queue, i);
-                char id[LEASE_ID_LEN + 1], desc[DESC_MAX + 1];
+                char id[LEASE_ID_LEN + 1], desc[SLOTS_DESC_MAX + 1], owner[IDENT_MAX_LEN + 16];
 
                 if (redis_reply_array_string(w, 0, id, sizeof(id)) < 0 || !lease_id_is_valid(id) ||
-                    redis_reply_array_string(w, 1, desc, sizeof(desc)) < 0)
+                    redis_reply_array_string(w, 1, desc, sizeof(desc)) < 0 ||
+                    redis_reply_array_string(w, 2, owner, sizeof(owner)) < 0)
                         continue;
                 message_start(&b, line, sizeof(line), "WAITER");
                 message_add(&b, "name", item->name);
-                message_add(&b, "lease", id);
+                if (may_see_lease(job, owner))
+                        message_add(&b, "lease", id);
                 message_add_u64(&b, "position", i + 1);
                 add_description(&b, desc);
                 client_send(job->client, line, message_finish(&b));
@@ -166,7 +182,7 @@ static void names_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         status_job_done_one(job, 0);
 }
 
-void engine_status(Agent *a, Client *c, const char *name) {
+void status_request(Agent *a, Client *c, const char *name) {
         StatusJob *job;
 
         if (a->state == REDIS_CONNECTING) {
@@ -187,20 +203,32 @@ void engine_status(Agent *a, Client *c, const char *name) {
         }
         job->agent = a;
         job->client = c;
+        job->uid = c->cred.uid;
         job->pending = 1;
         c->status = job;
         if (name[0]) {
                 status_name(a, job, name);
                 status_job_done_one(job, 0);
         } else {
-                const char *argv[] = { "SMEMBERS", a->names_key };
+                /* Names used within the idle time; older ones left Redis. */
+                char min[32], below[32];
+                long long idle_ms = (long long) (a->config->idle_time / USEC_PER_MSEC);
+                long long now_ms = (long long) (now_usec(CLOCK_REALTIME) / USEC_PER_MSEC);
 
-                if (redis_conn_command(a->cmd, names_reply, job, 2, argv, NULL) < 0)
+                snprintf(min, sizeof(min), "%lld", now_ms - idle_ms);
+                snprintf(below, sizeof(below), "(%lld", now_ms - idle_ms);
+                redis_command(a, "ZREMRANGEBYSCORE", 4, (const char *[]) { "ZREMRANGEBYSCORE", a->names_key, "-inf", below });
+                if (redis_conn_command(a->cmd, names_reply, job, 4,
+                                       (const char *[]) { "ZRANGEBYSCORE", a->names_key, min, "+inf" }, NULL) < 0)
                         status_job_done_one(job, 0);
         }
 }
 
 /* ---- sd_notify STATUS= ---------------------------------------------------------- */
+
+void io_changed(void *ctx) {
+        status_mark_dirty(ctx);
+}
 
 int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Agent *a = userdata;
@@ -210,14 +238,14 @@ int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) usec;
         a->status_dirty = false;
         snprintf(buf, sizeof(buf), "STATUS=%zu slot(s) held, %zu waiting, Redis %s%s%s",
-                 a->n_held, a->n_waiting,
+                 a->slots.n_held, a->slots.n_waiting,
                  a->state == REDIS_READY ? "up" : a->state == REDIS_DOWN ? "DOWN" : "connecting",
                  a->state == REDIS_DOWN ? ": " : "", a->state == REDIS_DOWN ? a->redis_error : "");
         (void) sd_notify(false, buf);
         return 0;
 }
 
-void engine_mark_status_dirty(Agent *a) {
+void status_mark_dirty(Agent *a) {
         if (a->status_dirty || !a->status_source)
                 return;
         a->status_dirty = true;
@@ -225,12 +253,12 @@ void engine_mark_status_dirty(Agent *a) {
         (void) sd_event_source_set_enabled(a->status_source, SD_EVENT_ONESHOT);
 }
 
-void engine_status_deferred(Agent *a) {
+void status_deferred(Agent *a) {
         Client *c, *next;
 
         LIST_FOREACH_SAFE(clients, c, next, a->clients)
                 if (c->status_deferred) {
                         c->status_deferred = false;
-                        engine_status(a, c, c->status_name);
+                        status_request(a, c, c->status_name);
                 }
 }

@@ -70,6 +70,10 @@ void unit_stop(Agent *a, const char *unit, const char *why) {
         }
 }
 
+void io_stop_unit(void *ctx, const char *unit, const char *why) {
+        unit_stop(ctx, unit, why);
+}
+
 void units_close(Agent *a) {
         a->bus = sd_bus_flush_close_unref(a->bus);
 }

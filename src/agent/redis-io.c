@@ -1,0 +1,788 @@
+/* SPDX-License-Identifier: MIT */
+/* Redis for the agent: the command and pub/sub connections, script calls
+ * (with a NOSCRIPT retry), the epoch that tells a Redis that lost its
+ * state, and the engine's script calls with their replies checked and
+ * decoded before the engine sees them. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "agent.h"
+#include "log.h"
+#include "lua-keys.h"
+
+#define CONNECT_TIMEOUT (2 * USEC_PER_SEC)
+#define COMMAND_TIMEOUT (5 * USEC_PER_SEC)
+#define BACKOFF_MIN (100 * USEC_PER_MSEC)
+#define BACKOFF_MAX (2 * USEC_PER_SEC)
+#define IDLE_DEFAULT_MS (24ULL * 3600 * 1000)
+
+static const char *const script_name[N_SCRIPTS] = {
+        [SCRIPT_ACQUIRE] = "acquire", [SCRIPT_RELEASE] = "release", [SCRIPT_RENEW] = "renew",
+        [SCRIPT_REASSERT] = "reassert", [SCRIPT_ADOPT] = "adopt", [SCRIPT_STATUS] = "status",
+        [SCRIPT_EPOCH] = "epoch",
+};
+
+usec_t now_mono(void) {
+        return now_usec(CLOCK_MONOTONIC);
+}
+
+static Agent *agent_of(void *ctx) {
+        return ctx;
+}
+
+/* ---- Script calls ---------------------------------------------------------------- */
+
+typedef struct ScriptCall {
+        Agent *agent;
+        Script script;
+        redis_reply_cb cb;
+        void *userdata;
+        int argc;
+        const char **argv;
+        size_t *argvlen;
+} ScriptCall;
+
+static void script_reply(RedisConn *conn, const RedisReply *reply, void *userdata);
+
+static int script_send(ScriptCall *sc, bool full_text) {
+        Agent *a = sc->agent;
+
+        sc->argv[0] = full_text ? "EVAL" : "EVALSHA";
+        sc->argv[1] = full_text ? a->script_text[sc->script] : a->sha[sc->script];
+        sc->argvlen[0] = strlen(sc->argv[0]);
+        sc->argvlen[1] = strlen(sc->argv[1]);
+        return redis_conn_command(a->cmd, script_reply, sc, sc->argc, sc->argv, sc->argvlen);
+}
+
+static void fire_and_forget_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        const char *err = redis_reply_error(reply);
+
+        (void) conn;
+        if (err)
+                log_warning("Redis refused %s: %s", (const char *) userdata, err);
+}
+
+static void script_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        ScriptCall *sc = userdata;
+        const char *err = redis_reply_error(reply);
+
+        (void) conn;
+        if (err && strneq(err, "NOSCRIPT", 8) && sc->argv[0][4] == 'S') {
+                /* The server lost our scripts (SCRIPT FLUSH, a restart): load
+                 * this one again for the calls to come, and send this call's
+                 * text in full. */
+                const char *load[] = { "SCRIPT", "LOAD", sc->agent->script_text[sc->script] };
+
+                log_warning("Redis does not know the %s script any more; loading it again.",
+                            script_name[sc->script]);
+                (void) redis_conn_command(sc->agent->cmd, fire_and_forget_reply, (void *) "SCRIPT LOAD", 3, load, NULL);
+                if (script_send(sc, true) >= 0)
+                        return;
+                reply = NULL;
+        }
+        sc->cb(sc->agent->cmd, reply, sc->userdata);
+        free(sc);
+}
+
+/* EVALSHA with n_keys keys, then the other args. The call keeps its own
+ * copy of everything, for a NOSCRIPT retry. */
+static int script_call_argv(Agent *a, Script script, redis_reply_cb cb, void *userdata, size_t n_keys,
+                            size_t n_args, const char *const *args, const size_t *arglens) {
+        size_t argc = 3 + n_args, data_size = 16;
+        ScriptCall *sc;
+        char *p;
+        int r;
+
+        if (!a->cmd)
+                return -ENOTCONN;
+        for (size_t i = 0; i < n_args; i++)
+                data_size += (arglens ? arglens[i] : strlen(args[i])) + 1;
+        sc = malloc(sizeof(*sc) + argc * (sizeof(char *) + sizeof(size_t)) + data_size);
+        if (!sc)
+                return -ENOMEM;
+        *sc = (ScriptCall) {
+                .agent = a, .script = script, .cb = cb, .userdata = userdata, .argc = (int) argc,
+                .argv = (const char **) (sc + 1),
+        };
+        sc->argvlen = (size_t *) (sc->argv + argc);
+        p = (char *) (sc->argvlen + argc);
+
+        sc->argv[2] = p;
+        sc->argvlen[2] = (size_t) sprintf(p, "%zu", n_keys);
+        p += sc->argvlen[2] + 1;
+        for (size_t i = 0; i < n_args; i++) {
+                size_t n = arglens ? arglens[i] : strlen(args[i]);
+
+                memcpy(p, args[i], n);
+                p[n] = '\0';
+                sc->argv[3 + i] = p;
+                sc->argvlen[3 + i] = n;
+                p += n + 1;
+        }
+        r = script_send(sc, false);
+        if (r < 0)
+                free(sc);
+        return r;
+}
+
+int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
+                size_t n_args, const char *const *args, const size_t *arglens) {
+        char keys[N_KEYS][IDENT_MAX_LEN + NAME_MAX_LEN + 32];
+        const char *argv[N_KEYS + 64];
+        size_t lens[N_KEYS + 64];
+
+        if (a->state != REDIS_READY)
+                return -ENOTCONN;
+        if (n_args > 64)
+                return -E2BIG;
+        for (size_t i = 0; i < N_KEYS; i++) {
+                int n = snprintf(keys[i], sizeof(keys[i]), "%s:{%s}:%s", a->config->key_prefix, name, key_suffix[i]);
+
+                argv[i] = keys[i];
+                lens[i] = (size_t) n;
+        }
+        for (size_t i = 0; i < n_args; i++) {
+                argv[N_KEYS + i] = args[i];
+                lens[N_KEYS + i] = arglens ? arglens[i] : strlen(args[i]);
+        }
+        return script_call_argv(a, script, cb, userdata, N_KEYS, N_KEYS + n_args, argv, lens);
+}
+
+void redis_command(Agent *a, const char *what, int argc, const char *const *argv) {
+        if (a->state == REDIS_READY)
+                (void) redis_conn_command(a->cmd, fire_and_forget_reply, (void *) what, argc, argv, NULL);
+}
+
+/* What every script is told besides its own arguments. */
+typedef struct CommonArgs {
+        char ttl[24], uid[16], grace[24], idle[24];
+} CommonArgs;
+
+static void common_args(const Agent *a, uid_t uid, CommonArgs *c) {
+        snprintf(c->ttl, sizeof(c->ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
+        snprintf(c->uid, sizeof(c->uid), UID_FMT, uid);
+        snprintf(c->grace, sizeof(c->grace), "%" PRIu64, a->grace_until_ms);
+        snprintf(c->idle, sizeof(c->idle), "%" PRIu64, a->config->idle_time ? a->config->idle_time / USEC_PER_MSEC : IDLE_DEFAULT_MS);
+}
+
+/* ---- The engine's calls: acquire ------------------------------------------------- */
+
+static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Lease *l = userdata;
+        Agent *a = agent_of(l->slots_engine->ctx);
+        AcquireResult r = { .outcome = ACQUIRE_FAILED, .error = "unexpected reply from Redis", .next_expiry_ms = -1 };
+        long long v[5] = {};
+        size_t len = redis_reply_array_len(reply);
+
+        (void) conn;
+        if (!reply) {
+                slots_acquire_done(&a->slots, l, NULL, now_mono());
+                return;
+        }
+        if (redis_reply_error(reply))
+                r.error = redis_reply_error(reply);
+        else if (len >= 1 && redis_reply_array_integer(reply, 0, &v[0]) >= 0) {
+                bool ok = true;
+
+                for (size_t i = 1; i < len && i < 5; i++)
+                        ok = ok && redis_reply_array_integer(reply, i, &v[i]) >= 0;
+                if (v[0] == -1 && len == 1)
+                        r.outcome = ACQUIRE_REFUSED;
+                else if (ok && v[0] == 1 && len == 5 && v[1] > 0 && v[2] >= 0 && v[3] >= 0 && v[4] >= 0 &&
+                         v[3] <= SLOTS_MAX && v[4] <= SLOTS_MAX)
+                        r = (AcquireResult) { .outcome = ACQUIRE_GRANTED, .token = (uint64_t) v[1],
+                                              .since_ms = (uint64_t) v[2], .held = (uint32_t) v[3],
+                                              .limit = (uint32_t) v[4] };
+                else if (ok && v[0] == 0 && len == 5 && v[1] > 0 && v[2] >= 0 && v[3] >= 0 && v[4] >= -1 &&
+                         v[1] <= UINT32_MAX && v[2] <= SLOTS_MAX && v[3] <= SLOTS_MAX)
+                        r = (AcquireResult) { .outcome = ACQUIRE_QUEUED, .position = (uint32_t) v[1],
+                                              .held = (uint32_t) v[2], .limit = (uint32_t) v[3],
+                                              .next_expiry_ms = v[4] };
+        }
+        slots_acquire_done(&a->slots, l, &r, now_mono());
+}
+
+int io_call_acquire(void *ctx, Lease *l) {
+        Agent *a = agent_of(ctx);
+        char slots[16];
+        CommonArgs c;
+
+        common_args(a, l->uid, &c);
+        snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
+        return script_call(a, SCRIPT_ACQUIRE, l->name->name, acquire_reply, l, 8,
+                           (const char *[]) { l->id, slots, c.ttl, l->desc, a->config->host_id, c.uid, c.grace, c.idle },
+                           NULL);
+}
+
+/* ---- release -------------------------------------------------------------------- */
+
+typedef struct ReleaseCall {
+        Agent *agent;
+        uid_t uid;
+        char name[NAME_MAX_LEN + 1];
+        char lease[LEASE_ID_LEN + 1];
+} ReleaseCall;
+
+static void release_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        ReleaseCall *rc = userdata;
+        Agent *a = rc->agent;
+        const char *err = redis_reply_error(reply);
+        Granted g[SLOTS_GRANTS_MAX];
+        size_t k = 0, len = redis_reply_array_len(reply);
+        long long held = 0;
+
+        (void) conn;
+        if (err)
+                log_warning("Redis refused to release %s of %s: %s", rc->lease, rc->name, err);
+        else if (reply && redis_reply_array_integer(reply, 0, &held) >= 0 && held == -1)
+                log_warning("Redis records lease %s of %s for another host or user; not released.", rc->lease, rc->name);
+        else if (reply) {
+                /* {held, lease, token, since, ...}: whom the release handed slots to. */
+                for (size_t i = 1; i + 2 < len + 0 && k < SLOTS_GRANTS_MAX; i += 3) {
+                        long long token, since;
+
+                        if (redis_reply_array_string(reply, i, g[k].lease, sizeof(g[k].lease)) < 0 ||
+                            !lease_id_is_valid(g[k].lease) ||
+                            redis_reply_array_integer(reply, i + 1, &token) < 0 ||
+                            redis_reply_array_integer(reply, i + 2, &since) < 0 || token <= 0 || since < 0)
+                                break;
+                        g[k].token = (uint64_t) token;
+                        g[k].since_ms = (uint64_t) since;
+                        k++;
+                }
+        }
+        slots_release_done(&a->slots, rc->name, rc->lease, rc->uid, !reply, g, k, now_mono());
+        free(rc);
+}
+
+int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
+        Agent *a = agent_of(ctx);
+        ReleaseCall *rc;
+        CommonArgs c;
+        int r;
+
+        rc = calloc(1, sizeof(*rc));
+        if (!rc)
+                return -ENOMEM;
+        rc->agent = a;
+        rc->uid = uid;
+        snprintf(rc->name, sizeof(rc->name), "%s", name);
+        snprintf(rc->lease, sizeof(rc->lease), "%s", lease);
+        common_args(a, uid, &c);
+        r = script_call(a, SCRIPT_RELEASE, name, release_reply, rc, 5,
+                        (const char *[]) { lease, a->config->host_id, c.uid, c.grace, c.idle }, NULL);
+        if (r < 0)
+                free(rc);
+        return r;
+}
+
+/* ---- renew ---------------------------------------------------------------------- */
+
+typedef struct RenewCall {
+        Agent *agent;
+        usec_t sent;
+        size_t n;
+        char name[NAME_MAX_LEN + 1];
+        char ids[][LEASE_ID_LEN + 1];
+} RenewCall;
+
+static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        RenewCall *rc = userdata;
+        Agent *a = rc->agent;
+        const char *err = redis_reply_error(reply);
+        size_t n_missing = redis_reply_array_len(reply);
+        bool *missing = NULL;
+
+        (void) conn;
+        if (!reply)
+                goto finish;    /* Redis went: the next renewal goes to the next connection */
+        if (err) {
+                log_error("Redis refused to renew the leases of %s: %s", rc->name, err);
+                goto finish;
+        }
+        missing = calloc(rc->n ?: 1, sizeof(bool));
+        if (!missing)
+                goto finish;
+        for (size_t j = 0; j < n_missing; j++) {
+                char id[LEASE_ID_LEN + 1];
+
+                if (redis_reply_array_string(reply, j, id, sizeof(id)) < 0)
+                        continue;
+                for (size_t i = 0; i < rc->n; i++)
+                        if (streq(rc->ids[i], id))
+                                missing[i] = true;
+        }
+        slots_renew_done(&a->slots, rc->name, (const char (*)[LEASE_ID_LEN + 1]) rc->ids, missing, rc->n,
+                         rc->sent, now_mono());
+finish:
+        free(missing);
+        free(rc);
+}
+
+int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids) {
+        Agent *a = agent_of(ctx);
+        const char **args;
+        RenewCall *rc;
+        CommonArgs c;
+        char score[24];
+        int r;
+
+        if (a->state != REDIS_READY)
+                return -ENOTCONN;
+        rc = malloc(sizeof(*rc) + n_ids * sizeof(rc->ids[0]));
+        args = calloc(n_ids + 3, sizeof(char *));
+        if (!rc || !args) {
+                free(rc);
+                free(args);
+                return -ENOMEM;
+        }
+        *rc = (RenewCall) { .agent = a, .sent = now_mono(), .n = n_ids };
+        snprintf(rc->name, sizeof(rc->name), "%s", n->name);
+        memcpy(rc->ids, ids, n_ids * sizeof(rc->ids[0]));
+        common_args(a, 0, &c);
+        args[0] = c.ttl;
+        args[1] = a->config->host_id;
+        args[2] = c.idle;
+        for (size_t i = 0; i < n_ids; i++)
+                args[3 + i] = rc->ids[i];
+        r = script_call(a, SCRIPT_RENEW, n->name, renew_reply, rc, n_ids + 3, args, NULL);
+        free(args);
+        if (r < 0) {
+                free(rc);
+                return r;
+        }
+        /* The index of names "fleetsem status" lists, by when they were
+         * last used here (names idle for long leave it: status.c). */
+        snprintf(score, sizeof(score), "%lld", (long long) (now_usec(CLOCK_REALTIME) / USEC_PER_MSEC));
+        redis_command(a, "ZADD", 4, (const char *[]) { "ZADD", a->names_key, score, n->name });
+        return 0;
+}
+
+/* ---- reassert ------------------------------------------------------------------- */
+
+static void reassert_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Lease *l = userdata;
+        Agent *a = agent_of(l->slots_engine->ctx);
+        long long v = 0;
+        int result = -2;
+
+        (void) conn;
+        if (reply) {
+                if (redis_reply_integer(reply, &v) >= 0 && v >= -1 && v <= 1)
+                        result = (int) v;
+                else
+                        result = 0;     /* an error or nonsense: do not believe it holds */
+        }
+        slots_reassert_done(&a->slots, l, result, now_mono());
+}
+
+int io_call_reassert(void *ctx, Lease *l) {
+        Agent *a = agent_of(ctx);
+        char slots[16], token[24], since[24];
+        CommonArgs c;
+
+        common_args(a, l->uid, &c);
+        snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
+        snprintf(token, sizeof(token), "%" PRIu64, l->token);
+        snprintf(since, sizeof(since), "%" PRIu64, l->since_ms);
+        return script_call(a, SCRIPT_REASSERT, l->name->name, reassert_reply, l, 9,
+                           (const char *[]) { l->id, slots, token, since, c.ttl, l->desc, a->config->host_id, c.uid, c.idle },
+                           NULL);
+}
+
+/* ---- This host's index ---------------------------------------------------------- */
+
+/* "NAME SLOTS UID UNIT ON-LOST", UNIT "-" when not bound to one. */
+void io_index(void *ctx, const Lease *l, bool add) {
+        Agent *a = agent_of(ctx);
+        char value[NAME_MAX_LEN + UNIT_NAME_MAX + 64];
+
+        if (!add) {
+                redis_command(a, "HDEL", 3, (const char *[]) { "HDEL", a->host_key, l->id });
+                return;
+        }
+        snprintf(value, sizeof(value), "%s %" PRIu32 " " UID_FMT " %s %s", l->name->name, l->slots, l->uid,
+                 l->unit ?: "-", l->stop_on_lost ? "stop" : "ignore");
+        redis_command(a, "HSET", 4, (const char *[]) { "HSET", a->host_key, l->id, value });
+}
+
+/* ---- Wake-ups ------------------------------------------------------------------- */
+
+void io_name_waiting(void *ctx, Name *n) {
+        Agent *a = agent_of(ctx);
+        char channel[IDENT_MAX_LEN + NAME_MAX_LEN + 16];
+
+        if (!a->sub_ready || n->io_generation == a->sub_generation)
+                return;
+        snprintf(channel, sizeof(channel), "%s:{%s}:wake", a->config->key_prefix, n->name);
+        if (redis_conn_subscribe(a->sub, channel) >= 0)
+                n->io_generation = a->sub_generation;
+}
+
+static void on_wake(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Agent *a = userdata;
+        char kind[16], channel[IDENT_MAX_LEN + NAME_MAX_LEN + 16], name[NAME_MAX_LEN + 1];
+        char payload[SLOTS_GRANTS_MAX * 80] = "";
+        const char *open, *close;
+
+        (void) conn;
+        if (!reply || redis_reply_array_len(reply) != 3 ||
+            redis_reply_array_string(reply, 0, kind, sizeof(kind)) < 0 ||
+            redis_reply_array_string(reply, 1, channel, sizeof(channel)) < 0)
+                return;
+        /* "subscribe" too: a release may have come before the subscription. */
+        if (!streq(kind, "message") && !streq(kind, "subscribe"))
+                return;
+        open = strchr(channel, '{');
+        close = strrchr(channel, '}');
+        if (!open || !close || close <= open + 1 || (size_t) (close - open - 1) > NAME_MAX_LEN)
+                return;
+        memcpy(name, open + 1, (size_t) (close - open - 1));
+        name[close - open - 1] = '\0';
+        if (streq(kind, "message") && redis_reply_array_string(reply, 2, payload, sizeof(payload)) < 0)
+                payload[0] = '\0';
+        slots_wake(&a->slots, name, payload, now_mono());
+}
+
+/* ---- Connections ------------------------------------------------------------------ */
+
+static void schedule_reconnect(Agent *a) {
+        a->backoff = a->backoff == 0 ? BACKOFF_MIN : a->backoff * 2;
+        if (a->backoff > BACKOFF_MAX)
+                a->backoff = BACKOFF_MAX;
+        (void) sd_event_source_set_time_relative(a->reconnect_source, a->backoff);
+        (void) sd_event_source_set_enabled(a->reconnect_source, SD_EVENT_ONESHOT);
+}
+
+static void redis_went_down(Agent *a, int error, const char *why) {
+        char buf[FORMAT_DURATION_MAX];
+
+        snprintf(a->redis_error, sizeof(a->redis_error), "%s", why && why[0] ? why : strerror(-error));
+        redis_conn_free(a->cmd);
+        a->cmd = NULL;
+        redis_conn_free(a->sub);
+        a->sub = NULL;
+        a->sub_ready = false;
+
+        if (a->state == REDIS_READY)
+                log_warning("Lost connection to Redis at %s: %s; held slots stay anchored, retrying.",
+                            a->redis_name, a->redis_error);
+        else if (a->state == REDIS_CONNECTING || a->backoff >= BACKOFF_MAX)
+                log_warning("Failed to connect to Redis at %s: %s; retrying in %s.", a->redis_name, a->redis_error,
+                            format_duration(buf, sizeof(buf), a->backoff ? a->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : a->backoff * 2 : BACKOFF_MIN));
+        a->state = REDIS_DOWN;
+        slots_redis_down(&a->slots, a->redis_error, now_mono());
+        status_deferred(a);
+        schedule_reconnect(a);
+        status_mark_dirty(a);
+}
+
+static void on_redis_ready(Agent *a, bool reset, usec_t grace) {
+        Name *n;
+
+        a->state = REDIS_READY;
+        a->backoff = 0;
+        a->redis_error[0] = '\0';
+        log_info("Connected to Redis at %s.", a->redis_name);
+        if (reset && a->slots.n_leases > 0)
+                log_notice("Redis lost its state since this agent last saw it; re-asserting %zu held slot(s), "
+                           "no grants anywhere for another %s.", a->slots.n_held,
+                           format_duration((char[FORMAT_DURATION_MAX]) {}, FORMAT_DURATION_MAX, grace));
+        if (!a->adopted)
+                adopt_start(a);
+        slots_redis_up(&a->slots, reset, grace, now_mono());
+        for (n = a->slots.names; n; n = n->all_next)
+                if (n->n_waiting > 0)
+                        io_name_waiting(a, n);
+        status_deferred(a);
+        status_mark_dirty(a);
+}
+
+typedef struct SetupStep {
+        Agent *agent;
+        const char *what;
+        int script;             /* -1: not a SCRIPT LOAD */
+} SetupStep;
+
+static void setup_done(Agent *a);
+
+static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        SetupStep *step = userdata;
+        Agent *a = step->agent;
+        const char *err = redis_reply_error(reply), *s;
+        size_t len;
+
+        if (!reply || conn != a->cmd)
+                goto finish;    /* an old connection */
+        if (err) {
+                if (!a->setup_failed)
+                        snprintf(a->redis_error, sizeof(a->redis_error), "%s failed: %s", step->what, err);
+                a->setup_failed = true;
+        } else if (step->script >= 0) {
+                if (redis_reply_string(reply, &s, &len) < 0 || len != 40) {
+                        a->setup_failed = true;
+                        snprintf(a->redis_error, sizeof(a->redis_error), "SCRIPT LOAD gave an unexpected reply");
+                } else {
+                        memcpy(a->sha[step->script], s, 40);
+                        a->sha[step->script][40] = '\0';
+                }
+        }
+        if (--a->setup_pending > 0)
+                goto finish;
+        if (a->setup_failed) {
+                char why[sizeof(a->redis_error)];
+
+                snprintf(why, sizeof(why), "%s", a->redis_error);
+                redis_went_down(a, -EACCES, why);
+        } else
+                setup_done(a);
+finish:
+        free(step);
+}
+
+static void setup_send(Agent *a, const char *what, int script, int argc, const char *const *argv) {
+        SetupStep *step = calloc(1, sizeof(*step));
+
+        if (!step)
+                return;
+        *step = (SetupStep) { .agent = a, .what = what, .script = script };
+        if (redis_conn_command(a->cmd, setup_reply, step, argc, argv, NULL) < 0) {
+                free(step);
+                return;
+        }
+        a->setup_pending++;
+}
+
+/* The epoch: "ID GRACE_UNTIL_MS" in P:epoch, made by the first agent that
+ * finds none. An id other than the one this agent knew means Redis lost
+ * its state since (restarted empty, a failover that lost writes). The
+ * grace lasts until Redis has been up for one lease: holders from before
+ * are re-asserted or told they lost their slot by then. */
+static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Agent *a = userdata;
+        char value[80], id[LEASE_ID_LEN + 1];
+        long long created = -1, now_ms = -1;
+        uint64_t grace_until = 0;
+        bool reset;
+        int n = 0;
+
+        if (!reply || conn != a->cmd)
+                return;
+        if (redis_reply_error(reply) || redis_reply_array_len(reply) != 3 ||
+            redis_reply_array_integer(reply, 0, &created) < 0 ||
+            redis_reply_array_string(reply, 1, value, sizeof(value)) < 0 ||
+            redis_reply_array_integer(reply, 2, &now_ms) < 0 || now_ms < 0 ||
+            sscanf(value, "%32[0-9a-f] %" SCNu64 "%n", id, &grace_until, &n) != 2 || value[n] != '\0' ||
+            !lease_id_is_valid(id)) {
+                redis_went_down(a, -EBADMSG, redis_reply_error(reply) ?: "unexpected reply to the epoch script");
+                return;
+        }
+        reset = created == 1 || (a->epoch[0] && !streq(a->epoch, id));
+        if (reset)
+                log_full(a->epoch[0] ? LOG_WARNING : LOG_INFO, "Redis at %s %s (epoch %s).", a->redis_name,
+                         a->epoch[0] ? "lost its state since this agent last saw it" : "holds no fleetsem state yet", id);
+        memcpy(a->epoch, id, sizeof(a->epoch));
+        a->grace_until_ms = grace_until;
+        on_redis_ready(a, reset, grace_until > (uint64_t) now_ms ? (grace_until - (uint64_t) now_ms) * USEC_PER_MSEC : 0);
+}
+
+static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Agent *a = userdata;
+        const char *s, *p;
+        size_t len;
+        long long uptime = 0;
+        uint64_t ttl_ms = a->config->lease_ttl / USEC_PER_MSEC, grace_ms;
+        char key[LEASE_ID_LEN + 1 + IDENT_MAX_LEN + 16], id[LEASE_ID_LEN + 1], grace[24];
+        int r;
+
+        if (!reply || conn != a->cmd)
+                return;
+        if (redis_reply_string(reply, &s, &len) >= 0 && (p = memmem(s, len, "uptime_in_seconds:", 18)))
+                uptime = strtoll(p + 18, NULL, 10);
+        /* Whole seconds, rounded down: the grace is never too short. */
+        grace_ms = uptime >= 0 && (uint64_t) uptime * 1000 < ttl_ms ? ttl_ms - (uint64_t) uptime * 1000 : 0;
+        r = lease_id_new(id);
+        if (r < 0) {
+                redis_went_down(a, r, "cannot make an epoch id");
+                return;
+        }
+        snprintf(key, sizeof(key), "%s:epoch", a->config->key_prefix);
+        snprintf(grace, sizeof(grace), "%" PRIu64, grace_ms);
+        if (script_call_argv(a, SCRIPT_EPOCH, epoch_reply, a, 1, 3, (const char *[]) { key, id, grace }, NULL) < 0)
+                redis_went_down(a, -EIO, "cannot send commands");
+}
+
+static void setup_done(Agent *a) {
+        if (redis_conn_command(a->cmd, info_reply, a, 2, (const char *[]) { "INFO", "server" }, NULL) < 0)
+                redis_went_down(a, -EIO, "cannot send commands");
+}
+
+static int auth_argv(const Agent *a, const char *argv[3]) {
+        const RedisAddress *r = &a->config->redis;
+
+        argv[0] = "AUTH";
+        if (r->user) {
+                argv[1] = r->user;
+                argv[2] = r->password ?: "";
+                return 3;
+        }
+        argv[1] = r->password;
+        return 2;
+}
+
+static void on_cmd_state(RedisConn *conn, int error, const char *message, void *userdata) {
+        Agent *a = userdata;
+        char db[16];
+
+        if (conn != a->cmd)
+                return;
+        if (error < 0) {
+                redis_went_down(a, error, message);
+                return;
+        }
+        a->setup_pending = 0;
+        a->setup_failed = false;
+        if (a->config->redis.password) {
+                const char *argv[3];
+
+                setup_send(a, "AUTH", -1, auth_argv(a, argv), argv);
+        }
+        if (a->config->redis.db > 0) {
+                snprintf(db, sizeof(db), "%u", a->config->redis.db);
+                setup_send(a, "SELECT", -1, 2, (const char *[]) { "SELECT", db });
+        }
+        for (int i = 0; i < N_SCRIPTS; i++)
+                setup_send(a, "SCRIPT LOAD", i, 3, (const char *[]) { "SCRIPT", "LOAD", a->script_text[i] });
+        if (a->setup_pending == 0)
+                redis_went_down(a, -EIO, "cannot send commands");
+}
+
+static void on_sub_state(RedisConn *conn, int error, const char *message, void *userdata) {
+        Agent *a = userdata;
+
+        if (conn != a->sub)
+                return;
+        if (error < 0) {
+                log_debug("Pub/sub connection to Redis lost: %s", message);
+                redis_conn_free(a->sub);
+                a->sub = NULL;
+                a->sub_ready = false;
+                if (a->cmd)
+                        schedule_reconnect(a);
+                return;
+        }
+        if (a->config->redis.password) {
+                const char *argv[3];
+
+                (void) redis_conn_command(a->sub, fire_and_forget_reply, (void *) "AUTH", auth_argv(a, argv), argv, NULL);
+        }
+        redis_conn_set_message_handler(a->sub, on_wake, a);
+        a->sub_ready = true;
+        a->sub_generation++;
+        for (Name *n = a->slots.names; n; n = n->all_next)
+                if (n->n_waiting > 0)
+                        io_name_waiting(a, n);
+}
+
+static void connect_all(Agent *a) {
+        int r;
+
+        if (!a->cmd) {
+                if (a->state != REDIS_DOWN)
+                        a->state = REDIS_CONNECTING;
+                r = redis_conn_new(a->event, &a->config->redis, CONNECT_TIMEOUT, on_cmd_state, a, &a->cmd);
+                if (r < 0) {
+                        a->cmd = NULL;
+                        redis_went_down(a, r, NULL);
+                        return;
+                }
+        }
+        if (!a->sub) {
+                r = redis_conn_new(a->event, &a->config->redis, CONNECT_TIMEOUT, on_sub_state, a, &a->sub);
+                if (r < 0) {
+                        a->sub = NULL;
+                        schedule_reconnect(a);
+                }
+        }
+}
+
+static int on_reconnect(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s;
+        (void) usec;
+        connect_all(userdata);
+        return 0;
+}
+
+/* A Redis that hangs (stopped, swapping) counts as gone after a third of
+ * the lease, within 1s to 5s: soon enough to tell holders in time. */
+static usec_t command_timeout(const Agent *a) {
+        usec_t t = a->config->lease_ttl / 3;
+
+        return t < USEC_PER_SEC ? USEC_PER_SEC : t > COMMAND_TIMEOUT ? COMMAND_TIMEOUT : t;
+}
+
+static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
+        Agent *a = userdata;
+        usec_t now = now_mono();
+
+        (void) usec;
+        client_sweep(a);
+        if (a->cmd && redis_conn_pending(a->cmd) > 0 && now - redis_conn_last_activity(a->cmd) > command_timeout(a)) {
+                char why[64], buf[FORMAT_DURATION_MAX];
+
+                snprintf(why, sizeof(why), "Redis did not answer for %s",
+                         format_duration(buf, sizeof(buf), command_timeout(a)));
+                redis_went_down(a, -ETIMEDOUT, why);
+        }
+        (void) sd_event_source_set_time_relative(s, slots_tick(&a->slots, now));
+        return 0;
+}
+
+/* ---- Start and stop ------------------------------------------------------------------ */
+
+int redis_io_start(Agent *a) {
+        size_t prelude = strlen(lua_prelude);
+        int r;
+
+        for (int i = 0; i < N_SCRIPTS; i++) {
+                size_t n = strlen(lua_scripts[i]);
+
+                a->script_text[i] = malloc(prelude + n + 2);
+                if (!a->script_text[i])
+                        return log_error_errno(ENOMEM, "Out of memory.");
+                memcpy(a->script_text[i], lua_prelude, prelude);
+                a->script_text[i][prelude] = '\n';
+                memcpy(a->script_text[i] + prelude + 1, lua_scripts[i], n + 1);
+        }
+        snprintf(a->host_key, sizeof(a->host_key), "%s:host:{%s}", a->config->key_prefix, a->config->host_id);
+        snprintf(a->names_key, sizeof(a->names_key), "%s:names", a->config->key_prefix);
+        redis_address_to_string(&a->config->redis, a->redis_name, sizeof(a->redis_name));
+
+        r = sd_event_add_time_relative(a->event, &a->reconnect_source, CLOCK_MONOTONIC, 0, 0, on_reconnect, a);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(a->reconnect_source, SD_EVENT_OFF);
+        if (r >= 0)
+                r = sd_event_add_time_relative(a->event, &a->tick_source, CLOCK_MONOTONIC, a->config->lease_ttl / 3, 0, on_tick, a);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(a->tick_source, SD_EVENT_ON);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up timers: %m");
+
+        a->state = REDIS_CONNECTING;
+        connect_all(a);
+        return 0;
+}
+
+void redis_io_stop(Agent *a) {
+        redis_conn_free(a->cmd);
+        redis_conn_free(a->sub);
+        a->cmd = a->sub = NULL;
+        a->reconnect_source = sd_event_source_disable_unref(a->reconnect_source);
+        a->tick_source = sd_event_source_disable_unref(a->tick_source);
+        for (int i = 0; i < N_SCRIPTS; i++)
+                a->script_text[i] = mfree(a->script_text[i]);
+}

@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* The slot engine: every rule about this host's names and leases — first
+ * come first served, the limit in force, grants in token order, renewals
+ * and loss, re-adoption, Redis resets and re-assertion, wait deadlines —
+ * as a state machine with no I/O of its own. Events come in as calls
+ * (a request, a script's decoded result, a wake hint, an anchor closing, a
+ * timer, Redis up or down), each with the time; effects go out through
+ * SlotsOps (send a line to a client, call a script, arm a timer, stop a
+ * unit). The agent's I/O files (clients.c, redis-io.c, …) adapt it to
+ * sd-event, hiredis and sockets; tests/test-slots.c drives it directly. */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "list.h"
+#include "names.h"
+#include "time-util.h"
+
+typedef struct Slots Slots;
+typedef struct Lease Lease;
+typedef struct Name Name;
+
+typedef enum LeaseState {
+        LEASE_WAITING,
+        LEASE_HELD,
+        LEASE_GONE,             /* released or lost; only references keep it */
+} LeaseState;
+
+#define SLOTS_DESC_MAX 1024
+#define SLOTS_RENEW_BATCH 1000
+#define SLOTS_GRANTS_MAX 64             /* leases one release may hand slots to, as parsed */
+#define SLOTS_RECHECK_SAFETY (5 * USEC_PER_SEC)
+#define SLOTS_POSITION_EVERY (1 * USEC_PER_SEC)
+
+struct Lease {
+        unsigned n_ref;
+        Slots *slots_engine;
+        char id[LEASE_ID_LEN + 1];
+        Name *name;
+        LIST_FIELDS(Lease, by_name);
+        LeaseState state;
+        uint32_t slots;         /* what it asked for (after the host's cap) */
+        uint32_t limit;         /* the limit in force, as Redis last said */
+        uid_t uid;
+        pid_t pid;
+        char *desc;             /* holder description stored in Redis */
+        char holder[128];       /* the same for people: "alice@web-3 pid 42 (backup.service)" */
+        char *unit;             /* the systemd service the slot is bound to, or NULL */
+        bool stop_on_lost;
+        uint64_t token;
+        uint64_t since_ms;
+        uint32_t position;      /* last known place in line */
+        uint32_t held_seen;     /* holders Redis reported with it */
+        bool position_unsent;
+        usec_t queued_sent;     /* when the last QUEUED went out */
+        void *client;           /* the adapter's client: waiting, or listening for RENEWED/LOST */
+        void *io;               /* the adapter's: anchor watch, timer */
+        bool no_wait;
+        usec_t deadline;        /* a waiter is denied then (USEC_INFINITY: never) */
+        usec_t recheck_at;      /* a waiter asks Redis again then */
+        usec_t timer_armed;     /* what the adapter's timer was last set to */
+        bool check_inflight;
+        bool check_again;
+        bool enqueued;          /* has a place in the Redis queue */
+        bool reassert_inflight;
+        uint64_t seq;           /* order of joining the queue here (0: not yet) */
+        uint64_t check_id;      /* the last acquire check sent for it */
+        /* A grant learned while an earlier lease here may hold one with a
+         * lower token not yet heard of (see name_flush_grants()). */
+        bool grant_pending;
+        uint64_t pending_token;
+        uint64_t pending_since;
+        uint32_t pending_limit;
+        uint64_t gate_after;
+        bool gate_cleared;
+        usec_t renewed;         /* when the last confirmed renewal was sent */
+};
+
+struct Name {
+        Slots *slots_engine;
+        char *name;
+        LIST_FIELDS(Name, all);
+        Lease *leases;
+        size_t n_waiting;
+        size_t n_held;
+        usec_t idle_since;
+        usec_t positions_at;    /* when moved-up places are reported (USEC_INFINITY: none due) */
+        unsigned io_generation; /* the adapter's: pub/sub connection it subscribed on */
+        void *io;               /* the adapter's: its timer */
+};
+
+/* What a script call reported, decoded and checked by the adapter. */
+typedef enum AcquireOutcome {
+        ACQUIRE_GRANTED,
+        ACQUIRE_QUEUED,
+        ACQUIRE_REFUSED,        /* the lease is owned by another host or user */
+        ACQUIRE_FAILED,         /* Redis answered with an error or nonsense */
+} AcquireOutcome;
+
+typedef struct AcquireResult {
+        AcquireOutcome outcome;
+        uint64_t token, since_ms;       /* GRANTED */
+        uint32_t position;              /* QUEUED */
+        uint32_t held, limit;
+        int64_t next_expiry_ms;         /* QUEUED: until the first holder's lease runs out, -1 unknown */
+        const char *error;              /* FAILED */
+} AcquireResult;
+
+typedef struct Granted {
+        char lease[LEASE_ID_LEN + 1];
+        uint64_t token;
+        uint64_t since_ms;
+} Granted;
+
+typedef struct SlotsOps {
+        /* Replies to a client; finish: close once the output is out. */
+        void (*send)(void *ctx, void *client, const char *line, int len);
+        void (*finish)(void *ctx, void *client);
+        /* Script calls; <0 when not sent (Redis away). Each answers with the
+         * matching slots_*_done() (acquire: a NULL result when the
+         * connection went before the answer). */
+        int (*call_acquire)(void *ctx, Lease *l);
+        int (*call_release)(void *ctx, const char *name, const char *lease, uid_t uid);
+        int (*call_renew)(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids);
+        int (*call_reassert)(void *ctx, Lease *l);
+        /* This host's index of its leases in Redis, for re-adoption. */
+        void (*index)(void *ctx, const Lease *l, bool add);
+        /* One timer per lease and per name; USEC_INFINITY disarms. */
+        void (*lease_timer)(void *ctx, Lease *l, usec_t when);
+        void (*name_timer)(void *ctx, Name *n, usec_t when);
+        void (*name_waiting)(void *ctx, Name *n);       /* a waiter: subscribe to its wake-ups */
+        void (*lease_drop)(void *ctx, Lease *l);        /* gone here: close its watch, free l->io */
+        void (*name_drop)(void *ctx, Name *n);          /* gone here: free n->io */
+        void (*stop_unit)(void *ctx, const char *unit, const char *why);
+        void (*changed)(void *ctx);                     /* counts changed */
+} SlotsOps;
+
+struct Slots {
+        const SlotsOps *ops;
+        void *ctx;
+        usec_t lease_ttl;
+        bool redis_up;
+        usec_t grace_until;             /* after a reset, nobody is granted anything before */
+        void *lease_tree;               /* tsearch(): id → Lease */
+        void *name_tree;                /* tsearch(): name → Name */
+        Name *names;
+        size_t n_names;
+        size_t n_leases, n_held, n_waiting;
+        uint64_t queue_seq;
+        uint64_t check_counter;
+        struct PendingRelease *pending_releases;
+        size_t n_pending_releases;
+};
+
+void slots_init(Slots *e, const SlotsOps *ops, void *ctx, usec_t lease_ttl);
+/* Forgets everything without releasing anything: the anchors live on in
+ * the sessions and units, and the next agent re-adopts them. */
+void slots_done(Slots *e);
+
+Lease *slots_lease_find(Slots *e, const char *id);
+Name *slots_name_find(Slots *e, const char *name);
+/* The slot of name that unit holds here already (restarting with its
+ * anchor in its file descriptor store), or NULL. */
+Lease *slots_lease_of_unit(Slots *e, const char *name, const char *unit, uid_t uid);
+/* Holders: how long they may keep believing without a confirmed renewal. */
+usec_t slots_lost_after(const Slots *e);
+
+typedef struct LeaseSpec {
+        const char *name;
+        const char *id;
+        uint32_t slots;
+        uid_t uid;
+        pid_t pid;
+        const char *desc;
+        const char *unit;               /* or NULL */
+        bool stop_on_lost;
+} LeaseSpec;
+
+/* A new request: a new waiter, with the adapter's io (its anchor watch).
+ * wait: 0 = do not wait, USEC_INFINITY = wait for ever. -ENOMEM. */
+int slots_acquire(Slots *e, const LeaseSpec *spec, usec_t wait, void *client, void *io, usec_t now, Lease **ret);
+/* A client asking again for a lease that exists here: the same slot, or
+ * the same place in line. */
+void slots_attach(Slots *e, Lease *l, void *client, usec_t now);
+/* A slot of a lease found held in Redis after this agent restarted. */
+int slots_adopt(Slots *e, const LeaseSpec *spec, uint64_t token, uint64_t since_ms, void *io, usec_t now, Lease **ret);
+
+void slots_release(Slots *e, Lease *l, const char *why, usec_t now);
+void slots_anchor_closed(Slots *e, Lease *l, usec_t now);
+void slots_client_gone(Slots *e, Lease *l, usec_t now);
+void slots_lease_timer(Slots *e, Lease *l, usec_t now);
+void slots_name_timer(Slots *e, Name *n, usec_t now);
+/* Every renewal interval (and more often while Redis is away): renews,
+ * and tells holders whose lease may have run out that it is lost. Returns
+ * when to tick again, relative. */
+usec_t slots_tick(Slots *e, usec_t now);
+
+/* Redis is there (again). reset: it lost its state since this agent last
+ * saw it (restarted empty, or a failover lost writes): holders are
+ * re-asserted, waiters queue again, and nobody is granted anything for
+ * grace (the scripts enforce it; waiters look again when it ends). */
+void slots_redis_up(Slots *e, bool reset, usec_t grace, usec_t now);
+/* Redis went away: requests not yet queued fail; holders keep their slots
+ * until slots_lost_after() without renewal. why: for the clients. */
+void slots_redis_down(Slots *e, const char *why, usec_t now);
+
+void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now);
+/* reply_lost: the connection went before the answer (sent again later). */
+void slots_release_done(Slots *e, const char *name, const char *lease, uid_t uid, bool reply_lost,
+                        const Granted *g, size_t k, usec_t now);
+/* missing[i]: Redis has no such lease (any more); sent: when the call went out. */
+void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN + 1], const bool *missing,
+                      size_t n, usec_t sent, usec_t now);
+/* result: 1 holds again, 0 lost (no room), -1 owned elsewhere, -2 Redis went. */
+void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now);
+/* A wake message on name's channel: "g LEASE TOKEN SINCE …" or anything
+ * else. A hint only: the leases it names ask Redis. */
+void slots_wake(Slots *e, const char *name, const char *payload, usec_t now);
+
+/* "LEASE TOKEN SINCE ..." → Granted[]; -EBADMSG, -E2BIG. */
+int granted_parse(const char *s, Granted *g, size_t max, size_t *ret_k);
+
+Lease *lease_ref(Lease *l);
+void lease_unref(Lease *l);
