@@ -36,6 +36,7 @@ typedef enum Script {
         SCRIPT_REASSERT,
         SCRIPT_ADOPT,
         SCRIPT_STATUS,
+        SCRIPT_EPOCH,
         N_SCRIPTS,
 } Script;
 

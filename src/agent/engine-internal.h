@@ -6,8 +6,8 @@
 
 #include "agent.h"
 #include "log.h"
+#include "lua-keys.h"
 
-#define N_KEYS 8
 #define GRANTS_MAX 64            /* waiters one release may hand slots to, as parsed */
 #define RENEW_BATCH 1000
 #define CONNECT_TIMEOUT (2 * USEC_PER_SEC)

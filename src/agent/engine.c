@@ -12,10 +12,6 @@
 #include "engine-internal.h"
 #include "protocol.h"
 
-static const char *const key_suffix[N_KEYS] = {
-        "holders", "queue", "waiters", "info", "grant", "token", "ticket", "slots",
-};
-
 static const char *const script_name[N_SCRIPTS] = {
         [SCRIPT_ACQUIRE] = "acquire", [SCRIPT_RELEASE] = "release", [SCRIPT_RENEW] = "renew",
         [SCRIPT_REASSERT] = "reassert", [SCRIPT_ADOPT] = "adopt", [SCRIPT_STATUS] = "status",
