@@ -1,21 +1,56 @@
--- Shared by every script. KEYS of one name, all with the hash tag {NAME}:
---   1 holders (ZSET lease -> expiry ms)   2 queue (ZSET lease -> ticket)
---   3 waiters (ZSET lease -> expiry ms)   4 info (HASH lease -> holder description)
---   5 grant (HASH lease -> "token since_ms")   6 token (fencing counter)   7 ticket (counter)
---   8 slots (HASH lease -> the limit a waiter asked for)
+-- Shared by every script; the K_ locals above it come from keys.list.
+-- Per name, all with the hash tag {NAME}:
+--   holders (ZSET lease -> expiry ms)   queue (ZSET lease -> ticket)
+--   waiters (ZSET lease -> expiry ms)   info (HASH lease -> description)
+--   grant (HASH lease -> "TOKEN SINCE_MS")   token (fencing counter)
+--   ticket (queue counter)   limits (ZSET lease -> slots it asked for)
+--   owner (HASH lease -> "HOST UID")
 -- Every time comes from the server's clock: no client clock is trusted.
-local K_HOLDERS, K_QUEUE, K_WAITERS, K_INFO = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_GRANT, K_TOKEN, K_TICKET, K_SLOTS = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+-- Only functions here: the epoch script has other KEYS and uses none of them.
 
-local function now_ms()
+-- The server's clock in ms and in µs.
+local function now()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local sec, usec = tonumber(t[1]), tonumber(t[2])
+  return sec * 1000 + math.floor(usec / 1000), sec * 1000000 + usec
 end
 
--- "P:{NAME}:holders" -> "P:{NAME}:wake". The message is "1" (look again),
--- or "g LEASE TOKEN SINCE ..." naming the waiters just granted a slot.
+-- Numbers past 1e14 (tokens) as digits: Lua's `..` would print 1.8e+15.
+local function digits(x)
+  return string.format('%.0f', x)
+end
+
+-- "P:{NAME}:holders" -> "P:{NAME}:wake". The message is a hint: "1" (look
+-- again), or "g LEASE TOKEN SINCE ..." naming the waiters just granted.
 local function wake(message)
-  redis.call('PUBLISH', string.sub(K_HOLDERS, 1, -8) .. 'wake', message or '1')
+  redis.call('PUBLISH', string.sub(K_HOLDERS, 1, -#'holders' - 1) .. 'wake', message or '1')
+end
+
+-- The limit in force: the lowest number of slots any holder or waiter of
+-- the name asked for; `default` when there is none.
+local function limit_in_force(default)
+  local lowest = redis.call('ZRANGE', K_LIMITS, 0, 0, 'WITHSCORES')
+  if lowest[2] then return tonumber(lowest[2]) end
+  return default
+end
+
+-- true when the lease belongs to another host or user than `me` ("HOST UID").
+local function foreign(lease, me)
+  local owner = redis.call('HGET', K_OWNER, lease)
+  return owner and owner ~= me
+end
+
+-- Tokens never go back, even when Redis lost the counter: it starts again
+-- from the server's clock in µs, above every token issued before.
+local function start_token(now_us)
+  if redis.call('EXISTS', K_TOKEN) == 0 then
+    redis.call('SET', K_TOKEN, digits(now_us))
+  end
+end
+
+local function next_token(now_us)
+  start_token(now_us)
+  return redis.call('INCR', K_TOKEN)
 end
 
 local function forget(lease)
@@ -23,19 +58,20 @@ local function forget(lease)
   redis.call('ZREM', K_WAITERS, lease)
   redis.call('HDEL', K_INFO, lease)
   redis.call('HDEL', K_GRANT, lease)
-  redis.call('HDEL', K_SLOTS, lease)
+  redis.call('ZREM', K_LIMITS, lease)
+  redis.call('HDEL', K_OWNER, lease)
 end
 
 -- Drops holders and waiters whose lease ran out (their agent stopped
 -- renewing), and wakes the waiters if that freed anything.
-local function expire(now)
+local function expire(now_ms)
   local freed = false
-  for _, lease in ipairs(redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now)) do
+  for _, lease in ipairs(redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now_ms)) do
     redis.call('ZREM', K_HOLDERS, lease)
     forget(lease)
     freed = true
   end
-  for _, lease in ipairs(redis.call('ZRANGEBYSCORE', K_WAITERS, '-inf', now)) do
+  for _, lease in ipairs(redis.call('ZRANGEBYSCORE', K_WAITERS, '-inf', now_ms)) do
     forget(lease)
     freed = true
   end
@@ -48,29 +84,58 @@ local function grant_of(lease)
   return tonumber(token) or 0, tonumber(since) or 0
 end
 
--- Hands the slots that are free to the first in line, in ticket order, as
--- long as each fits its own limit: the hand-over needs no second call from
--- the waiter's agent. Appends lease, token, since to granted; returns false
--- if the head of the line could not be judged (its agent must look again).
-local function grant_next(now, granted)
+-- Moves a waiter to the holders, until `expiry`; it keeps its limits
+-- entry. Returns its token.
+local function grant(lease, expiry, now_ms, now_us)
+  redis.call('ZREM', K_QUEUE, lease)
+  redis.call('ZREM', K_WAITERS, lease)
+  local token = next_token(now_us)
+  redis.call('ZADD', K_HOLDERS, expiry, lease)
+  redis.call('HSET', K_GRANT, lease, digits(token) .. ' ' .. digits(now_ms))
+  return token
+end
+
+-- Hands the free slots to the first in line, in ticket order, while the
+-- holders are fewer than the limit in force: the hand-over needs no second
+-- call from the waiter's agent. Appends lease, token, since to granted;
+-- returns false if the head of the line could not be judged (its agent
+-- must look again).
+local function grant_next(now_ms, now_us, granted)
   local held = redis.call('ZCARD', K_HOLDERS)
+  -- Nobody leaves on the way: the limit stays what it is.
+  local limit = limit_in_force(nil)
   while true do
     local head = redis.call('ZRANGE', K_QUEUE, 0, 0)[1]
     if not head then return true end
-    local slots = tonumber(redis.call('HGET', K_SLOTS, head))
-    local expiry = redis.call('ZSCORE', K_WAITERS, head)
-    if not slots or not expiry then return false end
-    if held >= slots then return true end
-    redis.call('ZREM', K_QUEUE, head)
-    redis.call('ZREM', K_WAITERS, head)
-    redis.call('HDEL', K_SLOTS, head)
-    local token = redis.call('INCR', K_TOKEN)
     -- Its agent renewed it as a waiter until now: no longer, not anew.
-    redis.call('ZADD', K_HOLDERS, expiry, head)
-    redis.call('HSET', K_GRANT, head, token .. ' ' .. now)
+    local expiry = redis.call('ZSCORE', K_WAITERS, head)
+    if not limit or not expiry then return false end
+    if held >= limit then return true end
+    local token = grant(head, expiry, now_ms, now_us)
     held = held + 1
     granted[#granted + 1] = head
     granted[#granted + 1] = token
-    granted[#granted + 1] = now
+    granted[#granted + 1] = now_ms
   end
+end
+
+-- "g LEASE TOKEN SINCE ...": the wake message for what grant_next granted.
+local function granted_message(granted)
+  local words = {'g'}
+  for i, v in ipairs(granted) do
+    words[i + 1] = type(v) == 'number' and digits(v) or v
+  end
+  return table.concat(words, ' ')
+end
+
+-- Every script but status ends here: a name nobody touches for idle_ms
+-- leaves Redis (PEXPIRE is a no-op on a missing key). Returns reply.
+local function idle(idle_ms, reply)
+  idle_ms = tonumber(idle_ms)
+  if idle_ms and idle_ms > 0 then
+    for _, key in ipairs(KEYS) do
+      redis.call('PEXPIRE', key, idle_ms)
+    end
+  end
+  return reply
 end

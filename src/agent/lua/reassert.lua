@@ -1,21 +1,31 @@
--- ARGV: lease, slots, token, since_ms, ttl_ms, description
--- After Redis came back without this holder (restarted without its data):
--- puts it back if a slot is free. Returns 1 if it holds, 0 if lost.
-local lease, slots, token = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local since, ttl, desc = ARGV[4], tonumber(ARGV[5]), ARGV[6]
-local now = now_ms()
-expire(now)
+-- ARGV: lease, slots, token, since_ms, ttl_ms, description, host, uid, idle_ms
+-- After Redis came back without this holder (restarted without its data, or
+-- a failover lost it): puts it back if a slot is free, also during the grace
+-- period. Returns 1 if it holds, 0 if lost, -1 if the lease is another
+-- host's or user's.
+local lease, slots, token, since = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local ttl, desc, me, idle_ms = tonumber(ARGV[5]), ARGV[6], ARGV[7] .. ' ' .. ARGV[8], ARGV[9]
+local now_ms, now_us = now()
+expire(now_ms)
+
+if foreign(lease, me) then return idle(idle_ms, -1) end
 if redis.call('ZSCORE', K_HOLDERS, lease) then
-  redis.call('ZADD', K_HOLDERS, now + ttl, lease)
-  return 1
+  redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
+  return idle(idle_ms, 1)
 end
-if redis.call('ZCARD', K_HOLDERS) >= slots then return 0 end
+if redis.call('ZCARD', K_HOLDERS) >= math.min(slots, limit_in_force(slots)) then
+  return idle(idle_ms, 0)
+end
 forget(lease)
-redis.call('ZADD', K_HOLDERS, now + ttl, lease)
+redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
 redis.call('HSET', K_INFO, lease, desc)
-redis.call('HSET', K_GRANT, lease, token .. ' ' .. since)
--- The fencing token never goes backwards.
-if (tonumber(redis.call('GET', K_TOKEN)) or 0) < token then
-  redis.call('SET', K_TOKEN, token)
+redis.call('HSET', K_GRANT, lease, digits(token) .. ' ' .. since)
+redis.call('HSET', K_OWNER, lease, me)
+redis.call('ZADD', K_LIMITS, slots, lease)
+-- The fencing token never goes back: not below the clock, if the counter
+-- was lost, nor below the token this holder has.
+start_token(now_us)
+if tonumber(redis.call('GET', K_TOKEN)) < token then
+  redis.call('SET', K_TOKEN, digits(token))
 end
-return 1
+return idle(idle_ms, 1)
