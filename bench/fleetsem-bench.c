@@ -20,7 +20,7 @@
 
 #include "agent.h"
 #include "client.h"
-#include "engine-internal.h"
+#include "lua-keys.h"
 #include "macro.h"
 #include "socket-util.h"
 #include "stats.h"
@@ -296,6 +296,28 @@ static void scenario_c(void) {
 
 /* 64 clients in one poll loop: each holds or waits; a holder releases at
  * once and asks again, a waiter is polled for its grant. */
+/* One acquire (a new lease) or release as the agent sends it. */
+static int send_script(redisContext *c, const char *sha, char keys[N_KEYS][96], char lease[LEASE_ID_LEN + 1], bool release) {
+        const char *argv[3 + N_KEYS + 8] = { "EVALSHA", sha, STRINGIFY(N_KEYS) };
+        size_t n = 3;
+
+        for (int k = 0; k < N_KEYS; k++)
+                argv[n++] = keys[k];
+        if (!release)
+                (void) lease_id_new(lease);
+        argv[n++] = lease;
+        if (release) {
+                /* lease, host, uid, grace_until_ms, idle_ms */
+                for (const char *const *p = (const char *const[]) { "bench", "0", "0", "86400000", NULL }; *p; p++)
+                        argv[n++] = *p;
+        } else
+                /* lease, slots, ttl_ms, description, host, uid, grace_until_ms, idle_ms */
+                for (const char *const *p = (const char *const[]) { "8", "15000", "INFO host=bench pid=1 uid=0 user=root slots=8 comm=bench",
+                                                                   "bench", "0", "0", "86400000", NULL }; *p; p++)
+                        argv[n++] = *p;
+        return redisAppendCommandArgv(c, (int) n, argv, NULL);
+}
+
 /* The floor for D: Redis alone running the agent's acquire and release
  * scripts for 64 clients at once (each on a name of its own, so every
  * acquire is granted), as fast as it can. */
@@ -327,24 +349,14 @@ static double floor_redis_throughput(void) {
 
         /* Each client: acquire (granted), release, again with a new lease. */
         for (int i = 0; i < N; i++) {
-                static const char *const suffix[N_KEYS] = { "holders", "queue", "waiters", "info", "grant", "token",
-                                                            "ticket", "slots" };
-
                 c[i] = redisConnectUnixNonBlock(redis_socket);
                 if (!c[i] || c[i]->err)
                         return 0;
                 for (int k = 0; k < N_KEYS; k++)
-                        snprintf(keys[i][k], sizeof(keys[i][k]), "bench-raw:{r%d}:%s", i, suffix[k]);
+                        snprintf(keys[i][k], sizeof(keys[i][k]), "bench-raw:{r%d}:%s", i, key_suffix[k]);
                 releasing[i] = false;
         }
-#define SEND(i)                                                                                                 \
-        (releasing[i]                                                                                           \
-         ? redisAppendCommand(c[i], "EVALSHA %s 8 %s %s %s %s %s %s %s %s %s", sha[1], keys[i][0], keys[i][1],   \
-                              keys[i][2], keys[i][3], keys[i][4], keys[i][5], keys[i][6], keys[i][7], lease[i])  \
-         : (lease_id_new(lease[i]),                                                                             \
-            redisAppendCommand(c[i], "EVALSHA %s 8 %s %s %s %s %s %s %s %s %s 8 15000 %s", sha[0], keys[i][0],  \
-                               keys[i][1], keys[i][2], keys[i][3], keys[i][4], keys[i][5], keys[i][6],          \
-                               keys[i][7], lease[i], "INFO host=bench pid=1 uid=0 user=root slots=8 comm=bench")))
+#define SEND(i) send_script(c[i], sha[releasing[i] ? 1 : 0], keys[i], lease[i], releasing[i])
         for (int i = 0; i < N; i++)
                 SEND(i);
         start = now_usec(CLOCK_MONOTONIC);

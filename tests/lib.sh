@@ -96,6 +96,14 @@ start_redis() {
                 --save '' --appendonly no --pidfile "$T/redis.pid" --daemonize yes \
                 --logfile "$T/redis.log" "$@" >/dev/null || bail "redis-server did not start"
         wait_for 10 rcli ${REDIS_AUTH:+-a "$REDIS_AUTH" --no-auth-warning} ping || bail "redis-server does not answer"
+        # A Redis that never held fleetsem's state: agents that find no
+        # epoch take it for one that lost its data and grant nothing for a
+        # lease (see fleetsemd(8)). This one is new, so say that nobody
+        # held anything before it. A restart keeps whatever it has.
+        if [ -z "${REDIS_SEEDED:-}" ]; then
+                rcli ${REDIS_AUTH:+-a "$REDIS_AUTH" --no-auth-warning} SET fleetsem:epoch "$(printf '%032x' $$) 0" NX >/dev/null
+                REDIS_SEEDED=1
+        fi
 }
 
 stop_redis() {

@@ -56,6 +56,7 @@ struct Client {
         LIST_FIELDS(Client, clients);
         int fd;
         sd_event_source *io_source;
+        uint32_t events;                /* what io_source waits for */
         struct ucred cred;
         usec_t accepted;
         bool got_request;

@@ -132,13 +132,15 @@ static int script_call_argv(Agent *a, Script script, redis_reply_cb cb, void *us
 int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
                 size_t n_args, const char *const *args, const size_t *arglens) {
         char keys[N_KEYS][IDENT_MAX_LEN + NAME_MAX_LEN + 32];
-        const char *argv[N_KEYS + 64];
-        size_t lens[N_KEYS + 64];
+        _cleanup_free_ const char **argv = NULL;
+        _cleanup_free_ size_t *lens = NULL;
 
         if (a->state != REDIS_READY)
                 return -ENOTCONN;
-        if (n_args > 64)
-                return -E2BIG;
+        argv = calloc(N_KEYS + n_args, sizeof(char *));
+        lens = calloc(N_KEYS + n_args, sizeof(size_t));
+        if (!argv || !lens)
+                return -ENOMEM;
         for (size_t i = 0; i < N_KEYS; i++) {
                 int n = snprintf(keys[i], sizeof(keys[i]), "%s:{%s}:%s", a->config->key_prefix, name, key_suffix[i]);
 
@@ -166,7 +168,7 @@ static void common_args(const Agent *a, uid_t uid, CommonArgs *c) {
         snprintf(c->ttl, sizeof(c->ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
         snprintf(c->uid, sizeof(c->uid), UID_FMT, uid);
         snprintf(c->grace, sizeof(c->grace), "%" PRIu64, a->grace_until_ms);
-        snprintf(c->idle, sizeof(c->idle), "%" PRIu64, a->config->idle_time ? a->config->idle_time / USEC_PER_MSEC : IDLE_DEFAULT_MS);
+        snprintf(c->idle, sizeof(c->idle), "%" PRIu64, (uint64_t) (a->config->idle_time ? a->config->idle_time / USEC_PER_MSEC : IDLE_DEFAULT_MS));
 }
 
 /* ---- The engine's calls: acquire ------------------------------------------------- */
@@ -275,9 +277,22 @@ int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
         common_args(a, uid, &c);
         r = script_call(a, SCRIPT_RELEASE, name, release_reply, rc, 5,
                         (const char *[]) { lease, a->config->host_id, c.uid, c.grace, c.idle }, NULL);
-        if (r < 0)
+        if (r < 0) {
                 free(rc);
-        return r;
+                return r;
+        }
+        /* Out of this host's index with it, whenever it goes out. */
+        redis_command(a, "HDEL", 3, (const char *[]) { "HDEL", a->host_key, lease });
+        return 0;
+}
+
+/* The index of names "fleetsem status" lists, by when they were last used
+ * here (names idle for long leave it: status.c). */
+static void index_name(Agent *a, const char *name) {
+        char score[24];
+
+        snprintf(score, sizeof(score), "%lld", (long long) (now_usec(CLOCK_REALTIME) / USEC_PER_MSEC));
+        redis_command(a, "ZADD", 4, (const char *[]) { "ZADD", a->names_key, score, name });
 }
 
 /* ---- renew ---------------------------------------------------------------------- */
@@ -328,7 +343,6 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
         const char **args;
         RenewCall *rc;
         CommonArgs c;
-        char score[24];
         int r;
 
         if (a->state != REDIS_READY)
@@ -355,10 +369,7 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
                 free(rc);
                 return r;
         }
-        /* The index of names "fleetsem status" lists, by when they were
-         * last used here (names idle for long leave it: status.c). */
-        snprintf(score, sizeof(score), "%lld", (long long) (now_usec(CLOCK_REALTIME) / USEC_PER_MSEC));
-        redis_command(a, "ZADD", 4, (const char *[]) { "ZADD", a->names_key, score, n->name });
+        index_name(a, n->name);
         return 0;
 }
 
@@ -408,6 +419,10 @@ void io_index(void *ctx, const Lease *l, bool add) {
         snprintf(value, sizeof(value), "%s %" PRIu32 " " UID_FMT " %s %s", l->name->name, l->slots, l->uid,
                  l->unit ?: "-", l->stop_on_lost ? "stop" : "ignore");
         redis_command(a, "HSET", 4, (const char *[]) { "HSET", a->host_key, l->id, value });
+        /* A name's first lease here: in the names index at once, not at the
+         * next renewal. */
+        if (l->name->n_held + l->name->n_waiting <= 1)
+                index_name(a, l->name->name);
 }
 
 /* ---- Wake-ups ------------------------------------------------------------------- */

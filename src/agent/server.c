@@ -35,6 +35,11 @@ static void client_free(Client *c) {
         free(c);
 }
 
+static void client_set_events(Client *c, uint32_t events) {
+        if (sd_event_source_set_io_events(c->io_source, events) >= 0)
+                c->events = events;
+}
+
 static void client_update_events(Client *c) {
         /* EPOLLOUT also to close a finished client once its output is out. */
         uint32_t events = c->out_len > 0 || c->close_after_flush ? EPOLLOUT : 0;
@@ -43,7 +48,11 @@ static void client_update_events(Client *c) {
          * its request, edge-triggered: a host's thousand sessions ending at
          * once must not be polled again on every turn of the loop. */
         events |= EPOLLIN | EPOLLRDHUP | (c->got_request ? EPOLLET : 0);
-        (void) sd_event_source_set_io_events(c->io_source, events);
+        /* Most replies go out at once: no system call to say nothing changed. */
+        if (events == c->events)
+                return;
+        if (sd_event_source_set_io_events(c->io_source, events) >= 0)
+                c->events = events;
 }
 
 static int client_flush(Client *c) {
@@ -97,7 +106,7 @@ void client_send(Client *c, const char *line, int len) {
         c->out_len = need;
         if (c->out_len == (size_t) len + 1 && client_flush(c) < 0)
                 /* The event loop notices the error on its next turn. */
-                (void) sd_event_source_set_io_events(c->io_source, EPOLLIN | EPOLLOUT);
+                client_set_events(c, EPOLLIN | EPOLLOUT | EPOLLET);
 }
 
 void client_send_error(Client *c, const char *code, const char *format, ...) {
@@ -118,8 +127,11 @@ void client_send_error(Client *c, const char *code, const char *format, ...) {
 
 void client_finish(Client *c) {
         c->close_after_flush = true;
+        /* Edge-triggered: a host's thousand sessions ending at once are
+         * each woken once (changing the events looks at the socket anew),
+         * not re-polled on every turn of the loop until their turn comes. */
         if (c->out_len == 0)
-                (void) sd_event_source_set_io_events(c->io_source, EPOLLIN | EPOLLOUT);
+                client_set_events(c, EPOLLIN | EPOLLOUT | EPOLLET);
 }
 
 /* The engine's effects on clients. */
@@ -409,7 +421,8 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
                 LIST_PREPEND(clients, a->clients, c);
                 a->n_clients++;
 
-                r = sd_event_add_io(a->event, &c->io_source, c->fd, EPOLLIN | EPOLLRDHUP, client_io, c);
+                c->events = EPOLLIN | EPOLLRDHUP;
+                r = sd_event_add_io(a->event, &c->io_source, c->fd, c->events, client_io, c);
                 if (r < 0) {
                         log_warning_errno(r, "Failed to watch a client: %m");
                         client_free(c);

@@ -38,7 +38,9 @@ Lease *slots_lease_find(Slots *e, const char *id) {
         Lease key = {};
         void *p;
 
-        snprintf(key.id, sizeof(key.id), "%s", id);
+        if (strlen(id) != LEASE_ID_LEN)
+                return NULL;
+        memcpy(key.id, id, LEASE_ID_LEN);
         p = tfind(&key, &e->lease_tree, lease_cmp);
         return p ? *(Lease **) p : NULL;
 }
@@ -245,7 +247,6 @@ static void lease_release_at(Lease *l, const char *why, usec_t now) {
         else
                 log_fields(LOG_DEBUG, &f, "Withdrew from the queue for %s: %s.", n->name, why);
         release_in_redis(e, n->name, l->id, l->uid);
-        e->ops->index(e->ctx, l, false);
         lease_detach(l, now);
         if (blocker && others)
                 name_flush_grants(n, now);

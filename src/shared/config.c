@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "config.h"
+#include "protocol.h"
 #include "macro.h"
 
 #define CONF_LINE_MAX 4096
@@ -219,6 +220,7 @@ void config_init(Config *c) {
         *c = (Config) {
                 .lease_ttl = DEFAULT_LEASE_TTL,
                 .max_clients = 4096,
+                .idle_time = DEFAULT_IDLE_TIME,
         };
         strcpy(c->namespace, DEFAULT_NAMESPACE);
         strcpy(c->key_prefix, DEFAULT_KEY_PREFIX);
@@ -237,6 +239,9 @@ void config_done(Config *c) {
         for (size_t i = 0; i < c->n_allow; i++)
                 allow_rule_done(&c->allow[i]);
         free(c->allow);
+        for (size_t i = 0; i < c->n_limits; i++)
+                free(c->limits[i].pattern);
+        free(c->limits);
         *c = (Config) {};
 }
 
@@ -247,6 +252,11 @@ static bool principal_is_valid(const char *s) {
         /* POSIX portable user and group names, plus what Debian allows. */
         return len > 0 && len <= 64 && n[0] != '-' &&
                strspn(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-$") == len;
+}
+
+static bool pattern_is_valid(const char *s) {
+        return s[0] && strlen(s) <= NAME_MAX_LEN &&
+               strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:@-*?[]!") == strlen(s);
 }
 
 /* "allow = PATTERN PRINCIPAL…", e.g. "allow = nightly-* alice @ops". */
@@ -262,7 +272,7 @@ static int config_add_allow(Config *c, const char *value, const char **ret_why) 
                 return set_why(ret_why, "too many allow rules");
 
         tok = strtok_r(copy, " \t", &save);
-        if (!tok || strlen(tok) > NAME_MAX_LEN || strspn(tok, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:@-*?[]!") != strlen(tok))
+        if (!tok || !pattern_is_valid(tok))
                 return set_why(ret_why, "expected a name pattern and at least one user or @group");
         rule.pattern = strdup(tok);
         rule.principals = calloc(PRINCIPALS_MAX + 1, sizeof(char *));
@@ -294,6 +304,37 @@ static int config_add_allow(Config *c, const char *value, const char **ret_why) 
         c->allow = a;
         c->allow[c->n_allow++] = rule;
         return 0;
+}
+
+/* "limit = PATTERN N", e.g. "limit = backup-* 2". */
+static int config_add_limit(Config *c, const char *value, const char **ret_why) {
+        char pattern[NAME_MAX_LEN + 1], number[16], extra[2];
+        uint64_t n;
+        LimitRule *l;
+
+        if (c->n_limits >= ALLOW_RULES_MAX)
+                return set_why(ret_why, "too many limit rules");
+        if (sscanf(value, "%200s %15s %1s", pattern, number, extra) != 2 || !pattern_is_valid(pattern) ||
+            parse_uint64(number, 1, SLOTS_MAX, &n) < 0)
+                return set_why(ret_why, "expected a name pattern and a number of slots from 1 to 1000000");
+        l = reallocarray(c->limits, c->n_limits + 1, sizeof(LimitRule));
+        if (!l)
+                return -ENOMEM;
+        c->limits = l;
+        l[c->n_limits].pattern = strdup(pattern);
+        if (!l[c->n_limits].pattern)
+                return -ENOMEM;
+        l[c->n_limits++].slots = (uint32_t) n;
+        return 0;
+}
+
+uint32_t config_limit_for(const Config *c, const char *name) {
+        uint32_t limit = UINT32_MAX;
+
+        for (size_t i = 0; i < c->n_limits; i++)
+                if (fnmatch(c->limits[i].pattern, name, 0) == 0 && c->limits[i].slots < limit)
+                        limit = c->limits[i].slots;
+        return limit;
 }
 
 static int set_ident(char dest[IDENT_MAX_LEN + 1], const char *value, const char **ret_why) {
@@ -349,6 +390,16 @@ int config_set(Config *c, const char *key, const char *value, const char **ret_w
                 return set_ident(c->key_prefix, value, ret_why);
         if (streq(key, "allow"))
                 return config_add_allow(c, value, ret_why);
+        if (streq(key, "limit"))
+                return config_add_limit(c, value, ret_why);
+        if (streq(key, "idle_time")) {
+                if (parse_duration(value, &u) < 0)
+                        return set_why(ret_why, "expected a duration such as 1d");
+                if (u < 60 * USEC_PER_SEC || u > 366 * 24 * 3600 * USEC_PER_SEC)
+                        return set_why(ret_why, "must be between 1min and 366d");
+                c->idle_time = u;
+                return 0;
+        }
         if (streq(key, "max_clients")) {
                 if (parse_uint64(value, 1, 1000000, &v) < 0)
                         return set_why(ret_why, "expected a number from 1 to 1000000");
@@ -409,6 +460,10 @@ int config_finish(Config *c, char **ret_error) {
 
         if (!c->redis.unix_path && !c->redis.host) {
                 (void) asprintf(ret_error, "No Redis server configured (redis = redis://host:6379 or unix:/path)");
+                return -EINVAL;
+        }
+        if (c->idle_time < 2 * c->lease_ttl) {
+                (void) asprintf(ret_error, "idle_time must be at least twice lease_ttl");
                 return -EINVAL;
         }
         if (c->host_id[0] == '\0') {

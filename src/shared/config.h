@@ -41,6 +41,15 @@ typedef struct AllowRule {
         char **principals;      /* "user" or "@group", NULL-terminated */
 } AllowRule;
 
+/* "limit = GLOB N": requests from this host for matching names ask for
+ * at most N slots (the smallest matching rule wins). */
+typedef struct LimitRule {
+        char *pattern;
+        uint32_t slots;
+} LimitRule;
+
+#define DEFAULT_IDLE_TIME (24 * 3600 * USEC_PER_SEC)
+
 typedef struct Config {
         RedisAddress redis;
         char *redis_password_file;
@@ -50,7 +59,10 @@ typedef struct Config {
         char key_prefix[IDENT_MAX_LEN + 1];
         AllowRule *allow;
         size_t n_allow;
+        LimitRule *limits;
+        size_t n_limits;
         unsigned max_clients;
+        usec_t idle_time;       /* a name unused this long leaves Redis */
 } Config;
 
 void config_init(Config *c);
@@ -69,3 +81,7 @@ bool user_in_group(const char *user, gid_t primary, const char *group);
 /* Whether uid may ask for name: root always, others when an allow rule
  * names them or one of their groups. */
 bool config_permits(const Config *c, uid_t uid, const char *name);
+
+/* The most slots a request from this host for name may ask for
+ * (UINT32_MAX when no limit rule matches). */
+uint32_t config_limit_for(const Config *c, const char *name);

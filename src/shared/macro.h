@@ -10,7 +10,10 @@
 #define _cleanup_(f) __attribute__((cleanup(f)))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
 
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+#define MIN(a, b) ({ typeof(a) min_a_ = (a); typeof(b) min_b_ = (b); min_a_ < min_b_ ? min_a_ : min_b_; })
 
 /* Hand ownership on: returns the value and leaves the variable empty. */
 #define TAKE_PTR(p) ({ typeof(p) take_ptr_ = (p); (p) = NULL; take_ptr_; })
