@@ -395,8 +395,8 @@ int config_set(Config *c, const char *key, const char *value, const char **ret_w
         if (streq(key, "idle_time")) {
                 if (parse_duration(value, &u) < 0)
                         return set_why(ret_why, "expected a duration such as 1d");
-                if (u < 60 * USEC_PER_SEC || u > 366 * 24 * 3600 * USEC_PER_SEC)
-                        return set_why(ret_why, "must be between 1min and 366d");
+                if (u < USEC_PER_SEC || u > 366 * 24 * 3600 * USEC_PER_SEC)
+                        return set_why(ret_why, "must be between 1s and 366d");
                 c->idle_time = u;
                 return 0;
         }

@@ -1,0 +1,58 @@
+#!/bin/bash
+# Redis killed and restarted without its data while a job on host a holds
+# the only slot and a job on host b waits for it: the holder's agent puts
+# it back, nobody is granted anything during the grace, and the waiter
+# enters only after the holder ends. Checked from outside (the jobs' own
+# timestamps), ROUNDS times (20 by default).
+. "$(dirname "$0")/lib.sh"
+
+ROUNDS=${ROUNDS:-20}
+start_redis
+start_agent a
+start_agent b
+
+job() {
+        local host=$1 round=$2
+        fs "$host" run --wait 60s reset -- sh -c '
+                echo "enter $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"
+                while [ ! -f "$2" ]; do sleep 0.02; done
+                echo "exit $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"' "$host" "$T/events-$round" "$T/go-$round-$host"
+}
+reasserted() { grep -c 'Re-asserted slot of reset' "$T/agent-a.log"; }
+
+good=0
+for round in $(seq 1 "$ROUNDS"); do
+        ev=$T/events-$round
+        job a "$round" & ja=$!
+        wait_for 10 grep -q '^enter' "$ev" || { not_ok "round $round: a's job did not start"; continue; }
+        job b "$round" & jb=$!
+        wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{reset}:queue') = 1 ]" ||
+                { not_ok "round $round: b's job did not queue"; continue; }
+        before=$(reasserted)
+
+        kill -KILL "$(cat "$T/redis.pid")"
+        wait_for 10 sh -c "! redis-cli -s $REDIS_SOCK ping" || true
+        rm -f "$T/redis.pid" "$REDIS_SOCK"
+        start_redis
+        wait_for 10 sh -c "[ \$(grep -c 'Re-asserted slot of reset' $T/agent-a.log) -gt $before ]" ||
+                { not_ok "round $round: the holder was not re-asserted"; }
+        in_redis=$(rcli ZRANGE 'fleetsem:{reset}:holders' 0 -1 | wc -l)
+        # The holder ends; only then may the waiter enter.
+        touch "$T/go-$round-a"
+        wait "$ja"
+        wait_for 30 sh -c "[ \$(grep -c '^enter' $ev) -ge 2 ]" || { not_ok "round $round: b's job never entered"; }
+        touch "$T/go-$round-b"
+        wait "$jb"
+        order=$(sort -k3,3n "$ev" | awk '{ print $1 "-" $4 }' | tr '\n' ' ')
+        if [ "$order" = "enter-a exit-a enter-b exit-b " ] && [ "$in_redis" = 1 ]; then
+                good=$((good + 1))
+        else
+                echo "# round $round: $order (holders in Redis after the reset: $in_redis)"
+                sed 's/^/#   /' "$ev"
+        fi
+done
+is "$good" "$ROUNDS" "the waiter entered only after the holder ended, in $good of $ROUNDS rounds"
+tokens=$(cat "$T"/events-* | awk '$1 == "enter" { print $2 }' | sort -n)
+is "$(echo "$tokens" | uniq -d)" "" "no token was handed out twice"
+check "no LOST slot on either host" sh -c "! grep -q LOST $T/agent-a.log $T/agent-b.log"
+done_testing

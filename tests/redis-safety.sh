@@ -1,0 +1,125 @@
+#!/bin/bash
+# The promise, tried the ways it was found to break: one limit per name
+# whatever each caller asks, leases that are names and not keys, fencing
+# tokens that never go back (even when Redis loses everything), wake
+# messages that grant nothing by themselves, and names that leave Redis
+# when nobody uses them.
+. "$(dirname "$0")/lib.sh"
+
+start_redis
+start_agent a
+start_agent b
+printf 'idle_time = 4s\nlimit = capped-* 1\n' >"$T/c.conf"
+start_agent c -c "$T/c.conf"
+
+# job HOST NAME ARGS...: a job that logs "enter TOKEN TIME" / "exit TOKEN
+# TIME" in $T/events-NAME and runs until $T/go-NAME exists.
+job() {
+        local host=$1 name=$2; shift 2
+        fs "$host" run "$@" "$name" -- sh -c '
+                echo "enter $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"
+                while [ ! -f "$2" ]; do sleep 0.02; done
+                echo "exit $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"' "$host" "$T/events-$name" "$T/go-$name"
+}
+entered() { grep -c '^enter' "$T/events-$1" 2>/dev/null || echo 0; }
+lease_of() { rcli ZRANGE "fleetsem:{$1}:holders" 0 -1 | head -n 1; }
+
+# ---- 1. One limit per name ----------------------------------------------------
+job a mixed --slots 1 & holder=$!
+check "a job holds mixed with --slots 1" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{mixed}:holders') = 1 ]"
+out=$(fs b run --slots 3 --no-wait mixed -- true 2>&1); rc=$?
+is "$rc" 75 "another host asking for 3 is refused while the 1-slot holder runs"
+is "$(entered mixed)" 1 "only the first job ran"
+like "$(python3 "$(dirname "$0")/anchor-ask.py" "$NSBASE-b" "$(printf '%032x' 1)" mixed 3)" \
+        '^DENIED reason=full position=1 held=1 slots=3 limit=1' "DENIED says the limit in force (1) beside what was asked (3)"
+is "$(fs a status --json mixed | python3 -c 'import json,sys; print(json.load(sys.stdin)["names"][0]["limit"])')" 1 \
+        "status shows the limit in force"
+job b mixed --slots 3 --wait 30s & waiter=$!
+check "a 3-slot request waits" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{mixed}:queue') = 1 ]"
+touch "$T/go-mixed"
+wait "$holder"; wait "$waiter"
+is "$(entered mixed)" 2 "it runs once the 1-slot holder is gone"
+max=$(sort -k3,3n "$T/events-mixed" | awk '$1 == "enter" { n++; if (n > max) max = n } $1 == "exit" { n-- } END { print max }')
+is "$max" 1 "never two at once"
+
+job c capped-x --slots 5 & capped=$!
+check "capped-x holds on host c" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{capped-x}:holders') = 1 ]"
+fs c run --slots 5 --no-wait capped-x -- true 2>/dev/null
+is "$?" 75 "limit = capped-* 1 in host c's configuration caps its requests for 5 to 1"
+fs a run --slots 5 --no-wait capped-x -- true 2>/dev/null
+is "$?" 75 "and the cap holds fleet-wide as the limit in force"
+touch "$T/go-capped-x"; wait "$capped"
+
+# ---- 2. Leases are owned -----------------------------------------------------------
+job a owned & holder=$!
+check "a job holds owned on host a" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{owned}:holders') = 1 ]"
+lease=$(lease_of owned)
+token_before=$(rcli HGET 'fleetsem:{owned}:grant' "$lease")
+out=$(python3 "$(dirname "$0")/anchor-ask.py" "$NSBASE-b" "$lease" owned 1)
+like "$out" '^ERROR code=permission' "host b asking with host a's lease id is refused"
+out=$(python3 "$(dirname "$0")/anchor-ask.py" "$NSBASE-b" "$lease" owned 5)
+like "$out" '^ERROR code=permission' "so is asking with a higher limit"
+is "$(rcli HGET 'fleetsem:{owned}:owner' "$lease")" "a 0" "Redis records the lease as host a's, uid 0"
+is "$(rcli HGET 'fleetsem:{owned}:grant' "$lease")" "$token_before" "the holder's grant is untouched"
+is "$(rcli ZCARD 'fleetsem:{owned}:holders')" 1 "and it still holds"
+check "and is not told it lost anything" sh -c "! grep -q LOST $T/agent-a.log"
+fs b run --no-wait owned -- true 2>/dev/null
+is "$?" 75 "nobody else gets in"
+like "$(raw b "RELEASE lease=$lease")" '^RELEASED held=0' "host b cannot release it either"
+is "$(rcli ZCARD 'fleetsem:{owned}:holders')" 1 "it still holds after that"
+json=$(setpriv --reuid=nobody --regid=nogroup --clear-groups env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" status --json owned)
+check "nobody sees the holder in status" sh -c "echo '$json' | grep -q '\"holders\"'"
+check "but not root's lease id" sh -c "! echo '$json' | grep -q '$lease'"
+check "root sees the lease id" sh -c "FLEETSEM_NAMESPACE=$NSBASE-a $FLEETSEM status --json owned | grep -q '$lease'"
+touch "$T/go-owned"; wait "$holder"
+
+# ---- 6. A wake message is a hint --------------------------------------------------
+job a wake & holder=$!
+check "a job holds wake" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{wake}:holders') = 1 ]"
+job b wake & waiter=$!
+check "a job on b waits for wake" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{wake}:queue') = 1 ]"
+wlease=$(rcli ZRANGE 'fleetsem:{wake}:queue' 0 -1)
+rcli MONITOR >"$T/monitor" & monitor=$!
+wait_for 5 test -s "$T/monitor"
+rcli PUBLISH 'fleetsem:{wake}:wake' "g $wlease 999 1" >/dev/null
+rcli PUBLISH 'fleetsem:{wake}:wake' "g $wlease 999 1 $wlease 1000 1" >/dev/null
+# What the agent does with it: it asks Redis (an acquire call, the one
+# call that sends the description) for the lease the message names.
+check "the forged wake-up makes the waiter's agent ask Redis" \
+        wait_for 5 sh -c "sed -n '/PUBLISH/,\$p' $T/monitor | grep '$wlease' | grep -q 'INFO host=b'"
+kill "$monitor"
+is "$(entered wake)" 1 "a forged wake message naming the waiter lets nobody in"
+is "$(rcli ZSCORE 'fleetsem:{wake}:queue' "$wlease" | grep -c .)" 1 "Redis still lists it as waiting"
+check "no token 999 anywhere" sh -c "! grep -q 'token 999)' $T/agent-b.log"
+touch "$T/go-wake"; wait "$holder"; wait "$waiter"
+is "$(entered wake)" 2 "it enters once the holder is gone, as Redis says"
+
+# ---- 7. Idle names leave Redis ---------------------------------------------------
+t1=$(fs c run idle-x -- sh -c 'echo $FLEETSEM_TOKEN')
+pttl=$(rcli PTTL 'fleetsem:{idle-x}:token')
+check "an idle name's keys get the idle time to live (${pttl}ms)" [ "$pttl" -gt 0 ] && [ "$pttl" -le 4000 ]
+check "an idle name leaves Redis after idle_time (4s)" \
+        wait_for 10 sh -c "[ -z \"\$(redis-cli -s $REDIS_SOCK --scan --pattern 'fleetsem:{idle-x}:*')\" ]"
+t2=$(fs c run idle-x -- sh -c 'echo $FLEETSEM_TOKEN')
+check "its next token is still larger ($t2 > $t1)" [ "$t2" -gt "$t1" ]
+check "and the names index forgets it" wait_for 10 sh -c \
+        "FLEETSEM_NAMESPACE=$NSBASE-c $FLEETSEM status >/dev/null; [ -z \"\$(redis-cli -s $REDIS_SOCK ZSCORE fleetsem:names idle-x)\" ]"
+
+# ---- 3. Tokens never go back, even when Redis loses its data -------------------------
+tokens=()
+for i in 1 2 3 4 5; do tokens+=("$(fs a run tok -- sh -c 'echo $FLEETSEM_TOKEN')"); done
+highest=$(printf '%s\n' "${tokens[@]}" | sort -n | tail -n 1)
+is "$(printf '%s\n' "${tokens[@]}" | sort -n | uniq | wc -l)" 5 "5 grants, 5 tokens"
+kill -KILL "$(cat "$T/redis.pid")"
+wait_for 10 sh -c "! redis-cli -s $REDIS_SOCK ping" || true
+rm -f "$T/redis.pid"
+start_redis
+t0=$(now_ms)
+check "agent a is back on the new Redis" wait_for 10 sh -c "[ \$(grep -c 'Connected to Redis' $T/agent-a.log) -ge 2 ]"
+next=$(fs a run --wait 30s tok -- sh -c 'echo $FLEETSEM_TOKEN')
+grace_ms=$(( $(now_ms) - t0 ))
+check "after Redis restarted empty, the next token ($next) is above all 5 (highest $highest)" [ "$next" -gt "$highest" ]
+check "and below 2^53" [ "$next" -lt 9007199254740992 ]
+check "nobody was granted anything during the grace (${grace_ms}ms >= 1000ms)" [ "$grace_ms" -ge 1000 ]
+echo "# grace after Redis restarted empty: ${grace_ms}ms (lease TTL $TTL)"
+done_testing

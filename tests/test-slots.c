@@ -1,0 +1,400 @@
+/* SPDX-License-Identifier: MIT */
+/* The slot engine alone: a fake clock and an effects log stand in for the
+ * agent's I/O, so each interleaving that integration tests only hit by
+ * chance is played here on purpose, step by step. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "log.h"
+#include "slots.h"
+#include "tap.h"
+
+#define TTL (3 * USEC_PER_SEC)
+
+/* ---- The world around the engine ------------------------------------------------ */
+
+typedef struct Client {
+        char name[8];
+        char lines[16][256];
+        unsigned n_lines;
+        bool finished;
+} Client;
+
+typedef struct Call {
+        char what[16];          /* acquire, release, renew, reassert */
+        char name[NAME_MAX_LEN + 1];
+        char lease[LEASE_ID_LEN + 1];
+        Lease *l;
+        size_t n_ids;
+} Call;
+
+typedef struct World {
+        bool redis_up;
+        Call calls[64];
+        unsigned n_calls;
+        char stopped[64];
+        unsigned n_index_add;
+        usec_t lease_timer[8];  /* by lease id's first digit */
+} World;
+
+static World w;
+static Slots e;
+
+static void fx_send(void *ctx, void *client, const char *line, int len) {
+        Client *c = client;
+
+        (void) ctx;
+        if (c->n_lines < ELEMENTSOF(c->lines))
+                snprintf(c->lines[c->n_lines++], sizeof(c->lines[0]), "%.*s", len, line);
+}
+
+static void fx_finish(void *ctx, void *client) {
+        (void) ctx;
+        ((Client *) client)->finished = true;
+}
+
+static Call *record(const char *what, const char *name, const char *lease) {
+        Call *c = &w.calls[w.n_calls++ % ELEMENTSOF(w.calls)];
+
+        *c = (Call) {};
+        snprintf(c->what, sizeof(c->what), "%s", what);
+        snprintf(c->name, sizeof(c->name), "%s", name);
+        snprintf(c->lease, sizeof(c->lease), "%s", lease ?: "");
+        return c;
+}
+
+static int fx_call_acquire(void *ctx, Lease *l) {
+        (void) ctx;
+        if (!w.redis_up)
+                return -ENOTCONN;
+        record("acquire", l->name->name, l->id)->l = l;
+        return 0;
+}
+
+static int fx_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
+        (void) ctx;
+        (void) uid;
+        if (!w.redis_up)
+                return -ENOTCONN;
+        record("release", name, lease);
+        return 0;
+}
+
+static int fx_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids) {
+        (void) ctx;
+        if (!w.redis_up)
+                return -ENOTCONN;
+        record("renew", n->name, ids[0])->n_ids = n_ids;
+        return 0;
+}
+
+static int fx_call_reassert(void *ctx, Lease *l) {
+        (void) ctx;
+        if (!w.redis_up)
+                return -ENOTCONN;
+        record("reassert", l->name->name, l->id)->l = l;
+        return 0;
+}
+
+static void fx_index(void *ctx, const Lease *l, bool add) {
+        (void) ctx;
+        (void) l;
+        if (add)
+                w.n_index_add++;
+}
+
+static void fx_lease_timer(void *ctx, Lease *l, usec_t when) {
+        (void) ctx;
+        w.lease_timer[(l->id[0] - '0') % 8] = when;
+}
+
+static void fx_name_timer(void *ctx, Name *n, usec_t when) {
+        (void) ctx;
+        (void) n;
+        (void) when;
+}
+
+static void fx_nop_name(void *ctx, Name *n) {
+        (void) ctx;
+        (void) n;
+}
+
+static void fx_lease_drop(void *ctx, Lease *l) {
+        (void) ctx;
+        (void) l;
+}
+
+static void fx_stop_unit(void *ctx, const char *unit, const char *why) {
+        (void) ctx;
+        (void) why;
+        snprintf(w.stopped, sizeof(w.stopped), "%s", unit);
+}
+
+static void fx_changed(void *ctx) {
+        (void) ctx;
+}
+
+static const SlotsOps ops = {
+        .send = fx_send, .finish = fx_finish, .call_acquire = fx_call_acquire, .call_release = fx_call_release,
+        .call_renew = fx_call_renew, .call_reassert = fx_call_reassert, .index = fx_index,
+        .lease_timer = fx_lease_timer, .name_timer = fx_name_timer, .name_waiting = fx_nop_name,
+        .lease_drop = fx_lease_drop, .name_drop = fx_nop_name, .stop_unit = fx_stop_unit, .changed = fx_changed,
+};
+
+static void setup(usec_t now) {
+        w = (World) { .redis_up = true };
+        slots_init(&e, &ops, NULL, TTL);
+        slots_redis_up(&e, false, 0, now);
+}
+
+/* Lease ids: "1000…", "2000…": the first digit tells them apart. */
+static const char *id(int n) {
+        static char ids[10][LEASE_ID_LEN + 1];
+
+        snprintf(ids[n], sizeof(ids[n]), "%d%031d", n, 0);
+        return ids[n];
+}
+
+static Lease *ask(int n, const char *name, uint32_t slots, usec_t wait, Client *c, usec_t now) {
+        LeaseSpec spec = { .name = name, .id = id(n), .slots = slots, .uid = 1000, .pid = 42,
+                           .desc = "INFO host=h pid=42 uid=1000 comm=job", .unit = NULL };
+        Lease *l = NULL;
+
+        snprintf(c->name, sizeof(c->name), "c%d", n);
+        CHECK_INT(slots_acquire(&e, &spec, wait, c, NULL, now, &l), 0, "lease accepted");
+        return l;
+}
+
+static Call *last_call(void) {
+        return w.n_calls ? &w.calls[(w.n_calls - 1) % ELEMENTSOF(w.calls)] : NULL;
+}
+
+static unsigned count_calls(const char *what, const char *lease) {
+        unsigned k = 0;
+
+        for (unsigned i = 0; i < w.n_calls && i < ELEMENTSOF(w.calls); i++)
+                if (streq(w.calls[i].what, what) && (!lease || streq(w.calls[i].lease, lease)))
+                        k++;
+        return k;
+}
+
+static void reply_granted(Lease *l, uint64_t token, uint32_t limit, usec_t now) {
+        AcquireResult r = { .outcome = ACQUIRE_GRANTED, .token = token, .since_ms = 1000, .held = 1, .limit = limit };
+
+        slots_acquire_done(&e, l, &r, now);
+}
+
+static void reply_queued(Lease *l, uint32_t position, uint32_t limit, int64_t next_expiry_ms, usec_t now) {
+        AcquireResult r = { .outcome = ACQUIRE_QUEUED, .position = position, .held = 1, .limit = limit,
+                            .next_expiry_ms = next_expiry_ms };
+
+        slots_acquire_done(&e, l, &r, now);
+}
+
+static bool has_line(const Client *c, const char *prefix) {
+        for (unsigned i = 0; i < c->n_lines; i++)
+                if (strneq(c->lines[i], prefix, strlen(prefix)))
+                        return true;
+        return false;
+}
+
+/* ---- The rules ------------------------------------------------------------------------ */
+
+static void test_grant_and_limit(void) {
+        Client c1 = {}, c2 = {};
+        Lease *a, *b;
+
+        setup(0);
+        a = ask(1, "x", 3, USEC_INFINITY, &c1, 0);
+        CHECK_STR(last_call()->what, "acquire", "a request asks Redis");
+        reply_granted(a, 7, 3, 10);
+        CHECK_STR(c1.lines[0], "GRANTED token=7 lease=10000000000000000000000000000000 since=1000 ttl=3000 limit=3",
+                  "GRANTED carries the TTL and the limit in force");
+
+        b = ask(2, "x", 3, USEC_INFINITY, &c2, 20);
+        reply_queued(b, 1, 1, -1, 30);
+        CHECK_STR(c2.lines[0], "QUEUED position=1 held=1 slots=3 limit=1",
+                  "a waiter is told the limit in force when it is below what it asked for");
+        CHECK(!c2.finished, "and keeps waiting");
+        slots_done(&e);
+}
+
+static void test_wait_deadline_and_no_wait(void) {
+        Client c1 = {}, c2 = {};
+        Lease *a, *b;
+
+        setup(0);
+        a = ask(1, "x", 1, 2 * USEC_PER_SEC, &c1, 0);
+        CHECK_U64(w.lease_timer[1], 2 * USEC_PER_SEC, "a waiter's deadline is armed");
+        reply_queued(a, 1, 1, 60000, 100);
+        CHECK_U64(w.lease_timer[1], 2 * USEC_PER_SEC, "the deadline comes before the next look");
+        slots_lease_timer(&e, a, 2 * USEC_PER_SEC);
+        CHECK(has_line(&c1, "DENIED reason=timeout position=1"), "denied at its deadline");
+        CHECK(c1.finished, "and let go");
+        CHECK_INT(count_calls("release", id(1)), 1, "and it leaves the line in Redis");
+
+        b = ask(2, "x", 1, 0, &c2, 3 * USEC_PER_SEC);
+        reply_queued(b, 1, 1, -1, 3 * USEC_PER_SEC);
+        CHECK(has_line(&c2, "DENIED reason=full"), "no wait: denied when queued");
+        slots_done(&e);
+}
+
+/* Grants reach an agent in the order Redis made them, but an earlier
+ * lease may still be waiting here for its answer (another host's release
+ * granted it): the later grant must not be told first. */
+static void test_grants_in_token_order(void) {
+        Client c1 = {}, c2 = {};
+        Lease *a, *b;
+        unsigned before;
+
+        setup(0);
+        a = ask(1, "x", 2, USEC_INFINITY, &c1, 0);
+        b = ask(2, "x", 2, USEC_INFINITY, &c2, 0);
+        reply_queued(a, 1, 2, -1, 1);
+        reply_queued(b, 2, 2, -1, 1);
+        /* Another host's release granted a (token 5); this host asks for
+         * b first (its safety re-check) and hears of token 6. */
+        slots_lease_timer(&e, b, SLOTS_RECHECK_SAFETY + 1);
+        before = count_calls("acquire", id(1));
+        reply_granted(b, 6, 2, SLOTS_RECHECK_SAFETY + 2);
+        CHECK_INT(c2.n_lines, 1, "the later grant (token 6) is not told while an earlier lease waits");
+        CHECK_INT(count_calls("acquire", id(1)), before + 1, "the earlier lease asks Redis at once");
+        reply_granted(a, 5, 2, SLOTS_RECHECK_SAFETY + 3);
+        CHECK(has_line(&c1, "GRANTED token=5"), "the earlier lease gets token 5");
+        CHECK(has_line(&c2, "GRANTED token=6"), "then the later one token 6");
+        slots_done(&e);
+}
+
+static void test_wake_is_a_hint(void) {
+        Client c1 = {};
+        Lease *a;
+        char msg[128];
+        unsigned before;
+
+        setup(0);
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
+        reply_queued(a, 1, 1, -1, 1);
+        before = count_calls("acquire", id(1));
+        snprintf(msg, sizeof(msg), "g %s 999 1", id(1));
+        slots_wake(&e, "x", msg, 2);
+        CHECK_INT(c1.n_lines, 1, "a wake message naming the waiter grants nothing by itself");
+        CHECK_INT(count_calls("acquire", id(1)), before + 1, "it makes the waiter ask Redis");
+        reply_queued(a, 1, 1, -1, 3);
+        CHECK(!has_line(&c1, "GRANTED"), "Redis says it still waits: no grant");
+        slots_wake(&e, "x", "g not-a-lease 1 2", 4);
+        CHECK_INT(count_calls("acquire", id(1)), before + 2, "a malformed wake message is a plain wake-up");
+        slots_done(&e);
+}
+
+static void test_lost_when_not_renewed(void) {
+        Client c1 = {};
+        Lease *a;
+        LeaseSpec spec = { .name = "svc", .id = id(3), .slots = 1, .uid = 0, .pid = 1, .desc = "INFO",
+                           .unit = "job.service", .stop_on_lost = true };
+        char one[1][LEASE_ID_LEN + 1];
+        bool missing = false;
+        usec_t t;
+
+        setup(0);
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
+        reply_granted(a, 1, 1, 0);
+        /* A renewal that Redis confirms keeps it, and the holder hears so. */
+        t = slots_tick(&e, TTL / 3);
+        CHECK_U64(t, TTL / 3, "ticks every third of the lease while Redis is up");
+        CHECK_STR(last_call()->what, "renew", "the tick renews");
+        memcpy(one[0], id(1), sizeof(one[0]));
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, TTL / 3, TTL / 3 + 1);
+        CHECK(has_line(&c1, "RENEWED ttl=3000"), "a confirmed renewal is passed on to the holder");
+        /* Exactly at two thirds since that renewal: still held. */
+        slots_tick(&e, TTL / 3 + slots_lost_after(&e));
+        CHECK(!has_line(&c1, "LOST"), "not lost at exactly two thirds of the lease");
+        /* An agent paused past that: lost before Redis could re-grant. */
+        slots_tick(&e, TTL / 3 + slots_lost_after(&e) + 1);
+        CHECK(has_line(&c1, "LOST"), "lost just after two thirds of the lease without renewal");
+        CHECK_INT(count_calls("release", id(1)), 1, "and given back");
+
+        /* A unit's slot, re-adopted, that Redis no longer has. */
+        CHECK_INT(slots_adopt(&e, &spec, 9, 1, NULL, 10 * TTL, &a), 0, "re-adopted");
+        CHECK_INT(a->state, LEASE_HELD, "as a holder");
+        missing = true;
+        memcpy(one[0], id(3), sizeof(one[0]));
+        slots_renew_done(&e, "svc", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 10 * TTL, 10 * TTL + 1);
+        CHECK_STR(w.stopped, "job.service", "a unit whose slot Redis lost is stopped (on-lost=stop)");
+        slots_done(&e);
+}
+
+/* Redis lost its state: holders are re-asserted, waiters queue again and
+ * look once the grace is over; a reset during a grant grants nothing. */
+static void test_reset(void) {
+        Client c1 = {}, c2 = {}, c3 = {};
+        Lease *a, *b, *c;
+        unsigned before;
+
+        setup(0);
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
+        reply_granted(a, 1, 1, 0);
+        b = ask(2, "x", 1, USEC_INFINITY, &c2, 0);
+        reply_queued(b, 1, 1, -1, 0);
+        c = ask(3, "x", 1, USEC_INFINITY, &c3, 0);
+        CHECK(c->check_inflight, "c's first look at Redis is under way");
+
+        w.redis_up = false;
+        slots_redis_down(&e, "gone", 100);
+        slots_acquire_done(&e, c, NULL, 100);     /* the connection went before the answer */
+        CHECK(!has_line(&c3, "GRANTED"), "no grant from a reply that never came");
+        CHECK(c3.finished && has_line(&c3, "ERROR code=unavailable"), "a request not yet queued fails at once");
+        CHECK(!c2.finished, "a queued waiter keeps waiting while Redis is away");
+
+        w.redis_up = true;
+        before = w.n_calls;
+        slots_redis_up(&e, true, 2 * USEC_PER_SEC, 200);
+        CHECK_INT(count_calls("reassert", id(1)), 1, "the holder is re-asserted");
+        CHECK_INT(count_calls("acquire", id(2)) >= 1 && w.n_calls > before, 1, "the waiter queues again");
+        reply_queued(b, 1, 1, 60000, 210);
+        CHECK_U64(w.lease_timer[2], 200 + 2 * USEC_PER_SEC + 5 * USEC_PER_MSEC,
+                  "the waiter looks again as the grace ends, not later");
+        slots_reassert_done(&e, a, 1, 220);
+        CHECK(!has_line(&c1, "LOST"), "re-asserted: still held");
+        slots_redis_up(&e, true, 2 * USEC_PER_SEC, 300);
+        slots_reassert_done(&e, a, 0, 310);
+        CHECK(has_line(&c1, "LOST"), "no room on a second reset: told it is lost");
+        slots_done(&e);
+}
+
+static void test_refused_and_pending_release(void) {
+        Client c1 = {}, c2 = {};
+        Lease *a, *b;
+        AcquireResult refused = { .outcome = ACQUIRE_REFUSED };
+
+        setup(0);
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
+        slots_acquire_done(&e, a, &refused, 1);
+        CHECK(has_line(&c1, "ERROR code=permission"), "a lease owned elsewhere is refused");
+        CHECK_INT(count_calls("release", id(1)), 0, "and nothing of it is touched in Redis");
+        CHECK(slots_lease_find(&e, id(1)) == NULL, "nor kept here");
+
+        b = ask(2, "x", 1, USEC_INFINITY, &c2, 0);
+        reply_granted(b, 3, 1, 2);
+        w.redis_up = false;
+        slots_redis_down(&e, "gone", 3);
+        slots_anchor_closed(&e, b, 4);
+        CHECK_INT(count_calls("release", id(2)), 0, "released while Redis is away: not sent");
+        w.redis_up = true;
+        slots_redis_up(&e, false, 0, 5);
+        CHECK_INT(count_calls("release", id(2)), 1, "sent as soon as Redis is back");
+        slots_done(&e);
+}
+
+int main(void) {
+        log_setup("test-slots", LOG_TARGET_STDERR, NULL);
+        log_set_max_level(LOG_EMERG);
+        test_grant_and_limit();
+        test_wait_deadline_and_no_wait();
+        test_grants_in_token_order();
+        test_wake_is_a_hint();
+        test_lost_when_not_renewed();
+        test_reset();
+        test_refused_and_pending_release();
+        return tap_done();
+}
