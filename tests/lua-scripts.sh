@@ -67,13 +67,17 @@ status() { lua "$1" status; }
 redis_ms() { rcli TIME | { read -r s; read -r us; echo $((s * 1000 + us / 1000)); }; }
 redis_us() { rcli TIME | { read -r s; read -r us; echo $((s * 1000000 + us)); }; }
 # sub NAME: records NAME's wake channel in $T/wake-NAME until the end.
+SUBSCRIBERS=()
 sub() {
         rcli SUBSCRIBE "fleetsem:{$1}:wake" >"$T/wake-$1" 2>&1 &
+        SUBSCRIBERS+=($!)
         wait_for 10 sh -c "[ \"\$(redis-cli -s '$REDIS_SOCK' PUBSUB NUMSUB 'fleetsem:{$1}:wake' | tail -n 1)\" = 1 ]" ||
                 bail "no subscriber on fleetsem:{$1}:wake"
 }
-# heard NAME MESSAGE: MESSAGE was published on NAME's wake channel.
-heard() { grep -qFx -- "$2" "$T/wake-$1"; }
+# wakes NAME: the messages heard so far (redis-cli prints each as three
+# lines: "message", the channel, the message); heard NAME MESSAGE: one of them.
+wakes() { awk 'before == "message" { print } { before = last; last = $0 }' "$T/wake-$1"; }
+heard() { wakes "$1" | grep -qFx -- "$2"; }
 # list ARGS...: a JSON list of numbers.
 list() { local IFS=,; echo "[$*]"; }
 TWO53=9007199254740992
@@ -220,6 +224,10 @@ acquire pub w 1 >/dev/null
 r=$(release pub h)
 msg=$(j "$r" '"g %s %d %d" % (r[1], r[2], r[3])')
 check "release publishes '$msg'" wait_for 5 heard pub "$msg"
+acquire pub w2 1 >/dev/null
+is "$(wakes pub)" "$msg" "... and nothing else: no '1' for a hand-over"
+is "$(release pub w2)" "[0]" "a waiter leaves the line"
+check "that publishes '1' (look again)" wait_for 5 heard pub 1
 
 # ---- Epoch ---------------------------------------------------------------------
 t0=$(redis_ms)
@@ -245,4 +253,5 @@ is "$(j "$r" 'r[1][0][2]')" "$(rcli HGET "$(key st grant)" h1)" "status: holder'
 is "$(j "$r" 'r[2:]')" '[[["w","INFO lease=w","a 1000"]],2]' "status: the queue, and the limit in force"
 is "$(j "$r" "abs(r[0] - $(redis_ms)) < 60000")" true "status: now_ms is Redis's clock"
 
+for p in "${SUBSCRIBERS[@]}"; do kill "$p"; wait "$p" 2>/dev/null; done
 done_testing
