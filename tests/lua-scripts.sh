@@ -12,6 +12,7 @@ mapfile -t SUFFIXES < <(embed --keys "$SRC/keys.list")
 [ "${#SUFFIXES[@]}" -gt 0 ] || bail "no key suffixes in keys.list"
 
 start_redis
+[ "$(rcli --json PING)" = '"PONG"' ] || bail "redis-cli has no --json (redis-tools 7 or later)"
 declare -A SHA
 for s in acquire release renew reassert adopt status epoch; do
         SHA[$s]=$(embed --lua "$SRC/keys.list" "$SRC/lua/prelude.lua" "$SRC/lua/$s.lua" | rcli -x SCRIPT LOAD)
