@@ -19,8 +19,8 @@ if held == 1 or queued == 1 then
   local judged = true
   if now_ms >= grace_until then judged = grant_next(now_ms, now_us, granted) end
   if #granted > 0 then wake(granted_message(granted)) end
-  local waiting = redis.call('ZCARD', K_QUEUE) > 0
-  if not judged or (#granted == 0 and (queued == 1 or waiting)) then wake() end
+  -- Those behind a lease that left the line have a new place.
+  if not judged or queued == 1 then wake() end
 end
 local reply = {held}
 for _, v in ipairs(granted) do reply[#reply + 1] = v end

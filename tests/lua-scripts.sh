@@ -1,0 +1,258 @@
+#!/bin/bash
+# The agent's Lua scripts on their own, against a real redis-server, as the
+# agent loads them (prelude, then script; KEYS in the order of keys.list):
+# first come first served, the limit in force, owners, tokens that never go
+# back, grace, idle names leaving Redis, expiry by the Redis clock, wake
+# messages, the epoch key and the status reply.
+. "$(dirname "$0")/lib.sh"
+
+SRC=$(cd "$(dirname "$0")/../src/agent" && pwd)
+embed() { python3 "$SRC/embed-lua.py" "$@"; }
+mapfile -t SUFFIXES < <(embed --keys "$SRC/keys.list")
+[ "${#SUFFIXES[@]}" -gt 0 ] || bail "no key suffixes in keys.list"
+
+start_redis
+[ "$(rcli --json PING)" = '"PONG"' ] || bail "redis-cli has no --json (redis-tools 7 or later)"
+declare -A SHA
+for s in acquire release renew reassert adopt status epoch; do
+        SHA[$s]=$(embed --lua "$SRC/keys.list" "$SRC/lua/prelude.lua" "$SRC/lua/$s.lua" | rcli -x SCRIPT LOAD)
+        [[ ${SHA[$s]} =~ ^[0-9a-f]{40}$ ]] || bail "$s.lua does not load: ${SHA[$s]}"
+done
+
+# The keys of NAME, one a line, in KEYS order; key NAME SUFFIX: one of them.
+keys_of() { local s; for s in "${SUFFIXES[@]}"; do echo "fleetsem:{$1}:$s"; done; }
+key() {
+        local s
+        for s in "${SUFFIXES[@]}"; do [ "$s" = "$2" ] && { echo "fleetsem:{$1}:$s"; return 0; }; done
+        echo "# keys.list has no '$2'" >&2
+        return 1
+}
+EPOCH_KEY=fleetsem:epoch
+
+# lua NAME SCRIPT ARGV...: the reply as JSON.
+lua() {
+        local name=$1 script=$2 k
+        shift 2
+        mapfile -t k < <(keys_of "$name")
+        rcli --json EVALSHA "${SHA[$script]}" "${#k[@]}" "${k[@]}" "$@"
+}
+epoch() { rcli --json EVALSHA "${SHA[epoch]}" 1 "$EPOCH_KEY" "$@"; }
+# j JSON EXPR: EXPR over the reply r, strings bare, the rest as JSON.
+j() {
+        python3 -c 'import json, sys
+v = eval(sys.argv[2], {"r": json.loads(sys.argv[1])})
+print(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))' "$1" "$2"
+}
+
+# The callers, as the agent calls them; the caller is host a, uid 1000
+# unless AS_HOST / AS_UID say otherwise; TTL_MS, GRACE and IDLE likewise.
+acquire() {         # NAME LEASE SLOTS
+        lua "$1" acquire "$2" "$3" "${TTL_MS:-10000}" "INFO lease=$2" "${AS_HOST:-a}" "${AS_UID:-1000}" \
+                "${GRACE:-0}" "${IDLE:-600000}"
+}
+release() {         # NAME LEASE
+        lua "$1" release "$2" "${AS_HOST:-a}" "${AS_UID:-1000}" "${GRACE:-0}" "${IDLE:-600000}"
+}
+renew() {           # NAME LEASE...
+        local name=$1
+        shift
+        lua "$name" renew "${TTL_MS:-10000}" "${AS_HOST:-a}" "${IDLE:-600000}" "$@"
+}
+reassert() {        # NAME LEASE SLOTS TOKEN SINCE
+        lua "$1" reassert "$2" "$3" "$4" "$5" "${TTL_MS:-10000}" "INFO lease=$2" "${AS_HOST:-a}" \
+                "${AS_UID:-1000}" "${IDLE:-600000}"
+}
+adopt() { lua "$1" adopt "$2" "${TTL_MS:-10000}" "${AS_HOST:-a}" "${AS_UID:-1000}"; }
+status() { lua "$1" status; }
+
+redis_ms() { rcli TIME | { read -r s; read -r us; echo $((s * 1000 + us / 1000)); }; }
+redis_us() { rcli TIME | { read -r s; read -r us; echo $((s * 1000000 + us)); }; }
+# sub NAME: records NAME's wake channel in $T/wake-NAME until the end.
+SUBSCRIBERS=()
+sub() {
+        rcli SUBSCRIBE "fleetsem:{$1}:wake" >"$T/wake-$1" 2>&1 &
+        SUBSCRIBERS+=($!)
+        wait_for 10 sh -c "[ \"\$(redis-cli -s '$REDIS_SOCK' PUBSUB NUMSUB 'fleetsem:{$1}:wake' | tail -n 1)\" = 1 ]" ||
+                bail "no subscriber on fleetsem:{$1}:wake"
+}
+# wakes NAME: the messages heard so far (redis-cli prints each as three
+# lines: "message", the channel, the message); heard NAME MESSAGE: one of them.
+wakes() { awk 'before == "message" { print } { before = last; last = $0 }' "$T/wake-$1"; }
+heard() { wakes "$1" | grep -qFx -- "$2"; }
+# list ARGS...: a JSON list of numbers.
+list() { local IFS=,; echo "[$*]"; }
+TWO53=9007199254740992
+
+# ---- First come, first served ------------------------------------------------
+r=$(acquire fifo h 1)
+is "$(j "$r" 'r[0::3]')" "[1,1]" "fifo: a free slot is granted at once (held 1)"
+is "$(j "$r" 'r[4]')" 1 "fifo: the limit in force is the holder's slots"
+for i in 1 2 3; do
+        r=$(acquire fifo "w$i" 1)
+        is "$(j "$r" 'r[:4]')" "[0,$i,1,1]" "fifo: w$i queues at position $i behind 1 holder, limit 1"
+        is "$(j "$r" '0 < r[4] <= 10000')" true "fifo: w$i hears when the holder expires (${r})"
+done
+is "$(j "$(acquire fifo w2 1)" 'r[:4]')" "[0,2,1,1]" "fifo: asking again keeps the place in line"
+r=$(release fifo h)
+is "$(j "$r" '[r[0], r[1], len(r)]')" '[1,"w1",4]' "fifo: release hands the slot to the first in line"
+is "$(release fifo w2)" "[0]" "fifo: a waiter that leaves the line held nothing"
+r=$(release fifo w1)
+is "$(j "$r" '[r[0], r[1], len(r)]')" '[1,"w3",4]' "fifo: the next release skips the one that left"
+is "$(j "$(status fifo)" '[h[0] for h in r[1]] + [w[0] for w in r[2]]')" '["w3"]' "fifo: w3 holds, nobody waits"
+
+# ---- One limit per name --------------------------------------------------------
+acquire lim h 1 >/dev/null
+r=$(acquire lim w1 3)
+is "$(j "$r" 'r[:4]')" "[0,1,1,1]" "limit: slots=3 behind a holder with slots=1 queues, limit 1"
+is "$(j "$(acquire lim w2 3)" 'r[:4]')" "[0,2,1,1]" "limit: a second slots=3 queues behind it"
+is "$(j "$(status lim)" 'r[3]')" 1 "limit: status says limit 1"
+r=$(release lim h)
+is "$(j "$r" '[r[0]] + r[1::3]')" '[1,"w1","w2"]' "limit: the slots=1 holder gone, both slots=3 are granted"
+is "$(j "$(status lim)" '[len(r[1]), r[3]]')" "[2,3]" "limit: 2 hold, limit 3"
+is "$(j "$(acquire lim x 1)" 'r[:4]')" "[0,1,2,1]" "limit: slots=1 with 2 holders queues (limit 1)"
+is "$(j "$(acquire lim y 5)" 'r[:4]')" "[0,2,2,1]" "limit: slots=5 behind it sees limit 1 too"
+is "$(release lim w1)" "[1]" "limit: one of 2 holders leaves: still 1 ≥ limit 1, nobody granted"
+r=$(release lim w2)
+is "$(j "$r" '[r[0]] + r[1::3]')" '[1,"x"]' "limit: the last leaves: x is granted, y (behind the limit 1) is not"
+
+# ---- Owners ------------------------------------------------------------------
+acquire own L 1 >/dev/null
+snap() { rcli ZSCORE "$(key own holders)" L; rcli HGET "$(key own grant)" L; rcli HGET "$(key own owner)" L; rcli ZSCORE "$(key own limits)" L; }
+before=$(snap)
+is "$(rcli HGET "$(key own owner)" L)" "a 1000" "owner: the lease belongs to 'a 1000'"
+is "$(AS_HOST=b acquire own L 1)" "[-1]" "owner: acquire from another host: -1"
+is "$(AS_UID=1001 acquire own L 1)" "[-1]" "owner: acquire from another uid: -1"
+is "$(AS_HOST=b release own L)" "[-1]" "owner: release from another host: -1"
+is "$(AS_UID=1001 release own L)" "[-1]" "owner: release from another uid: -1"
+is "$(AS_HOST=b TTL_MS=600000 renew own L)" '["L"]' "owner: renew from another host: missing"
+is "$(AS_HOST=b reassert own L 1 5 1)" "-1" "owner: reassert from another host: -1"
+is "$(AS_UID=1001 reassert own L 1 5 1)" "-1" "owner: reassert from another uid: -1"
+is "$(AS_HOST=b adopt own L)" "[-1]" "owner: adopt from another host: -1"
+is "$(AS_UID=1001 adopt own L)" "[-1]" "owner: adopt from another uid: -1"
+is "$(snap)" "$before" "owner: the owner's lease is untouched (expiry, grant, owner, limit)"
+is "$(TTL_MS=600000 AS_UID=0 renew own L)" "[]" "owner: the owner's host renews (any uid)"
+is "$(j "$(rcli ZSCORE "$(key own holders)" L)" "r - $(redis_ms) > 500000")" true "owner: ... and the expiry moved"
+r=$(adopt own L)
+is "$(j "$r" '[r[0], r[3]]')" '[1,"INFO lease=L"]' "owner: the owner adopts it"
+is "$(j "$r" '"%d %d" % (r[1], r[2])')" "$(rcli HGET "$(key own grant)" L)" "owner: adopt tells its token and since"
+is "$(adopt own nobody)" "[-1]" "adopt: an unknown lease is gone"
+acquire own Q 1 >/dev/null
+is "$(adopt own Q)" "[0]" "adopt: a waiter is only queued"
+is "$(renew own L Q nobody)" '["nobody"]' "renew: extends holder and waiter, reports the unknown"
+
+# ---- Tokens never go back ------------------------------------------------------
+t0=$(redis_us)
+tokens=()
+for i in 1 2 3 4 5; do
+        r=$(acquire tok "t$i" 5)
+        tokens+=("$(j "$r" 'r[1]')")
+        is "$(rcli HGET "$(key tok grant)" "t$i" | cut -d' ' -f1)" "${tokens[-1]}" "tokens: grant $i: the grant hash has the same digits"
+done
+is "$(j "$(list "${tokens[@]}")" "all($t0 < t < $TWO53 for t in r) and r == sorted(set(r))")" true \
+        "tokens: 5 grants rise, above the clock in µs before them ($t0), below 2^53: ${tokens[*]}"
+rcli FLUSHALL >/dev/null
+r=$(acquire tok t6 5)
+t6=$(j "$r" 'r[1]')
+is "$(j "$t6" "r > ${tokens[4]} and r < $TWO53")" true "tokens: after FLUSHALL the next token $t6 is above all 5"
+is "$(rcli HGET "$(key tok grant)" t6 | cut -d' ' -f1)" "$t6" "tokens: ... its digits in the grant hash, not rounded"
+is "$(rcli GET "$(key tok token)")" "$t6" "tokens: ... and in the counter"
+
+# ---- Grace ---------------------------------------------------------------------
+acquire gr h 1 >/dev/null
+G=$(( $(redis_ms) + 2000 ))
+is "$(j "$(GRACE=$G acquire gr2 w 2)" 'r[:4]')" "[0,1,0,2]" "grace: a free name queues a request while in grace"
+is "$(j "$(GRACE=$G acquire gr w 1)" 'r[:4]')" "[0,1,1,1]" "grace: a waiter behind a holder"
+is "$(GRACE=$G release gr h)" "[1]" "grace: release frees the slot and hands nothing on"
+is "$(rcli ZCARD "$(key gr holders)") $(rcli ZCARD "$(key gr queue)")" "0 1" "grace: nobody holds, w still waits"
+granted_after_grace() { r=$(GRACE=$G acquire gr w 1) && [ "$(j "$r" 'r[0]')" = 1 ]; }
+if wait_for 15 granted_after_grace; then
+        is "$(j "$r" "r[2] >= $G")" true "grace: after it the same call grants (since $(j "$r" 'r[2]') ≥ $G)"
+else
+        not_ok "grace: after it the same call grants (last reply $r)"
+fi
+G=$(( $(redis_ms) + 60000 ))
+big=$(( $(redis_us) + 1000000000 ))
+is "$(j "$(GRACE=$G acquire ra W 2)" 'r[:4]')" "[0,1,0,2]" "grace: a new request on a free name waits"
+is "$(reassert ra L 2 "$big" 1234)" 1 "grace: reassert works meanwhile"
+is "$(rcli GET "$(key ra token)")" "$big" "grace: ... and raises the counter to its token"
+is "$(rcli HGET "$(key ra grant)" L)" "$big 1234" "grace: ... and keeps its token and since"
+is "$(reassert ra N 2 5 1234)" 1 "reassert: a second holder fits slots=2"
+is "$(rcli GET "$(key ra token)")" "$big" "reassert: a lower token does not lower the counter"
+is "$(reassert ra M 2 5 1234)" 0 "reassert: a third is lost (2 hold, limit 2)"
+is "$(reassert ra L 2 5 1234)" 1 "reassert: a holder already there stays"
+t0=$(redis_us)
+reassert ra2 L 1 5 1234 >/dev/null
+is "$(j "$(rcli GET "$(key ra2 token)")" "r > $t0")" true "reassert: a lost counter starts from the clock, not from a low token"
+
+# ---- Idle names leave Redis ----------------------------------------------------
+mapfile -t idle_keys < <(keys_of idle)
+# The PTTL of each key that exists, as a JSON list.
+pttls() {
+        local k t ttls=()
+        for k in "${idle_keys[@]}"; do t=$(rcli PTTL "$k"); [ "$t" = -2 ] || ttls+=("$t"); done
+        list "${ttls[@]}"
+}
+IDLE=1500 acquire idle L 1 >/dev/null
+p=$(pttls)
+is "$(j "$p" 'len(r) >= 6 and all(0 < t <= 1500 for t in r)')" true "idle: the keys that exist live 1500 ms: $p"
+IDLE=60000 renew idle L >/dev/null
+p=$(pttls)
+is "$(j "$p" 'len(r) >= 6 and all(1500 < t <= 60000 for t in r)')" true "idle: a renewal refreshes them: $p"
+is "$(IDLE=1500 release idle L)" "[1]" "idle: released"
+is "$(rcli EXISTS "${idle_keys[@]}")" 2 "idle: only the counters are left (token, ticket)"
+gone() { [ "$(rcli EXISTS "${idle_keys[@]}")" = 0 ]; }
+check "idle: all keys of the released name are gone after 1500 ms" wait_for 5 gone
+IDLE=0 acquire idle0 L 1 >/dev/null
+status idle0 >/dev/null
+is "$(rcli PTTL "$(key idle0 holders)")" -1 "idle: idle_ms 0 sets no expiry (and deletes nothing); status sets none"
+
+# ---- Expiry by the Redis clock -------------------------------------------------
+sub exp
+r=$(TTL_MS=300 acquire exp h 1)
+score=$(rcli ZSCORE "$(key exp holders)" h)
+is "$(j "$r" 'r[0]')" 1 "expiry: h holds"
+is "$(j "$score" "r - $(j "$r" 'r[2]')")" 300 "expiry: until since + 300 ms"
+acquire exp w 1 >/dev/null
+expired() { [ "$(j "$(status exp)" '[h[0] for h in r[1] if h[0] == "h"]')" = "[]" ]; }
+check "expiry: h is dropped once Redis's clock passes its expiry" wait_for 5 expired
+check "expiry: that wakes the waiters ('1')" wait_for 5 heard exp 1
+is "$(rcli ZSCORE "$(key exp limits)" h)$(rcli HGET "$(key exp owner)" h)" "" "expiry: h is forgotten (limits, owner)"
+
+# ---- Wake messages on release -------------------------------------------------
+sub pub
+acquire pub h 1 >/dev/null
+acquire pub w 1 >/dev/null
+r=$(release pub h)
+msg=$(j "$r" '"g %s %d %d" % (r[1], r[2], r[3])')
+check "release publishes '$msg'" wait_for 5 heard pub "$msg"
+acquire pub w2 1 >/dev/null
+is "$(wakes pub)" "$msg" "... and nothing else: no '1' for a hand-over"
+is "$(release pub w2)" "[0]" "a waiter leaves the line"
+check "that publishes '1' (look again)" wait_for 5 heard pub 1
+
+# ---- Epoch ---------------------------------------------------------------------
+t0=$(redis_ms)
+e1=$(epoch 0123456789abcdef0123456789abcdef 5000)
+is "$(j "$e1" 'r[0]')" 1 "epoch: the first call creates it"
+like "$(j "$e1" 'r[1]')" '^0123456789abcdef0123456789abcdef [0-9]+$' "epoch: value 'ID GRACE_UNTIL_MS'"
+is "$(j "$e1" "$t0 + 5000 <= int(r[1].split()[1]) <= $(redis_ms) + 5000")" true "epoch: grace until now + 5000 ms"
+is "$(epoch fedcba9876543210fedcba9876543210 5000)" "$(j "$e1" '[0, r[1]]')" "epoch: the second call finds the same value"
+is "$(rcli PTTL "$EPOCH_KEY")" -1 "epoch: the key never expires"
+rcli FLUSHALL >/dev/null
+e3=$(epoch 00000000000000000000000000000003 5000)
+is "$(j "$e3" '[r[0], r[1].split()[0]]')" '[1,"00000000000000000000000000000003"]' "epoch: after FLUSHALL a new one"
+
+# ---- Status --------------------------------------------------------------------
+is "$(j "$(status st)" 'r[1:]')" "[[],[],0]" "status: an unknown name: nobody, limit 0"
+acquire st h1 2 >/dev/null
+AS_HOST=b AS_UID=7 acquire st h2 3 >/dev/null
+acquire st w 4 >/dev/null
+r=$(status st)
+is "$(j "$r" '[[h[0], 0 < h[1] <= 10000, h[3], h[4]] for h in r[1]]')" \
+        '[["h1",true,"INFO lease=h1","a 1000"],["h2",true,"INFO lease=h2","b 7"]]' "status: holders, expiry, desc, owner"
+is "$(j "$r" 'r[1][0][2]')" "$(rcli HGET "$(key st grant)" h1)" "status: holder's 'TOKEN SINCE'"
+is "$(j "$r" 'r[2:]')" '[[["w","INFO lease=w","a 1000"]],2]' "status: the queue, and the limit in force"
+is "$(j "$r" "abs(r[0] - $(redis_ms)) < 60000")" true "status: now_ms is Redis's clock"
+
+for p in "${SUBSCRIBERS[@]}"; do kill "$p"; wait "$p" 2>/dev/null; done
+done_testing
