@@ -236,7 +236,9 @@ e1=$(epoch 0123456789abcdef0123456789abcdef 5000)
 is "$(j "$e1" 'r[0]')" 1 "epoch: the first call creates it"
 like "$(j "$e1" 'r[1]')" '^0123456789abcdef0123456789abcdef [0-9]+$' "epoch: value 'ID GRACE_UNTIL_MS'"
 is "$(j "$e1" "$t0 + 5000 <= int(r[1].split()[1]) <= $(redis_ms) + 5000")" true "epoch: grace until now + 5000 ms"
-is "$(epoch fedcba9876543210fedcba9876543210 5000)" "$(j "$e1" '[0, r[1]]')" "epoch: the second call finds the same value"
+e2=$(epoch fedcba9876543210fedcba9876543210 5000)
+is "$(j "$e2" '[r[0], r[1]]')" "$(j "$e1" '[0, r[1]]')" "epoch: the second call finds the same value"
+is "$(j "$e2" "$t0 <= r[2] <= $(redis_ms)")" true "epoch: with Redis' time in ms"
 is "$(rcli PTTL "$EPOCH_KEY")" -1 "epoch: the key never expires"
 rcli FLUSHALL >/dev/null
 e3=$(epoch 00000000000000000000000000000003 5000)

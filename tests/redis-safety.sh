@@ -26,7 +26,7 @@ lease_of() { rcli ZRANGE "fleetsem:{$1}:holders" 0 -1 | head -n 1; }
 
 # ---- 1. One limit per name ----------------------------------------------------
 job a mixed --slots 1 & holder=$!
-check "a job holds mixed with --slots 1" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{mixed}:holders') = 1 ]"
+check "a job holds mixed with --slots 1" wait_for 5 grep -q "^enter" "$T/events-mixed"
 out=$(fs b run --slots 3 --no-wait mixed -- true 2>&1); rc=$?
 is "$rc" 75 "another host asking for 3 is refused while the 1-slot holder runs"
 is "$(entered mixed)" 1 "only the first job ran"
@@ -43,7 +43,7 @@ max=$(sort -k3,3n "$T/events-mixed" | awk '$1 == "enter" { n++; if (n > max) max
 is "$max" 1 "never two at once"
 
 job c capped-x --slots 5 & capped=$!
-check "capped-x holds on host c" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{capped-x}:holders') = 1 ]"
+check "capped-x holds on host c" wait_for 5 grep -q "^enter" "$T/events-capped-x"
 fs c run --slots 5 --no-wait capped-x -- true 2>/dev/null
 is "$?" 75 "limit = capped-* 1 in host c's configuration caps its requests for 5 to 1"
 fs a run --slots 5 --no-wait capped-x -- true 2>/dev/null
@@ -52,7 +52,7 @@ touch "$T/go-capped-x"; wait "$capped"
 
 # ---- 2. Leases are owned -----------------------------------------------------------
 job a owned & holder=$!
-check "a job holds owned on host a" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{owned}:holders') = 1 ]"
+check "a job holds owned on host a" wait_for 5 grep -q "^enter" "$T/events-owned"
 lease=$(lease_of owned)
 token_before=$(rcli HGET 'fleetsem:{owned}:grant' "$lease")
 out=$(python3 "$(dirname "$0")/anchor-ask.py" "$NSBASE-b" "$lease" owned 1)
@@ -75,7 +75,7 @@ touch "$T/go-owned"; wait "$holder"
 
 # ---- 6. A wake message is a hint --------------------------------------------------
 job a wake & holder=$!
-check "a job holds wake" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{wake}:holders') = 1 ]"
+check "a job holds wake" wait_for 5 grep -q "^enter" "$T/events-wake"
 job b wake & waiter=$!
 check "a job on b waits for wake" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{wake}:queue') = 1 ]"
 wlease=$(rcli ZRANGE 'fleetsem:{wake}:queue' 0 -1)
