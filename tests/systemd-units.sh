@@ -49,7 +49,7 @@ for h in h1 h2 h3; do
 done
 check "2 hold in Redis" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{worker}:holders') = 2 ]"
 is "$(waiters worker)" 4 "4 wait in Redis' queue"
-is "$(ns_prop h1 fleetsemd.service Type) $(ns_prop h1 fleetsemd.service WatchdogUSec)" "notify 30s" "the socket-activated agent runs as Type=notify with a watchdog"
+is "$(ns_prop h1 fleetsemd.service Type) $(ns_prop h1 fleetsemd.service WatchdogUSec)" "notify 3s" "the socket-activated agent runs as Type=notify with a watchdog"
 check "h1's two are running" wait_for 10 sh -c "[ \"\$(nsenter -t $(ns_leader h1) -a systemctl is-active worker@a worker@b | tr '\n' ' ')\" = 'active active ' ]"
 is "$(state h2 worker@a.service) $(state h3 worker@b.service)" "activating activating" "the others are still starting"
 is "$(ns_prop h3 worker@b.service StatusText)" "Waiting for fleet slot worker: position 4 in queue, 2 of 2 in use" \
