@@ -56,11 +56,13 @@ is "$(ns_prop h3 worker@b.service StatusText)" "Waiting for fleet slot worker: p
         "systemctl status shows the place in line"
 like "$(ns h3 systemctl status worker@b.service --no-pager 2>&1)" 'Status: "Waiting for fleet slot worker: position 4' \
         "... in systemctl status itself"
-is "$(ns_prop h1 worker@a.service StatusText)" "Holding fleet slot worker (token 1)" "a holder's status names its token"
-like "$(ns h1 cat /run/fleetsem/worker@a.service.env)" $'FLEETSEM_NAME=worker\nFLEETSEM_TOKEN=1\nFLEETSEM_LEASE=[0-9a-f]{32}' \
+# The token Redis granted h1's worker@a (tokens start from Redis' clock).
+t1=$(rcli HGET 'fleetsem:{worker}:grant' "$(lease_of h1 worker@a.service)" | cut -d' ' -f1)
+is "$(ns_prop h1 worker@a.service StatusText)" "Holding fleet slot worker (token $t1)" "a holder's status names its token"
+like "$(ns h1 cat /run/fleetsem/worker@a.service.env)" "FLEETSEM_NAME=worker"$'\n'"FLEETSEM_TOKEN=$t1"$'\n''FLEETSEM_LEASE=[0-9a-f]{32}' \
         "/run/fleetsem/UNIT.env names the slot"
 is "$(ns h1 stat -c '%U %a' /run/fleetsem/worker@a.service.env 2>&1)" "root 644" "... root-owned, 0644"
-like "$(grep '^start h1 a ' "$EV")" '^start h1 a 1 ' "the service itself sees FLEETSEM_TOKEN (EnvironmentFile=)"
+like "$(grep '^start h1 a ' "$EV")" "^start h1 a $t1 " "the service itself sees FLEETSEM_TOKEN (EnvironmentFile=)"
 
 # --- systemctl stop releases at once -------------------------------------------
 lease=$(lease_of h1 worker@a.service)
@@ -87,7 +89,7 @@ is "$(holders worker) $(waiters worker)" "0 0" "all released, nobody left in lin
 
 is "$(awk '$1 == "start" { printf "%s %s,", $2, $3 }' "$EV")" "h1 a,h1 b,h2 a,h2 b,h3 a,h3 b," \
         "they started in the order they asked (FIFO across hosts)"
-is "$(awk '$1 == "start" { printf "%s ", $4 }' "$EV")" "1 2 3 4 5 6 " "fencing tokens rise with each grant"
+is "$(awk '$1 == "start" { printf "%s ", $4 - t }' t="$t1" "$EV")" "0 1 2 3 4 5 " "fencing tokens rise by one with each grant"
 max=$(sort -k5,5n "$EV" | awk '$1 == "start" { n++; if (n > m) m = n } $1 == "stop" { n-- } END { print m }')
 is "$max" 2 "never more than 2 ran at once, fleet-wide (from the services' own timestamps)"
 is "$(ns_prop h1 worker@b.service ActiveState)" failed "(the killed one is failed, as systemd says)"
@@ -130,7 +132,8 @@ ns h2 systemctl start --no-block crashy.service
 check "h2 crashy waits" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{crashy}:queue') = 1 ]"
 check "h1 crashy crashed and restarted 3 times" wait_for 10 sh -c "[ \$(nsenter -t $(ns_leader h1) -a systemctl show -P NRestarts crashy.service) -ge 3 ]"
 is "$(rcli ZRANGE 'fleetsem:{crashy}:holders' 0 -1)" "$lease" "through the restarts it kept the same lease"
-is "$(awk '$2 == "h1" { print $4 }' "$EV" | sort -u | tr '\n' ' ')" "1 " "... and the same token, every run"
+crashy_token=$(rcli HGET 'fleetsem:{crashy}:grant' "$lease" | cut -d' ' -f1)
+is "$(awk '$2 == "h1" { print $4 }' "$EV" | sort -u | tr '\n' ' ')" "$crashy_token " "... and the same token, every run"
 is "$(grep -c '^start h2 ' "$EV")" 0 "h2 never got in"
 is "$(state h2 crashy.service)" activating "h2 still waits"
 like "$(journal h1 -u crashy.service)" "crashy: crashy.service still holds its slot" "the journal says why it did not queue"

@@ -6,10 +6,11 @@
  * connection; the agent answers with progress lines and one final line.
  *
  *   → ACQUIRE name=N slots=3 lease=<32 hex> wait=<usec|infinity> [unit=1] [on_lost=stop]
- *   ← QUEUED position=2 held=3 slots=3
- *   ← GRANTED token=42 lease=<id> since=<ms>         (connection stays open)
+ *   ← QUEUED position=2 held=3 slots=3 limit=1        (limit: the limit in force)
+ *   ← GRANTED token=42 lease=<id> since=<ms> ttl=<ms> limit=3   (connection stays open)
+ *   ← RENEWED ttl=<ms>                                (each confirmed renewal)
  *   ← LOST reason=…                                   (later, if ever)
- *   ← DENIED reason=timeout position=2 held=3 slots=3
+ *   ← DENIED reason=timeout|full position=2 held=3 slots=3 limit=1
  *   ← ERROR code=<code> message=…
  *
  *   → RELEASE lease=<id>            ← RELEASED held=0|1
