@@ -3,7 +3,7 @@
 FLEETSEM_DEPS=(
         meson ninja-build pkg-config gcc
         libsystemd-dev libhiredis-dev libpam0g-dev
-        redis-server redis-tools
+        redis-server redis-tools redis-sentinel
         python3 procps util-linux systemd
         systemd-container debootstrap
         libpam-wrapper pamtester openssh-client

@@ -90,6 +90,16 @@ struct Agent {
 
         RedisConn *cmd;
         RedisConn *sub;
+        /* sentinel://: a connection to one Sentinel, first to ask for the
+         * master, then to hear of +switch-master; the master it named. */
+        RedisConn *sentinel;            /* subscribed to +switch-master */
+        RedisConn *sentinel_query;      /* asking for the master's address */
+        unsigned sentinel_next, sentinel_query_next;    /* which Sentinel next */
+        bool sentinel_subscribed;
+        RedisAddress master;            /* host and port only */
+        char master_run_id[48];
+        char master_name[300];          /* "host:port", for logs and status */
+        usec_t master_since;            /* CLOCK_REALTIME of the last change */
         RedisState state;
         bool sub_ready;
         unsigned sub_generation;

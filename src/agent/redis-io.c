@@ -173,6 +173,67 @@ static void common_args(const Agent *a, uid_t uid, CommonArgs *c) {
 
 /* ---- The engine's calls: acquire ------------------------------------------------- */
 
+/* With replicas (Sentinel), a grant is told only once WAIT says enough
+ * replicas have it: a failover cannot then lose a slot someone holds. */
+typedef struct GrantWait {
+        Agent *agent;
+        Lease *lease;
+        AcquireResult result;
+} GrantWait;
+
+static usec_t wait_timeout(const Agent *a) {
+        usec_t t = a->config->lease_ttl / 3;
+
+        return t < 100 * USEC_PER_MSEC ? 100 * USEC_PER_MSEC : t;
+}
+
+static void wait_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        GrantWait *gw = userdata;
+        Agent *a = gw->agent;
+        Lease *l = gw->lease;
+        long long n = -1;
+        char why[256];
+
+        (void) conn;
+        if (!reply) {
+                /* Redis went before it said: asked again on the next master. */
+                slots_acquire_done(&a->slots, l, NULL, now_mono());
+                free(gw);
+                return;
+        }
+        if (redis_reply_integer(reply, &n) >= 0 && n >= a->config->min_replicas_acked) {
+                slots_acquire_done(&a->slots, l, &gw->result, now_mono());
+                free(gw);
+                return;
+        }
+        snprintf(why, sizeof(why), "the grant reached %lld of the %d replica(s) min_replicas_acked asks for; given back",
+                 n < 0 ? 0 : n, a->config->min_replicas_acked);
+        log_warning("Slot of %s for lease %s: %s.", l->name->name, l->id, why);
+        (void) io_call_release(a, l->name->name, l->id, l->uid);
+        gw->result = (AcquireResult) { .outcome = ACQUIRE_FAILED, .error = why };
+        slots_acquire_done(&a->slots, l, &gw->result, now_mono());
+        free(gw);
+}
+
+static bool wait_for_replicas(Agent *a, Lease *l, const AcquireResult *r) {
+        char n[16], ms[24];
+        GrantWait *gw;
+
+        if (a->config->min_replicas_acked <= 0 || r->outcome != ACQUIRE_GRANTED)
+                return false;
+        gw = malloc(sizeof(*gw));
+        if (!gw)
+                return false;
+        *gw = (GrantWait) { .agent = a, .lease = l, .result = *r };
+        snprintf(n, sizeof(n), "%d", a->config->min_replicas_acked);
+        snprintf(ms, sizeof(ms), "%" PRIu64, wait_timeout(a) / USEC_PER_MSEC);
+        if (redis_conn_command(a->cmd, wait_reply, gw, 3, (const char *[]) { "WAIT", n, ms }, NULL) < 0) {
+                free(gw);
+                return false;
+        }
+        return true;
+}
+
 static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Lease *l = userdata;
         Agent *a = agent_of(l->slots_engine->ctx);
@@ -204,6 +265,11 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
                         r = (AcquireResult) { .outcome = ACQUIRE_QUEUED, .position = (uint32_t) v[1],
                                               .held = (uint32_t) v[2], .limit = (uint32_t) v[3],
                                               .next_expiry_ms = v[4] };
+        }
+        if (r.outcome == ACQUIRE_GRANTED && a->config->min_replicas_acked > 0) {
+                if (!wait_for_replicas(a, l, &r))
+                        slots_acquire_done(&a->slots, l, NULL, now_mono());
+                return;
         }
         slots_acquire_done(&a->slots, l, &r, now_mono());
 }
@@ -256,6 +322,20 @@ static void release_reply(RedisConn *conn, const RedisReply *reply, void *userda
                         g[k].since_ms = (uint64_t) since;
                         k++;
                 }
+        }
+        if (k > 0 && a->config->min_replicas_acked > 0) {
+                /* Those granted here are told once WAIT confirms it: they
+                 * ask Redis (and wait for the replicas) as on a wake-up. */
+                char payload[SLOTS_GRANTS_MAX * 80] = "g";
+                size_t n = 1;
+
+                for (size_t i = 0; i < k && n < sizeof(payload); i++)
+                        n += (size_t) snprintf(payload + n, sizeof(payload) - n, " %s %" PRIu64 " %" PRIu64,
+                                               g[i].lease, g[i].token, g[i].since_ms);
+                slots_release_done(&a->slots, rc->name, rc->lease, rc->uid, false, NULL, 0, now_mono());
+                slots_wake(&a->slots, rc->name, payload, now_mono());
+                free(rc);
+                return;
         }
         slots_release_done(&a->slots, rc->name, rc->lease, rc->uid, !reply, g, k, now_mono());
         free(rc);
@@ -473,6 +553,8 @@ static void schedule_reconnect(Agent *a) {
         (void) sd_event_source_set_enabled(a->reconnect_source, SD_EVENT_ONESHOT);
 }
 
+static void master_forget(Agent *a);
+
 static void redis_went_down(Agent *a, int error, const char *why) {
         char buf[FORMAT_DURATION_MAX];
 
@@ -490,6 +572,9 @@ static void redis_went_down(Agent *a, int error, const char *why) {
                 log_warning("Failed to connect to Redis at %s: %s; retrying in %s.", a->redis_name, a->redis_error,
                             format_duration(buf, sizeof(buf), a->backoff ? a->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : a->backoff * 2 : BACKOFF_MIN));
         a->state = REDIS_DOWN;
+        if (a->config->redis.master_name)
+                /* Ask the Sentinels again: the master may have moved. */
+                master_forget(a);
         slots_redis_down(&a->slots, a->redis_error, now_mono());
         status_deferred(a);
         schedule_reconnect(a);
@@ -502,7 +587,11 @@ static void on_redis_ready(Agent *a, bool reset, usec_t grace) {
         a->state = REDIS_READY;
         a->backoff = 0;
         a->redis_error[0] = '\0';
-        log_info("Connected to Redis at %s.", a->redis_name);
+        if (a->config->redis.master_name)
+                log_info("Connected to Redis master %s (%s, from the Sentinels).", a->master_name,
+                         a->config->redis.master_name);
+        else
+                log_info("Connected to Redis at %s.", a->redis_name);
         if (reset && a->slots.n_leases > 0)
                 log_notice("Redis lost its state since this agent last saw it; re-asserting %zu held slot(s), "
                            "no grants anywhere for another %s.", a->slots.n_held,
@@ -579,7 +668,7 @@ static void setup_send(Agent *a, const char *what, int script, int argc, const c
  * are re-asserted or told they lost their slot by then. */
 static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Agent *a = userdata;
-        char value[80], id[LEASE_ID_LEN + 1];
+        char value[128], id[LEASE_ID_LEN + 1];
         long long created = -1, now_ms = -1;
         uint64_t grace_until = 0;
         bool reset;
@@ -591,7 +680,8 @@ static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
             redis_reply_array_integer(reply, 0, &created) < 0 ||
             redis_reply_array_string(reply, 1, value, sizeof(value)) < 0 ||
             redis_reply_array_integer(reply, 2, &now_ms) < 0 || now_ms < 0 ||
-            sscanf(value, "%32[0-9a-f] %" SCNu64 "%n", id, &grace_until, &n) != 2 || value[n] != '\0' ||
+            sscanf(value, "%32[0-9a-f] %" SCNu64 "%n", id, &grace_until, &n) != 2 ||
+            (value[n] != '\0' && (value[n] != ' ' || strspn(value + n + 1, "0123456789abcdef") != strlen(value + n + 1))) ||
             !lease_id_is_valid(id)) {
                 redis_went_down(a, -EBADMSG, redis_reply_error(reply) ?: "unexpected reply to the epoch script");
                 return;
@@ -600,6 +690,8 @@ static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         if (reset)
                 log_full(a->epoch[0] ? LOG_WARNING : LOG_INFO, "Redis at %s %s (epoch %s).", a->redis_name,
                          a->epoch[0] ? "lost its state since this agent last saw it" : "holds no fleetsem state yet", id);
+        if (reset && a->config->redis.master_name)
+                a->master_since = now_usec(CLOCK_REALTIME);
         memcpy(a->epoch, id, sizeof(a->epoch));
         a->grace_until_ms = grace_until;
         on_redis_ready(a, reset, grace_until > (uint64_t) now_ms ? (grace_until - (uint64_t) now_ms) * USEC_PER_MSEC : 0);
@@ -616,10 +708,27 @@ static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
 
         if (!reply || conn != a->cmd)
                 return;
-        if (redis_reply_string(reply, &s, &len) >= 0 && (p = memmem(s, len, "uptime_in_seconds:", 18)))
-                uptime = strtoll(p + 18, NULL, 10);
-        /* Whole seconds, rounded down: the grace is never too short. */
+        a->master_run_id[0] = '\0';
+        if (redis_reply_string(reply, &s, &len) >= 0) {
+                if ((p = memmem(s, len, "uptime_in_seconds:", 18)))
+                        uptime = strtoll(p + 18, NULL, 10);
+                if ((p = memmem(s, len, "run_id:", 7)) && (size_t) (s + len - p) > 7 + 40 &&
+                    strspn(p + 7, "0123456789abcdef") == 40) {
+                        memcpy(a->master_run_id, p + 7, 40);
+                        a->master_run_id[40] = '\0';
+                }
+        }
+        /* Whole seconds, rounded down: the grace is never too short. Under
+         * Sentinel a new master means a failover, which may have lost the
+         * last writes: a whole lease from now. */
         grace_ms = uptime >= 0 && (uint64_t) uptime * 1000 < ttl_ms ? ttl_ms - (uint64_t) uptime * 1000 : 0;
+        if (a->config->redis.master_name)
+                /* With WAIT, every grant told to a holder is on the replica
+                 * that took over, with an expiry no earlier than its agent
+                 * stops believing in it; agents hear of the failover at once
+                 * and re-assert: a second covers that. Without WAIT the
+                 * failover may have lost grants: a whole lease. */
+                grace_ms = a->config->min_replicas_acked > 0 ? MIN(ttl_ms, (uint64_t) 1000) : ttl_ms;
         r = lease_id_new(id);
         if (r < 0) {
                 redis_went_down(a, r, "cannot make an epoch id");
@@ -627,11 +736,38 @@ static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
         }
         snprintf(key, sizeof(key), "%s:epoch", a->config->key_prefix);
         snprintf(grace, sizeof(grace), "%" PRIu64, grace_ms);
-        if (script_call_argv(a, SCRIPT_EPOCH, epoch_reply, a, 1, 3, (const char *[]) { key, id, grace }, NULL) < 0)
+        /* Under Sentinel the epoch belongs to one master: another one (a
+         * failover) starts a new epoch, which every agent takes as a reset. */
+        if (script_call_argv(a, SCRIPT_EPOCH, epoch_reply, a, 1, 4,
+                             (const char *[]) { key, id, grace, a->config->redis.master_name ? a->master_run_id : "" }, NULL) < 0)
+                redis_went_down(a, -EIO, "cannot send commands");
+}
+
+static void role_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Agent *a = userdata;
+        char role[16] = "";
+
+        if (!reply || conn != a->cmd)
+                return;
+        (void) redis_reply_array_string(reply, 0, role, sizeof(role));
+        if (!streq(role, "master")) {
+                char why[400];
+
+                snprintf(why, sizeof(why), "%s is not a master (ROLE says \"%s\")", a->master_name, role);
+                redis_went_down(a, -EAGAIN, why);
+                return;
+        }
+        if (redis_conn_command(a->cmd, info_reply, a, 2, (const char *[]) { "INFO", "server" }, NULL) < 0)
                 redis_went_down(a, -EIO, "cannot send commands");
 }
 
 static void setup_done(Agent *a) {
+        /* What a Sentinel names may be stale: the server itself says. */
+        if (a->config->redis.master_name) {
+                if (redis_conn_command(a->cmd, role_reply, a, 1, (const char *[]) { "ROLE" }, NULL) < 0)
+                        redis_went_down(a, -EIO, "cannot send commands");
+                return;
+        }
         if (redis_conn_command(a->cmd, info_reply, a, 2, (const char *[]) { "INFO", "server" }, NULL) < 0)
                 redis_went_down(a, -EIO, "cannot send commands");
 }
@@ -703,13 +839,220 @@ static void on_sub_state(RedisConn *conn, int error, const char *message, void *
                         io_name_waiting(a, n);
 }
 
+/* ---- Sentinel ---------------------------------------------------------------------- */
+
+/* Two kinds of connection to the Sentinels: one that stays, subscribed to
+ * +switch-master, so a failover is followed the moment it is decided; and
+ * one made to ask for the master's address whenever it is not known. */
+
+static bool sentinel_mode(const Agent *a) {
+        return a->config->redis.master_name != NULL;
+}
+
+static void connect_all(Agent *a);
+
+static const RedisHost *sentinel_host(const Agent *a, unsigned i) {
+        return &a->config->redis.sentinels[i % a->config->redis.n_sentinels];
+}
+
+static void sentinel_drop(Agent *a, RedisConn **c) {
+        RedisConn *old = *c;
+
+        /* Detached first: freeing runs its callbacks with NULL. */
+        *c = NULL;
+        if (c == &a->sentinel)
+                a->sentinel_subscribed = false;
+        redis_conn_free(old);
+}
+
+/* Forgets the master: the next connection asks the Sentinels again. */
+static void master_forget(Agent *a) {
+        a->master.host = mfree(a->master.host);
+}
+
+static int master_set(Agent *a, const char *host, const char *port_s) {
+        uint64_t port;
+
+        if (parse_uint64(port_s, 1, 65535, &port) < 0 || !host[0] || strlen(host) > 253 ||
+            strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") != strlen(host))
+                return -EBADMSG;
+        free(a->master.host);
+        a->master.host = strdup(host);
+        if (!a->master.host)
+                return -ENOMEM;
+        a->master.port = (uint16_t) port;
+        snprintf(a->master_name, sizeof(a->master_name), "%s%s%s:%u", strchr(host, ':') ? "[" : "", host,
+                 strchr(host, ':') ? "]" : "", a->master.port);
+        return 0;
+}
+
+static void sentinel_auth(Agent *a, RedisConn *c) {
+        const char *pw = a->config->redis.sentinel_password;
+
+        if (pw)
+                (void) redis_conn_command(c, fire_and_forget_reply, (void *) "AUTH (Sentinel)", 2,
+                                          (const char *[]) { "AUTH", pw }, NULL);
+}
+
+static void sentinel_watch(Agent *a);
+
+static void on_switch_master(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Agent *a = userdata;
+        char kind[16], msg[600], name[NAME_MAX_LEN + 1], oldh[256], oldp[8], newh[256], newp[8];
+
+        if (conn != a->sentinel)
+                return;
+        if (!reply) {
+                log_warning("Lost the connection to Sentinel %s:%u; watching through the next one.",
+                            sentinel_host(a, a->sentinel_next)->host, sentinel_host(a, a->sentinel_next)->port);
+                sentinel_drop(a, &a->sentinel);
+                a->sentinel_next++;
+                sentinel_watch(a);
+                return;
+        }
+        if (redis_reply_array_len(reply) != 3 || redis_reply_array_string(reply, 0, kind, sizeof(kind)) < 0 ||
+            !streq(kind, "message") || redis_reply_array_string(reply, 2, msg, sizeof(msg)) < 0)
+                return;
+        /* "<master-name> <old-ip> <old-port> <new-ip> <new-port>" */
+        if (sscanf(msg, "%200s %255s %7s %255s %7s", name, oldh, oldp, newh, newp) != 5 ||
+            !streq(name, a->config->redis.master_name))
+                return;
+        if (master_set(a, newh, newp) < 0)
+                return;
+        log_warning("Sentinel: the master %s moved from %s:%s to %s; following it (a failover counts as a reset: "
+                    "holders are re-asserted, and nobody is granted anything for a while).", name, oldh, oldp,
+                    a->master_name);
+        if (a->cmd) {
+                RedisConn *c = a->cmd, *s = a->sub;
+
+                /* Off the old master now, and onto the new one at once. */
+                a->cmd = a->sub = NULL;
+                a->sub_ready = false;
+                redis_conn_free(c);
+                redis_conn_free(s);
+                if (a->state == REDIS_READY)
+                        slots_redis_down(&a->slots, "the master changed (Sentinel failover)", now_mono());
+                a->state = REDIS_CONNECTING;
+                status_mark_dirty(a);
+        }
+        a->backoff = 0;
+        connect_all(a);
+}
+
+static void on_sentinel_watch_state(RedisConn *conn, int error, const char *message, void *userdata) {
+        Agent *a = userdata;
+
+        if (conn != a->sentinel)
+                return;
+        if (error < 0) {
+                log_warning("Failed to reach Sentinel %s:%u: %s", sentinel_host(a, a->sentinel_next)->host,
+                            sentinel_host(a, a->sentinel_next)->port, message);
+                sentinel_drop(a, &a->sentinel);
+                a->sentinel_next++;
+                return;         /* watched again on the next reconnect or tick */
+        }
+        sentinel_auth(a, conn);
+        redis_conn_set_message_handler(conn, on_switch_master, a);
+        if (redis_conn_subscribe(conn, "+switch-master") >= 0)
+                a->sentinel_subscribed = true;
+}
+
+static void sentinel_watch(Agent *a) {
+        const RedisHost *h = sentinel_host(a, a->sentinel_next);
+        RedisAddress addr = { .host = h->host, .port = h->port };
+
+        if (a->sentinel)
+                return;
+        if (redis_conn_new(a->event, &addr, CONNECT_TIMEOUT, on_sentinel_watch_state, a, &a->sentinel) < 0) {
+                a->sentinel = NULL;
+                a->sentinel_next++;
+        }
+}
+
+static void sentinel_master_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Agent *a = userdata;
+        char host[256], port[8];
+
+        if (conn != a->sentinel_query)
+                return;
+        if (!reply || redis_reply_error(reply) || redis_reply_array_len(reply) != 2 ||
+            redis_reply_array_string(reply, 0, host, sizeof(host)) < 0 ||
+            redis_reply_array_string(reply, 1, port, sizeof(port)) < 0 || master_set(a, host, port) < 0) {
+                log_warning("Sentinel %s:%u does not name master %s%s%s; asking the next one.",
+                            sentinel_host(a, a->sentinel_query_next)->host, sentinel_host(a, a->sentinel_query_next)->port,
+                            a->config->redis.master_name, redis_reply_error(reply) ? ": " : "",
+                            redis_reply_error(reply) ?: "");
+                sentinel_drop(a, &a->sentinel_query);
+                a->sentinel_query_next++;
+                redis_went_down(a, -EHOSTUNREACH, "no Sentinel named the master");
+                return;
+        }
+        sentinel_drop(a, &a->sentinel_query);
+        connect_all(a);
+}
+
+static void on_sentinel_query_state(RedisConn *conn, int error, const char *message, void *userdata) {
+        Agent *a = userdata;
+
+        if (conn != a->sentinel_query)
+                return;
+        if (error < 0) {
+                log_warning("Failed to reach Sentinel %s:%u: %s", sentinel_host(a, a->sentinel_query_next)->host,
+                            sentinel_host(a, a->sentinel_query_next)->port, message);
+                sentinel_drop(a, &a->sentinel_query);
+                a->sentinel_query_next++;
+                redis_went_down(a, error, "no Sentinel answered");
+                return;
+        }
+        sentinel_auth(a, conn);
+        if (redis_conn_command(conn, sentinel_master_reply, a, 3,
+                               (const char *[]) { "SENTINEL", "get-master-addr-by-name", a->config->redis.master_name },
+                               NULL) < 0)
+                redis_went_down(a, -EIO, "cannot ask the Sentinel");
+}
+
+static void sentinel_ask(Agent *a) {
+        const RedisHost *h = sentinel_host(a, a->sentinel_query_next);
+        RedisAddress addr = { .host = h->host, .port = h->port };
+        int k;
+
+        if (a->sentinel_query)
+                return;
+        k = redis_conn_new(a->event, &addr, CONNECT_TIMEOUT, on_sentinel_query_state, a, &a->sentinel_query);
+        if (k < 0) {
+                a->sentinel_query = NULL;
+                a->sentinel_query_next++;
+                redis_went_down(a, k, "cannot connect to a Sentinel");
+        }
+}
+
+/* Where the data connections go: the configured server, or the master the
+ * Sentinels named. */
+static const RedisAddress *data_address(Agent *a) {
+        static RedisAddress addr;
+
+        if (!sentinel_mode(a))
+                return &a->config->redis;
+        addr = (RedisAddress) { .host = a->master.host, .port = a->master.port };
+        return &addr;
+}
+
 static void connect_all(Agent *a) {
         int r;
 
+        if (sentinel_mode(a)) {
+                sentinel_watch(a);
+                if (!a->master.host) {
+                        sentinel_ask(a);
+                        if (a->state != REDIS_DOWN)
+                                a->state = REDIS_CONNECTING;
+                        return;         /* connect_all() again once a Sentinel named it */
+                }
+        }
         if (!a->cmd) {
                 if (a->state != REDIS_DOWN)
                         a->state = REDIS_CONNECTING;
-                r = redis_conn_new(a->event, &a->config->redis, CONNECT_TIMEOUT, on_cmd_state, a, &a->cmd);
+                r = redis_conn_new(a->event, data_address(a), CONNECT_TIMEOUT, on_cmd_state, a, &a->cmd);
                 if (r < 0) {
                         a->cmd = NULL;
                         redis_went_down(a, r, NULL);
@@ -717,7 +1060,7 @@ static void connect_all(Agent *a) {
                 }
         }
         if (!a->sub) {
-                r = redis_conn_new(a->event, &a->config->redis, CONNECT_TIMEOUT, on_sub_state, a, &a->sub);
+                r = redis_conn_new(a->event, data_address(a), CONNECT_TIMEOUT, on_sub_state, a, &a->sub);
                 if (r < 0) {
                         a->sub = NULL;
                         schedule_reconnect(a);
@@ -746,6 +1089,8 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
 
         (void) usec;
         client_sweep(a);
+        if (sentinel_mode(a))
+                sentinel_watch(a);      /* after the watching Sentinel went */
         if (a->cmd && redis_conn_pending(a->cmd) > 0 && now - redis_conn_last_activity(a->cmd) > command_timeout(a)) {
                 char why[64], buf[FORMAT_DURATION_MAX];
 
@@ -796,6 +1141,9 @@ void redis_io_stop(Agent *a) {
         redis_conn_free(a->cmd);
         redis_conn_free(a->sub);
         a->cmd = a->sub = NULL;
+        sentinel_drop(a, &a->sentinel);
+        sentinel_drop(a, &a->sentinel_query);
+        master_forget(a);
         a->reconnect_source = sd_event_source_disable_unref(a->reconnect_source);
         a->tick_source = sd_event_source_disable_unref(a->tick_source);
         for (int i = 0; i < N_SCRIPTS; i++)

@@ -98,6 +98,14 @@ void redis_address_done(RedisAddress *a) {
         free(a->unix_path);
         free(a->host);
         free(a->user);
+        free(a->master_name);
+        for (size_t i = 0; i < a->n_sentinels; i++)
+                free(a->sentinels[i].host);
+        free(a->sentinels);
+        if (a->sentinel_password) {
+                explicit_bzero(a->sentinel_password, strlen(a->sentinel_password));
+                free(a->sentinel_password);
+        }
         if (a->password) {
                 explicit_bzero(a->password, strlen(a->password));
                 free(a->password);
@@ -110,11 +118,70 @@ static int set_why(const char **ret_why, const char *why) {
         return -EINVAL;
 }
 
+/* "host", "host:port", "[v6]", "[v6]:port" (port unchanged when absent). */
+static int parse_host_port(char *p, char **ret_host, uint16_t *ret_port, const char **ret_why) {
+        char *colon;
+        uint64_t v;
+
+        if (*p == '[') {
+                char *close = strchr(p, ']');
+
+                if (!close)
+                        return set_why(ret_why, "unterminated [IPv6 address]");
+                *close = '\0';
+                colon = close[1] == ':' ? close + 1 : NULL;
+                if (close[1] && !colon)
+                        return set_why(ret_why, "garbage after ]");
+                p++;
+        } else
+                colon = strchr(p, ':');
+        if (colon) {
+                *colon = '\0';
+                if (parse_uint64(colon + 1, 1, 65535, &v) < 0)
+                        return set_why(ret_why, "port must be 1-65535");
+                *ret_port = (uint16_t) v;
+        }
+        if (*p == '\0' || strlen(p) > 253 || strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") != strlen(p))
+                return set_why(ret_why, "invalid host");
+        *ret_host = strdup(p);
+        return *ret_host ? 0 : -ENOMEM;
+}
+
+/* "h1:p1,h2:p2/MASTER": the Sentinels and the name of the master they watch. */
+static int parse_sentinels(char *p, RedisAddress *a, const char **ret_why) {
+        char *slash = strchr(p, '/'), *save = NULL, *tok;
+
+        if (!slash || !name_is_valid(slash + 1) || strchr(slash + 1, '/'))
+                return set_why(ret_why, "expected sentinel://host:port[,host:port...]/MASTER");
+        *slash = '\0';
+        a->master_name = strdup(slash + 1);
+        a->sentinels = calloc(SENTINELS_MAX, sizeof(RedisHost));
+        if (!a->master_name || !a->sentinels)
+                return -ENOMEM;
+        for (tok = strtok_r(p, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                RedisHost *h = &a->sentinels[a->n_sentinels];
+                int r;
+
+                if (a->n_sentinels >= SENTINELS_MAX)
+                        return set_why(ret_why, "too many Sentinels (at most 16)");
+                h->port = 26379;
+                r = parse_host_port(tok, &h->host, &h->port, ret_why);
+                if (r < 0)
+                        return r;
+                a->n_sentinels++;
+        }
+        if (a->n_sentinels == 0)
+                return set_why(ret_why, "expected at least one Sentinel host:port");
+        return 0;
+}
+
 int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why) {
         _cleanup_free_ char *copy = NULL;
         RedisAddress a = { .port = 6379 };
         char *p, *at, *slash, *colon;
+        bool sentinel;
         uint64_t v;
+        int r;
 
         if (strneq(url, "unix:", 5)) {
                 const char *path = url + 5;
@@ -129,10 +196,12 @@ int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why
                 *ret = a;
                 return 0;
         }
-        if (!strneq(url, "redis://", 8))
-                return set_why(ret_why, "expected redis://[user[:password]@]host[:port][/db] or unix:/path");
+        sentinel = strneq(url, "sentinel://", 11);
+        if (!strneq(url, "redis://", 8) && !sentinel)
+                return set_why(ret_why, "expected redis://[user[:password]@]host[:port][/db], "
+                               "sentinel://host:port[,host:port...]/MASTER or unix:/path");
 
-        copy = strdup(url + 8);
+        copy = strdup(url + (sentinel ? 11 : 8));
         if (!copy)
                 return -ENOMEM;
         p = copy;
@@ -157,6 +226,16 @@ int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why
                 p = at + 1;
         }
 
+        if (sentinel) {
+                r = parse_sentinels(p, &a, ret_why);
+                if (r < 0) {
+                        redis_address_done(&a);
+                        return r;
+                }
+                *ret = a;
+                return 0;
+        }
+
         slash = strchr(p, '/');
         if (slash) {
                 *slash = '\0';
@@ -167,45 +246,26 @@ int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why
                 a.db = slash[1] ? (unsigned) v : 0;
         }
 
-        if (*p == '[') {
-                char *close = strchr(p, ']');
-
-                if (!close) {
-                        redis_address_done(&a);
-                        return set_why(ret_why, "unterminated [IPv6 address]");
-                }
-                *close = '\0';
-                colon = close[1] == ':' ? close + 1 : NULL;
-                if (close[1] && !colon) {
-                        redis_address_done(&a);
-                        return set_why(ret_why, "garbage after ]");
-                }
-                p++;
-        } else
-                colon = strchr(p, ':');
-        if (colon) {
-                *colon = '\0';
-                if (parse_uint64(colon + 1, 1, 65535, &v) < 0) {
-                        redis_address_done(&a);
-                        return set_why(ret_why, "port must be 1-65535");
-                }
-                a.port = (uint16_t) v;
-        }
-        if (*p == '\0' || strlen(p) > 253 || strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") != strlen(p)) {
+        r = parse_host_port(p, &a.host, &a.port, ret_why);
+        if (r < 0) {
                 redis_address_done(&a);
-                return set_why(ret_why, "invalid host");
-        }
-        a.host = strdup(p);
-        if (!a.host) {
-                redis_address_done(&a);
-                return -ENOMEM;
+                return r;
         }
         *ret = a;
         return 0;
 }
 
 const char *redis_address_to_string(const RedisAddress *a, char *buf, size_t size) {
-        if (a->unix_path)
+        if (a->master_name) {
+                size_t n = (size_t) snprintf(buf, size, "sentinel://%s%s", a->user ?: "", a->user ? "@" : "");
+
+                for (size_t i = 0; i < a->n_sentinels && n < size; i++)
+                        n += (size_t) snprintf(buf + n, size - n, "%s%s%s%s:%u", i ? "," : "",
+                                               strchr(a->sentinels[i].host, ':') ? "[" : "", a->sentinels[i].host,
+                                               strchr(a->sentinels[i].host, ':') ? "]" : "", a->sentinels[i].port);
+                if (n < size)
+                        snprintf(buf + n, size - n, "/%s", a->master_name);
+        } else if (a->unix_path)
                 snprintf(buf, size, "unix:%s", a->unix_path);
         else if (!a->host)
                 snprintf(buf, size, "(none)");
@@ -221,6 +281,7 @@ void config_init(Config *c) {
                 .lease_ttl = DEFAULT_LEASE_TTL,
                 .max_clients = 4096,
                 .idle_time = DEFAULT_IDLE_TIME,
+                .min_replicas_acked = -1,
         };
         strcpy(c->namespace, DEFAULT_NAMESPACE);
         strcpy(c->key_prefix, DEFAULT_KEY_PREFIX);
@@ -236,6 +297,7 @@ static void allow_rule_done(AllowRule *r) {
 void config_done(Config *c) {
         redis_address_done(&c->redis);
         free(c->redis_password_file);
+        free(c->sentinel_password_file);
         for (size_t i = 0; i < c->n_allow; i++)
                 allow_rule_done(&c->allow[i]);
         free(c->allow);
@@ -369,6 +431,17 @@ int config_set(Config *c, const char *key, const char *value, const char **ret_w
                 c->redis = a;
                 return 0;
         }
+        if (streq(key, "sentinel_password_file")) {
+                if (value[0] != '/')
+                        return set_why(ret_why, "expected an absolute path");
+                return set_string(&c->sentinel_password_file, value);
+        }
+        if (streq(key, "min_replicas_acked")) {
+                if (parse_uint64(value, 0, 16, &v) < 0)
+                        return set_why(ret_why, "expected a number from 0 to 16");
+                c->min_replicas_acked = (int) v;
+                return 0;
+        }
         if (streq(key, "redis_password_file")) {
                 if (value[0] != '/')
                         return set_why(ret_why, "expected an absolute path");
@@ -458,7 +531,7 @@ static int read_password_file(const char *path, char **ret, char **ret_error) {
 int config_finish(Config *c, char **ret_error) {
         int r;
 
-        if (!c->redis.unix_path && !c->redis.host) {
+        if (!c->redis.unix_path && !c->redis.host && !c->redis.master_name) {
                 (void) asprintf(ret_error, "No Redis server configured (redis = redis://host:6379 or unix:/path)");
                 return -EINVAL;
         }
@@ -487,6 +560,20 @@ int config_finish(Config *c, char **ret_error) {
                 }
                 c->redis.password = pw;
         }
+        if (c->sentinel_password_file) {
+                char *pw = NULL;
+
+                if (!c->redis.master_name) {
+                        (void) asprintf(ret_error, "sentinel_password_file is set, but redis is not a sentinel:// URL");
+                        return -EINVAL;
+                }
+                r = read_password_file(c->sentinel_password_file, &pw, ret_error);
+                if (r < 0)
+                        return r;
+                c->redis.sentinel_password = pw;
+        }
+        if (c->min_replicas_acked < 0)
+                c->min_replicas_acked = c->redis.master_name ? 1 : 0;
         return 0;
 }
 

@@ -21,16 +21,28 @@
 typedef int (*conf_line_cb)(const char *key, const char *value, void *userdata, const char **ret_why);
 int conf_parse_file(const char *path, conf_line_cb cb, void *userdata, char **ret_error);
 
+typedef struct RedisHost {
+        char *host;
+        uint16_t port;
+} RedisHost;
+
+#define SENTINELS_MAX 16
+
 typedef struct RedisAddress {
         char *unix_path;        /* unix:/path, or NULL for TCP */
         char *host;
         uint16_t port;
+        char *master_name;      /* sentinel://: the master the Sentinels name */
+        RedisHost *sentinels;   /* sentinel://: where to ask for it */
+        size_t n_sentinels;
+        char *sentinel_password;
         char *user;             /* Redis 6 ACL user, or NULL */
         char *password;         /* never logged, never in argv */
         unsigned db;
 } RedisAddress;
 
-/* "redis://[user[:password]@]host[:port][/db]" or "unix:/path/to/redis.sock". */
+/* "redis://[user[:password]@]host[:port][/db]", "unix:/path/to/redis.sock" or
+ * "sentinel://[user[:password]@]host:port[,host:port…]/MASTER[/db]". */
 int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why);
 void redis_address_done(RedisAddress *a);
 /* For logs and status: never includes the password. */
@@ -53,6 +65,8 @@ typedef struct LimitRule {
 typedef struct Config {
         RedisAddress redis;
         char *redis_password_file;
+        char *sentinel_password_file;
+        int min_replicas_acked;  /* -1: the default (1 with Sentinel, else 0) */
         usec_t lease_ttl;
         char namespace[IDENT_MAX_LEN + 1];
         char host_id[IDENT_MAX_LEN + 1];

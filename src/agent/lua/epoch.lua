@@ -1,10 +1,16 @@
--- KEYS: P:epoch. ARGV: new_id (32 hex), grace_ms. The reset detector: the
--- key is gone when Redis lost its data (restarted empty, or a failover lost
--- the last writes). Returns {0, value, now_ms} when it exists; else sets it
--- to "NEW_ID GRACE_UNTIL_MS" (no expiry) and returns {1, value, now_ms}.
+-- KEYS: P:epoch. ARGV: new_id (32 hex), grace_ms, [master run id]. The
+-- reset detector: the key is gone when Redis lost its data (restarted
+-- empty), and under Sentinel it names the master it was made on, so that
+-- a failover (which may have lost the last writes) starts a new one.
+-- Returns {0, value, now_ms} when it holds; else sets it to
+-- "NEW_ID GRACE_UNTIL_MS [RUN_ID]" (no expiry) and returns {1, value, now_ms}.
 local now_ms = now()
 local value = redis.call('GET', KEYS[1])
-if value then return {0, value, now_ms} end
+local run_id = ARGV[3] or ''
+if value and (run_id == '' or string.match(value, '^%x+ %d+ (%x+)$') == run_id) then
+  return {0, value, now_ms}
+end
 value = ARGV[1] .. ' ' .. digits(now_ms + tonumber(ARGV[2]))
+if run_id ~= '' then value = value .. ' ' .. run_id end
 redis.call('SET', KEYS[1], value)
 return {1, value, now_ms}

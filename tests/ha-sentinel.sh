@@ -1,0 +1,73 @@
+#!/bin/bash
+# Sentinel failover under a holder and a waiter: a real master, a replica
+# and three Sentinels (down-after 1000 ms) on loopback. The agents find the
+# master through the Sentinels, follow +switch-master, treat the failover
+# as a reset (re-assert, grace), and confirm grants only once WAIT says the
+# replica has them. A holder keeps its slot through a failover shorter
+# than a third of the lease (its last renewal may be that old): a failover
+# takes about 2-3 s here, so the lease is 9 s.
+TTL=9s
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-ha.sh"
+
+ha_start
+ha_agent a
+ha_agent b
+
+job() {
+        local host=$1 name=$2; shift 2
+        fs "$host" run "$@" "$name" -- sh -c '
+                echo "enter $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"
+                while [ ! -f "$2" ]; do sleep 0.02; done
+                echo "exit $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"' "$host" "$T/events-$name" "$T/go-$name"
+}
+
+fs a run --no-wait warmup -- true
+is "$?" 0 "an agent finds the master through the Sentinels and grants"
+like "$(cat "$T/agent-a.log")" "Connected to Redis master 127.0.0.1:$HA_M \\($HA_MASTER, from the Sentinels\\)" \
+        "it logs which master it uses"
+is "$(redis-cli -p "$HA_R" EXISTS 'fleetsem:{warmup}:token')" 1 "the grant reached the replica (WAIT)"
+
+# ---- Failover while a job holds the only slot and another waits ---------------
+job a fo --wait 60s & holder=$!
+wait_for 10 grep -q '^enter' "$T/events-fo" || not_ok "a's job did not start"
+job b fo --wait 60s & waiter=$!
+check "b's job waits" wait_for 10 sh -c "[ \$(redis-cli -p $HA_M ZCARD 'fleetsem:{fo}:queue') = 1 ]"
+old=$HA_M
+t0=$(now_ms)
+ha_kill "$old"
+check "the Sentinels promote the replica" wait_for 20 sh -c \
+        "for s in ${HA_S[*]}; do [ \"\$(redis-cli -p \$s SENTINEL get-master-addr-by-name $HA_MASTER | sed -n 2p)\" = $HA_R ] || exit 1; done"
+check "agent a follows the new master" wait_for 20 grep -q "Connected to Redis master 127.0.0.1:$HA_R" "$T/agent-a.log"
+like "$(cat "$T/agent-a.log")" "master $HA_MASTER moved from 127.0.0.1:$old to 127.0.0.1:$HA_R|lost its state" \
+        "and says the master changed"
+# The old master comes back as the new master's replica (what Sentinel
+# writes into its configuration file), so grants can be confirmed again.
+ha_server "$old" --replicaof 127.0.0.1 "$HA_R"
+check "the old master rejoins as a replica" \
+        wait_for 20 sh -c "redis-cli -p $old INFO replication | grep -q 'master_port:$HA_R'"
+fs a run --wait 30s after-failover -- true
+served=$(( $(now_ms) - t0 ))
+is "$?" 0 "new jobs are served again after the failover"
+echo "# new jobs served again ${served}ms after the master was killed"
+check "a's job still runs, with its slot" sh -c "! grep -q '^exit' $T/events-fo && ! grep -q LOST $T/agent-a.log"
+is "$(grep -c '^enter' "$T/events-fo")" 1 "b's job did not get in"
+check "the holder was re-asserted on the new master" grep -q "Re-asserted slot of fo" "$T/agent-a.log"
+touch "$T/go-fo"
+wait "$holder"; wait "$waiter"
+order=$(sort -k3,3n "$T/events-fo" | awk '{ print $1 "-" $4 }' | tr '\n' ' ')
+is "$order" "enter-a exit-a enter-b exit-b " "the waiter entered only after the holder ended"
+
+# ---- A grant the replica never got is handed to nobody ------------------------
+m=$(ha_master_port); r=$old
+kill -STOP "$(cat "$T/r$r/pid")"
+out=$(fs a run --no-wait --on-error=deny lag -- sh -c 'echo ran >>"$0"' "$T/events-lag" 2>&1); rc=$?
+check "with the replica stopped, the grant is not confirmed (exit $rc)" [ "$rc" -ne 0 ]
+check "and the job did not run" [ ! -e "$T/events-lag" ]
+like "$(cat "$T/agent-a.log")" "replica\\(s\\) min_replicas_acked asks for; given back" "the agent says why"
+is "$(redis-cli -p "$m" ZCARD 'fleetsem:{lag}:holders')" 0 "and gave the slot back"
+kill -CONT "$(cat "$T/r$r/pid")"
+fs b run --no-wait lag -- sh -c 'echo ran >>"$0"' "$T/events-lag"
+is "$?" 0 "once the replica is back, another host gets the slot"
+is "$(cat "$T/events-lag")" "ran" "and only that job ran"
+done_testing

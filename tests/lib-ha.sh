@@ -1,0 +1,75 @@
+# Redis as a fleet runs it: a master, a replica and three Sentinels, on
+# loopback TCP ports of their own, all in the test's temporary directory.
+# Source after lib.sh.
+#   ha_start                starts them and waits until the Sentinels see both
+#   ha_master_port          the port of the master the Sentinels name now
+#   ha_kill PORT / ha_restart PORT
+HA_MASTER=fsm
+HA_DOWN_AFTER=${HA_DOWN_AFTER:-1000}
+
+require redis-server
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+ha_server() {
+        local port=$1; shift
+        mkdir -p "$T/r$port"
+        redis-server --port "$port" --bind 127.0.0.1 --dir "$T/r$port" --save '' --appendonly no \
+                --pidfile "$T/r$port/pid" --daemonize yes --logfile "$T/r$port/log" "$@" >/dev/null ||
+                bail "redis-server on $port did not start"
+        wait_for 10 redis-cli -p "$port" ping || bail "redis-server on $port does not answer"
+}
+
+ha_sentinel() {
+        local port=$1 conf=$T/s$1.conf
+        cat >"$conf" <<EOF
+port $port
+bind 127.0.0.1
+daemonize yes
+pidfile $T/s$port.pid
+logfile $T/s$port.log
+dir $T
+sentinel monitor $HA_MASTER 127.0.0.1 $HA_M 2
+sentinel down-after-milliseconds $HA_MASTER $HA_DOWN_AFTER
+sentinel failover-timeout $HA_MASTER 4000
+sentinel parallel-syncs $HA_MASTER 1
+EOF
+        if command -v redis-sentinel >/dev/null; then redis-sentinel "$conf" >/dev/null
+        else redis-server "$conf" --sentinel >/dev/null; fi || bail "Sentinel on $port did not start"
+        wait_for 10 redis-cli -p "$port" ping || bail "Sentinel on $port does not answer"
+}
+
+ha_start() {
+        HA_M=$(free_port); HA_R=$(free_port)
+        HA_S=("$(free_port)" "$(free_port)" "$(free_port)")
+        ha_server "$HA_M"
+        ha_server "$HA_R" --replicaof 127.0.0.1 "$HA_M"
+        wait_for 10 sh -c "redis-cli -p $HA_R INFO replication | grep -q 'master_link_status:up'" ||
+                bail "the replica did not sync"
+        for p in "${HA_S[@]}"; do ha_sentinel "$p"; done
+        wait_for 20 sh -c "for p in ${HA_S[*]}; do redis-cli -p \$p SENTINEL replicas $HA_MASTER | grep -q $HA_R || exit 1; done" ||
+                bail "the Sentinels do not see the replica"
+        # A new Redis: nobody held anything before it (see start_redis).
+        redis-cli -p "$HA_M" SET fleetsem:epoch "$(printf '%032x' $$) 0 $(ha_run_id "$HA_M")" >/dev/null
+        HA_URL="sentinel://127.0.0.1:${HA_S[0]},127.0.0.1:${HA_S[1]},127.0.0.1:${HA_S[2]}/$HA_MASTER"
+}
+
+ha_run_id() { redis-cli -p "$1" INFO server | sed -n 's/^run_id:\([0-9a-f]*\).*/\1/p'; }
+ha_master_port() { redis-cli -p "${HA_S[0]}" SENTINEL get-master-addr-by-name "$HA_MASTER" | sed -n 2p; }
+ha_kill() { kill -KILL "$(cat "$T/r$1/pid")"; wait_for 10 sh -c "! redis-cli -p $1 ping" || true; }
+
+# ha_agent HOST [fleetsemd options...]: an agent that finds Redis through the Sentinels.
+ha_agent() {
+        local host=$1; shift
+        "$FLEETSEMD" --redis "$HA_URL" --namespace "$NSBASE-$host" --host-id "$host" \
+                --lease-ttl "$TTL" "$@" >>"$T/agent-$host.log" 2>&1 &
+        eval "AGENT_$(echo "$host" | tr -c 'A-Za-z0-9\n' _)=$!"
+        AGENT_HOSTS+=("$host")
+        wait_for 10 agent_listening "$NSBASE-$host" || bail "agent $host did not start"
+}
+
+ha_cleanup() {
+        local f
+        for f in "$T"/r*/pid "$T"/s*.pid; do [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null; done
+        cleanup
+}
+trap ha_cleanup EXIT
