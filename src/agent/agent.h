@@ -25,6 +25,16 @@
 typedef struct Agent Agent;
 typedef struct Client Client;
 typedef struct StatusJob StatusJob;
+typedef struct UserUse UserUse;
+
+/* What one uid holds of the agent: connections in every state, the bytes
+ * of output queued for them, STATUS requests under way. */
+struct UserUse {
+        uid_t uid;
+        size_t n_clients;
+        size_t out_bytes;
+        size_t n_status;
+};
 
 typedef enum Script {
         SCRIPT_ACQUIRE,
@@ -47,6 +57,7 @@ struct StatusJob {
         Agent *agent;
         Client *client;         /* NULL once the client went */
         uid_t uid;              /* who asked */
+        UserUse *user;          /* … and what it holds */
         unsigned pending;
         long long now_ms;
 };
@@ -58,7 +69,7 @@ struct Client {
         sd_event_source *io_source;
         uint32_t events;                /* what io_source waits for */
         struct ucred cred;
-        struct UserUse *user;           /* what its uid holds of the agent */
+        UserUse *user;                  /* what its uid holds of the agent */
         int pidfd;                      /* without SO_PEERPIDFD: the client's process, from accept */
         unsigned long long start_time;  /* … and when it started */
         usec_t accepted;
@@ -185,6 +196,7 @@ void client_sweep(Agent *a);            /* drop clients that never sent a reques
 /* Whether a request of uid must be refused as busy: the agent is near its
  * file descriptor limit (a reserve is kept, a smaller one for root). */
 bool agent_short_of_fds(const Agent *a, uid_t uid);
+void user_use_maybe_free(UserUse *u);
 
 /* describe.c */
 char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit);

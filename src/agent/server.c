@@ -30,14 +30,6 @@
 #define FD_BASE_SLACK 32                        /* Redis, Sentinel, the bus, NSS, /proc */
 #define HOUSEKEEPING_EVERY USEC_PER_SEC
 
-/* What one uid holds of the agent: connections in every state, and the
- * bytes of output queued for them. */
-typedef struct UserUse {
-        uid_t uid;
-        size_t n_clients;
-        size_t out_bytes;
-} UserUse;
-
 static void *user_uses;         /* tsearch(): uid → UserUse */
 
 static int user_use_cmp(const void *x, const void *y) {
@@ -63,8 +55,8 @@ static UserUse *user_use_get(uid_t uid) {
         return u;
 }
 
-static void user_use_maybe_free(UserUse *u) {
-        if (!u || u->n_clients > 0 || u->out_bytes > 0)
+void user_use_maybe_free(UserUse *u) {
+        if (!u || u->n_clients > 0 || u->out_bytes > 0 || u->n_status > 0)
                 return;
         tdelete(u, &user_uses, user_use_cmp);
         free(u);
