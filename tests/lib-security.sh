@@ -24,3 +24,14 @@ rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 fds() { ls "/proc/$1/fd" | wc -l; }
 # ms_of CMD...: runs CMD, prints how long it took in ms (its status: $?).
 ms_of() { local t0 rc; t0=$(now_ms); "$@" >/dev/null 2>&1; rc=$?; echo $(( $(now_ms) - t0 )); return $rc; }
+# replies FD: the summary lines attack.py prints before "done" (leases), also
+# shown as TAP comments.
+replies() {
+        local line out=""
+        while read -r -t 120 line <&"$1"; do
+                [ "$line" = done ] && break
+                out+="$line"$'\n'
+        done
+        printf '%s' "$out" | sed 's/^/# reply: /' >&2
+        printf '%s' "$out"
+}

@@ -17,12 +17,7 @@ pid=$(agent_pid a)
 is "$(awk '/^Max open files/ { print $4 }' "/proc/$pid/limits")" 128 "the agent may open 128 files"
 
 coproc LEASES { attack a leases 200 emf-a 2>"$T/leases-err.log"; }
-replies=""
-while read -r -t 120 line <&"${LEASES[0]}"; do
-        [ "$line" = done ] && break
-        replies+="$line"$'\n'
-done
-printf '%s' "$replies" | sed 's/^/# reply: /'
+replies=$(replies "${LEASES[0]}")
 like "$(printf '%s' "$replies" | grep '^GRANTED')" '^GRANTED [0-9]+$' "nobody holds some slots"
 is "$(printf '%s' "$replies" | grep -vE '^(GRANTED|ERROR code=busy message=the agent is short of file descriptors; try again) [0-9]+$')" "" \
         "every other request of nobody is answered busy"

@@ -12,12 +12,7 @@ start_redis
 start_agent a --config "$T/agent.conf"
 
 coproc LEASES { attack a leases 300 capped; }
-replies=""
-while read -r -t 120 line <&"${LEASES[0]}"; do
-        [ "$line" = done ] && break
-        replies+="$line"$'\n'
-done
-printf '%s' "$replies" | sed 's/^/# reply: /'
+replies=$(replies "${LEASES[0]}")
 is "$(printf '%s' "$replies" | grep -c '^GRANTED 256$')" 1 "256 of nobody's requests are granted"
 is "$(printf '%s' "$replies" | grep -cE '^ERROR code=busy message=uid '"$NOBODY_UID"' holds or waits for 256 slots on this host already \(max_leases_per_user\) 44$')" 1 \
         "the 44 others are refused, saying why"
