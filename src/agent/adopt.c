@@ -66,7 +66,7 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                                 slots_release(&a->slots, l, "cannot watch its anchor", now_mono());
                         a->adopt_count++;
                 } else if (io) {
-                        io->watch_fd = -EBADF;
+                        ad->watch_fd = -EBADF;  /* closed with io */
                         lease_io_free(io);
                 }
         } else if (state == -1)
@@ -83,7 +83,7 @@ static void adopt_entry(Agent *a, const char *id, const char *value) {
         char name[NAME_MAX_LEN + 1], unit[UNIT_NAME_MAX + 1] = "-", on_lost[8] = "ignore";
         unsigned slots, uid;
         int watch = -EBADF, n = 0, r, k;
-        struct ucred owner;
+        struct ucred owner = { .pid = 0, .gid = (gid_t) -1 };
         Adoption *ad;
 
         if (!lease_id_is_valid(id) || slots_lease_find(&a->slots, id))
@@ -98,9 +98,16 @@ static void adopt_entry(Agent *a, const char *id, const char *value) {
                 return;
         }
 
-        r = anchor_watch(a->config->namespace, id, &watch);
-        if (r >= 0)
-                r = peer_cred(watch, &owner);
+        r = anchor_probe(a, id, &watch, &owner.uid);
+        if (r < 0 && r != -ENOENT) {
+                /* Cannot tell now (out of file descriptors): alive until
+                 * the name says otherwise. */
+                watch = -EBADF;
+                owner.uid = (uid_t) -1;
+                r = 0;
+        }
+        if (r >= 0 && owner.uid == (uid_t) -1)
+                owner.uid = (uid_t) uid;        /* by name, owner unknown: the index says */
         if (r >= 0 && owner.uid != (uid_t) uid) {
                 log_warning("Anchor of lease %s belongs to uid " UID_FMT ", not " UID_FMT "; releasing its slot of %s.",
                             id, owner.uid, (uid_t) uid, name);

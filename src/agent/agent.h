@@ -25,6 +25,16 @@
 typedef struct Agent Agent;
 typedef struct Client Client;
 typedef struct StatusJob StatusJob;
+typedef struct UserUse UserUse;
+
+/* What one uid holds of the agent: connections in every state, the bytes
+ * of output queued for them, STATUS requests under way. */
+struct UserUse {
+        uid_t uid;
+        size_t n_clients;
+        size_t out_bytes;
+        size_t n_status;
+};
 
 typedef enum Script {
         SCRIPT_ACQUIRE,
@@ -47,6 +57,7 @@ struct StatusJob {
         Agent *agent;
         Client *client;         /* NULL once the client went */
         uid_t uid;              /* who asked */
+        UserUse *user;          /* … and what it holds */
         unsigned pending;
         long long now_ms;
 };
@@ -58,7 +69,11 @@ struct Client {
         sd_event_source *io_source;
         uint32_t events;                /* what io_source waits for */
         struct ucred cred;
+        UserUse *user;                  /* what its uid holds of the agent */
+        int pidfd;                      /* without SO_PEERPIDFD: the client's process, from accept */
+        unsigned long long start_time;  /* … and when it started */
         usec_t accepted;
+        usec_t out_progress;            /* the last time output pending was written, or queued */
         bool got_request;
         bool close_after_flush;
         Lease *lease;
@@ -72,14 +87,18 @@ struct Client {
 };
 
 /* What the agent keeps of a lease beside the engine: its anchor watch and
- * its timer. */
-typedef struct LeaseIo {
+ * its timer. An anchor whose backlog is full (anyone can fill it) is
+ * watched by name until a watch connection sticks (by_name). */
+typedef struct LeaseIo LeaseIo;
+struct LeaseIo {
         Agent *agent;
         Lease *lease;
         int watch_fd;
         sd_event_source *watch_source;
         sd_event_source *timer_source;
-} LeaseIo;
+        bool by_name;
+        LIST_FIELDS(LeaseIo, by_name);
+};
 
 struct Agent {
         sd_event *event;
@@ -127,6 +146,14 @@ struct Agent {
         char owner[IDENT_MAX_LEN + 16]; /* "HOST" as scripts record it, without the uid */
         bool status_dirty;
         sd_bus *bus;                    /* to systemd, opened when first needed */
+
+        LeaseIo *by_name;               /* anchors alive by name only */
+        size_t n_by_name;
+        size_t n_watch_fds;             /* held for anchors */
+        size_t n_pidfds;                /* held for clients (kernels without SO_PEERPIDFD) */
+        size_t fd_limit;                /* RLIMIT_NOFILE */
+        size_t fd_base;                 /* the agent's own (Redis, journal, …) */
+        sd_event_source *housekeeping_source;
 };
 
 /* redis-io.c */
@@ -157,9 +184,17 @@ void io_stop_unit(void *ctx, const char *unit, const char *why);
 void io_changed(void *ctx);
 
 /* lease-io.c */
+/* watch_fd -EBADF: the anchor is alive by name only (its backlog is full). */
 LeaseIo *lease_io_new(Agent *a, int watch_fd);
 void lease_io_free(LeaseIo *io);
 int lease_io_attach(LeaseIo *io, Lease *l);
+/* The anchor of lease, for a watch: 0 with *ret_fd a connection and
+ * *ret_uid its owner, or with *ret_fd -EBADF when it is alive by name only
+ * (*ret_uid its owner, (uid_t) -1 when unknown); -ENOENT when the kernel
+ * has no such name any more; other -errno when that cannot be told now. */
+int anchor_probe(Agent *a, const char *lease, int *ret_fd, uid_t *ret_uid);
+/* Anchors alive by name: a watch connection again, or gone by name. */
+void lease_io_check_names(Agent *a);
 
 /* server.c */
 int server_start(Agent *a);
@@ -167,10 +202,18 @@ void server_stop(Agent *a);
 void client_send(Client *c, const char *line, int len);
 void client_send_error(Client *c, const char *code, const char *format, ...) _printf_(3, 4);
 void client_finish(Client *c);          /* close once the output is written */
-void client_sweep(Agent *a);            /* drop clients that never sent a request */
+void client_sweep(Agent *a);            /* drop clients that never sent a request, or do not read */
+/* Whether a request of uid must be refused as busy: the agent is near its
+ * file descriptor limit (a reserve is kept, a smaller one for root). */
+bool agent_short_of_fds(const Agent *a, uid_t uid);
+void user_use_maybe_free(UserUse *u);
 
 /* describe.c */
 char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit);
+/* config_permits() with NSS answers cached (see describe.c): 1 yes, 0 no,
+ * -errno when the user could not be looked up (answer "busy"). */
+int user_permits(Agent *a, uid_t uid, const char *name);
+void user_cache_clear(void);
 
 /* adopt.c */
 void adopt_start(Agent *a);
@@ -182,7 +225,12 @@ void status_mark_dirty(Agent *a);
 int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata);
 
 /* units.c */
-int unit_of_pid(pid_t pid, char **ret);
+/* At accept: where the kernel cannot give the peer's pidfd later
+ * (SO_PEERPIDFD, Linux 6.5), holds a pidfd of the client's process now. */
+void unit_peer_accepted(Client *c);
+/* The service the client runs in, read race-free: -ESRCH when the process
+ * that connected is gone (its pid may belong to another by now). */
+int unit_of_client(Client *c, char **ret);
 void unit_stop(Agent *a, const char *unit, const char *why);
 void units_close(Agent *a);
 

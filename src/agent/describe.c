@@ -9,33 +9,93 @@
 #include <systemd/sd-login.h>
 
 #include "agent.h"
+#include "log-limit.h"
 #include "log.h"
 
-/* uid → user name, remembered for a minute: NSS can be slow (LDAP), and
- * the same few users ask again and again. */
-static const char *user_name(uid_t uid, char *buf, size_t size) {
-        static struct {
-                uid_t uid;
-                usec_t when;
-                char name[64];
-        } cache[16];
-        static unsigned next;
+/* What NSS says of a uid — its name, and which allow rules name it or one
+ * of its groups — remembered for a minute in a bounded cache: NSS can be
+ * slow (LDAP), and the event loop that renews every lease waits while it
+ * asks. A slow directory costs one wait per uid per minute. A failed look
+ * (EMFILE, a directory that does not answer) is remembered for a few
+ * seconds, as a failure, never as "no". */
+#define USER_CACHE_SIZE 256
+#define USER_CACHE_TTL (60 * USEC_PER_SEC)
+#define USER_CACHE_ERROR_TTL (5 * USEC_PER_SEC)
+
+typedef struct UserEntry {
+        uid_t uid;
+        usec_t when;            /* 0: empty */
+        int error;              /* -errno of the look, or 0 */
+        bool *match;            /* per allow rule */
+        char name[64];
+} UserEntry;
+
+static UserEntry user_cache[USER_CACHE_SIZE];
+
+static const UserEntry *user_lookup(Agent *a, uid_t uid) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
         struct passwd pwbuf, *pw = NULL;
         char tmp[4096];
+        UserEntry *e = NULL, *oldest = &user_cache[0];
+        int r;
 
-        for (size_t i = 0; i < ELEMENTSOF(cache); i++)
-                if (cache[i].when > 0 && cache[i].uid == uid && now - cache[i].when < 60 * USEC_PER_SEC) {
-                        snprintf(buf, size, "%s", cache[i].name);
-                        return buf[0] ? buf : NULL;
+        for (size_t i = 0; i < USER_CACHE_SIZE; i++) {
+                UserEntry *c = &user_cache[i];
+
+                if (c->when > 0 && c->uid == uid) {
+                        if (now - c->when < (c->error < 0 ? USER_CACHE_ERROR_TTL : USER_CACHE_TTL))
+                                return c;
+                        e = c;
+                        break;
                 }
-        if (getpwuid_r(uid, &pwbuf, tmp, sizeof(tmp), &pw) != 0 || !pw)
-                pw = NULL;
-        snprintf(buf, size, "%s", pw && strlen(pw->pw_name) < sizeof(cache[0].name) ? pw->pw_name : "");
-        cache[next].uid = uid;
-        cache[next].when = now;
-        snprintf(cache[next].name, sizeof(cache[next].name), "%s", buf);
-        next = (next + 1) % ELEMENTSOF(cache);
+                if (c->when < oldest->when)
+                        oldest = c;
+        }
+        if (!e)
+                e = oldest;
+        free(e->match);
+        *e = (UserEntry) { .uid = uid, .when = now };
+        e->match = calloc(a->config->n_allow + 1, sizeof(bool));
+        if (!e->match) {
+                e->error = -ENOMEM;
+                return e;
+        }
+        r = getpwuid_r(uid, &pwbuf, tmp, sizeof(tmp), &pw);
+        if (pw && strlen(pw->pw_name) < sizeof(e->name))
+                strcpy(e->name, pw->pw_name);
+        else if (!pw && r != 0 && r != ENOENT && r != ESRCH && r != EBADF && r != EPERM)
+                e->error = -r;
+        if (e->error == 0 && uid != 0)
+                e->error = config_user_rules(a->config, uid, e->match);
+        if (e->error < 0)
+                log_uid(uid, now, LOG_WARNING, "Failed to look up uid " UID_FMT ": %s; its requests are refused "
+                        "as busy for %llus.", uid, strerror(-e->error),
+                        (unsigned long long) (USER_CACHE_ERROR_TTL / USEC_PER_SEC));
+        return e;
+}
+
+int user_permits(Agent *a, uid_t uid, const char *name) {
+        const UserEntry *e;
+
+        if (uid == 0)
+                return 1;
+        e = user_lookup(a, uid);
+        if (e->error < 0)
+                return e->error;
+        return config_rules_permit(a->config, e->match, name);
+}
+
+void user_cache_clear(void) {
+        for (size_t i = 0; i < USER_CACHE_SIZE; i++) {
+                free(user_cache[i].match);
+                user_cache[i] = (UserEntry) {};
+        }
+}
+
+static const char *user_name(Agent *a, uid_t uid, char *buf, size_t size) {
+        const UserEntry *e = user_lookup(a, uid);
+
+        snprintf(buf, size, "%s", e->name);
         return buf[0] ? buf : NULL;
 }
 
@@ -50,7 +110,7 @@ char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *kno
         message_add(&b, "host", a->config->host_id);
         message_addf(&b, "pid", PID_FMT, uc->pid);
         message_addf(&b, "uid", UID_FMT, uc->uid);
-        if (user_name(uc->uid, user, sizeof(user)))
+        if (user_name(a, uc->uid, user, sizeof(user)))
                 message_add(&b, "user", user);
         message_addf(&b, "slots", "%" PRIu32, slots);
 

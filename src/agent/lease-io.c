@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* A lease's and a name's I/O beside the engine: the watch on the anchor
- * (its hang-up releases the slot) and one timer each. */
+ * (its hang-up releases the slot) and one timer each. An anchor is alive
+ * until the kernel says its name is gone: when its backlog is full (anyone
+ * may connect to it and never be accepted), the lease is watched by name
+ * until a watch connection sticks. */
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -32,26 +35,131 @@ LeaseIo *lease_io_new(Agent *a, int watch_fd) {
                 return NULL;
         io->agent = a;
         io->watch_fd = watch_fd;
+        if (watch_fd >= 0)
+                a->n_watch_fds++;
         return io;
+}
+
+static void lease_io_close_watch(LeaseIo *io) {
+        if (io->watch_fd < 0)
+                return;
+        io->watch_source = sd_event_source_disable_unref(io->watch_source);
+        io->watch_fd = safe_close(io->watch_fd);
+        io->agent->n_watch_fds--;
 }
 
 void lease_io_free(LeaseIo *io) {
         if (!io)
                 return;
-        io->watch_source = sd_event_source_disable_unref(io->watch_source);
+        if (io->by_name) {
+                LIST_REMOVE(by_name, io->agent->by_name, io);
+                io->agent->n_by_name--;
+        }
         io->timer_source = sd_event_source_disable_unref(io->timer_source);
-        safe_close(io->watch_fd);
+        lease_io_close_watch(io);
         free(io);
 }
 
-/* Starts watching once the engine made the lease. */
-int lease_io_attach(LeaseIo *io, Lease *l) {
-        io->lease = l;
+static int watch_fd_attach(LeaseIo *io) {
         /* Edge-triggered: a closed anchor stays "ready" until its source is
          * gone, and thousands closing at once (a host's sessions ending)
          * would otherwise be polled again on every turn of the loop. */
         return sd_event_add_io(io->agent->event, &io->watch_source, io->watch_fd, EPOLLRDHUP | EPOLLET,
                                on_anchor_event, io);
+}
+
+/* Starts watching once the engine made the lease. */
+int lease_io_attach(LeaseIo *io, Lease *l) {
+        Agent *a = io->agent;
+
+        io->lease = l;
+        if (io->watch_fd >= 0)
+                return watch_fd_attach(io);
+        io->by_name = true;
+        LIST_PREPEND(by_name, a->by_name, io);
+        a->n_by_name++;
+        log_notice("Anchor of lease %s (%s) does not accept a watch (its backlog is full); "
+                   "watching it by name until one sticks.", l->id, l->name->name);
+        return 0;
+}
+
+int anchor_probe(Agent *a, const char *lease, int *ret_fd, uid_t *ret_uid) {
+        _cleanup_close_ int fd = -EBADF;
+        struct ucred owner;
+        uid_t uid = (uid_t) -1;
+        int r, alive;
+
+        r = anchor_watch(a->config->namespace, lease, &fd);
+        if (r >= 0) {
+                r = peer_cred(fd, &owner);
+                if (r < 0)
+                        return r;
+                *ret_fd = TAKE_FD(fd);
+                *ret_uid = owner.uid;
+                return 0;
+        }
+        if (r == -ENOENT)
+                return r;
+        /* No watch connection now (a full backlog: anyone can fill it; or
+         * out of file descriptors): the name decides. Only a name the
+         * kernel no longer has is gone. */
+        alive = anchor_is_listening(a->config->namespace, lease, &uid);
+        if (alive < 0)
+                return r;
+        if (alive == 0)
+                return -ENOENT;
+        *ret_fd = -EBADF;
+        *ret_uid = uid;
+        return 0;
+}
+
+static void release_foreign(Agent *a, Lease *l, uid_t uid) {
+        log_warning("Anchor @%s/lease/%s now belongs to uid " UID_FMT ", not " UID_FMT "; releasing its slot of %s.",
+                    a->config->namespace, l->id, uid, l->uid, l->name->name);
+        slots_anchor_closed(&a->slots, l, now_mono());
+}
+
+/* One anchor alive by name: a watch connection if one sticks now (and its
+ * owner is still the lease's), else whether the name is still there. */
+static void check_by_name(LeaseIo *io) {
+        Agent *a = io->agent;
+        Lease *l = io->lease;
+        uid_t uid;
+        int fd, r;
+
+        r = anchor_probe(a, l->id, &fd, &uid);
+        if (r == -ENOENT) {
+                slots_anchor_closed(&a->slots, l, now_mono());
+                return;
+        }
+        if (r < 0)
+                return;         /* out of file descriptors, say: again next time */
+        if (uid != (uid_t) -1 && uid != l->uid) {
+                safe_close(fd);
+                release_foreign(a, l, uid);
+                return;
+        }
+        if (fd < 0)
+                return;         /* still alive by name only */
+        io->watch_fd = fd;
+        a->n_watch_fds++;
+        if (watch_fd_attach(io) < 0) {
+                lease_io_close_watch(io);
+                return;
+        }
+        LIST_REMOVE(by_name, a->by_name, io);
+        a->n_by_name--;
+        io->by_name = false;
+        log_info("Anchor of lease %s (%s) accepts a watch again.", l->id, l->name->name);
+}
+
+void lease_io_check_names(Agent *a) {
+        LeaseIo *io, *next;
+
+        /* Releasing a lease frees its io (and takes it off the list). */
+        LIST_FOREACH_SAFE(by_name, io, next, a->by_name)
+                if (io->lease)
+                        check_by_name(io);
 }
 
 static int on_lease_timer(sd_event_source *s, uint64_t usec, void *userdata) {

@@ -8,6 +8,7 @@
 
 #include "agent.h"
 #include "log-journal.h"
+#include "log-limit.h"
 
 static const char *arg_config = NULL;
 static bool arg_config_explicit = false;
@@ -277,6 +278,8 @@ finish:
         redis_io_stop(&agent);
         agent.status_source = sd_event_source_disable_unref(agent.status_source);
         units_close(&agent);
+        user_cache_clear();
+        log_limit_done();
         config_done(&config);
         return r;
 }

@@ -1,20 +1,82 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <search.h>
 #include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 
 #include "agent.h"
+#include "log-limit.h"
 #include "log.h"
 #include "protocol.h"
 
-#define CLIENT_OUT_MAX (64U * 1024 * 1024)      /* a status of many holders */
+/* What one client, and one user, may make the agent hold. Every budget is
+ * per uid: one user at every limit at once still leaves root, its PAM
+ * sessions and the other users served. */
+#define CLIENT_OUT_MAX_ROOT (64U * 1024 * 1024) /* a status of many holders */
+#define CLIENT_OUT_MAX_USER (1U * 1024 * 1024)
+#define USER_OUT_MAX (4U * 1024 * 1024)         /* all unread output of one non-root uid */
+#define CLIENT_OUT_SHRINK (64U * 1024)          /* a buffer this large goes once it is written */
 #define CLIENT_REQUEST_TIMEOUT (10 * USEC_PER_SEC)
-#define CLIENTS_PER_USER_MAX 256        /* non-root: one user cannot crowd out the rest */
+#define CLIENT_SLOW_READER (10 * USEC_PER_SEC)  /* output pending this long without progress */
+#define FD_RESERVE_USER 64                      /* non-root requests stop this far from the fd limit */
+#define FD_RESERVE_ROOT 16
+#define FD_BASE_SLACK 32                        /* Redis, Sentinel, the bus, NSS, /proc */
+#define HOUSEKEEPING_EVERY USEC_PER_SEC
+
+static void *user_uses;         /* tsearch(): uid → UserUse */
+
+static int user_use_cmp(const void *x, const void *y) {
+        uid_t a = ((const UserUse *) x)->uid, b = ((const UserUse *) y)->uid;
+
+        return a < b ? -1 : a > b;
+}
+
+static UserUse *user_use_get(uid_t uid) {
+        UserUse key = { .uid = uid }, *u, **p;
+
+        p = tfind(&key, &user_uses, user_use_cmp);
+        if (p)
+                return *p;
+        u = calloc(1, sizeof(*u));
+        if (!u)
+                return NULL;
+        u->uid = uid;
+        if (!tsearch(u, &user_uses, user_use_cmp)) {
+                free(u);
+                return NULL;
+        }
+        return u;
+}
+
+void user_use_maybe_free(UserUse *u) {
+        if (!u || u->n_clients > 0 || u->out_bytes > 0 || u->n_status > 0)
+                return;
+        tdelete(u, &user_uses, user_use_cmp);
+        free(u);
+}
+
+static size_t client_out_max(const Client *c) {
+        return c->cred.uid == 0 ? CLIENT_OUT_MAX_ROOT : CLIENT_OUT_MAX_USER;
+}
+
+/* File descriptors left before the limit: the agent's own (counted once
+ * at start, with slack), one per client, one per anchor watch. */
+static size_t fds_free(const Agent *a) {
+        size_t used = a->fd_base + a->n_clients + a->n_watch_fds + a->n_pidfds;
+
+        return used < a->fd_limit ? a->fd_limit - used : 0;
+}
+
+bool agent_short_of_fds(const Agent *a, uid_t uid) {
+        return fds_free(a) < (uid == 0 ? FD_RESERVE_ROOT : FD_RESERVE_USER);
+}
 
 static void client_free(Client *c) {
         Agent *a = c->agent;
@@ -29,10 +91,26 @@ static void client_free(Client *c) {
         }
         LIST_REMOVE(clients, a->clients, c);
         a->n_clients--;
+        if (c->user) {
+                c->user->n_clients--;
+                c->user->out_bytes -= c->out_size;
+                user_use_maybe_free(c->user);
+        }
+        if (c->pidfd >= 0) {
+                safe_close(c->pidfd);
+                a->n_pidfds--;
+        }
         sd_event_source_disable_unref(c->io_source);
         safe_close(c->fd);
         free(c->out);
         free(c);
+}
+
+static void client_out_free(Client *c) {
+        if (c->user)
+                c->user->out_bytes -= c->out_size;
+        c->out = mfree(c->out);
+        c->out_len = c->out_size = 0;
 }
 
 static void client_set_events(Client *c, uint32_t events) {
@@ -68,11 +146,44 @@ static int client_flush(Client *c) {
                 }
                 memmove(c->out, c->out + n, c->out_len - (size_t) n);
                 c->out_len -= (size_t) n;
+                c->out_progress = now_mono();
         }
+        if (c->out_len == 0 && c->out_size > CLIENT_OUT_SHRINK)
+                client_out_free(c);
         client_update_events(c);
         if (c->out_len == 0 && c->close_after_flush)
                 return -ECONNRESET;
         return 0;
+}
+
+/* Output that cannot be queued: the client goes, with what it was sent. */
+static void client_overflow(Client *c, const char *why) {
+        log_uid(c->cred.uid, now_mono(), LOG_WARNING, "Client pid " PID_FMT " (uid " UID_FMT ") %s; disconnecting.",
+                c->cred.pid, c->cred.uid, why);
+        client_out_free(c);
+        c->close_after_flush = true;
+        client_set_events(c, EPOLLIN | EPOLLOUT | EPOLLET);
+}
+
+/* A reply too large for the client's budget (a status of very many
+ * holders, for a user): what fits, then an ERROR that says so. */
+static void client_too_large(Client *c) {
+        char line[PROTO_REPLY_MAX];
+        MessageBuilder b;
+        int len;
+
+        message_start(&b, line, sizeof(line), "ERROR");
+        message_add(&b, "code", ERROR_CODE_BUSY);
+        message_addf(&b, "message", "%s too large (more than %zu KiB for uid " UID_FMT "); ask for one name",
+                     c->status ? "status" : "reply", client_out_max(c) / 1024, c->cred.uid);
+        len = message_finish(&b);
+        if (len > 0 && c->out_len + (size_t) len + 1 <= c->out_size) {
+                memcpy(c->out + c->out_len, line, (size_t) len);
+                c->out[c->out_len + (size_t) len] = '\n';
+                c->out_len += (size_t) len + 1;
+        }
+        c->close_after_flush = true;
+        client_set_events(c, EPOLLIN | EPOLLOUT | EPOLLET);
 }
 
 void client_send(Client *c, const char *line, int len) {
@@ -81,26 +192,56 @@ void client_send(Client *c, const char *line, int len) {
         if (len < 0 || c->close_after_flush)
                 return;
         need = c->out_len + (size_t) len + 1;
-        if (need > CLIENT_OUT_MAX) {
-                log_warning("Client pid " PID_FMT " does not read its replies; disconnecting.", c->cred.pid);
-                c->close_after_flush = true;
-                c->out_len = 0;
+        /* Room is kept for the ERROR that says the rest did not fit. */
+        if (need + PROTO_REPLY_MAX + 1 > client_out_max(c)) {
+                if (c->out_size < client_out_max(c)) {
+                        size_t grow = client_out_max(c) - c->out_size;
+                        char *p;
+
+                        if (c->cred.uid != 0 && c->user && c->user->out_bytes + grow > USER_OUT_MAX) {
+                                client_overflow(c, "leaves too much unread output");
+                                return;
+                        }
+                        p = realloc(c->out, client_out_max(c));
+                        if (!p) {
+                                client_overflow(c, "cannot be answered: out of memory");
+                                return;
+                        }
+                        c->out = p;
+                        c->out_size = client_out_max(c);
+                        if (c->user)
+                                c->user->out_bytes += grow;
+                }
+                client_too_large(c);
                 return;
         }
         if (need > c->out_size) {
-                size_t size = c->out_size ? c->out_size : 512;
+                size_t size = c->out_size ? c->out_size : 512, grow;
                 char *p;
 
                 while (size < need)
                         size *= 2;
+                if (size > client_out_max(c))
+                        size = client_out_max(c);
+                grow = size - c->out_size;
+                /* One user's clients together: its STATUS replies nobody
+                 * reads cannot make the agent grow. */
+                if (c->cred.uid != 0 && c->user && c->user->out_bytes + grow > USER_OUT_MAX) {
+                        client_overflow(c, "leaves too much unread output");
+                        return;
+                }
                 p = realloc(c->out, size);
                 if (!p) {
-                        c->close_after_flush = true;
+                        client_overflow(c, "cannot be answered: out of memory");
                         return;
                 }
                 c->out = p;
                 c->out_size = size;
+                if (c->user)
+                        c->user->out_bytes += grow;
         }
+        if (c->out_len == 0)
+                c->out_progress = now_mono();
         memcpy(c->out + c->out_len, line, (size_t) len);
         c->out[c->out_len + (size_t) len] = '\n';
         c->out_len = need;
@@ -155,11 +296,61 @@ static void client_take_lease(Client *c, Lease *l) {
         slots_attach(&a->slots, l, c, now_mono());
 }
 
+/* The unit a unit=1 request runs in, or an ERROR to the client. */
+static int client_unit(Client *c, char **ret) {
+        int r = unit_of_client(c, ret);
+
+        if (r == -ESRCH)
+                client_send_error(c, ERROR_CODE_INVALID, "pid " PID_FMT " exited before its unit could be read",
+                                  c->cred.pid);
+        else if (r < 0)
+                client_send_error(c, ERROR_CODE_INVALID, "pid " PID_FMT " does not run in a systemd service",
+                                  c->cred.pid);
+        return r;
+}
+
+/* The watch on a new request's anchor, checked against the requester: a
+ * connection, or -EBADF when the anchor is alive by name only (its
+ * backlog is full: anyone can fill it). <0 with an ERROR sent. */
+static int request_watch(Client *c, const Request *req, int *ret_fd) {
+        Agent *a = c->agent;
+        _cleanup_close_ int watch = -EBADF;
+        uid_t owner;
+        int r;
+
+        r = anchor_probe(a, req->lease, &watch, &owner);
+        if (r == -ENOENT) {
+                client_send_error(c, ERROR_CODE_ANCHOR, "no anchor listens on @%s/lease/%s; create it before asking",
+                                  a->config->namespace, req->lease);
+                return r;
+        }
+        if (r < 0) {
+                client_send_error(c, r == -EMFILE || r == -ENFILE || r == -ENOMEM ? ERROR_CODE_BUSY : ERROR_CODE_ANCHOR,
+                                  "cannot watch anchor @%s/lease/%s: %s", a->config->namespace, req->lease, strerror(-r));
+                return r;
+        }
+        if (owner == (uid_t) -1) {
+                client_send_error(c, ERROR_CODE_BUSY, "anchor @%s/lease/%s accepts no watch (its backlog is full) "
+                                  "and its owner cannot be checked; try again with a new anchor",
+                                  a->config->namespace, req->lease);
+                return -EAGAIN;
+        }
+        if (owner != c->cred.uid) {
+                log_uid(c->cred.uid, now_mono(), LOG_WARNING,
+                        "Refused %s to uid " UID_FMT ": its anchor belongs to uid " UID_FMT ".",
+                        req->name, c->cred.uid, owner);
+                client_send_error(c, ERROR_CODE_ANCHOR, "anchor @%s/lease/%s does not belong to the requester",
+                                  a->config->namespace, req->lease);
+                return -EPERM;
+        }
+        *ret_fd = TAKE_FD(watch);
+        return 0;
+}
+
 static void handle_acquire(Client *c, const Request *req) {
         Agent *a = c->agent;
         _cleanup_close_ int watch = -EBADF;
         _cleanup_free_ char *unit = NULL, *desc = NULL;
-        struct ucred owner;
         LeaseIo *io;
         LeaseSpec spec;
         Lease *l;
@@ -171,12 +362,8 @@ static void handle_acquire(Client *c, const Request *req) {
                 return;
         }
         if (req->unit) {
-                r = unit_of_pid(c->cred.pid, &unit);
-                if (r < 0) {
-                        client_send_error(c, ERROR_CODE_INVALID, "pid " PID_FMT " does not run in a systemd service",
-                                          c->cred.pid);
+                if (client_unit(c, &unit) < 0)
                         return;
-                }
                 l = slots_lease_of_unit(&a->slots, req->name, unit, c->cred.uid);
                 if (l) {
                         LogFields f = { .name = req->name, .lease = l->id, .token = l->token, .holder = l->holder };
@@ -205,25 +392,24 @@ static void handle_acquire(Client *c, const Request *req) {
                 return;
         }
 
-        r = anchor_watch(a->config->namespace, req->lease, &watch);
-        if (r == -ENOENT) {
-                client_send_error(c, ERROR_CODE_ANCHOR, "no anchor listens on @%s/lease/%s; create it before asking",
-                                  a->config->namespace, req->lease);
+        /* A new lease: within its user's budget, and with a file
+         * descriptor to spare for its watch. */
+        if (c->cred.uid != 0 && slots_leases_of(&a->slots, c->cred.uid) >= a->config->max_leases_per_user) {
+                log_uid(c->cred.uid, now_mono(), LOG_WARNING,
+                        "Refused %s to uid " UID_FMT ": it holds or waits for %u leases here (max_leases_per_user).",
+                        req->name, c->cred.uid, a->config->max_leases_per_user);
+                client_send_error(c, ERROR_CODE_BUSY, "uid " UID_FMT " holds or waits for %u slots on this host already "
+                                  "(max_leases_per_user)", c->cred.uid, a->config->max_leases_per_user);
                 return;
         }
-        if (r < 0) {
-                client_send_error(c, ERROR_CODE_ANCHOR, "cannot watch anchor @%s/lease/%s: %s",
-                                  a->config->namespace, req->lease, strerror(-r));
+        if (agent_short_of_fds(a, c->cred.uid)) {
+                log_uid(c->cred.uid, now_mono(), LOG_WARNING, "Refused %s to uid " UID_FMT ": short of file descriptors.",
+                        req->name, c->cred.uid);
+                client_send_error(c, ERROR_CODE_BUSY, "the agent is short of file descriptors; try again");
                 return;
         }
-        r = peer_cred(watch, &owner);
-        if (r < 0 || owner.uid != c->cred.uid) {
-                log_warning("Refused %s to uid " UID_FMT ": its anchor belongs to uid " UID_FMT ".",
-                            req->name, c->cred.uid, r < 0 ? (uid_t) -1 : owner.uid);
-                client_send_error(c, ERROR_CODE_ANCHOR, "anchor @%s/lease/%s does not belong to the requester",
-                                  a->config->namespace, req->lease);
+        if (request_watch(c, req, &watch) < 0)
                 return;
-        }
 
         spec = (LeaseSpec) {
                 .name = req->name, .id = req->lease, .uid = c->cred.uid, .pid = c->cred.pid, .unit = unit,
@@ -232,9 +418,12 @@ static void handle_acquire(Client *c, const Request *req) {
                 .slots = MIN(req->slots, config_limit_for(a->config, req->name)),
         };
         desc = describe(a, &c->cred, spec.slots, unit);
+        if (!desc) {
+                client_send_error(c, ERROR_CODE_BUSY, "out of memory");
+                return;
+        }
         io = lease_io_new(a, watch);
-        if (!desc || !io) {
-                free(io);
+        if (!io) {
                 client_send_error(c, ERROR_CODE_BUSY, "out of memory");
                 return;
         }
@@ -265,11 +454,8 @@ static void handle_release(Client *c, const Request *req) {
         Lease *l;
 
         if (req->unit) {
-                if (unit_of_pid(c->cred.pid, &unit) < 0) {
-                        client_send_error(c, ERROR_CODE_INVALID, "pid " PID_FMT " does not run in a systemd service",
-                                          c->cred.pid);
+                if (client_unit(c, &unit) < 0)
                         return;
-                }
                 l = slots_lease_of_unit(&a->slots, req->name, unit, c->cred.uid);
         } else
                 l = slots_lease_find(&a->slots, req->lease);
@@ -295,16 +481,25 @@ static void client_handle_request(Client *c, const char *line, size_t len) {
         c->got_request = true;
         r = request_parse(line, len, &req, &why);
         if (r < 0) {
-                log_debug("Refused request from pid " PID_FMT ": %s", c->cred.pid, why);
+                log_uid(c->cred.uid, now_mono(), LOG_DEBUG, "Refused request from pid " PID_FMT ": %s", c->cred.pid, why);
                 client_send_error(c, r == -EINVAL ? ERROR_CODE_INVALID : ERROR_CODE_USAGE, "%s", why);
                 return;
         }
 
         switch (req.verb) {
         case REQUEST_ACQUIRE:
-                if (!config_permits(a->config, c->cred.uid, req.name)) {
-                        log_notice("Refused %s to uid " UID_FMT " (pid " PID_FMT "): not permitted by configuration.",
-                                   req.name, c->cred.uid, c->cred.pid);
+                r = user_permits(a, c->cred.uid, req.name);
+                if (r < 0) {
+                        /* No answer from NSS (out of file descriptors, a
+                         * directory that does not answer) is not a "no". */
+                        client_send_error(c, ERROR_CODE_BUSY, "cannot look up uid " UID_FMT ": %s; try again",
+                                          c->cred.uid, strerror(-r));
+                        return;
+                }
+                if (r == 0) {
+                        log_uid(c->cred.uid, now_mono(), LOG_NOTICE,
+                                "Refused %s to uid " UID_FMT " (pid " PID_FMT "): not permitted by configuration.",
+                                req.name, c->cred.uid, c->cred.pid);
                         client_send_error(c, ERROR_CODE_PERMISSION,
                                           "uid " UID_FMT " may not ask for \"%s\" (see allow= in the agent's configuration)",
                                           c->cred.uid, req.name);
@@ -386,19 +581,23 @@ static int client_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
         return 0;
 }
 
-static size_t clients_of_user(Agent *a, uid_t uid) {
-        size_t n = 0;
+/* Too many clients of every user together: past max_clients, and a
+ * sixteenth of it kept for root. */
+static bool too_many_clients(const Agent *a, uid_t uid) {
+        size_t max = a->config->max_clients;
 
-        for (Client *c = a->clients; c; c = c->clients_next)
-                if (c->cred.uid == uid && !c->close_after_flush)
-                        n++;
-        return n;
+        return a->n_clients > (uid == 0 ? max : max - max / 16);
+}
+
+static void refuse_client(Client *c, const char *why) {
+        log_uid(c->cred.uid, now_mono(), LOG_WARNING, "Refused a connection of pid " PID_FMT " (uid " UID_FMT "): %s.",
+                c->cred.pid, c->cred.uid, why);
+        client_send_error(c, ERROR_CODE_BUSY, "%s; try again", why);
 }
 
 static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Agent *a = userdata;
 
-        (void) s;
         (void) revents;
         for (unsigned i = 0; i < 64; i++) {
                 _cleanup_close_ int cfd = -EBADF;
@@ -407,7 +606,13 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
 
                 cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (cfd < 0) {
-                        if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+                        if (errno == EMFILE || errno == ENFILE) {
+                                /* The connection waits in the backlog: look
+                                 * again on the next housekeeping turn rather
+                                 * than at once, for ever. */
+                                log_uid(0, now_mono(), LOG_WARNING, "Failed to accept a client: %m; pausing for a second.");
+                                (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                        } else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
                                 log_warning_errno(errno, "Failed to accept a client: %m");
                         return 0;
                 }
@@ -416,6 +621,7 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
                         return log_error_errno(ENOMEM, "Out of memory accepting a client.");
                 c->agent = a;
                 c->fd = TAKE_FD(cfd);
+                c->pidfd = -EBADF;
                 c->accepted = now_usec(CLOCK_MONOTONIC);
                 line_reader_init(&c->in, PROTO_REQUEST_MAX);
                 LIST_PREPEND(clients, a->clients, c);
@@ -434,14 +640,23 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
                         client_free(c);
                         continue;
                 }
-                if (a->n_clients > a->config->max_clients) {
-                        log_warning("Too many clients (%zu); refusing pid " PID_FMT ".", a->n_clients, c->cred.pid);
-                        client_send_error(c, ERROR_CODE_BUSY, "the agent has too many clients; try again");
-                } else if (c->cred.uid != 0 && clients_of_user(a, c->cred.uid) > CLIENTS_PER_USER_MAX) {
-                        log_warning("uid " UID_FMT " has more than %d connections; refusing pid " PID_FMT ".",
-                                    c->cred.uid, CLIENTS_PER_USER_MAX, c->cred.pid);
-                        client_send_error(c, ERROR_CODE_BUSY, "too many connections from uid " UID_FMT, c->cred.uid);
+                c->user = user_use_get(c->cred.uid);
+                if (!c->user) {
+                        log_error("Out of memory accepting a client.");
+                        client_free(c);
+                        continue;
                 }
+                /* Every connection counts, whatever its state: idle,
+                 * mid-request, waiting, finished with output unread. */
+                c->user->n_clients++;
+                if (too_many_clients(a, c->cred.uid))
+                        refuse_client(c, "the agent has too many clients");
+                else if (c->cred.uid != 0 && c->user->n_clients > a->config->max_clients_per_user)
+                        refuse_client(c, "too many connections of this user (max_clients_per_user)");
+                else if (agent_short_of_fds(a, c->cred.uid))
+                        refuse_client(c, "the agent is short of file descriptors");
+                else
+                        unit_peer_accepted(c);
         }
         return 0;
 }
@@ -450,11 +665,53 @@ void client_sweep(Agent *a) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
         Client *c, *n;
 
-        LIST_FOREACH_SAFE(clients, c, n, a->clients)
+        LIST_FOREACH_SAFE(clients, c, n, a->clients) {
                 if (!c->got_request && now - c->accepted > CLIENT_REQUEST_TIMEOUT) {
-                        log_debug("Dropping client pid " PID_FMT ": no request within 10s.", c->cred.pid);
+                        log_uid(c->cred.uid, now, LOG_DEBUG, "Dropping client pid " PID_FMT ": no request within 10s.",
+                                c->cred.pid);
+                        client_free(c);
+                } else if (c->out_len > 0 && now - c->out_progress > CLIENT_SLOW_READER) {
+                        log_uid(c->cred.uid, now, LOG_NOTICE,
+                                "Dropping client pid " PID_FMT " (uid " UID_FMT "): it read nothing of %zu bytes for 10s.",
+                                c->cred.pid, c->cred.uid, c->out_len);
                         client_free(c);
                 }
+        }
+}
+
+static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
+        Agent *a = userdata;
+
+        (void) usec;
+        client_sweep(a);
+        lease_io_check_names(a);
+        log_limit_flush(now_mono());
+        /* Accepting again after running out of file descriptors. */
+        (void) sd_event_source_set_enabled(a->listen_source, SD_EVENT_ON);
+        (void) sd_event_source_set_time_relative(s, HOUSEKEEPING_EVERY);
+        return 0;
+}
+
+/* The agent's own file descriptors now, before any client or anchor. */
+static size_t count_fds(void) {
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *de;
+        size_t n = 0;
+
+        if (!d)
+                return 64;
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        n++;
+        closedir(d);
+        return n;
+}
+
+static void fd_budget_init(Agent *a) {
+        struct rlimit rl;
+
+        a->fd_limit = getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ? 1024 * 1024 : (size_t) rl.rlim_cur;
+        a->fd_base = count_fds() + FD_BASE_SLACK;
 }
 
 /* With socket activation the socket's name decides the namespace: anchors
@@ -517,10 +774,18 @@ int server_start(Agent *a) {
         r = sd_event_add_io(a->event, &a->listen_source, a->listen_fd, EPOLLIN, on_accept, a);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch the listening socket: %m");
+        r = sd_event_add_time_relative(a->event, &a->housekeeping_source, CLOCK_MONOTONIC, HOUSEKEEPING_EVERY, 0,
+                                       on_housekeeping, a);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(a->housekeeping_source, SD_EVENT_ON);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up timers: %m");
+        fd_budget_init(a);
         return 0;
 }
 
 void server_stop(Agent *a) {
+        a->housekeeping_source = sd_event_source_disable_unref(a->housekeeping_source);
         while (a->clients)
                 client_free(a->clients);
         a->listen_source = sd_event_source_disable_unref(a->listen_source);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log-limit.h"
 #include "log.h"
 #include "macro.h"
 #include "protocol.h"
@@ -243,7 +244,8 @@ static void lease_release_at(Lease *l, const char *why, usec_t now) {
         others = n->leases != l || l->by_name_next;
         f = lease_fields(l);
         if (l->state == LEASE_HELD)
-                log_fields(LOG_INFO, &f, "Released slot of %s (token %" PRIu64 "): %s.", n->name, l->token, why);
+                log_uid_fields(l->uid, now, LOG_INFO, &f, "Released slot of %s (token %" PRIu64 "): %s.",
+                               n->name, l->token, why);
         else
                 log_fields(LOG_DEBUG, &f, "Withdrew from the queue for %s: %s.", n->name, why);
         release_in_redis(e, n->name, l->id, l->uid);
@@ -320,6 +322,16 @@ static int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret) {
         return 0;
 }
 
+size_t slots_leases_of(const Slots *e, uid_t uid) {
+        size_t k = 0;
+
+        for (const Name *n = e->names; n; n = n->all_next)
+                for (const Lease *l = n->leases; l; l = l->by_name_next)
+                        if (l->uid == uid && l->state != LEASE_GONE)
+                                k++;
+        return k;
+}
+
 Lease *slots_lease_of_unit(Slots *e, const char *name, const char *unit, uid_t uid) {
         Name *n = slots_name_find(e, name);
         Lease *l;
@@ -389,7 +401,8 @@ static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec
         lease_set_state(l, LEASE_HELD);
         lease_arm(l);
         f = lease_fields(l);
-        log_fields(LOG_INFO, &f, "Granted slot of %s to %s (token %" PRIu64 ").", l->name->name, l->holder, token);
+        log_uid_fields(l->uid, now, LOG_INFO, &f, "Granted slot of %s to %s (token %" PRIu64 ").",
+                       l->name->name, l->holder, token);
         send_granted(l);
 }
 
@@ -553,8 +566,9 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
         case ACQUIRE_REFUSED:
                 /* Someone else's lease id: touch nothing of it in Redis. */
                 f = lease_fields(l);
-                log_fields(LOG_WARNING, &f, "Refused lease %s of %s: Redis records it for another host or user.",
-                           l->id, l->name->name);
+                log_uid_fields(l->uid, now, LOG_WARNING, &f,
+                               "Refused lease %s of %s: Redis records it for another host or user.",
+                               l->id, l->name->name);
                 lease_send_error(l, ERROR_CODE_PERMISSION, "this lease belongs to another host or user");
                 e->ops->index(e->ctx, l, false);
                 lease_detach(l, now);

@@ -165,6 +165,8 @@ Name *slots_name_find(Slots *e, const char *name);
 /* The slot of name that unit holds here already (restarting with its
  * anchor in its file descriptor store), or NULL. */
 Lease *slots_lease_of_unit(Slots *e, const char *name, const char *unit, uid_t uid);
+/* Leases of uid here, held or waiting. */
+size_t slots_leases_of(const Slots *e, uid_t uid);
 /* Holders: how long they may keep believing without a confirmed renewal. */
 usec_t slots_lost_after(const Slots *e);
 

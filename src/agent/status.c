@@ -9,9 +9,14 @@
 #include <systemd/sd-daemon.h>
 
 #include "agent.h"
+#include "log-limit.h"
 #include "log.h"
 
 /* ---- Status ------------------------------------------------------------------ */
+
+/* STATUS requests of one non-root uid under way at once: each costs Redis
+ * a script per name, and Redis answers renewals only after them. */
+#define STATUS_PER_USER_MAX 4
 
 typedef struct StatusItem {
         StatusJob *job;
@@ -30,6 +35,10 @@ static void status_job_done_one(StatusJob *job, long long now) {
                 client_send(job->client, line, (int) strlen(line));
                 client_finish(job->client);
                 job->client->status = NULL;
+        }
+        if (job->user) {
+                job->user->n_status--;
+                user_use_maybe_free(job->user);
         }
         free(job);
 }
@@ -196,6 +205,14 @@ void status_request(Agent *a, Client *c, const char *name) {
                                   a->redis_name, a->redis_error[0] ? a->redis_error : "not connected yet");
                 return;
         }
+        if (c->cred.uid != 0 && c->user && c->user->n_status >= STATUS_PER_USER_MAX) {
+                log_uid(c->cred.uid, now_mono(), LOG_NOTICE,
+                        "Refused a status request of pid " PID_FMT " (uid " UID_FMT "): %d under way already.",
+                        c->cred.pid, c->cred.uid, STATUS_PER_USER_MAX);
+                client_send_error(c, ERROR_CODE_BUSY, "uid " UID_FMT " has %d status requests under way already; try again",
+                                  c->cred.uid, STATUS_PER_USER_MAX);
+                return;
+        }
         job = calloc(1, sizeof(*job));
         if (!job) {
                 client_send_error(c, ERROR_CODE_BUSY, "out of memory");
@@ -204,6 +221,9 @@ void status_request(Agent *a, Client *c, const char *name) {
         job->agent = a;
         job->client = c;
         job->uid = c->cred.uid;
+        job->user = c->user;
+        if (job->user)
+                job->user->n_status++;
         job->pending = 1;
         c->status = job;
         if (name[0]) {

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-login.h>
 
@@ -11,20 +14,105 @@
 /* Slots bound to systemd services: which unit a requester runs in, and
  * stopping a unit whose slot was lost. */
 
-int unit_of_pid(pid_t pid, char **ret) {
-        char *unit = NULL;
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77         /* Linux 6.5; missing from older headers */
+#endif
+
+static int peerpidfd_supported = -1;    /* -1 not known yet */
+
+/* When the process started, in clock ticks since boot (/proc/PID/stat,
+ * field 22): a pid reused by another process starts later. */
+static int pid_start_time(pid_t pid, unsigned long long *ret) {
+        char path[64], buf[1024], *p;
+        unsigned long long t;
+        FILE *f;
+        size_t n;
+
+        snprintf(path, sizeof(path), "/proc/%i/stat", pid);
+        f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        p = strrchr(buf, ')');
+        if (!p)
+                return -EIO;
+        /* After "(comm)": state is field 3, starttime field 22. */
+        if (sscanf(p + 1, " %*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu", &t) != 1)
+                return -EIO;
+        *ret = t;
+        return 0;
+}
+
+static int peer_pidfd(int fd) {
+        int pidfd;
+        socklen_t len = sizeof(pidfd);
+
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) < 0)
+                return -errno;
+        return pidfd;
+}
+
+void unit_peer_accepted(Client *c) {
         int r;
 
+        if (peerpidfd_supported < 0) {
+                r = peer_pidfd(c->fd);
+                peerpidfd_supported = r != -ENOPROTOOPT && r != -EINVAL;
+                safe_close(r);
+        }
+        if (peerpidfd_supported)
+                return;
+        /* An older kernel: hold the process now, before its pid can be
+         * reused, and note when it started. */
+        c->pidfd = pidfd_open(c->cred.pid, 0);
+        if (c->pidfd < 0)
+                c->pidfd = -EBADF;
+        else {
+                c->agent->n_pidfds++;
+                if (pid_start_time(c->cred.pid, &c->start_time) < 0)
+                        c->start_time = 0;
+        }
+}
+
+/* Whether the process behind pidfd is still the one that connected: a
+ * process that exited (its pid free for reuse) gives ESRCH. EPERM (no
+ * right to signal it) means it is there. */
+static bool pidfd_alive(int pidfd) {
+        return pidfd_send_signal(pidfd, 0, NULL, 0) == 0 || errno == EPERM;
+}
+
+int unit_of_client(Client *c, char **ret) {
+        _cleanup_close_ int own = -EBADF;
+        _cleanup_free_ char *unit = NULL;
+        unsigned long long started = 0;
+        int pidfd, r;
+
+        if (peerpidfd_supported > 0) {
+                own = peer_pidfd(c->fd);
+                if (own < 0)
+                        return own == -ENOPROTOOPT ? -ESRCH : own;
+                pidfd = own;
+        } else if (c->pidfd >= 0)
+                pidfd = c->pidfd;
+        else
+                return -ESRCH;
+
         /* From the kernel's view of the process (its cgroup), never from
-         * anything the client says. */
-        r = sd_pid_get_unit(pid, &unit);
+         * anything the client says; then whether that pid is still the
+         * client's: the process may have exited and its pid gone to another
+         * between connect() and now. */
+        r = sd_pid_get_unit(c->cred.pid, &unit);
         if (r < 0)
                 return r;
-        if (!service_unit_is_valid(unit)) {
-                free(unit);
+        if (!pidfd_alive(pidfd))
+                return -ESRCH;
+        if (c->start_time > 0 && (pid_start_time(c->cred.pid, &started) < 0 || started != c->start_time))
+                return -ESRCH;
+        if (!service_unit_is_valid(unit))
                 return -ENXIO;
-        }
-        *ret = unit;
+        *ret = TAKE_PTR(unit);
         return 0;
 }
 

@@ -280,6 +280,8 @@ void config_init(Config *c) {
         *c = (Config) {
                 .lease_ttl = DEFAULT_LEASE_TTL,
                 .max_clients = 4096,
+                .max_clients_per_user = DEFAULT_MAX_PER_USER,
+                .max_leases_per_user = DEFAULT_MAX_PER_USER,
                 .idle_time = DEFAULT_IDLE_TIME,
                 .min_replicas_acked = -1,
         };
@@ -479,6 +481,12 @@ int config_set(Config *c, const char *key, const char *value, const char **ret_w
                 c->max_clients = (unsigned) v;
                 return 0;
         }
+        if (streq(key, "max_clients_per_user") || streq(key, "max_leases_per_user")) {
+                if (parse_uint64(value, 1, 1000000, &v) < 0)
+                        return set_why(ret_why, "expected a number from 1 to 1000000");
+                *(streq(key, "max_clients_per_user") ? &c->max_clients_per_user : &c->max_leases_per_user) = (unsigned) v;
+                return 0;
+        }
         return set_why(ret_why, "unknown key");
 }
 
@@ -577,43 +585,82 @@ int config_finish(Config *c, char **ret_error) {
         return 0;
 }
 
-bool user_in_group(const char *user, gid_t primary, const char *group) {
+/* NSS answers "not found" in several ways (getpwnam(3)); anything else is
+ * a failure to look (out of file descriptors, a directory that does not
+ * answer), which must not read as "no". */
+static int nss_result(int r, const void *found) {
+        if (found)
+                return 1;
+        if (r == 0 || r == ENOENT || r == ESRCH || r == EBADF || r == EPERM)
+                return 0;
+        return -r;
+}
+
+static int user_group_member(const char *user, gid_t primary, const char *group) {
         struct group grbuf, *gr = NULL;
         char buf[16384];
         gid_t groups[256];
-        int n = (int) ELEMENTSOF(groups);
+        int n = (int) ELEMENTSOF(groups), r;
 
-        if (getgrnam_r(group, &grbuf, buf, sizeof(buf), &gr) != 0 || !gr)
-                return false;
+        r = getgrnam_r(group, &grbuf, buf, sizeof(buf), &gr);
+        r = nss_result(r, gr);
+        if (r <= 0)
+                return r;
         if (gr->gr_gid == primary)
-                return true;
+                return 1;
+        errno = 0;
         if (getgrouplist(user, primary, groups, &n) < 0)
-                return false;
+                return errno == EMFILE || errno == ENFILE || errno == ENOMEM ? -errno : 0;
         for (int i = 0; i < n; i++)
                 if (groups[i] == gr->gr_gid)
+                        return 1;
+        return 0;
+}
+
+bool user_in_group(const char *user, gid_t primary, const char *group) {
+        return user_group_member(user, primary, group) > 0;
+}
+
+int config_user_rules(const Config *c, uid_t uid, bool *ret_match) {
+        struct passwd pwbuf, *pw = NULL;
+        char buf[16384];
+        int r;
+
+        r = getpwuid_r(uid, &pwbuf, buf, sizeof(buf), &pw);
+        r = nss_result(r, pw);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < c->n_allow; i++) {
+                ret_match[i] = false;
+                for (char **p = c->allow[i].principals; r > 0 && *p && !ret_match[i]; p++) {
+                        int k = (*p)[0] == '@' ? user_group_member(pw->pw_name, pw->pw_gid, *p + 1) : streq(*p, pw->pw_name);
+
+                        if (k < 0)
+                                return k;
+                        ret_match[i] = k > 0;
+                }
+        }
+        return 0;
+}
+
+bool config_rules_permit(const Config *c, const bool *match, const char *name) {
+        for (size_t i = 0; i < c->n_allow; i++)
+                if (match[i] && fnmatch(c->allow[i].pattern, name, 0) == 0)
                         return true;
         return false;
 }
 
-bool config_permits(const Config *c, uid_t uid, const char *name) {
-        struct passwd pwbuf, *pw = NULL;
-        char buf[16384];
+int config_permits(const Config *c, uid_t uid, const char *name) {
+        _cleanup_free_ bool *match = NULL;
+        int r;
 
         if (uid == 0)
-                return true;
-        if (getpwuid_r(uid, &pwbuf, buf, sizeof(buf), &pw) != 0 || !pw)
-                return false;
-
-        for (size_t i = 0; i < c->n_allow; i++) {
-                const AllowRule *rule = &c->allow[i];
-
-                if (fnmatch(rule->pattern, name, 0) != 0)
-                        continue;
-                for (char **p = rule->principals; *p; p++) {
-                        if ((*p)[0] == '@' ? user_in_group(pw->pw_name, pw->pw_gid, *p + 1)
-                                           : streq(*p, pw->pw_name))
-                                return true;
-                }
-        }
-        return false;
+                return 1;
+        match = calloc(c->n_allow + 1, sizeof(bool));
+        if (!match)
+                return -ENOMEM;
+        r = config_user_rules(c, uid, match);
+        if (r < 0)
+                return r;
+        return config_rules_permit(c, match, name);
 }

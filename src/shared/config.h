@@ -60,6 +60,7 @@ typedef struct LimitRule {
         uint32_t slots;
 } LimitRule;
 
+#define DEFAULT_MAX_PER_USER 256
 #define DEFAULT_IDLE_TIME (24 * 3600 * USEC_PER_SEC)
 
 typedef struct Config {
@@ -76,6 +77,8 @@ typedef struct Config {
         LimitRule *limits;
         size_t n_limits;
         unsigned max_clients;
+        unsigned max_clients_per_user;  /* connections of one non-root uid, in every state */
+        unsigned max_leases_per_user;   /* held and waiting leases of one non-root uid */
         usec_t idle_time;       /* a name unused this long leaves Redis */
 } Config;
 
@@ -93,8 +96,16 @@ int config_finish(Config *c, char **ret_error);
 bool user_in_group(const char *user, gid_t primary, const char *group);
 
 /* Whether uid may ask for name: root always, others when an allow rule
- * names them or one of their groups. */
-bool config_permits(const Config *c, uid_t uid, const char *name);
+ * names them or one of their groups. 1 yes, 0 no, -errno when a user or
+ * group could not be looked up (EMFILE, a directory that does not answer):
+ * that is no answer, never a "no". */
+int config_permits(const Config *c, uid_t uid, const char *name);
+/* The same in two steps, for callers that cache the lookups: which allow
+ * rules name uid or one of its groups (ret_match: n_allow entries; all
+ * false for an unknown uid; -errno as above), then whether one of those
+ * matches name. */
+int config_user_rules(const Config *c, uid_t uid, bool *ret_match);
+bool config_rules_permit(const Config *c, const bool *match, const char *name);
 
 /* The most slots a request from this host for name may ask for
  * (UINT32_MAX when no limit rule matches). */

@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,6 +76,132 @@ static int connect_abstract(const char *ns, const char *suffix, const char *leas
 
 int anchor_watch(const char *ns, const char *lease, int *ret_fd) {
         return connect_abstract(ns, "lease", lease, true, ret_fd);
+}
+
+/* Asks the kernel (sock_diag) for the listening AF_UNIX sockets of this
+ * network namespace, with their names and owners. */
+static int listener_by_diag(const struct sockaddr_un *sa, socklen_t salen, uid_t *ret_uid) {
+        _cleanup_close_ int fd = -EBADF;
+        struct {
+                struct nlmsghdr nlh;
+                struct unix_diag_req req;
+        } msg = {
+                .nlh = { .nlmsg_len = sizeof(msg), .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+                         .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1 },
+                .req = { .sdiag_family = AF_UNIX, .udiag_states = 1U << TCP_LISTEN,
+                         .udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_UID },
+        };
+        size_t want = (size_t) salen - offsetof(struct sockaddr_un, sun_path);
+        union {
+                struct nlmsghdr h;
+                char buf[32768];
+        } u;
+        int found = 0;
+
+        fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+        if (fd < 0)
+                return -errno;
+        if (send(fd, &msg, sizeof(msg), 0) < 0)
+                return -errno;
+        for (;;) {
+                ssize_t n = recv(fd, u.buf, sizeof(u.buf), 0);
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        return -EIO;
+                for (size_t off = 0; off + sizeof(struct nlmsghdr) <= (size_t) n;) {
+                        struct nlmsghdr *h = (struct nlmsghdr *) (u.buf + off);
+                        struct unix_diag_msg *m = NLMSG_DATA(h);
+                        bool match = false, has_uid = false;
+                        uint32_t uid = 0;
+                        size_t len;
+
+                        if (h->nlmsg_len < sizeof(struct nlmsghdr) || h->nlmsg_len > (size_t) n - off)
+                                return -EBADMSG;
+                        if (h->nlmsg_type == NLMSG_DONE)
+                                return found;
+                        if (h->nlmsg_type == NLMSG_ERROR) {
+                                const struct nlmsgerr *e = NLMSG_DATA(h);
+
+                                return e->error < 0 ? e->error : -EIO;
+                        }
+                        if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
+                                return -EBADMSG;
+                        len = h->nlmsg_len - NLMSG_LENGTH(sizeof(*m));
+                        for (const char *p = (const char *) (m + 1); len >= sizeof(struct nlattr);) {
+                                const struct nlattr *a = (const struct nlattr *) p;
+                                size_t step = (size_t) NLA_ALIGN(a->nla_len);
+
+                                if (a->nla_len < sizeof(*a) || a->nla_len > len)
+                                        break;
+                                p += MIN(step, len);
+                                len -= MIN(step, len);
+                                const char *data = (const char *) a + NLA_HDRLEN;
+                                size_t dlen = a->nla_len - NLA_HDRLEN;
+
+                                if (a->nla_type == UNIX_DIAG_NAME)
+                                        match = dlen == want && memcmp(data, sa->sun_path, want) == 0;
+                                else if (a->nla_type == UNIX_DIAG_UID && dlen >= sizeof(uid)) {
+                                        memcpy(&uid, data, sizeof(uid));
+                                        has_uid = true;
+                                }
+                        }
+                        if (match && !found) {
+                                found = 1;
+                                if (ret_uid)
+                                        *ret_uid = has_uid ? (uid_t) uid : (uid_t) -1;
+                        }
+                        off += NLMSG_ALIGN(h->nlmsg_len);
+                }
+        }
+}
+
+/* The same from /proc/self/net/unix (where netlink is not allowed): abstract
+ * names show with a leading '@', listening ones with flag __SO_ACCEPTCON
+ * (00010000); no owner. */
+static int listener_by_proc(const struct sockaddr_un *sa, socklen_t salen) {
+        char want[sizeof(sa->sun_path) + 1], line[512];
+        size_t n = (size_t) salen - offsetof(struct sockaddr_un, sun_path);
+        FILE *f;
+        int found = 0;
+
+        want[0] = '@';
+        memcpy(want + 1, sa->sun_path + 1, n - 1);
+        want[n] = '\0';
+        f = fopen("/proc/self/net/unix", "re");
+        if (!f)
+                return -errno;
+        while (!found && fgets(line, sizeof(line), f)) {
+                unsigned long flags;
+                char path[sizeof(line)];
+
+                if (sscanf(line, "%*s %*s %*s %lx %*s %*s %*s %511s", &flags, path) == 2 &&
+                    (flags & 0x10000) && streq(path, want))
+                        found = 1;
+        }
+        fclose(f);
+        return found;
+}
+
+int anchor_is_listening(const char *ns, const char *lease, uid_t *ret_uid) {
+        struct sockaddr_un sa;
+        socklen_t len;
+        int r;
+
+        r = sockaddr_abstract(ns, "lease", lease, &sa, &len);
+        if (r < 0)
+                return r;
+        r = listener_by_diag(&sa, len, ret_uid);
+        if (r != -EAFNOSUPPORT && r != -EPERM && r != -EACCES && r != -EPROTONOSUPPORT)
+                return r;
+        r = listener_by_proc(&sa, len);
+        if (r > 0 && ret_uid)
+                *ret_uid = (uid_t) -1;
+        return r;
 }
 
 int peer_cred(int fd, struct ucred *ret) {

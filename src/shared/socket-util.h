@@ -18,8 +18,16 @@ int sockaddr_abstract(const char *ns, const char *suffix, const char *lease,
 int anchor_create(const char *ns, const char *lease, int *ret_fd);
 
 /* The agent's watch on an anchor: a non-blocking connection that sees
- * POLLHUP as soon as the anchor closes. -ENOENT when nothing listens. */
+ * POLLHUP as soon as the anchor closes. -ENOENT when nothing listens;
+ * -EAGAIN when the anchor's backlog is full (it may well be alive). */
 int anchor_watch(const char *ns, const char *lease, int *ret_fd);
+
+/* Whether the kernel still has a socket listening on @NS/lease/LEASE, by
+ * name (sock_diag, or /proc/self/net/unix where netlink is not allowed):
+ * 1 yes (ret_uid: its owner, (uid_t) -1 when unknown), 0 no, <0 error.
+ * For anchors whose backlog is full: anyone can fill it, so a refused or
+ * EAGAIN connect says nothing about whether the anchor is alive. */
+int anchor_is_listening(const char *ns, const char *lease, uid_t *ret_uid);
 
 int agent_listen(const char *ns, int *ret_fd);
 

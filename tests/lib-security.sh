@@ -1,0 +1,37 @@
+# For the security tests: attacks by an unprivileged local user (nobody,
+# without groups) against real agents and Redis. Source after lib.sh.
+# Needs root, to become nobody and to stay root for the victims.
+if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+        [ "${CI:-}" = true ] && bail "the security tests need root and setpriv (CI=true: nothing may be skipped)"
+        echo "1..0 # SKIP needs root and setpriv"
+        exit 77
+fi
+id nobody >/dev/null 2>&1 || bail "no user nobody"
+chmod 711 "$T"
+ATTACK="$T/attack.py"
+cp "$(dirname "$0")/attack.py" "$ATTACK"
+chmod 644 "$ATTACK"
+NOBODY_UID=$(id -u nobody)
+
+# as_nobody CMD...: CMD as nobody:nogroup without supplementary groups.
+as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+# attack HOST VERB ARGS...: tests/attack.py as nobody against HOST's agent.
+attack() { local host=$1; shift; as_nobody /usr/bin/python3 "$ATTACK" "$NSBASE-$host" "$@"; }
+
+# rss_kb PID: resident set of a process, in KiB.
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+# fds PID: its open file descriptors.
+fds() { ls "/proc/$1/fd" | wc -l; }
+# ms_of CMD...: runs CMD, prints how long it took in ms (its status: $?).
+ms_of() { local t0 rc; t0=$(now_ms); "$@" >/dev/null 2>&1; rc=$?; echo $(( $(now_ms) - t0 )); return $rc; }
+# replies FD: the summary lines attack.py prints before "done" (leases), also
+# shown as TAP comments.
+replies() {
+        local line out=""
+        while read -r -t 120 line <&"$1"; do
+                [ "$line" = done ] && break
+                out+="$line"$'\n'
+        done
+        printf '%s' "$out" | sed 's/^/# reply: /' >&2
+        printf '%s' "$out"
+}
