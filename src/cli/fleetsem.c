@@ -57,6 +57,10 @@ int cli_request_failed(const char *ns, int error) {
                 log_error("No agent listens on @%s/agent. Is fleetsemd running (systemctl status fleetsem.socket)?", ns);
         else if (error == -EPERM)
                 log_error("The process on @%s/agent is not a trusted agent (not root); refusing to talk to it.", ns);
+        else if (error == -EAGAIN)
+                log_error("The agent on @%s/agent takes no connections (stopped, or its queue is full).", ns);
+        else if (error == -ETIMEDOUT)
+                log_error("The agent on @%s/agent does not answer.", ns);
         else
                 log_error_errno(error, "Failed to talk to the agent on @%s/agent: %m", ns);
         return EXIT_UNAVAILABLE;
