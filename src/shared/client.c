@@ -235,6 +235,26 @@ int client_read_reply(int fd, LineReader *lr, usec_t deadline, Reply *ret) {
         return reply_parse(line, len, ret);
 }
 
+const char *client_error_text(int error, const char *ns, char *buf, size_t size) {
+        switch (error) {
+        case -ENOENT:
+                snprintf(buf, size, "no agent on @%s/agent", ns);
+                break;
+        case -EPERM:
+                snprintf(buf, size, "the process on @%s/agent is not a trusted agent (not root or the agent user)", ns);
+                break;
+        case -EAGAIN:
+                snprintf(buf, size, "the agent on @%s/agent takes no connections (stopped, or its queue is full)", ns);
+                break;
+        case -ETIMEDOUT:
+                snprintf(buf, size, "the agent on @%s/agent does not answer", ns);
+                break;
+        default:
+                snprintf(buf, size, "cannot reach the agent on @%s/agent: %s", ns, strerror(-error));
+        }
+        return buf;
+}
+
 uint32_t reply_limit(const Reply *r, uint32_t asked) {
         return r->limit > 0 ? r->limit : asked;
 }

@@ -84,6 +84,11 @@ int reply_parse(const char *line, size_t len, Reply *ret);
 int client_read_line(int fd, LineReader *lr, usec_t deadline, char **ret_line, size_t *ret_len);
 int client_read_reply(int fd, LineReader *lr, usec_t deadline, Reply *ret);
 
+/* What a failure of client_connect() or of a read means, for people:
+ * "no agent on @NS/agent", …. */
+#define CLIENT_ERROR_TEXT_MAX 192
+const char *client_error_text(int error, const char *ns, char *buf, size_t size);
+
 /* The limit in force a reply tells (a missing limit= means the slots asked for). */
 uint32_t reply_limit(const Reply *r, uint32_t asked);
 
