@@ -20,7 +20,7 @@
 #define KILL_AFTER (10 * USEC_PER_SEC)
 #define SEND_TIMEOUT (5 * USEC_PER_SEC)
 #define RECONNECT_MAX (5 * USEC_PER_SEC)
-#define ANSWER_GRACE (700 * USEC_PER_MSEC)     /* past --wait, for the agent's DENIED to arrive */
+#define ANSWER_GRACE (800 * USEC_PER_MSEC)     /* past --wait, for the agent's DENIED to arrive */
 
 /* The signals whose disposition run changes for itself, and gives COMMAND
  * back as its caller had them. */
