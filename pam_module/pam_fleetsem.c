@@ -292,22 +292,21 @@ static int expand_name(pam_handle_t *pamh, const Options *o, const Who *w, char 
 /* ---- Talking to the agent ------------------------------------------------------ */
 
 /* "web-3 since 09:12, web-7 since 09:40", from the agent's STATUS. */
-static void describe_holders(const Options *o, const char *name, char *buf, size_t size) {
+static void describe_holders(const Options *o, const char *name, usec_t deadline, char *buf, size_t size) {
         _cleanup_close_ int fd = -EBADF;
         Request req = { .verb = REQUEST_STATUS };
-        usec_t deadline = now_usec(CLOCK_MONOTONIC) + CONNECT_TIMEOUT;
         unsigned shown = 0, more = 0;
         LineReader lr;
         size_t len = 0;
 
         buf[0] = '\0';
         snprintf(req.name, sizeof(req.name), "%s", name);
-        if (client_send_request(o->ns, o->agent_uid, CONNECT_TIMEOUT, &req, &fd) < 0)
+        if (client_send_request_until(o->ns, o->agent_uid, deadline, -EBADF, &req, &fd) < 0)
                 return;
         line_reader_init(&lr, PROTO_REPLY_MAX);
         for (;;) {
                 const char *host, *since;
-                char *line, hhmm[16] = "?";
+                char *line, hhmm[16] = "?", host_text[TEXT_ESCAPE_SIZE(IDENT_MAX_LEN)];
                 uint64_t ms = 0;
                 Message m;
                 size_t n;
@@ -332,7 +331,8 @@ static void describe_holders(const Options *o, const char *name, char *buf, size
                         if (localtime_r(&t, &tm))
                                 strftime(hhmm, sizeof(hhmm), "%H:%M", &tm);
                 }
-                r = snprintf(buf + len, size - len, "%s%s since %s", shown ? ", " : "", host, hhmm);
+                r = snprintf(buf + len, size - len, "%s%s since %s", shown ? ", " : "",
+                             text_escape(host, host_text, sizeof(host_text)), hhmm);
                 if (r < 0 || (size_t) r >= size - len)
                         break;
                 len += (size_t) r;
@@ -377,11 +377,26 @@ static void sessions_of(const Options *o, const Who *w, const char *name, char *
                 snprintf(buf, size, "sessions of %s", name);
 }
 
-static int refused(pam_handle_t *pamh, const Options *o, int flags, const Who *w, const char *name, const Reply *rep) {
-        char holders[512], what[NAME_MAX_LEN + 64];
-        uint32_t slots = rep->slots ?: o->slots;
+/* "NAME is limited to 1 at once by its current holders (this service asks
+ * for 3)", told once, when the holders allow fewer than slots=. */
+static void tell_limit(pam_handle_t *pamh, const Options *o, int flags, const char *name, const Reply *rep, int style,
+                       bool *told) {
+        char note[NAME_MAX_LEN + 128];
 
-        describe_holders(o, name, holders, sizeof(holders));
+        if (*told || !limit_note(name, rep->limit, o->slots, "this service asks for", note, sizeof(note)))
+                return;
+        *told = true;
+        pam_syslog(pamh, LOG_NOTICE, "%s", note);
+        if (!silent(o, flags))
+                pam_prompt(pamh, style, NULL, "fleetsem: %s.", note);
+}
+
+static int refused(pam_handle_t *pamh, const Options *o, int flags, const Who *w, const char *name, const Reply *rep,
+                   usec_t deadline) {
+        char holders[512], what[NAME_MAX_LEN + 64];
+        uint32_t slots = reply_limit(rep, o->slots);
+
+        describe_holders(o, name, deadline, holders, sizeof(holders));
         sessions_of(o, w, name, what, sizeof(what));
         pam_syslog(pamh, LOG_NOTICE, "refused session of %s: all %" PRIu32 " %s are in use (%s)", w->user, slots, what,
                    holders[0] ? holders : "holders unknown");
@@ -394,8 +409,8 @@ static int refused(pam_handle_t *pamh, const Options *o, int flags, const Who *w
 static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w, const char *name) {
         _cleanup_close_ int anchor_fd = -EBADF, fd = -EBADF;
         Request req = { .verb = REQUEST_ACQUIRE, .slots = o->slots, .wait = o->wait };
-        usec_t deadline;
-        bool told = false;
+        usec_t start = now_usec(CLOCK_MONOTONIC), deadline;
+        bool told = false, limit_told = false;
         LineReader lr;
         Held *h;
         Reply rep;
@@ -410,15 +425,16 @@ static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w
                 snprintf(env, sizeof(env), "cannot create the anchor: %s", strerror(-r));
                 return on_error(pamh, o, flags, w->user, env);
         }
-        r = client_send_request(o->ns, o->agent_uid, CONNECT_TIMEOUT, &req, &fd);
+        /* The whole of it within wait= plus CONNECT_TIMEOUT, whatever the
+         * agent, or a process in its place, does. */
+        deadline = usec_add(start, usec_add(o->wait, CONNECT_TIMEOUT));
+        r = client_send_request_until(o->ns, o->agent_uid, start + CONNECT_TIMEOUT, -EBADF, &req, &fd);
         if (r < 0) {
-                snprintf(env, sizeof(env), r == -ENOENT ? "no agent on @%s/agent" :
-                         r == -EPERM ? "the process on @%s/agent is not a trusted agent" : "cannot reach the agent on @%s/agent",
-                         o->ns);
-                return on_error(pamh, o, flags, w->user, env);
+                char why[CLIENT_ERROR_TEXT_MAX];
+
+                return on_error(pamh, o, flags, w->user, client_error_text(r, o->ns, why, sizeof(why)));
         }
 
-        deadline = now_usec(CLOCK_MONOTONIC) + CONNECT_TIMEOUT + (o->wait == USEC_INFINITY ? 0 : o->wait);
         line_reader_init(&lr, PROTO_REPLY_MAX);
         for (;;) {
                 r = client_read_reply(fd, &lr, deadline, &rep);
@@ -428,12 +444,14 @@ static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w
                         return on_error(pamh, o, flags, w->user, "the agent closed the connection");
                 if (rep.kind != REPLY_QUEUED)
                         break;
+                if (o->wait > 0)
+                        tell_limit(pamh, o, flags, name, &rep, PAM_TEXT_INFO, &limit_told);
                 if (!told && o->wait > 0 && !silent(o, flags)) {
                         char what[NAME_MAX_LEN + 64];
 
                         sessions_of(o, w, name, what, sizeof(what));
                         pam_info(pamh, "fleetsem: all %" PRIu32 " %s are in use; waiting (position %" PRIu32 ")...",
-                                 rep.slots, what, rep.position);
+                                 reply_limit(&rep, o->slots), what, rep.position);
                         told = true;
                 }
         }
@@ -442,9 +460,13 @@ static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w
         case REPLY_GRANTED:
                 break;
         case REPLY_DENIED:
-                return refused(pamh, o, flags, w, name, &rep);
-        case REPLY_ERROR:
-                return on_error(pamh, o, flags, w->user, rep.message);
+                tell_limit(pamh, o, flags, name, &rep, PAM_ERROR_MSG, &limit_told);
+                return refused(pamh, o, flags, w, name, &rep, deadline);
+        case REPLY_ERROR: {
+                char msg[TEXT_ESCAPE_SIZE(sizeof(rep.message))];
+
+                return on_error(pamh, o, flags, w->user, text_escape(rep.message, msg, sizeof(msg)));
+        }
         default:
                 return on_error(pamh, o, flags, w->user, "unexpected reply from the agent");
         }

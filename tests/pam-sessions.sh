@@ -226,5 +226,62 @@ check "... within the bound ($((t1 - t0)) ms, 2 s connect timeout)" [ $((t1 - t0
 t0=$(now_ms); once h2 hung-deny daemon; t1=$(now_ms)
 is "$(result h2)" 14 "hung agent, on_error=deny: refused"
 check "... within the bound ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 4000 ]
+echo "session required $PAM_FLEETSEM namespace=$NSBASE-hung agent_user=$ME slots=1 wait=1s on_error=deny" >"$T/pam.d/hung-wait"
+t0=$(now_ms); open h3 hung-wait daemon; t1=$(now_ms); close h3
+is "$(result h3)" 14 "hung agent, wait=1s: refused"
+check "... within wait= + 2 s ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 3500 ]
+
+# --- a stopped agent, its listen backlog filled; a squatter ------------------------------
+# The PAM session has no loop of its own: it must never hang on the agent.
+# Anyone may fill the backlog of a stopped agent: as nobody when we can.
+NOBODY=()
+[ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1 &&
+        NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+PYN=$(command -v /usr/bin/python3 || command -v python3)
+service stop-wait slots=1 name=stopped wait=1s on_error=deny
+service stop-allow slots=1 name=stopped wait=1s
+agent=$(agent_pid h1)
+kill -STOP "$agent"
+t0=$(now_ms); open s1 stop-wait daemon; t1=$(now_ms); close s1
+is "$(result s1)" 14 "stopped agent, wait=1s, on_error=deny: refused"
+check "... within wait= + 2 s ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 3500 ]
+"${NOBODY[@]}" "$PYN" "$(dirname "$0")/fill-backlog.py" "$NS" >"$T/fill.out" &
+filler=$!
+check "${NOBODY:+nobody }fills the stopped agent's backlog" wait_for 10 grep -q '^full [0-9]' "$T/fill.out"
+t0=$(now_ms); open s2 stop-wait daemon; t1=$(now_ms); close s2
+is "$(result s2)" 14 "stopped agent, full backlog, on_error=deny: refused"
+check "... within wait= + 2 s ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 3500 ]
+like "$(cat "$T/pam-s2.log")" "takes no connections \(stopped, or its queue is full\)" "... logged with the reason"
+t0=$(now_ms); open s3 stop-allow daemon; t1=$(now_ms); close s3
+is "$(result s3)" 0 "stopped agent, full backlog, on_error=allow: the session opens"
+check "... within wait= + 2 s ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 3500 ]
+kill "$filler"; wait "$filler" 2>/dev/null
+kill -CONT "$agent"
+if [ ${#NOBODY[@]} -gt 0 ]; then
+        "${NOBODY[@]}" "$PYN" "$(dirname "$0")/agent-hung.py" "$NSBASE-squat" &
+        squatter=$!
+        wait_for 5 agent_listening "$NSBASE-squat"
+        echo "session required $PAM_FLEETSEM namespace=$NSBASE-squat agent_user=$ME slots=1 wait=1s on_error=deny" >"$T/pam.d/squat"
+        t0=$(now_ms); open q1 squat daemon; t1=$(now_ms); close q1
+        is "$(result q1)" 14 "a squatter (nobody) on the agent's name, on_error=deny: refused"
+        check "... at once ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 1500 ]
+        like "$(cat "$T/pam-q1.log")" "not a trusted agent" "... logged: not a trusted agent"
+        kill "$squatter"; wait "$squatter" 2>/dev/null
+fi
+
+# --- the limit in force, from an agent that says it -------------------------------------
+python3 "$(dirname "$0")/fake-agent.py" "$NSBASE-lim" "QUEUED position=1 held=1 slots=3 limit=1" \
+        "DENIED reason=timeout position=1 held=1 slots=3 limit=1" >"$T/fake.out" &
+fake=$!
+wait_for 5 grep -q listening "$T/fake.out"
+echo "session required $PAM_FLEETSEM namespace=$NSBASE-lim agent_user=$ME slots=3 name=mixed wait=1s" >"$T/pam.d/lim"
+open l1 lim daemon
+close l1
+kill "$fake"; wait "$fake" 2>/dev/null
+is "$(result l1)" 6 "refused"
+is "$(said l1 | grep -c 'limited')" 1 "the user is told the limit in force once"
+like "$(said l1)" "^fleetsem: mixed is limited to 1 at once by its current holders \(this service asks for 3\)\.$" \
+        "... in these words"
+like "$(said l1)" "fleetsem: all 1 sessions of mixed are in use" "... and the refusal counts the limit in force"
 
 done_testing

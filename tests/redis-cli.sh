@@ -111,5 +111,15 @@ like "$out" "bad.conf:2: lease_ttl" "and names file:line"
 printf 'redis = unix:/x\n' >"$T/good.conf"
 like "$("$FLEETSEMD" --config "$T/good.conf" --check-config)" '^Configuration OK' "--check-config passes a good file"
 
+# A password on the command line is refused however the URL hides it, and
+# never echoed.
+for url in 'redis://:secret@host' 'redis://u:secret@host' 'redis://u@x:secret@host' 'redis://u:x@secret@host:1/0'; do
+        out=$("$FLEETSEMD" --redis "$url" --check-config 2>&1); rc=$?
+        is "$rc" 1 "--redis $url is refused"
+        like "$out" 'Refusing a password on the command line' "... saying why"
+        check "... without echoing the password" sh -c "! printf '%s' \"\$1\" | grep -q secret" - "$out"
+done
+like "$("$FLEETSEMD" --redis 'redis://u@host' --check-config 2>&1)" '^Configuration OK' "a user without a password is fine"
+
 like "$(fs a status)" 'No slots held' "status with nothing held"
 done_testing

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -124,6 +125,125 @@ static void test_replies(void) {
         CHECK(reply_parse("ERROR code=x", 12, &rep) < 0, "ERROR without message refused");
 }
 
+static void test_reply_fields(void) {
+        static const char *const bad[] = {
+                "QUEUED position=1 held=1 slots=3 limit=0",
+                "QUEUED position=1 held=1 slots=3 limit=x",
+                "QUEUED position=1 held=1 slots=3 limit=1000001",
+                "GRANTED token=1 lease=" LEASE " since=5 ttl=0",
+                "GRANTED token=1 lease=" LEASE " since=5 ttl=-1",
+                "RENEWED ttl=15000x",
+                "RENEWED ttl=86400001",
+        };
+        const char *q = "QUEUED position=2 held=1 slots=3 limit=1";
+        const char *g = "GRANTED token=7 lease=" LEASE " since=5 ttl=15000 limit=2";
+        const char *old = "QUEUED position=2 held=1 slots=3";
+        char note[256];
+        Reply rep;
+
+        CHECK_INT(reply_parse(q, strlen(q), &rep), 0, "QUEUED with limit= parses");
+        CHECK_INT(rep.limit, 1, "limit 1");
+        CHECK_INT(reply_limit(&rep, 3), 1, "the limit in force is what the agent says");
+        CHECK_INT(reply_parse(old, strlen(old), &rep), 0, "QUEUED without limit= parses");
+        CHECK_INT(rep.limit, 0, "no limit said");
+        CHECK_INT(reply_limit(&rep, 3), 3, "a missing limit= is the slots asked for");
+        CHECK_U64(rep.ttl_ms, 0, "no ttl: no self-fencing");
+        CHECK_INT(reply_parse(g, strlen(g), &rep), 0, "GRANTED with ttl= and limit= parses");
+        CHECK_U64(rep.ttl_ms, 15000, "ttl 15000 ms");
+        CHECK_INT(rep.limit, 2, "limit 2");
+        CHECK_INT(reply_parse("RENEWED ttl=3000", 16, &rep), 0, "RENEWED parses");
+        CHECK_INT(rep.kind, REPLY_RENEWED, "kind RENEWED");
+        CHECK_U64(rep.ttl_ms, 3000, "RENEWED carries the ttl");
+        CHECK_INT(reply_parse("RENEWED", 7, &rep), 0, "RENEWED without ttl= parses");
+        CHECK_U64(rep.ttl_ms, 0, "... and says no ttl");
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                CHECK(reply_parse(bad[i], strlen(bad[i]), &rep) == -EBADMSG, "refused: %s", bad[i]);
+
+        CHECK(limit_note("mixed", 1, 3, "you asked for", note, sizeof(note)), "a limit below the request is noted");
+        CHECK_STR(note, "mixed is limited to 1 at once by its current holders (you asked for 3)", "the note");
+        CHECK(!limit_note("mixed", 3, 3, "you asked for", note, sizeof(note)), "the limit asked for: no note");
+        CHECK(!limit_note("mixed", 5, 3, "you asked for", note, sizeof(note)), "a higher limit: no note");
+        CHECK(!limit_note("mixed", 0, 3, "you asked for", note, sizeof(note)), "no limit said: no note");
+}
+
+static void test_text_escape(void) {
+        static const struct {
+                const char *in, *out;
+        } cases[] = {
+                { "web-1", "web-1" },
+                { "\x1b[2J", "\\x1b[2J" },
+                { "a\nb\tc\rd", "a\\nb\\tc\\rd" },
+                { "back\\slash", "back\\\\slash" },
+                { "\x7f", "\\x7f" },
+                { "caf\xc3\xa9 \xe2\x9c\x93", "caf\xc3\xa9 \xe2\x9c\x93" },            /* printable UTF-8 stays */
+                { "\xc2\x9b" "2J", "\\xc2\\x9b2J" },                                     /* C1 CSI */
+                { "\x9b" "2J", "\\x9b2J" },                                                /* a lone 8-bit CSI */
+                { "\xe2\x80\xae" "gnp.exe", "\\xe2\\x80\\xaegnp.exe" },               /* right-to-left override */
+                { "\xc0\xaf", "\\xc0\\xaf" },                                            /* overlong '/' */
+                { "\xed\xa0\x80", "\\xed\\xa0\\x80" },                                /* a surrogate */
+                { "\xe2\x9c", "\\xe2\\x9c" },                                            /* truncated */
+        };
+        char buf[64], small[6];
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                CHECK_STR(text_escape(cases[i].in, buf, sizeof(buf)), cases[i].out, "escape case");
+        CHECK_STR(text_escape("\x1b\x1b", small, sizeof(small)), "\\x1b", "a short buffer truncates between escapes");
+        CHECK_STR(text_escape("", buf, sizeof(buf)), "", "empty stays empty");
+}
+
+/* A listener nobody accepts from, its backlog filled: connecting gives up at
+ * the deadline; a readable cancel fd stops it at once. */
+static void test_connect_bounded(void) {
+        struct sockaddr_un sa;
+        socklen_t len;
+        int listener, fds[64], n = 0, fd = -EBADF, cancel[2], r;
+        char ns[64];
+        usec_t t0, took;
+
+        snprintf(ns, sizeof(ns), "fleetsem-test-%d", (int) getpid());
+        CHECK_INT(sockaddr_abstract(ns, "agent", NULL, &sa, &len), 0, "address");
+        listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        CHECK(listener >= 0 && bind(listener, (struct sockaddr *) &sa, len) == 0 && listen(listener, 0) == 0, "listen, backlog 0");
+        while (n < (int) ELEMENTSOF(fds)) {
+                fds[n] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (connect(fds[n], (struct sockaddr *) &sa, len) < 0) {
+                        close(fds[n]);
+                        break;
+                }
+                n++;
+        }
+        CHECK(n > 0 && n < (int) ELEMENTSOF(fds), "the backlog is full after %d connections", n);
+
+        t0 = now_usec(CLOCK_MONOTONIC);
+        r = client_connect(ns, getuid(), t0 + 300 * USEC_PER_MSEC, -EBADF, &fd);
+        took = now_usec(CLOCK_MONOTONIC) - t0;
+        CHECK_INT(r, -EAGAIN, "a full backlog until the deadline: -EAGAIN");
+        CHECK(took >= 300 * USEC_PER_MSEC && took < 1500 * USEC_PER_MSEC, "at the deadline (%" PRIu64 " ms)", took / USEC_PER_MSEC);
+
+        CHECK_INT(pipe(cancel), 0, "pipe");
+        CHECK_INT(write(cancel[1], "x", 1), 1, "cancel");
+        t0 = now_usec(CLOCK_MONOTONIC);
+        r = client_connect(ns, getuid(), USEC_INFINITY, cancel[0], &fd);
+        took = now_usec(CLOCK_MONOTONIC) - t0;
+        CHECK_INT(r, -ECANCELED, "a readable cancel fd ends an endless wait: -ECANCELED");
+        CHECK(took < 500 * USEC_PER_MSEC, "at once (%" PRIu64 " ms)", took / USEC_PER_MSEC);
+
+        /* Closing our ends frees no place in the backlog; accepting does. */
+        for (int i = 0; i < n; i++) {
+                close(fds[i]);
+                safe_close(accept4(listener, NULL, NULL, SOCK_CLOEXEC));
+        }
+        r = client_connect(ns, getuid() + 1, USEC_INFINITY, -EBADF, &fd);
+        CHECK_INT(r, getuid() == 0 ? 0 : -EPERM, "the peer's uid is checked (root is always trusted)");
+        if (r >= 0)
+                close(fd);
+        close(listener);
+        r = client_connect(ns, getuid(), USEC_INFINITY, -EBADF, &fd);
+        CHECK_INT(r, -ENOENT, "nobody listens: -ENOENT");
+        close(cancel[0]);
+        close(cancel[1]);
+}
+
 static void test_encoding(void) {
         char line[256];
         MessageBuilder b;
@@ -188,6 +308,9 @@ int main(void) {
         test_malformed();
         test_nul_and_size();
         test_replies();
+        test_reply_fields();
+        test_text_escape();
+        test_connect_bounded();
         test_encoding();
         test_message_moves();
         test_line_reader();

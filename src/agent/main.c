@@ -18,6 +18,19 @@ static const char *arg_overrides[16][2];
 static size_t arg_n_overrides = 0;
 static int arg_log_level = -1;
 
+/* Read the URL the way the configuration will: whatever the parser takes
+ * for a password is one. */
+static bool redis_url_has_password(const char *url) {
+        RedisAddress a = {};
+        bool has;
+
+        if (redis_address_parse(url, &a, NULL) < 0)
+                return false;   /* refused later, by the configuration, with the reason */
+        has = a.password != NULL;
+        redis_address_done(&a);
+        return has;
+}
+
 static void help(void) {
         printf("Usage: fleetsemd [OPTIONS]\n\n"
                "The fleetsem agent: keeps this host's fleet-wide slots in Redis.\n"
@@ -97,8 +110,7 @@ static int parse_argv(int argc, char *argv[]) {
                         arg_check_config = true;
                         break;
                 case ARG_REDIS:
-                        if (strchr(optarg, '@') && strchr(optarg, ':') < strchr(optarg, '@') && strneq(optarg, "redis://", 8) &&
-                            strchr(optarg + 8, ':') && strchr(optarg + 8, ':') < strchr(optarg, '@'))
+                        if (redis_url_has_password(optarg))
                                 return log_error_errno(EINVAL, "Refusing a password on the command line (others can read it "
                                                        "in /proc); use --redis-password-file= or redis_password_file=.");
                         r = add_override("redis", optarg);

@@ -344,7 +344,8 @@ static int on_signal(const Acquire *a, int sig) {
 
 static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *lease, int anchor_fd) {
         usec_t started = now_usec(CLOCK_MONOTONIC), deadline = USEC_INFINITY;
-        bool replied = false;
+        char note[TEXT_ESCAPE_SIZE(sizeof(((Reply *) NULL)->message))];
+        bool replied = false, limit_told = false;
         LineReader lr;
         Reply rep;
         int r;
@@ -388,8 +389,15 @@ static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *l
                 replied = true;
                 switch (rep.kind) {
                 case REPLY_QUEUED:
-                        notify("STATUS=Waiting for fleet slot %s: position %" PRIu32 " in queue, %" PRIu32 " of %" PRIu32 " in use",
-                               a->name, rep.position, rep.held, rep.slots);
+                        if (limit_note(a->name, rep.limit, a->slots, "you asked for", note, sizeof(note))) {
+                                if (!limit_told)
+                                        log_notice("%s.", note);
+                                limit_told = true;
+                                notify("STATUS=Waiting for fleet slot %s: position %" PRIu32 " in queue; %s", a->name,
+                                       rep.position, note);
+                        } else
+                                notify("STATUS=Waiting for fleet slot %s: position %" PRIu32 " in queue, %" PRIu32 " of %" PRIu32
+                                       " in use", a->name, rep.position, rep.held, reply_limit(&rep, a->slots));
                         if (a->wait > 0)
                                 extend_timeout(deadline);
                         continue;
@@ -405,8 +413,11 @@ static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *l
                         notify("STATUS=Holding fleet slot %s (token %" PRIu64 ")", a->name, rep.token);
                         return 0;
                 case REPLY_DENIED:
+                        if (limit_note(a->name, rep.limit, a->slots, "you asked for", note, sizeof(note)) && !limit_told)
+                                log_notice("%s.", note);
                         if (a->skip) {
-                                log_notice("%s: all %" PRIu32 " fleet slots in use; skipping this run.", a->name, rep.slots ?: a->slots);
+                                log_notice("%s: all %" PRIu32 " fleet slots in use; skipping this run.", a->name,
+                                           reply_limit(&rep, a->slots));
                                 notify("STATUS=Skipped: all fleet slots of %s in use", a->name);
                                 return EXIT_SKIP;
                         }
@@ -417,7 +428,7 @@ static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *l
                         if (streq(rep.code, ERROR_CODE_UNAVAILABLE) || streq(rep.code, ERROR_CODE_REDIS) ||
                             streq(rep.code, ERROR_CODE_BUSY))
                                 return on_unavailable(a, rep.message);
-                        log_error("%s: %s", a->name, rep.message);
+                        log_error("%s: %s", a->name, text_escape(rep.message, note, sizeof(note)));
                         return exit_code_for_error(rep.code);
                 default:
                         return on_unavailable(a, "unexpected reply from the agent");
@@ -464,17 +475,23 @@ int verb_acquire(int argc, char *argv[]) {
         req.slots = a.slots;
         req.wait = a.wait;
         req.stop_on_lost = a.stop_on_lost;
-        r = client_send_request(a.ns, agent_uid, REPLY_TICK, &req, &agent_fd);
-        if (r == -EPERM)
-                r = cli_request_failed(a.ns, r);
-        else if (r < 0) {
-                char why[128];
+        r = client_send_request_until(a.ns, agent_uid, now_usec(CLOCK_MONOTONIC) + FIRST_REPLY_MAX, signal_fd, &req, &agent_fd);
+        if (r == -ECANCELED) {
+                struct signalfd_siginfo si;
 
-                snprintf(why, sizeof(why), "no agent on @%s/agent (%s)", a.ns, strerror(-r));
-                r = on_unavailable(&a, why);
-        } else
-                r = wait_for_grant(&a, agent_fd, signal_fd, req.lease, anchor_fd);
-        return r;
+                if (read(signal_fd, &si, sizeof(si)) != sizeof(si))
+                        return EXIT_SOFTWARE;
+                return on_signal(&a, (int) si.ssi_signo);
+        }
+        if (r < 0) {
+                /* An untrusted process on the agent's name is no agent
+                 * either: --on-error decides, as when none is there. */
+                char why[CLIENT_ERROR_TEXT_MAX];
+
+                client_error_text(r, a.ns, why, sizeof(why));
+                return on_unavailable(&a, why);
+        }
+        return wait_for_grant(&a, agent_fd, signal_fd, req.lease, anchor_fd);
 }
 
 int verb_release(int argc, char *argv[]) {
@@ -516,11 +533,11 @@ int verb_release(int argc, char *argv[]) {
         if (cli_parse_namespace(client_namespace(a.ns), &a.ns) < 0 || cli_agent_uid(&agent_uid) < 0)
                 return EXIT_USAGE;
         snprintf(req.name, sizeof(req.name), "%s", a.name);
-        r = client_send_request(a.ns, agent_uid, REPLY_TICK, &req, &agent_fd);
+        r = client_send_request(a.ns, agent_uid, FIRST_REPLY_MAX, &req, &agent_fd);
         if (r < 0)
                 return cli_request_failed(a.ns, r);
         line_reader_init(&lr, PROTO_REPLY_MAX);
-        r = client_read_reply(agent_fd, &lr, USEC_INFINITY, &rep);
+        r = client_read_reply(agent_fd, &lr, now_usec(CLOCK_MONOTONIC) + FIRST_REPLY_MAX, &rep);
         if (r < 0)
                 r = cli_request_failed(a.ns, r);
         else if (rep.kind == REPLY_RELEASED) {

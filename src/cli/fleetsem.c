@@ -53,12 +53,13 @@ int cli_agent_uid(uid_t *ret) {
 }
 
 int cli_request_failed(const char *ns, int error) {
+        char why[CLIENT_ERROR_TEXT_MAX];
+
         if (error == -ENOENT)
                 log_error("No agent listens on @%s/agent. Is fleetsemd running (systemctl status fleetsem.socket)?", ns);
-        else if (error == -EPERM)
-                log_error("The process on @%s/agent is not a trusted agent (not root); refusing to talk to it.", ns);
         else
-                log_error_errno(error, "Failed to talk to the agent on @%s/agent: %m", ns);
+                log_error("%s%s.", client_error_text(error, ns, why, sizeof(why)),
+                          error == -EPERM ? "; refusing to talk to it" : "");
         return EXIT_UNAVAILABLE;
 }
 

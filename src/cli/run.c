@@ -20,6 +20,11 @@
 #define KILL_AFTER (10 * USEC_PER_SEC)
 #define SEND_TIMEOUT (5 * USEC_PER_SEC)
 #define RECONNECT_MAX (5 * USEC_PER_SEC)
+#define ANSWER_GRACE (800 * USEC_PER_MSEC)     /* past --wait, for the agent's DENIED to arrive */
+
+/* The signals whose disposition run changes for itself, and gives COMMAND
+ * back as its caller had them. */
+static const int restored_signals[] = { SIGINT, SIGTERM, SIGPIPE };
 
 typedef enum OnLost {
         ON_LOST_TERM,
@@ -33,6 +38,7 @@ typedef struct Run {
         uint32_t slots;
         usec_t wait;
         usec_t deadline;        /* CLOCK_MONOTONIC; USEC_INFINITY: none */
+        usec_t give_up_at;      /* not granted by then: the agent did not answer */
         usec_t started;
         bool verbose;
         OnLost on_lost;
@@ -46,6 +52,13 @@ typedef struct Run {
         LineReader lr;
         usec_t reconnect_at;    /* CLOCK_MONOTONIC, USEC_INFINITY: none */
         usec_t backoff;
+        bool reached;           /* an agent took our request, at least once */
+        int connect_error;      /* why the last attempt to reach it failed */
+        bool limit_told;
+
+        int tty_fd;             /* the terminal whose foreground COMMAND gets, or -EBADF */
+        sigset_t caller_mask;
+        struct sigaction caller_action[ELEMENTSOF(restored_signals)];
 
         bool granted;
         bool lost;
@@ -53,6 +66,9 @@ typedef struct Run {
         uint32_t position;
         pid_t child;
         usec_t kill_at;         /* SIGKILL after a SIGTERM for a lost slot */
+        uint64_t ttl_ms;        /* the lease TTL the agent told; 0: no self-fencing */
+        usec_t fence_at;        /* no GRANTED or RENEWED by then: the slot is lost */
+        bool fenced;            /* lost by our own clock, not by the agent's word */
 
         bool done;
         int exit_code;
@@ -67,13 +83,16 @@ static void help(void) {
                "                        \"1h 30min\", 500ms, infinity (default)\n"
                "     --no-wait          Give up at once when no slot is free\n"
                "     --on-lost=ACTION   When the slot is lost (Redis unreachable past the\n"
-               "                        lease TTL, eviction): term (SIGTERM, SIGKILL 10s later;\n"
+               "                        lease TTL, eviction, or no word from the agent for 2/3\n"
+               "                        of the TTL): term (SIGTERM, SIGKILL 10s later;\n"
                "                        default), kill, ignore\n"
                "     --namespace=NS     Agent namespace (default: $FLEETSEM_NAMESPACE or fleetsem)\n"
                "  -v --verbose          Report progress on stderr even when it is not a terminal\n"
                "  -h --help             Show this help\n\n"
                "COMMAND runs in its own process group with FLEETSEM_NAME, FLEETSEM_TOKEN\n"
-               "(fencing token) and FLEETSEM_LEASE set; SIGINT, SIGTERM and SIGHUP go to it.\n"
+               "(fencing token) and FLEETSEM_LEASE set, the signal dispositions and mask\n"
+               "of the caller, and the terminal's foreground when run had it; SIGINT,\n"
+               "SIGTERM and SIGHUP go to it.\n"
                "Exit status: COMMAND's (128+N if killed by signal N); 75 no slot within the\n"
                "wait or slot lost; 69 agent or Redis unavailable; 64 usage; 77 not permitted.\n");
 }
@@ -168,11 +187,13 @@ static void kill_group(Run *r, int sig) {
                 (void) kill(-r->child, sig);
 }
 
-static void handle_lost(Run *r, const char *reason) {
-        if (r->lost)
-                return;
+static const char *on_lost_to_string(OnLost o) {
+        return o == ON_LOST_KILL ? "kill" : o == ON_LOST_IGNORE ? "ignore" : "term";
+}
+
+static void act_on_lost(Run *r) {
         r->lost = true;
-        log_error("%s: lost the slot (token %" PRIu64 "): %s.", r->name, r->token, reason);
+        r->fence_at = USEC_INFINITY;
         switch (r->on_lost) {
         case ON_LOST_TERM:
                 kill_group(r, SIGTERM);
@@ -188,13 +209,75 @@ static void handle_lost(Run *r, const char *reason) {
         }
 }
 
+static void handle_lost(Run *r, const char *reason) {
+        char buf[TEXT_ESCAPE_SIZE(sizeof(((Reply *) NULL)->message))];
+
+        if (r->lost && !r->fenced)
+                return;
+        r->fenced = false;
+        log_error("%s: lost the slot (token %" PRIu64 "): %s.", r->name, r->token, text_escape(reason, buf, sizeof(buf)));
+        if (!r->lost)
+                act_on_lost(r);
+}
+
+/* Heard neither GRANTED nor RENEWED for 2/3 of the lease: the agent may be
+ * stopped or cut off from Redis, and Redis lets the lease run out at the
+ * full TTL. Act now, before anyone else can be granted the slot. */
+static void fence(Run *r) {
+        char buf[FORMAT_DURATION_MAX];
+
+        r->fence_at = USEC_INFINITY;
+        if (r->lost || r->child <= 0)
+                return;
+        log_error("no word from the agent for %s: assuming the slot of %s is lost (on-lost=%s)",
+                  format_duration(buf, sizeof(buf), r->ttl_ms * 2 / 3 * USEC_PER_MSEC), r->name, on_lost_to_string(r->on_lost));
+        r->fenced = true;
+        act_on_lost(r);
+}
+
+/* GRANTED or RENEWED: Redis confirmed the lease just now. */
+static void confirmed(Run *r, uint64_t ttl_ms) {
+        if (ttl_ms > 0)
+                r->ttl_ms = ttl_ms;
+        if (r->ttl_ms == 0)
+                return;
+        if (r->fenced && r->on_lost == ON_LOST_IGNORE) {
+                log_notice("%s: heard from the agent again; the slot is held.", r->name);
+                r->lost = r->fenced = false;
+        }
+        if (!r->lost)
+                r->fence_at = now_usec(CLOCK_MONOTONIC) + r->ttl_ms * 2 / 3 * USEC_PER_MSEC;
+}
+
+/* Hands the terminal's foreground to pgrp (ours back, or COMMAND's). */
+static void give_terminal(const Run *r, pid_t pgrp) {
+        if (r->tty_fd >= 0)
+                (void) tcsetpgrp(r->tty_fd, pgrp);      /* SIGTTOU is blocked: allowed from the background */
+}
+
+/* COMMAND stopped (Ctrl-Z on the terminal it had): stop as a shell job does,
+ * and when our caller continues us, give COMMAND the terminal back and
+ * continue it too. */
+static void job_stopped(Run *r) {
+        give_terminal(r, getpgrp());
+        (void) raise(SIGSTOP);
+        give_terminal(r, r->child);
+        kill_group(r, SIGCONT);
+}
+
 static void reap_child(Run *r) {
         int status, code;
 
-        if (r->child <= 0 || waitpid(r->child, &status, WNOHANG) != r->child)
-                return;
+        for (;;) {
+                if (r->child <= 0 || waitpid(r->child, &status, WNOHANG | (r->tty_fd >= 0 ? WUNTRACED : 0)) != r->child)
+                        return;
+                if (!WIFSTOPPED(status))
+                        break;
+                job_stopped(r);
+        }
         code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         r->child = 0;
+        give_terminal(r, getpgrp());
         if (r->lost && r->on_lost != ON_LOST_IGNORE)
                 code = EXIT_TEMPFAIL;
         finish(r, code);
@@ -245,22 +328,25 @@ static void write_str(const char *s) {
 
 static int spawn_command(Run *r, char **env) {
         pid_t parent = getpid(), pid;
-        sigset_t none;
         int e;
-
-        sigemptyset(&none);
 
         pid = vfork();
         if (pid < 0)
                 return log_error_errno(errno, "Failed to start %s: %m", r->command[0]);
         if (pid == 0) {
-                /* Own process group, so signals reach the whole job; dies with
-                 * us, so it never runs on without the slot. */
+                /* Own process group, so signals reach the whole job, in the
+                 * terminal's foreground if we had it; dies with us, so it
+                 * never runs on without the slot. Then the caller's signal
+                 * dispositions and mask, as if run were not there. */
                 (void) setpgid(0, 0);
+                if (r->tty_fd >= 0)
+                        (void) tcsetpgrp(r->tty_fd, getpid());
                 (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
                 if (getppid() != parent)
                         _exit(EXIT_TEMPFAIL);
-                (void) sigprocmask(SIG_SETMASK, &none, NULL);
+                for (size_t i = 0; i < ELEMENTSOF(restored_signals); i++)
+                        (void) sigaction(restored_signals[i], &r->caller_action[i], NULL);
+                (void) sigprocmask(SIG_SETMASK, &r->caller_mask, NULL);
                 execvpe(r->command[0], r->command, env);
                 e = errno;
                 write_str("fleetsem: ");
@@ -297,8 +383,19 @@ static void agent_gone(Run *r) {
         r->reconnect_at = now_usec(CLOCK_MONOTONIC) + r->backoff;
 }
 
+/* Once, when we first learn that the name's holders allow fewer at once
+ * than we asked for. */
+static void tell_limit(Run *r, const Reply *rep) {
+        char note[NAME_MAX_LEN + 128];
+
+        if (r->limit_told || !limit_note(r->name, rep->limit, r->slots, "you asked for", note, sizeof(note)))
+                return;
+        r->limit_told = true;
+        log_notice("%s", note);
+}
+
 static int handle_reply(Run *r, const Reply *rep) {
-        char buf[FORMAT_DURATION_MAX];
+        char buf[FORMAT_DURATION_MAX], msg[TEXT_ESCAPE_SIZE(sizeof(rep->message))];
         CommandEnv ce;
         int k;
 
@@ -310,15 +407,18 @@ static int handle_reply(Run *r, const Reply *rep) {
                         agent_gone(r);
                         return 0;
                 }
+                tell_limit(r, rep);
                 if (rep->position != r->position)
                         progress(r, "waiting for a slot: position %" PRIu32 " in line, %" PRIu32 " of %" PRIu32 " in use",
-                                 rep->position, rep->held, rep->slots);
+                                 rep->position, rep->held, reply_limit(rep, r->slots));
                 r->position = rep->position;
                 return 0;
         case REPLY_GRANTED:
+                confirmed(r, rep->ttl_ms);
                 if (r->granted)
-                        return 0;
+                        return 0;       /* again, after an agent restart: it still holds */
                 r->granted = true;
+                r->give_up_at = USEC_INFINITY;
                 r->token = rep->token;
                 if (r->position > 0)
                         progress(r, "got a slot (token %" PRIu64 ") after %s", r->token,
@@ -336,16 +436,22 @@ static int handle_reply(Run *r, const Reply *rep) {
                 if (k < 0)
                         finish(r, EXIT_SOFTWARE);
                 return 0;
+        case REPLY_RENEWED:
+                if (r->granted)
+                        confirmed(r, rep->ttl_ms);
+                return 0;
         case REPLY_DENIED:
+                tell_limit(r, rep);
                 if (r->wait == 0)
-                        log_error("%s: no free slot (all %" PRIu32 " in use, or others are first in line).", r->name, r->slots);
+                        log_error("%s: no free slot (all %" PRIu32 " in use, or others are first in line).", r->name,
+                                  reply_limit(rep, r->slots));
                 else
                         log_error("%s: no slot within %s (position %" PRIu32 " in line).", r->name,
                                   format_duration(buf, sizeof(buf), r->wait), rep->position);
                 finish(r, EXIT_TEMPFAIL);
                 return 0;
         case REPLY_ERROR:
-                log_error("%s: %s", r->name, rep->message);
+                log_error("%s: %s", r->name, text_escape(rep->message, msg, sizeof(msg)));
                 if (r->granted)
                         return 0;       /* the command runs on; the anchor holds the slot */
                 finish(r, exit_code_for_error(rep->code));
@@ -358,16 +464,18 @@ static int handle_reply(Run *r, const Reply *rep) {
         }
 }
 
-static void on_agent(Run *r) {
+/* Reads what the agent sent and acts on each line; false when there was
+ * nothing (more) to read. */
+static bool on_agent(Run *r) {
         Reply rep;
         int k;
 
         k = line_reader_fill(&r->lr, r->agent_fd);
-        if (k == -EAGAIN)
-                return;
+        if (k == -EAGAIN || k == -EINTR)
+                return false;
         if (k <= 0) {
                 agent_gone(r);
-                return;
+                return false;
         }
         for (;;) {
                 char *line;
@@ -381,14 +489,22 @@ static void on_agent(Run *r) {
                         if (!r->granted)
                                 finish(r, EXIT_UNAVAILABLE);
                         agent_gone(r);
-                        return;
+                        return false;
                 }
                 handle_reply(r, &rep);
                 if (r->agent_fd < 0 || r->done)
-                        break;
+                        return false;
         }
+        return true;
 }
 
+/* The earliest of the deadlines that must not wait for a connection. */
+static usec_t next_deadline(const Run *r) {
+        return usec_min(usec_min(r->kill_at, r->fence_at), r->give_up_at);
+}
+
+/* Connects and asks, bounded by our own clock and interrupted by any
+ * signal (the loop then handles it); -ECANCELED when a signal came. */
 static int ask(Run *r) {
         Request req = { .verb = REQUEST_ACQUIRE, .slots = r->slots };
         usec_t now = now_usec(CLOCK_MONOTONIC);
@@ -401,14 +517,14 @@ static int ask(Run *r) {
         else
                 req.wait = r->deadline > now ? r->deadline - now : 0;
 
-        k = client_send_request(r->ns, r->agent_uid, SEND_TIMEOUT, &req, &r->agent_fd);
-        if (k < 0)
-                return k;
-        k = fd_set_nonblock(r->agent_fd);
+        k = client_send_request_until(r->ns, r->agent_uid, usec_min(now + SEND_TIMEOUT, next_deadline(r)), r->signal_fd,
+                                      &req, &r->agent_fd);
         if (k < 0) {
-                r->agent_fd = safe_close(r->agent_fd);
+                if (k != -ECANCELED)
+                        r->connect_error = k;
                 return k;
         }
+        r->reached = true;
         line_reader_init(&r->lr, PROTO_REPLY_MAX);
         return 0;
 }
@@ -432,43 +548,97 @@ static void on_signal(Run *r) {
         }
 }
 
-static int poll_timeout(const Run *r) {
-        usec_t next = r->kill_at < r->reconnect_at ? r->kill_at : r->reconnect_at, now;
+/* Not granted by --wait and a little more: the agent did not answer. */
+static void give_up(Run *r) {
+        char buf[FORMAT_DURATION_MAX];
 
-        if (next == USEC_INFINITY)
-                return -1;
-        now = now_usec(CLOCK_MONOTONIC);
-        return next <= now ? 0 : (int) ((next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC);
+        r->give_up_at = USEC_INFINITY;
+        if (!r->reached) {
+                finish(r, cli_request_failed(r->ns, r->connect_error ?: -ETIMEDOUT));
+                return;
+        }
+        log_error("%s: no slot within %s (the agent did not answer in time).", r->name,
+                  format_duration(buf, sizeof(buf), r->wait));
+        finish(r, EXIT_TEMPFAIL);
 }
 
-/* One loop: the agent's replies, signals (SIGCHLD among them), and two
- * deadlines (SIGKILL after SIGTERM, reconnecting to the agent). */
+static void on_timers(Run *r) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+
+        if (now >= r->kill_at) {
+                r->kill_at = USEC_INFINITY;
+                log_warning("%s: COMMAND still running 10s after SIGTERM; sending SIGKILL.", r->name);
+                kill_group(r, SIGKILL);
+        }
+        if (now >= r->fence_at) {
+                /* A word may be waiting unread (we were stopped, or busy). */
+                while (r->agent_fd >= 0 && !r->done && on_agent(r))
+                        ;
+                if (now_usec(CLOCK_MONOTONIC) >= r->fence_at)
+                        fence(r);
+        }
+        if (now >= r->give_up_at && !r->granted && !r->done)
+                give_up(r);
+        if (now >= r->reconnect_at && !r->done)
+                reconnect(r);
+}
+
+/* One loop: the agent's replies, signals (SIGCHLD among them), and the
+ * deadlines (SIGKILL after SIGTERM, the self-fence, giving up on a silent
+ * agent, reconnecting to it). */
 static int loop(Run *r) {
         while (!r->done) {
                 struct pollfd p[2] = {
                         { .fd = r->signal_fd, .events = POLLIN },
                         { .fd = r->agent_fd, .events = POLLIN },
                 };
-                usec_t now;
-                int n = poll(p, r->agent_fd >= 0 ? 2 : 1, poll_timeout(r));
+                int n = poll(p, 2, usec_to_poll_ms(now_usec(CLOCK_MONOTONIC), usec_min(next_deadline(r), r->reconnect_at)));
 
                 if (n < 0 && errno != EINTR)
                         return log_error_errno(errno, "poll() failed: %m");
                 if (n > 0 && p[0].revents)
                         on_signal(r);
                 if (n > 0 && r->agent_fd >= 0 && p[1].revents && !r->done)
-                        on_agent(r);
-
-                now = now_usec(CLOCK_MONOTONIC);
-                if (now >= r->kill_at) {
-                        r->kill_at = USEC_INFINITY;
-                        log_warning("%s: COMMAND still running 10s after SIGTERM; sending SIGKILL.", r->name);
-                        kill_group(r, SIGKILL);
-                }
-                if (now >= r->reconnect_at && !r->done)
-                        reconnect(r);
+                        (void) on_agent(r);
+                on_timers(r);
         }
         return r->exit_code;
+}
+
+/* The terminal run was started in the foreground of, if any: COMMAND gets
+ * the foreground instead, as a shell's job would. */
+static int foreground_terminal(void) {
+        for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; fd++)
+                if (isatty(fd) && tcgetpgrp(fd) == getpgrp())
+                        return fd;
+        return -EBADF;
+}
+
+/* Saves what COMMAND must get back (the caller's mask and the dispositions
+ * we change), then sets up ours: SIGINT and SIGTERM reach us even when the
+ * caller ignored them (a background job in a script), SIGPIPE does not
+ * kill us, SIGTTOU does not stop us when we take the terminal back, and
+ * the signals we wait for arrive on a signalfd. */
+static int setup_signals(Run *r) {
+        sigset_t mask, block;
+
+        for (size_t i = 0; i < ELEMENTSOF(restored_signals); i++)
+                if (sigaction(restored_signals[i], NULL, &r->caller_action[i]) < 0)
+                        return -errno;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGHUP);
+        sigaddset(&mask, SIGCHLD);
+        block = mask;
+        sigaddset(&block, SIGTTOU);
+        if (sigprocmask(SIG_BLOCK, &block, &r->caller_mask) < 0)
+                return -errno;
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGPIPE, SIG_IGN);
+        r->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        return r->signal_fd < 0 ? -errno : 0;
 }
 
 int verb_run(int argc, char *argv[]) {
@@ -480,9 +650,11 @@ int verb_run(int argc, char *argv[]) {
                 .signal_fd = -EBADF,
                 .reconnect_at = USEC_INFINITY,
                 .kill_at = USEC_INFINITY,
+                .fence_at = USEC_INFINITY,
+                .give_up_at = USEC_INFINITY,
                 .verbose = isatty(STDERR_FILENO),
+                .tty_fd = foreground_terminal(),
         };
-        sigset_t mask;
         int k, code;
 
         k = parse_argv(&r, argc, argv);
@@ -493,20 +665,17 @@ int verb_run(int argc, char *argv[]) {
         if (cli_agent_uid(&r.agent_uid) < 0)
                 return EXIT_USAGE;
         r.started = now_usec(CLOCK_MONOTONIC);
-        r.deadline = r.wait == USEC_INFINITY ? USEC_INFINITY : r.started + r.wait;
+        if (r.wait != USEC_INFINITY) {
+                r.deadline = r.started + r.wait;
+                r.give_up_at = r.deadline + ANSWER_GRACE;
+        } else
+                r.deadline = USEC_INFINITY;
 
-        /* A job started in the background inherits SIGINT ignored, and an
-         * ignored signal never reaches us: take the defaults back. */
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGHUP);
-        sigaddset(&mask, SIGCHLD);
-        sigprocmask(SIG_BLOCK, &mask, NULL);
-        signal(SIGPIPE, SIG_IGN);
-
+        k = setup_signals(&r);
+        if (k < 0) {
+                log_error_errno(k, "Failed to set up signal handling: %m");
+                return EXIT_SOFTWARE;
+        }
         k = lease_id_new(r.lease);
         if (k >= 0)
                 k = anchor_create(r.ns, r.lease, &r.anchor_fd);
@@ -515,14 +684,9 @@ int verb_run(int argc, char *argv[]) {
                 return EXIT_SOFTWARE;
         }
 
-        r.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-        if (r.signal_fd < 0) {
-                log_error_errno(errno, "Failed to set up signal handling: %m");
-                return EXIT_SOFTWARE;
-        }
-
+        /* A signal while connecting is handled by the loop. */
         k = ask(&r);
-        if (k < 0)
+        if (k < 0 && k != -ECANCELED)
                 code = cli_request_failed(r.ns, k);
         else {
                 k = loop(&r);

@@ -11,7 +11,8 @@
 #include "log.h"
 #include "macro.h"
 
-#define STATUS_TIMEOUT (10 * USEC_PER_SEC)
+#define STATUS_TIMEOUT (10 * USEC_PER_SEC)     /* for the whole status, however many names */
+#define STATUS_TIMEOUT_TEXT "10s"
 #define ENTRIES_MAX 1000000
 
 /* One NAME, HOLDER or WAITER line from the agent, kept as its fields. */
@@ -42,14 +43,14 @@ static const char *get(const Entry *e, const char *key) {
         return message_get(&e->m, key) ?: "";
 }
 
-static int fetch(const char *ns, uid_t agent_uid, const char *name, StatusOutput *out) {
+static int fetch(const char *ns, uid_t agent_uid, const char *name, usec_t deadline, StatusOutput *out) {
         _cleanup_close_ int fd = -EBADF;
         Request req = { .verb = REQUEST_STATUS };
         LineReader lr;
         int r;
 
         snprintf(req.name, sizeof(req.name), "%s", name ?: "");
-        r = client_send_request(ns, agent_uid, STATUS_TIMEOUT, &req, &fd);
+        r = client_send_request_until(ns, agent_uid, deadline, -EBADF, &req, &fd);
         if (r < 0)
                 return cli_request_failed(ns, r);
         line_reader_init(&lr, PROTO_REPLY_MAX);
@@ -59,21 +60,21 @@ static int fetch(const char *ns, uid_t agent_uid, const char *name, StatusOutput
                 size_t len;
                 Entry *e;
 
-                r = line_reader_next(&lr, &line, &len);
-                if (r == 0) {
-                        r = line_reader_fill(&lr, fd);
-                        if (r == 0 || r == -EAGAIN) {
-                                log_error("The agent closed the connection before the end of the status.");
-                                return EXIT_UNAVAILABLE;
-                        }
-                        if (r < 0) {
-                                log_error_errno(r, "Failed to read the status: %m");
-                                return EXIT_UNAVAILABLE;
-                        }
-                        continue;
+                r = client_read_line(fd, &lr, deadline, &line, &len);
+                if (r == -ECONNRESET) {
+                        log_error("The agent closed the connection before the end of the status.");
+                        return EXIT_UNAVAILABLE;
+                }
+                if (r == -ETIMEDOUT) {
+                        log_error("The agent did not send the whole status within %s.", STATUS_TIMEOUT_TEXT);
+                        return EXIT_UNAVAILABLE;
+                }
+                if (r == -E2BIG) {
+                        log_error("Malformed status from the agent.");
+                        return EXIT_UNAVAILABLE;
                 }
                 if (r < 0) {
-                        log_error("Malformed status from the agent.");
+                        log_error_errno(r, "Failed to read the status: %m");
                         return EXIT_UNAVAILABLE;
                 }
                 if (out->n >= out->size) {
@@ -101,7 +102,9 @@ static int fetch(const char *ns, uid_t agent_uid, const char *name, StatusOutput
                         return 0;
                 }
                 if (streq(e->m.verb, "ERROR")) {
-                        log_error("%s", get(e, "message"));
+                        char msg[TEXT_ESCAPE_SIZE(512)];
+
+                        log_error("%s", text_escape(get(e, "message"), msg, sizeof(msg)));
                         return exit_code_for_error(get(e, "code"));
                 }
                 if (streq(e->m.verb, "NAME") || streq(e->m.verb, "HOLDER") || streq(e->m.verb, "WAITER"))
@@ -167,15 +170,23 @@ static void json_entries(const StatusOutput *out, size_t name_index, const char 
 }
 
 static void print_json(const StatusOutput *out) {
+        bool first_name = true;
+
         printf("{\"now_ms\":%lld,\"names\":[", out->now_ms);
         for (size_t i = 0; i < out->n; i++) {
                 const Entry *e = &out->entries[i];
+                bool first = true;
 
                 if (!streq(e->m.verb, "NAME"))
                         continue;
-                printf("%s{\"name\":", i == 0 ? "" : ",");
-                json_string(get(e, "name"));
-                printf(",\"held\":%s,\"waiting\":%s,\"holders\":", get(e, "held"), get(e, "waiting"));
+                printf("%s{", first_name ? "" : ",");
+                first_name = false;
+                json_field("name", get(e, "name"), false, &first);
+                json_field("held", get(e, "held"), true, &first);
+                json_field("waiting", get(e, "waiting"), true, &first);
+                if (message_get(&e->m, "limit"))        /* the limit in force, when the agent says it */
+                        json_field("limit", get(e, "limit"), true, &first);
+                printf(",\"holders\":");
                 json_entries(out, i, "HOLDER");
                 printf(",\"waiters\":");
                 json_entries(out, i, "WAITER");
@@ -206,6 +217,26 @@ static const char *seconds(const char *ms, char *buf, size_t size) {
         return buf;
 }
 
+/* One column of the table: the value escaped for the terminal, padded to
+ * width, then a space (none after the last). */
+static void column(const char *value, int width, bool last) {
+        char buf[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
+
+        text_escape(value, buf, sizeof(buf));
+        if (last)
+                printf("%s\n", buf);
+        else
+                printf("%-*s ", width, buf);
+}
+
+static void print_row(const char *const cells[static 10]) {
+        static const int widths[10] = { 6, 7, 16, 8, 10, 5, 24, 9, 8, 0 };
+
+        printf("  ");
+        for (size_t i = 0; i < 10; i++)
+                column(cells[i], widths[i], i == 9);
+}
+
 static void print_table(const StatusOutput *out) {
         bool any = false;
 
@@ -215,23 +246,29 @@ static void print_table(const StatusOutput *out) {
                 const char *where;
 
                 if (streq(e->m.verb, "NAME")) {
-                        printf("%s%s: %s held, %s waiting\n", any ? "\n" : "", get(e, "name"), get(e, "held"), get(e, "waiting"));
-                        printf("  %-6s %-7s %-16s %-8s %-10s %-5s %-24s %-9s %-8s %s\n", "STATE", "TOKEN", "HOST", "PID",
-                               "USER", "LIMIT", "UNIT/SESSION", "SINCE", "EXPIRES", "LEASE");
+                        char name[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], held[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)],
+                                waiting[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], limit[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
+
+                        printf("%s%s: %s held, %s waiting", any ? "\n" : "", text_escape(get(e, "name"), name, sizeof(name)),
+                               text_escape(get(e, "held"), held, sizeof(held)),
+                               text_escape(get(e, "waiting"), waiting, sizeof(waiting)));
+                        if (message_get(&e->m, "limit"))        /* the limit in force, when the agent says it */
+                                printf(", limit %s", text_escape(get(e, "limit"), limit, sizeof(limit)));
+                        putchar('\n');
+                        print_row((const char *const[]) { "STATE", "TOKEN", "HOST", "PID", "USER", "LIMIT", "UNIT/SESSION",
+                                                          "SINCE", "EXPIRES", "LEASE" });
                         any = true;
                         continue;
                 }
                 where = get(e, "unit")[0] ? get(e, "unit") : get(e, "session")[0] ? get(e, "session") : get(e, "comm");
                 if (streq(e->m.verb, "HOLDER"))
-                        printf("  %-6s %-7s %-16s %-8s %-10s %-5s %-24s %-9s %-8s %s\n",
-                               "held", get(e, "token"), get(e, "host"), get(e, "pid"), get(e, "user"), get(e, "slots"), where,
-                               clock_time(get(e, "since"), t1, sizeof(t1)), seconds(get(e, "expires_in"), t2, sizeof(t2)),
-                               get(e, "lease"));
+                        print_row((const char *const[]) { "held", get(e, "token"), get(e, "host"), get(e, "pid"), get(e, "user"),
+                                                          get(e, "slots"), where, clock_time(get(e, "since"), t1, sizeof(t1)),
+                                                          seconds(get(e, "expires_in"), t2, sizeof(t2)), get(e, "lease") });
                 else {
-                        snprintf(t1, sizeof(t1), "#%s", get(e, "position"));
-                        printf("  %-6s %-7s %-16s %-8s %-10s %-5s %-24s %-9s %-8s %s\n",
-                               t1, "-", get(e, "host"), get(e, "pid"), get(e, "user"), get(e, "slots"), where, "-", "-",
-                               get(e, "lease"));
+                        snprintf(t1, sizeof(t1), "#%.16s", get(e, "position"));
+                        print_row((const char *const[]) { t1, "-", get(e, "host"), get(e, "pid"), get(e, "user"),
+                                                          get(e, "slots"), where, "-", "-", get(e, "lease") });
                 }
         }
         if (!any)
@@ -250,6 +287,7 @@ int verb_status(int argc, char *argv[]) {
         const char *ns = NULL;
         bool json = false;
         uid_t agent_uid;
+        usec_t deadline;
         int c, code = 0;
 
         while ((c = getopt_long(argc, argv, "hj", options, NULL)) >= 0) {
@@ -275,10 +313,11 @@ int verb_status(int argc, char *argv[]) {
         if (cli_agent_uid(&agent_uid) < 0)
                 return EXIT_USAGE;
 
+        deadline = now_usec(CLOCK_MONOTONIC) + STATUS_TIMEOUT;
         if (optind >= argc)
-                code = fetch(ns, agent_uid, NULL, &out);
+                code = fetch(ns, agent_uid, NULL, deadline, &out);
         for (int i = optind; i < argc && code == 0; i++)
-                code = fetch(ns, agent_uid, argv[i], &out);
+                code = fetch(ns, agent_uid, argv[i], deadline, &out);
 
         if (code == 0) {
                 if (json)

@@ -4,6 +4,7 @@
 /* The client side of the agent protocol, shared by the CLI and the PAM
  * module: connect (checking who the agent is), ask, read replies. */
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -18,6 +19,18 @@
 #define EXIT_TEMPFAIL 75        /* EX_TEMPFAIL: no slot within the wait */
 #define EXIT_NOPERM 77          /* EX_NOPERM */
 
+#define TTL_MS_MAX (24ULL * 3600 * 1000)       /* the longest lease TTL a reply may carry */
+
+/* Deadlines: a + b without overflow (USEC_INFINITY stays), and poll()'s
+ * timeout from now until deadline (-1 for USEC_INFINITY). */
+static inline usec_t usec_add(usec_t a, usec_t b) {
+        return a > USEC_INFINITY - b ? USEC_INFINITY : a + b;
+}
+static inline usec_t usec_min(usec_t a, usec_t b) {
+        return a < b ? a : b;
+}
+int usec_to_poll_ms(usec_t now, usec_t deadline);
+
 typedef enum ReplyKind {
         REPLY_QUEUED,
         REPLY_GRANTED,
@@ -25,6 +38,7 @@ typedef enum ReplyKind {
         REPLY_ERROR,
         REPLY_LOST,
         REPLY_RELEASED,
+        REPLY_RENEWED,
 } ReplyKind;
 
 typedef struct Reply {
@@ -34,6 +48,8 @@ typedef struct Reply {
         uint32_t slots;
         uint64_t token;
         uint64_t since_ms;
+        uint32_t limit;         /* QUEUED, DENIED, GRANTED: the limit in force; 0: not said */
+        uint64_t ttl_ms;        /* GRANTED, RENEWED: the lease TTL; 0: not said (no self-fencing) */
         char lease[LEASE_ID_LEN + 1];   /* GRANTED */
         char code[32];          /* ERROR code=, DENIED/LOST reason= */
         char message[512];      /* ERROR message=, DENIED/LOST reason= in full */
@@ -42,18 +58,44 @@ typedef struct Reply {
 /* The namespace clients use: explicit, else $FLEETSEM_NAMESPACE, else the default. */
 const char *client_namespace(const char *explicit_ns);
 
-/* Connects to @ns/agent, trusting uid 0 or agent_uid, and sends req. */
+/* Connects to @ns/agent and checks with SO_PEERCRED that it runs as root or
+ * as agent_uid, before deadline (CLOCK_MONOTONIC) whatever the agent does: a
+ * full listen backlog (an agent that is stopped, or one whose backlog
+ * someone filled) is tried again until the deadline. With cancel_fd >= 0 (a
+ * signalfd), gives up as soon as it is readable. -ENOENT: no agent; -EPERM:
+ * an untrusted process holds the name; -EAGAIN: it took no connection
+ * before the deadline; -ECANCELED. The fd is non-blocking. */
+int client_connect(const char *ns, uid_t agent_uid, usec_t deadline, int cancel_fd, int *ret_fd);
+
+/* client_connect(), then sends req before deadline; -ETIMEDOUT when the
+ * agent took the connection but not the request. */
+int client_send_request_until(const char *ns, uid_t agent_uid, usec_t deadline, int cancel_fd, const Request *req,
+                              int *ret_fd);
+/* The same with a timeout from now, and no cancel_fd. */
 int client_send_request(const char *ns, uid_t agent_uid, usec_t timeout, const Request *req, int *ret_fd);
 
 /* Parses one reply line; -EBADMSG when it is not one. */
 int reply_parse(const char *line, size_t len, Reply *ret);
 
-/* Reads the next line, or reply, before deadline (CLOCK_MONOTONIC; with
- * USEC_INFINITY, bounded by the socket's own timeouts instead).
+/* Reads the next line, or reply, before deadline (CLOCK_MONOTONIC;
+ * USEC_INFINITY: none).
  * -ETIMEDOUT when none came in time, -ECONNRESET when the agent closed the
  * connection. */
 int client_read_line(int fd, LineReader *lr, usec_t deadline, char **ret_line, size_t *ret_len);
 int client_read_reply(int fd, LineReader *lr, usec_t deadline, Reply *ret);
+
+/* What a failure of client_connect() or of a read means, for people:
+ * "no agent on @NS/agent", …. */
+#define CLIENT_ERROR_TEXT_MAX 192
+const char *client_error_text(int error, const char *ns, char *buf, size_t size);
+
+/* The limit in force a reply tells (a missing limit= means the slots asked for). */
+uint32_t reply_limit(const Reply *r, uint32_t asked);
+
+/* When the limit in force is below what was asked for, writes
+ * "NAME is limited to L at once by its current holders (ASKED_WHAT S)" into
+ * buf and returns true; otherwise false. */
+bool limit_note(const char *name, uint32_t limit, uint32_t asked, const char *asked_what, char *buf, size_t size);
 
 /* The exit code for an ERROR reply's code. */
 int exit_code_for_error(const char *code);

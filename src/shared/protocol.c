@@ -283,3 +283,69 @@ int request_format(const Request *r, char *buf, size_t size) {
         }
         return message_finish(&b);
 }
+
+/* The length of the printable UTF-8 character at p (2 to 4 bytes), or 0 when
+ * p starts no such character: a bad or overlong sequence, a surrogate, a C1
+ * control, or a format character that reorders or hides text (bidi
+ * controls, zero-width characters, line and paragraph separators, BOM). */
+static size_t utf8_printable(const unsigned char *p) {
+        uint32_t cp;
+        size_t n;
+
+        if (p[0] >= 0xc2 && p[0] <= 0xdf)
+                n = 2, cp = p[0] & 0x1f;
+        else if (p[0] >= 0xe0 && p[0] <= 0xef)
+                n = 3, cp = p[0] & 0x0f;
+        else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+                n = 4, cp = p[0] & 0x07;
+        else
+                return 0;
+        for (size_t i = 1; i < n; i++) {
+                if ((p[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = cp << 6 | (p[i] & 0x3f);
+        }
+        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff) || cp < 0xa0 || (cp >= 0x200b && cp <= 0x200f) ||
+            (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) || cp == 0xfeff)
+                return 0;
+        return n;
+}
+
+const char *text_escape(const char *s, char *buf, size_t size) {
+        static const char hex[] = "0123456789abcdef";
+        const unsigned char *p = (const unsigned char *) s;
+        size_t len = 0;
+
+        if (size == 0)
+                return buf;
+        while (*p) {
+                char esc[4];
+                size_t n = utf8_printable(p), k;
+                const char *out = (const char *) p;
+
+                if (n > 0)
+                        k = n;
+                else if (*p >= 0x20 && *p < 0x7f && *p != '\\')
+                        n = k = 1;
+                else {
+                        out = esc;
+                        esc[0] = '\\';
+                        esc[1] = *p == '\n' ? 'n' : *p == '\t' ? 't' : *p == '\r' ? 'r' : *p == '\\' ? '\\' : 'x';
+                        k = 2;
+                        if (esc[1] == 'x') {
+                                esc[2] = hex[*p >> 4];
+                                esc[3] = hex[*p & 15];
+                                k = 4;
+                        }
+                        n = 1;
+                }
+                if (len + k >= size)
+                        break;
+                memcpy(buf + len, out, k);
+                len += k;
+                p += n;
+        }
+        buf[len] = '\0';
+        return buf;
+}

@@ -103,3 +103,11 @@ int request_format(const Request *r, char *buf, size_t size);
 #define ERROR_CODE_UNAVAILABLE "unavailable"    /* Redis is unreachable */
 #define ERROR_CODE_REDIS "redis"                /* Redis answered with an error */
 #define ERROR_CODE_BUSY "busy"                  /* too many clients */
+
+/* Text for a terminal from a value a client or Redis chose (a comm, a unit,
+ * a host): control characters, invalid UTF-8 and the invisible characters
+ * that reorder or hide text come out as \n, \t, \r, \\ or \xNN; printable
+ * UTF-8 stays as it is. Writes into buf (TEXT_ESCAPE_SIZE(strlen(s)) bytes
+ * hold any s whole; a smaller buf truncates the result) and returns buf. */
+#define TEXT_ESCAPE_SIZE(len) (4 * (len) + 1)
+const char *text_escape(const char *s, char *buf, size_t size);

@@ -216,31 +216,6 @@ int peer_cred(int fd, struct ucred *ret) {
         return 0;
 }
 
-int agent_connect(const char *ns, uid_t trusted_uid, usec_t timeout, int *ret_fd) {
-        _cleanup_close_ int fd = -EBADF;
-        struct ucred uc;
-        struct timeval tv = {
-                .tv_sec = (time_t) (timeout / USEC_PER_SEC),
-                .tv_usec = (suseconds_t) (timeout % USEC_PER_SEC),
-        };
-        int r;
-
-        r = connect_abstract(ns, "agent", NULL, false, &fd);
-        if (r < 0)
-                return r;
-        r = peer_cred(fd, &uc);
-        if (r < 0)
-                return r;
-        if (uc.uid != 0 && uc.uid != trusted_uid)
-                return -EPERM;
-        if (timeout != USEC_INFINITY &&
-            (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
-             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0))
-                return -errno;
-        *ret_fd = TAKE_FD(fd);
-        return 0;
-}
-
 int write_all(int fd, const void *buf, size_t len, usec_t timeout) {
         const char *p = buf;
 

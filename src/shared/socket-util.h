@@ -31,11 +31,6 @@ int anchor_is_listening(const char *ns, const char *lease, uid_t *ret_uid);
 
 int agent_listen(const char *ns, int *ret_fd);
 
-/* Connects to the agent and checks with SO_PEERCRED that it runs as root or
- * as trusted_uid. -ENOENT: no agent; -EPERM: an untrusted process holds the
- * name. */
-int agent_connect(const char *ns, uid_t trusted_uid, usec_t timeout, int *ret_fd);
-
 int peer_cred(int fd, struct ucred *ret);
 
 /* Writes all of buf, polling on EAGAIN up to timeout. */

@@ -1,0 +1,63 @@
+#!/bin/bash
+# A holder fences itself: while fleetsem run holds on host a, a's agent is
+# stopped (SIGSTOP: no renewals, no LOST, nothing). run hears no RENEWED
+# for 2/3 of the lease TTL and stops COMMAND (--on-lost=term) before Redis
+# lets the lease run out and grants the slot to a job waiting on host b.
+# Twenty times, with the stop at a different point of the renewal period
+# each time.
+TTL=2s
+TTL_MS=2000
+MARGIN_MS=500           # SIGTERM delivery and the shell's trap, on a busy machine
+ROUNDS=${ROUNDS:-20}
+. "$(dirname "$0")/lib.sh"
+
+start_redis
+start_agent a
+start_agent b
+agent_a=$(agent_pid a)
+
+for round in $(seq "$ROUNDS"); do
+        rm -f "$T/a-start" "$T/a-end" "$T/b-start"
+        # A's job notes when it starts and when the fence's SIGTERM reaches it.
+        fs_exec a run --on-lost=term sf -- sh -c \
+                'date +%s%3N >"$0/a-start"; trap "date +%s%3N >\"$0/a-end\"; exit 143" TERM; sleep 300 & wait' "$T" \
+                2>"$T/run-a.log" &
+        job_a=$!
+        wait_for 10 test -s "$T/a-start" || bail "round $round: the job on a did not start"
+        fs_exec b run sf -- sh -c 'date +%s%3N >"$0/b-start"' "$T" &
+        job_b=$!
+        wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{sf}:queue') = 1 ]" ||
+                bail "round $round: the job on b did not queue"
+        # Somewhere in the renewal period (TTL/3).
+        sleep "0.$(( (round * 37) % 60 + 10 ))"
+
+        stopped=$(now_ms)
+        kill -STOP "$agent_a"
+        # Bounded: an agent without ttl= leaves the job running for ever.
+        wait_for 10 sh -c "! kill -0 $job_a 2>/dev/null" || kill -KILL "$job_a"
+        wait "$job_a"
+        rc_a=$?
+        wait_for 10 test -s "$T/b-start"
+        a_end=$(cat "$T/a-end" 2>/dev/null || echo never)
+        b_start=$(cat "$T/b-start" 2>/dev/null || echo never)
+        kill -CONT "$agent_a"
+        wait "$job_b"
+
+        is "$rc_a" 75 "round $round: run on a exits 75 (slot assumed lost)"
+        if [ "$a_end" = never ]; then
+                not_ok "round $round: COMMAND on a got SIGTERM"
+        else
+                check "round $round: ... $((a_end - stopped)) ms after the agent stopped (at most $((TTL_MS * 2 / 3)) + $MARGIN_MS)" \
+                        [ $((a_end - stopped)) -le $((TTL_MS * 2 / 3 + MARGIN_MS)) ]
+        fi
+        if [ "$b_start" = never ] || [ "$a_end" = never ]; then
+                not_ok "round $round: b's job started after a's was stopped (a: $a_end, b: $b_start)"
+        else
+                check "round $round: b's job started $((b_start - a_end)) ms after a's was stopped" [ "$b_start" -gt "$a_end" ]
+        fi
+        wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{sf}:holders') = 0 ]" ||
+                bail "round $round: the slot was not freed"
+done
+like "$(cat "$T/run-a.log")" 'no word from the agent for [0-9ms ]+: assuming the slot of sf is lost \(on-lost=term\)' \
+        "run says why it stopped COMMAND"
+done_testing
