@@ -38,6 +38,7 @@ int conf_parse_file(const char *path, conf_line_cb cb, void *userdata, char **re
         unsigned lineno = 0;
         size_t total = 0;
         struct stat st;
+        long pos = 0;
 
         f = fopen(path, "re");
         if (!f) {
@@ -54,6 +55,7 @@ int conf_parse_file(const char *path, conf_line_cb cb, void *userdata, char **re
                 const char *why = NULL;
                 char *key, *value, *eq;
                 size_t n = strlen(line);
+                long start = pos;
 
                 lineno++;
                 total += n;
@@ -61,12 +63,15 @@ int conf_parse_file(const char *path, conf_line_cb cb, void *userdata, char **re
                         (void) asprintf(ret_error, "%s:%u: file too large", path, lineno);
                         return -EFBIG;
                 }
-                if (n > CONF_LINE_MAX || (n > 0 && line[n - 1] != '\n' && !feof(f))) {
-                        (void) asprintf(ret_error, "%s:%u: line too long", path, lineno);
+                /* fgets() reads on past a NUL byte, and strlen() stops at
+                 * it: what the file position moved by tells them apart. */
+                pos = ftell(f);
+                if (pos < 0 || (size_t) (pos - start) != n) {
+                        (void) asprintf(ret_error, "%s:%u: NUL byte in line", path, lineno);
                         return -EINVAL;
                 }
-                if (strlen(line) != n || memchr(line, '\0', n)) {
-                        (void) asprintf(ret_error, "%s:%u: NUL byte in line", path, lineno);
+                if (n > CONF_LINE_MAX || (n > 0 && line[n - 1] != '\n' && !feof(f))) {
+                        (void) asprintf(ret_error, "%s:%u: line too long", path, lineno);
                         return -EINVAL;
                 }
 
