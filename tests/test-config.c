@@ -54,6 +54,15 @@ static void test_urls(void) {
         CHECK_STR(a.unix_path, "/run/redis/redis.sock", "unix path");
         redis_address_done(&a);
 
+        /* The printed form reads back as the same address. */
+        CHECK_INT(redis_address_parse("unix:////run/redis.sock", &a, &why), 0, "unix: with a path that starts with //");
+        CHECK_STR(a.unix_path, "//run/redis.sock", "unix path with //");
+        redis_address_to_string(&a, buf, sizeof(buf));
+        redis_address_done(&a);
+        CHECK_INT(redis_address_parse(buf, &a, &why), 0, "its printed form parses");
+        CHECK_STR(a.unix_path, "//run/redis.sock", "to the same path");
+        redis_address_done(&a);
+
         static const char *const bad[] = {
                 "localhost:6379", "redis://", "redis://host:0", "redis://host:65536", "redis://host:x",
                 "redis://host/db", "unix:relative.sock", "http://host", "redis://[::1", "redis://ho st",

@@ -210,7 +210,9 @@ int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why
 
 const char *redis_address_to_string(const RedisAddress *a, char *buf, size_t size) {
         if (a->unix_path)
-                snprintf(buf, size, "unix:%s", a->unix_path);
+                /* "unix://" reads as "unix:", so a path that starts with
+                 * "//" needs it to read back the same. */
+                snprintf(buf, size, "unix:%s%s", a->unix_path[1] == '/' ? "//" : "", a->unix_path);
         else if (!a->host)
                 snprintf(buf, size, "(none)");
         else
