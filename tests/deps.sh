@@ -8,6 +8,8 @@ FLEETSEM_DEPS=(
         systemd-container debootstrap
         libpam-wrapper pamtester openssh-client
 )
+# The fuzz targets (tests/fuzz/run.sh), on top: clang and its libFuzzer.
+FLEETSEM_FUZZ_DEPS=(clang libfuzzer-14-dev)
 # The benchmark's peers, on top.
 FLEETSEM_BENCH_DEPS=(etcd-server etcd-client)
 

@@ -9,16 +9,20 @@
 
 static char dir[] = "/tmp/fleetsem-test-config-XXXXXX";
 
-static const char *write_file(const char *name, const char *text, mode_t mode) {
+static const char *write_bytes(const char *name, const char *text, size_t len, mode_t mode) {
         static char path[256];
         FILE *f;
 
         snprintf(path, sizeof(path), "%s/%s", dir, name);
         f = fopen(path, "we");
-        fputs(text, f);
+        fwrite(text, 1, len, f);
         fclose(f);
         chmod(path, mode);
         return path;
+}
+
+static const char *write_file(const char *name, const char *text, mode_t mode) {
+        return write_bytes(name, text, strlen(text), mode);
 }
 
 static void test_urls(void) {
@@ -48,6 +52,15 @@ static void test_urls(void) {
 
         CHECK_INT(redis_address_parse("unix:/run/redis/redis.sock", &a, &why), 0, "unix:/path");
         CHECK_STR(a.unix_path, "/run/redis/redis.sock", "unix path");
+        redis_address_done(&a);
+
+        /* The printed form reads back as the same address. */
+        CHECK_INT(redis_address_parse("unix:////run/redis.sock", &a, &why), 0, "unix: with a path that starts with //");
+        CHECK_STR(a.unix_path, "//run/redis.sock", "unix path with //");
+        redis_address_to_string(&a, buf, sizeof(buf));
+        redis_address_done(&a);
+        CHECK_INT(redis_address_parse(buf, &a, &why), 0, "its printed form parses");
+        CHECK_STR(a.unix_path, "//run/redis.sock", "to the same path");
         redis_address_done(&a);
 
         static const char *const bad[] = {
@@ -86,16 +99,20 @@ static void test_file(void) {
         free(err);
 }
 
-static void check_bad(const char *text, const char *expected) {
+static void check_bad_bytes(const char *text, size_t len, const char *expected) {
         Config c;
         char *err = NULL;
-        const char *path = write_file("bad.conf", text, 0644);
+        const char *path = write_bytes("bad.conf", text, len, 0644);
 
         config_init(&c);
         CHECK(config_load_file(&c, path, &err) < 0, "refused: %s", expected);
         CHECK(err && strstr(err, expected), "error names the place: %s", err ? err : "(none)");
         config_done(&c);
         free(err);
+}
+
+static void check_bad(const char *text, const char *expected) {
+        check_bad_bytes(text, strlen(text), expected);
 }
 
 static void test_bad_files(void) {
@@ -107,6 +124,10 @@ static void test_bad_files(void) {
         check_bad("allow = x*\n", "bad.conf:1: allow");
         check_bad("redis = mysql://x\n", "bad.conf:1: redis");
         check_bad("redis_password_file = relative\n", "bad.conf:1: redis_password_file");
+        /* A NUL byte, in the last line (once read as "namespace = a") or
+         * in any other. */
+        check_bad_bytes("redis = unix:/x\nnamespace = a\0b", 31, "bad.conf:2: NUL byte in line");
+        check_bad_bytes("namespace = a\0b\nredis = unix:/x\n", 32, "bad.conf:1: NUL byte in line");
 }
 
 static void test_password_file(void) {

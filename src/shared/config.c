@@ -39,6 +39,7 @@ int conf_parse_file(const char *path, conf_line_cb cb, void *userdata, char **re
         unsigned lineno = 0;
         size_t total = 0;
         struct stat st;
+        long pos = 0;
 
         f = fopen(path, "re");
         if (!f) {
@@ -55,6 +56,7 @@ int conf_parse_file(const char *path, conf_line_cb cb, void *userdata, char **re
                 const char *why = NULL;
                 char *key, *value, *eq;
                 size_t n = strlen(line);
+                long start = pos;
 
                 lineno++;
                 total += n;
@@ -62,12 +64,15 @@ int conf_parse_file(const char *path, conf_line_cb cb, void *userdata, char **re
                         (void) asprintf(ret_error, "%s:%u: file too large", path, lineno);
                         return -EFBIG;
                 }
-                if (n > CONF_LINE_MAX || (n > 0 && line[n - 1] != '\n' && !feof(f))) {
-                        (void) asprintf(ret_error, "%s:%u: line too long", path, lineno);
+                /* fgets() reads on past a NUL byte, and strlen() stops at
+                 * it: what the file position moved by tells them apart. */
+                pos = ftell(f);
+                if (pos < 0 || (size_t) (pos - start) != n) {
+                        (void) asprintf(ret_error, "%s:%u: NUL byte in line", path, lineno);
                         return -EINVAL;
                 }
-                if (strlen(line) != n || memchr(line, '\0', n)) {
-                        (void) asprintf(ret_error, "%s:%u: NUL byte in line", path, lineno);
+                if (n > CONF_LINE_MAX || (n > 0 && line[n - 1] != '\n' && !feof(f))) {
+                        (void) asprintf(ret_error, "%s:%u: line too long", path, lineno);
                         return -EINVAL;
                 }
 
@@ -266,7 +271,9 @@ const char *redis_address_to_string(const RedisAddress *a, char *buf, size_t siz
                 if (n < size)
                         snprintf(buf + n, size - n, "/%s", a->master_name);
         } else if (a->unix_path)
-                snprintf(buf, size, "unix:%s", a->unix_path);
+                /* "unix://" reads as "unix:", so a path that starts with
+                 * "//" needs it to read back the same. */
+                snprintf(buf, size, "unix:%s%s", a->unix_path[1] == '/' ? "//" : "", a->unix_path);
         else if (!a->host)
                 snprintf(buf, size, "(none)");
         else

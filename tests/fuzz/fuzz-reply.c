@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/* What the CLI and the PAM module make of the agent's lines: bytes through
+ * the LineReader, each line through reply_parse(). An accepted reply is
+ * one of the known kinds with the fields that kind needs, and a reply
+ * written back from it reads back the same. */
+
+#include "client.h"
+#include "fuzz.h"
+#include "names.h"
+
+static const char *const verbs[] = {
+        [REPLY_QUEUED] = "QUEUED", [REPLY_GRANTED] = "GRANTED", [REPLY_DENIED] = "DENIED",
+        [REPLY_ERROR] = "ERROR", [REPLY_LOST] = "LOST", [REPLY_RELEASED] = "RELEASED",
+};
+
+static void check_reply(const Reply *rep) {
+        char line[PROTO_REPLY_MAX + 1];
+        MessageBuilder b;
+        Reply again;
+        int n;
+
+        fuzz_assert((size_t) rep->kind < sizeof(verbs) / sizeof(verbs[0]));
+        if (rep->kind == REPLY_GRANTED)
+                fuzz_assert(lease_id_is_valid(rep->lease));
+        if (rep->kind == REPLY_ERROR)
+                fuzz_assert(rep->code[0] && rep->message[0]);
+        fuzz_assert(strlen(rep->code) < sizeof(rep->code) && strlen(rep->message) < sizeof(rep->message));
+
+        message_start(&b, line, sizeof(line), verbs[rep->kind]);
+        message_add_u64(&b, "position", rep->position);
+        message_add_u64(&b, "held", rep->held);
+        message_add_u64(&b, "slots", rep->slots);
+        message_add_u64(&b, "token", rep->token);
+        message_add_u64(&b, "since", rep->since_ms);
+        message_add(&b, "lease", rep->lease);
+        if (rep->kind == REPLY_ERROR) {
+                message_add(&b, "code", rep->code);
+                message_add(&b, "message", rep->message);
+        } else
+                message_add(&b, "reason", rep->message);
+        n = message_finish(&b);
+        fuzz_assert(n > 0);
+        fuzz_assert(reply_parse(line, (size_t) n, &again) == 0);
+        fuzz_assert(again.kind == rep->kind && again.position == rep->position && again.held == rep->held);
+        fuzz_assert(again.slots == rep->slots && again.token == rep->token && again.since_ms == rep->since_ms);
+        fuzz_assert(strcmp(again.lease, rep->lease) == 0 && strcmp(again.code, rep->code) == 0);
+        fuzz_assert(strcmp(again.message, rep->message) == 0);
+}
+
+static void on_line(char *line, size_t len) {
+        Reply rep;
+        int r;
+
+        r = reply_parse(line, len, &rep);
+        fuzz_assert(r == 0 || r == -EBADMSG);
+        if (r == 0)
+                check_reply(&rep);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        fuzz_lines(data, size, PROTO_REPLY_MAX, on_line);
+        return 0;
+}

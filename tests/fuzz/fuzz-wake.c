@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/* granted_parse(): the grants in a wake message from Redis ("g LEASE TOKEN
+ * SINCE ..."), as the agent's engine reads them. What it accepts is at
+ * most max grants of valid lease ids, and they read back the same when
+ * written out again. Not checked (README.md, "Findings"): that each lease
+ * id is a whole word of the message; sscanf()'s %32s takes the first 32
+ * characters of a longer one, and %llu takes "-2" and any white space. */
+
+#include <inttypes.h>
+
+#include "engine-internal.h"
+#include "fuzz.h"
+
+#define MAX 8
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        char *s = fuzz_string(data, size);
+        char line[MAX * 80 + 1] = "";
+        Granted g[MAX], again[MAX];
+        size_t k = 0, k2 = 0, len = 0;
+        int r;
+
+        r = granted_parse(s, g, MAX, &k);
+        fuzz_assert(r == 0 || r == -EBADMSG || r == -E2BIG);
+        if (r < 0) {
+                free(s);
+                return 0;
+        }
+        fuzz_assert(k <= MAX);
+
+        for (size_t i = 0; i < k; i++) {
+                fuzz_assert(lease_id_is_valid(g[i].lease));
+                len += (size_t) snprintf(line + len, sizeof(line) - len, "%s%s %" PRIu64 " %" PRIu64, i ? " " : "",
+                                         g[i].lease, g[i].token, g[i].since_ms);
+        }
+
+        fuzz_assert(granted_parse(line, again, MAX, &k2) == 0 && k2 == k);
+        for (size_t i = 0; i < k; i++)
+                fuzz_assert(strcmp(again[i].lease, g[i].lease) == 0 && again[i].token == g[i].token &&
+                            again[i].since_ms == g[i].since_ms);
+        free(s);
+        return 0;
+}

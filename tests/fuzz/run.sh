@@ -1,0 +1,46 @@
+#!/bin/bash
+# Builds the libFuzzer targets (build-fuzz, clang, ASan+UBSan) and runs each
+# for SECONDS (default 30), starting from its seeds in tests/fuzz/corpus/:
+#   bash tests/fuzz/run.sh [SECONDS]
+# Prints each target's executions, coverage and crashes, then "N passed,
+# N failed"; exits non-zero when any target crashed. What a run finds stays
+# in build-fuzz/fuzz/: the grown corpus, and crash-* inputs to replay with
+# build-fuzz/tests/fuzz/TARGET FILE.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. tests/deps.sh
+ensure_deps "${FLEETSEM_FUZZ_DEPS[@]}"
+
+seconds=${1:-30}
+case $seconds in
+''|*[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 64 ;;
+esac
+
+[ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dfuzzing=true
+meson compile -C build-fuzz
+
+passed=0 failed=0
+for seeds in tests/fuzz/corpus/fuzz-*/; do
+        t=$(basename "$seeds")
+        work=build-fuzz/fuzz/$t
+        mkdir -p "$work/corpus"
+        rm -f "$work"/crash-* "$work"/oom-* "$work"/timeout-* "$work"/leak-*
+        rc=0
+        # New inputs go to the first directory only: the seeds stay as they are.
+        timeout $((seconds + 120)) build-fuzz/tests/fuzz/"$t" -max_total_time="$seconds" -timeout=25 \
+                -print_final_stats=1 -artifact_prefix="$work/" "$work/corpus" "$seeds" \
+                >"$work/log" 2>&1 || rc=$?
+        execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
+        cov=$(grep -o 'cov: [0-9]*' "$work/log" | tail -1 | cut -d' ' -f2 || true)
+        if [ "$rc" -eq 0 ]; then
+                passed=$((passed + 1))
+                echo "$t: ${execs:-?} executions, cov ${cov:-?}, 0 crashes"
+        else
+                failed=$((failed + 1))
+                echo "$t: ${execs:-?} executions, cov ${cov:-?}, 1 crash (exit $rc); see $work/log"
+                grep -m1 -E 'check failed|ERROR: ' "$work/log" | sed 's/^/  /' || true
+                ls "$work"/crash-* "$work"/oom-* "$work"/timeout-* "$work"/leak-* 2>/dev/null | sed 's/^/  input: /' || true
+        fi
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
