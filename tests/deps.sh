@@ -7,6 +7,8 @@ FLEETSEM_DEPS=(
         python3 procps util-linux systemd
         systemd-container debootstrap
         libpam-wrapper pamtester openssh-client
+        bash-completion
+        debhelper dpkg-dev lintian
 )
 # The benchmark's peers, on top.
 FLEETSEM_BENCH_DEPS=(etcd-server etcd-client)
