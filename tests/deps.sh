@@ -7,6 +7,8 @@ FLEETSEM_DEPS=(
         python3 procps util-linux systemd
         systemd-container debootstrap
         libpam-wrapper pamtester openssh-client
+        bash-completion
+        debhelper dpkg-dev lintian
 )
 # The fuzz targets (tests/fuzz/run.sh), on top: clang and its libFuzzer.
 FLEETSEM_FUZZ_DEPS=(clang libfuzzer-14-dev)

@@ -86,45 +86,57 @@ ns_cgroup_remove() {
         done
 }
 
+# ns_launch HOST [NSPAWN_OPTION...]: boots HOST in the background, with the
+# shared directory bound in at /run/fleetsem-test; ns_wait_booted waits for it.
+ns_launch() {
+        local host=$1; shift
+        [ -n "${NS_ROOT:-}" ] || ns_root
+        mkdir -p "$T/shared"
+        (
+                for d in $(ns_cgroup_dirs); do
+                        mkdir -p "$d/$NSBASE-$host" && echo "$BASHPID" >"$d/$NSBASE-$host/cgroup.procs"
+                done
+                exec systemd-nspawn -q -D "$NS_ROOT" --volatile=overlay -b -M "$NSBASE-$host" --hostname="$host" \
+                        --private-network --register=no --keep-unit \
+                        --bind="$T/shared:/run/fleetsem-test" "$@" "${NS_BINDS[@]}"
+        ) >"$T/console-$host.txt" 2>&1 </dev/null &
+        eval "NS_PID_$host=$!"
+        disown
+        NS_HOSTS+=("$host")
+}
+
+# ns_wait_booted HOST: until HOST's systemd has finished booting.
+ns_wait_booted() {
+        local host=$1 pid leader
+        pid=$(eval "echo \$NS_PID_$host")
+        # The container's PID 1 is nspawn's child once it runs systemd
+        # (before that, a short-lived helper child of nspawn's may be
+        # the one there).
+        wait_for 30 sh -c "pgrep -x -P $pid systemd >/dev/null" || bail "container $host did not start"
+        leader=$(pgrep -x -P "$pid" systemd | head -n1)
+        eval "NS_LEADER_$host=$leader"
+        wait_for 60 sh -c "nsenter -t $leader -a systemctl is-system-running --wait | grep -qE '^(running|degraded)\$'" || {
+                ns "$host" systemctl --failed --no-pager >&2
+                bail "container $host did not boot"
+        }
+}
+
 # ns_boot HOST...: boots each HOST and installs the agent the way the README
 # says: the shipped units, a config file, systemctl enable --now fleetsem.socket.
 ns_boot() {
         local host unit_exec
-        [ -n "${NS_ROOT:-}" ] || ns_root
-        mkdir -p "$T/shared"
         unit_exec=$(sed -n 's/^ExecStart=//p' "$BUILD/systemd/fleetsemd.service")
         for host in "$@"; do
                 ns_config "$host"
-                (
-                        for d in $(ns_cgroup_dirs); do
-                                mkdir -p "$d/$NSBASE-$host" && echo "$BASHPID" >"$d/$NSBASE-$host/cgroup.procs"
-                        done
-                        exec systemd-nspawn -q -D "$NS_ROOT" --volatile=overlay -b -M "$NSBASE-$host" --hostname="$host" \
-                                --private-network --register=no --keep-unit \
-                                --bind-ro="$FLEETSEMD:$unit_exec" \
-                                --bind-ro="$FLEETSEM:/usr/local/bin/fleetsem" \
-                                --bind-ro="$BUILD/systemd/fleetsemd.service:/etc/systemd/system/fleetsemd.service" \
-                                --bind-ro="$SRC/systemd/fleetsem.socket:/etc/systemd/system/fleetsem.socket" \
-                                --bind-ro="$T/$host/etc:/etc/fleetsem" \
-                                --bind="$T/shared:/run/fleetsem-test" "${NS_BINDS[@]}"
-                ) >"$T/console-$host.txt" 2>&1 </dev/null &
-                eval "NS_PID_$host=$!"
-                disown
-                NS_HOSTS+=("$host")
+                ns_launch "$host" \
+                        --bind-ro="$FLEETSEMD:$unit_exec" \
+                        --bind-ro="$FLEETSEM:/usr/local/bin/fleetsem" \
+                        --bind-ro="$BUILD/systemd/fleetsemd.service:/etc/systemd/system/fleetsemd.service" \
+                        --bind-ro="$SRC/systemd/fleetsem.socket:/etc/systemd/system/fleetsem.socket" \
+                        --bind-ro="$T/$host/etc:/etc/fleetsem"
         done
         for host in "$@"; do
-                local pid leader=""
-                pid=$(eval "echo \$NS_PID_$host")
-                # The container's PID 1 is nspawn's child once it runs systemd
-                # (before that, a short-lived helper child of nspawn's may be
-                # the one there).
-                wait_for 30 sh -c "pgrep -x -P $pid systemd >/dev/null" || bail "container $host did not start"
-                leader=$(pgrep -x -P "$pid" systemd | head -n1)
-                eval "NS_LEADER_$host=$leader"
-                wait_for 60 sh -c "nsenter -t $leader -a systemctl is-system-running --wait | grep -qE '^(running|degraded)\$'" || {
-                        ns "$host" systemctl --failed --no-pager >&2
-                        bail "container $host did not boot"
-                }
+                ns_wait_booted "$host"
                 ns "$host" systemctl enable --now fleetsem.socket >/dev/null 2>&1 || bail "cannot enable fleetsem.socket on $host"
         done
 }
