@@ -1,8 +1,10 @@
 #!/bin/bash
 # Agent restart (SIGTERM, then start again) while its jobs hold: the slots
 # stay held (anchors live in the jobs), nobody else gets in, and the slots
-# are released when the jobs end.
-TTL=2s
+# are released when the jobs end. The agent is away for a second: well
+# inside two thirds of the lease, after which its holders would rightly
+# stop believing in their slots (fleetsem run fences itself then).
+TTL=6s
 . "$(dirname "$0")/lib.sh"
 
 start_redis
@@ -30,7 +32,7 @@ is "$?" 0 "the agent exits cleanly on SIGTERM"
 sleep 1
 start_agent a
 check "the new agent re-adopts both slots" wait_for 5 grep -q "Re-adopted 2 held slot" "$T/agent-a.log"
-sleep 3         # longer than the lease TTL: unrenewed slots would have expired
+sleep 7         # longer than the lease TTL: unrenewed slots would have expired
 
 check "nobody else got in during the restart" test ! -e "$T/granted"
 is "$(rcli ZRANGE 'fleetsem:{ar}:queue' 0 -1 | tr '\n' ' ')" "$queue_before" \

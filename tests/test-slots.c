@@ -386,6 +386,30 @@ static void test_refused_and_pending_release(void) {
         slots_done(&e);
 }
 
+/* A grant no replica confirmed was given back: the waiter asks again
+ * later; one that would not wait is denied. */
+static void test_unconfirmed_grant(void) {
+        Client c1 = {}, c2 = {};
+        AcquireResult retry = { .outcome = ACQUIRE_RETRY, .error = "no replica" };
+        Lease *a, *b;
+
+        setup(0);
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
+        slots_acquire_done(&e, a, &retry, 10);
+        CHECK_INT(c1.n_lines, 0, "an unconfirmed grant is not told");
+        CHECK(!c1.finished, "and the request goes on waiting");
+        CHECK_U64(w.lease_timer[1], 10 + USEC_PER_SEC, "it asks again a second later");
+        slots_lease_timer(&e, a, 10 + USEC_PER_SEC);
+        CHECK_STR(last_call()->what, "acquire", "and does");
+        reply_granted(a, 4, 1, 20 + USEC_PER_SEC);
+        CHECK(has_line(&c1, "GRANTED token=4"), "a confirmed grant is told");
+
+        b = ask(2, "y", 1, 0, &c2, 30);
+        slots_acquire_done(&e, b, &retry, 40);
+        CHECK(has_line(&c2, "DENIED reason=unconfirmed"), "without a wait it is denied");
+        slots_done(&e);
+}
+
 int main(void) {
         log_setup("test-slots", LOG_TARGET_STDERR, NULL);
         log_set_max_level(LOG_EMERG);
@@ -396,5 +420,6 @@ int main(void) {
         test_lost_when_not_renewed();
         test_reset();
         test_refused_and_pending_release();
+        test_unconfirmed_grant();
         return tap_done();
 }

@@ -208,9 +208,8 @@ static void wait_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
         }
         snprintf(why, sizeof(why), "the grant reached %lld of the %d replica(s) min_replicas_acked asks for; given back",
                  n < 0 ? 0 : n, a->config->min_replicas_acked);
-        log_warning("Slot of %s for lease %s: %s.", l->name->name, l->id, why);
         (void) io_call_release(a, l->name->name, l->id, l->uid);
-        gw->result = (AcquireResult) { .outcome = ACQUIRE_FAILED, .error = why };
+        gw->result = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = why };
         slots_acquire_done(&a->slots, l, &gw->result, now_mono());
         free(gw);
 }

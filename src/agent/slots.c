@@ -573,6 +573,20 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 e->ops->index(e->ctx, l, false);
                 lease_detach(l, now);
                 goto finish;
+        case ACQUIRE_RETRY:
+                /* The grant was given back: in line again, at the end. */
+                f = lease_fields(l);
+                log_fields(LOG_WARNING, &f, "Slot of %s for %s not confirmed (%s); asking again.", l->name->name, l->id,
+                           r->error);
+                if (l->no_wait) {
+                        lease_deny(l, "unconfirmed", "no confirmed slot and no wait", now);
+                        goto finish;
+                }
+                l->enqueued = false;
+                l->seq = 0;
+                l->recheck_at = now + USEC_PER_SEC;
+                lease_arm(l);
+                goto finish;
         case ACQUIRE_GRANTED:
                 l->held_seen = r->held;
                 grant_in_order(l, r->token, r->since_ms, r->limit, now);

@@ -98,6 +98,7 @@ typedef enum AcquireOutcome {
         ACQUIRE_QUEUED,
         ACQUIRE_REFUSED,        /* the lease is owned by another host or user */
         ACQUIRE_FAILED,         /* Redis answered with an error or nonsense */
+        ACQUIRE_RETRY,          /* granted, but not confirmed (no replica has it): given back, ask again */
 } AcquireOutcome;
 
 typedef struct AcquireResult {

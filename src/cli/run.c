@@ -32,6 +32,9 @@ typedef enum OnLost {
         ON_LOST_IGNORE,
 } OnLost;
 
+/* An agent (or its successor) watching the anchor: more are refused. */
+#define ANCHOR_WATCHES_MAX 4
+
 typedef struct Run {
         const char *ns;
         const char *name;
@@ -47,6 +50,7 @@ typedef struct Run {
 
         char lease[LEASE_ID_LEN + 1];
         int anchor_fd;
+        int watch_fd[ANCHOR_WATCHES_MAX];       /* the agents' connections to it, accepted */
         int agent_fd;
         int signal_fd;
         LineReader lr;
@@ -464,6 +468,29 @@ static int handle_reply(Run *r, const Reply *rep) {
         }
 }
 
+/* Anyone may connect to the anchor (abstract sockets have no permissions);
+ * left in the backlog, such connections would fill it until the agent's
+ * own could not get in. So they are taken and dropped at once, and only
+ * the agent's (root's, or the trusted agent user's) are kept: the agent
+ * sees the anchor close through them as through a pending connection. */
+static void on_anchor(Run *r) {
+        for (unsigned n = 0; n < 1024; n++) {
+                _cleanup_close_ int fd = -EBADF;
+                struct ucred uc;
+
+                fd = accept4(r->anchor_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (fd < 0)
+                        return;         /* EAGAIN: drained */
+                if (peer_cred(fd, &uc) < 0 || (uc.uid != 0 && uc.uid != r->agent_uid))
+                        continue;
+                for (size_t i = 0; i < ANCHOR_WATCHES_MAX; i++)
+                        if (r->watch_fd[i] < 0) {
+                                r->watch_fd[i] = TAKE_FD(fd);
+                                break;
+                        }
+        }
+}
+
 /* Reads what the agent sent and acts on each line; false when there was
  * nothing (more) to read. */
 static bool on_agent(Run *r) {
@@ -588,18 +615,29 @@ static void on_timers(Run *r) {
  * agent, reconnecting to it). */
 static int loop(Run *r) {
         while (!r->done) {
-                struct pollfd p[2] = {
+                struct pollfd p[3 + ANCHOR_WATCHES_MAX] = {
                         { .fd = r->signal_fd, .events = POLLIN },
                         { .fd = r->agent_fd, .events = POLLIN },
+                        { .fd = r->anchor_fd, .events = POLLIN },
                 };
-                int n = poll(p, 2, usec_to_poll_ms(now_usec(CLOCK_MONOTONIC), usec_min(next_deadline(r), r->reconnect_at)));
+                int n;
 
+                for (size_t i = 0; i < ANCHOR_WATCHES_MAX; i++)
+                        p[3 + i] = (struct pollfd) { .fd = r->watch_fd[i], .events = POLLIN };
+                n = poll(p, ELEMENTSOF(p), usec_to_poll_ms(now_usec(CLOCK_MONOTONIC), usec_min(next_deadline(r), r->reconnect_at)));
                 if (n < 0 && errno != EINTR)
                         return log_error_errno(errno, "poll() failed: %m");
                 if (n > 0 && p[0].revents)
                         on_signal(r);
                 if (n > 0 && r->agent_fd >= 0 && p[1].revents && !r->done)
                         (void) on_agent(r);
+                if (n > 0 && p[2].revents)
+                        on_anchor(r);
+                for (size_t i = 0; n > 0 && i < ANCHOR_WATCHES_MAX; i++)
+                        if (p[3 + i].revents & (POLLHUP | POLLERR | POLLIN))
+                                /* That agent went (or sent something, which
+                                 * no agent does): its watch is over. */
+                                r->watch_fd[i] = safe_close(r->watch_fd[i]);
                 on_timers(r);
         }
         return r->exit_code;
@@ -646,6 +684,7 @@ int verb_run(int argc, char *argv[]) {
                 .slots = 1,
                 .wait = USEC_INFINITY,
                 .anchor_fd = -EBADF,
+                .watch_fd = { -EBADF, -EBADF, -EBADF, -EBADF },
                 .agent_fd = -EBADF,
                 .signal_fd = -EBADF,
                 .reconnect_at = USEC_INFINITY,
@@ -679,6 +718,8 @@ int verb_run(int argc, char *argv[]) {
         k = lease_id_new(r.lease);
         if (k >= 0)
                 k = anchor_create(r.ns, r.lease, &r.anchor_fd);
+        if (k >= 0)
+                k = fd_set_nonblock(r.anchor_fd);
         if (k < 0) {
                 log_error_errno(k, "Failed to create the anchor for %s: %m", r.name);
                 return EXIT_SOFTWARE;
@@ -695,6 +736,8 @@ int verb_run(int argc, char *argv[]) {
 
         safe_close(r.agent_fd);
         safe_close(r.anchor_fd);
+        for (size_t i = 0; i < ANCHOR_WATCHES_MAX; i++)
+                safe_close(r.watch_fd[i]);
         safe_close(r.signal_fd);
         return code;
 }
