@@ -8,6 +8,7 @@ FLEETSEM_DEPS=(
         systemd-container debootstrap
         libpam-wrapper pamtester openssh-client
         bash-completion
+        prometheus
         debhelper dpkg-dev lintian
 )
 # The fuzz targets (tests/fuzz/run.sh), on top: clang and its libFuzzer.

@@ -46,11 +46,15 @@ comp() {
 }
 
 # --- commands and options ----------------------------------------------------
-is "$(comp 'fleetsem ')" "--help --version acquire help limit release run status" "the commands"
+is "$(comp 'fleetsem ')" "--help --version acquire help limit metrics release run status" "the commands"
 is "$(comp 'fleetsem re')" "release" "a command from its start"
 is "$(comp 'fleetsem run -')" "--help --namespace --no-wait --on-lost --slots --verbose --wait" "run's options"
 is "$(comp 'fleetsem status --')" "--help --json --namespace" "status' options"
 is "$(comp 'fleetsem limit --r')" "--remove" "limit's options"
+is "$(comp 'fleetsem metrics -')" "--help --namespace --output" "metrics' options"
+mkdir -p "$T/textfile" && touch "$T/textfile/fleetsem.prom"
+is "$(comp "fleetsem metrics --output $T/textfile/fl")" "$T/textfile/fleetsem.prom" "metrics --output FILE: files"
+is "$(comp 'fleetsem metrics --output=/nonexistent/x')" "" "... none where there are none"
 is "$(comp 'fleetsem run --on-lost ')" "ignore kill term" "run --on-lost VALUE"
 is "$(comp 'fleetsem run --on-lost=k')" "kill" "run --on-lost=VALUE"
 is "$(comp 'fleetsem limit --on-lost ')" "ignore stop" "limit --on-lost VALUE (not run's)"

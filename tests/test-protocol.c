@@ -44,6 +44,12 @@ static void test_roundtrip(void) {
         CHECK_INT(request_parse(line, (size_t) n, &out, NULL), 0, "parse RELEASE name= unit=1");
         CHECK(out.verb == REQUEST_RELEASE && out.unit && streq(out.name, "backup") && !out.lease[0],
               "RELEASE by the unit's name survives");
+
+        in = (Request) { .verb = REQUEST_METRICS };
+        n = request_format(&in, line, sizeof(line));
+        CHECK_STR(line, "METRICS", "METRICS has no fields");
+        CHECK_INT(request_parse(line, (size_t) n, &out, NULL), 0, "parse METRICS");
+        CHECK_INT(out.verb, REQUEST_METRICS, "METRICS survives");
 }
 
 static void test_malformed(void) {
@@ -83,6 +89,9 @@ static void test_malformed(void) {
                 "ACQUIRE name=x slots=1 lease=" LEASE " wait=0 unit=1 on_lost=halt",
                 "ACQUIRE name=x slots=1 lease=" LEASE " wait=0 unit=0",
                 "STATUS name=",
+                "METRICS name=x",                                               /* no fields */
+                "METRICS ",
+                "METRICSX",
         };
 
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

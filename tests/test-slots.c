@@ -410,6 +410,104 @@ static void test_unconfirmed_grant(void) {
         slots_done(&e);
 }
 
+static const NameStats *name_stats(const char *name) {
+        for (const NameStats *s = e.name_stats; s; s = s->lru_next)
+                if (streq(s->name, name))
+                        return s;
+        return NULL;
+}
+
+/* What the engine counts for `fleetsem metrics`, from the times it is given. */
+static void test_counters(void) {
+        Client c1 = {}, c2 = {}, c3 = {}, c4 = {}, c5 = {};
+        char one[1][LEASE_ID_LEN + 1];
+        bool missing = false;
+        Lease *a, *b, *c, *d;
+        uint64_t sum = 0;
+
+        setup(0);
+        CHECK_U64(e.stats.redis_ups, 1, "the first connection to Redis is counted");
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
+        CHECK(name_stats("x") && name_stats("x")->grants == 0, "a name's grants counter exists (0) from its first request");
+        reply_granted(a, 1, 1, 3 * USEC_PER_MSEC);
+        CHECK_U64(name_stats("x")->grants, 1, "a grant is counted for its name");
+        CHECK_U64(e.stats.wait_count, 1, "its wait is observed");
+        CHECK_U64(e.stats.wait_sum, 3 * USEC_PER_MSEC, "as grant time minus request time");
+        CHECK_U64(e.stats.wait_buckets[1], 1, "in the bucket up to 5 ms");
+
+        b = ask(2, "x", 1, 2 * USEC_PER_SEC, &c2, 10);
+        reply_queued(b, 1, 1, -1, 11);
+        slots_lease_timer(&e, b, 10 + 2 * USEC_PER_SEC);
+        CHECK_U64(e.stats.denials[SLOTS_DENIAL_TIMEOUT], 1, "a waiter denied at its deadline: reason timeout");
+        c = ask(3, "y", 1, 0, &c3, 20);
+        reply_queued(c, 1, 1, -1, 21);
+        CHECK_U64(e.stats.denials[SLOTS_DENIAL_FULL], 1, "no wait and no slot: reason full");
+        CHECK_U64(e.stats.wait_count, 1, "denials are no waits of the histogram");
+        CHECK_U64(e.stats.releases[SLOTS_RELEASE_RELEASED] + e.stats.releases[SLOTS_RELEASE_ANCHOR_CLOSED], 0,
+                  "a denied waiter is no release");
+
+        slots_anchor_closed(&e, a, 30);
+        CHECK_U64(e.stats.releases[SLOTS_RELEASE_ANCHOR_CLOSED], 1, "a holder whose anchor closed: cause anchor_closed");
+        d = ask(4, "z", 1, USEC_INFINITY, &c4, 40);
+        reply_granted(d, 2, 1, 40 + 90 * USEC_PER_SEC);
+        CHECK_U64(e.stats.wait_buckets[11], 1, "a 90 s wait lands in the bucket up to 5 min");
+        memcpy(one[0], id(4), sizeof(one[0]));
+        slots_renew_done(&e, "z", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 100 * USEC_PER_SEC,
+                         100 * USEC_PER_SEC + 7 * USEC_PER_MSEC);
+        CHECK_U64(e.stats.rtt_last, 7 * USEC_PER_MSEC, "a renewal's round trip: its reply's time minus its call's");
+        CHECK_U64(e.stats.rtt_count, 1, "one sample");
+        slots_release(&e, d, "released on request", 101 * USEC_PER_SEC);
+        CHECK_U64(e.stats.releases[SLOTS_RELEASE_RELEASED], 1, "given back on request: cause released");
+
+        a = ask(5, "x", 1, USEC_INFINITY, &c5, 200 * USEC_PER_SEC);
+        reply_granted(a, 3, 1, 200 * USEC_PER_SEC);
+        slots_tick(&e, 200 * USEC_PER_SEC + slots_lost_after(&e) + 1);
+        CHECK(has_line(&c5, "LOST"), "a holder not renewed in time is lost");
+        CHECK_U64(e.stats.lost, 1, "and counted as lost");
+        CHECK_U64(e.stats.releases[SLOTS_RELEASE_LOST], 1, "and as released for cause lost");
+        CHECK_U64(name_stats("x")->grants, 2, "x was granted twice");
+        for (size_t i = 0; i < SLOTS_WAIT_BUCKETS + 1; i++)
+                sum += e.stats.wait_buckets[i];
+        CHECK_U64(sum, e.stats.wait_count, "the buckets add up to the count");
+
+        w.redis_up = false;
+        slots_redis_down(&e, "gone", 300 * USEC_PER_SEC);
+        w.redis_up = true;
+        slots_redis_up(&e, false, 0, 301 * USEC_PER_SEC);
+        CHECK_U64(e.stats.redis_ups, 2, "a reconnection is counted");
+        slots_done(&e);
+        CHECK(e.name_stats == NULL && e.n_name_stats == 0, "the counters of names go with the engine");
+}
+
+/* At most SLOTS_NAME_STATS_MAX names are counted: the least recently used
+ * one goes for a new one. */
+static void test_name_counters_bounded(void) {
+        char name[32];
+
+        setup(0);
+        for (unsigned i = 0; i <= SLOTS_NAME_STATS_MAX; i++) {
+                LeaseSpec spec = { .name = name, .id = id(1), .slots = 1, .uid = 0, .pid = 1, .desc = "INFO" };
+                Lease *l = NULL;
+
+                snprintf(name, sizeof(name), "n%u", i);
+                if (slots_acquire(&e, &spec, 0, NULL, NULL, i, &l) < 0)
+                        break;
+                slots_release(&e, l, "test", i);
+                if (i == 1) {
+                        /* n0 used again: n1 is now the least recently used. */
+                        spec.name = "n0";
+                        if (slots_acquire(&e, &spec, 0, NULL, NULL, i, &l) >= 0)
+                                slots_release(&e, l, "test", i);
+                }
+        }
+        CHECK_U64(e.n_name_stats, SLOTS_NAME_STATS_MAX, "the table of names' counters is bounded");
+        CHECK(name_stats("n0") != NULL, "a name used again stays");
+        CHECK(name_stats("n1") == NULL, "the least recently used goes");
+        snprintf(name, sizeof(name), "n%u", SLOTS_NAME_STATS_MAX);
+        CHECK(name_stats(name) != NULL, "the newest is there");
+        slots_done(&e);
+}
+
 int main(void) {
         log_setup("test-slots", LOG_TARGET_STDERR, NULL);
         log_set_max_level(LOG_EMERG);
@@ -421,5 +519,7 @@ int main(void) {
         test_reset();
         test_refused_and_pending_release();
         test_unconfirmed_grant();
+        test_counters();
+        test_name_counters_bounded();
         return tap_done();
 }

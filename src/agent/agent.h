@@ -60,6 +60,7 @@ struct StatusJob {
         UserUse *user;          /* … and what it holds */
         unsigned pending;
         long long now_ms;
+        bool summary;           /* METRICS: each name's counts only, idle names too */
 };
 
 struct Client {
@@ -78,7 +79,8 @@ struct Client {
         bool close_after_flush;
         Lease *lease;
         StatusJob *status;
-        bool status_deferred;           /* STATUS asked while the first connection to Redis is made */
+        bool status_deferred;           /* STATUS or METRICS asked while the first connection to Redis is made */
+        bool metrics;                   /* … METRICS */
         char status_name[NAME_MAX_LEN + 1];
         char *out;
         size_t out_len;
@@ -219,10 +221,15 @@ void user_cache_clear(void);
 void adopt_start(Agent *a);
 
 /* status.c */
-void status_request(Agent *a, Client *c, const char *name);
+/* name "": every name in use. summary: a NAME line for each (idle ones
+ * too), without holders and waiters. */
+void status_request(Agent *a, Client *c, const char *name, bool summary);
 void status_deferred(Agent *a);         /* answers them once Redis is up, or down */
 void status_mark_dirty(Agent *a);
 int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* metrics.c */
+void metrics_request(Agent *a, Client *c);
 
 /* units.c */
 /* At accept: where the kernel cannot give the peer's pidfd later

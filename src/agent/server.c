@@ -511,7 +511,10 @@ static void client_handle_request(Client *c, const char *line, size_t len) {
                 handle_release(c, &req);
                 return;
         case REQUEST_STATUS:
-                status_request(a, c, req.name);
+                status_request(a, c, req.name, false);
+                return;
+        case REQUEST_METRICS:
+                metrics_request(a, c);
                 return;
         }
 }

@@ -112,6 +112,94 @@ static void names_sweep(Slots *e, bool all, usec_t now) {
                         name_free(n);
 }
 
+/* ---- Counters ----------------------------------------------------------------- */
+
+const char *const slots_release_cause_name[N_SLOTS_RELEASE_CAUSES] = {
+        [SLOTS_RELEASE_ANCHOR_CLOSED] = "anchor_closed",
+        [SLOTS_RELEASE_RELEASED] = "released",
+        [SLOTS_RELEASE_LOST] = "lost",
+};
+
+const char *const slots_denial_name[N_SLOTS_DENIALS] = {
+        [SLOTS_DENIAL_TIMEOUT] = "timeout",
+        [SLOTS_DENIAL_FULL] = "full",
+        [SLOTS_DENIAL_UNCONFIRMED] = "unconfirmed",
+};
+
+const usec_t slots_wait_bounds[SLOTS_WAIT_BUCKETS] = {
+        1 * USEC_PER_MSEC, 5 * USEC_PER_MSEC, 10 * USEC_PER_MSEC, 50 * USEC_PER_MSEC, 100 * USEC_PER_MSEC,
+        500 * USEC_PER_MSEC, 1 * USEC_PER_SEC, 5 * USEC_PER_SEC, 10 * USEC_PER_SEC, 30 * USEC_PER_SEC,
+        1 * USEC_PER_MINUTE, 5 * USEC_PER_MINUTE, 10 * USEC_PER_MINUTE, 30 * USEC_PER_MINUTE, 60 * USEC_PER_MINUTE,
+};
+
+static int name_stats_cmp(const void *x, const void *y) {
+        return strcmp(((const NameStats *) x)->name, ((const NameStats *) y)->name);
+}
+
+static void name_stats_free(Slots *e, NameStats *s) {
+        tdelete(s, &e->name_stats_tree, name_stats_cmp);
+        LIST_REMOVE(lru, e->name_stats, s);
+        e->n_name_stats--;
+        free(s);
+}
+
+/* The counters of name, made most recently used; a new entry when it has
+ * none (the least recently used one goes when the table is full). NULL
+ * when out of memory: that event goes uncounted. */
+static NameStats *name_stats_get(Slots *e, const char *name) {
+        union {
+                NameStats s;
+                char buf[sizeof(NameStats) + NAME_MAX_LEN + 1];
+        } key;
+        size_t len = strlen(name);
+        NameStats *s, **p;
+
+        if (len > NAME_MAX_LEN)
+                return NULL;
+        memcpy(key.s.name, name, len + 1);
+        p = tfind(&key.s, &e->name_stats_tree, name_stats_cmp);
+        if (p) {
+                s = *p;
+                LIST_REMOVE(lru, e->name_stats, s);
+                LIST_PREPEND(lru, e->name_stats, s);
+                return s;
+        }
+        s = malloc(sizeof(*s) + len + 1);
+        if (!s)
+                return NULL;
+        *s = (NameStats) {};
+        memcpy(s->name, name, len + 1);
+        if (e->n_name_stats >= SLOTS_NAME_STATS_MAX) {
+                NameStats *last = e->name_stats;
+
+                while (last->lru_next)
+                        last = last->lru_next;
+                name_stats_free(e, last);
+        }
+        if (!tsearch(s, &e->name_stats_tree, name_stats_cmp)) {
+                free(s);
+                return NULL;
+        }
+        LIST_PREPEND(lru, e->name_stats, s);
+        e->n_name_stats++;
+        return s;
+}
+
+static void count_wait(SlotsStats *st, usec_t waited) {
+        size_t i = 0;
+
+        while (i < SLOTS_WAIT_BUCKETS && waited > slots_wait_bounds[i])
+                i++;
+        st->wait_buckets[i]++;
+        st->wait_count++;
+        st->wait_sum += waited;
+}
+
+static void count_release(Lease *l, SlotsReleaseCause cause) {
+        if (l->state == LEASE_HELD)
+                l->slots_engine->stats.releases[cause]++;
+}
+
 /* ---- Leases ------------------------------------------------------------------- */
 
 Lease *lease_ref(Lease *l) {
@@ -256,6 +344,7 @@ static void lease_release_at(Lease *l, const char *why, usec_t now) {
 
 void slots_release(Slots *e, Lease *l, const char *why, usec_t now) {
         (void) e;
+        count_release(l, SLOTS_RELEASE_RELEASED);
         lease_release_at(l, why, now);
 }
 
@@ -274,6 +363,8 @@ static void lease_lost(Lease *l, const char *why, usec_t now) {
         message_start(&b, line, sizeof(line), "LOST");
         message_add(&b, "reason", why);
         lease_send(l, line, message_finish(&b));
+        e->stats.lost++;
+        count_release(l, SLOTS_RELEASE_LOST);
         lease_release_at(l, "lost", now);
 }
 
@@ -305,6 +396,7 @@ static int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret) {
                 .n_ref = 1, .slots_engine = e, .name = n, .slots = spec->slots, .limit = spec->slots,
                 .uid = spec->uid, .pid = spec->pid, .io = io, .state = LEASE_GONE, .stop_on_lost = spec->stop_on_lost,
                 .deadline = USEC_INFINITY, .recheck_at = USEC_INFINITY, .timer_armed = USEC_INFINITY,
+                .asked = USEC_INFINITY,
         };
         snprintf(l->id, sizeof(l->id), "%s", spec->id);
         l->desc = strdup(spec->desc ?: "INFO");
@@ -389,6 +481,8 @@ static void send_denied(Lease *l, const char *reason) {
 /* ---- Grants --------------------------------------------------------------------- */
 
 static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec_t now) {
+        Slots *e = l->slots_engine;
+        NameStats *s;
         LogFields f;
 
         l->token = token;
@@ -400,6 +494,11 @@ static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec
         l->deadline = l->recheck_at = USEC_INFINITY;
         lease_set_state(l, LEASE_HELD);
         lease_arm(l);
+        if (l->asked != USEC_INFINITY)
+                count_wait(&e->stats, now > l->asked ? now - l->asked : 0);
+        s = name_stats_get(e, l->name->name);
+        if (s)
+                s->grants++;
         f = lease_fields(l);
         log_uid_fields(l->uid, now, LOG_INFO, &f, "Granted slot of %s to %s (token %" PRIu64 ").",
                        l->name->name, l->holder, token);
@@ -499,8 +598,9 @@ static void name_recheck(Name *n, usec_t now) {
                 lease_check(best, now);
 }
 
-static void lease_deny(Lease *l, const char *reason, const char *why, usec_t now) {
-        send_denied(l, reason);
+static void lease_deny(Lease *l, SlotsDenial reason, const char *why, usec_t now) {
+        l->slots_engine->stats.denials[reason]++;
+        send_denied(l, slots_denial_name[reason]);
         lease_release_at(l, why, now);
 }
 
@@ -510,7 +610,7 @@ void slots_lease_timer(Slots *e, Lease *l, usec_t now) {
         if (l->state != LEASE_WAITING)
                 return;
         if (now >= l->deadline) {
-                lease_deny(l, "timeout", "no slot within the wait time", now);
+                lease_deny(l, SLOTS_DENIAL_TIMEOUT, "no slot within the wait time", now);
                 return;
         }
         if (now >= l->recheck_at) {
@@ -579,7 +679,7 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 log_fields(LOG_WARNING, &f, "Slot of %s for %s not confirmed (%s); asking again.", l->name->name, l->id,
                            r->error);
                 if (l->no_wait) {
-                        lease_deny(l, "unconfirmed", "no confirmed slot and no wait", now);
+                        lease_deny(l, SLOTS_DENIAL_UNCONFIRMED, "no confirmed slot and no wait", now);
                         goto finish;
                 }
                 l->enqueued = false;
@@ -616,7 +716,7 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 send_queued(l, now);
         }
         if (l->no_wait) {
-                lease_deny(l, "full", "no slot free and no wait", now);
+                lease_deny(l, SLOTS_DENIAL_FULL, "no slot free and no wait", now);
                 goto finish;
         }
         /* Woken by pub/sub on release; besides, look again when the first
@@ -648,6 +748,10 @@ int slots_acquire(Slots *e, const LeaseSpec *spec, usec_t wait, void *client, vo
         l->client = client;
         l->no_wait = wait == 0;
         l->queued_sent = now;
+        l->asked = now;
+        /* Its name's counters exist from the first request: a counter that
+         * starts at 0 counts its first event in Prometheus' increase(). */
+        (void) name_stats_get(e, spec->name);
         if (wait != 0 && wait != USEC_INFINITY)
                 l->deadline = now + wait;
         lease_set_state(l, LEASE_WAITING);
@@ -680,6 +784,7 @@ int slots_adopt(Slots *e, const LeaseSpec *spec, uint64_t token, uint64_t since_
         l->since_ms = since_ms;
         l->renewed = now;
         lease_set_state(l, LEASE_HELD);
+        (void) name_stats_get(e, spec->name);
         f = lease_fields(l);
         log_fields(LOG_DEBUG, &f, "Re-adopted slot of %s (token %" PRIu64 ").", spec->name, token);
         if (ret)
@@ -689,6 +794,7 @@ int slots_adopt(Slots *e, const LeaseSpec *spec, uint64_t token, uint64_t since_
 
 void slots_anchor_closed(Slots *e, Lease *l, usec_t now) {
         (void) e;
+        count_release(l, SLOTS_RELEASE_ANCHOR_CLOSED);
         lease_release_at(l, "anchor closed", now);
 }
 
@@ -866,6 +972,11 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
         int len;
 
         (void) name;
+        if (now >= sent) {
+                e->stats.rtt_last = now - sent;
+                e->stats.rtt_sum += now - sent;
+                e->stats.rtt_count++;
+        }
         len = snprintf(line, sizeof(line), "RENEWED ttl=%" PRIu64, e->lease_ttl / USEC_PER_MSEC);
         for (size_t i = 0; i < n; i++) {
                 Lease *l = slots_lease_find(e, ids[i]);
@@ -924,6 +1035,7 @@ void slots_redis_up(Slots *e, bool reset, usec_t grace, usec_t now) {
         Name *n, *nn;
 
         e->redis_up = true;
+        e->stats.redis_ups++;
         if (reset)
                 e->grace_until = now + grace;
         while ((p = e->pending_releases)) {
@@ -1013,4 +1125,6 @@ void slots_done(Slots *e) {
                 free(p);
         }
         e->n_pending_releases = 0;
+        while (e->name_stats)
+                name_stats_free(e, e->name_stats);
 }

@@ -77,6 +77,7 @@ struct Lease {
         uint64_t gate_after;
         bool gate_cleared;
         usec_t renewed;         /* when the last confirmed renewal was sent */
+        usec_t asked;           /* when it was asked for here (USEC_INFINITY: re-adopted), for the wait time */
 };
 
 struct Name {
@@ -116,6 +117,59 @@ typedef struct Granted {
         uint64_t since_ms;
 } Granted;
 
+/* What the engine counts, from the times it is given, for `fleetsem
+ * metrics`: counters since the agent started (Prometheus sees a restart as
+ * a counter reset). Releases and losses are of held slots; a waiter that
+ * withdraws or is denied is not released. */
+typedef enum SlotsReleaseCause {
+        SLOTS_RELEASE_ANCHOR_CLOSED,    /* the job ended: its anchor closed */
+        SLOTS_RELEASE_RELEASED,         /* given back on request (fleetsem release, ExecStopPost=) */
+        SLOTS_RELEASE_LOST,             /* lost: not renewed in time, or gone from Redis */
+        N_SLOTS_RELEASE_CAUSES,
+} SlotsReleaseCause;
+
+typedef enum SlotsDenial {
+        SLOTS_DENIAL_TIMEOUT,           /* DENIED reason=timeout */
+        SLOTS_DENIAL_FULL,              /* DENIED reason=full (no wait) */
+        SLOTS_DENIAL_UNCONFIRMED,       /* DENIED reason=unconfirmed (no wait; no replica took the grant) */
+        N_SLOTS_DENIALS,
+} SlotsDenial;
+
+extern const char *const slots_release_cause_name[N_SLOTS_RELEASE_CAUSES];
+extern const char *const slots_denial_name[N_SLOTS_DENIALS];
+
+/* Upper bounds of the wait-time histogram's buckets, 1 ms to 1 h; one more
+ * bucket counts the longer waits. */
+#define SLOTS_WAIT_BUCKETS 15
+extern const usec_t slots_wait_bounds[SLOTS_WAIT_BUCKETS];
+
+typedef struct SlotsStats {
+        uint64_t releases[N_SLOTS_RELEASE_CAUSES];
+        uint64_t denials[N_SLOTS_DENIALS];
+        uint64_t lost;
+        /* From asking to the grant, of every grant here (not of re-adopted slots). */
+        uint64_t wait_buckets[SLOTS_WAIT_BUCKETS + 1];  /* each bucket alone, not cumulative */
+        uint64_t wait_count;
+        usec_t wait_sum;
+        uint64_t redis_ups;             /* the first connection and every reconnection */
+        /* Renewals: from the call to its reply. */
+        uint64_t rtt_count;
+        usec_t rtt_sum;
+        usec_t rtt_last;
+} SlotsStats;
+
+/* Counters of one name, kept apart from its Name (which goes when idle) in
+ * a table of at most SLOTS_NAME_STATS_MAX names: the least recently used
+ * goes when a new one comes, and its counters start from 0 again if it
+ * comes back. */
+#define SLOTS_NAME_STATS_MAX 1024
+typedef struct NameStats NameStats;
+struct NameStats {
+        LIST_FIELDS(NameStats, lru);    /* most recently used first */
+        uint64_t grants;
+        char name[];
+};
+
 typedef struct SlotsOps {
         /* Replies to a client; finish: close once the output is out. */
         void (*send)(void *ctx, void *client, const char *line, int len);
@@ -154,6 +208,10 @@ struct Slots {
         uint64_t check_counter;
         struct PendingRelease *pending_releases;
         size_t n_pending_releases;
+        SlotsStats stats;
+        void *name_stats_tree;          /* tsearch(): name → NameStats */
+        NameStats *name_stats;          /* most recently used first */
+        size_t n_name_stats;
 };
 
 void slots_init(Slots *e, const SlotsOps *ops, void *ctx, usec_t lease_ttl);

@@ -94,7 +94,7 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         if (redis_reply_array_integer(reply, 0, &now) < 0 || !holders || !queue ||
             redis_reply_array_integer(reply, 3, &limit) < 0 || limit < 0 || limit > SLOTS_MAX)
                 goto finish;
-        if (redis_reply_array_len(holders) == 0 && redis_reply_array_len(queue) == 0)
+        if (redis_reply_array_len(holders) == 0 && redis_reply_array_len(queue) == 0 && !job->summary)
                 goto finish;
 
         message_start(&b, line, sizeof(line), "NAME");
@@ -103,6 +103,8 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         message_add_u64(&b, "waiting", redis_reply_array_len(queue));
         message_add_u64(&b, "limit", (uint64_t) limit);
         client_send(job->client, line, message_finish(&b));
+        if (job->summary)
+                goto finish;
 
         for (size_t i = 0; i < redis_reply_array_len(holders); i++) {
                 const RedisReply *h = redis_reply_array_get(holders, i);
@@ -191,7 +193,7 @@ static void names_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         status_job_done_one(job, 0);
 }
 
-void status_request(Agent *a, Client *c, const char *name) {
+void status_request(Agent *a, Client *c, const char *name, bool summary) {
         StatusJob *job;
 
         if (a->state == REDIS_CONNECTING) {
@@ -222,6 +224,7 @@ void status_request(Agent *a, Client *c, const char *name) {
         job->client = c;
         job->uid = c->cred.uid;
         job->user = c->user;
+        job->summary = summary;
         if (job->user)
                 job->user->n_status++;
         job->pending = 1;
@@ -279,6 +282,9 @@ void status_deferred(Agent *a) {
         LIST_FOREACH_SAFE(clients, c, next, a->clients)
                 if (c->status_deferred) {
                         c->status_deferred = false;
-                        status_request(a, c, c->status_name);
+                        if (c->metrics)
+                                metrics_request(a, c);
+                        else
+                                status_request(a, c, c->status_name, false);
                 }
 }

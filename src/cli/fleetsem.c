@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pwd.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -25,7 +27,9 @@ static void help(void) {
                "                  for a slot and hand it to the service until it stops\n"
                "  release [NAME]  From ExecStopPost=: give the service's slot back now\n"
                "  limit UNIT SLOTS [--wait DURATION|--skip] | limit UNIT --remove\n"
-               "                  Write (or remove) the drop-in that limits a service\n\n"
+               "                  Write (or remove) the drop-in that limits a service\n"
+               "  metrics [--output FILE]\n"
+               "                  Print the agent's metrics in the Prometheus text format\n\n"
                "Options common to all commands:\n"
                "  -h --help       Show help (fleetsem COMMAND --help for a command's)\n"
                "     --version    Show the version\n"
@@ -63,6 +67,37 @@ int cli_request_failed(const char *ns, int error) {
         return EXIT_UNAVAILABLE;
 }
 
+int cli_read_message(int fd, LineReader *lr, usec_t deadline, const char *what, const char *timeout_text, Message *m) {
+        char *line;
+        size_t len;
+        int r;
+
+        r = client_read_line(fd, lr, deadline, &line, &len);
+        if (r == -ECONNRESET) {
+                log_error("The agent closed the connection before the end of the %s.", what);
+                return EXIT_UNAVAILABLE;
+        }
+        if (r == -ETIMEDOUT) {
+                log_error("The agent did not send the whole %s within %s.", what, timeout_text);
+                return EXIT_UNAVAILABLE;
+        }
+        if (r == -E2BIG || (r >= 0 && message_parse(line, len, PROTO_REPLY_MAX, m) < 0)) {
+                log_error("Malformed %s from the agent.", what);
+                return EXIT_UNAVAILABLE;
+        }
+        if (r < 0) {
+                log_error_errno(r, "Failed to read the %s: %m", what);
+                return EXIT_UNAVAILABLE;
+        }
+        if (streq(m->verb, "ERROR")) {
+                char msg[TEXT_ESCAPE_SIZE(512)];
+
+                log_error("%s", text_escape(message_get(m, "message") ?: "", msg, sizeof(msg)));
+                return exit_code_for_error(message_get(m, "code") ?: "");
+        }
+        return 0;
+}
+
 int cli_parse_slots(const char *s, uint32_t *ret) {
         uint64_t v;
 
@@ -93,11 +128,20 @@ int cli_parse_namespace(const char *s, const char **ret) {
 }
 
 FILE *atomic_file_open(const char *path, char *tmp, size_t tmp_size) {
-        int fd;
+        const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+        int fd, n;
         FILE *f;
 
-        snprintf(tmp, tmp_size, "%s.tmp", path);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        /* A name of its own beside path, so that two writers at once each
+         * put a whole file in place; hidden, and not ending like path, so
+         * that readers of a directory (systemd's *.conf, node_exporter's
+         * *.prom) skip it. */
+        n = snprintf(tmp, tmp_size, "%.*s.%s.XXXXXX", (int) (base - path), path, base);
+        if (n < 0 || (size_t) n >= tmp_size) {
+                log_error("Cannot write %s: path too long.", path);
+                return NULL;
+        }
+        fd = mkostemp(tmp, O_CLOEXEC);
         if (fd < 0) {
                 log_error_errno(errno, "Cannot write %s: %m", tmp);
                 return NULL;
@@ -113,11 +157,27 @@ FILE *atomic_file_open(const char *path, char *tmp, size_t tmp_size) {
 }
 
 int atomic_file_commit(FILE *f, const char *tmp, const char *path) {
-        if (fclose(f) != 0 || rename(tmp, path) < 0) {
+        const char *slash = strrchr(path, '/');
+        char dir[PATH_MAX];
+        int dfd;
+        /* On disk before it has the name: after a crash, the old file or
+         * the new one, never a short one. */
+        bool ok = fflush(f) == 0 && fsync(fileno(f)) >= 0;
+
+        if (fclose(f) != 0)
+                ok = false;
+        if (!ok || rename(tmp, path) < 0) {
                 int r = log_error_errno(errno, "Cannot write %s: %m", path);
 
                 (void) unlink(tmp);
                 return r;
+        }
+        /* … and the rename too. */
+        snprintf(dir, sizeof(dir), "%.*s", slash ? (int) (slash - path) + 1 : 1, slash ? path : ".");
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+                (void) fsync(dfd);
+                close(dfd);
         }
         return 0;
 }
@@ -147,6 +207,8 @@ int main(int argc, char *argv[]) {
                 return verb_release(argc - 1, argv + 1);
         if (streq(argv[1], "limit"))
                 return verb_limit(argc - 1, argv + 1);
+        if (streq(argv[1], "metrics"))
+                return verb_metrics(argc - 1, argv + 1);
 
         log_error("Unknown command \"%s\"; see fleetsem --help.", argv[1]);
         return EXIT_USAGE;

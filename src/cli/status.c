@@ -56,27 +56,8 @@ static int fetch(const char *ns, uid_t agent_uid, const char *name, usec_t deadl
         line_reader_init(&lr, PROTO_REPLY_MAX);
 
         for (;;) {
-                char *line;
-                size_t len;
                 Entry *e;
 
-                r = client_read_line(fd, &lr, deadline, &line, &len);
-                if (r == -ECONNRESET) {
-                        log_error("The agent closed the connection before the end of the status.");
-                        return EXIT_UNAVAILABLE;
-                }
-                if (r == -ETIMEDOUT) {
-                        log_error("The agent did not send the whole status within %s.", STATUS_TIMEOUT_TEXT);
-                        return EXIT_UNAVAILABLE;
-                }
-                if (r == -E2BIG) {
-                        log_error("Malformed status from the agent.");
-                        return EXIT_UNAVAILABLE;
-                }
-                if (r < 0) {
-                        log_error_errno(r, "Failed to read the status: %m");
-                        return EXIT_UNAVAILABLE;
-                }
                 if (out->n >= out->size) {
                         size_t size = out->size ? out->size * 2 : 64;
                         Entry *p;
@@ -89,10 +70,9 @@ static int fetch(const char *ns, uid_t agent_uid, const char *name, usec_t deadl
                         out->size = size;
                 }
                 e = &out->entries[out->n];
-                if (message_parse(line, len, PROTO_REPLY_MAX, &e->m) < 0) {
-                        log_error("Malformed status line from the agent.");
-                        return EXIT_UNAVAILABLE;
-                }
+                r = cli_read_message(fd, &lr, deadline, "status", STATUS_TIMEOUT_TEXT, &e->m);
+                if (r != 0)
+                        return r;
                 if (streq(e->m.verb, "END")) {
                         const char *now = message_get(&e->m, "now");
                         uint64_t v = 0;
@@ -100,12 +80,6 @@ static int fetch(const char *ns, uid_t agent_uid, const char *name, usec_t deadl
                         if (now && parse_uint64(now, 0, UINT64_MAX / 2, &v) >= 0 && (long long) v > out->now_ms)
                                 out->now_ms = (long long) v;
                         return 0;
-                }
-                if (streq(e->m.verb, "ERROR")) {
-                        char msg[TEXT_ESCAPE_SIZE(512)];
-
-                        log_error("%s", text_escape(get(e, "message"), msg, sizeof(msg)));
-                        return exit_code_for_error(get(e, "code"));
                 }
                 if (streq(e->m.verb, "NAME") || streq(e->m.verb, "HOLDER") || streq(e->m.verb, "WAITER"))
                         out->n++;

@@ -202,6 +202,9 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
         } else if (streq(m.verb, "STATUS")) {
                 r.verb = REQUEST_STATUS;
                 expected = name ? 1 : 0;
+        } else if (streq(m.verb, "METRICS")) {
+                r.verb = REQUEST_METRICS;
+                expected = 0;
         } else
                 return fail(ret_error, "unknown request");
 
@@ -277,6 +280,9 @@ int request_format(const Request *r, char *buf, size_t size) {
                 message_start(&b, buf, size, "STATUS");
                 if (r->name[0])
                         message_add(&b, "name", r->name);
+                break;
+        case REQUEST_METRICS:
+                message_start(&b, buf, size, "METRICS");
                 break;
         default:
                 return -EINVAL;

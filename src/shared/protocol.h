@@ -22,6 +22,20 @@
  * slot (GRANTED with the lease already held), and RELEASE name= unit=1
  * gives it back. on_lost=stop: the agent stops that unit if the slot is lost.
  *   → STATUS [name=N]               ← NAME … / HOLDER … / WAITER … / END
+ *
+ * METRICS (any local user; no lease ids): what this agent counted, its
+ * names here, then what Redis says of every name in use, for `fleetsem
+ * metrics` to print in the Prometheus format:
+ *   → METRICS
+ *   ← AGENT redis=up|down|connecting redis_ups=N held=N waiting=N lost=N
+ *           rtt_count=N rtt_sum=<usec> [rtt_last=<usec>]
+ *   ← RELEASES anchor_closed=N released=N lost=N
+ *   ← DENIALS timeout=N full=N
+ *   ← WAIT count=N sum=<usec> bounds=<usec>,… buckets=N,…   (buckets: cumulative, then +Inf)
+ *   ← HOST name=N held=H waiting=W          (each name this agent has leases of, or had lately)
+ *   ← GRANTS name=N total=G                 (each name this agent counts grants of)
+ *   ← NAME name=N held=H waiting=W limit=L  (fleet-wide, from Redis; none while Redis is away)
+ *   ← END now=<ms>
  */
 
 #include <stdbool.h>
@@ -76,6 +90,7 @@ typedef enum RequestVerb {
         REQUEST_ACQUIRE,
         REQUEST_RELEASE,
         REQUEST_STATUS,
+        REQUEST_METRICS,
 } RequestVerb;
 
 typedef struct Request {

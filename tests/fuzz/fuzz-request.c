@@ -26,6 +26,9 @@ static void check_request(const Request *r) {
         case REQUEST_STATUS:
                 fuzz_assert(!r->name[0] || name_is_valid(r->name));
                 break;
+        case REQUEST_METRICS:
+                fuzz_assert(!r->name[0] && !r->lease[0]);
+                break;
         default:
                 fuzz_assert(!"unknown verb");
         }

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/* fleetsem metrics: what the engine counted and holds here, then what Redis
+ * says of every name in use (the status path, names and counts only). Any
+ * local user may ask; no line names a lease. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "agent.h"
+
+static const char *redis_state_name(RedisState s) {
+        return s == REDIS_READY ? "up" : s == REDIS_DOWN ? "down" : "connecting";
+}
+
+/* "a,b,c" of n values into buf; cumulative: each the sum of those before. */
+static const char *u64_list(const uint64_t *v, size_t n, bool cumulative, char *buf, size_t size) {
+        uint64_t sum = 0;
+        size_t len = 0;
+
+        buf[0] = '\0';
+        for (size_t i = 0; i < n && len < size; i++) {
+                sum = cumulative ? sum + v[i] : v[i];
+                len += (size_t) snprintf(buf + len, size - len, "%s%" PRIu64, i ? "," : "", sum);
+        }
+        return buf;
+}
+
+static void send_counters(Client *c, const Agent *a) {
+        const SlotsStats *st = &a->slots.stats;
+        char line[PROTO_REPLY_MAX], list[(SLOTS_WAIT_BUCKETS + 1) * 21];
+        uint64_t bounds[SLOTS_WAIT_BUCKETS];
+        MessageBuilder b;
+
+        message_start(&b, line, sizeof(line), "AGENT");
+        message_add(&b, "redis", redis_state_name(a->state));
+        message_add_u64(&b, "redis_ups", st->redis_ups);
+        message_add_u64(&b, "held", a->slots.n_held);
+        message_add_u64(&b, "waiting", a->slots.n_waiting);
+        message_add_u64(&b, "lost", st->lost);
+        message_add_u64(&b, "rtt_count", st->rtt_count);
+        message_add_u64(&b, "rtt_sum", st->rtt_sum);
+        if (st->rtt_count > 0)
+                message_add_u64(&b, "rtt_last", st->rtt_last);
+        client_send(c, line, message_finish(&b));
+
+        message_start(&b, line, sizeof(line), "RELEASES");
+        for (size_t i = 0; i < N_SLOTS_RELEASE_CAUSES; i++)
+                message_add_u64(&b, slots_release_cause_name[i], st->releases[i]);
+        client_send(c, line, message_finish(&b));
+
+        message_start(&b, line, sizeof(line), "DENIALS");
+        for (size_t i = 0; i < N_SLOTS_DENIALS; i++)
+                message_add_u64(&b, slots_denial_name[i], st->denials[i]);
+        client_send(c, line, message_finish(&b));
+
+        for (size_t i = 0; i < SLOTS_WAIT_BUCKETS; i++)
+                bounds[i] = slots_wait_bounds[i];
+        message_start(&b, line, sizeof(line), "WAIT");
+        message_add_u64(&b, "count", st->wait_count);
+        message_add_u64(&b, "sum", st->wait_sum);
+        message_add(&b, "bounds", u64_list(bounds, SLOTS_WAIT_BUCKETS, false, list, sizeof(list)));
+        message_add(&b, "buckets", u64_list(st->wait_buckets, SLOTS_WAIT_BUCKETS + 1, true, list, sizeof(list)));
+        client_send(c, line, message_finish(&b));
+}
+
+static void send_names(Client *c, const Agent *a) {
+        char line[PROTO_REPLY_MAX];
+        MessageBuilder b;
+
+        for (const Name *n = a->slots.names; n; n = n->all_next) {
+                message_start(&b, line, sizeof(line), "HOST");
+                message_add(&b, "name", n->name);
+                message_add_u64(&b, "held", n->n_held);
+                message_add_u64(&b, "waiting", n->n_waiting);
+                client_send(c, line, message_finish(&b));
+        }
+        for (const NameStats *s = a->slots.name_stats; s; s = s->lru_next) {
+                message_start(&b, line, sizeof(line), "GRANTS");
+                message_add(&b, "name", s->name);
+                message_add_u64(&b, "total", s->grants);
+                client_send(c, line, message_finish(&b));
+        }
+}
+
+void metrics_request(Agent *a, Client *c) {
+        if (a->state == REDIS_CONNECTING) {
+                /* A socket-activated agent's first client comes before
+                 * Redis: answered once Redis is up, or down. */
+                c->status_deferred = true;
+                c->metrics = true;
+                return;
+        }
+        send_counters(c, a);
+        send_names(c, a);
+        if (a->state == REDIS_READY) {
+                status_request(a, c, "", true);
+                return;
+        }
+        /* Redis away: this host's part only. */
+        client_send(c, "END now=0", 9);
+        client_finish(c);
+}

@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: MIT */
+/* fleetsem metrics: the agent's counters and gauges, and what Redis says of
+ * every name in use, in the Prometheus text exposition format (0.0.4), on
+ * stdout or written whole into a file for node_exporter's textfile
+ * collector. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "client.h"
+#include "log.h"
+#include "macro.h"
+
+#define METRICS_TIMEOUT (10 * USEC_PER_SEC)    /* for the whole answer, however many names */
+#define METRICS_TIMEOUT_TEXT "10s"
+#define ROWS_MAX 1000000
+#define BUCKETS_MAX 32
+
+/* One name's numbers: HOST (held, waiting), NAME (held, waiting, limit),
+ * GRANTS (total). */
+typedef struct Row {
+        char verb[PROTO_VERB_MAX + 1];
+        char name[NAME_MAX_LEN + 1];
+        uint64_t held, waiting, limit, total;
+} Row;
+
+typedef struct Metrics {
+        Message agent, releases, denials;
+        bool got_agent, got_releases, got_denials, got_wait;
+        uint64_t wait_count, wait_sum;
+        uint64_t bounds[BUCKETS_MAX], buckets[BUCKETS_MAX + 1];
+        size_t n_bounds;
+        Row *rows;
+        size_t n_rows, size_rows;
+} Metrics;
+
+static void help(void) {
+        printf("Usage: fleetsem metrics [OPTIONS]\n\n"
+               "Prints what this host's agent counted (grants, releases, denials, lost\n"
+               "slots, wait times, Redis) and, per name, the slots held and waiting here\n"
+               "(scope=\"host\") and fleet-wide (scope=\"fleet\"), in the Prometheus text\n"
+               "format. See fleetsem(1), METRICS.\n\n"
+               "  -o --output=FILE      Write FILE whole (a temporary file beside it, synced,\n"
+               "                        renamed into place; mode 0644) instead of stdout\n"
+               "     --namespace=NS     Agent namespace (default: $FLEETSEM_NAMESPACE or fleetsem)\n"
+               "  -h --help             Show this help\n");
+}
+
+static int malformed(void) {
+        log_error("Malformed metrics from the agent.");
+        return EXIT_UNAVAILABLE;
+}
+
+static int get_u64(const Message *m, const char *key, uint64_t *ret) {
+        const char *v = message_get(m, key);
+
+        return v ? parse_uint64(v, 0, UINT64_MAX, ret) : -EBADMSG;
+}
+
+/* "a,b,c" into v[], at most max of them. */
+static int parse_list(const char *s, uint64_t *v, size_t max, size_t *ret_n) {
+        size_t n = 0;
+
+        if (!s || !*s)
+                return -EBADMSG;
+        for (;;) {
+                char buf[24];
+                size_t len = strcspn(s, ",");
+
+                if (n >= max || len == 0 || len >= sizeof(buf))
+                        return -EBADMSG;
+                memcpy(buf, s, len);
+                buf[len] = '\0';
+                if (parse_uint64(buf, 0, UINT64_MAX, &v[n++]) < 0)
+                        return -EBADMSG;
+                if (!s[len])
+                        break;
+                s += len + 1;
+        }
+        *ret_n = n;
+        return 0;
+}
+
+static int take_wait(Metrics *mt, const Message *m) {
+        size_t n_buckets;
+
+        if (get_u64(m, "count", &mt->wait_count) < 0 || get_u64(m, "sum", &mt->wait_sum) < 0 ||
+            parse_list(message_get(m, "bounds"), mt->bounds, BUCKETS_MAX, &mt->n_bounds) < 0 ||
+            parse_list(message_get(m, "buckets"), mt->buckets, BUCKETS_MAX + 1, &n_buckets) < 0 ||
+            n_buckets != mt->n_bounds + 1)
+                return -EBADMSG;
+        for (size_t i = 1; i < mt->n_bounds; i++)
+                if (mt->bounds[i] <= mt->bounds[i - 1])
+                        return -EBADMSG;
+        mt->got_wait = true;
+        return 0;
+}
+
+static int take_row(Metrics *mt, const Message *m) {
+        const char *name = message_get(m, "name");
+        Row *r;
+
+        if (!name || !name_is_valid(name))
+                return -EBADMSG;
+        if (mt->n_rows >= mt->size_rows) {
+                size_t size = mt->size_rows ? mt->size_rows * 2 : 64;
+                Row *p;
+
+                if (size > ROWS_MAX || !(p = reallocarray(mt->rows, size, sizeof(Row))))
+                        return -ENOMEM;
+                mt->rows = p;
+                mt->size_rows = size;
+        }
+        r = &mt->rows[mt->n_rows];
+        *r = (Row) {};
+        snprintf(r->verb, sizeof(r->verb), "%s", m->verb);
+        snprintf(r->name, sizeof(r->name), "%s", name);
+        if (streq(m->verb, "GRANTS")) {
+                if (get_u64(m, "total", &r->total) < 0)
+                        return -EBADMSG;
+        } else if (get_u64(m, "held", &r->held) < 0 || get_u64(m, "waiting", &r->waiting) < 0 ||
+                   (streq(m->verb, "NAME") && get_u64(m, "limit", &r->limit) < 0))
+                return -EBADMSG;
+        mt->n_rows++;
+        return 0;
+}
+
+static int fetch(const char *ns, uid_t agent_uid, Metrics *mt) {
+        _cleanup_close_ int fd = -EBADF;
+        Request req = { .verb = REQUEST_METRICS };
+        usec_t deadline = now_usec(CLOCK_MONOTONIC) + METRICS_TIMEOUT;
+        LineReader lr;
+        Message m;
+        int r;
+
+        r = client_send_request_until(ns, agent_uid, deadline, -EBADF, &req, &fd);
+        if (r < 0)
+                return cli_request_failed(ns, r);
+        line_reader_init(&lr, PROTO_REPLY_MAX);
+
+        for (;;) {
+                r = cli_read_message(fd, &lr, deadline, "metrics", METRICS_TIMEOUT_TEXT, &m);
+                if (r != 0)
+                        return r;
+                if (streq(m.verb, "END"))
+                        break;
+                if (streq(m.verb, "AGENT")) {
+                        mt->agent = m;
+                        mt->got_agent = true;
+                } else if (streq(m.verb, "RELEASES")) {
+                        mt->releases = m;
+                        mt->got_releases = true;
+                } else if (streq(m.verb, "DENIALS")) {
+                        mt->denials = m;
+                        mt->got_denials = true;
+                } else if (streq(m.verb, "WAIT"))
+                        r = take_wait(mt, &m);
+                else if (streq(m.verb, "HOST") || streq(m.verb, "NAME") || streq(m.verb, "GRANTS"))
+                        r = take_row(mt, &m);
+                /* Lines of a newer agent are left out. */
+                if (r == -ENOMEM) {
+                        log_error("Metrics too large.");
+                        return EXIT_SOFTWARE;
+                }
+                if (r < 0)
+                        return malformed();
+        }
+        if (!mt->got_agent || !mt->got_releases || !mt->got_denials || !mt->got_wait)
+                return malformed();
+        return 0;
+}
+
+/* ---- The exposition format ------------------------------------------------------ */
+
+/* A label value as the format wants it: backslash, double quote and
+ * newline escaped. */
+static void put_label_value(FILE *f, const char *s) {
+        fputc('"', f);
+        for (; *s; s++) {
+                if (*s == '\\' || *s == '"')
+                        fprintf(f, "\\%c", *s);
+                else if (*s == '\n')
+                        fputs("\\n", f);
+                else
+                        fputc(*s, f);
+        }
+        fputc('"', f);
+}
+
+/* Seconds from microseconds, exactly, without trailing zeros. */
+static const char *seconds(uint64_t usec, char *buf, size_t size) {
+        int n = snprintf(buf, size, "%" PRIu64 ".%06" PRIu64, usec / USEC_PER_SEC, usec % USEC_PER_SEC);
+
+        while (n > 0 && buf[n - 1] == '0')
+                buf[--n] = '\0';
+        if (n > 0 && buf[n - 1] == '.')
+                buf[--n] = '\0';
+        return buf;
+}
+
+static void family(FILE *f, const char *metric, const char *type, const char *help_text) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", metric, help_text, metric, type);
+}
+
+/* metric{key="value",…} value: labels in pairs, NULL-terminated. */
+static void sample(FILE *f, const char *metric, const char *value, ...) {
+        const char *key;
+        bool first = true;
+        va_list ap;
+
+        fputs(metric, f);
+        va_start(ap, value);
+        while ((key = va_arg(ap, const char *))) {
+                fprintf(f, "%s%s=", first ? "{" : ",", key);
+                put_label_value(f, va_arg(ap, const char *));
+                first = false;
+        }
+        va_end(ap);
+        fprintf(f, "%s %s\n", first ? "" : "}", value);
+}
+
+static const char *u64(uint64_t v, char *buf, size_t size) {
+        snprintf(buf, size, "%" PRIu64, v);
+        return buf;
+}
+
+static int row_cmp(const void *x, const void *y) {
+        return strcmp(((const Row *) x)->name, ((const Row *) y)->name);
+}
+
+/* A gauge per name: HOST rows (scope host), then NAME rows (scope fleet);
+ * what picks the number. */
+typedef enum RowValue { ROW_HELD, ROW_WAITING, ROW_LIMIT } RowValue;
+
+static void name_samples(FILE *f, const Metrics *mt, const char *metric, RowValue what) {
+        static const char *const verbs[] = { "HOST", "NAME" }, *const scopes[] = { "host", "fleet" };
+        char v[24];
+
+        for (size_t k = 0; k < ELEMENTSOF(verbs); k++)
+                for (size_t i = 0; i < mt->n_rows; i++) {
+                        const Row *r = &mt->rows[i];
+
+                        if (!streq(r->verb, verbs[k]))
+                                continue;
+                        if (what == ROW_LIMIT && (k == 0 || r->limit == 0))
+                                continue;       /* the limit in force: fleet-wide, while anyone holds or waits */
+                        u64(what == ROW_HELD ? r->held : what == ROW_WAITING ? r->waiting : r->limit, v, sizeof(v));
+                        sample(f, metric, v, "name", r->name, "scope", scopes[k], NULL);
+                }
+}
+
+/* Every field of m as one sample of metric with the field's key as label. */
+static void field_samples(FILE *f, const Message *m, const char *metric, const char *label) {
+        for (size_t i = 0; i < m->n_fields; i++) {
+                const char *key = m->storage + m->fields[i].key, *value = m->storage + m->fields[i].value;
+                uint64_t v;
+                char buf[24];
+
+                if (parse_uint64(value, 0, UINT64_MAX, &v) >= 0)
+                        sample(f, metric, u64(v, buf, sizeof(buf)), label, key, NULL);
+        }
+}
+
+static void print_metrics(FILE *f, Metrics *mt) {
+        const char *state = message_get(&mt->agent, "redis") ?: "";
+        uint64_t ups = 0, lost = 0, rtt_count = 0, rtt_sum = 0, rtt_last = 0;
+        char a[32], b[32];
+
+        (void) get_u64(&mt->agent, "redis_ups", &ups);
+        (void) get_u64(&mt->agent, "lost", &lost);
+        (void) get_u64(&mt->agent, "rtt_count", &rtt_count);
+        (void) get_u64(&mt->agent, "rtt_sum", &rtt_sum);
+        qsort(mt->rows, mt->n_rows, sizeof(Row), row_cmp);
+
+        family(f, "fleetsem_redis_up", "gauge", "Whether this host's agent is connected to Redis (1) or not (0).");
+        sample(f, "fleetsem_redis_up", streq(state, "up") ? "1" : "0", NULL);
+        family(f, "fleetsem_redis_reconnects_total", "counter",
+               "Times the agent connected to Redis again after it lost or could not reach it.");
+        sample(f, "fleetsem_redis_reconnects_total", u64(ups > 0 ? ups - 1 : 0, a, sizeof(a)), NULL);
+        family(f, "fleetsem_redis_rtt_seconds", "summary", "Round trips of lease renewals to Redis, from the call to its reply.");
+        sample(f, "fleetsem_redis_rtt_seconds_sum", seconds(rtt_sum, a, sizeof(a)), NULL);
+        sample(f, "fleetsem_redis_rtt_seconds_count", u64(rtt_count, a, sizeof(a)), NULL);
+        if (get_u64(&mt->agent, "rtt_last", &rtt_last) >= 0) {
+                family(f, "fleetsem_redis_last_rtt_seconds", "gauge", "The last lease renewal's round trip to Redis.");
+                sample(f, "fleetsem_redis_last_rtt_seconds", seconds(rtt_last, a, sizeof(a)), NULL);
+        }
+
+        family(f, "fleetsem_slots_held", "gauge",
+               "Slots of a name held on this host (scope=\"host\") and across the fleet (scope=\"fleet\").");
+        name_samples(f, mt, "fleetsem_slots_held", ROW_HELD);
+        family(f, "fleetsem_waiters", "gauge",
+               "Requests waiting in line for a name on this host (scope=\"host\") and across the fleet (scope=\"fleet\").");
+        name_samples(f, mt, "fleetsem_waiters", ROW_WAITING);
+        family(f, "fleetsem_limit", "gauge", "The limit in force of a name across the fleet, while anyone holds or waits.");
+        name_samples(f, mt, "fleetsem_limit", ROW_LIMIT);
+        family(f, "fleetsem_grants_total", "counter", "Slots of a name granted on this host.");
+        for (size_t i = 0; i < mt->n_rows; i++)
+                if (streq(mt->rows[i].verb, "GRANTS"))
+                        sample(f, "fleetsem_grants_total", u64(mt->rows[i].total, a, sizeof(a)), "name", mt->rows[i].name, NULL);
+
+        family(f, "fleetsem_releases_total", "counter",
+               "Held slots given back on this host, by cause: anchor_closed (the job ended), released (on request), lost.");
+        field_samples(f, &mt->releases, "fleetsem_releases_total", "cause");
+        family(f, "fleetsem_denials_total", "counter",
+               "Requests on this host denied a slot, by reason: timeout (no slot within the wait), full (no wait).");
+        field_samples(f, &mt->denials, "fleetsem_denials_total", "reason");
+        family(f, "fleetsem_lost_total", "counter",
+               "Held slots this host lost: not renewed in time, or gone from Redis.");
+        sample(f, "fleetsem_lost_total", u64(lost, a, sizeof(a)), NULL);
+
+        family(f, "fleetsem_wait_seconds", "histogram", "Time from a request on this host to its grant.");
+        for (size_t i = 0; i < mt->n_bounds; i++)
+                sample(f, "fleetsem_wait_seconds_bucket", u64(mt->buckets[i], a, sizeof(a)),
+                       "le", seconds(mt->bounds[i], b, sizeof(b)), NULL);
+        sample(f, "fleetsem_wait_seconds_bucket", u64(mt->buckets[mt->n_bounds], a, sizeof(a)), "le", "+Inf", NULL);
+        sample(f, "fleetsem_wait_seconds_sum", seconds(mt->wait_sum, a, sizeof(a)), NULL);
+        sample(f, "fleetsem_wait_seconds_count", u64(mt->wait_count, a, sizeof(a)), NULL);
+}
+
+static int write_output(Metrics *mt, const char *output) {
+        char tmp[PATH_MAX + 16];
+        FILE *f;
+
+        if (!output) {
+                print_metrics(stdout, mt);
+                if (fflush(stdout) != 0 || ferror(stdout))
+                        return log_error_errno(errno ?: EIO, "Cannot write the metrics: %m"), EXIT_CANTCREAT;
+                return 0;
+        }
+        f = atomic_file_open(output, tmp, sizeof(tmp));
+        if (!f)
+                return EXIT_CANTCREAT;
+        print_metrics(f, mt);
+        if (ferror(f)) {
+                log_error("Cannot write %s.", tmp);
+                fclose(f);
+                (void) unlink(tmp);
+                return EXIT_CANTCREAT;
+        }
+        return atomic_file_commit(f, tmp, output) < 0 ? EXIT_CANTCREAT : 0;
+}
+
+int verb_metrics(int argc, char *argv[]) {
+        enum { ARG_NAMESPACE = 0x100 };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "output", required_argument, NULL, 'o' },
+                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                {}
+        };
+        Metrics mt = {};
+        const char *ns = NULL, *output = NULL;
+        uid_t agent_uid;
+        int c, code;
+
+        while ((c = getopt_long(argc, argv, "ho:", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case 'o':
+                        output = optarg;
+                        break;
+                case ARG_NAMESPACE:
+                        ns = optarg;
+                        break;
+                default:
+                        return EXIT_USAGE;
+                }
+        }
+        if (optind < argc) {
+                log_error("Unexpected argument \"%s\"; see fleetsem metrics --help.", argv[optind]);
+                return EXIT_USAGE;
+        }
+        if (output && (!output[0] || strlen(output) >= PATH_MAX)) {
+                log_error("Invalid --output \"%s\".", output);
+                return EXIT_USAGE;
+        }
+        if (cli_parse_namespace(client_namespace(ns), &ns) < 0)
+                return EXIT_USAGE;
+        if (cli_agent_uid(&agent_uid) < 0)
+                return EXIT_USAGE;
+
+        code = fetch(ns, agent_uid, &mt);
+        if (code == 0)
+                code = write_output(&mt, output);
+        free(mt.rows);
+        return code;
+}
