@@ -318,47 +318,45 @@ static int send_script(redisContext *c, const char *sha, char keys[N_KEYS][96], 
         return redisAppendCommandArgv(c, (int) n, argv, NULL);
 }
 
-/* The floor for D: Redis alone running the agent's acquire and release
- * scripts for 64 clients at once (each on a name of its own, so every
- * acquire is granted), as fast as it can. */
-static double floor_redis_throughput(void) {
-        enum { N = 64 };
-        redisContext *c[N];
-        char sha[2][41], lease[N][LEASE_ID_LEN + 1], keys[N][N_KEYS][96];
-        bool releasing[N];
-        unsigned long cycles = 0;
-        usec_t start, duration = 5 * USEC_PER_SEC;
-        double rate;
+/* Loads one of the agent's scripts, as the agent does; 0 or -EIO. */
+static int load_script(Script which, char sha[41]) {
+        redisContext *l = redisConnectUnix(redis_socket);
+        redisReply *r = NULL;
+        char *text = NULL;
+        int k = -EIO;
 
-        for (int k = 0; k < 2; k++) {
-                redisContext *l = redisConnectUnix(redis_socket);
-                char *text;
-                redisReply *r;
-                Script which = k == 0 ? SCRIPT_ACQUIRE : SCRIPT_RELEASE;
-
-                if (!l || l->err || asprintf(&text, "%s\n%s", lua_prelude, lua_scripts[which]) < 0)
-                        return 0;
+        if (l && !l->err && asprintf(&text, "%s\n%s", lua_prelude, lua_scripts[which]) >= 0)
                 r = redisCommand(l, "SCRIPT LOAD %s", text);
-                free(text);
-                if (!r || r->type != REDIS_REPLY_STRING || r->len != 40)
-                        return 0;
-                memcpy(sha[k], r->str, 41);
-                freeReplyObject(r);
-                redisFree(l);
+        if (r && r->type == REDIS_REPLY_STRING && r->len == 40) {
+                memcpy(sha, r->str, 41);
+                k = 0;
         }
+        freeReplyObject(r);
+        free(text);
+        if (l)
+                redisFree(l);
+        return k;
+}
 
-        /* Each client: acquire (granted), release, again with a new lease. */
+/* Keeps N connections to Redis as busy as they can be for duration:
+ * send(c, i, round, userdata) queues client i's next round of commands
+ * and returns how many replies it waits for. Returns the rounds done. */
+typedef int (*send_fn)(redisContext *c, int i, unsigned long round, void *userdata);
+enum { SATURATE_CLIENTS = 64 };
+
+static unsigned long redis_saturate(usec_t duration, send_fn send, void *userdata) {
+        enum { N = SATURATE_CLIENTS };
+        redisContext *c[N];
+        unsigned long rounds = 0, round[N] = {};
+        int expect[N];
+        usec_t start;
+
         for (int i = 0; i < N; i++) {
                 c[i] = redisConnectUnixNonBlock(redis_socket);
                 if (!c[i] || c[i]->err)
                         return 0;
-                for (int k = 0; k < N_KEYS; k++)
-                        snprintf(keys[i][k], sizeof(keys[i][k]), "bench-raw:{r%d}:%s", i, key_suffix[k]);
-                releasing[i] = false;
+                expect[i] = send(c[i], i, 0, userdata);
         }
-#define SEND(i) send_script(c[i], sha[releasing[i] ? 1 : 0], keys[i], lease[i], releasing[i])
-        for (int i = 0; i < N; i++)
-                SEND(i);
         start = now_usec(CLOCK_MONOTONIC);
         while (now_usec(CLOCK_MONOTONIC) - start < duration) {
                 struct pollfd p[N];
@@ -381,17 +379,47 @@ static double floor_redis_throughput(void) {
                         while (redisGetReplyFromReader(c[i], &reply) == REDIS_OK && reply) {
                                 freeReplyObject(reply);
                                 reply = NULL;
-                                if (releasing[i])
-                                        cycles++;
-                                releasing[i] = !releasing[i];
-                                SEND(i);
+                                if (--expect[i] > 0)
+                                        continue;
+                                rounds++;
+                                expect[i] = send(c[i], i, ++round[i], userdata);
                         }
                 }
         }
-#undef SEND
         for (int i = 0; i < N; i++)
                 redisFree(c[i]);
-        rate = (double) cycles / ((double) duration / USEC_PER_SEC);
+        return rounds;
+}
+
+/* L4's clients: acquire (granted), release, again with a new lease, each
+ * on a name of its own. */
+typedef struct Churn {
+        char sha[2][41];
+        char lease[SATURATE_CLIENTS][LEASE_ID_LEN + 1];
+        char keys[SATURATE_CLIENTS][N_KEYS][96];
+} Churn;
+
+static int send_churn(redisContext *c, int i, unsigned long round, void *userdata) {
+        Churn *ch = userdata;
+        bool release = round % 2 == 1;
+
+        if (round == 0)
+                for (int k = 0; k < N_KEYS; k++)
+                        snprintf(ch->keys[i][k], sizeof(ch->keys[i][k]), "bench-raw:{r%d}:%s", i, key_suffix[k]);
+        (void) send_script(c, ch->sha[release], ch->keys[i], ch->lease[i], release);
+        return 1;
+}
+
+/* The floor for D: Redis alone running the agent's acquire and release
+ * scripts for 64 clients at once (each on a name of its own, so every
+ * acquire is granted), as fast as it can. */
+static double floor_redis_throughput(void) {
+        static Churn ch;
+        double rate;
+
+        if (load_script(SCRIPT_ACQUIRE, ch.sha[0]) < 0 || load_script(SCRIPT_RELEASE, ch.sha[1]) < 0)
+                return 0;
+        rate = (double) (redis_saturate(5 * USEC_PER_SEC, send_churn, &ch) / 2) / 5.0;
         printf("%-4s %-52s %9.0f grants/s\n", "L4", "floor: Redis alone, acquire+release scripts, 64 clients", rate);
         printf("@json {\"id\":\"L4\",\"what\":\"floor: Redis alone, acquire+release scripts, 64 clients\",\"grants_per_s\":%.0f}\n", rate);
         fflush(stdout);
@@ -483,25 +511,31 @@ static void scenario_d(int agents, double floor_rate) {
 
 /* ---- E: scale ---- */
 
-/* The agent logs to a file (a pipe would fill while we are busy). */
-static pid_t start_agent(const char *fleetsemd, const char *n, const char *log, int *ret_log) {
+/* The agent logs to a file (a pipe would fill while we are busy); with
+ * ret_log, *ret_log reads it from its start. extra: more options, NULL-ended. */
+static pid_t start_agent(const char *fleetsemd, const char *n, const char *host, const char *const *extra,
+                         const char *log, int *ret_log) {
         char redis[300];
+        const char *argv[32] = { fleetsemd, "--redis", redis, "--namespace", n, "--host-id", host };
+        size_t k = 7;
         pid_t pid;
         int fd;
 
         snprintf(redis, sizeof(redis), "unix:%s", redis_socket);
-        fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        for (; extra && *extra && k < ELEMENTSOF(argv) - 1; extra++)
+                argv[k++] = *extra;
+        fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
         if (fd < 0)
                 return -1;
         pid = fork();
         if (pid == 0) {
                 dup2(fd, STDERR_FILENO);
-                execl(fleetsemd, fleetsemd, "--redis", redis, "--namespace", n, "--host-id", "bench-e",
-                      "--log-level", "info", (char *) NULL);
+                execv(fleetsemd, (char **) argv);
                 _exit(127);
         }
         close(fd);
-        *ret_log = open(log, O_RDONLY | O_CLOEXEC);
+        if (ret_log)
+                *ret_log = open(log, O_RDONLY | O_CLOEXEC);
         return pid;
 }
 
@@ -534,22 +568,53 @@ static double wait_log(int fd, const char *what, usec_t start) {
         return -1;
 }
 
-static long long redis_evalsha_calls(redisContext *c) {
-        redisReply *r = redisCommand(c, "INFO commandstats");
-        long long calls = -1;
-        const char *p;
+/* What Redis did so far, from one INFO. */
+typedef struct RedisUse {
+        long long scripts;      /* EVALSHA and EVAL calls */
+        long long commands;     /* every command, those the scripts ran too */
+        double cpu_s;           /* used_cpu_sys + used_cpu_user */
+} RedisUse;
 
-        if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, "cmdstat_evalsha:calls=")))
-                calls = atoll(p + strlen("cmdstat_evalsha:calls="));
-        freeReplyObject(r);
-        return calls;
+static double info_number(const char *info, const char *field) {
+        const char *p = strstr(info, field);
+
+        return p ? strtod(p + strlen(field), NULL) : 0;
 }
 
-static long long cpu_ticks(pid_t pid) {
+static int redis_use(redisContext *c, RedisUse *ret) {
+        redisReply *r = redisCommand(c, "INFO stats cpu commandstats");
+
+        if (!r || r->type != REDIS_REPLY_STRING) {
+                freeReplyObject(r);
+                return -EIO;
+        }
+        *ret = (RedisUse) {
+                .scripts = (long long) (info_number(r->str, "cmdstat_evalsha:calls=") +
+                                        info_number(r->str, "cmdstat_eval:calls=")),
+                .commands = (long long) info_number(r->str, "total_commands_processed:"),
+                .cpu_s = info_number(r->str, "used_cpu_sys:") + info_number(r->str, "used_cpu_user:"),
+        };
+        freeReplyObject(r);
+        return 0;
+}
+
+/* CPU time a process used so far, in seconds: from schedstat (ns), else
+ * from stat (clock ticks, 10 ms: too coarse for an idle agent). */
+static double cpu_seconds(pid_t pid) {
         char path[64], buf[1024], *p;
+        unsigned long long nsec;
         unsigned long utime = 0, stime = 0;
         FILE *f;
 
+        snprintf(path, sizeof(path), "/proc/%d/schedstat", pid);
+        f = fopen(path, "re");
+        if (f) {
+                int k = fscanf(f, "%llu", &nsec);
+
+                fclose(f);
+                if (k == 1)
+                        return (double) nsec / 1e9;
+        }
         snprintf(path, sizeof(path), "/proc/%d/stat", pid);
         f = fopen(path, "re");
         if (!f)
@@ -558,7 +623,7 @@ static long long cpu_ticks(pid_t pid) {
         fclose(f);
         if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
                 return -1;
-        return (long long) (utime + stime);
+        return (double) (utime + stime) / (double) sysconf(_SC_CLK_TCK);
 }
 
 static long rss_kib(pid_t pid) {
@@ -584,7 +649,8 @@ static void scenario_e(const char *fleetsemd) {
         char n[64], name[64], log[96];
         struct rlimit rl;
         redisContext *rc;
-        long long calls0, calls1, cpu0, cpu1;
+        double cpu0, cpu1;
+        RedisUse use0 = {}, use1 = {};
         double fill, adopt;
         usec_t t0;
         int log_fd, held = 0;
@@ -601,7 +667,7 @@ static void scenario_e(const char *fleetsemd) {
         }
         snprintf(n, sizeof(n), "benche-%d", getpid());
         snprintf(log, sizeof(log), "/tmp/fleetsem-bench-e-%d.log", getpid());
-        agent = start_agent(fleetsemd, n, log, &log_fd);
+        agent = start_agent(fleetsemd, n, "bench-e", (const char *const[]) { "--log-level", "info", NULL }, log, &log_fd);
         if (agent < 0 || wait_log(log_fd, "Connected to Redis", now_usec(CLOCK_MONOTONIC)) < 0)
                 return;
 
@@ -619,17 +685,17 @@ static void scenario_e(const char *fleetsemd) {
 
         rc = redisConnectUnix(redis_socket);
         sleep(2);
-        calls0 = redis_evalsha_calls(rc);
-        cpu0 = cpu_ticks(agent);
+        (void) redis_use(rc, &use0);
+        cpu0 = cpu_seconds(agent);
         sleep(MEASURE);
-        calls1 = redis_evalsha_calls(rc);
-        cpu1 = cpu_ticks(agent);
+        (void) redis_use(rc, &use1);
+        cpu1 = cpu_seconds(agent);
 
         printf("E    %d slots held on %d names through one agent (filled in %.1f s)\n", held, NAMES, fill / 1e6);
         printf("E1   agent CPU in steady state                             %8.2f %% of a core\n",
-               (double) (cpu1 - cpu0) * 100.0 / (double) sysconf(_SC_CLK_TCK) / MEASURE);
+               (cpu1 - cpu0) * 100.0 / MEASURE);
         printf("E2   Redis script calls per second (renewal)               %8.1f /s\n",
-               (double) (calls1 - calls0) / MEASURE);
+               (double) (use1.scripts - use0.scripts) / MEASURE);
         rss = rss_kib(agent) / 1024.0;
         printf("E3   agent RSS                                             %8.1f MiB\n", rss);
 
@@ -637,14 +703,14 @@ static void scenario_e(const char *fleetsemd) {
         waitpid(agent, NULL, 0);
         close(log_fd);
         t0 = now_usec(CLOCK_MONOTONIC);
-        agent = start_agent(fleetsemd, n, log, &log_fd);
+        agent = start_agent(fleetsemd, n, "bench-e", (const char *const[]) { "--log-level", "info", NULL }, log, &log_fd);
         snprintf(name, sizeof(name), "Re-adopted %d held slot", held);
         adopt = agent > 0 ? wait_log(log_fd, name, t0) : -1;
         printf("E4   agent restart: re-adopting all %d slots took          %8.1f ms\n", held, adopt / 1000.0);
         printf("@json {\"id\":\"E\",\"slots\":%d,\"names\":%d,\"agent_cpu_pct\":%.2f,\"renewal_calls_per_s\":%.1f,"
                "\"agent_rss_mib\":%.1f,\"readopt_ms\":%.1f}\n",
-               held, NAMES, (double) (cpu1 - cpu0) * 100.0 / (double) sysconf(_SC_CLK_TCK) / MEASURE,
-               (double) (calls1 - calls0) / MEASURE, rss, adopt / 1000.0);
+               held, NAMES, (cpu1 - cpu0) * 100.0 / MEASURE,
+               (double) (use1.scripts - use0.scripts) / MEASURE, rss, adopt / 1000.0);
         fflush(stdout);
 
         for (int i = 0; i < held; i++)
@@ -654,6 +720,325 @@ static void scenario_e(const char *fleetsemd) {
         waitpid(agent, NULL, 0);
         close(log_fd);
         unlink(log);
+        redisFree(rc);
+}
+
+/* ---- G: a fleet of agents on one Redis ---- */
+
+enum { G_NAMES = 3, G_AGENTS_MAX = 1000 };
+
+/* Redis and every agent over one stretch of time. */
+typedef struct Usage {
+        usec_t at;
+        RedisUse redis;
+        double agent_cpu_s[G_AGENTS_MAX];
+} Usage;
+
+static void usage_take(redisContext *c, const pid_t *agents, int n, Usage *u) {
+        u->at = now_usec(CLOCK_MONOTONIC);
+        (void) redis_use(c, &u->redis);
+        for (int i = 0; i < n; i++)
+                u->agent_cpu_s[i] = cpu_seconds(agents[i]);
+}
+
+typedef struct UsageDelta {
+        double seconds, scripts, commands, redis_cpu_s;
+        double agent_cpu_s_mean, agent_cpu_s_max;
+} UsageDelta;
+
+static UsageDelta usage_delta(const Usage *a, const Usage *b, int n) {
+        double sum = 0, max = 0;
+
+        for (int i = 0; i < n; i++) {
+                double t = b->agent_cpu_s[i] - a->agent_cpu_s[i];
+
+                sum += t;
+                max = t > max ? t : max;
+        }
+        return (UsageDelta) {
+                .seconds = (double) (b->at - a->at) / USEC_PER_SEC,
+                .scripts = (double) (b->redis.scripts - a->redis.scripts),
+                /* Less the INFO that took a. */
+                .commands = (double) (b->redis.commands - a->redis.commands - 1),
+                .redis_cpu_s = b->redis.cpu_s - a->redis.cpu_s,
+                .agent_cpu_s_mean = n > 0 ? sum / n : 0,
+                .agent_cpu_s_max = max,
+        };
+}
+
+/* Every agent holds one slot of each of the G_NAMES names, through the
+ * client code; the anchors stay open, the requests' connections do not. */
+static int g_fill(char fleet[][64], int n, int *anchor) {
+        usec_t deadline = now_usec(CLOCK_MONOTONIC) + 60 * USEC_PER_SEC;
+
+        for (int i = 0; i < n; i++)
+                for (int k = 0; k < G_NAMES; k++) {
+                        char name[32];
+                        int fd = -EBADF, *a = &anchor[i * G_NAMES + k];
+
+                        snprintf(name, sizeof(name), "bench-g-%d", k);
+                        /* An agent just started may not listen, or reach Redis, yet. */
+                        while (acquire(fleet[i], name, 1000, 0, a, &fd, true) != 1) {
+                                safe_close(fd);
+                                *a = safe_close(*a);
+                                fd = -EBADF;
+                                if (now_usec(CLOCK_MONOTONIC) > deadline)
+                                        return -ETIMEDOUT;
+                                usleep(20000);
+                        }
+                        safe_close(fd);
+                }
+        return 0;
+}
+
+/* One STATUS request to every agent at once, each read to its END. */
+static int g_status_round(char fleet[][64], int n) {
+        static int fd[G_AGENTS_MAX];
+        static LineReader lr[G_AGENTS_MAX];
+        Request req = { .verb = REQUEST_STATUS };
+        int left = n, r = 0;
+
+        for (int i = 0; i < n; i++) {
+                if (client_send_request(fleet[i], 0, 10 * USEC_PER_SEC, &req, &fd[i]) < 0)
+                        return -EIO;
+                line_reader_init(&lr[i], PROTO_REPLY_MAX);
+        }
+        while (left > 0 && r >= 0) {
+                for (int i = 0; i < n && r >= 0; i++) {
+                        char *line;
+                        size_t len;
+
+                        if (fd[i] < 0)
+                                continue;
+                        r = client_read_line(fd[i], &lr[i], now_usec(CLOCK_MONOTONIC) + 30 * USEC_PER_SEC, &line, &len);
+                        if (r >= 0 && len >= 3 && strneq(line, "END", 3)) {
+                                fd[i] = safe_close(fd[i]);
+                                left--;
+                        }
+                }
+        }
+        for (int i = 0; i < n; i++)
+                fd[i] = safe_close(fd[i]);
+        return r < 0 ? r : 0;
+}
+
+/* idle: Redis' CPU with the agents connected and nothing to renew, in
+ * seconds a second: what is above it is the renewals'. */
+static void g_print_renewal(const char *id, int n, const char *ttl, const UsageDelta *d, double idle) {
+        double busy = d->redis_cpu_s - idle * d->seconds, per_call = d->scripts > 0 ? 1e6 * busy / d->scripts : 0.0;
+        char what[96];
+
+        snprintf(what, sizeof(what), "%d agents x %d held slots, lease %s: renewal", n, G_NAMES, ttl);
+        printf("%-4s %s (%.0f s)\n", id, what, d->seconds);
+        printf("%-4s   Redis script calls                                 %8.1f /s\n", "", d->scripts / d->seconds);
+        printf("%-4s   Redis commands, those the scripts run included     %8.1f /s\n", "", d->commands / d->seconds);
+        printf("%-4s   Redis CPU                                          %8.2f %% of a core (idle: %.2f %%)\n", "",
+               100.0 * d->redis_cpu_s / d->seconds, 100.0 * idle);
+        printf("%-4s   Redis CPU a script call, above idle                %8.0f us\n", "", per_call);
+        printf("%-4s   agent CPU, mean / max                              %8.3f / %.3f %% of a core\n", "",
+               100.0 * d->agent_cpu_s_mean / d->seconds, 100.0 * d->agent_cpu_s_max / d->seconds);
+        printf("@json {\"id\":\"%s\",\"what\":\"%s\",\"agents\":%d,\"slots_per_agent\":%d,\"seconds\":%.1f,"
+               "\"script_calls_per_s\":%.1f,\"commands_per_s\":%.1f,\"redis_cpu_pct\":%.3f,\"redis_idle_cpu_pct\":%.3f,\"redis_us_per_script_call\":%.1f,"
+               "\"agent_cpu_pct_mean\":%.4f,\"agent_cpu_pct_max\":%.4f}\n",
+               id, what, n, G_NAMES, d->seconds, d->scripts / d->seconds, d->commands / d->seconds,
+               100.0 * d->redis_cpu_s / d->seconds, 100.0 * idle, per_call,
+               100.0 * d->agent_cpu_s_mean / d->seconds, 100.0 * d->agent_cpu_s_max / d->seconds);
+        fflush(stdout);
+}
+
+static void g_print_status(const char *id, int n, int rounds, const UsageDelta *d, Samples *wall) {
+        double k = (double) n * rounds;
+
+        printf("%-4s %d agents: STATUS from every agent at once, %d rounds\n", id, n, rounds);
+        printf("%-4s   a round, all %d answered: p50 / max              %8.1f / %.1f ms\n", "", n,
+               samples_pct(wall, 50) / 1000.0, samples_pct(wall, 100) / 1000.0);
+        printf("%-4s   per STATUS: script calls %.1f, commands %.1f, Redis CPU %.0f us, agent CPU %.0f us\n", "",
+               d->scripts / k, d->commands / k, 1e6 * d->redis_cpu_s / k, 1e6 * d->agent_cpu_s_mean * n / k);
+        printf("@json {\"id\":\"%s\",\"what\":\"STATUS from every agent at once\",\"agents\":%d,\"rounds\":%d,"
+               "\"round_p50_ms\":%.1f,\"scripts_per_status\":%.2f,\"commands_per_status\":%.2f,"
+               "\"redis_us_per_status\":%.1f,\"agent_us_per_status\":%.1f}\n",
+               id, n, rounds, samples_pct(wall, 50) / 1000.0, d->scripts / k, d->commands / k, 1e6 * d->redis_cpu_s / k,
+               1e6 * d->agent_cpu_s_mean * n / k);
+        fflush(stdout);
+}
+
+/* Starts n agents with lease ttl under key prefix, fills them, measures
+ * renewal for seconds (and with status_id, STATUS rounds), lets go of the
+ * slots, measures Redis idle with the agents connected, stops them. */
+static int g_fleet(const char *fleetsemd, redisContext *rc, int n, const char *ttl, const char *prefix, int seconds,
+                   const char *id, const char *status_id) {
+        enum { STATUS_ROUNDS = 5, IDLE_SECONDS = 3 };
+        UsageDelta renewal = {}, status = {};
+        Samples wall = {};
+        RedisUse idle0, idle1;
+        static pid_t agent[G_AGENTS_MAX];
+        static int anchor[G_AGENTS_MAX * G_NAMES];
+        static char fleet[G_AGENTS_MAX][64];
+        static Usage u0, u1;
+        char host[32], log[96], epoch[96];
+        const char *extra[] = { "--lease-ttl", ttl, "--key-prefix", prefix, "--log-level", "warning", NULL };
+        usec_t t0;
+        int r;
+
+        /* A new prefix holds no state: say that nobody held anything
+         * before, or the first agent would grant nothing for a lease. */
+        snprintf(epoch, sizeof(epoch), "%s:epoch", prefix);
+        freeReplyObject(redisCommand(rc, "SET %s %s NX", epoch, "0123456789abcdef0123456789abcdef 0"));
+        snprintf(log, sizeof(log), "/tmp/fleetsem-bench-g-%d.log", getpid());
+        for (int i = 0; i < n * G_NAMES; i++)
+                anchor[i] = -EBADF;
+        t0 = now_usec(CLOCK_MONOTONIC);
+        for (int i = 0; i < n; i++) {
+                snprintf(fleet[i], sizeof(fleet[i]), "benchg-%d-%d", getpid(), i);
+                snprintf(host, sizeof(host), "g-%d", i);
+                agent[i] = start_agent(fleetsemd, fleet[i], host, extra, log, NULL);
+                if (agent[i] < 0)
+                        return -errno;
+        }
+        r = g_fill(fleet, n, anchor);
+        if (r < 0)
+                fprintf(stderr, "G: the agents did not all grant within a minute (see %s)\n", log);
+        else {
+                printf("%-4s %d agents started, %d slots held, in %.1f s\n", id, n, n * G_NAMES, since_us(t0) / 1e6);
+                sleep(2);
+                usage_take(rc, agent, n, &u0);
+                sleep((unsigned) seconds);
+                usage_take(rc, agent, n, &u1);
+                renewal = usage_delta(&u0, &u1, n);
+        }
+        if (r >= 0 && status_id) {
+                usage_take(rc, agent, n, &u0);
+                for (int k = 0; k < STATUS_ROUNDS && r >= 0; k++) {
+                        usec_t s = now_usec(CLOCK_MONOTONIC);
+
+                        r = g_status_round(fleet, n);
+                        samples_add(&wall, since_us(s));
+                }
+                usage_take(rc, agent, n, &u1);
+                status = usage_delta(&u0, &u1, n);
+        }
+        for (int i = 0; i < n * G_NAMES; i++)
+                anchor[i] = safe_close(anchor[i]);
+        sleep(1);       /* the releases */
+        if (renewal.seconds > 0 && redis_use(rc, &idle0) >= 0) {
+                sleep(IDLE_SECONDS);
+                if (redis_use(rc, &idle1) >= 0)
+                        g_print_renewal(id, n, ttl, &renewal, (idle1.cpu_s - idle0.cpu_s) / IDLE_SECONDS);
+        }
+        if (r >= 0 && status.seconds > 0)
+                g_print_status(status_id, n, STATUS_ROUNDS, &status, &wall);
+        free(wall.v);
+        for (int i = 0; i < n; i++)
+                if (agent[i] > 0)
+                        kill(agent[i], SIGTERM);
+        for (int i = 0; i < n; i++)
+                if (agent[i] > 0)
+                        waitpid(agent[i], NULL, 0);
+        if (r >= 0)
+                unlink(log);
+        return r;
+}
+
+/* G's floor: Redis alone renewing, as fast as it can, leases of names with
+ * as many holders as G's, each call with the ZADD to the names index the
+ * agent sends with it: what one Redis core sustains. */
+typedef struct RenewLoad {
+        char sha[41];
+        int hosts;
+        char keys[G_NAMES][N_KEYS][96];
+        char lease[G_AGENTS_MAX][G_NAMES][LEASE_ID_LEN + 1];
+} RenewLoad;
+
+static int send_renew(redisContext *c, int i, unsigned long round, void *userdata) {
+        RenewLoad *rl = userdata;
+        int name = (int) ((round + (unsigned long) i) % G_NAMES), h = (int) ((round * 7 + (unsigned long) i) % (unsigned long) rl->hosts);
+        const char *argv[3 + N_KEYS + 4] = { "EVALSHA", rl->sha, STRINGIFY(N_KEYS) };
+        char host[32], now[24], *index;
+        size_t k = 3;
+
+        snprintf(host, sizeof(host), "h%d", h);
+        for (int j = 0; j < N_KEYS; j++)
+                argv[k++] = rl->keys[name][j];
+        argv[k++] = "15000";
+        argv[k++] = host;
+        argv[k++] = "86400000";
+        argv[k++] = rl->lease[h][name];
+        (void) redisAppendCommandArgv(c, (int) k, argv, NULL);
+        snprintf(now, sizeof(now), "%lld", (long long) (now_usec(CLOCK_REALTIME) / USEC_PER_MSEC));
+        index = strchr(rl->keys[name][0], '{');
+        (void) redisAppendCommand(c, "ZADD bench-raw5:names %s %b", now, index + 1, strcspn(index + 1, "}"));
+        return 2;
+}
+
+static double g_floor(redisContext *rc, int hosts) {
+        static RenewLoad rl;
+        char acquire_sha[41], host[32];
+        RedisUse a, b;
+        unsigned long calls;
+        double rate, cpu;
+
+        rl.hosts = hosts;
+        if (load_script(SCRIPT_ACQUIRE, acquire_sha) < 0 || load_script(SCRIPT_RENEW, rl.sha) < 0)
+                return 0;
+        for (int k = 0; k < G_NAMES; k++)
+                for (int j = 0; j < N_KEYS; j++)
+                        snprintf(rl.keys[k][j], sizeof(rl.keys[k][j]), "bench-raw5:{g%d}:%s", k, key_suffix[j]);
+        for (int h = 0; h < hosts; h++)
+                for (int k = 0; k < G_NAMES; k++) {
+                        const char *argv[3 + N_KEYS + 8] = { "EVALSHA", acquire_sha, STRINGIFY(N_KEYS) };
+                        size_t n = 3;
+
+                        snprintf(host, sizeof(host), "h%d", h);
+                        (void) lease_id_new(rl.lease[h][k]);
+                        for (int j = 0; j < N_KEYS; j++)
+                                argv[n++] = rl.keys[k][j];
+                        for (const char *const *p = (const char *const[]) { rl.lease[h][k], "1000", "15000",
+                                                                           "INFO host=bench pid=1 uid=0 user=root slots=1000 comm=bench",
+                                                                           host, "0", "0", "86400000", NULL }; *p; p++)
+                                argv[n++] = *p;
+                        freeReplyObject(redisCommandArgv(rc, (int) n, argv, NULL));
+                }
+        (void) redis_use(rc, &a);
+        calls = redis_saturate(5 * USEC_PER_SEC, send_renew, &rl);
+        (void) redis_use(rc, &b);
+        rate = (double) calls / 5.0;
+        cpu = (b.cpu_s - a.cpu_s) / 5.0;
+        printf("%-4s %-52s %9.0f calls/s  Redis at %.0f%% of a core: %.0f calls/s a core\n", "G0",
+               "floor: Redis alone, renew (+ZADD), 64 clients", rate, 100.0 * cpu, cpu > 0 ? rate / cpu : 0.0);
+        printf("@json {\"id\":\"G0\",\"what\":\"floor: Redis alone, renew script and names ZADD, 64 clients\","
+               "\"calls_per_s\":%.0f,\"redis_cpu_pct\":%.1f,\"calls_per_s_per_core\":%.0f,\"redis_us_per_call\":%.1f}\n",
+               rate, 100.0 * cpu, cpu > 0 ? rate / cpu : 0.0, rate > 0 ? 1e6 * cpu / rate : 0.0);
+        fflush(stdout);
+        return rate;
+}
+
+/* $BENCH_G_AGENTS agents (default 100), each its own host, namespace and
+ * three held slots; renewal for $BENCH_G_SECONDS (default 30) at the
+ * default lease and for half as long at a short one; then STATUS rounds. */
+static void scenario_g(const char *fleetsemd) {
+        const char *env_n = getenv("BENCH_G_AGENTS"), *env_s = getenv("BENCH_G_SECONDS");
+        int n = env_n ? atoi(env_n) : 100, seconds = env_s ? atoi(env_s) : 30;
+        char prefix[48];
+        struct rlimit rl;
+        redisContext *rc;
+
+        if (n < 1 || n > G_AGENTS_MAX || seconds < 1) {
+                fprintf(stderr, "G: BENCH_G_AGENTS must be 1..%d, BENCH_G_SECONDS at least 1\n", G_AGENTS_MAX);
+                return;
+        }
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+                rl.rlim_cur = rl.rlim_max;
+                (void) setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        rc = redisConnectUnix(redis_socket);
+        if (!rc || rc->err)
+                return;
+        (void) g_floor(rc, n);
+        snprintf(prefix, sizeof(prefix), "benchg-%d", getpid());
+        if (g_fleet(fleetsemd, rc, n, "15s", prefix, seconds, "G1", "G2") >= 0) {
+                snprintf(prefix, sizeof(prefix), "benchg5-%d", getpid());
+                (void) g_fleet(fleetsemd, rc, n, "5s", prefix, seconds / 2, "G3", NULL);
+        }
         redisFree(rc);
 }
 
@@ -855,5 +1240,7 @@ int main(int argc, char *argv[]) {
                 scenario_e(getenv("FLEETSEMD"));
         if (wanted('F'))
                 scenario_f();
+        if (wanted('G') && getenv("FLEETSEMD"))
+                scenario_g(getenv("FLEETSEMD"));
         return 0;
 }

@@ -3,7 +3,8 @@
 # Starts its own redis-server (no persistence) and three agents in a
 # temporary directory, measures the floors and fleetsem in the same run,
 # prints a table and writes JSON (default: bench/results.json).
-# BENCH_ONLY=AD runs the floors and the scenarios named (A to F) only.
+# BENCH_ONLY=AD runs the floors and the scenarios named (A to G) only; G (100
+# agents on one Redis) takes BENCH_G_AGENTS and BENCH_G_SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tests/deps.sh

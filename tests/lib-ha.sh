@@ -8,7 +8,6 @@ HA_MASTER=fsm
 HA_DOWN_AFTER=${HA_DOWN_AFTER:-1000}
 
 require redis-server
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 ha_server() {
         local port=$1; shift

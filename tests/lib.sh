@@ -59,6 +59,9 @@ stop_agents() {
 
 done_testing() {
         stop_agents
+        if acl_audit && [ -f "$T/redis.pid" ]; then
+                is "$(rcli ACL LOG)" "" "ACL audit: Redis refused the agents nothing"
+        fi
         echo "1..$tap_n"
         echo "# $((tap_n - tap_failed)) passed, $tap_failed failed"
         [ "$tap_failed" -eq 0 ]
@@ -90,11 +93,34 @@ wait_for() {
 
 REDIS_SOCK=${REDIS_SOCK:-$T/redis.sock}
 rcli() { redis-cli -s "$REDIS_SOCK" "$@"; }
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# FLEETSEM_TEST_ACL=1 audits the shipped Redis ACL with a whole suite: Redis
+# also listens on loopback TCP with systemd/redis-acl.conf.example (its
+# default user left open to the tests' own look-ups), the agents log in as
+# its fleetsem user, and each test ends by checking that ACL LOG is empty:
+# nothing an agent does may be refused. (A unix: URL names no user.) Tests
+# of the plain password (REDIS_AUTH) keep to it.
+acl_audit() { [ -n "${FLEETSEM_TEST_ACL:-}" ] && [ -z "${REDIS_AUTH:-}" ]; }
+acl_audit_setup() {
+        [ -n "${ACL_PORT:-}" ] && return
+        ACL_PORT=$(free_port)
+        printf 'fleetsem-%s-%s\n' $$ "$RANDOM$RANDOM" >"$T/acl.pw"
+        chmod 600 "$T/acl.pw"
+        sed -e "s/^user default off\$/user default on nopass ~* \&* +@all/" \
+            -e "s/>CHANGE-ME-fleetsem/>$(cat "$T/acl.pw")/" \
+            "$(dirname "$0")/../systemd/redis-acl.conf.example" >"$T/acl.conf"
+}
 
 start_redis() {
+        local acl=()
+        if acl_audit; then
+                acl_audit_setup
+                acl=(--port "$ACL_PORT" --bind 127.0.0.1 --include "$T/acl.conf")
+        fi
         redis-server --port 0 --unixsocket "$REDIS_SOCK" --unixsocketperm 700 --dir "$T" \
                 --save '' --appendonly no --pidfile "$T/redis.pid" --daemonize yes \
-                --logfile "$T/redis.log" "$@" >/dev/null || bail "redis-server did not start"
+                --logfile "$T/redis.log" "${acl[@]}" "$@" >/dev/null || bail "redis-server did not start"
         wait_for 10 rcli ${REDIS_AUTH:+-a "$REDIS_AUTH" --no-auth-warning} ping || bail "redis-server does not answer"
         # A Redis that never held fleetsem's state: agents that find no
         # epoch take it for one that lost its data and grant nothing for a
@@ -118,8 +144,9 @@ agent_listening() { grep -q "@$1/agent" /proc/net/unix; }
 
 # start_agent HOST [fleetsemd options...]: namespace $NSBASE-HOST.
 start_agent() {
-        local host=$1; shift
-        "$FLEETSEMD" --redis "unix:$REDIS_SOCK" --namespace "$NSBASE-$host" --host-id "$host" \
+        local host=$1 redis=(--redis "unix:$REDIS_SOCK"); shift
+        acl_audit && redis=(--redis "redis://fleetsem@127.0.0.1:$ACL_PORT" --redis-password-file "$T/acl.pw")
+        "$FLEETSEMD" "${redis[@]}" --namespace "$NSBASE-$host" --host-id "$host" \
                 --lease-ttl "$TTL" "$@" >>"$T/agent-$host.log" 2>&1 &
         eval "AGENT_$(echo "$host" | tr -c 'A-Za-z0-9\n' _)=$!"
         AGENT_HOSTS+=("$host")

@@ -1,0 +1,165 @@
+#!/bin/bash
+# The shipped Redis ACL (systemd/redis-acl.conf.example), as shipped: a
+# redis-server that includes it (the default user off), agents that log in
+# as its "fleetsem" user over TCP with a password file and a database of
+# their own, doing real work: grants, a hand-over, renewals, status, a
+# SCRIPT FLUSH (the scripts again in full), an agent restart (re-adoption)
+# and a Redis restart that lost everything (a new epoch, re-assertion).
+# Redis must refuse the agents nothing (ACL LOG stays empty); its "app"
+# user, for every other client, must be refused every forgery.
+TTL=6s
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-ha.sh"
+
+SRC=$(dirname "$0")/..
+PORT=$(free_port)
+DB=3
+FS_PW="fs-$$-$RANDOM$RANDOM"
+APP_PW="app-$$-$RANDOM$RANDOM"
+ADMIN_PW="admin-$$-$RANDOM$RANDOM"
+
+# The example with real passwords (fleetsem's by its SHA-256, as the
+# example recommends), and an operator for the test's own look-ups.
+sed -e "s/>CHANGE-ME-fleetsem/#$(printf %s "$FS_PW" | sha256sum | cut -d' ' -f1)/" \
+    -e "s/>CHANGE-ME-app/>$APP_PW/" "$SRC/systemd/redis-acl.conf.example" >"$T/acl.conf"
+echo "user admin on >$ADMIN_PW ~* &* +@all" >>"$T/acl.conf"
+printf '%s\n' "$FS_PW" >"$T/fleetsem.pw"
+chmod 600 "$T/acl.conf" "$T/fleetsem.pw"
+
+as_admin() { redis-cli -p "$PORT" --user admin --pass "$ADMIN_PW" --no-auth-warning -n "$DB" "$@"; }
+as_app() { redis-cli -p "$PORT" --user app --pass "$APP_PW" --no-auth-warning -n "$DB" "$@"; }
+
+acl_redis() {
+        ha_server "$PORT" --include "$T/acl.conf"
+        wait_for 10 sh -c "[ \"\$(redis-cli -p $PORT --user admin --pass $ADMIN_PW --no-auth-warning ping)\" = PONG ]" ||
+                bail "redis-server with the ACL does not let its operator in"
+}
+
+# Usernames of the refusals in ACL LOG, one a line.
+refused_users() { as_admin ACL LOG | grep -A1 '^username$' | grep -v -e '^username$' -e '^--$'; }
+
+acl_redis
+# A new Redis: nobody held anything before it (see start_redis).
+as_admin SET fleetsem:epoch "$(printf '%032x' $$) 0" >/dev/null
+is "$(redis-cli -p "$PORT" ZCARD 'fleetsem:{x}:holders')" "NOAUTH Authentication required." \
+        "the example turns the default user off"
+
+# ---- The ACL names every command the scripts call -------------------------------
+rules=" $(as_admin ACL GETUSER fleetsem | sed -n '/^commands$/{n;p}') "
+missing=""
+for cmd in $(grep -oh "redis\.call('[A-Za-z]*'" "$SRC"/src/agent/lua/*.lua | cut -d"'" -f2 | tr 'A-Z' 'a-z' | sort -u); do
+        case $rules in *" +$cmd "*) ;; *) missing="$missing $cmd" ;; esac
+done
+is "$missing" "" "every command the Lua scripts call is allowed to the fleetsem user"
+for c in "WAIT 1 100" "ROLE" "SELECT 3" "INFO server" "SUBSCRIBE fleetsem:{x}:wake"; do
+        # shellcheck disable=SC2086
+        is "$(as_admin ACL DRYRUN fleetsem $c)" OK "and what the agent sends only sometimes: ${c%% *}"
+done
+
+# ---- Agents as the fleetsem user --------------------------------------------------
+HA_URL="redis://fleetsem@127.0.0.1:$PORT/$DB"
+ha_agent a --redis-password-file "$T/fleetsem.pw"
+ha_agent b --redis-password-file "$T/fleetsem.pw"
+
+fs a run --no-wait acl-once -- true
+is "$?" 0 "an agent logged in as fleetsem grants a slot"
+check "every connection of the agents is the fleetsem user's" wait_for 10 sh -c \
+        "[ \$(redis-cli -p $PORT --user admin --pass $ADMIN_PW --no-auth-warning CLIENT LIST | grep -c ' user=fleetsem ') -ge 4 ]"
+
+job() {
+        local host=$1 name=$2
+        fs "$host" run --wait 60s "$name" -- sh -c '
+                echo "enter $0" >>"$1"
+                while [ ! -f "$2" ]; do sleep 0.02; done
+                echo "exit $0" >>"$1"' "$host" "$T/events-$name" "$T/go-$name-$host"
+}
+job a acl-w & holder=$!
+wait_for 10 grep -q '^enter a' "$T/events-acl-w" || not_ok "a's job did not start"
+job b acl-w & waiter=$!
+check "b's job waits" wait_for 10 sh -c "[ \"\$(redis-cli -p $PORT --user admin --pass $ADMIN_PW --no-auth-warning -n $DB ZCARD 'fleetsem:{acl-w}:queue')\" = 1 ]"
+
+out=$(fs a status acl-w)
+like "$out" "acl-w" "status lists the name"
+like "$out" "b" "and b's waiter"
+exp0=$(as_admin ZRANGE 'fleetsem:{acl-w}:holders' 0 0 WITHSCORES | sed -n 2p)
+check "the holder's lease is renewed" wait_for 10 sh -c \
+        "[ \"\$(redis-cli -p $PORT --user admin --pass $ADMIN_PW --no-auth-warning -n $DB ZRANGE 'fleetsem:{acl-w}:holders' 0 0 WITHSCORES | sed -n 2p)\" -gt $exp0 ]"
+
+# ---- Forgeries by another client, refused ---------------------------------------
+epoch=$(as_admin GET fleetsem:epoch)
+token=$(as_admin GET 'fleetsem:{acl-w}:token')
+like "$(as_app SET app:own 1)" '^OK$' "the app user works on its own keys"
+like "$(as_app EVAL "return redis.call('INCR', KEYS[1])" 1 app:n)" '^1$' "and may run scripts on them"
+# shellcheck disable=SC2016
+for attempt in \
+        "SET fleetsem:epoch forged" \
+        "DEL fleetsem:epoch" \
+        "ZADD fleetsem:{acl-w}:holders 99999999999999 forged" \
+        "ZREM fleetsem:{acl-w}:holders forged" \
+        "INCR fleetsem:{acl-w}:token" \
+        "HSET fleetsem:host:{a} forged x" \
+        "ZADD fleetsem:names 1 forged" \
+        "RENAME app:own fleetsem:{acl-w}:token" \
+        "COPY app:own fleetsem:{acl-w}:token REPLACE" \
+        "EVAL x 1 fleetsem:{acl-w}:holders" \
+        "PUBLISH fleetsem:{acl-w}:wake 1" \
+        "SCRIPT FLUSH" \
+        "SCRIPT KILL" \
+        "FLUSHALL" \
+        "FLUSHDB" \
+        "SWAPDB 0 3" \
+        "CONFIG SET maxmemory-policy allkeys-lru" \
+        "CLIENT KILL USER fleetsem" \
+        "ACL SETUSER app ~*" \
+        "REPLICAOF NO ONE"; do
+        # shellcheck disable=SC2086
+        like "$(as_app $attempt 2>&1)" '^NOPERM' "app: $attempt: NOPERM"
+done
+like "$(as_app EVAL "return redis.call('ZADD', 'fleetsem:{acl-w}:holders', 99999999999999, 'forged')" 0 2>&1)" \
+        "can't access at least one of the keys" "app: a script that writes a fleetsem key it did not declare: refused"
+like "$(as_app EVAL "return redis.call('PUBLISH', 'fleetsem:{acl-w}:wake', 'g forged 1 1')" 0 2>&1)" \
+        "can't publish to the channel" "app: a script that publishes a wake-up: refused"
+like "$(as_app EVAL "return redis.call('DEL', KEYS[1])" 1 'fleetsem:{acl-w}:holders' 2>&1)" '^NOPERM' \
+        "app: a script that declares a fleetsem key: refused"
+is "$(as_admin GET fleetsem:epoch)" "$epoch" "the epoch is untouched"
+is "$(as_admin GET 'fleetsem:{acl-w}:token')" "$token" "the fencing token is untouched"
+is "$(as_admin ZCARD 'fleetsem:{acl-w}:holders')" 1 "the holders are untouched"
+is "$(as_admin EXISTS app:own fleetsem:names)" 2 "nothing was renamed away"
+is "$(refused_users | sort -u | tr '\n' ' ')" "app " "ACL LOG: every refusal so far is the app user's"
+as_admin ACL LOG RESET >/dev/null
+
+# ---- Hand-over, then Redis forgets the scripts ---------------------------------------
+touch "$T/go-acl-w-a"
+check "b's job gets the slot when a's ends (wake-up on fleetsem's channel)" \
+        wait_for 20 grep -q '^enter b' "$T/events-acl-w"
+wait "$holder"
+as_admin SCRIPT FLUSH >/dev/null
+fs b run --no-wait acl-flushed -- true
+is "$?" 0 "after SCRIPT FLUSH the agent sends its scripts again and grants"
+
+# ---- Agent restart: re-adoption --------------------------------------------------------
+kill -TERM "$(agent_pid b)"
+wait "$(agent_pid b)"
+AGENT_HOSTS=(a)
+ha_agent b --redis-password-file "$T/fleetsem.pw"
+check "the restarted agent re-adopts b's slot" wait_for 20 grep -q 'Re-adopted 1 held slot' "$T/agent-b.log"
+
+is "$(as_admin ACL LOG)" "" "ACL LOG is empty: Redis refused the agents nothing"
+
+# ---- Redis restarts empty: a new epoch, b's holder re-asserted --------------------------
+as_admin SHUTDOWN NOSAVE >/dev/null 2>&1
+wait_for 10 sh -c "! redis-cli -p $PORT ping" || bail "redis-server did not stop"
+acl_redis
+check "b's agent finds the new epoch and re-asserts its holder" \
+        wait_for 30 grep -q 'Re-asserted slot of acl-w' "$T/agent-b.log"
+is "$(as_admin ZCARD 'fleetsem:{acl-w}:holders')" 1 "the holder is back in Redis"
+check "a's agent is back too" wait_for 30 grep -q 'lost its state since' "$T/agent-a.log"
+fs a run --wait 30s acl-after -- true
+is "$?" 0 "after the grace, slots are granted again"
+touch "$T/go-acl-w-b"
+wait "$waiter"
+is "$(cat "$T/events-acl-w" | tr '\n' ' ')" "enter a exit a enter b exit b " "the jobs ran one at a time"
+check "nothing was lost" sh -c "! grep -q 'LOST\\|refused\\|NOPERM' $T/agent-a.log $T/agent-b.log"
+
+is "$(as_admin ACL LOG)" "" "nor after the restart"
+done_testing
