@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* granted_parse(): the grants in a wake message from Redis ("g LEASE TOKEN
- * SINCE ..."), as the agent's engine reads them. What it accepts is at
- * most max grants of valid lease ids, and they read back the same when
- * written out again. Not checked (README.md, "Findings"): that each lease
- * id is a whole word of the message; sscanf()'s %32s takes the first 32
- * characters of a longer one, and %llu takes "-2" and any white space. */
+ * SINCE ..."), as the slot engine reads them. What it accepts is at most
+ * max grants of valid lease ids, each a whole word, with strictly parsed
+ * numbers, and they read back the same when written out again. */
 
 #include <inttypes.h>
 
-#include "engine-internal.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "slots.h"
 #include "fuzz.h"
 
 #define MAX 8
