@@ -15,6 +15,10 @@ if [ "${1:-}" = --sanitize ]; then
         opts=(-Db_sanitize=address,undefined -Db_lundef=false)
         export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
         export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+        # This pass looks for memory and undefined-behaviour errors; the
+        # tests that repeat a scenario to catch races (20 rounds in the
+        # plain pass) repeat it 5 times here.
+        export ROUNDS=${ROUNDS:-5}
 fi
 [ -f "$builddir/build.ninja" ] || meson setup "$builddir" "${opts[@]}"
 meson compile -C "$builddir"

@@ -19,13 +19,11 @@ esac
 [ -f build-fuzz/build.ninja ] || CC=clang meson setup build-fuzz -Dfuzzing=true
 meson compile -C build-fuzz
 
-passed=0 failed=0
-for seeds in tests/fuzz/corpus/fuzz-*/; do
-        t=$(basename "$seeds")
-        work=build-fuzz/fuzz/$t
+# One target: its summary line, and its status (0 clean).
+fuzz_one() {
+        local t=$1 seeds=$2 work=build-fuzz/fuzz/$1 rc=0 execs cov
         mkdir -p "$work/corpus"
         rm -f "$work"/crash-* "$work"/oom-* "$work"/timeout-* "$work"/leak-*
-        rc=0
         # New inputs go to the first directory only: the seeds stay as they are.
         timeout $((seconds + 120)) build-fuzz/tests/fuzz/"$t" -max_total_time="$seconds" -timeout=25 \
                 -print_final_stats=1 -artifact_prefix="$work/" "$work/corpus" "$seeds" \
@@ -33,14 +31,29 @@ for seeds in tests/fuzz/corpus/fuzz-*/; do
         execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
         cov=$(grep -o 'cov: [0-9]*' "$work/log" | tail -1 | cut -d' ' -f2 || true)
         if [ "$rc" -eq 0 ]; then
-                passed=$((passed + 1))
                 echo "$t: ${execs:-?} executions, cov ${cov:-?}, 0 crashes"
-        else
-                failed=$((failed + 1))
-                echo "$t: ${execs:-?} executions, cov ${cov:-?}, 1 crash (exit $rc); see $work/log"
-                grep -m1 -E 'check failed|ERROR: ' "$work/log" | sed 's/^/  /' || true
-                ls "$work"/crash-* "$work"/oom-* "$work"/timeout-* "$work"/leak-* 2>/dev/null | sed 's/^/  input: /' || true
+                return 0
         fi
+        echo "$t: ${execs:-?} executions, cov ${cov:-?}, 1 crash (exit $rc); see $work/log"
+        grep -m1 -E 'check failed|ERROR: ' "$work/log" | sed 's/^/  /' || true
+        ls "$work"/crash-* "$work"/oom-* "$work"/timeout-* "$work"/leak-* 2>/dev/null | sed 's/^/  input: /' || true
+        return 1
+}
+
+# As many targets at once as there are cores: each runs SECONDS alone.
+jobs=$(nproc)
+passed=0 failed=0
+targets=(tests/fuzz/corpus/fuzz-*/)
+for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+        pids=()
+        for ((j = i; j < i + jobs && j < ${#targets[@]}; j++)); do
+                fuzz_one "$(basename "${targets[j]}")" "${targets[j]}" >"build-fuzz/fuzz-summary-$j" &
+                pids+=($!)
+        done
+        for ((j = 0; j < ${#pids[@]}; j++)); do
+                if wait "${pids[j]}"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+                cat "build-fuzz/fuzz-summary-$((i + j))"
+        done
 done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
