@@ -6,6 +6,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,6 +34,17 @@ static char *strip(char *s) {
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(FILE *, fclose);
 
+/* *ret becomes the message, or NULL when even that ran out of memory. */
+static void error_printf(char **ret, const char *format, ...) _printf_(2, 3);
+static void error_printf(char **ret, const char *format, ...) {
+        va_list ap;
+
+        va_start(ap, format);
+        if (vasprintf(ret, format, ap) < 0)
+                *ret = NULL;
+        va_end(ap);
+}
+
 int conf_parse_file(const char *path, conf_line_cb cb, void *userdata, char **ret_error) {
         _cleanup_(fclosep) FILE *f = NULL;
         char line[CONF_LINE_MAX + 2];
@@ -44,11 +56,11 @@ int conf_parse_file(const char *path, conf_line_cb cb, void *userdata, char **re
         f = fopen(path, "re");
         if (!f) {
                 int r = -errno;
-                (void) asprintf(ret_error, "%s: %s", path, strerror(-r));
+                error_printf(ret_error, "%s: %s", path, strerror(-r));
                 return r;
         }
         if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
-                (void) asprintf(ret_error, "%s: not a regular file", path);
+                error_printf(ret_error, "%s: not a regular file", path);
                 return -EINVAL;
         }
 
@@ -61,18 +73,18 @@ int conf_parse_file(const char *path, conf_line_cb cb, void *userdata, char **re
                 lineno++;
                 total += n;
                 if (total > CONF_FILE_MAX) {
-                        (void) asprintf(ret_error, "%s:%u: file too large", path, lineno);
+                        error_printf(ret_error, "%s:%u: file too large", path, lineno);
                         return -EFBIG;
                 }
                 /* fgets() reads on past a NUL byte, and strlen() stops at
                  * it: what the file position moved by tells them apart. */
                 pos = ftell(f);
                 if (pos < 0 || (size_t) (pos - start) != n) {
-                        (void) asprintf(ret_error, "%s:%u: NUL byte in line", path, lineno);
+                        error_printf(ret_error, "%s:%u: NUL byte in line", path, lineno);
                         return -EINVAL;
                 }
                 if (n > CONF_LINE_MAX || (n > 0 && line[n - 1] != '\n' && !feof(f))) {
-                        (void) asprintf(ret_error, "%s:%u: line too long", path, lineno);
+                        error_printf(ret_error, "%s:%u: line too long", path, lineno);
                         return -EINVAL;
                 }
 
@@ -81,19 +93,19 @@ int conf_parse_file(const char *path, conf_line_cb cb, void *userdata, char **re
                         continue;
                 eq = strchr(key, '=');
                 if (!eq) {
-                        (void) asprintf(ret_error, "%s:%u: expected \"key = value\"", path, lineno);
+                        error_printf(ret_error, "%s:%u: expected \"key = value\"", path, lineno);
                         return -EINVAL;
                 }
                 *eq = '\0';
                 key = strip(key);
                 value = strip(eq + 1);
                 if (cb(key, value, userdata, &why) < 0) {
-                        (void) asprintf(ret_error, "%s:%u: %s: %s", path, lineno, key, why ?: "invalid value");
+                        error_printf(ret_error, "%s:%u: %s: %s", path, lineno, key, why ?: "invalid value");
                         return -EINVAL;
                 }
         }
         if (ferror(f)) {
-                (void) asprintf(ret_error, "%s: read error", path);
+                error_printf(ret_error, "%s: read error", path);
                 return -EIO;
         }
         return 0;
@@ -514,27 +526,27 @@ static int read_password_file(const char *path, char **ret, char **ret_error) {
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0) {
                 int r = -errno;
-                (void) asprintf(ret_error, "Failed to open Redis password file %s: %s", path, strerror(-r));
+                error_printf(ret_error, "Failed to open Redis password file %s: %s", path, strerror(-r));
                 return r;
         }
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-                (void) asprintf(ret_error, "Redis password file %s is not a regular file", path);
+                error_printf(ret_error, "Redis password file %s is not a regular file", path);
                 return -EINVAL;
         }
         if (st.st_mode & 0007) {
-                (void) asprintf(ret_error, "Redis password file %s is readable by others; chmod o-rwx it", path);
+                error_printf(ret_error, "Redis password file %s is readable by others; chmod o-rwx it", path);
                 return -EPERM;
         }
         n = read(fd, buf, sizeof(buf) - 1);
         if (n < 0) {
                 int r = -errno;
-                (void) asprintf(ret_error, "Failed to read Redis password file %s: %s", path, strerror(-r));
+                error_printf(ret_error, "Failed to read Redis password file %s: %s", path, strerror(-r));
                 return r;
         }
         buf[n] = '\0';
         if ((size_t) n > PASSWORD_MAX || strlen(buf) != (size_t) n) {
                 explicit_bzero(buf, sizeof(buf));
-                (void) asprintf(ret_error, "Redis password file %s must hold one line of at most %d bytes", path, PASSWORD_MAX);
+                error_printf(ret_error, "Redis password file %s must hold one line of at most %d bytes", path, PASSWORD_MAX);
                 return -EINVAL;
         }
         buf[strcspn(buf, "\r\n")] = '\0';
@@ -547,18 +559,18 @@ int config_finish(Config *c, char **ret_error) {
         int r;
 
         if (!c->redis.unix_path && !c->redis.host && !c->redis.master_name) {
-                (void) asprintf(ret_error, "No Redis server configured (redis = redis://host:6379 or unix:/path)");
+                error_printf(ret_error, "No Redis server configured (redis = redis://host:6379 or unix:/path)");
                 return -EINVAL;
         }
         if (c->idle_time < 2 * c->lease_ttl) {
-                (void) asprintf(ret_error, "idle_time must be at least twice lease_ttl");
+                error_printf(ret_error, "idle_time must be at least twice lease_ttl");
                 return -EINVAL;
         }
         if (c->host_id[0] == '\0') {
                 char host[HOST_NAME_MAX + 1] = "";
 
                 if (gethostname(host, sizeof(host) - 1) < 0 || !ident_is_valid(host)) {
-                        (void) asprintf(ret_error, "Host name \"%s\" is not usable as host_id; set host_id", host);
+                        error_printf(ret_error, "Host name \"%s\" is not usable as host_id; set host_id", host);
                         return -EINVAL;
                 }
                 strcpy(c->host_id, host);
@@ -579,7 +591,7 @@ int config_finish(Config *c, char **ret_error) {
                 char *pw = NULL;
 
                 if (!c->redis.master_name) {
-                        (void) asprintf(ret_error, "sentinel_password_file is set, but redis is not a sentinel:// URL");
+                        error_printf(ret_error, "sentinel_password_file is set, but redis is not a sentinel:// URL");
                         return -EINVAL;
                 }
                 r = read_password_file(c->sentinel_password_file, &pw, ret_error);
