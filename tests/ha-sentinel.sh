@@ -50,6 +50,8 @@ fs a run --wait 30s after-failover -- true
 served=$(( $(now_ms) - t0 ))
 is "$?" 0 "new jobs are served again after the failover"
 echo "# new jobs served again ${served}ms after the master was killed"
+like "$(fs a status)" "Redis: 127.0.0.1:$HA_R, master since [0-9-]+ [0-9:]+" "fleetsem status names the new master and since when"
+like "$(fs a status --json)" "\"redis\":\"127.0.0.1:$HA_R\",\"master_since_ms\":[0-9]+" "... in JSON too"
 check "a's job still runs, with its slot" sh -c "! grep -q '^exit' $T/events-fo && ! grep -q LOST $T/agent-a.log"
 is "$(grep -c '^enter' "$T/events-fo")" 1 "b's job did not get in"
 check "the holder was re-asserted on the new master" grep -q "Re-asserted slot of fo" "$T/agent-a.log"

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <systemd/sd-daemon.h>
 
 #include "agent.h"
@@ -24,15 +25,23 @@ typedef struct StatusItem {
 } StatusItem;
 
 static void status_job_done_one(StatusJob *job, long long now) {
-        char line[64];
-
         if (now > job->now_ms)
                 job->now_ms = now;
         if (--job->pending > 0)
                 return;
         if (job->client) {
-                snprintf(line, sizeof(line), "END now=%lld", job->now_ms);
-                client_send(job->client, line, (int) strlen(line));
+                char end[600];
+                MessageBuilder b;
+                Agent *a = job->agent;
+
+                /* Which Redis answered; under Sentinel, the master and
+                 * since when (a failover changes it). */
+                message_start(&b, end, sizeof(end), "END");
+                message_addf(&b, "now", "%lld", job->now_ms);
+                message_add(&b, "redis", a->config->redis.master_name && a->master_name[0] ? a->master_name : a->redis_name);
+                if (a->config->redis.master_name && a->master_since > 0)
+                        message_add_u64(&b, "master_since", a->master_since / USEC_PER_MSEC);
+                client_send(job->client, end, message_finish(&b));
                 client_finish(job->client);
                 job->client->status = NULL;
         }
@@ -260,9 +269,20 @@ int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) s;
         (void) usec;
         a->status_dirty = false;
-        snprintf(buf, sizeof(buf), "STATUS=%zu slot(s) held, %zu waiting, Redis %s%s%s",
+        char master[400] = "";
+
+        if (a->config->redis.master_name && a->state == REDIS_READY) {
+                char since[32] = "";
+                time_t t = (time_t) (a->master_since / USEC_PER_SEC);
+                struct tm tm;
+
+                if (a->master_since > 0 && localtime_r(&t, &tm))
+                        strftime(since, sizeof(since), " since %H:%M:%S", &tm);
+                snprintf(master, sizeof(master), " (master %s%s)", a->master_name, since);
+        }
+        snprintf(buf, sizeof(buf), "STATUS=%zu slot(s) held, %zu waiting, Redis %s%s%s%s",
                  a->slots.n_held, a->slots.n_waiting,
-                 a->state == REDIS_READY ? "up" : a->state == REDIS_DOWN ? "DOWN" : "connecting",
+                 a->state == REDIS_READY ? "up" : a->state == REDIS_DOWN ? "DOWN" : "connecting", master,
                  a->state == REDIS_DOWN ? ": " : "", a->state == REDIS_DOWN ? a->redis_error : "");
         (void) sd_notify(false, buf);
         return 0;

@@ -26,6 +26,8 @@ typedef struct StatusOutput {
         size_t n;
         size_t size;
         long long now_ms;
+        char redis[300];                /* which Redis answered (under Sentinel: the master) */
+        uint64_t master_since_ms;       /* under Sentinel: when that master took over, 0 unknown */
 } StatusOutput;
 
 static void help(void) {
@@ -79,6 +81,9 @@ static int fetch(const char *ns, uid_t agent_uid, const char *name, usec_t deadl
 
                         if (now && parse_uint64(now, 0, UINT64_MAX / 2, &v) >= 0 && (long long) v > out->now_ms)
                                 out->now_ms = (long long) v;
+                        snprintf(out->redis, sizeof(out->redis), "%s", message_get(&e->m, "redis") ?: "");
+                        if (parse_uint64(message_get(&e->m, "master_since") ?: "", 1, UINT64_MAX / 2, &v) >= 0)
+                                out->master_since_ms = v;
                         return 0;
                 }
                 if (streq(e->m.verb, "NAME") || streq(e->m.verb, "HOLDER") || streq(e->m.verb, "WAITER"))
@@ -143,10 +148,33 @@ static void json_entries(const StatusOutput *out, size_t name_index, const char 
         putchar(']');
 }
 
+/* Which Redis answered, last: under Sentinel, the master and since when. */
+static void print_redis(const StatusOutput *out) {
+        char buf[TEXT_ESCAPE_SIZE(sizeof(out->redis))], since[48] = "";
+
+        if (!out->redis[0])
+                return;
+        if (out->master_since_ms > 0) {
+                time_t t = (time_t) (out->master_since_ms / 1000);
+                struct tm tm;
+
+                if (localtime_r(&t, &tm))
+                        strftime(since, sizeof(since), ", master since %Y-%m-%d %H:%M:%S", &tm);
+        }
+        printf("Redis: %s%s\n", text_escape(out->redis, buf, sizeof(buf)), since);
+}
+
 static void print_json(const StatusOutput *out) {
         bool first_name = true;
 
-        printf("{\"now_ms\":%lld,\"names\":[", out->now_ms);
+        printf("{\"now_ms\":%lld,\"redis\":", out->now_ms);
+        if (out->redis[0])
+                json_string(out->redis);
+        else
+                printf("null");
+        if (out->master_since_ms > 0)
+                printf(",\"master_since_ms\":%" PRIu64, out->master_since_ms);
+        printf(",\"names\":[");
         for (size_t i = 0; i < out->n; i++) {
                 const Entry *e = &out->entries[i];
                 bool first = true;
@@ -296,8 +324,10 @@ int verb_status(int argc, char *argv[]) {
         if (code == 0) {
                 if (json)
                         print_json(&out);
-                else
+                else {
                         print_table(&out);
+                        print_redis(&out);
+                }
         }
         free(out.entries);
         return code;
