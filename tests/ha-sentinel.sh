@@ -14,14 +14,6 @@ ha_start
 ha_agent a
 ha_agent b
 
-job() {
-        local host=$1 name=$2; shift 2
-        fs "$host" run "$@" "$name" -- sh -c '
-                echo "enter $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"
-                while [ ! -f "$2" ]; do sleep 0.02; done
-                echo "exit $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"' "$host" "$T/events-$name" "$T/go-$name"
-}
-
 fs a run --no-wait warmup -- true
 is "$?" 0 "an agent finds the master through the Sentinels and grants"
 like "$(cat "$T/agent-a.log")" "Connected to Redis master 127.0.0.1:$HA_M \\($HA_MASTER, from the Sentinels\\)" \

@@ -163,6 +163,17 @@ fs_exec() { export FLEETSEM_NAMESPACE="$NSBASE-$1"; shift; exec "$FLEETSEM" "$@"
 # raw HOST LINE...: sends raw bytes to HOST's agent, prints the replies.
 raw() { local host=$1; shift; python3 "$(dirname "$0")/agent-raw.py" "$NSBASE-$host" "$@"; }
 
+# job HOST NAME [RUN OPTIONS...]: fleetsem run of a job that logs "enter
+# TOKEN TIME HOST" and "exit TOKEN TIME HOST" (its own clock, in ns) in
+# $T/events-NAME, and holds until $T/go-NAME exists.
+job() {
+        local host=$1 name=$2; shift 2
+        fs "$host" run "$@" "$name" -- sh -c '
+                echo "enter $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"
+                while [ ! -f "$2" ]; do sleep 0.02; done
+                echo "exit $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"' "$host" "$T/events-$name" "$T/go-$name"
+}
+
 # holders NAME / waiters NAME: counts in Redis itself.
 holders() { rcli ZCARD "fleetsem:{$1}:holders"; }
 waiters() { rcli ZCARD "fleetsem:{$1}:queue"; }

@@ -12,15 +12,6 @@ start_agent b
 printf 'idle_time = 4s\nlimit = capped-* 1\n' >"$T/c.conf"
 start_agent c -c "$T/c.conf"
 
-# job HOST NAME ARGS...: a job that logs "enter TOKEN TIME" / "exit TOKEN
-# TIME" in $T/events-NAME and runs until $T/go-NAME exists.
-job() {
-        local host=$1 name=$2; shift 2
-        fs "$host" run "$@" "$name" -- sh -c '
-                echo "enter $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"
-                while [ ! -f "$2" ]; do sleep 0.02; done
-                echo "exit $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"' "$host" "$T/events-$name" "$T/go-$name"
-}
 entered() { grep -c '^enter' "$T/events-$1" 2>/dev/null || echo 0; }
 lease_of() { rcli ZRANGE "fleetsem:{$1}:holders" 0 -1 | head -n 1; }
 
