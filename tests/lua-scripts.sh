@@ -198,8 +198,13 @@ is "$(j "$p" 'len(r) >= 6 and all(0 < t <= 1500 for t in r)')" true "idle: the k
 IDLE=60000 renew idle L >/dev/null
 p=$(pttls)
 is "$(j "$p" 'len(r) >= 6 and all(1500 < t <= 60000 for t in r)')" true "idle: a renewal refreshes them: $p"
+# Its last renewal (idle_ms as configured: 1500), then the release, which
+# writes nothing that needs time to live: the name leaves 1500 ms after.
+IDLE=1500 renew idle L >/dev/null
 is "$(IDLE=1500 release idle L)" "[1]" "idle: released"
 is "$(rcli EXISTS "${idle_keys[@]}")" 2 "idle: only the counters are left (token, ticket)"
+p=$(pttls)
+is "$(j "$p" 'len(r) == 2 and all(0 < t <= 1500 for t in r)')" true "idle: they live 1500 ms from the last renewal: $p"
 gone() { [ "$(rcli EXISTS "${idle_keys[@]}")" = 0 ]; }
 check "idle: all keys of the released name are gone after 1500 ms" wait_for 5 gone
 IDLE=0 acquire idle0 L 1 >/dev/null

@@ -10,18 +10,18 @@ expire(now_ms)
 if foreign(lease, me) then return idle(idle_ms, {-1}) end
 
 if redis.call('ZSCORE', K_HOLDERS, lease) then
-  redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
+  write('ZADD', K_HOLDERS, now_ms + ttl, lease)
   local token, since = grant_of(lease)
   return idle(idle_ms, {1, token, since, redis.call('ZCARD', K_HOLDERS), limit_in_force(slots)})
 end
 
 if not redis.call('ZSCORE', K_QUEUE, lease) then
-  redis.call('ZADD', K_QUEUE, redis.call('INCR', K_TICKET), lease)
-  redis.call('HSET', K_INFO, lease, desc)
-  redis.call('HSET', K_OWNER, lease, me)
-  redis.call('ZADD', K_LIMITS, slots, lease)
+  write('ZADD', K_QUEUE, write('INCR', K_TICKET), lease)
+  write('HSET', K_INFO, lease, desc)
+  write('HSET', K_OWNER, lease, me)
+  write('ZADD', K_LIMITS, slots, lease)
 end
-redis.call('ZADD', K_WAITERS, now_ms + ttl, lease)
+write('ZADD', K_WAITERS, now_ms + ttl, lease)
 
 -- First come, first served: granted while among the first (limit - held)
 -- in line, so a newcomer never overtakes anyone queued before it. During

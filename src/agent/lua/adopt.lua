@@ -6,7 +6,7 @@ local now_ms = now()
 expire(now_ms)
 if foreign(lease, me) then return idle(idle_ms, {-1}) end
 if redis.call('ZSCORE', K_HOLDERS, lease) then
-  redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
+  write('ZADD', K_HOLDERS, now_ms + ttl, lease)
   local token, since = grant_of(lease)
   return idle(idle_ms, {1, token, since, redis.call('HGET', K_INFO, lease) or ''})
 end

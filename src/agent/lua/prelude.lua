@@ -15,6 +15,15 @@ local function now()
   return sec * 1000 + math.floor(usec / 1000), sec * 1000000 + usec
 end
 
+-- The keys this call wrote. A key needs its idle time again only when it
+-- is written (or created): renew gives it to all of a name's keys, so a
+-- name in use never runs out, and every other call to the ones it wrote.
+local written = {}
+local function write(cmd, key, ...)
+  written[key] = true
+  return redis.call(cmd, key, ...)
+end
+
 -- Numbers past 1e14 (tokens) as digits: Lua's `..` would print 1.8e+15.
 local function digits(x)
   return string.format('%.0f', x)
@@ -44,13 +53,13 @@ end
 -- from the server's clock in µs, above every token issued before.
 local function start_token(now_us)
   if redis.call('EXISTS', K_TOKEN) == 0 then
-    redis.call('SET', K_TOKEN, digits(now_us))
+    write('SET', K_TOKEN, digits(now_us))
   end
 end
 
 local function next_token(now_us)
   start_token(now_us)
-  return redis.call('INCR', K_TOKEN)
+  return write('INCR', K_TOKEN)
 end
 
 local function forget(lease)
@@ -90,8 +99,8 @@ local function grant(lease, expiry, now_ms, now_us)
   redis.call('ZREM', K_QUEUE, lease)
   redis.call('ZREM', K_WAITERS, lease)
   local token = next_token(now_us)
-  redis.call('ZADD', K_HOLDERS, expiry, lease)
-  redis.call('HSET', K_GRANT, lease, digits(token) .. ' ' .. digits(now_ms))
+  write('ZADD', K_HOLDERS, expiry, lease)
+  write('HSET', K_GRANT, lease, digits(token) .. ' ' .. digits(now_ms))
   return token
 end
 
@@ -129,12 +138,15 @@ local function granted_message(granted)
 end
 
 -- Every script but status ends here: a name nobody touches for idle_ms
--- leaves Redis (PEXPIRE is a no-op on a missing key). Returns reply.
-local function idle(idle_ms, reply)
+-- leaves Redis. The keys this call wrote get idle_ms to live again (all
+-- of them with all: renew). Returns reply.
+local function idle(idle_ms, reply, all)
   idle_ms = tonumber(idle_ms)
   if idle_ms and idle_ms > 0 then
     for _, key in ipairs(KEYS) do
-      redis.call('PEXPIRE', key, idle_ms)
+      if all or written[key] then
+        redis.call('PEXPIRE', key, idle_ms)
+      end
     end
   end
   return reply

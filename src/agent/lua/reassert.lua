@@ -10,22 +10,22 @@ expire(now_ms)
 
 if foreign(lease, me) then return idle(idle_ms, -1) end
 if redis.call('ZSCORE', K_HOLDERS, lease) then
-  redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
+  write('ZADD', K_HOLDERS, now_ms + ttl, lease)
   return idle(idle_ms, 1)
 end
 if redis.call('ZCARD', K_HOLDERS) >= math.min(slots, limit_in_force(slots)) then
   return idle(idle_ms, 0)
 end
 forget(lease)
-redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
-redis.call('HSET', K_INFO, lease, desc)
-redis.call('HSET', K_GRANT, lease, digits(token) .. ' ' .. since)
-redis.call('HSET', K_OWNER, lease, me)
-redis.call('ZADD', K_LIMITS, slots, lease)
+write('ZADD', K_HOLDERS, now_ms + ttl, lease)
+write('HSET', K_INFO, lease, desc)
+write('HSET', K_GRANT, lease, digits(token) .. ' ' .. since)
+write('HSET', K_OWNER, lease, me)
+write('ZADD', K_LIMITS, slots, lease)
 -- The fencing token never goes back: not below the clock, if the counter
 -- was lost, nor below the token this holder has.
 start_token(now_us)
 if tonumber(redis.call('GET', K_TOKEN)) < token then
-  redis.call('SET', K_TOKEN, digits(token))
+  write('SET', K_TOKEN, digits(token))
 end
 return idle(idle_ms, 1)

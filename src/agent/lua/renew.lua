@@ -11,11 +11,11 @@ for i = 4, #ARGV do
   if owner and string.sub(owner, 1, #host + 1) ~= host .. ' ' then
     missing[#missing + 1] = lease
   elseif redis.call('ZSCORE', K_HOLDERS, lease) then
-    redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
+    write('ZADD', K_HOLDERS, now_ms + ttl, lease)
   elseif redis.call('ZSCORE', K_WAITERS, lease) then
-    redis.call('ZADD', K_WAITERS, now_ms + ttl, lease)
+    write('ZADD', K_WAITERS, now_ms + ttl, lease)
   else
     missing[#missing + 1] = lease
   end
 end
-return idle(idle_ms, missing)
+return idle(idle_ms, missing, true)
