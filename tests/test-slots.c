@@ -25,14 +25,15 @@ typedef struct Call {
         char what[16];          /* acquire, release, renew, reassert */
         char name[NAME_MAX_LEN + 1];
         char lease[LEASE_ID_LEN + 1];
-        Lease *l;
+        Lease *l;               /* acquire, reassert: referenced until answered */
+        bool answered;
         size_t n_ids;
 } Call;
 
 typedef struct World {
         bool redis_up;
-        Call calls[64];
-        unsigned n_calls;
+        Call *calls;
+        unsigned n_calls, size_calls;
         char stopped[64];
         unsigned n_index_add;
         usec_t lease_timer[8];  /* by lease id's first digit */
@@ -55,8 +56,15 @@ static void fx_finish(void *ctx, void *client) {
 }
 
 static Call *record(const char *what, const char *name, const char *lease) {
-        Call *c = &w.calls[w.n_calls++ % ELEMENTSOF(w.calls)];
+        Call *c;
 
+        if (w.n_calls == w.size_calls) {
+                w.size_calls = w.size_calls ? w.size_calls * 2 : 64;
+                w.calls = realloc(w.calls, w.size_calls * sizeof(Call));
+                if (!w.calls)
+                        abort();
+        }
+        c = &w.calls[w.n_calls++];
         *c = (Call) {};
         snprintf(c->what, sizeof(c->what), "%s", what);
         snprintf(c->name, sizeof(c->name), "%s", name);
@@ -143,6 +151,7 @@ static const SlotsOps ops = {
 };
 
 static void setup(usec_t now) {
+        free(w.calls);
         w = (World) { .redis_up = true };
         slots_init(&e, &ops, NULL, TTL);
         slots_redis_up(&e, false, 0, now);
@@ -167,13 +176,52 @@ static Lease *ask(int n, const char *name, uint32_t slots, usec_t wait, Client *
 }
 
 static Call *last_call(void) {
-        return w.n_calls ? &w.calls[(w.n_calls - 1) % ELEMENTSOF(w.calls)] : NULL;
+        return w.n_calls ? &w.calls[w.n_calls - 1] : NULL;
+}
+
+/* Redis answers a call: the oldest unanswered one of that kind for l.
+ * An answer to a call never made is the test's mistake. */
+static bool answered(const char *what, Lease *l) {
+        for (unsigned i = 0; i < w.n_calls; i++)
+                if (w.calls[i].l == l && !w.calls[i].answered && streq(w.calls[i].what, what)) {
+                        w.calls[i].answered = true;
+                        return true;
+                }
+        CHECK(false, "(test) an answer to a %s call of %s that was never made", what, l->id);
+        return false;
+}
+
+static void acquire_done(Lease *l, const AcquireResult *r, usec_t now) {
+        if (answered("acquire", l))
+                slots_acquire_done(&e, l, r, now);
+}
+
+static void reassert_done(Lease *l, int result, usec_t now) {
+        if (answered("reassert", l))
+                slots_reassert_done(&e, l, result, now);
+}
+
+/* The agent going away: the engine forgets everything, then the calls still
+ * under way are answered with "the connection went", as hiredis does. */
+static void teardown(void) {
+        slots_done(&e);
+        for (unsigned i = 0; i < w.n_calls; i++) {
+                Call *c = &w.calls[i];
+
+                if (!c->l || c->answered)
+                        continue;
+                c->answered = true;
+                if (streq(c->what, "acquire"))
+                        slots_acquire_done(&e, c->l, NULL, 0);
+                else
+                        slots_reassert_done(&e, c->l, -2, 0);
+        }
 }
 
 static unsigned count_calls(const char *what, const char *lease) {
         unsigned k = 0;
 
-        for (unsigned i = 0; i < w.n_calls && i < ELEMENTSOF(w.calls); i++)
+        for (unsigned i = 0; i < w.n_calls; i++)
                 if (streq(w.calls[i].what, what) && (!lease || streq(w.calls[i].lease, lease)))
                         k++;
         return k;
@@ -182,14 +230,14 @@ static unsigned count_calls(const char *what, const char *lease) {
 static void reply_granted(Lease *l, uint64_t token, uint32_t limit, usec_t now) {
         AcquireResult r = { .outcome = ACQUIRE_GRANTED, .token = token, .since_ms = 1000, .held = 1, .limit = limit };
 
-        slots_acquire_done(&e, l, &r, now);
+        acquire_done(l, &r, now);
 }
 
 static void reply_queued(Lease *l, uint32_t position, uint32_t limit, int64_t next_expiry_ms, usec_t now) {
         AcquireResult r = { .outcome = ACQUIRE_QUEUED, .position = position, .held = 1, .limit = limit,
                             .next_expiry_ms = next_expiry_ms };
 
-        slots_acquire_done(&e, l, &r, now);
+        acquire_done(l, &r, now);
 }
 
 static bool has_line(const Client *c, const char *prefix) {
@@ -217,7 +265,7 @@ static void test_grant_and_limit(void) {
         CHECK_STR(c2.lines[0], "QUEUED position=1 held=1 slots=3 limit=1",
                   "a waiter is told the limit in force when it is below what it asked for");
         CHECK(!c2.finished, "and keeps waiting");
-        slots_done(&e);
+        teardown();
 }
 
 static void test_wait_deadline_and_no_wait(void) {
@@ -237,7 +285,7 @@ static void test_wait_deadline_and_no_wait(void) {
         b = ask(2, "x", 1, 0, &c2, 3 * USEC_PER_SEC);
         reply_queued(b, 1, 1, -1, 3 * USEC_PER_SEC);
         CHECK(has_line(&c2, "DENIED reason=full"), "no wait: denied when queued");
-        slots_done(&e);
+        teardown();
 }
 
 /* Grants reach an agent in the order Redis made them, but an earlier
@@ -263,7 +311,32 @@ static void test_grants_in_token_order(void) {
         reply_granted(a, 5, 2, SLOTS_RECHECK_SAFETY + 3);
         CHECK(has_line(&c1, "GRANTED token=5"), "the earlier lease gets token 5");
         CHECK(has_line(&c2, "GRANTED token=6"), "then the later one token 6");
-        slots_done(&e);
+        teardown();
+}
+
+/* A grant held back behind an earlier lease, then Redis says the later
+ * lease only waits (Redis lost it meanwhile): the old grant is no grant. */
+static void test_stale_pending_grant(void) {
+        Client c1 = {}, c2 = {};
+        Lease *a, *b;
+
+        setup(0);
+        a = ask(1, "x", 2, USEC_INFINITY, &c1, 0);
+        b = ask(2, "x", 2, USEC_INFINITY, &c2, 0);
+        reply_queued(a, 1, 2, -1, 1);
+        reply_queued(b, 2, 2, -1, 1);
+        slots_lease_timer(&e, b, SLOTS_RECHECK_SAFETY + 1);
+        reply_granted(b, 6, 2, SLOTS_RECHECK_SAFETY + 2);      /* held back: a may hold token 5 */
+        {
+                char msg[64];
+
+                snprintf(msg, sizeof(msg), "g %s 7 1", id(2));  /* a hint: b asks again */
+                slots_wake(&e, "x", msg, 2 * SLOTS_RECHECK_SAFETY + 3);
+        }
+        reply_queued(b, 2, 2, -1, 2 * SLOTS_RECHECK_SAFETY + 4); /* Redis now says: waiting */
+        reply_queued(a, 1, 2, -1, 2 * SLOTS_RECHECK_SAFETY + 5); /* the gate clears */
+        CHECK(!has_line(&c2, "GRANTED"), "a grant Redis no longer has is never told");
+        teardown();
 }
 
 static void test_wake_is_a_hint(void) {
@@ -284,7 +357,7 @@ static void test_wake_is_a_hint(void) {
         CHECK(!has_line(&c1, "GRANTED"), "Redis says it still waits: no grant");
         slots_wake(&e, "x", "g not-a-lease 1 2", 4);
         CHECK_INT(count_calls("acquire", id(1)), before + 2, "a malformed wake message is a plain wake-up");
-        slots_done(&e);
+        teardown();
 }
 
 static void test_lost_when_not_renewed(void) {
@@ -301,11 +374,13 @@ static void test_lost_when_not_renewed(void) {
         reply_granted(a, 1, 1, 0);
         /* A renewal that Redis confirms keeps it, and the holder hears so. */
         t = slots_tick(&e, TTL / 3);
-        CHECK_U64(t, TTL / 3, "ticks every third of the lease while Redis is up");
+        CHECK_U64(t, TTL / 6, "looks every sixth of the lease while Redis is up");
         CHECK_STR(last_call()->what, "renew", "the tick renews");
         memcpy(one[0], id(1), sizeof(one[0]));
         slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, TTL / 3, TTL / 3 + 1);
-        CHECK(has_line(&c1, "RENEWED ttl=3000"), "a confirmed renewal is passed on to the holder");
+        CHECK(has_line(&c1, "RENEWED ttl=2999"), "a confirmed renewal is passed on, with the lease left since it was sent");
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, TTL / 3, TTL / 3 + TTL);
+        CHECK_INT(c1.n_lines, 2, "an answer that came a lease late is passed on to nobody");
         /* Exactly at two thirds since that renewal: still held. */
         slots_tick(&e, TTL / 3 + slots_lost_after(&e));
         CHECK(!has_line(&c1, "LOST"), "not lost at exactly two thirds of the lease");
@@ -321,7 +396,7 @@ static void test_lost_when_not_renewed(void) {
         memcpy(one[0], id(3), sizeof(one[0]));
         slots_renew_done(&e, "svc", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 10 * TTL, 10 * TTL + 1);
         CHECK_STR(w.stopped, "job.service", "a unit whose slot Redis lost is stopped (on-lost=stop)");
-        slots_done(&e);
+        teardown();
 }
 
 /* Redis lost its state: holders are re-asserted, waiters queue again and
@@ -341,7 +416,7 @@ static void test_reset(void) {
 
         w.redis_up = false;
         slots_redis_down(&e, "gone", 100);
-        slots_acquire_done(&e, c, NULL, 100);     /* the connection went before the answer */
+        acquire_done(c, NULL, 100);     /* the connection went before the answer */
         CHECK(!has_line(&c3, "GRANTED"), "no grant from a reply that never came");
         CHECK(c3.finished && has_line(&c3, "ERROR code=unavailable"), "a request not yet queued fails at once");
         CHECK(!c2.finished, "a queued waiter keeps waiting while Redis is away");
@@ -354,12 +429,12 @@ static void test_reset(void) {
         reply_queued(b, 1, 1, 60000, 210);
         CHECK_U64(w.lease_timer[2], 200 + 2 * USEC_PER_SEC + 5 * USEC_PER_MSEC,
                   "the waiter looks again as the grace ends, not later");
-        slots_reassert_done(&e, a, 1, 220);
+        reassert_done(a, 1, 220);
         CHECK(!has_line(&c1, "LOST"), "re-asserted: still held");
         slots_redis_up(&e, true, 2 * USEC_PER_SEC, 300);
-        slots_reassert_done(&e, a, 0, 310);
+        reassert_done(a, 0, 310);
         CHECK(has_line(&c1, "LOST"), "no room on a second reset: told it is lost");
-        slots_done(&e);
+        teardown();
 }
 
 static void test_refused_and_pending_release(void) {
@@ -369,7 +444,7 @@ static void test_refused_and_pending_release(void) {
 
         setup(0);
         a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
-        slots_acquire_done(&e, a, &refused, 1);
+        acquire_done(a, &refused, 1);
         CHECK(has_line(&c1, "ERROR code=permission"), "a lease owned elsewhere is refused");
         CHECK_INT(count_calls("release", id(1)), 0, "and nothing of it is touched in Redis");
         CHECK(slots_lease_find(&e, id(1)) == NULL, "nor kept here");
@@ -383,7 +458,7 @@ static void test_refused_and_pending_release(void) {
         w.redis_up = true;
         slots_redis_up(&e, false, 0, 5);
         CHECK_INT(count_calls("release", id(2)), 1, "sent as soon as Redis is back");
-        slots_done(&e);
+        teardown();
 }
 
 /* A grant no replica confirmed was given back: the waiter asks again
@@ -395,7 +470,7 @@ static void test_unconfirmed_grant(void) {
 
         setup(0);
         a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
-        slots_acquire_done(&e, a, &retry, 10);
+        acquire_done(a, &retry, 10);
         CHECK_INT(c1.n_lines, 0, "an unconfirmed grant is not told");
         CHECK(!c1.finished, "and the request goes on waiting");
         CHECK_U64(w.lease_timer[1], 10 + USEC_PER_SEC, "it asks again a second later");
@@ -405,9 +480,9 @@ static void test_unconfirmed_grant(void) {
         CHECK(has_line(&c1, "GRANTED token=4"), "a confirmed grant is told");
 
         b = ask(2, "y", 1, 0, &c2, 30);
-        slots_acquire_done(&e, b, &retry, 40);
+        acquire_done(b, &retry, 40);
         CHECK(has_line(&c2, "DENIED reason=unconfirmed"), "without a wait it is denied");
-        slots_done(&e);
+        teardown();
 }
 
 static const NameStats *name_stats(const char *name) {
@@ -505,7 +580,7 @@ static void test_name_counters_bounded(void) {
         CHECK(name_stats("n1") == NULL, "the least recently used goes");
         snprintf(name, sizeof(name), "n%u", SLOTS_NAME_STATS_MAX);
         CHECK(name_stats(name) != NULL, "the newest is there");
-        slots_done(&e);
+        teardown();
 }
 
 int main(void) {
@@ -515,11 +590,13 @@ int main(void) {
         test_wait_deadline_and_no_wait();
         test_grants_in_token_order();
         test_wake_is_a_hint();
+        test_stale_pending_grant();
         test_lost_when_not_renewed();
         test_reset();
         test_refused_and_pending_release();
         test_unconfirmed_grant();
         test_counters();
         test_name_counters_bounded();
+        free(w.calls);
         return tap_done();
 }

@@ -181,10 +181,11 @@ typedef struct GrantWait {
         AcquireResult result;
 } GrantWait;
 
+/* Well under the time after which a silent Redis counts as hung (WAIT
+ * blocks the connection it is sent on). */
+static usec_t command_timeout(const Agent *a);
 static usec_t wait_timeout(const Agent *a) {
-        usec_t t = a->config->lease_ttl / 3;
-
-        return t < 100 * USEC_PER_MSEC ? 100 * USEC_PER_MSEC : t;
+        return MIN(command_timeout(a) / 2, USEC_PER_SEC);
 }
 
 static void wait_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
@@ -208,7 +209,8 @@ static void wait_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
         }
         snprintf(why, sizeof(why), "the grant reached %lld of the %d replica(s) min_replicas_acked asks for; given back",
                  n < 0 ? 0 : n, a->config->min_replicas_acked);
-        (void) io_call_release(a, l->name->name, l->id, l->uid);
+        if (l->state != LEASE_GONE)     /* (released meanwhile: given back already) */
+                (void) io_call_release(a, l->name->name, l->id, l->uid);
         gw->result = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = why };
         slots_acquire_done(&a->slots, l, &gw->result, now_mono());
         free(gw);
@@ -266,8 +268,11 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
                                               .next_expiry_ms = v[4] };
         }
         if (r.outcome == ACQUIRE_GRANTED && a->config->min_replicas_acked > 0) {
-                if (!wait_for_replicas(a, l, &r))
-                        slots_acquire_done(&a->slots, l, NULL, now_mono());
+                if (!wait_for_replicas(a, l, &r)) {
+                        (void) io_call_release(a, l->name->name, l->id, l->uid);
+                        r = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = "cannot ask the replicas" };
+                        slots_acquire_done(&a->slots, l, &r, now_mono());
+                }
                 return;
         }
         slots_acquire_done(&a->slots, l, &r, now_mono());
@@ -309,7 +314,7 @@ static void release_reply(RedisConn *conn, const RedisReply *reply, void *userda
                 log_warning("Redis records lease %s of %s for another host or user; not released.", rc->lease, rc->name);
         else if (reply) {
                 /* {held, lease, token, since, ...}: whom the release handed slots to. */
-                for (size_t i = 1; i + 2 < len + 0 && k < SLOTS_GRANTS_MAX; i += 3) {
+                for (size_t i = 1; i + 2 < len && k < SLOTS_GRANTS_MAX; i += 3) {
                         long long token, since;
 
                         if (redis_reply_array_string(reply, i, g[k].lease, sizeof(g[k].lease)) < 0 ||
@@ -679,7 +684,7 @@ static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
             redis_reply_array_integer(reply, 0, &created) < 0 ||
             redis_reply_array_string(reply, 1, value, sizeof(value)) < 0 ||
             redis_reply_array_integer(reply, 2, &now_ms) < 0 || now_ms < 0 ||
-            sscanf(value, "%32[0-9a-f] %" SCNu64 "%n", id, &grace_until, &n) != 2 ||
+            strchr(value, '-') || sscanf(value, "%32[0-9a-f] %" SCNu64 "%n", id, &grace_until, &n) != 2 ||
             (value[n] != '\0' && (value[n] != ' ' || strspn(value + n + 1, "0123456789abcdef") != strlen(value + n + 1))) ||
             !lease_id_is_valid(id)) {
                 redis_went_down(a, -EBADMSG, redis_reply_error(reply) ?: "unexpected reply to the epoch script");
@@ -921,17 +926,19 @@ static void on_switch_master(RedisConn *conn, const RedisReply *reply, void *use
         log_warning("Sentinel: the master %s moved from %s:%s to %s; following it (a failover counts as a reset: "
                     "holders are re-asserted, and nobody is granted anything for a while).", name, oldh, oldp,
                     a->master_name);
-        if (a->cmd) {
+        {
                 RedisConn *c = a->cmd, *s = a->sub;
 
-                /* Off the old master now, and onto the new one at once. */
+                /* Off the old master now (both connections), and onto the
+                 * new one at once. */
                 a->cmd = a->sub = NULL;
                 a->sub_ready = false;
                 redis_conn_free(c);
                 redis_conn_free(s);
                 if (a->state == REDIS_READY)
                         slots_redis_down(&a->slots, "the master changed (Sentinel failover)", now_mono());
-                a->state = REDIS_CONNECTING;
+                if (a->state != REDIS_DOWN)
+                        a->state = REDIS_CONNECTING;
                 status_mark_dirty(a);
         }
         a->backoff = 0;

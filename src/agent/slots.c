@@ -664,6 +664,7 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 lease_release_at(l, "Redis error", now);
                 goto finish;
         case ACQUIRE_REFUSED:
+                l->grant_pending = false;
                 /* Someone else's lease id: touch nothing of it in Redis. */
                 f = lease_fields(l);
                 log_uid_fields(l->uid, now, LOG_WARNING, &f,
@@ -674,6 +675,7 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 lease_detach(l, now);
                 goto finish;
         case ACQUIRE_RETRY:
+                l->grant_pending = false;
                 /* The grant was given back: in line again, at the end. */
                 f = lease_fields(l);
                 log_fields(LOG_WARNING, &f, "Slot of %s for %s not confirmed (%s); asking again.", l->name->name, l->id,
@@ -695,6 +697,9 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                         name_recheck(l->name, now);
                 goto finish;
         case ACQUIRE_QUEUED:
+                /* Redis' latest word: it waits. A grant heard of before (from
+                 * before a reset) is no grant any more. */
+                l->grant_pending = false;
                 break;
         }
 
@@ -956,7 +961,9 @@ static void renew_name(Slots *e, Name *n) {
                 if (!ids)
                         return;
                 for (; l && k < SLOTS_RENEW_BATCH; l = l->by_name_next) {
-                        if ((l->state == LEASE_WAITING && !l->enqueued) || l->reassert_inflight)
+                        /* A waiter not in line yet has nothing to renew;
+                         * one with a grant on hold has (it holds in Redis). */
+                        if ((l->state == LEASE_WAITING && !l->enqueued && !l->grant_pending) || l->reassert_inflight)
                                 continue;
                         memcpy(ids[k++], l->id, sizeof(l->id));
                 }
@@ -977,23 +984,31 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                 e->stats.rtt_sum += now - sent;
                 e->stats.rtt_count++;
         }
-        len = snprintf(line, sizeof(line), "RENEWED ttl=%" PRIu64, e->lease_ttl / USEC_PER_MSEC);
+        /* Counted from when the renewal was sent, not from when its answer
+         * came: a late answer (the agent was stopped in between) leaves the
+         * holder only the time its lease really has left. */
+        len = now - sent < e->lease_ttl
+                ? snprintf(line, sizeof(line), "RENEWED ttl=%" PRIu64, (e->lease_ttl - (now - sent)) / USEC_PER_MSEC)
+                : -1;
         for (size_t i = 0; i < n; i++) {
                 Lease *l = slots_lease_find(e, ids[i]);
 
                 if (!l || l->state == LEASE_GONE)
                         continue;
                 if (!missing[i]) {
-                        if (l->state == LEASE_HELD && sent > l->renewed) {
+                        if (sent > l->renewed) {
                                 l->renewed = sent;
-                                lease_send(l, line, len);
+                                if (l->state == LEASE_HELD && len > 0)
+                                        lease_send(l, line, len);
                         }
                         continue;
                 }
                 if (l->state == LEASE_WAITING) {
-                        /* Its place in line expired: queue again, at the end. */
+                        /* Its place in line expired: queue again, at the end;
+                         * a grant heard of before is no grant any more. */
                         l->enqueued = false;
                         l->seq = 0;
+                        l->grant_pending = false;
                         lease_check(l, now);
                 } else
                         lease_lost(l, "its lease expired or was evicted in Redis", now);
@@ -1019,16 +1034,51 @@ static void check_lost(Slots *e, usec_t now) {
 
 usec_t slots_tick(Slots *e, usec_t now) {
         names_sweep(e, false, now);
-        /* First who is too late: a paused agent wakes up here. */
+        /* First who is too late: a paused agent wakes up here. Looked at
+         * every sixth of a lease, so a holder hears it at most that late:
+         * well before Redis could let the lease go. */
         check_lost(e, now);
-        if (e->redis_up)
+        /* Renewals every third of a lease (every other tick). */
+        if (e->redis_up && now - e->renew_sent + e->lease_ttl / 12 >= e->lease_ttl / 3) {
+                e->renew_sent = now;
                 for (Name *n = e->names; n; n = n->all_next)
                         renew_name(e, n);
+        }
         /* While Redis is away, look more often, to tell holders in time. */
-        return e->redis_up ? e->lease_ttl / 3 : e->lease_ttl / 10;
+        return e->redis_up ? e->lease_ttl / 6 : e->lease_ttl / 10;
 }
 
 /* ---- Redis up and down -------------------------------------------------------------- */
+
+static int seq_cmp(const void *x, const void *y) {
+        const Lease *a = *(Lease *const *) x, *b = *(Lease *const *) y;
+
+        return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* After a reset: this host's waiters of n join the new line in the order
+ * they first came (they get new tickets as they ask). */
+static void name_requeue(Name *n, usec_t now) {
+        _cleanup_free_ Lease **w = NULL;
+        size_t k = 0;
+
+        w = calloc(n->n_waiting ?: 1, sizeof(Lease *));
+        if (!w) {
+                name_recheck(n, now);
+                return;
+        }
+        for (Lease *l = n->leases; l && k < n->n_waiting; l = l->by_name_next)
+                if (l->state == LEASE_WAITING && !l->enqueued)
+                        w[k++] = lease_ref(l);
+        qsort(w, k, sizeof(Lease *), seq_cmp);
+        for (size_t i = 0; i < k; i++) {
+                if (w[i]->state == LEASE_WAITING) {
+                        w[i]->seq = 0;
+                        lease_check(w[i], now);
+                }
+                lease_unref(w[i]);
+        }
+}
 
 void slots_redis_up(Slots *e, bool reset, usec_t grace, usec_t now) {
         PendingRelease *p;
@@ -1059,11 +1109,14 @@ void slots_redis_up(Slots *e, bool reset, usec_t grace, usec_t now) {
                         if (l->state == LEASE_HELD)
                                 lease_reassert(l);
                         else if (l->state == LEASE_WAITING) {
-                                /* Its place in line went with the rest:
-                                 * queue again, and look again once the
-                                 * grace is over. */
+                                /* Its place in line went with the rest, and
+                                 * any grant heard of: queue again (in the
+                                 * order they first came, below), and look
+                                 * again once the grace is over. */
                                 l->enqueued = false;
-                                l->seq = 0;
+                                l->grant_pending = false;
+                                l->gate_after = 0;
+                                l->gate_cleared = false;
                         }
                 }
         }
@@ -1072,7 +1125,10 @@ void slots_redis_up(Slots *e, bool reset, usec_t grace, usec_t now) {
                         for (Lease *l = n->leases; l; l = l->by_name_next)
                                 if (l->state == LEASE_HELD && !l->reassert_inflight)
                                         e->ops->index(e->ctx, l, true);
-                name_recheck(n, now);
+                if (reset)
+                        name_requeue(n, now);
+                else
+                        name_recheck(n, now);
         }
         if (!reset)
                 for (n = e->names; n; n = n->all_next)

@@ -8,7 +8,7 @@
  * (a request, a script's decoded result, a wake hint, an anchor closing, a
  * timer, Redis up or down), each with the time; effects go out through
  * SlotsOps (send a line to a client, call a script, arm a timer, stop a
- * unit). The agent's I/O files (clients.c, redis-io.c, …) adapt it to
+ * unit). The agent's I/O files (server.c, redis-io.c, …) adapt it to
  * sd-event, hiredis and sockets; tests/test-slots.c drives it directly. */
 
 #include <stdbool.h>
@@ -199,6 +199,7 @@ struct Slots {
         usec_t lease_ttl;
         bool redis_up;
         usec_t grace_until;             /* after a reset, nobody is granted anything before */
+        usec_t renew_sent;              /* when this host's leases were last renewed */
         void *lease_tree;               /* tsearch(): id → Lease */
         void *name_tree;                /* tsearch(): name → Name */
         Name *names;

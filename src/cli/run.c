@@ -483,6 +483,13 @@ static void on_anchor(Run *r) {
                         return;         /* EAGAIN: drained */
                 if (peer_cred(fd, &uc) < 0 || (uc.uid != 0 && uc.uid != r->agent_uid))
                         continue;
+                /* The newest is the live agent's: when all are taken (only
+                 * root can do that), the oldest goes. */
+                if (r->watch_fd[ANCHOR_WATCHES_MAX - 1] >= 0) {
+                        safe_close(r->watch_fd[0]);
+                        memmove(r->watch_fd, r->watch_fd + 1, (ANCHOR_WATCHES_MAX - 1) * sizeof(int));
+                        r->watch_fd[ANCHOR_WATCHES_MAX - 1] = -EBADF;
+                }
                 for (size_t i = 0; i < ANCHOR_WATCHES_MAX; i++)
                         if (r->watch_fd[i] < 0) {
                                 r->watch_fd[i] = TAKE_FD(fd);
