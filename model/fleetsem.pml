@@ -65,6 +65,11 @@
 /* A paused agent can see its waiter granted and expire again and again,
  * each time with a new token: runs are cut (the clock stops) after MAXG
  * grants, so every run explored is a prefix of a real one. */
+/* WAKES=0: no pub/sub; waiters rely on the safety tick alone (a lost
+ * wake costs a tick, nothing else), which keeps the state space small */
+#ifndef WAKES
+#define WAKES 1
+#endif
 #ifndef MAXG
 #define MAXG 4
 #endif
@@ -129,6 +134,7 @@ bool a_conn[NH];        /* connected and the epoch read */
 byte a_epoch[NH];       /* last epoch id seen, 0 = none (fresh agent) */
 byte a_kn[MAXJ];        /* what the job's agent knows of its lease */
 byte a_tok[MAXJ];
+byte a_age[MAXJ];       /* ticks since the agent sent the call that last confirmed the lease */
 byte a_gs[MAXJ];        /* ghost: grant order of that token */
 bool a_renew[NH];       /* the renewal timer fired */
 byte a_ask[NH];         /* leases to ask Redis about (wake or safety tick) */
@@ -194,8 +200,10 @@ hidden short rdl;
  * that believe they hold".  Belief only starts where this is called. */
 #define CROWD_OK(j) (!BEL(j) || BELIEVERS <= SLOTS(j))
 inline check_safe() {
-#ifndef FREEZE
+#if !defined(FREEZE) || defined(CHECK_CROWD)
 	assert(CROWD_OK(0) && CROWD_OK(1) && CROWD_OK(2) && (th_st != 1 || BELIEVERS <= SL0))
+#else
+	skip
 #endif
 }
 
@@ -289,7 +297,7 @@ inline r_grant(j) {
 inline publish(gmask, one) {
 	for (ri : 0 .. NH - 1) {
 		if
-		:: a_up[ri] && a_conn[ri] -> wk_g[ri] = wk_g[ri] | gmask; wk_1[ri] = wk_1[ri] || one
+		:: WAKES && a_up[ri] && a_conn[ri] -> wk_g[ri] = wk_g[ri] | gmask; wk_1[ri] = wk_1[ri] || one
 		:: else
 		fi
 	}
@@ -348,7 +356,8 @@ inline s_acquire(h, j, slots) {
 			:: else -> rp_val[h] = 0
 			fi
 		fi
-	fi
+	fi;
+	printf("MSC: redis: acquire(%d) by host %d -> %d (0 queued, 1 granted, 2 permission) token %d\n", j, h, rp_val[h], rp_tok[h])
 }
 
 /* release (spec 3), fire and forget: the agent needs no answer */
@@ -362,6 +371,7 @@ inline s_release(h, j) {
 		rwas = (r_st[j] == WAITING);
 		r_forget(j);
 		grant_next();
+		printf("MSC: redis: release(%d) by host %d, granted mask %d\n", j, h, rmask);
 		publish(rmask, qn > 0 || rwas)
 	fi
 }
@@ -383,7 +393,8 @@ inline s_renew(h) {
 			fi
 		:: else
 		fi
-	}
+	};
+	printf("MSC: redis: renew by host %d: renewed mask %d, missing mask %d\n", h, rp_ok[h], rp_miss[h])
 }
 
 /* reassert (spec 3): put a holder from before the reset back */
@@ -422,6 +433,33 @@ inline s_reassert(h, j, tok) {
 			rp_val[h] = 1
 		:: else -> rp_val[h] = 0
 		fi
+	fi;
+	printf("MSC: redis: reassert(%d) token %d by host %d -> %d\n", j, tok, h, rp_val[h])
+}
+
+/* LOST, or QUEUED to a job that held: it stops believing */
+inline lose(j) {
+	if
+	:: j_conn[j] && j_st[j] == J_HOLD -> j_st[j] = J_FENCED; j_dl[j] = 0; printf("MSC: job %d: LOST\n", j)
+	:: else
+	fi
+}
+
+/* a held lease is gone from Redis: LOST to a holder; a client that was
+ * never told GRANTED is still waiting: queue it again */
+inline gone(j) {
+	if
+	:: j_conn[j] && j_st[j] == J_ASK -> a_kn[j] = K_REQUEUE
+	:: else -> a_kn[j] = K_NONE; lose(j)
+	fi
+}
+
+/* ERROR code=permission: a holder stops believing, a waiter ends */
+inline refuse(j) {
+	if
+	:: j_conn[j] && j_st[j] == J_HOLD -> j_st[j] = J_FENCED; j_dl[j] = 0
+	:: j_conn[j] && j_st[j] == J_ASK -> j_st[j] = J_DONE; j_conn[j] = false; j_req[j] = false
+	:: else
 	fi
 }
 
@@ -445,7 +483,7 @@ inline s_connect(h) {
 			if
 			:: MINE(ri, h) && r_st[ri] != ABSENT && r_own[ri] == h ->
 				if
-				:: r_st[ri] == HOLDER -> a_kn[ri] = K_HOLD; a_tok[ri] = r_tok[ri]; FR(a_gs[ri] = r_gs[ri]); r_ttl[ri] = TTL
+				:: r_st[ri] == HOLDER -> a_kn[ri] = K_HOLD; a_age[ri] = 0; a_tok[ri] = r_tok[ri]; FR(a_gs[ri] = r_gs[ri]); r_ttl[ri] = TTL
 				:: else -> a_kn[ri] = K_WAIT
 				fi
 			:: else
@@ -454,7 +492,18 @@ inline s_connect(h) {
 	:: a_epoch[h] != 0 && a_epoch[h] != r_epoch ->
 		for (ri : 0 .. NJ - 1) {
 			if
+			/* only a lease confirmed less than a TTL ago (on this host's
+			 * clock, minus the drift) was surely alive when Redis lost it:
+			 * nobody else can have been granted its slot.  An older one
+			 * may have expired and been granted on: it is lost. */
+#ifdef MUT_REASSERT_STALE
 			:: MINE(ri, h) && (a_kn[ri] == K_HOLD || a_kn[ri] == K_REASSERT) -> a_kn[ri] = K_REASSERT
+#else
+			:: MINE(ri, h) && (a_kn[ri] == K_HOLD || a_kn[ri] == K_REASSERT) && a_age[ri] < TTL - DRIFT ->
+				a_kn[ri] = K_REASSERT
+			:: MINE(ri, h) && (a_kn[ri] == K_HOLD || a_kn[ri] == K_REASSERT) && a_age[ri] >= TTL - DRIFT ->
+				gone(ri)
+#endif
 			:: MINE(ri, h) && (a_kn[ri] == K_WAIT || a_kn[ri] == K_REQUEUE) -> a_kn[ri] = K_REQUEUE
 			:: else
 			fi
@@ -462,7 +511,8 @@ inline s_connect(h) {
 	:: else
 	fi;
 	a_epoch[h] = r_epoch;
-	a_conn[h] = true
+	a_conn[h] = true;
+	printf("MSC: agent %d: connected, epoch %d, grace %d ticks\n", h, r_epoch, r_grace)
 }
 
 /* ------------------------------------------------------- agent -> job */
@@ -481,39 +531,13 @@ inline confirm(j, tok, gs, age) {
 		if
 		:: rdl > 0 ->
 			if
-			:: j_st[j] == J_ASK -> j_st[j] = J_HOLD; j_dl[j] = rdl; FR(j_tok[j] = tok); FR(j_gs[j] = gs); LV(j_got[j] = true)
-			:: j_st[j] == J_HOLD && j_dl[j] < rdl -> j_dl[j] = rdl
+			:: j_st[j] == J_ASK -> printf("MSC: job %d: GRANTED, believes for %d ticks\n", j, rdl); j_st[j] = J_HOLD; j_dl[j] = rdl; FR(j_tok[j] = tok); FR(j_gs[j] = gs); LV(j_got[j] = true)
+			:: j_st[j] == J_HOLD && j_dl[j] < rdl -> j_dl[j] = rdl; printf("MSC: job %d: RENEWED, %d ticks\n", j, rdl)
 			:: else
 			fi;
 			check_safe()
 		:: else
 		fi
-	:: else
-	fi
-}
-
-/* LOST, or QUEUED to a job that held: it stops believing */
-inline lose(j) {
-	if
-	:: j_conn[j] && j_st[j] == J_HOLD -> j_st[j] = J_FENCED; j_dl[j] = 0
-	:: else
-	fi
-}
-
-/* a held lease is gone from Redis: LOST to a holder; a client that was
- * never told GRANTED is still waiting: queue it again */
-inline gone(j) {
-	if
-	:: j_conn[j] && j_st[j] == J_ASK -> a_kn[j] = K_REQUEUE
-	:: else -> a_kn[j] = K_NONE; lose(j)
-	fi
-}
-
-/* ERROR code=permission: a holder stops believing, a waiter ends */
-inline refuse(j) {
-	if
-	:: j_conn[j] && j_st[j] == J_HOLD -> j_st[j] = J_FENCED; j_dl[j] = 0
-	:: j_conn[j] && j_st[j] == J_ASK -> j_st[j] = J_DONE; j_conn[j] = false; j_req[j] = false
 	:: else
 	fi
 }
@@ -532,7 +556,7 @@ inline process_reply(h) {
 	:: rp_kind[h] == RP_ACQ ->
 		if
 		:: rp_val[h] == 1 ->
-			a_kn[rk] = K_HOLD; a_tok[rk] = rp_tok[h]; FR(a_gs[rk] = rp_gs[h]);
+			a_kn[rk] = K_HOLD; a_age[rk] = rp_age[h]; a_tok[rk] = rp_tok[h]; FR(a_gs[rk] = rp_gs[h]);
 			confirm(rk, rp_tok[h], rp_gs[h], rp_age[h])
 		:: rp_val[h] == 0 -> a_kn[rk] = K_WAIT; lose(rk)
 		:: else -> a_kn[rk] = K_NONE; refuse(rk)
@@ -541,6 +565,10 @@ inline process_reply(h) {
 		for (ri : 0 .. NJ - 1) {
 			if
 			:: MINE(ri, h) && (rp_ok[h] & BIT(ri)) && a_kn[ri] == K_HOLD ->
+				if
+				:: rp_age[h] < a_age[ri] -> a_age[ri] = rp_age[h]
+				:: else
+				fi;
 				confirm(ri, a_tok[ri], a_gs[ri], rp_age[h])
 			:: MINE(ri, h) && (rp_miss[h] & BIT(ri)) && a_kn[ri] == K_HOLD ->
 				gone(ri)
@@ -551,7 +579,7 @@ inline process_reply(h) {
 		}
 	:: rp_kind[h] == RP_REASSERT ->
 		if
-		:: rp_val[h] == 1 -> a_kn[rk] = K_HOLD; confirm(rk, a_tok[rk], a_gs[rk], rp_age[h])
+		:: rp_val[h] == 1 -> a_kn[rk] = K_HOLD; a_age[rk] = rp_age[h]; confirm(rk, a_tok[rk], a_gs[rk], rp_age[h])
 		:: else -> gone(rk)
 		fi
 	fi;
@@ -573,13 +601,13 @@ proctype agent(byte h)
 	do
 	/* crash: memory gone, connections to clients and Redis gone */
 	:: atomic { a_up[h] && n_crash < CRASHES ->
-		n_crash++;
+		n_crash++; printf("MSC: agent %d: crash\n", h);
 		a_up[h] = false; a_conn[h] = false; a_epoch[h] = 0;
 		a_renew[h] = false; a_ask[h] = 0; rp_clear(h);
 		wk_g[h] = 0; wk_1[h] = false; wk_seen[h] = 0;
 		for (j : 0 .. NJ - 1) {
 			if
-			:: MINE(j, h) -> a_kn[j] = K_NONE; a_tok[j] = 0; j_conn[j] = false; j_req[j] = false
+			:: MINE(j, h) -> a_kn[j] = K_NONE; a_tok[j] = 0; a_age[j] = 0; j_conn[j] = false; j_req[j] = false
 			:: else
 			fi
 		}
@@ -606,6 +634,12 @@ proctype agent(byte h)
 		:: REQ(2, h) -> j = 2
 		fi;
 		j_req[j] = false;
+		/* the lease is in the agent's table from now on: if the reply
+		 * is lost with the connection, it is asked for again */
+		if
+		:: a_kn[j] == K_NONE -> a_kn[j] = K_REQUEUE
+		:: else
+		fi;
 		s_acquire(h, j, SLOTS(j)); j = 0 }
 	/* after a reset: re-assert holders, queue waiters again */
 	:: atomic { a_up[h] && a_conn[h] && rp_kind[h] == RP_NONE && ANY(FIX, h) ->
@@ -661,15 +695,15 @@ proctype job(byte j)
 	end:
 	do
 	/* ask: create the anchor, connect, send the request */
-	:: atomic { j_st[j] == J_IDLE && a_up[HOST(j)] -> j_st[j] = J_ASK; j_conn[j] = true; j_req[j] = true }
+	:: atomic { j_st[j] == J_IDLE && a_up[HOST(j)] -> printf("MSC: job %d: asks\n", j); j_st[j] = J_ASK; j_conn[j] = true; j_req[j] = true }
 	/* the agent went away: connect again and ask again, same lease */
 	:: atomic { (j_st[j] == J_ASK || j_st[j] == J_HOLD) && !j_conn[j] && !j_frz[j] && a_up[HOST(j)] ->
 		j_conn[j] = true; j_req[j] = true }
 	/* a holder ends: the anchor closes */
-	:: atomic { j_st[j] == J_HOLD && !j_frz[j] -> j_st[j] = J_DONE; j_dl[j] = 0; j_conn[j] = false; j_req[j] = false }
+	:: atomic { j_st[j] == J_HOLD && !j_frz[j] -> printf("MSC: job %d: ends\n", j); j_st[j] = J_DONE; j_dl[j] = 0; j_conn[j] = false; j_req[j] = false }
 	/* its own timer (drift: it fires between the deadline and DRIFT later) */
 #ifndef MUT_NO_FENCE
-	:: atomic { j_st[j] == J_HOLD && !j_frz[j] && j_dl[j] <= 0 -> j_st[j] = J_FENCED; j_dl[j] = 0 }
+	:: atomic { j_st[j] == J_HOLD && !j_frz[j] && j_dl[j] <= 0 -> j_st[j] = J_FENCED; j_dl[j] = 0; printf("MSC: job %d: fences itself\n", j) }
 #endif
 	/* a fenced holder acts on --on-lost=stop: it ends */
 	:: atomic { j_st[j] == J_FENCED -> j_st[j] = J_DONE; j_conn[j] = false; j_req[j] = false }
@@ -688,6 +722,7 @@ proctype job(byte j)
 		:: j_tok[j] >= fr_last ->
 #endif
 			/* accepted: no one granted after this holder wrote before it */
+			printf("MSC: resource: accepts job %d's write, token %d\n", j, j_tok[j]);
 			assert(j_gs[j] >= fr_gs);
 			fr_last = j_tok[j]; fr_gs = j_gs[j]
 		:: else                         /* rejected: a stale token */
@@ -713,6 +748,7 @@ proctype clock()
 #else
 		g_gs < MAXG ->          /* the bound: time stops after MAXG grants */
 #endif
+		printf("MSC: --- tick ---\n");
 		/* holders' own timers; a frozen holder's does not run */
 		for (j : 0 .. NJ - 1) {
 			if
@@ -720,7 +756,7 @@ proctype clock()
 				j_dl[j]--;
 #ifndef MUT_NO_FENCE
 				if
-				:: j_dl[j] <= -DRIFT -> j_st[j] = J_FENCED; j_dl[j] = 0
+				:: j_dl[j] <= -DRIFT -> j_st[j] = J_FENCED; j_dl[j] = 0; printf("MSC: job %d: fences itself\n", j)
 				:: else
 				fi
 #else
@@ -748,7 +784,7 @@ proctype clock()
 			:: r_st[j] != ABSENT ->
 				r_ttl[j]--;
 				if
-				:: r_ttl[j] == 0 -> r_forget(j); rfreed = true
+				:: r_ttl[j] == 0 -> r_forget(j); rfreed = true; printf("MSC: redis: lease %d expires\n", j)
 				:: else
 				fi
 			:: else
@@ -762,6 +798,14 @@ proctype clock()
 		:: rfreed -> publish(0, true)
 		:: else
 		fi;
+		/* agents: the age of each held lease's last confirmation */
+		for (j : 0 .. NJ - 1) {
+			if
+			:: (a_kn[j] == K_HOLD || a_kn[j] == K_REASSERT) && a_age[j] < TTL -> a_age[j]++
+			:: (a_kn[j] == K_HOLD || a_kn[j] == K_REASSERT) && a_age[j] >= TTL
+			:: else -> a_age[j] = 0
+			fi
+		}
 		/* agents: the renewal timer (TTL/3) and the safety tick */
 		for (h : 0 .. NH - 1) {
 			if
@@ -792,7 +836,7 @@ proctype env()
 	 * (design "Reset and failover are one event"); replies in flight may be
 	 * lost with the connection */
 	:: atomic { n_reset < RESETS ->
-		n_reset++;
+		n_reset++; printf("MSC: redis: reset (all state lost)\n");
 		for (h : 0 .. NJ - 1) { r_forget(h) }
 		qn = 0; r_token = 0; r_token_set = false; r_epoch = 0; r_grace = 0;
 		for (h : 0 .. NH - 1) { a_conn[h] = false }
@@ -825,8 +869,8 @@ proctype env()
 		rp_clear(1) }
 #ifdef FREEZE
 	/* a holder freezes (SIGSTOP, a VM paused): its timer stops with it */
-	:: atomic { j_st[0] == J_HOLD && !j_frz[0] && !j_frz[1] -> j_frz[0] = true }
-	:: atomic { j_st[1] == J_HOLD && !j_frz[0] && !j_frz[1] -> j_frz[1] = true }
+	:: atomic { j_st[0] == J_HOLD && !j_frz[0] && !j_frz[1] -> j_frz[0] = true; printf("MSC: job 0: frozen\n") }
+	:: atomic { j_st[1] == J_HOLD && !j_frz[0] && !j_frz[1] -> j_frz[1] = true; printf("MSC: job 1: frozen\n") }
 #endif
 	od
 }
