@@ -114,23 +114,23 @@ mutant() {
 	failed=$((failed + 1))
 }
 
-N1="N=1, 2 jobs on 2 hosts, TTL 3 ticks, fence at 2, drift 1, agents paused at will, waiters give up, at most 3 grants"
+N1="N=1, 2 jobs on 2 hosts, TTL 3 ticks, fence at 2, drift 1, agents paused at will, at most 3 grants"
 if [ $mode = checks ]; then
-	check pause "at most N believers; no overtaking (asserts)" "$N1" \
+	check pause "at most N believers; no overtaking (asserts)" "$N1, waiters may give up" \
 		"$BASE" safety 60
-	check crash "at most N believers; no overtaking" "$N1; one agent crash, restart, re-adoption" \
+	check crash "at most N believers; no overtaking" "$N1, waiters may give up; one agent crash, restart, re-adoption" \
 		"$BASE -DCRASHES=1" safety 90
-	check reset "at most N believers; no overtaking" "$N1; one Redis reset or failover, re-assertion, grace" \
+	check reset "at most N believers; no overtaking" "$N1, waiters may give up; one Redis reset or failover, re-assertion, grace" \
 		"$BASE -DRESETS=1" safety 90
 	check crash-reset "at most N believers; no overtaking" "$N1, waiters do not give up; one crash and one reset" \
 		"$BASE -DGIVEUP=0 -DCRASHES=1 -DRESETS=1" safety 150
 	check wakes "at most N believers; no overtaking" "$N1, waiters do not give up; pub/sub on, one wake lost, one duplicated" \
 		"$BASE -DGIVEUP=0 -DWAKES=1 -DLOSSES=1 -DDUPS=1" safety 90
-	check stranger "at most N believers (a stranger's grant counts)" "$N1; a user on host 1 releases or asks with job 0's lease id" \
+	check stranger "at most N believers (a stranger's grant counts)" "$N1, waiters may give up; a user on host 1 releases or asks with job 0's lease id" \
 		"$BASE -DSTRAYS=1" safety 60
-	check limit "nobody more crowded than the slots it asked for" "3 jobs asking 2, 1, 2 slots, waiters do not give up" \
+	check limit "nobody more crowded than the slots it asked for" "3 jobs asking 2, 1, 2 slots (2 on host 0), TTL 3, fence at 2, drift 1, agents paused at will, at most 3 grants, waiters do not give up" \
 		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=1 -DSL2=2" safety 90
-	check n2 "at most N believers; no overtaking" "N=2, 3 jobs (2 on host 0), waiters do not give up" \
+	check n2 "at most N believers; no overtaking" "N=2, 3 jobs (2 on host 0), TTL 3, fence at 2, drift 1, agents paused at will, at most 3 grants, waiters do not give up" \
 		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=2 -DSL2=2" safety 90
 	check fenced-resource "no stale write accepted (token check downstream)" "$N1, waiters do not give up; holders freeze (timers stop), one reset" \
 		"$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1" safety 90
