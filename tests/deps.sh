@@ -15,6 +15,8 @@ FLEETSEM_DEPS=(
 FLEETSEM_FUZZ_DEPS=(clang libfuzzer-14-dev)
 # The benchmark's peers, on top.
 FLEETSEM_BENCH_DEPS=(etcd-server etcd-client)
+# The protocol model's checker (model/run.sh).
+FLEETSEM_MODEL_DEPS=(spin gcc)
 
 # Installs what is missing (as root; others are told what to install):
 # ensure_deps [EXTRA_PACKAGE...]

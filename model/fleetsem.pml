@@ -1,0 +1,901 @@
+/*
+ * fleetsem, second version of the slot protocol, as a Promela model.
+ *
+ * One name.  Redis is a set of global variables changed only inside
+ * atomic blocks (a Lua script runs alone); its clock is the global tick.
+ * Every host runs one agent; every job is a client (`fleetsem run`) on a
+ * host that asks for one slot, holds it, and ends (its anchor closes).
+ * Faults: agent crash and restart, Redis reset or failover, wake messages
+ * lost or duplicated, agents paused (they simply take no step while the
+ * clock runs), a stranger using another host's lease id, frozen holders.
+ *
+ * "design" below means the Safety rules of the design document, "spec"
+ * the v2 interface file (scripts, replies, RENEWED).  Mutants are the same
+ * model with one rule changed: -DMUT_<NAME> (see run.sh).
+ *
+ * Configuration (all -D on the spin command line):
+ *   NJ        jobs (2 or 3), job j runs on host j % 2
+ *   SL0..SL2  slots each job asks for (default N = 1)
+ *   CRASHES RESETS LOSSES DUPS STRAYS   fault budgets
+ *   FREEZE    holders may freeze (miss their own timer); adds the fenced
+ *             resource and turns the "at most N believers" check off
+ *   SYNC      the clock waits for live agents to finish their work (no
+ *             pauses): the liveness configuration
+ *   GIVEUP    waiters may give up (default on, off under SYNC)
+ */
+
+#ifndef NJ
+#define NJ 2
+#endif
+#define MAXJ 3
+#define NH 2
+#define HOST(j) ((j) % NH)
+#ifndef SL0
+#define SL0 1
+#endif
+#ifndef SL1
+#define SL1 1
+#endif
+#ifndef SL2
+#define SL2 1
+#endif
+#define SLOTS(j) ((j) == 0 -> SL0 : ((j) == 1 -> SL1 : SL2))
+
+#ifndef CRASHES
+#define CRASHES 1
+#endif
+#ifndef RESETS
+#define RESETS 1
+#endif
+#ifndef LOSSES
+#define LOSSES 1
+#endif
+#ifndef DUPS
+#define DUPS 1
+#endif
+#ifndef STRAYS
+#define STRAYS 1
+#endif
+#ifdef SYNC
+#define GIVEUP 0
+#endif
+#ifndef GIVEUP
+#define GIVEUP 1
+#endif
+/* A paused agent can see its waiter granted and expire again and again,
+ * each time with a new token: runs are cut (the clock stops) after MAXG
+ * grants, so every run explored is a prefix of a real one. */
+/* WAKES=0: no pub/sub; waiters rely on the safety tick alone (a lost
+ * wake costs a tick, nothing else), which keeps the state space small */
+#ifndef WAKES
+#define WAKES 1
+#endif
+#ifndef MAXG
+#define MAXG 4
+#endif
+
+/* Time, in ticks of Redis' clock.  Lease TTL = 3 ticks; the agent renews
+ * every tick (TTL/3, design "Leases"); a holder that has no confirmation
+ * younger than 2 ticks (2/3 of the TTL) fences itself (design "Holders
+ * fence themselves"); a host clock may run up to DRIFT tick slow against
+ * Redis' clock.  Grace after a reset = one TTL (spec 4: grace_ms = ttl). */
+#define TTL 3
+#define FENCE 2
+#ifndef DRIFT
+#define DRIFT 1
+#endif
+#define GRACE TTL
+
+/* Ghost variables that only the fenced resource (FREEZE) or the liveness
+ * formula read: elsewhere they would only split states. */
+#ifdef FREEZE
+#define FR(s) s
+#else
+#define FR(s) skip
+#endif
+#ifdef LIVENESS
+#define LV(s) s
+#else
+#define LV(s) skip
+#endif
+
+/* Redis: a lease's state */
+#define ABSENT 0
+#define WAITING 1
+#define HOLDER 2
+
+/* ---------------------------------------------------------------- Redis */
+byte r_st[MAXJ];        /* holders / queue+waiters ZSETs */
+byte r_ttl[MAXJ];       /* expiry, as ticks left */
+byte r_own[MAXJ];       /* owner HASH: the host (spec 1, key 9) */
+byte r_tok[MAXJ];       /* grant HASH: the token */
+byte r_gs[MAXJ];        /* ghost: global order of the grant */
+byte q[MAXJ];           /* queue in ticket order */
+byte qn;
+byte r_token;           /* token STRING */
+bool r_token_set;
+byte r_epoch;           /* P:epoch: 0 = missing, else its id */
+byte r_grace;           /* ticks until grace_until */
+/* limits ZSET: lease -> SLOTS(lease) for every lease present (spec 1, key 8) */
+
+/* ghosts, not Redis state */
+byte g_gen;             /* epoch ids made so far */
+byte g_clock;           /* Redis TIME in us is above every token issued */
+byte g_gs;              /* grants made so far */
+
+/* ---------------------------------------------------------------- agents */
+#define K_NONE 0
+#define K_WAIT 1
+#define K_HOLD 2
+#define K_REASSERT 3    /* held before a reset: re-assert it */
+#define K_REQUEUE 4     /* waited before a reset or expired: ask again */
+bool a_up[NH];
+bool a_conn[NH];        /* connected and the epoch read */
+byte a_epoch[NH];       /* last epoch id seen, 0 = none (fresh agent) */
+byte a_kn[MAXJ];        /* what the job's agent knows of its lease */
+byte a_tok[MAXJ];
+byte a_age[MAXJ];       /* ticks since the agent sent the call that last confirmed the lease */
+byte a_gs[MAXJ];        /* ghost: grant order of that token */
+bool a_renew[NH];       /* the renewal timer fired */
+byte a_ask[NH];         /* leases to ask Redis about (wake or safety tick) */
+/* one script call in flight per agent: its reply, and its age in ticks
+ * counted from when the agent sent it (the agent's own clock) */
+#define RP_NONE 0
+#define RP_ACQ 1
+#define RP_RENEW 2
+#define RP_REASSERT 3
+byte rp_kind[NH];
+byte rp_job[NH];
+byte rp_val[NH];        /* ACQ: 0 queued, 1 granted, 2 permission; REASSERT: 0 lost, 1 ok */
+byte rp_tok[NH];
+byte rp_gs[NH];
+byte rp_ok[NH];         /* RENEW: leases renewed (bit mask) */
+byte rp_miss[NH];       /* RENEW: leases missing */
+byte rp_age[NH];
+/* pub/sub: pending wake messages per agent: g LEASE (mask) and "1" */
+byte wk_g[NH];
+bool wk_1[NH];
+byte wk_seen[NH];       /* g messages delivered before, for duplicates */
+
+/* ---------------------------------------------------------------- jobs */
+#define J_IDLE 0
+#define J_ASK 1         /* connected, request sent, no grant yet */
+#define J_HOLD 2        /* believes it holds: the only state that counts */
+#define J_FENCED 3      /* heard nothing for 2/3 TTL or LOST: acts on --on-lost */
+#define J_DONE 4        /* ended: its anchor is closed */
+byte j_st[MAXJ];
+bool j_conn[MAXJ];      /* its connection to its host's agent */
+bool j_req[MAXJ];       /* a request line the agent has not read yet */
+short j_dl[MAXJ];       /* ticks left before it must fence */
+byte j_tok[MAXJ];
+byte j_gs[MAXJ];
+bool j_frz[MAXJ];       /* frozen: its timer does not fire (FREEZE only) */
+bool j_got[MAXJ];       /* ghost: has held at some time */
+
+/* the stranger: a user on host 1 who asks with job 0's lease id */
+byte th_st;             /* 0 not yet, 1 believes, 2 done */
+short th_dl;
+
+/* the fenced resource (FREEZE): accepts a write with a token >= the last */
+byte fr_last;           /* last token accepted */
+byte fr_gs;             /* ghost: latest grant order among accepted writers */
+
+/* fault budgets */
+byte n_crash, n_reset, n_loss, n_dup, n_stray;
+
+/* scratch for scripts; not part of the state */
+hidden byte ri, rk, rlim, rheld, rrank, rmask;
+hidden byte rfreed, rwas;
+hidden short rdl;
+
+#define ANY(c, h) (c(0, h) || c(1, h) || (NJ > 2 && c(2, h)))
+#define MINE(j, h) ((j) < NJ && HOST(j) == (h))
+#define BIT(j) (1 << (j))
+
+/* ------------------------------------------------------- the properties */
+#define BEL(j) ((j) < NJ && j_st[j] == J_HOLD)
+#define BELIEVERS (BEL(0) + BEL(1) + BEL(2) + (th_st == 1))
+/* Nobody is ever more crowded than the limit it asked for (design "One
+ * limit per name"); with every job asking N this is "at most N holders
+ * that believe they hold".  Belief only starts where this is called. */
+#define CROWD_OK(j) (!BEL(j) || BELIEVERS <= SLOTS(j))
+inline check_safe() {
+#if !defined(FREEZE) || defined(CHECK_CROWD)
+	assert(CROWD_OK(0) && CROWD_OK(1) && CROWD_OK(2) && (th_st != 1 || BELIEVERS <= SL0))
+#else
+	skip
+#endif
+}
+
+/* ------------------------------------------------------- Redis scripts */
+
+/* limit in force: the lowest slots among holders and waiters (spec 2) */
+inline r_limit(own) {
+	rlim = 255;
+	for (ri : 0 .. NJ - 1) {
+		if
+		:: r_st[ri] != ABSENT && SLOTS(ri) < rlim -> rlim = SLOTS(ri)
+		:: else
+		fi
+	}
+	if
+	:: rlim == 255 -> rlim = own
+	:: else
+	fi
+}
+
+inline r_held() {
+	rheld = 0;
+	for (ri : 0 .. NJ - 1) {
+		if
+		:: r_st[ri] == HOLDER -> rheld++
+		:: else
+		fi
+	}
+}
+
+inline r_rank(j) {
+	rrank = 0;
+	do
+	:: rrank < qn && q[rrank] != j -> rrank++
+	:: else -> break
+	od
+}
+
+inline r_dequeue(j) {
+	r_rank(j);
+	if
+	:: rrank < qn ->
+		for (ri : rrank .. qn - 2) { q[ri] = q[ri + 1] }
+		qn--;
+		q[qn] = 0
+	:: else
+	fi
+}
+
+/* forget a lease everywhere (holders, queue, waiters, limits, owner...) */
+inline r_forget(j) {
+	r_dequeue(j);
+	r_st[j] = ABSENT; r_ttl[j] = 0; r_own[j] = 0; r_tok[j] = 0; FR(r_gs[j] = 0)
+}
+
+/* next_token (spec 2): a missing counter starts from the clock (in us,
+ * above every token issued before), never from 0 */
+inline next_token() {
+	if
+	:: !r_token_set ->
+#ifdef MUT_TOKEN_RESTART
+		r_token = 0;
+#else
+		r_token = g_clock;
+#endif
+		r_token_set = true
+	:: else
+	fi;
+	r_token++;
+	if
+	:: r_token > g_clock -> g_clock = r_token
+	:: else
+	fi
+}
+
+/* Move a waiter to the holders.  No overtaking (design "Fair"): whoever
+ * is granted, every lease ahead of it in the queue fits too. */
+inline r_grant(j) {
+	r_rank(j);
+	assert(rrank < qn && rheld + rrank < rlim);
+	r_dequeue(j);
+	r_st[j] = HOLDER;
+	next_token();
+	r_tok[j] = r_token;
+	g_gs++;
+	FR(r_gs[j] = g_gs);
+	rheld++
+}
+
+/* publish on the wake channel: every connected agent gets it */
+inline publish(gmask, one) {
+	for (ri : 0 .. NH - 1) {
+		if
+		:: WAKES && a_up[ri] && a_conn[ri] -> wk_g[ri] = wk_g[ri] | gmask; wk_1[ri] = wk_1[ri] || one
+		:: else
+		fi
+	}
+}
+
+/* grant_next (spec 2): while the head exists and holders < limit */
+inline grant_next() {
+	rmask = 0;
+	if
+	:: r_grace == 0 ->
+		r_held();
+		r_limit(0);
+		do
+		:: qn > 0 && rheld < rlim -> rk = q[0]; rmask = rmask | BIT(rk); r_grant(rk)
+		:: else -> break
+		od
+	:: else
+	fi
+}
+
+/* acquire (spec 3), called by agent h for lease j; reply into rp_* */
+inline s_acquire(h, j, slots) {
+	rp_kind[h] = RP_ACQ; rp_job[h] = j; rp_age[h] = 0; rp_tok[h] = 0; rp_gs[h] = 0;
+	if
+#ifndef MUT_NO_OWNER_ACQUIRE
+	:: r_st[j] != ABSENT && r_own[j] != h -> rp_val[h] = 2
+#endif
+	:: else ->
+		if
+		:: r_st[j] == HOLDER ->                 /* idempotent: renew, same grant */
+			r_ttl[j] = TTL; rp_val[h] = 1; rp_tok[h] = r_tok[j]; FR(rp_gs[h] = r_gs[j])
+		:: else ->
+			if
+			:: r_st[j] == ABSENT ->
+				q[qn] = j; qn++; r_st[j] = WAITING; r_own[j] = h
+			:: else
+			fi;
+			r_ttl[j] = TTL;
+#ifdef MUT_LIMIT_PER_REQUEST
+			rlim = slots;                   /* each request's own slots */
+#else
+			r_limit(slots);
+#endif
+			r_held();
+			r_rank(j);
+			if
+#ifdef MUT_NO_GRACE
+			:: rheld < rlim && rrank < rlim - rheld ->
+#elif defined(MUT_ANY_ORDER)
+			:: r_grace == 0 && rheld < rlim ->   /* retry until it fits */
+#else
+			:: r_grace == 0 && rheld < rlim && rrank < rlim - rheld ->
+#endif
+				r_grant(j); r_ttl[j] = TTL;
+				rp_val[h] = 1; rp_tok[h] = r_tok[j]; FR(rp_gs[h] = r_gs[j])
+			:: else -> rp_val[h] = 0
+			fi
+		fi
+	fi;
+	printf("MSC: redis: acquire(%d) by host %d -> %d (0 queued, 1 granted, 2 permission) token %d\n", j, h, rp_val[h], rp_tok[h])
+}
+
+/* release (spec 3), fire and forget: the agent needs no answer */
+inline s_release(h, j) {
+	if
+#ifndef MUT_NO_OWNER_RELEASE
+	:: r_st[j] != ABSENT && r_own[j] != h -> skip      /* permission */
+#endif
+	:: r_st[j] == ABSENT -> skip
+	:: else ->
+		rwas = (r_st[j] == WAITING);
+		r_forget(j);
+		grant_next();
+		printf("MSC: redis: release(%d) by host %d, granted mask %d\n", j, h, rmask);
+		publish(rmask, qn > 0 || rwas)
+	fi
+}
+
+/* renew (spec 3): all leases agent h has of the name, one call */
+inline s_renew(h) {
+	rp_kind[h] = RP_RENEW; rp_age[h] = 0; rp_ok[h] = 0; rp_miss[h] = 0;
+	for (ri : 0 .. NJ - 1) {
+		if
+		:: MINE(ri, h) && (a_kn[ri] == K_WAIT || a_kn[ri] == K_HOLD) ->
+			if
+#ifdef MUT_NO_OWNER_ACQUIRE
+			:: r_st[ri] != ABSENT ->
+#else
+			:: r_st[ri] != ABSENT && r_own[ri] == h ->
+#endif
+				r_ttl[ri] = TTL; rp_ok[h] = rp_ok[h] | BIT(ri)
+			:: else -> rp_miss[h] = rp_miss[h] | BIT(ri)
+			fi
+		:: else
+		fi
+	};
+	printf("MSC: redis: renew by host %d: renewed mask %d, missing mask %d\n", h, rp_ok[h], rp_miss[h])
+}
+
+/* reassert (spec 3): put a holder from before the reset back */
+inline s_reassert(h, j, tok) {
+	rp_kind[h] = RP_REASSERT; rp_job[h] = j; rp_age[h] = 0;
+	if
+	:: r_st[j] != ABSENT && r_own[j] != h -> rp_val[h] = 0
+	:: r_st[j] == HOLDER -> r_ttl[j] = TTL; rp_val[h] = 1
+	:: else ->
+		r_held();
+		r_limit(SLOTS(j));
+		if
+		:: SLOTS(j) < rlim -> rlim = SLOTS(j)
+		:: else
+		fi;
+		if
+		:: rheld < rlim ->
+			r_dequeue(j);
+			r_st[j] = HOLDER; r_ttl[j] = TTL; r_own[j] = h; r_tok[j] = tok;
+			/* raise the counter to at least the token; a missing
+			 * counter first starts from the clock as next_token does */
+			if
+			:: !r_token_set ->
+#ifdef MUT_REASSERT_SETS_TOKEN
+				r_token = 0;
+#else
+				r_token = g_clock;
+#endif
+				r_token_set = true
+			:: else
+			fi;
+			if
+			:: r_token < tok -> r_token = tok
+			:: else
+			fi;
+			rp_val[h] = 1
+		:: else -> rp_val[h] = 0
+		fi
+	fi;
+	printf("MSC: redis: reassert(%d) token %d by host %d -> %d\n", j, tok, h, rp_val[h])
+}
+
+/* LOST, or QUEUED to a job that held: it stops believing */
+inline lose(j) {
+	if
+	:: j_conn[j] && j_st[j] == J_HOLD -> j_st[j] = J_FENCED; j_dl[j] = 0; printf("MSC: job %d: LOST\n", j)
+	:: else
+	fi
+}
+
+/* a held lease is gone from Redis: LOST to a holder; a client that was
+ * never told GRANTED is still waiting: queue it again */
+inline gone(j) {
+	if
+	:: j_conn[j] && j_st[j] == J_ASK -> a_kn[j] = K_REQUEUE
+	:: else -> a_kn[j] = K_NONE; lose(j)
+	fi
+}
+
+/* ERROR code=permission: a holder stops believing, a waiter ends */
+inline refuse(j) {
+	if
+	:: j_conn[j] && j_st[j] == J_HOLD -> j_st[j] = J_FENCED; j_dl[j] = 0
+	:: j_conn[j] && j_st[j] == J_ASK -> j_st[j] = J_DONE; j_conn[j] = false; j_req[j] = false
+	:: else
+	fi
+}
+
+/* epoch (spec 3, 4) on every (re)connection, then adopt (fresh agent)
+ * or re-assert (the epoch changed: Redis lost its state) */
+inline s_connect(h) {
+	if
+	:: r_epoch == 0 ->
+		g_gen++; r_epoch = g_gen;
+#ifdef MUT_NO_GRACE
+		r_grace = 0
+#else
+		r_grace = GRACE
+#endif
+	:: else
+	fi;
+	if
+	:: a_epoch[h] == 0 ->
+		/* a fresh agent lists its host's leases and adopts them */
+		for (ri : 0 .. NJ - 1) {
+			if
+			:: MINE(ri, h) && r_st[ri] != ABSENT && r_own[ri] == h ->
+				if
+				:: r_st[ri] == HOLDER -> a_kn[ri] = K_HOLD; a_age[ri] = 0; a_tok[ri] = r_tok[ri]; FR(a_gs[ri] = r_gs[ri]); r_ttl[ri] = TTL
+				:: else -> a_kn[ri] = K_WAIT
+				fi
+			:: else
+			fi
+		}
+	:: a_epoch[h] != 0 && a_epoch[h] != r_epoch ->
+		for (ri : 0 .. NJ - 1) {
+			if
+			/* only a lease confirmed less than a TTL ago (on this host's
+			 * clock, minus the drift) was surely alive when Redis lost it:
+			 * nobody else can have been granted its slot.  An older one
+			 * may have expired and been granted on: it is lost. */
+#ifdef MUT_REASSERT_STALE
+			:: MINE(ri, h) && (a_kn[ri] == K_HOLD || a_kn[ri] == K_REASSERT) -> a_kn[ri] = K_REASSERT
+#else
+			:: MINE(ri, h) && (a_kn[ri] == K_HOLD || a_kn[ri] == K_REASSERT) && a_age[ri] < TTL - DRIFT ->
+				a_kn[ri] = K_REASSERT
+			:: MINE(ri, h) && (a_kn[ri] == K_HOLD || a_kn[ri] == K_REASSERT) && a_age[ri] >= TTL - DRIFT ->
+				gone(ri)
+#endif
+			:: MINE(ri, h) && (a_kn[ri] == K_WAIT || a_kn[ri] == K_REQUEUE) -> a_kn[ri] = K_REQUEUE
+			:: else
+			fi
+		}
+	:: else
+	fi;
+	a_epoch[h] = r_epoch;
+	a_conn[h] = true;
+	printf("MSC: agent %d: connected, epoch %d, grace %d ticks\n", h, r_epoch, r_grace)
+}
+
+/* ------------------------------------------------------- agent -> job */
+
+/* A confirmation (GRANTED, or RENEWED) carries how long it vouches for:
+ * 2/3 TTL counted from when the agent SENT the call that Redis answered,
+ * on the host's clock.  A confirmation older than that is not sent. */
+inline confirm(j, tok, gs, age) {
+	if
+	:: j_conn[j] && (j_st[j] == J_ASK || j_st[j] == J_HOLD) ->
+#ifdef MUT_FENCE_FROM_RECEIPT
+		rdl = FENCE;                    /* 2/3 TTL from when it is heard */
+#else
+		rdl = FENCE - age;
+#endif
+		if
+		:: rdl > 0 ->
+			if
+			:: j_st[j] == J_ASK -> printf("MSC: job %d: GRANTED, believes for %d ticks\n", j, rdl); j_st[j] = J_HOLD; j_dl[j] = rdl; FR(j_tok[j] = tok); FR(j_gs[j] = gs); LV(j_got[j] = true)
+			:: j_st[j] == J_HOLD && j_dl[j] < rdl -> j_dl[j] = rdl; printf("MSC: job %d: RENEWED, %d ticks\n", j, rdl)
+			:: else
+			fi;
+			check_safe()
+		:: else
+		fi
+	:: else
+	fi
+}
+
+/* forget a reply once read, so that no stale field splits states */
+inline rp_clear(h) {
+	rp_kind[h] = RP_NONE; rp_job[h] = 0; rp_val[h] = 0; rp_tok[h] = 0;
+	rp_gs[h] = 0; rp_ok[h] = 0; rp_miss[h] = 0; rp_age[h] = 0
+}
+
+inline process_reply(h) {
+	rk = rp_job[h];
+	if
+	:: (rp_kind[h] == RP_ACQ || rp_kind[h] == RP_REASSERT) && j_st[rk] == J_DONE && a_kn[rk] == K_NONE ->
+		skip    /* released after the call: Redis has forgotten it already */
+	:: rp_kind[h] == RP_ACQ ->
+		if
+		:: rp_val[h] == 1 ->
+			a_kn[rk] = K_HOLD; a_age[rk] = rp_age[h]; a_tok[rk] = rp_tok[h]; FR(a_gs[rk] = rp_gs[h]);
+			confirm(rk, rp_tok[h], rp_gs[h], rp_age[h])
+		:: rp_val[h] == 0 -> a_kn[rk] = K_WAIT; lose(rk)
+		:: else -> a_kn[rk] = K_NONE; refuse(rk)
+		fi
+	:: rp_kind[h] == RP_RENEW ->
+		for (ri : 0 .. NJ - 1) {
+			if
+			:: MINE(ri, h) && (rp_ok[h] & BIT(ri)) && a_kn[ri] == K_HOLD ->
+				if
+				:: rp_age[h] < a_age[ri] -> a_age[ri] = rp_age[h]
+				:: else
+				fi;
+				confirm(ri, a_tok[ri], a_gs[ri], rp_age[h])
+			:: MINE(ri, h) && (rp_miss[h] & BIT(ri)) && a_kn[ri] == K_HOLD ->
+				gone(ri)
+			:: MINE(ri, h) && (rp_miss[h] & BIT(ri)) && a_kn[ri] == K_WAIT ->
+				a_kn[ri] = K_REQUEUE
+			:: else
+			fi
+		}
+	:: rp_kind[h] == RP_REASSERT ->
+		if
+		:: rp_val[h] == 1 -> a_kn[rk] = K_HOLD; a_age[rk] = rp_age[h]; confirm(rk, a_tok[rk], a_gs[rk], rp_age[h])
+		:: else -> gone(rk)
+		fi
+	fi;
+	rp_clear(h)
+}
+
+/* ------------------------------------------------------- processes */
+
+#define REQ(j, h) (MINE(j, h) && j_req[j] && j_conn[j])
+#define GONE(j, h) (MINE(j, h) && a_kn[j] != K_NONE && j_st[j] == J_DONE)
+#define FIX(j, h) (MINE(j, h) && (a_kn[j] == K_REASSERT || a_kn[j] == K_REQUEUE) && j_st[j] != J_DONE)
+#define ASKQ(j, h) (MINE(j, h) && (a_ask[h] & BIT(j)) && a_kn[j] == K_WAIT && j_st[j] != J_DONE)
+#define LEASE(j, h) (MINE(j, h) && (a_kn[j] == K_WAIT || a_kn[j] == K_HOLD))
+
+proctype agent(byte h)
+{
+	byte j;
+	end:
+	do
+	/* crash: memory gone, connections to clients and Redis gone */
+	:: atomic { a_up[h] && n_crash < CRASHES ->
+		n_crash++; printf("MSC: agent %d: crash\n", h);
+		a_up[h] = false; a_conn[h] = false; a_epoch[h] = 0;
+		a_renew[h] = false; a_ask[h] = 0; rp_clear(h);
+		wk_g[h] = 0; wk_1[h] = false; wk_seen[h] = 0;
+		for (j : 0 .. NJ - 1) {
+			if
+			:: MINE(j, h) -> a_kn[j] = K_NONE; a_tok[j] = 0; a_age[j] = 0; j_conn[j] = false; j_req[j] = false
+			:: else
+			fi
+		}
+		j = 0 }
+	/* restarted (socket activation, systemd's watchdog) */
+	:: atomic { !a_up[h] -> a_up[h] = true }
+	/* the reply of the call in flight (a TCP connection: in order) */
+	:: atomic { a_up[h] && rp_kind[h] != RP_NONE -> process_reply(h) }
+	/* (re)connect: epoch, adopt or re-assert */
+	:: atomic { a_up[h] && !a_conn[h] && rp_kind[h] == RP_NONE -> s_connect(h) }
+	/* an anchor closed: release */
+	:: atomic { a_up[h] && a_conn[h] && ANY(GONE, h) ->
+		if
+		:: GONE(0, h) -> j = 0
+		:: GONE(1, h) -> j = 1
+		:: GONE(2, h) -> j = 2
+		fi;
+		s_release(h, j); a_kn[j] = K_NONE; j = 0 }
+	/* a client's request */
+	:: atomic { a_up[h] && a_conn[h] && rp_kind[h] == RP_NONE && ANY(REQ, h) ->
+		if
+		:: REQ(0, h) -> j = 0
+		:: REQ(1, h) -> j = 1
+		:: REQ(2, h) -> j = 2
+		fi;
+		j_req[j] = false;
+		/* the lease is in the agent's table from now on: if the reply
+		 * is lost with the connection, it is asked for again */
+		if
+		:: a_kn[j] == K_NONE -> a_kn[j] = K_REQUEUE
+		:: else
+		fi;
+		s_acquire(h, j, SLOTS(j)); j = 0 }
+	/* after a reset: re-assert holders, queue waiters again */
+	:: atomic { a_up[h] && a_conn[h] && rp_kind[h] == RP_NONE && ANY(FIX, h) ->
+		if
+		:: FIX(0, h) -> j = 0
+		:: FIX(1, h) -> j = 1
+		:: FIX(2, h) -> j = 2
+		fi;
+		if
+		:: a_kn[j] == K_REASSERT -> s_reassert(h, j, a_tok[j])
+		:: else -> a_kn[j] = K_WAIT; s_acquire(h, j, SLOTS(j))
+		fi;
+		j = 0 }
+	/* renewal timer: one call for all leases of the name */
+	:: atomic { a_up[h] && a_conn[h] && rp_kind[h] == RP_NONE && a_renew[h] ->
+		a_renew[h] = false;
+		if
+		:: ANY(LEASE, h) -> s_renew(h)
+		:: else
+		fi }
+	/* a wake message: a hint to ask Redis, never a grant by itself */
+	:: atomic { a_up[h] && (wk_g[h] != 0 || wk_1[h]) ->
+		for (j : 0 .. NJ - 1) {
+			if
+			:: MINE(j, h) && a_kn[j] == K_WAIT && (wk_1[h] || (wk_g[h] & BIT(j))) ->
+#ifdef MUT_WAKE_GRANTS
+				if
+				:: wk_g[h] & BIT(j) -> a_kn[j] = K_HOLD; confirm(j, 0, 0, 0)
+				:: else -> a_ask[h] = a_ask[h] | BIT(j)
+				fi
+#else
+				a_ask[h] = a_ask[h] | BIT(j)
+#endif
+			:: else
+			fi
+		}
+		wk_seen[h] = wk_seen[h] | wk_g[h];
+		wk_g[h] = 0; wk_1[h] = false; j = 0 }
+	/* ask Redis for a waiter (after a wake, or the safety tick) */
+	:: atomic { a_up[h] && a_conn[h] && rp_kind[h] == RP_NONE && ANY(ASKQ, h) ->
+		if
+		:: ASKQ(0, h) -> j = 0
+		:: ASKQ(1, h) -> j = 1
+		:: ASKQ(2, h) -> j = 2
+		fi;
+		a_ask[h] = a_ask[h] & ~BIT(j);
+		s_acquire(h, j, SLOTS(j)); j = 0 }
+	od
+}
+
+proctype job(byte j)
+{
+	end:
+	do
+	/* ask: create the anchor, connect, send the request */
+	:: atomic { j_st[j] == J_IDLE && a_up[HOST(j)] -> printf("MSC: job %d: asks\n", j); j_st[j] = J_ASK; j_conn[j] = true; j_req[j] = true }
+	/* the agent went away: connect again and ask again, same lease */
+	:: atomic { (j_st[j] == J_ASK || j_st[j] == J_HOLD) && !j_conn[j] && !j_frz[j] && a_up[HOST(j)] ->
+		j_conn[j] = true; j_req[j] = true }
+	/* a holder ends: the anchor closes */
+	:: atomic { j_st[j] == J_HOLD && !j_frz[j] -> printf("MSC: job %d: ends\n", j); j_st[j] = J_DONE; j_dl[j] = 0; j_conn[j] = false; j_req[j] = false }
+	/* its own timer (drift: it fires between the deadline and DRIFT later) */
+#ifndef MUT_NO_FENCE
+	:: atomic { j_st[j] == J_HOLD && !j_frz[j] && j_dl[j] <= 0 -> j_st[j] = J_FENCED; j_dl[j] = 0; printf("MSC: job %d: fences itself\n", j) }
+#endif
+	/* a fenced holder acts on --on-lost=stop: it ends */
+	:: atomic { j_st[j] == J_FENCED -> j_st[j] = J_DONE; j_conn[j] = false; j_req[j] = false }
+	/* a waiter gives up (timeout, DENIED) */
+	:: atomic { GIVEUP && j_st[j] == J_ASK -> j_st[j] = J_DONE; j_conn[j] = false; j_req[j] = false }
+#ifdef FREEZE
+	/* frozen holders wake up and may write before they look at the clock */
+	:: atomic { j_frz[j] -> j_frz[j] = false }
+	/* a holder writes to the fenced resource with its token */
+	:: atomic { j_st[j] == J_HOLD && !j_frz[j] ->
+#ifdef MUT_NO_TOKEN_CHECK
+		if
+		:: true ->
+#else
+		if
+		:: j_tok[j] >= fr_last ->
+#endif
+			/* accepted: no one granted after this holder wrote before it */
+			printf("MSC: resource: accepts job %d's write, token %d\n", j, j_tok[j]);
+			assert(j_gs[j] >= fr_gs);
+			fr_last = j_tok[j]; fr_gs = j_gs[j]
+		:: else                         /* rejected: a stale token */
+		fi }
+#endif
+	od
+}
+
+/* Redis' clock, the hosts' clocks, the renewal and safety timers */
+#ifdef SYNC
+#define QUIET(h) (!a_up[h] || (a_conn[h] && rp_kind[h] == RP_NONE && !a_renew[h] && !ANY(ASKQ, h) \
+	&& wk_g[h] == 0 && !wk_1[h] && !ANY(REQ, h) && !ANY(GONE, h) && !ANY(FIX, h)))
+#endif
+
+proctype clock()
+{
+	byte h, j;
+	end:
+	do
+	:: d_step {
+#ifdef SYNC
+		QUIET(0) && QUIET(1) ->
+#else
+		g_gs < MAXG ->          /* the bound: time stops after MAXG grants */
+#endif
+		printf("MSC: --- tick ---\n");
+		/* holders' own timers; a frozen holder's does not run */
+		for (j : 0 .. NJ - 1) {
+			if
+			:: j_st[j] == J_HOLD && !j_frz[j] ->
+				j_dl[j]--;
+#ifndef MUT_NO_FENCE
+				if
+				:: j_dl[j] <= -DRIFT -> j_st[j] = J_FENCED; j_dl[j] = 0; printf("MSC: job %d: fences itself\n", j)
+				:: else
+				fi
+#else
+				if
+				:: j_dl[j] < -DRIFT -> j_dl[j] = -DRIFT
+				:: else
+				fi
+#endif
+			:: else
+			fi
+		}
+		if
+		:: th_st == 1 ->
+			th_dl--;
+			if
+			:: th_dl <= -DRIFT -> th_st = 2; th_dl = 0
+			:: else
+			fi
+		:: else
+		fi;
+		/* Redis: expiry (design "Leases": lost after the TTL, never before) */
+		rfreed = false;
+		for (j : 0 .. NJ - 1) {
+			if
+			:: r_st[j] != ABSENT ->
+				r_ttl[j]--;
+				if
+				:: r_ttl[j] == 0 -> r_forget(j); rfreed = true; printf("MSC: redis: lease %d expires\n", j)
+				:: else
+				fi
+			:: else
+			fi
+		}
+		if
+		:: r_grace > 0 -> r_grace--
+		:: else
+		fi;
+		if
+		:: rfreed -> publish(0, true)
+		:: else
+		fi;
+		/* agents: the age of each held lease's last confirmation */
+		for (j : 0 .. NJ - 1) {
+			if
+			:: (a_kn[j] == K_HOLD || a_kn[j] == K_REASSERT) && a_age[j] < TTL -> a_age[j]++
+			:: (a_kn[j] == K_HOLD || a_kn[j] == K_REASSERT) && a_age[j] >= TTL
+			:: else -> a_age[j] = 0
+			fi
+		}
+		/* agents: the renewal timer (TTL/3) and the safety tick */
+		for (h : 0 .. NH - 1) {
+			if
+			:: rp_kind[h] != RP_NONE && rp_age[h] < FENCE -> rp_age[h]++
+			:: else
+			fi;
+			a_renew[h] = a_up[h] && ANY(LEASE, h);
+			a_ask[h] = 0;
+			for (j : 0 .. NJ - 1) {
+				if
+				:: MINE(j, h) && a_up[h] && a_kn[j] == K_WAIT -> a_ask[h] = a_ask[h] | BIT(j)
+				:: else
+				fi
+			}
+		}
+		h = 0; j = 0
+	}
+	od
+}
+
+/* faults the environment causes */
+proctype env()
+{
+	byte h;
+	end:
+	do
+	/* Redis restarts empty, or a failover loses the last writes: one event
+	 * (design "Reset and failover are one event"); replies in flight may be
+	 * lost with the connection */
+	:: atomic { n_reset < RESETS ->
+		n_reset++; printf("MSC: redis: reset (all state lost)\n");
+		for (h : 0 .. NJ - 1) { r_forget(h) }
+		qn = 0; r_token = 0; r_token_set = false; r_epoch = 0; r_grace = 0;
+		for (h : 0 .. NH - 1) { a_conn[h] = false }
+		if
+		:: rp_clear(0)
+		:: skip
+		fi;
+		if
+		:: rp_clear(1)
+		:: skip
+		fi;
+		h = 0 }
+	/* a wake message lost */
+	:: atomic { n_loss < LOSSES && (wk_g[0] != 0 || wk_1[0]) -> n_loss++; wk_g[0] = 0; wk_1[0] = false }
+	:: atomic { n_loss < LOSSES && (wk_g[1] != 0 || wk_1[1]) -> n_loss++; wk_g[1] = 0; wk_1[1] = false }
+	/* a wake message delivered again */
+	:: atomic { n_dup < DUPS && wk_seen[0] != 0 -> n_dup++; wk_g[0] = wk_g[0] | wk_seen[0] }
+	:: atomic { n_dup < DUPS && wk_seen[1] != 0 -> n_dup++; wk_g[1] = wk_g[1] | wk_seen[1] }
+	/* a user on host 1 names job 0's lease (seen in status): release it */
+	:: atomic { n_stray < STRAYS && a_up[1] && a_conn[1] && r_st[0] != ABSENT ->
+		n_stray++; s_release(1, 0) }
+	/* ... or ask with it: the answer must not be a grant */
+	:: atomic { n_stray < STRAYS && a_up[1] && a_conn[1] && rp_kind[1] == RP_NONE && r_st[0] != ABSENT ->
+		n_stray++;
+		s_acquire(1, 0, SL0);
+		if
+		:: rp_val[1] == 1 -> th_st = 1; th_dl = FENCE; check_safe()
+		:: else
+		fi;
+		rp_clear(1) }
+#ifdef FREEZE
+	/* a holder freezes (SIGSTOP, a VM paused): its timer stops with it */
+	:: atomic { j_st[0] == J_HOLD && !j_frz[0] && !j_frz[1] -> j_frz[0] = true; printf("MSC: job 0: frozen\n") }
+	:: atomic { j_st[1] == J_HOLD && !j_frz[0] && !j_frz[1] -> j_frz[1] = true; printf("MSC: job 1: frozen\n") }
+#endif
+	od
+}
+
+init {
+	atomic {
+		run clock();
+		run env();
+		run agent(0);
+		run agent(1);
+		run job(0);
+		run job(1);
+		if
+		:: NJ > 2 -> run job(2)
+		:: else
+		fi;
+		a_up[0] = true; a_up[1] = true
+	}
+}
+
+#ifdef LIVENESS
+/* every waiter eventually gets in (holders finish, faults stop) */
+ltl live { [] ((j_st[0] == J_ASK -> <> j_got[0]) && (j_st[1] == J_ASK -> <> j_got[1])
+#if NJ > 2
+	&& (j_st[2] == J_ASK -> <> j_got[2])
+#endif
+	) }
+#endif

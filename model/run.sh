@@ -1,0 +1,154 @@
+#!/bin/bash
+# Model-checks model/fleetsem.pml with spin.
+#   model/run.sh            every property on every configuration; exit 0 when all hold
+#   model/run.sh --mutants  every seeded bug; exit 0 when spin finds a violation in each
+#   -v                      also print the events of each counterexample
+# Needs spin and gcc (Debian: spin, gcc).
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+mode=checks
+verbose=0
+for a in "$@"; do
+	case $a in
+	--mutants) mode=mutants ;;
+	-v) verbose=1 ;;
+	*) echo "usage: $0 [--mutants] [-v]" >&2; exit 2 ;;
+	esac
+done
+for t in spin gcc timeout; do
+	command -v $t >/dev/null || { echo "$0: $t is missing (apt-get install spin gcc)" >&2; exit 2; }
+done
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+
+# Faults off unless a configuration turns them on; MAXG bounds the runs.
+BASE="-DMAXG=3 -DWAKES=0 -DGIVEUP=1 -DCRASHES=0 -DRESETS=0 -DLOSSES=0 -DDUPS=0 -DSTRAYS=0"
+
+# compile NAME DEFINES CFLAGS: spin -a and gcc in $work/NAME
+compile() {
+	local dir=$work/$1
+	mkdir -p "$dir" && cp "$here/fleetsem.pml" "$dir/" || return 1
+	(cd "$dir" && spin -a $2 fleetsem.pml >spin.log 2>&1 &&
+		gcc -O2 -w -DVECTORSZ=1024 -DMEMLIM=4096 $3 -o pan pan.c >gcc.log 2>&1) || {
+		echo "  cannot build: $(cat "$dir/spin.log" "$dir/gcc.log" | head -5)"
+		return 1
+	}
+}
+
+# field OUT REGEX: the first number after REGEX in pan's report
+field() { sed -n "s/.*$2 *\([0-9.e+]*\).*/\1/p" "$1" | head -1; }
+
+report() {
+	local out=$1
+	local stored depth errors hf t
+	stored=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' "$out" | head -1)
+	depth=$(field "$out" "depth reached")
+	errors=$(field "$out" "errors:")
+	t=$(field "$out" "elapsed time")
+	echo "  states stored: ${stored:-?}, depth reached: ${depth:-?}, errors: ${errors:-?}, ${t:-?} s"
+	if grep -q "hash factor" "$out"; then
+		hf=$(field "$out" "hash factor:")
+		echo "  search: bitstate, hash factor ${hf} (>100: nearly every state visited)"
+	fi
+}
+
+# check NAME PROPERTY CONFIG DEFINES KIND SECONDS
+#   KIND: safety (exhaustive, assertions), bitstate, liveness (acceptance
+#   cycles under weak fairness)
+check() {
+	local name=$1 prop=$2 conf=$3 defs=$4 kind=$5 secs=$6 out ok=1
+	echo "== $name"
+	echo "  property: $prop"
+	echo "  configuration: $conf"
+	case $kind in
+	safety) compile "$name" "$defs" "-DSAFETY -DCOLLAPSE" || ok=0
+		echo "  search: exhaustive (collapse compression)"
+		args="-m300000 -w25" ;;
+	bitstate) compile "$name" "$defs" "-DSAFETY -DBITSTATE" || ok=0
+		args="-m300000 -w31 -k3" ;;
+	liveness) compile "$name" "$defs" "-DCOLLAPSE -DNFAIR=4" || ok=0
+		echo "  search: exhaustive, acceptance cycles, weak fairness (-a -f)"
+		args="-a -f -N live -m300000 -w25" ;;
+	esac
+	out=$work/$name/pan.out
+	if [ $ok = 1 ]; then
+		(cd "$work/$name" && timeout "$secs" ./pan $args >pan.out 2>&1)
+		rc=$?
+		report "$out"
+		if [ $rc = 124 ]; then
+			echo "  did not finish within ${secs} s"; ok=0
+		elif grep -q "max search depth too small" "$out"; then
+			echo "  search depth too small: incomplete"; ok=0
+		elif [ "$(field "$out" "errors:")" != 0 ]; then
+			echo "  VIOLATED: $(grep -m1 -E 'assertion violated|acceptance cycle|invalid end' "$out" | cut -c1-160)"
+			ok=0
+		fi
+	fi
+	if [ $ok = 1 ]; then echo "  ok"; passed=$((passed + 1)); else echo "  FAILED"; failed=$((failed + 1)); fi
+}
+
+# mutant NAME WHAT DEFINES: spin must find a violation
+mutant() {
+	local name=$1 what=$2 defs=$3 out steps
+	echo "== mutant $name: $what"
+	if compile "$name" "$defs" "-DSAFETY -DCOLLAPSE"; then
+		out=$work/$name/pan.out
+		(cd "$work/$name" && timeout 120 ./pan -m300000 -w25 >pan.out 2>&1)
+		report "$out"
+		if [ "$(field "$out" "errors:")" != "" ] && [ "$(field "$out" "errors:")" != 0 ] &&
+			[ -f "$work/$name/fleetsem.pml.trail" ]; then
+			steps=$(wc -l <"$work/$name/fleetsem.pml.trail")
+			echo "  caught: $(grep -m1 -oE 'assertion violated|acceptance cycle|invalid end state' "$out"), counterexample of $steps steps"
+			(cd "$work/$name" && spin $defs -t fleetsem.pml 2>/dev/null | sed -n 's/^ *MSC: /    /p' >events)
+			echo "  $(grep -c . "$work/$name/events") protocol events; the last ones:"
+			if [ $verbose = 1 ]; then cat "$work/$name/events"; else tail -6 "$work/$name/events"; fi
+			passed=$((passed + 1))
+			return
+		fi
+	fi
+	echo "  NOT CAUGHT"
+	failed=$((failed + 1))
+}
+
+N1="N=1, 2 jobs on 2 hosts, TTL 3 ticks, fence at 2, drift 1, agents paused at will, at most 3 grants"
+if [ $mode = checks ]; then
+	check pause "at most N believers; no overtaking (asserts)" "$N1, waiters may give up" \
+		"$BASE" safety 60
+	check crash "at most N believers; no overtaking" "$N1, waiters may give up; one agent crash, restart, re-adoption" \
+		"$BASE -DCRASHES=1" safety 90
+	check reset "at most N believers; no overtaking" "$N1, waiters may give up; one Redis reset or failover, re-assertion, grace" \
+		"$BASE -DRESETS=1" safety 90
+	check crash-reset "at most N believers; no overtaking" "$N1, waiters do not give up; one crash and one reset" \
+		"$BASE -DGIVEUP=0 -DCRASHES=1 -DRESETS=1" safety 150
+	check wakes "at most N believers; no overtaking" "$N1, waiters do not give up; pub/sub on, one wake lost, one duplicated" \
+		"$BASE -DGIVEUP=0 -DWAKES=1 -DLOSSES=1 -DDUPS=1" safety 90
+	check stranger "at most N believers (a stranger's grant counts)" "$N1, waiters may give up; a user on host 1 releases or asks with job 0's lease id" \
+		"$BASE -DSTRAYS=1" safety 60
+	check limit "nobody more crowded than the slots it asked for" "3 jobs asking 2, 1, 2 slots (2 on host 0), TTL 3, fence at 2, drift 1, agents paused at will, at most 3 grants, waiters do not give up" \
+		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=1 -DSL2=2" safety 90
+	check n2 "at most N believers; no overtaking" "N=2, 3 jobs (2 on host 0), TTL 3, fence at 2, drift 1, agents paused at will, at most 3 grants, waiters do not give up" \
+		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=2 -DSL2=2" safety 90
+	check fenced-resource "no stale write accepted (token check downstream)" "$N1, waiters do not give up; holders freeze (timers stop), one reset" \
+		"$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1" safety 90
+	check liveness "every waiter eventually holds (LTL, weak fairness)" "N=1, 2 jobs, no pauses (the clock waits for live agents), holders end; one crash, one reset, one wake lost" \
+		"-DLIVENESS -DSYNC -DWAKES=1 -DCRASHES=1 -DRESETS=1 -DLOSSES=1 -DDUPS=0 -DSTRAYS=0" liveness 150
+else
+	mutant no-grace "no grace after a reset" "$BASE -DRESETS=1 -DMUT_NO_GRACE"
+	mutant no-fence "holders never fence themselves" "$BASE -DMUT_NO_FENCE"
+	mutant limit-per-request "the limit taken from each request" "$BASE -DSL1=2 -DMUT_LIMIT_PER_REQUEST"
+	mutant release-no-owner "release without the owner check" "$BASE -DSTRAYS=1 -DMUT_NO_OWNER_RELEASE"
+	mutant renew-no-owner "acquire/renew of a held lease without the owner check" "$BASE -DSTRAYS=1 -DMUT_NO_OWNER_ACQUIRE"
+	mutant wake-grants "a wake message taken as a grant" "$BASE -DGIVEUP=0 -DNJ=3 -DWAKES=1 -DMUT_WAKE_GRANTS"
+	mutant fence-from-receipt "RENEWED vouches 2/3 TTL from when it is heard, not from the call" "$BASE -DMUT_FENCE_FROM_RECEIPT"
+	mutant reassert-stale "re-assert a lease not confirmed within a TTL" "$BASE -DRESETS=1 -DMUT_REASSERT_STALE"
+	mutant any-order "grant whoever asks when a slot is free (no FIFO)" "$BASE -DMUT_ANY_ORDER"
+	mutant token-restart "the token counter restarts from 0 after a reset" "$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1 -DMUT_TOKEN_RESTART"
+	mutant no-token-check "frozen holder, resource without the token check" "$BASE -DGIVEUP=0 -DFREEZE -DMUT_NO_TOKEN_CHECK"
+	mutant frozen-overlap "by design: a frozen holder overlaps the next (believers > N)" "$BASE -DGIVEUP=0 -DFREEZE -DCHECK_CROWD"
+fi
+echo "$passed passed, $failed failed"
+[ $failed = 0 ]
