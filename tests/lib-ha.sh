@@ -53,7 +53,7 @@ ha_start() {
 }
 
 ha_run_id() { redis-cli -p "$1" INFO server | sed -n 's/^run_id:\([0-9a-f]*\).*/\1/p'; }
-ha_master_port() { redis-cli -p "${HA_S[0]}" SENTINEL get-master-addr-by-name "$HA_MASTER" | sed -n 2p; }
+ha_master_port() { timeout 5 redis-cli -p "${HA_S[0]}" SENTINEL get-master-addr-by-name "$HA_MASTER" | sed -n 2p; }
 ha_kill() { kill -KILL "$(cat "$T/r$1/pid")"; wait_for 10 sh -c "! redis-cli -p $1 ping" || true; }
 
 # ha_agent HOST [fleetsemd options...]: an agent that finds Redis through the Sentinels.
