@@ -156,6 +156,10 @@ t6=$(j "$r" 'r[1]')
 is "$(j "$t6" "r > ${tokens[4]} and r < $TWO53")" true "tokens: after FLUSHALL the next token $t6 is above all 5"
 is "$(rcli HGET "$(key tok grant)" t6 | cut -d' ' -f1)" "$t6" "tokens: ... its digits in the grant hash, not rounded"
 is "$(rcli GET "$(key tok token)")" "$t6" "tokens: ... and in the counter"
+# Redis back with an older counter (a restored snapshot): still above all.
+rcli SET "$(key tok token)" 7 >/dev/null
+t7=$(j "$(acquire tok T7 5)" 'r[1]')
+is "$(j "$t7" "r > $t6")" true "tokens: with the counter set back to 7 (old data), the next token $t7 is above all before, $t6 too"
 
 # ---- Grace ---------------------------------------------------------------------
 acquire gr h 1 >/dev/null

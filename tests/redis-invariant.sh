@@ -28,10 +28,10 @@ check "never more than 3 ran at once (max seen: $max)" [ "$max" -le 3 ]
 check "the slots were used (max seen: $max)" [ "$max" -ge 2 ]
 
 is "$(awk '$1 == "enter" { print $2 }' "$T/events" | sort -n | uniq | wc -l)" 180 "180 distinct tokens"
-# Tokens start from Redis' clock (so they never go back, even after Redis
-# loses its data) and then count up by one per grant.
+# Tokens follow Redis' clock in µs (so they never go back, even after Redis
+# loses its data or comes back with old data), one apart when faster.
 tokens=$(awk '$1 == "enter" { print $2 }' "$T/events" | sort -n)
-is "$(( $(echo "$tokens" | tail -n 1) - $(echo "$tokens" | head -n 1) ))" 179 "tokens are 180 consecutive numbers"
+is "$(echo "$tokens" | uniq | wc -l)" 180 "180 different tokens"
 
 for h in a b c; do
         sorted=$(grep -o 'Granted slot of inv .*(token [0-9]*)' "$T/agent-$h.log" | grep -o '[0-9]*)$' | tr -d ')')

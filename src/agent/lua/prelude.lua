@@ -57,9 +57,16 @@ local function start_token(now_us)
   end
 end
 
+-- Never below the server's clock either: Redis may come back with an older
+-- counter (restored from a snapshot, an old replica promoted), and tokens
+-- handed out since must stay below every new one.
 local function next_token(now_us)
-  start_token(now_us)
-  return write('INCR', K_TOKEN)
+  local token = write('INCR', K_TOKEN)
+  if token < now_us then
+    token = now_us
+    write('SET', K_TOKEN, digits(token))
+  end
+  return token
 end
 
 local function forget(lease)
