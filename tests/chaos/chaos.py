@@ -230,7 +230,8 @@ class Harness:
             self.workers.setdefault(h, []).append(self.spawn(
                 self.nsexec(h, os.path.join(HERE, "worker.sh"), self.o.fleetsem, os.path.join(HERE, "job.sh"),
                             h, str(i), str(seed), STORE_IP, str(STORE_PORT), self.stop_file,
-                            os.path.join(self.T, "worker-%s-%d.log" % (h, i)), str(self.o.ignore_pct), *names),
+                            os.path.join(self.T, "worker-%s-%d.log" % (h, i)), str(self.o.ignore_pct),
+                            str(self.o.long_pct), str(int(self.ttl * 1000)), *names),
                 os.path.join(self.T, "worker-%s-%d.out" % (h, i)), host=h))
 
     # ---- waiting on conditions ----------------------------------------------------------
@@ -404,7 +405,8 @@ class Harness:
     def run(self):
         self.t0 = time.monotonic()
         self.log("start", seed=self.o.seed, ttl_ms=int(self.ttl * 1000), names=NAMES, hosts=HOSTS,
-                 minutes=self.o.minutes, workers=self.o.workers, ignore_pct=self.o.ignore_pct)
+                 minutes=self.o.minutes, workers=self.o.workers, ignore_pct=self.o.ignore_pct,
+                 long_pct=self.o.long_pct)
         self.setup()
         self.log("ready")
         self.say("ready: 3 hosts x %d workers, lease %gs, seed %d" % (self.o.workers, self.ttl, self.o.seed))
@@ -435,7 +437,7 @@ class Harness:
             if h in self.agents:
                 self.agents[h].send_signal(signal.SIGCONT)
         # Workers finish the job they run (a waiting one gives up after --wait).
-        deadline = time.monotonic() + 25
+        deadline = time.monotonic() + 20
         for ws in self.workers.values():
             for w in ws:
                 try:
@@ -476,6 +478,7 @@ def main():
     ap.add_argument("--ttl", type=float, default=4.0, help="lease TTL in seconds")
     ap.add_argument("--workers", type=int, default=3, help="workers per host")
     ap.add_argument("--ignore-pct", type=int, default=10, help="jobs run with --on-lost=ignore, in percent")
+    ap.add_argument("--long-pct", type=int, default=4, help="jobs holding 1-1.5 leases, in percent")
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--fleetsem", required=True)

@@ -132,7 +132,7 @@ def main():
             # What the tokens did: writes of the older sessions refused after this one got in.
             older = [x for x in live if x is not s and x["token"] < s["token"]]
             caught = sum(1 for x in older for w in x["refused"] if w >= t)
-            ep = dict(name=name, limit=limit, t=t, at_once=len(live), caught=caught,
+            ep = dict(name=name, limit=limit, t=t, at_once=len(live), caught=caught, fenced=limit == 1,
                       faults=label(faults_at(t)),
                       sessions=[dict(job=x["job"], token=x["token"], mode=x["mode"], open=x["open"],
                                      close=x["close"], how=x["how"], why=uncovered_why(x)) for x in live])
@@ -230,6 +230,7 @@ def main():
                   grants_per_host=grants_per_host, grants_per_minute=round(grants / minutes, 1) if minutes else 0,
                   runs_by_exit_code=runs, most_at_once=most, faults=per_kind,
                   overgrants_covered=overgrants["covered"], overgrants_uncovered=overgrants["uncovered"],
+                  uncovered_overlaps_fenced=sum(1 for e in overgrants["uncovered"] if e["fenced"]),
                   uncovered_overlaps_caught=sum(1 for e in overgrants["uncovered"] if e["caught"] > 0),
                   stale_writes_accepted=len(stale_accepted), stale_writes_refused=len(refused),
                   refused_begin_after_newer_holder_left=refused_begin_alone,
@@ -246,9 +247,10 @@ def main():
     print("# runs by exit code: %s" % ", ".join("%s: %d" % kv for kv in sorted(runs.items())))
     print("# most holders at once: %s" % ", ".join("%s %d/%d" % (n, most[n], limits[n]) for n in sorted(limits)))
     print("# over-grants: %d where the design covers the fault, %d with holders it cannot protect "
-          "(%d of them caught by tokens: %d stale writes refused in all)"
-          % (len(overgrants["covered"]), len(overgrants["uncovered"]), report["uncovered_overlaps_caught"],
-             len(refused)))
+          "(%d on fenced names: in %d the stale holder wrote and every such write was refused, in the rest "
+          "it wrote nothing more); %d stale writes refused in all"
+          % (len(overgrants["covered"]), len(overgrants["uncovered"]), report["uncovered_overlaps_fenced"],
+             report["uncovered_overlaps_caught"], len(refused)))
     print("# stale writes accepted: %d; slots lost: %d; waiters stuck: %d (%d more explained by a fault)"
           % (len(stale_accepted), len(lost), len(stuck), len(stuck_excused)))
     print("# %-17s %5s %10s %10s %8s %8s %5s %5s" % ("fault", "count", "recover~s", "max s", "over(c)",
