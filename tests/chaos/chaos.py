@@ -14,6 +14,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -31,6 +32,7 @@ SENTINEL_PORTS = (26379, 26380, 26381)
 STORE_PORT = 7000
 MASTER = "fsm"
 NAMES = {"one": 1, "solo": 1, "two": 2, "three": 3}   # names of one slot are fenced
+CANARY = "canary"       # planted faults that the monitor and the checker must see
 
 # What the nemesis does, and whether the design promises anything under it
 # (README.md: "What is covered").
@@ -251,7 +253,7 @@ class Harness:
         self.rec_pos += len(data[:end].encode())
         for ln in data[:end].splitlines():
             r = json.loads(ln)
-            if r["ev"] == "open":
+            if r["ev"] == "open" and r["name"] != CANARY:
                 h = r["job"].split(".")[0]
                 self.last_open[h] = max(self.last_open[h], r["t"])
 
@@ -384,23 +386,54 @@ class Harness:
                   if ln.startswith("run_id:")][0]
         self.rcmd(REDIS_PORTS[0], "SET", "fleetsem:epoch", "%032x 0 %s" % (os.getpid(), run_id))
         self.spawn(self.nsexec("store", "python3", os.path.join(HERE, "store.py"), STORE_IP, str(STORE_PORT),
-                               self.records, *[n for n, k in NAMES.items() if k == 1]),
+                               self.records, CANARY, *[n for n, k in NAMES.items() if k == 1]),
                    os.path.join(self.T, "store.out"))
         self.wait_for(10, lambda: os.path.exists(self.records + ".ready"), "the fenced resource")
         # One process per host namespace whose /proc/PID/net shows the host's anchors.
         ref = {h: self.spawn(self.nsexec(h, "sleep", "infinity"), os.devnull).pid for h in HOSTS}
         time.sleep(0.2)
-        cfg = dict(sentinels=[(REDIS_IP, p) for p in SENTINEL_PORTS], master_name=MASTER, names=NAMES,
+        cfg = dict(sentinels=[(REDIS_IP, p) for p in SENTINEL_PORTS], master_name=MASTER,
+                   names=dict(NAMES, **{CANARY: 1}),
                    host_pids=ref, ttl_ms=int(self.ttl * 1000), stuck_s=2.0, slack_s=0.5, period_s=0.2,
                    monitor_log=os.path.join(self.T, "monitor.jsonl"), stop_file=self.stop_file + "-monitor")
         json.dump(cfg, open(os.path.join(self.T, "monitor.json"), "w"))
         self.monitor = self.spawn(self.nsexec("redis", "python3", os.path.join(HERE, "monitor.py"),
                                               os.path.join(self.T, "monitor.json")),
                                   os.path.join(self.T, "monitor.out"))
+        self.plant_canaries()
         for h in HOSTS:
             self.start_agent(h)
         for h in HOSTS:
             self.start_workers(h)
+
+    def plant_canaries(self):
+        """Each check must be able to fail: a slot held in Redis by a lease
+        with no anchor, with a waiter behind it (the monitor must report a
+        lost slot, then a stuck waiter), and two sessions of the resource
+        at once on a fenced name, the older one writing after the newer got
+        in (an over-grant the tokens catch). check.py expects exactly these
+        on CANARY and keeps them out of the counts."""
+        ttl_ms = int(self.ttl * 1000)
+        m = REDIS_PORTS[0]
+        now = self.rcmd(m, "TIME")
+        expiry = int(now[0]) * 1000 + int(now[1]) // 1000 + 2 * ttl_ms
+        self.rcmd(m, "ZADD", "fleetsem:{%s}:holders" % CANARY, expiry, "0" * 32)
+        self.rcmd(m, "HSET", "fleetsem:{%s}:owner" % CANARY, "0" * 32, "h1 0", "f" * 32, "h2 0")
+        self.rcmd(m, "ZADD", "fleetsem:{%s}:queue" % CANARY, 1, "f" * 32)
+        a, b = (socket.create_connection((STORE_IP, STORE_PORT), 5) for _ in range(2))
+        for sock, text in ((a, "BEGIN %s 10 canary.a term %s\n" % (CANARY, "0" * 32)),
+                           (b, "BEGIN %s 11 canary.b term %s\n" % (CANARY, "f" * 32)),
+                           (a, "WRITE %s 10 canary.a\n" % CANARY), (b, "DONE %s 11 canary.b\n" % CANARY),
+                           (a, "DONE %s 10 canary.a\n" % CANARY)):
+            sock.sendall(text.encode())
+            sock.recv(100)
+        a.close()
+        b.close()
+        mlog = os.path.join(self.T, "monitor.jsonl")
+        self.wait_for(3 * self.ttl + 10, lambda: os.path.exists(mlog) and all(
+            '"ev":"%s","key":"%s"' % (ev, key) in open(mlog).read()
+            for ev, key in (("lost", "0" * 32), ("stuck", CANARY))), "the monitor to see the canaries")
+        self.rcmd(m, "DEL", *["fleetsem:{%s}:%s" % (CANARY, k) for k in ("holders", "owner", "queue")])
 
     def run(self):
         self.t0 = time.monotonic()

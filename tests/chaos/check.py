@@ -24,6 +24,7 @@ import os
 import statistics
 import sys
 
+CANARY = "canary"       # chaos.py plants its faults on this name
 HOST_FAULTS = ("partition-short", "partition-long", "agent-kill-short", "agent-kill-long",
                "agent-stop-short", "agent-stop-long", "host-freeze", "holder-kill")
 
@@ -47,7 +48,7 @@ def main():
     monitor = load(os.path.join(wd, "monitor.jsonl"))
     start = next(e for e in events if e["ev"] == "start")
     seed, ttl = start["seed"], start["ttl_ms"] / 1000.0
-    limits = start["names"]
+    limits = dict(start["names"], **{CANARY: 1})
     t_end = max([r["t"] for r in records] + [e["t"] for e in events])
 
     # ---- faults and their windows ------------------------------------------------------
@@ -93,7 +94,8 @@ def main():
             s["close"], s["how"] = t_end, "end"
     grants_per_host = {}
     for s in sessions.values():
-        grants_per_host[s["host"]] = grants_per_host.get(s["host"], 0) + 1
+        if s["name"] != CANARY:
+            grants_per_host[s["host"]] = grants_per_host.get(s["host"], 0) + 1
 
     def frozen(s):
         return [f for f in faults if f["kind"] == "host-freeze" and f["target"] == s["host"]
@@ -177,6 +179,19 @@ def main():
         for m in lst:
             m["dur"] = ends.get((kind, m["key"], m["since"]), "until the end")
 
+    # ---- the planted faults (chaos.py, plant_canaries): seen, then left out ----------------
+    canary = dict(overgrants=[e for e in overgrants["covered"] if e["name"] == CANARY],
+                  refused=[w for w in refused if w["name"] == CANARY],
+                  lost=[m for m in lost if m["name"] == CANARY], stuck=[m for m in stuck if m["name"] == CANARY])
+    canary_ok = (len(canary["overgrants"]) == 1 and len(canary["refused"]) == 2 and len(canary["lost"]) == 1
+                 and len(canary["stuck"]) == 1)
+    overgrants["covered"] = [e for e in overgrants["covered"] if e["name"] != CANARY]
+    refused = [w for w in refused if w["name"] != CANARY]
+    lost = [m for m in lost if m["name"] != CANARY]
+    stuck = [m for m in stuck if m["name"] != CANARY]
+    sessions = {k: v for k, v in sessions.items() if v["name"] != CANARY}
+    del limits[CANARY], most[CANARY]
+
     # ---- recovery per kind of fault ---------------------------------------------------
     per_kind = {}
     for f in faults:
@@ -213,6 +228,9 @@ def main():
     grants = len(sessions)
     minutes = (t_end - start["t"]) / 60.0
     checks = [
+        ("the planted faults were seen: %d over-grant, %d refused writes, %d lost slot, %d stuck waiter "
+         "(1, 2, 1, 1)" % tuple(len(canary[k]) for k in ("overgrants", "refused", "lost", "stuck")),
+         canary_ok, None),
         ("every host got slots (%s)" % ", ".join("%s %d" % kv for kv in sorted(grants_per_host.items())),
          len(grants_per_host) == len(start["hosts"]), None),
         ("0 over-grants among faults the design covers (%d)" % len(overgrants["covered"]),
