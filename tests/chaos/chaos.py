@@ -509,7 +509,7 @@ def main():
     ap.add_argument("--minutes", type=float, required=True)
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--ttl", type=float, default=4.0, help="lease TTL in seconds")
-    ap.add_argument("--workers", type=int, default=3, help="workers per host")
+    ap.add_argument("--workers", type=int, default=4, help="workers per host")
     ap.add_argument("--ignore-pct", type=int, default=10, help="jobs run with --on-lost=ignore, in percent")
     ap.add_argument("--long-pct", type=int, default=4, help="jobs holding 1-1.5 leases, in percent")
     ap.add_argument("--kinds", default=",".join(KINDS))
