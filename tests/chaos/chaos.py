@@ -13,6 +13,7 @@ import ctypes
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,7 +39,7 @@ CANARY = "canary"       # planted faults that the monitor and the checker must s
 # (README.md: "What is covered").
 KINDS = ["partition-short", "partition-long", "agent-kill-short", "agent-kill-long",
          "agent-stop-short", "agent-stop-long", "holder-kill", "host-freeze",
-         "master-kill", "restart-empty", "clock-forward", "clock-back"]
+         "master-kill", "restart-empty", "restart-stale", "clock-forward", "clock-back"]
 
 
 def sh(*args, check=True, **kw):
@@ -62,6 +63,7 @@ class Harness:
         self.rec_pos = 0
         self.last_open = {h: 0.0 for h in HOSTS}
         self.stop_file = os.path.join(self.T, "stop")
+        self.snapshot, self.snapshot_t = os.path.join(self.T, "snapshot.rdb"), None
 
     # ---- the log everything is checked against ------------------------------------------
     def log(self, ev, **kw):
@@ -331,6 +333,9 @@ class Harness:
                 time.sleep(hold)
                 self.set_clock(m, 0)
             else:
+                if kind == "restart-stale" and not self.snapshot_t:
+                    self.log("skip", kind=kind, why="no snapshot yet")
+                    return None
                 self.redis[m].send_signal(signal.SIGKILL)
                 self.redis[m].wait()
                 self.log("inject", kind=kind, target=h)
@@ -345,10 +350,34 @@ class Harness:
                 self.set_clock(m, 0)
                 self.start_redis(m, replicaof=new if ok else None)
             elif kind == "restart-empty":
+                # Really empty: a server that was a replica wrote the data
+                # it got from its master into its directory, and would load it.
+                self.remove_rdb(m)
                 self.start_redis(m)
+            elif kind == "restart-stale":
+                shutil.copy(self.snapshot, os.path.join(self.T, "r%d" % m, "dump.rdb"))
+                self.start_redis(m)
+                self.log("note", kind=kind, what="restarted from the snapshot of %.3f" % self.snapshot_t)
         healed = time.monotonic()
         self.log("heal", kind=kind, target=h)
         return healed
+
+    def remove_rdb(self, port):
+        try:
+            os.unlink(os.path.join(self.T, "r%d" % port, "dump.rdb"))
+        except FileNotFoundError:
+            pass
+
+    def take_snapshot(self):
+        """What the master holds now, for restart-stale to go back to later
+        (a restore from an old backup, or an RDB file left behind)."""
+        m = self.master()
+        if m is None or self.rcmd(m, "SAVE") != "OK":
+            return
+        shutil.copy(os.path.join(self.T, "r%d" % m, "dump.rdb"), self.snapshot)
+        self.remove_rdb(m)
+        self.snapshot_t = time.monotonic()
+        self.log("snapshot", master=m)
 
     def running_holder(self, h):
         """A `fleetsem run` on h whose job is running: (its pid, the job's id)."""
@@ -460,6 +489,10 @@ class Harness:
             self.log("recovered" if ok else "not-recovered", kind=kind, after=round(time.monotonic() - healed, 3))
             self.say("%-16s %s" % (kind, "recovered" if ok else "NOT recovered in %ds" % (30 + 3 * self.ttl)))
             time.sleep(self.u(0.5, 1.5 * self.ttl))
+            # Now and then, what Redis holds, for restart-stale to go back to
+            # a fault or more later.
+            if self.rng.random() < 0.5:
+                self.take_snapshot()
         self.log("stop")
 
     def teardown(self):

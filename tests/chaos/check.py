@@ -162,14 +162,19 @@ def main():
     # Caught in an overlap if that holder was still in; otherwise it had
     # already finished (a job frozen between its grant and its first write,
     # or tokens that went back).
-    refused_begin_alone = []
+    # The second, with no frozen host to explain it, means a new grant got a
+    # token lower than an older grant's: tokens went back.
+    refused_begin_alone, tokens_back = [], []
     for w in refused:
-        if w["kind"] != "begin":
+        if w["kind"] != "begin" or w["name"] == CANARY:
             continue
         newer_in = any(s["name"] == w["name"] and s["token"] > w["token"] and s["open"] <= w["t"] <= s["close"]
                        for s in sessions.values())
-        if not newer_in:
-            refused_begin_alone.append(dict(w, faults=label(faults_at(w["t"]))))
+        if newer_in:
+            continue
+        host = w["job"].split(".")[0]
+        thawed = faults_at(w["t"], lambda f, host=host: f["kind"] == "host-freeze" and f["target"] == host)
+        (refused_begin_alone if thawed else tokens_back).append(dict(w, faults=label(faults_at(w["t"]))))
 
     # ---- slots lost, waiters stuck ----------------------------------------------------
     lost = [dict(m, faults=label(faults_at(m["since"]))) for m in monitor if m["ev"] == "lost"]
@@ -252,6 +257,8 @@ def main():
          not overgrants["covered"], overgrants["covered"][0]["t"] if overgrants["covered"] else None),
         ("0 stale writes accepted by the fenced resource (%d)" % len(stale_accepted),
          not stale_accepted, stale_accepted[0]["t"] if stale_accepted else None),
+        ("tokens never went back: 0 new holders refused by the resource with no newer holder in (%d)"
+         % len(tokens_back), not tokens_back, tokens_back[0]["t"] if tokens_back else None),
         ("0 slots lost (%d)" % len(lost), not lost, lost[0]["since"] if lost else None),
         ("0 waiters stuck behind a free slot for more than 2 s (%d)" % len(stuck),
          not stuck, stuck[0]["since"] if stuck else None),
@@ -266,7 +273,7 @@ def main():
                   uncovered_overlaps_fenced=sum(1 for e in overgrants["uncovered"] if e["fenced"]),
                   uncovered_overlaps_caught=sum(1 for e in overgrants["uncovered"] if e["caught"] > 0),
                   stale_writes_accepted=len(stale_accepted), stale_writes_refused=len(refused),
-                  refused_begin_after_newer_holder_left=refused_begin_alone,
+                  refused_begin_after_thaw=refused_begin_alone, tokens_went_back=tokens_back,
                   slots_lost=lost, waiters_stuck=stuck, waiters_stuck_explained=stuck_excused,
                   checks=[dict(name=n, ok=ok) for n, ok, _ in checks])
     with open(report_path, "w") as f:
@@ -311,9 +318,14 @@ def main():
         print("# waiters stuck%s: %s since %.3f for %s s (held %d, queue %d, head on %s), faults: %s" % (
             "" if m in stuck else " (explained)", m["name"], m["since"], m["dur"], m["held"], m["queue"],
             ",".join(m["head"]), m["faults"]))
-    for w in refused_begin_alone[:20]:
-        print("# refused first write after the newer holder had left: %s %s token %d (last %d) at %.3f, faults: %s"
+    for w in refused_begin_alone[:10]:
+        print("# first write refused after the newer holder had left (its host was frozen): %s %s token %d "
+              "(last %d) at %.3f, faults: %s" % (w["job"], w["name"], w["token"], w["last"], w["t"], w["faults"]))
+    for w in tokens_back[:10]:
+        print("# token went back: %s %s token %d, the resource had accepted %d; at %.3f, faults: %s"
               % (w["job"], w["name"], w["token"], w["last"], w["t"], w["faults"]))
+    if len(tokens_back) > 10:
+        print("# token went back: ... %d in all, the last at %.3f" % (len(tokens_back), tokens_back[-1]["t"]))
 
     failed = [c for c in checks if not c[1]]
     for i, (n, ok, _) in enumerate(checks, 1):
