@@ -13,6 +13,9 @@ FLEETSEM_DEPS=(
 )
 # The fuzz targets (tests/fuzz/run.sh), on top: clang and its libFuzzer.
 FLEETSEM_FUZZ_DEPS=(clang libfuzzer-14-dev)
+# The fault harness (tests/chaos/run.sh), on top: namespaces, nftables,
+# and a C compiler for the shim that steps Redis' clock.
+FLEETSEM_CHAOS_DEPS=(iproute2 nftables gcc libc6-dev)
 # The benchmark's peers, on top.
 FLEETSEM_BENCH_DEPS=(etcd-server etcd-client)
 # The protocol model's checker (model/run.sh).
