@@ -11,6 +11,7 @@
 static const char *const verbs[] = {
         [REPLY_QUEUED] = "QUEUED", [REPLY_GRANTED] = "GRANTED", [REPLY_DENIED] = "DENIED",
         [REPLY_ERROR] = "ERROR", [REPLY_LOST] = "LOST", [REPLY_RELEASED] = "RELEASED",
+        [REPLY_RENEWED] = "RENEWED",
 };
 
 static void check_reply(const Reply *rep) {
@@ -33,6 +34,10 @@ static void check_reply(const Reply *rep) {
         message_add_u64(&b, "token", rep->token);
         message_add_u64(&b, "since", rep->since_ms);
         message_add(&b, "lease", rep->lease);
+        if (rep->limit > 0)
+                message_add_u64(&b, "limit", rep->limit);
+        if (rep->ttl_ms > 0)
+                message_add_u64(&b, "ttl", rep->ttl_ms);
         if (rep->kind == REPLY_ERROR) {
                 message_add(&b, "code", rep->code);
                 message_add(&b, "message", rep->message);
@@ -45,6 +50,7 @@ static void check_reply(const Reply *rep) {
         fuzz_assert(again.slots == rep->slots && again.token == rep->token && again.since_ms == rep->since_ms);
         fuzz_assert(strcmp(again.lease, rep->lease) == 0 && strcmp(again.code, rep->code) == 0);
         fuzz_assert(strcmp(again.message, rep->message) == 0);
+        fuzz_assert(again.limit == rep->limit && again.ttl_ms == rep->ttl_ms);
 }
 
 static void on_line(char *line, size_t len) {
