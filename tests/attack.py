@@ -118,10 +118,16 @@ elif verb == "flood":
         except OSError:
             refused += 1
             continue
-        if i % 3 == 1:
-            s.sendall(b"ACQUIRE name=flood slots=1")   # no end of line: mid-request
-        elif i % 3 == 2:
-            s.sendall(b"STATUS\n")                      # never read
+        try:
+            if i % 3 == 1:
+                s.sendall(b"ACQUIRE name=flood slots=1")   # no end of line: mid-request
+            elif i % 3 == 2:
+                s.sendall(b"STATUS\n")                      # never read
+        except OSError:
+            # The agent refused it (busy) and closed it before we wrote.
+            s.close()
+            refused += 1
+            continue
         conns.append(s)
     print("open %d refused %d" % (len(conns), refused), flush=True)
     hold()
