@@ -206,7 +206,8 @@ is "$(j "$p" 'len(r) >= 6 and all(1500 < t <= 60000 for t in r)')" true "idle: a
 # writes nothing that needs time to live: the name leaves 1500 ms after.
 IDLE=1500 renew idle L >/dev/null
 is "$(IDLE=1500 release idle L)" "[1]" "idle: released"
-is "$(rcli EXISTS "${idle_keys[@]}")" 2 "idle: only the counters are left (token, ticket)"
+left=$(for k in "${idle_keys[@]}"; do [ "$(rcli EXISTS "$k")" = 1 ] && echo "${k##*:}"; done | paste -sd, -)
+is "$left" "token,clock" "idle: only the token counter and the clock are left (straight in: no ticket)"
 p=$(pttls)
 is "$(j "$p" 'len(r) == 2 and all(0 < t <= 1500 for t in r)')" true "idle: they live 1500 ms from the last renewal: $p"
 gone() { [ "$(rcli EXISTS "${idle_keys[@]}")" = 0 ]; }
@@ -226,6 +227,35 @@ expired() { [ "$(j "$(status exp)" '[h[0] for h in r[1] if h[0] == "h"]')" = "[]
 check "expiry: h is dropped once Redis's clock passes its expiry" wait_for 5 expired
 check "expiry: that wakes the waiters ('1')" wait_for 5 heard exp 1
 is "$(rcli ZSCORE "$(key exp limits)" h)$(rcli HGET "$(key exp owner)" h)" "" "expiry: h is forgotten (limits, owner)"
+
+# ---- Clock steps ---------------------------------------------------------------
+# The clock key says when a script last saw the name; setting it back (or
+# ahead) is what a step of Redis' clock looks like to the next script.
+clock_is() { rcli SET "$(key "$1" clock)" "$2 ${TTL_MS:-10000}" KEEPTTL >/dev/null; }
+acquire fwd h 1 >/dev/null
+acquire fwd w 1 >/dev/null
+t=$(redis_ms)
+rcli ZADD "$(key fwd holders)" $((t - 1000)) h >/dev/null
+clock_is fwd $((t - 9000))      # last seen 9 s ago: a forward step of ~9 s
+r=$(acquire fwd x 1)
+is "$(j "$r" 'r[:2]')" "[0,2]" "clock forward: h, stepped past its expiry, still holds (x queues 2nd)"
+is "$(j "$(rcli ZSCORE "$(key fwd holders)" h)" "$t + 7000 <= r <= $(redis_ms) + 8000")" true \
+        "clock forward: h's expiry moved by the step (9 s)"
+is "$(j "$(rcli --json GET "$(key fwd clock)")" "int(r.split()[0]) >= $t")" true "clock forward: the key has the new time"
+release fwd h >/dev/null
+t=$(redis_ms)
+rcli ZADD "$(key fwd holders)" $((t + 13000)) w >/dev/null
+clock_is fwd $((t + 5000))      # last seen 5 s in the future: the clock went back ~5 s
+acquire fwd y 1 >/dev/null
+is "$(j "$(rcli ZSCORE "$(key fwd holders)" w)" "$t + 7000 <= r <= $(redis_ms) + 8000")" true \
+        "clock back: w keeps the 8 s it had left, not 13 (the step is taken off)"
+t=$(redis_ms)
+rcli ZADD "$(key fwd holders)" $((t - 1)) w >/dev/null
+clock_is fwd $((t - 3000))      # 3 s of a 10 s lease: time passing, not a step
+acquire fwd z 1 >/dev/null
+is "$(rcli ZSCORE "$(key fwd holders)" w)" "" "clock: a gap under half a lease is time: w's lease ended"
+is "$(j "$(acquire fwd x 1)" 'r[0]')" 1 "clock: x, first in line, gets in"
+is "$(status nock >/dev/null; rcli EXISTS "$(key nock clock)")" 0 "clock: status alone never creates the key"
 
 # ---- Wake messages on release -------------------------------------------------
 sub pub

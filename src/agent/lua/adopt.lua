@@ -3,7 +3,7 @@
 -- only queued, {-1} when gone or another host's or user's.
 local lease, ttl, me, idle_ms = ARGV[1], tonumber(ARGV[2]), ARGV[3] .. ' ' .. ARGV[4], ARGV[5]
 local now_ms = now()
-expire(now_ms)
+expire(now_ms, ttl)
 if foreign(lease, me) then return idle(idle_ms, {-1}) end
 if redis.call('ZSCORE', K_HOLDERS, lease) then
   write('ZADD', K_HOLDERS, now_ms + ttl, lease)

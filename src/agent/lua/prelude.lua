@@ -5,6 +5,8 @@
 --   grant (HASH lease -> "TOKEN SINCE_MS")   token (fencing counter)
 --   ticket (queue counter)   limits (ZSET lease -> slots it asked for)
 --   owner (HASH lease -> "HOST UID")
+--   clock ("NOW_MS TTL_MS": the server's clock when a script last saw the
+--   name, and the lease of the agent that called it)
 -- Every time comes from the server's clock: no client clock is trusted.
 -- Only functions here: the epoch script has other KEYS and uses none of them.
 
@@ -69,22 +71,65 @@ local function next_token(now_us)
   return token
 end
 
-local function forget(lease)
-  redis.call('ZREM', K_QUEUE, lease)
-  redis.call('ZREM', K_WAITERS, lease)
+-- Everything about `lease` but its holders entry. A `holder` (it was one:
+-- a grant takes it out of the line) is in neither the queue nor waiters.
+local function forget(lease, holder)
+  if not holder then
+    redis.call('ZREM', K_QUEUE, lease)
+    redis.call('ZREM', K_WAITERS, lease)
+  end
   redis.call('HDEL', K_INFO, lease)
   redis.call('HDEL', K_GRANT, lease)
   redis.call('ZREM', K_LIMITS, lease)
   redis.call('HDEL', K_OWNER, lease)
 end
 
+-- Adds `by` ms to every expiry in the ZSET `key`.
+local function shift(key, by)
+  local all = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  for i = 1, #all, 2000 do
+    local args = {}
+    for j = i, math.min(i + 1999, #all), 2 do
+      args[#args + 1] = tonumber(all[j + 1]) + by
+      args[#args + 1] = all[j]
+    end
+    redis.call('ZADD', key, unpack(args))
+  end
+end
+
+-- Expiries are on the server's wall clock, which can be stepped (NTP, a
+-- restored VM, an operator). Renewals reach a name every third of a lease
+-- while anyone holds or waits, so a script that finds the clock more than
+-- half a lease ahead of the last one (or behind it) sees a step, not time
+-- passing: it moves every expiry of the name by as much, so a step never
+-- ends a lease early. Time nobody saw does not count: if the name's agents
+-- were all gone meanwhile, their leases end a lease after someone looks
+-- again. `ttl` is the caller's lease (nil: the last caller's); a `looker`
+-- (status) never creates the key.
+local function observe(now_ms, ttl, looker)
+  local last, last_ttl = string.match(redis.call('GET', K_CLOCK) or '', '^(%d+) (%d+)$')
+  last, last_ttl = tonumber(last), tonumber(last_ttl)
+  ttl = tonumber(ttl) or last_ttl or 0
+  local stepped = last and (now_ms - last > ttl / 2 or now_ms < last)
+  if stepped then
+    shift(K_HOLDERS, now_ms - last)
+    shift(K_WAITERS, now_ms - last)
+  end
+  -- Written again after a twentieth of a lease at most, not on every call.
+  if stepped or (not looker and (not last or now_ms - last >= ttl / 20 or ttl ~= last_ttl)) then
+    write('SET', K_CLOCK, digits(now_ms) .. ' ' .. digits(ttl), 'KEEPTTL')
+  end
+end
+
 -- Drops holders and waiters whose lease ran out (their agent stopped
--- renewing), and wakes the waiters if that freed anything.
-local function expire(now_ms)
+-- renewing), and wakes the waiters if that freed anything. Every script
+-- that changes a name starts here, with its caller's lease if it has one.
+local function expire(now_ms, ttl, looker)
+  observe(now_ms, ttl, looker)
   local freed = false
   for _, lease in ipairs(redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now_ms)) do
     redis.call('ZREM', K_HOLDERS, lease)
-    forget(lease)
+    forget(lease, true)
     freed = true
   end
   for _, lease in ipairs(redis.call('ZRANGEBYSCORE', K_WAITERS, '-inf', now_ms)) do
@@ -100,11 +145,13 @@ local function grant_of(lease)
   return tonumber(token) or 0, tonumber(since) or 0
 end
 
--- Moves a waiter to the holders, until `expiry`; it keeps its limits
--- entry. Returns its token.
-local function grant(lease, expiry, now_ms, now_us)
-  redis.call('ZREM', K_QUEUE, lease)
-  redis.call('ZREM', K_WAITERS, lease)
+-- Makes `lease` a holder until `expiry`, out of the line if `queued`; it
+-- keeps its limits entry. Returns its token.
+local function grant(lease, expiry, now_ms, now_us, queued)
+  if queued then
+    redis.call('ZREM', K_QUEUE, lease)
+    redis.call('ZREM', K_WAITERS, lease)
+  end
   local token = next_token(now_us)
   write('ZADD', K_HOLDERS, expiry, lease)
   write('HSET', K_GRANT, lease, digits(token) .. ' ' .. digits(now_ms))
@@ -117,22 +164,24 @@ end
 -- returns false if the head of the line could not be judged (its agent
 -- must look again).
 local function grant_next(now_ms, now_us, granted)
+  local head = redis.call('ZRANGE', K_QUEUE, 0, 0)[1]
+  if not head then return true end
   local held = redis.call('ZCARD', K_HOLDERS)
   -- Nobody leaves on the way: the limit stays what it is.
   local limit = limit_in_force(nil)
-  while true do
-    local head = redis.call('ZRANGE', K_QUEUE, 0, 0)[1]
-    if not head then return true end
+  while head do
     -- Its agent renewed it as a waiter until now: no longer, not anew.
     local expiry = redis.call('ZSCORE', K_WAITERS, head)
     if not limit or not expiry then return false end
     if held >= limit then return true end
-    local token = grant(head, expiry, now_ms, now_us)
+    local token = grant(head, expiry, now_ms, now_us, true)
     held = held + 1
     granted[#granted + 1] = head
     granted[#granted + 1] = token
     granted[#granted + 1] = now_ms
+    head = redis.call('ZRANGE', K_QUEUE, 0, 0)[1]
   end
+  return true
 end
 
 -- "g LEASE TOKEN SINCE ...": the wake message for what grant_next granted.

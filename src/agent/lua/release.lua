@@ -10,8 +10,9 @@ expire(now_ms)
 if foreign(lease, me) then return idle(idle_ms, {-1}) end
 
 local held = redis.call('ZREM', K_HOLDERS, lease)
-local queued = redis.call('ZREM', K_QUEUE, lease)
-forget(lease)
+local queued = 0
+if held == 0 then queued = redis.call('ZREM', K_QUEUE, lease) end
+forget(lease, held == 1)
 local granted = {}
 -- A place in line also matters: those behind it may now be first. During
 -- the grace period after a reset the slot stays free.

@@ -3,7 +3,7 @@
 -- (expired or evicted) or that belong to another host.
 local ttl, host, idle_ms = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local now_ms = now()
-expire(now_ms)
+expire(now_ms, ttl)
 local missing = {}
 for i = 4, #ARGV do
   local lease = ARGV[i]

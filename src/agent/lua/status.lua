@@ -2,7 +2,7 @@
 --          {{lease, description, "HOST UID"}...}, limit}, the queue in
 -- ticket order, limit 0 when nobody holds or waits.
 local now_ms = now()
-expire(now_ms)
+expire(now_ms, nil, true)
 local holders, queue = {}, {}
 local h = redis.call('ZRANGE', K_HOLDERS, 0, -1, 'WITHSCORES')
 for i = 1, #h, 2 do
