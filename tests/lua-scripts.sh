@@ -14,7 +14,7 @@ mapfile -t SUFFIXES < <(embed --keys "$SRC/keys.list")
 start_redis
 [ "$(rcli --json PING)" = '"PONG"' ] || bail "redis-cli has no --json (redis-tools 7 or later)"
 declare -A SHA
-for s in acquire release renew reassert adopt status epoch; do
+for s in acquire release renew reassert adopt status epoch batch; do
         SHA[$s]=$(embed --lua "$SRC/keys.list" "$SRC/lua/prelude.lua" "$SRC/lua/$s.lua" | rcli -x SCRIPT LOAD)
         [[ ${SHA[$s]} =~ ^[0-9a-f]{40}$ ]] || bail "$s.lua does not load: ${SHA[$s]}"
 done
@@ -268,6 +268,23 @@ acquire pub w2 1 >/dev/null
 is "$(wakes pub)" "$msg" "... and nothing else: no '1' for a hand-over"
 is "$(release pub w2)" "[0]" "a waiter leaves the line"
 check "that publishes '1' (look again)" wait_for 5 heard pub 1
+
+# ---- Group commit ----------------------------------------------------------------
+# Calls as the agent batches them: kind, number of args, args; the replies
+# are each call's own, in order, as if run one after another.
+A() { echo acquire 8 "$1" "$2" 10000 "job-$1" a 1000 0 600000; }  # (no spaces: words)
+R() { echo release 5 "$1" a 1000 0 600000; }
+# shellcheck disable=SC2046  # the words are the batch's arguments
+r=$(lua bat batch $(A b1 1) $(A b2 1) $(A b3 1) $(R b1) renew 4 10000 a 600000 b2)
+is "$(j "$r" 'len(r)')" 5 "batch: one reply per call"
+is "$(j "$r" '[r[0][0], r[1][:2], r[2][:2]]')" "[1,[0,1],[0,2]]" "batch: b1 gets in, b2 and b3 queue in order"
+is "$(j "$r" 'r[3][:2]')" '[1,"b2"]' "batch: b1's release hands the slot to b2 in the same call"
+is "$(j "$r" 'r[4]')" "[]" "batch: b2's renewal finds it held"
+is "$(j "$(status bat)" '[h[0] for h in r[1]] + [q[0] for q in r[2]]')" '["b2","b3"]' "batch: Redis has what the calls did"
+# shellcheck disable=SC2046
+r=$(lua bat batch $(A b4 1) acquire 3 b5 1 10000 2>&1)
+like "$r" "malformed" "batch: a malformed batch is refused ($r)"
+is "$(rcli ZSCORE "$(key bat queue)" b4)" "" "batch: ... and none of its calls ran"
 
 # ---- Epoch ---------------------------------------------------------------------
 t0=$(redis_ms)

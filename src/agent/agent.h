@@ -44,6 +44,7 @@ typedef enum Script {
         SCRIPT_ADOPT,
         SCRIPT_STATUS,
         SCRIPT_EPOCH,
+        SCRIPT_BATCH,
         N_SCRIPTS,
 } Script;
 
@@ -132,6 +133,8 @@ struct Agent {
         sd_event_source *reconnect_source;
         sd_event_source *tick_source;
         sd_event_source *status_source;
+        sd_event_source *batch_source;  /* group commit: at the end of the loop's turn */
+        struct Batch *batches;          /* calls waiting for it, one batch per name */
         char sha[N_SCRIPTS][41];
         char *script_text[N_SCRIPTS];
         char epoch[LEASE_ID_LEN + 1];   /* the Redis state this agent knows ("" before the first) */

@@ -23,7 +23,7 @@
 static const char *const script_name[N_SCRIPTS] = {
         [SCRIPT_ACQUIRE] = "acquire", [SCRIPT_RELEASE] = "release", [SCRIPT_RENEW] = "renew",
         [SCRIPT_REASSERT] = "reassert", [SCRIPT_ADOPT] = "adopt", [SCRIPT_STATUS] = "status",
-        [SCRIPT_EPOCH] = "epoch",
+        [SCRIPT_EPOCH] = "epoch", [SCRIPT_BATCH] = "batch",
 };
 
 usec_t now_mono(void) {
@@ -129,8 +129,8 @@ static int script_call_argv(Agent *a, Script script, redis_reply_cb cb, void *us
         return r;
 }
 
-int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
-                size_t n_args, const char *const *args, const size_t *arglens) {
+static int script_call_now(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
+                           size_t n_args, const char *const *args, const size_t *arglens) {
         char keys[N_KEYS][IDENT_MAX_LEN + NAME_MAX_LEN + 32];
         _cleanup_free_ const char **argv = NULL;
         _cleanup_free_ size_t *lens = NULL;
@@ -152,6 +152,177 @@ int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, vo
                 lens[N_KEYS + i] = arglens ? arglens[i] : strlen(args[i]);
         }
         return script_call_argv(a, script, cb, userdata, N_KEYS, N_KEYS + n_args, argv, lens);
+}
+
+/* ---- Group commit ----------------------------------------------------------------
+ * Acquires, releases and renewals of one name that reach the agent in one
+ * turn of its loop (every event ready at once has been handled) go to Redis
+ * as one script call (batch.lua), which runs them in order and answers each
+ * as its own script would: Redis runs one script, not one per request. */
+
+#define BATCH_MAX 64            /* calls in one batch; a full one goes at once */
+
+typedef struct BatchCall {
+        Script script;
+        redis_reply_cb cb;
+        void *userdata;
+} BatchCall;
+
+typedef struct Batch {
+        LIST_FIELDS(struct Batch, batches);
+        Agent *agent;
+        char name[NAME_MAX_LEN + 1];
+        BatchCall calls[BATCH_MAX];
+        size_t n_calls;
+        char **args;            /* for each call: its kind, its number of args, then them */
+        size_t *lens;
+        size_t n_args, cap_args;
+} Batch;
+
+static Batch *batch_free(Batch *b) {
+        if (b) {
+                for (size_t i = 0; i < b->n_args; i++)
+                        free(b->args[i]);
+                free(b->args);
+                free(b->lens);
+                free(b);
+        }
+        return NULL;
+}
+
+/* Each call's own callback, with its own reply; NULL to all when Redis went
+ * before it answered, the whole reply to all when it is not one per call. */
+static void batch_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Batch *b = userdata;
+        bool each = reply && !redis_reply_error(reply) && redis_reply_array_len(reply) == b->n_calls;
+
+        for (size_t i = 0; i < b->n_calls; i++)
+                b->calls[i].cb(conn, each ? redis_reply_array_get(reply, i) : reply, b->calls[i].userdata);
+        batch_free(b);
+}
+
+static void batch_send(Agent *a, Batch *b) {
+        LIST_REMOVE(batches, a->batches, b);
+        if (b->n_calls == 1) {
+                /* Alone: its own script, args after its kind and count. */
+                BatchCall *c = &b->calls[0];
+
+                if (script_call_now(a, c->script, b->name, c->cb, c->userdata, b->n_args - 2,
+                                    (const char *const *) b->args + 2, b->lens + 2) < 0)
+                        c->cb(a->cmd, NULL, c->userdata);
+                batch_free(b);
+                return;
+        }
+        if (script_call_now(a, SCRIPT_BATCH, b->name, batch_reply, b, b->n_args, (const char *const *) b->args,
+                            b->lens) < 0)
+                batch_reply(a->cmd, NULL, b);
+}
+
+static Batch *batch_find(Agent *a, const char *name) {
+        Batch *b;
+
+        LIST_FOREACH(batches, b, a->batches)
+                if (streq(b->name, name))
+                        return b;
+        return NULL;
+}
+
+static void batch_flush_name(Agent *a, const char *name) {
+        Batch *b = batch_find(a, name);
+
+        if (b)
+                batch_send(a, b);
+}
+
+static void batch_flush_all(Agent *a) {
+        while (a->batches)
+                batch_send(a, a->batches);
+}
+
+static int on_batch_turn(sd_event_source *s, void *userdata) {
+        (void) s;
+        batch_flush_all(userdata);
+        return 0;
+}
+
+static int batch_push(Batch *b, const char *arg, size_t len) {
+        if (b->n_args == b->cap_args) {
+                size_t cap = b->cap_args ? 2 * b->cap_args : 32;
+                char **args = reallocarray(b->args, cap, sizeof(char *));
+
+                if (!args)
+                        return -ENOMEM;
+                b->args = args;
+                size_t *lens = reallocarray(b->lens, cap, sizeof(size_t));
+                if (!lens)
+                        return -ENOMEM;
+                b->lens = lens;
+                b->cap_args = cap;
+        }
+        b->args[b->n_args] = strndup(arg, len);
+        if (!b->args[b->n_args])
+                return -ENOMEM;
+        b->lens[b->n_args++] = len;
+        return 0;
+}
+
+static int batch_add(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata, size_t n_args,
+                     const char *const *args, const size_t *arglens) {
+        size_t mark;
+        char count[24];
+        Batch *b;
+        int r;
+
+        if (a->state != REDIS_READY || !a->cmd)
+                return -ENOTCONN;
+        if (!a->batch_source) {
+                r = sd_event_add_defer(a->event, &a->batch_source, on_batch_turn, a);
+                if (r < 0)
+                        return r;
+                /* After every other event that is ready: the loop's turn. */
+                (void) sd_event_source_set_priority(a->batch_source, SD_EVENT_PRIORITY_IDLE);
+        }
+        b = batch_find(a, name);
+        if (!b) {
+                b = calloc(1, sizeof(*b));
+                if (!b)
+                        return -ENOMEM;
+                b->agent = a;
+                snprintf(b->name, sizeof(b->name), "%s", name);
+                LIST_PREPEND(batches, a->batches, b);
+        }
+        mark = b->n_args;
+        snprintf(count, sizeof(count), "%zu", n_args);
+        r = batch_push(b, script_name[script], strlen(script_name[script]));
+        if (r >= 0)
+                r = batch_push(b, count, strlen(count));
+        for (size_t i = 0; r >= 0 && i < n_args; i++)
+                r = batch_push(b, args[i], arglens ? arglens[i] : strlen(args[i]));
+        if (r < 0) {
+                while (b->n_args > mark)
+                        free(b->args[--b->n_args]);
+                if (b->n_calls == 0) {
+                        LIST_REMOVE(batches, a->batches, b);
+                        batch_free(b);
+                }
+                return r;
+        }
+        b->calls[b->n_calls++] = (BatchCall) { .script = script, .cb = cb, .userdata = userdata };
+        if (b->n_calls == BATCH_MAX)
+                batch_send(a, b);
+        else
+                (void) sd_event_source_set_enabled(a->batch_source, SD_EVENT_ONESHOT);
+        return 0;
+}
+
+/* Acquires, releases and renewals wait for the end of the loop's turn;
+ * anything else on the name goes after what waits, at once. */
+int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
+                size_t n_args, const char *const *args, const size_t *arglens) {
+        if (script == SCRIPT_ACQUIRE || script == SCRIPT_RELEASE || script == SCRIPT_RENEW)
+                return batch_add(a, script, name, cb, userdata, n_args, args, arglens);
+        batch_flush_name(a, name);
+        return script_call_now(a, script, name, cb, userdata, n_args, args, arglens);
 }
 
 void redis_command(Agent *a, const char *what, int argc, const char *const *argv) {
@@ -1144,6 +1315,9 @@ int redis_io_start(Agent *a) {
 }
 
 void redis_io_stop(Agent *a) {
+        a->state = REDIS_DOWN;
+        batch_flush_all(a);             /* their callbacks hear Redis went */
+        a->batch_source = sd_event_source_disable_unref(a->batch_source);
         redis_conn_free(a->cmd);
         redis_conn_free(a->sub);
         a->cmd = a->sub = NULL;

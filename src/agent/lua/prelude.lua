@@ -10,17 +10,25 @@
 -- Every time comes from the server's clock: no client clock is trusted.
 -- Only functions here: the epoch script has other KEYS and uses none of them.
 
--- The server's clock in ms and in µs.
+-- The server's clock in ms and in µs, read once a call (a batch of calls
+-- happens at one time).
+local now_ms_, now_us_
 local function now()
-  local t = redis.call('TIME')
-  local sec, usec = tonumber(t[1]), tonumber(t[2])
-  return sec * 1000 + math.floor(usec / 1000), sec * 1000000 + usec
+  if not now_ms_ then
+    local t = redis.call('TIME')
+    local sec, usec = tonumber(t[1]), tonumber(t[2])
+    now_ms_, now_us_ = sec * 1000 + math.floor(usec / 1000), sec * 1000000 + usec
+  end
+  return now_ms_, now_us_
 end
 
--- The keys this call wrote. A key needs its idle time again only when it
--- is written (or created): renew gives it to all of a name's keys, so a
--- name in use never runs out, and every other call to the ones it wrote.
-local written = {}
+-- The keys this call wrote, and whether they need their idle time again
+-- (see idle()): `fresh` when the call made a key (the name was empty, a
+-- counter is new), `due` when it rewrote the clock key, which it does at
+-- most every twentieth of a lease and then gives every key its idle time
+-- again. So a key that exists has nearly all of idle_ms left, and a call
+-- that only changes keys that exist writes no expiry at all.
+local written, fresh, due = {}, false, false
 local function write(cmd, key, ...)
   written[key] = true
   return redis.call(cmd, key, ...)
@@ -56,6 +64,7 @@ end
 local function start_token(now_us)
   if redis.call('EXISTS', K_TOKEN) == 0 then
     write('SET', K_TOKEN, digits(now_us))
+    fresh = true
   end
 end
 
@@ -64,6 +73,7 @@ end
 -- handed out since must stay below every new one.
 local function next_token(now_us)
   local token = write('INCR', K_TOKEN)
+  if token == 1 then fresh = true end
   if token < now_us then
     token = now_us
     write('SET', K_TOKEN, digits(token))
@@ -118,13 +128,18 @@ local function observe(now_ms, ttl, looker)
   -- Written again after a twentieth of a lease at most, not on every call.
   if stepped or (not looker and (not last or now_ms - last >= ttl / 20 or ttl ~= last_ttl)) then
     write('SET', K_CLOCK, digits(now_ms) .. ' ' .. digits(ttl), 'KEEPTTL')
+    due = true
   end
 end
 
 -- Drops holders and waiters whose lease ran out (their agent stopped
 -- renewing), and wakes the waiters if that freed anything. Every script
 -- that changes a name starts here, with its caller's lease if it has one.
+local expired = false
 local function expire(now_ms, ttl, looker)
+  -- Once a call: nothing added since runs out at the same time.
+  if expired then return end
+  expired = true
   observe(now_ms, ttl, looker)
   local freed = false
   for _, lease in ipairs(redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now_ms)) do
@@ -145,9 +160,10 @@ local function grant_of(lease)
   return tonumber(token) or 0, tonumber(since) or 0
 end
 
--- Makes `lease` a holder until `expiry`, out of the line if `queued`; it
--- keeps its limits entry. Returns its token.
-local function grant(lease, expiry, now_ms, now_us, queued)
+-- Makes `lease` a holder until `expiry`, out of the line if `queued`,
+-- beside `held` others; it keeps its limits entry. Returns its token.
+local function grant(lease, expiry, now_ms, now_us, queued, held)
+  if held == 0 then fresh = true end
   if queued then
     redis.call('ZREM', K_QUEUE, lease)
     redis.call('ZREM', K_WAITERS, lease)
@@ -174,7 +190,7 @@ local function grant_next(now_ms, now_us, granted)
     local expiry = redis.call('ZSCORE', K_WAITERS, head)
     if not limit or not expiry then return false end
     if held >= limit then return true end
-    local token = grant(head, expiry, now_ms, now_us, true)
+    local token = grant(head, expiry, now_ms, now_us, true, held)
     held = held + 1
     granted[#granted + 1] = head
     granted[#granted + 1] = token
@@ -194,16 +210,137 @@ local function granted_message(granted)
 end
 
 -- Every script but status ends here: a name nobody touches for idle_ms
--- leaves Redis. The keys this call wrote get idle_ms to live again (all
--- of them with all: renew). Returns reply.
+-- leaves Redis. Gives the keys their idle time again: all of them if `all`
+-- (renew) or the clock key was rewritten, those this call wrote if it made
+-- one; else none (they have it). Returns reply.
 local function idle(idle_ms, reply, all)
   idle_ms = tonumber(idle_ms)
-  if idle_ms and idle_ms > 0 then
+  if idle_ms and idle_ms > 0 and (all or due or fresh) then
     for _, key in ipairs(KEYS) do
-      if all or written[key] then
+      if all or due or written[key] then
         redis.call('PEXPIRE', key, idle_ms)
       end
     end
   end
   return reply
+end
+
+-- ---- The calls a batch can hold (batch.lua); each script of the same name
+-- is one of them alone. Each takes its ARGV and returns its reply; the
+-- caller ends with idle().
+
+-- ARGV: lease, slots, ttl_ms, description, host, uid, grace_until_ms, idle_ms
+-- Returns {-1} when the lease is another host's or user's;
+-- {1, token, since_ms, held, limit} when it holds a slot (now or already);
+-- else {0, position, held, limit, ms until the first holder expires or -1}.
+local function acquire_call(ARGV)
+  local lease, slots, ttl, desc = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+  local me, grace_until = ARGV[5] .. ' ' .. ARGV[6], tonumber(ARGV[7]) or 0
+  local now_ms, now_us = now()
+  expire(now_ms, ttl)
+
+  if foreign(lease, me) then return {-1} end
+
+  if redis.call('ZSCORE', K_HOLDERS, lease) then
+    write('ZADD', K_HOLDERS, now_ms + ttl, lease)
+    local token, since = grant_of(lease)
+    return {1, token, since, redis.call('ZCARD', K_HOLDERS), limit_in_force(slots)}
+  end
+
+  -- First come, first served: granted while among the first (limit - held)
+  -- in line, so a newcomer never overtakes anyone queued before it. During
+  -- the grace period after a reset nobody is granted anything.
+  local held = redis.call('ZCARD', K_HOLDERS)
+  local function newcomer()
+    write('HSET', K_INFO, lease, desc)
+    write('HSET', K_OWNER, lease, me)
+    write('ZADD', K_LIMITS, slots, lease)
+  end
+
+  -- Nobody in line and a slot free: straight in, without a ticket.
+  local line = redis.call('ZCARD', K_QUEUE)
+  if line == 0 then
+    local limit = math.min(slots, limit_in_force(slots))
+    if now_ms >= grace_until and held < limit then
+      newcomer()
+      local token = grant(lease, now_ms + ttl, now_ms, now_us, false, held)
+      return {1, token, now_ms, held + 1, limit}
+    end
+    fresh = true
+  end
+
+  if line == 0 or not redis.call('ZSCORE', K_QUEUE, lease) then
+    local ticket = write('INCR', K_TICKET)
+    if ticket == 1 then fresh = true end
+    write('ZADD', K_QUEUE, ticket, lease)
+    newcomer()
+  end
+  write('ZADD', K_WAITERS, now_ms + ttl, lease)
+
+  local limit = limit_in_force(slots)
+  local rank = redis.call('ZRANK', K_QUEUE, lease)
+  if now_ms >= grace_until and held < limit and rank < limit - held then
+    local token = grant(lease, now_ms + ttl, now_ms, now_us, true, held)
+    return {1, token, now_ms, held + 1, limit}
+  end
+
+  local first = redis.call('ZRANGE', K_HOLDERS, 0, 0, 'WITHSCORES')
+  local next_expiry = -1
+  if first[2] then next_expiry = tonumber(first[2]) - now_ms end
+  return {0, rank + 1, held, limit, next_expiry}
+end
+
+-- ARGV: lease, host, uid, grace_until_ms, idle_ms. Gives the slot back (or
+-- leaves the queue) and hands what that frees to the next in line.
+-- Returns {-1} when the lease is another host's or user's, else
+-- {held, lease, token, since, ...}: 1 if it held, then each waiter granted.
+local function release_call(ARGV)
+  local lease, me = ARGV[1], ARGV[2] .. ' ' .. ARGV[3]
+  local grace_until = tonumber(ARGV[4]) or 0
+  local now_ms, now_us = now()
+  expire(now_ms)
+
+  if foreign(lease, me) then return {-1} end
+
+  local held = redis.call('ZREM', K_HOLDERS, lease)
+  local queued = 0
+  if held == 0 then queued = redis.call('ZREM', K_QUEUE, lease) end
+  forget(lease, held == 1)
+  local granted = {}
+  -- A place in line also matters: those behind it may now be first. During
+  -- the grace period after a reset the slot stays free.
+  if held == 1 or queued == 1 then
+    local judged = true
+    if now_ms >= grace_until then judged = grant_next(now_ms, now_us, granted) end
+    if #granted > 0 then wake(granted_message(granted)) end
+    -- Those behind a lease that left the line have a new place.
+    if not judged or queued == 1 then wake() end
+  end
+  local reply = {held}
+  for _, v in ipairs(granted) do reply[#reply + 1] = v end
+  return reply
+end
+
+-- ARGV: ttl_ms, host, idle_ms, lease... (one agent's leases on this name).
+-- Extends holders and waiters; returns the leases that are neither
+-- (expired or evicted) or that belong to another host.
+local function renew_call(ARGV)
+  local ttl, host = tonumber(ARGV[1]), ARGV[2]
+  local now_ms = now()
+  expire(now_ms, ttl)
+  local missing = {}
+  for i = 4, #ARGV do
+    local lease = ARGV[i]
+    local owner = redis.call('HGET', K_OWNER, lease)
+    if owner and string.sub(owner, 1, #host + 1) ~= host .. ' ' then
+      missing[#missing + 1] = lease
+    elseif redis.call('ZSCORE', K_HOLDERS, lease) then
+      write('ZADD', K_HOLDERS, now_ms + ttl, lease)
+    elseif redis.call('ZSCORE', K_WAITERS, lease) then
+      write('ZADD', K_WAITERS, now_ms + ttl, lease)
+    else
+      missing[#missing + 1] = lease
+    end
+  end
+  return missing
 end

@@ -17,6 +17,7 @@ if redis.call('ZCARD', K_HOLDERS) >= math.min(slots, limit_in_force(slots)) then
   return idle(idle_ms, 0)
 end
 forget(lease)
+fresh = true
 write('ZADD', K_HOLDERS, now_ms + ttl, lease)
 write('HSET', K_INFO, lease, desc)
 write('HSET', K_GRANT, lease, digits(token) .. ' ' .. since)
