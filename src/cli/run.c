@@ -283,10 +283,15 @@ static void reap_child(Run *r) {
                 job_stopped(r);
         }
         code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (r->lost && r->on_lost != ON_LOST_IGNORE) {
+                /* We exit now, so nobody would send the SIGKILL later:
+                 * what remains of the job (its process group outlives its
+                 * first process) goes at once. */
+                kill_group(r, SIGKILL);
+                code = EXIT_TEMPFAIL;
+        }
         r->child = 0;
         give_terminal(r, getpgrp());
-        if (r->lost && r->on_lost != ON_LOST_IGNORE)
-                code = EXIT_TEMPFAIL;
         finish(r, code);
 }
 
