@@ -131,4 +131,36 @@ check "b's job gets the slot" wait_for 10 test -s "$T/granted5"
 kill -CONT "$(agent_pid a)"
 wait "$waiter5"
 like "$(cat "$T/run-e.log")" 'assuming the slot of je is lost \(on-lost=term\)' "run says why it stopped the job"
+
+# --- 4. a job that accepts and drops the agent's watches --------------------
+# Once run is gone, the job alone holds the anchor; one that accepts on it
+# and closes what it gets makes the agent watch again, a few times a second
+# at most, while the slot stays held; it is released when the job ends.
+cat >"$T/drop.py" <<'EOF'
+import os, socket, sys, time
+s = socket.socket(fileno=int(os.environ["FLEETSEM_ANCHOR_FD"]))
+s.settimeout(0.1)
+n, end = 0, time.monotonic() + 3
+open(sys.argv[1] + ".pid", "w").write(str(os.getpid()))
+while time.monotonic() < end:
+    try:
+        s.accept()[0].close()
+        n += 1
+    except socket.timeout:
+        pass
+open(sys.argv[1], "w").write(str(n))
+EOF
+fs_exec a run jf -- sh -c 'python3 "$0" "$1"; :' "$T/drop.py" "$T/dropped" &
+run6=$!
+check "the job holds" wait_for 5 test -s "$T/dropped.pid"
+kill -KILL "$run6"
+wait "$run6"
+check "Redis: the job holds the slot while it drops watches" \
+        wait_for 2 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{jf}:holders') = 1 ]"
+is "$(no_wait b jf)" 75 "run --no-wait is refused"
+check "the job ends after 3 s of dropping watches" wait_for 10 test -s "$T/dropped"
+dropped=$(cat "$T/dropped" 2>/dev/null || echo none)
+check "the agent made a few watches a second meanwhile, not more ($dropped in 3 s, at most 24)" [ "${dropped:-99}" -le 24 ]
+check "Redis: the slot is free once the job ended" \
+        wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{jf}:holders') = 0 ]"
 done_testing
