@@ -101,6 +101,8 @@ struct LeaseIo {
         sd_event_source *timer_source;
         bool by_name;
         LIST_FIELDS(LeaseIo, by_name);
+        usec_t rewatch_window;          /* CLOCK_MONOTONIC: when the current window began */
+        unsigned rewatches;             /* watches made again in it */
 };
 
 struct Agent {

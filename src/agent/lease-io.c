@@ -3,7 +3,9 @@
  * (its hang-up releases the slot) and one timer each. An anchor is alive
  * until the kernel says its name is gone: when its backlog is full (anyone
  * may connect to it and never be accepted), the lease is watched by name
- * until a watch connection sticks. */
+ * until a watch connection sticks; and when a watch ends while the name
+ * still listens (the process that accepted it went, and the job it started
+ * holds another copy of the anchor), the anchor is watched again. */
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -12,20 +14,35 @@
 #include "agent.h"
 #include "log.h"
 
-static int on_anchor_event(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        LeaseIo *io = userdata;
-        char buf[64];
-        ssize_t n;
+/* New watches for one anchor at once, in a window; more wait for the
+ * check by name at housekeeping. */
+#define REWATCHES_MAX 4
+#define REWATCH_WINDOW USEC_PER_SEC
 
-        (void) s;
-        (void) revents;
-        /* The anchor never accepts, so never writes: any event means it closed. */
-        n = read(fd, buf, sizeof(buf));
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                return 0;
-        if (io->lease)
-                slots_anchor_closed(&io->agent->slots, io->lease, now_mono());
-        return 0;
+static void watch_by_name(LeaseIo *io) {
+        if (io->by_name)
+                return;
+        io->by_name = true;
+        LIST_PREPEND(by_name, io->agent->by_name, io);
+        io->agent->n_by_name++;
+}
+
+static void unwatch_by_name(LeaseIo *io) {
+        if (!io->by_name)
+                return;
+        LIST_REMOVE(by_name, io->agent->by_name, io);
+        io->agent->n_by_name--;
+        io->by_name = false;
+}
+
+static int on_anchor_event(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+
+static int watch_fd_attach(LeaseIo *io) {
+        /* Edge-triggered: a closed anchor stays "ready" until its source is
+         * gone, and thousands closing at once (a host's sessions ending)
+         * would otherwise be polled again on every turn of the loop. */
+        return sd_event_add_io(io->agent->event, &io->watch_source, io->watch_fd, EPOLLRDHUP | EPOLLET,
+                               on_anchor_event, io);
 }
 
 LeaseIo *lease_io_new(Agent *a, int watch_fd) {
@@ -51,33 +68,18 @@ static void lease_io_close_watch(LeaseIo *io) {
 void lease_io_free(LeaseIo *io) {
         if (!io)
                 return;
-        if (io->by_name) {
-                LIST_REMOVE(by_name, io->agent->by_name, io);
-                io->agent->n_by_name--;
-        }
+        unwatch_by_name(io);
         io->timer_source = sd_event_source_disable_unref(io->timer_source);
         lease_io_close_watch(io);
         free(io);
 }
 
-static int watch_fd_attach(LeaseIo *io) {
-        /* Edge-triggered: a closed anchor stays "ready" until its source is
-         * gone, and thousands closing at once (a host's sessions ending)
-         * would otherwise be polled again on every turn of the loop. */
-        return sd_event_add_io(io->agent->event, &io->watch_source, io->watch_fd, EPOLLRDHUP | EPOLLET,
-                               on_anchor_event, io);
-}
-
 /* Starts watching once the engine made the lease. */
 int lease_io_attach(LeaseIo *io, Lease *l) {
-        Agent *a = io->agent;
-
         io->lease = l;
         if (io->watch_fd >= 0)
                 return watch_fd_attach(io);
-        io->by_name = true;
-        LIST_PREPEND(by_name, a->by_name, io);
-        a->n_by_name++;
+        watch_by_name(io);
         log_notice("Anchor of lease %s (%s) does not accept a watch (its backlog is full); "
                    "watching it by name until one sticks.", l->id, l->name->name);
         return 0;
@@ -119,9 +121,11 @@ static void release_foreign(Agent *a, Lease *l, uid_t uid) {
         slots_anchor_closed(&a->slots, l, now_mono());
 }
 
-/* One anchor alive by name: a watch connection if one sticks now (and its
- * owner is still the lease's), else whether the name is still there. */
-static void check_by_name(LeaseIo *io) {
+/* An anchor without a watch connection (its backlog was full, or the one
+ * it had ended): a new watch if one sticks now and its owner is still the
+ * lease's, else alive by name until the name is gone. The lease (and io
+ * with it) is released when the kernel no longer has the name. */
+static void rewatch(LeaseIo *io) {
         Agent *a = io->agent;
         Lease *l = io->lease;
         uid_t uid;
@@ -132,25 +136,60 @@ static void check_by_name(LeaseIo *io) {
                 slots_anchor_closed(&a->slots, l, now_mono());
                 return;
         }
-        if (r < 0)
-                return;         /* out of file descriptors, say: again next time */
-        if (uid != (uid_t) -1 && uid != l->uid) {
+        if (r >= 0 && uid != (uid_t) -1 && uid != l->uid) {
                 safe_close(fd);
                 release_foreign(a, l, uid);
                 return;
         }
-        if (fd < 0)
-                return;         /* still alive by name only */
-        io->watch_fd = fd;
-        a->n_watch_fds++;
-        if (watch_fd_attach(io) < 0) {
+        if (r >= 0 && fd >= 0) {
+                io->watch_fd = fd;
+                a->n_watch_fds++;
+                if (watch_fd_attach(io) >= 0) {
+                        if (io->by_name)
+                                log_info("Anchor of lease %s (%s) accepts a watch again.", l->id, l->name->name);
+                        else
+                                log_info("Watch on the anchor of lease %s (%s) ended, but the anchor still listens "
+                                         "(its job holds it); watching it again.", l->id, l->name->name);
+                        unwatch_by_name(io);
+                        return;
+                }
                 lease_io_close_watch(io);
-                return;
         }
-        LIST_REMOVE(by_name, a->by_name, io);
-        a->n_by_name--;
-        io->by_name = false;
-        log_info("Anchor of lease %s (%s) accepts a watch again.", l->id, l->name->name);
+        /* Alive by name only, or cannot tell now (out of file
+         * descriptors, say): again at the next check. */
+        watch_by_name(io);
+}
+
+/* The watch connection ended: the anchor closed (the connection was
+ * pending in its backlog and got reset), or the process that accepted the
+ * connection went (fleetsem run killed) while other copies of the anchor
+ * live on in the job it started. The name tells which. A process that
+ * accepts and drops watches in a loop gets a few new ones a second at
+ * most; past that, the anchor is checked by name at housekeeping. */
+static int on_anchor_event(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        LeaseIo *io = userdata;
+        usec_t now = now_mono();
+        char buf[64];
+        ssize_t n;
+
+        (void) s;
+        (void) revents;
+        /* No anchor writes: any event means the watch ended. */
+        n = read(fd, buf, sizeof(buf));
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        if (!io->lease)
+                return 0;
+        lease_io_close_watch(io);
+        if (now >= io->rewatch_window + REWATCH_WINDOW) {
+                io->rewatch_window = now;
+                io->rewatches = 0;
+        }
+        if (io->rewatches++ < REWATCHES_MAX)
+                rewatch(io);
+        else
+                watch_by_name(io);
+        return 0;
 }
 
 void lease_io_check_names(Agent *a) {
@@ -159,7 +198,7 @@ void lease_io_check_names(Agent *a) {
         /* Releasing a lease frees its io (and takes it off the list). */
         LIST_FOREACH_SAFE(by_name, io, next, a->by_name)
                 if (io->lease)
-                        check_by_name(io);
+                        rewatch(io);
 }
 
 static int on_lease_timer(sd_event_source *s, uint64_t usec, void *userdata) {

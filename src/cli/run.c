@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -94,9 +95,11 @@ static void help(void) {
                "  -v --verbose          Report progress on stderr even when it is not a terminal\n"
                "  -h --help             Show this help\n\n"
                "COMMAND runs in its own process group with FLEETSEM_NAME, FLEETSEM_TOKEN\n"
-               "(fencing token) and FLEETSEM_LEASE set, the signal dispositions and mask\n"
-               "of the caller, and the terminal's foreground when run had it; SIGINT,\n"
-               "SIGTERM and SIGHUP go to it.\n"
+               "(fencing token), FLEETSEM_LEASE and FLEETSEM_ANCHOR_FD set, the signal\n"
+               "dispositions and mask of the caller, and the terminal's foreground when\n"
+               "run had it; SIGINT, SIGTERM and SIGHUP go to it. COMMAND inherits the\n"
+               "anchor (fd FLEETSEM_ANCHOR_FD): the slot is held while run or any process\n"
+               "that keeps the anchor open lives, also after run exits or is killed.\n"
                "Exit status: COMMAND's (128+N if killed by signal N); 75 no slot within the\n"
                "wait or slot lost; 69 agent or Redis unavailable; 64 usage; 77 not permitted.\n");
 }
@@ -280,16 +283,21 @@ static void reap_child(Run *r) {
                 job_stopped(r);
         }
         code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (r->lost && r->on_lost != ON_LOST_IGNORE) {
+                /* We exit now, so nobody would send the SIGKILL later:
+                 * what remains of the job (its process group outlives its
+                 * first process) goes at once. */
+                kill_group(r, SIGKILL);
+                code = EXIT_TEMPFAIL;
+        }
         r->child = 0;
         give_terminal(r, getpgrp());
-        if (r->lost && r->on_lost != ON_LOST_IGNORE)
-                code = EXIT_TEMPFAIL;
         finish(r, code);
 }
 
 typedef struct CommandEnv {
         char **env;             /* ours plus the inherited ones */
-        char *ours[3];          /* FLEETSEM_NAME=, FLEETSEM_TOKEN=, FLEETSEM_LEASE= */
+        char *ours[4];          /* FLEETSEM_NAME=, FLEETSEM_TOKEN=, FLEETSEM_LEASE=, FLEETSEM_ANCHOR_FD= */
 } CommandEnv;
 
 static void command_env_done(CommandEnv *ce) {
@@ -298,9 +306,14 @@ static void command_env_done(CommandEnv *ce) {
         free(ce->env);
 }
 
-/* The environment of COMMAND: ours, with FLEETSEM_NAME, FLEETSEM_TOKEN and
- * FLEETSEM_LEASE set. Built before vfork(), which allows nothing but
- * system calls in the child. */
+/* Whether "KEY=value" sets the KEY of "KEY=...". */
+static bool env_same_key(const char *assignment, const char *other) {
+        return strneq(assignment, other, strcspn(other, "=") + 1);
+}
+
+/* The environment of COMMAND: ours, with FLEETSEM_NAME, FLEETSEM_TOKEN,
+ * FLEETSEM_LEASE and FLEETSEM_ANCHOR_FD set. Built before vfork(), which
+ * allows nothing but system calls in the child. */
 static int command_env_build(Run *r, CommandEnv *ret) {
         extern char **environ;
         CommandEnv ce = {};
@@ -312,14 +325,19 @@ static int command_env_build(Run *r, CommandEnv *ret) {
         if (!ce.env ||
             asprintf(&ce.ours[0], "FLEETSEM_NAME=%s", r->name) < 0 ||
             asprintf(&ce.ours[1], "FLEETSEM_TOKEN=%" PRIu64, r->token) < 0 ||
-            asprintf(&ce.ours[2], "FLEETSEM_LEASE=%s", r->lease) < 0) {
+            asprintf(&ce.ours[2], "FLEETSEM_LEASE=%s", r->lease) < 0 ||
+            asprintf(&ce.ours[3], "FLEETSEM_ANCHOR_FD=%i", r->anchor_fd) < 0) {
                 command_env_done(&ce);
                 return -ENOMEM;
         }
-        for (size_t i = 0; i < n; i++)
-                if (!strneq(environ[i], "FLEETSEM_NAME=", 14) && !strneq(environ[i], "FLEETSEM_TOKEN=", 15) &&
-                    !strneq(environ[i], "FLEETSEM_LEASE=", 15))
+        for (size_t i = 0; i < n; i++) {
+                bool replaced = false;
+
+                for (size_t j = 0; j < ELEMENTSOF(ce.ours); j++)
+                        replaced = replaced || env_same_key(environ[i], ce.ours[j]);
+                if (!replaced)
                         ce.env[k++] = environ[i];
+        }
         for (size_t i = 0; i < ELEMENTSOF(ce.ours); i++)
                 ce.env[k++] = ce.ours[i];
         *ret = ce;
@@ -339,15 +357,20 @@ static int spawn_command(Run *r, char **env) {
                 return log_error_errno(errno, "Failed to start %s: %m", r->command[0]);
         if (pid == 0) {
                 /* Own process group, so signals reach the whole job, in the
-                 * terminal's foreground if we had it; dies with us, so it
-                 * never runs on without the slot. Then the caller's signal
-                 * dispositions and mask, as if run were not there. */
+                 * terminal's foreground if we had it; told when we die.
+                 * The job holds a copy of the anchor (our copy of the fd
+                 * table is the child's own under vfork), so the slot lives
+                 * as long as any of its processes keeps it, even when we
+                 * are killed. Then the caller's signal dispositions and
+                 * mask, as if run were not there. */
                 (void) setpgid(0, 0);
                 if (r->tty_fd >= 0)
                         (void) tcsetpgrp(r->tty_fd, getpid());
                 (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
                 if (getppid() != parent)
                         _exit(EXIT_TEMPFAIL);
+                if (fcntl(r->anchor_fd, F_SETFD, 0) < 0)
+                        _exit(EXIT_SOFTWARE);
                 for (size_t i = 0; i < ELEMENTSOF(restored_signals); i++)
                         (void) sigaction(restored_signals[i], &r->caller_action[i], NULL);
                 (void) sigprocmask(SIG_SETMASK, &r->caller_mask, NULL);
