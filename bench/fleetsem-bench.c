@@ -952,7 +952,7 @@ typedef struct RenewLoad {
 static int send_renew(redisContext *c, int i, unsigned long round, void *userdata) {
         RenewLoad *rl = userdata;
         int name = (int) ((round + (unsigned long) i) % G_NAMES), h = (int) ((round * 7 + (unsigned long) i) % (unsigned long) rl->hosts);
-        const char *argv[3 + N_KEYS + 4] = { "EVALSHA", rl->sha, STRINGIFY(N_KEYS) };
+        const char *argv[3 + N_KEYS + 5] = { "EVALSHA", rl->sha, STRINGIFY(N_KEYS) };
         char host[32], now[24], *index;
         size_t k = 3;
 
@@ -962,6 +962,7 @@ static int send_renew(redisContext *c, int i, unsigned long round, void *userdat
         argv[k++] = "15000";
         argv[k++] = host;
         argv[k++] = "86400000";
+        argv[k++] = "0";
         argv[k++] = rl->lease[h][name];
         (void) redisAppendCommandArgv(c, (int) k, argv, NULL);
         snprintf(now, sizeof(now), "%lld", (long long) (now_usec(CLOCK_REALTIME) / USEC_PER_MSEC));

@@ -137,11 +137,13 @@ static void adopt_entry(Agent *a, const char *id, const char *value) {
         snprintf(ad->name, sizeof(ad->name), "%s", name);
         snprintf(ad->id, sizeof(ad->id), "%s", id);
         {
-                char ttl[24], uid_s[16];
-                const char *args[] = { id, ttl, a->config->host_id, uid_s };
+                char ttl[24], uid_s[16], grace[24];
+                /* No idle time ("0"): adopting writes only what exists. */
+                const char *args[] = { id, ttl, a->config->host_id, uid_s, "0", grace };
 
                 snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
                 snprintf(uid_s, sizeof(uid_s), UID_FMT, (uid_t) uid);
+                snprintf(grace, sizeof(grace), "%" PRIu64, a->grace_until_ms);
                 a->adopt_pending++;
                 if (script_call(a, SCRIPT_ADOPT, name, adopt_reply, ad, ELEMENTSOF(args), args, NULL) < 0) {
                         safe_close(ad->watch_fd);

@@ -603,7 +603,7 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
         if (a->state != REDIS_READY)
                 return -ENOTCONN;
         rc = malloc(sizeof(*rc) + n_ids * sizeof(rc->ids[0]));
-        args = calloc(n_ids + 3, sizeof(char *));
+        args = calloc(n_ids + 4, sizeof(char *));
         if (!rc || !args) {
                 free(rc);
                 free(args);
@@ -616,9 +616,10 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
         args[0] = c.ttl;
         args[1] = a->config->host_id;
         args[2] = c.idle;
+        args[3] = c.grace;
         for (size_t i = 0; i < n_ids; i++)
-                args[3 + i] = rc->ids[i];
-        r = script_call(a, SCRIPT_RENEW, n->name, renew_reply, rc, n_ids + 3, args, NULL);
+                args[4 + i] = rc->ids[i];
+        r = script_call(a, SCRIPT_RENEW, n->name, renew_reply, rc, n_ids + 4, args, NULL);
         free(args);
         if (r < 0) {
                 free(rc);

@@ -2,8 +2,9 @@
 -- kind ("acquire", "release" or "renew"), its number of arguments, then its
 -- ARGV. Runs them in order, as that many scripts would, and returns their
 -- replies in order; a malformed batch runs none of them.
+-- Each kind: its function, its fewest arguments, which one is idle_ms.
 local kinds = {
-  acquire = {acquire_call, 8}, release = {release_call, 5}, renew = {renew_call, 3},
+  acquire = {acquire_call, 8, 8}, release = {release_call, 5, 5}, renew = {renew_call, 4, 3},
 }
 local calls, i = {}, 1
 while i <= #ARGV do
@@ -19,7 +20,7 @@ local replies, idle_ms, all = {}, nil, false
 for _, c in ipairs(calls) do
   local kind, args = c[1], c[2]
   replies[#replies + 1] = kind[1](args)
-  idle_ms = args[kind[2]]
+  idle_ms = args[kind[3]]
   all = all or kind[1] == renew_call
 end
 return idle(idle_ms, replies, all)

@@ -114,33 +114,40 @@ end
 -- passing: it moves every expiry of the name by as much, so a step never
 -- ends a lease early. Time nobody saw does not count: if the name's agents
 -- were all gone meanwhile, their leases end a lease after someone looks
--- again. `ttl` is the caller's lease (nil: the last caller's); a `looker`
--- (status) never creates the key.
-local function observe(now_ms, ttl, looker)
+-- again. Data older than the grace period of the Redis state the caller
+-- knows (Redis restored from a snapshot, a failover) is no step: the reset
+-- is handled by re-assertion and grace, and its dead leases run out as
+-- they would have. `ttl` is the caller's lease (nil: the last caller's),
+-- `grace_until` that of its Redis state (nil: unknown); a `looker` (status)
+-- writes nothing and, after a step, drops nothing either (returns false).
+local function observe(now_ms, ttl, grace_until, looker)
   local last, last_ttl = string.match(redis.call('GET', K_CLOCK) or '', '^(%d+) (%d+)$')
   last, last_ttl = tonumber(last), tonumber(last_ttl)
   ttl = tonumber(ttl) or last_ttl or 0
   local stepped = last and (now_ms - last > ttl / 2 or now_ms < last)
+  if stepped and last < (tonumber(grace_until) or 0) then stepped = false end
+  if stepped and looker then return false end
   if stepped then
     shift(K_HOLDERS, now_ms - last)
     shift(K_WAITERS, now_ms - last)
   end
   -- Written again after a twentieth of a lease at most, not on every call.
-  if stepped or (not looker and (not last or now_ms - last >= ttl / 20 or ttl ~= last_ttl)) then
+  if not looker and (stepped or not last or now_ms - last >= ttl / 20 or ttl ~= last_ttl) then
     write('SET', K_CLOCK, digits(now_ms) .. ' ' .. digits(ttl), 'KEEPTTL')
     due = true
   end
+  return true
 end
 
 -- Drops holders and waiters whose lease ran out (their agent stopped
 -- renewing), and wakes the waiters if that freed anything. Every script
 -- that changes a name starts here, with its caller's lease if it has one.
 local expired = false
-local function expire(now_ms, ttl, looker)
+local function expire(now_ms, ttl, grace_until, looker)
   -- Once a call: nothing added since runs out at the same time.
   if expired then return end
   expired = true
-  observe(now_ms, ttl, looker)
+  if not observe(now_ms, ttl, grace_until, looker) then return end
   local freed = false
   for _, lease in ipairs(redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now_ms)) do
     redis.call('ZREM', K_HOLDERS, lease)
@@ -237,7 +244,7 @@ local function acquire_call(ARGV)
   local lease, slots, ttl, desc = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
   local me, grace_until = ARGV[5] .. ' ' .. ARGV[6], tonumber(ARGV[7]) or 0
   local now_ms, now_us = now()
-  expire(now_ms, ttl)
+  expire(now_ms, ttl, grace_until)
 
   if foreign(lease, me) then return {-1} end
 
@@ -298,7 +305,7 @@ local function release_call(ARGV)
   local lease, me = ARGV[1], ARGV[2] .. ' ' .. ARGV[3]
   local grace_until = tonumber(ARGV[4]) or 0
   local now_ms, now_us = now()
-  expire(now_ms)
+  expire(now_ms, nil, grace_until)
 
   if foreign(lease, me) then return {-1} end
 
@@ -321,15 +328,16 @@ local function release_call(ARGV)
   return reply
 end
 
--- ARGV: ttl_ms, host, idle_ms, lease... (one agent's leases on this name).
+-- ARGV: ttl_ms, host, idle_ms, grace_until_ms, lease... (one agent's
+-- leases on this name).
 -- Extends holders and waiters; returns the leases that are neither
 -- (expired or evicted) or that belong to another host.
 local function renew_call(ARGV)
   local ttl, host = tonumber(ARGV[1]), ARGV[2]
   local now_ms = now()
-  expire(now_ms, ttl)
+  expire(now_ms, ttl, ARGV[4])
   local missing = {}
-  for i = 4, #ARGV do
+  for i = 5, #ARGV do
     local lease = ARGV[i]
     local owner = redis.call('HGET', K_OWNER, lease)
     if owner and string.sub(owner, 1, #host + 1) ~= host .. ' ' then

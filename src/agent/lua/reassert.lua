@@ -6,7 +6,8 @@
 local lease, slots, token, since = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local ttl, desc, me, idle_ms = tonumber(ARGV[5]), ARGV[6], ARGV[7] .. ' ' .. ARGV[8], ARGV[9]
 local now_ms, now_us = now()
-expire(now_ms, ttl)
+-- Only after a reset: what Redis has is older than it, not a clock step.
+expire(now_ms, ttl, now_ms + 1)
 
 if foreign(lease, me) then return idle(idle_ms, -1) end
 if redis.call('ZSCORE', K_HOLDERS, lease) then
