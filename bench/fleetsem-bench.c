@@ -436,36 +436,46 @@ static int send_acquire(const char *n, const char *name, uint32_t slots, int *re
         return client_send_request(n, 0, 10 * USEC_PER_SEC, &req, ret_fd);
 }
 
-static void scenario_d(int agents, double floor_rate) {
-        enum { N = 64 };
-        static LineReader lr[N];
-        int anchor[N], fd[N];
-        bool holding[N];
+/* D: N clients (at most D_CLIENTS_MAX) on `names` names of 8 slots each,
+ * through `agents` agents. */
+#define D_CLIENTS_MAX 1000
+static void scenario_d(const char *id, int agents, int N, int names, double floor_rate) {
+        static LineReader lr[D_CLIENTS_MAX];
+        static int anchor[D_CLIENTS_MAX], fd[D_CLIENTS_MAX];
+        static bool holding[D_CLIENTS_MAX];
+        static struct pollfd p[D_CLIENTS_MAX];
+        char name[D_CLIENTS_MAX][24];
         usec_t start, duration = 5 * USEC_PER_SEC;
         unsigned long grants = 0;
         double rate;
         char what[96];
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t) (2 * N + 64)) {
+                rl.rlim_cur = rl.rlim_max;
+                (void) setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        for (int i = 0; i < N; i++)
+                snprintf(name[i], sizeof(name[i]), names == 1 ? "bench-d" : "bench-d%d", i % names);
 
         /* Each client holds its slot only as long as it takes to notice,
          * gives it back and asks again at once, never waiting for an
          * answer: the clients keep the agent busy, not the other way. */
         for (int i = 0; i < N; i++) {
-                if (send_acquire(ns[i % agents], "bench-d", 8, &anchor[i], &fd[i]) < 0)
+                if (send_acquire(ns[i % agents], name[i], 8, &anchor[i], &fd[i]) < 0)
                         return;
                 line_reader_init(&lr[i], PROTO_REPLY_MAX);
                 holding[i] = false;
         }
         start = now_usec(CLOCK_MONOTONIC);
         while (now_usec(CLOCK_MONOTONIC) - start < duration) {
-                struct pollfd p[N];
-
                 for (int i = 0; i < N; i++) {
                         if (!holding[i])
                                 continue;
                         grants++;
                         safe_close(fd[i]);
                         safe_close(anchor[i]);
-                        if (send_acquire(ns[i % agents], "bench-d", 8, &anchor[i], &fd[i]) < 0) {
+                        if (send_acquire(ns[i % agents], name[i], 8, &anchor[i], &fd[i]) < 0) {
                                 fprintf(stderr, "D: client %d could not ask again\n", i);
                                 return;
                         }
@@ -500,12 +510,15 @@ static void scenario_d(int agents, double floor_rate) {
                 safe_close(fd[i]);
                 safe_close(anchor[i]);
         }
-        snprintf(what, sizeof(what), "throughput: 64 clients, slots 8, %d agent(s)", agents);
+        if (names == 1)
+                snprintf(what, sizeof(what), "throughput: %d clients, slots 8, %d agent(s)", N, agents);
+        else
+                snprintf(what, sizeof(what), "throughput: %d clients, %d names of 8 slots, %d agent(s)", N, names, agents);
         rate = (double) grants / ((double) duration / USEC_PER_SEC);
-        printf("%-4s %-52s %9.0f grants/s  %.0f%% of Redis alone\n", agents == 1 ? "D1" : "D3", what, rate,
+        printf("%-4s %-52s %9.0f grants/s  %.0f%% of Redis alone\n", id, what, rate,
                floor_rate > 0 ? 100.0 * rate / floor_rate : 0.0);
         printf("@json {\"id\":\"%s\",\"what\":\"%s\",\"grants_per_s\":%.0f,\"of_redis_alone\":%.2f}\n",
-               agents == 1 ? "D1" : "D3", what, rate, floor_rate > 0 ? rate / floor_rate : 0.0);
+               id, what, rate, floor_rate > 0 ? rate / floor_rate : 0.0);
         fflush(stdout);
 }
 
@@ -1233,9 +1246,10 @@ int main(int argc, char *argv[]) {
         if (wanted('D')) {
                 double floor_rate = floor_redis_throughput();
 
-                scenario_d(1, floor_rate);
+                scenario_d("D1", 1, 64, 1, floor_rate);
                 if (n_ns == 3)
-                        scenario_d(3, floor_rate);
+                        scenario_d("D3", 3, 64, 1, floor_rate);
+                scenario_d("D100", 1, 1000, 100, floor_rate);
         }
         if (wanted('E') && getenv("FLEETSEMD"))
                 scenario_e(getenv("FLEETSEMD"));
