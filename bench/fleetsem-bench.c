@@ -297,12 +297,16 @@ static void scenario_c(void) {
 /* 64 clients in one poll loop: each holds or waits; a holder releases at
  * once and asks again, a waiter is polled for its grant. */
 /* One acquire (a new lease) or release as the agent sends it. */
+/* The fleet clock key the raw script calls pass after a name's keys. */
+#define BENCH_FLEET_CLOCK "bench-raw:clock"
+
 static int send_script(redisContext *c, const char *sha, char keys[N_KEYS][96], char lease[LEASE_ID_LEN + 1], bool release) {
-        const char *argv[3 + N_KEYS + 8] = { "EVALSHA", sha, STRINGIFY(N_KEYS) };
+        const char *argv[3 + N_SCRIPT_KEYS + 8] = { "EVALSHA", sha, STRINGIFY(N_SCRIPT_KEYS) };
         size_t n = 3;
 
         for (int k = 0; k < N_KEYS; k++)
                 argv[n++] = keys[k];
+        argv[n++] = BENCH_FLEET_CLOCK;
         if (!release)
                 (void) lease_id_new(lease);
         argv[n++] = lease;
@@ -965,13 +969,14 @@ typedef struct RenewLoad {
 static int send_renew(redisContext *c, int i, unsigned long round, void *userdata) {
         RenewLoad *rl = userdata;
         int name = (int) ((round + (unsigned long) i) % G_NAMES), h = (int) ((round * 7 + (unsigned long) i) % (unsigned long) rl->hosts);
-        const char *argv[3 + N_KEYS + 5] = { "EVALSHA", rl->sha, STRINGIFY(N_KEYS) };
+        const char *argv[3 + N_SCRIPT_KEYS + 5] = { "EVALSHA", rl->sha, STRINGIFY(N_SCRIPT_KEYS) };
         char host[32], now[24], *index;
         size_t k = 3;
 
         snprintf(host, sizeof(host), "h%d", h);
         for (int j = 0; j < N_KEYS; j++)
                 argv[k++] = rl->keys[name][j];
+        argv[k++] = BENCH_FLEET_CLOCK;
         argv[k++] = "15000";
         argv[k++] = host;
         argv[k++] = "86400000";
@@ -999,13 +1004,14 @@ static double g_floor(redisContext *rc, int hosts) {
                         snprintf(rl.keys[k][j], sizeof(rl.keys[k][j]), "bench-raw5:{g%d}:%s", k, key_suffix[j]);
         for (int h = 0; h < hosts; h++)
                 for (int k = 0; k < G_NAMES; k++) {
-                        const char *argv[3 + N_KEYS + 8] = { "EVALSHA", acquire_sha, STRINGIFY(N_KEYS) };
+                        const char *argv[3 + N_SCRIPT_KEYS + 8] = { "EVALSHA", acquire_sha, STRINGIFY(N_SCRIPT_KEYS) };
                         size_t n = 3;
 
                         snprintf(host, sizeof(host), "h%d", h);
                         (void) lease_id_new(rl.lease[h][k]);
                         for (int j = 0; j < N_KEYS; j++)
                                 argv[n++] = rl.keys[k][j];
+                        argv[n++] = BENCH_FLEET_CLOCK;
                         for (const char *const *p = (const char *const[]) { rl.lease[h][k], "1000", "15000",
                                                                            "INFO host=bench pid=1 uid=0 user=root slots=1000 comm=bench",
                                                                            host, "0", "0", "86400000", NULL }; *p; p++)

@@ -28,12 +28,13 @@ key() {
         return 1
 }
 EPOCH_KEY=fleetsem:epoch
+FLEET_CLOCK=fleetsem:clock
 
 # lua NAME SCRIPT ARGV...: the reply as JSON.
 lua() {
         local name=$1 script=$2 k
         shift 2
-        mapfile -t k < <(keys_of "$name")
+        mapfile -t k < <(keys_of "$name"; echo "$FLEET_CLOCK")
         rcli --json EVALSHA "${SHA[$script]}" "${#k[@]}" "${k[@]}" "$@"
 }
 epoch() { rcli --json EVALSHA "${SHA[epoch]}" 1 "$EPOCH_KEY" "$@"; }
@@ -229,48 +230,67 @@ check "expiry: that wakes the waiters ('1')" wait_for 5 heard exp 1
 is "$(rcli ZSCORE "$(key exp limits)" h)$(rcli HGET "$(key exp owner)" h)" "" "expiry: h is forgotten (limits, owner)"
 
 # ---- Clock steps ---------------------------------------------------------------
-# The clock key says when a script last saw the name; setting it back (or
-# ahead) is what a step of Redis' clock looks like to the next script.
-clock_is() { rcli SET "$(key "$1" clock)" "$2 ${TTL_MS:-10000}" KEEPTTL >/dev/null; }
+# The fleet's clock key says when a script last ran on any name; setting it
+# back (or ahead) is what a step of Redis' clock looks like to the next one.
+fleet_offset() { rcli GET "$FLEET_CLOCK" | awk '{ print $2 }'; }
+fleet_is() { rcli SET "$FLEET_CLOCK" "$1 $(fleet_offset)" >/dev/null; }
+name_offset() { rcli GET "$(key "$1" clock)" | awk '{ print $3 }'; }
 acquire fwd h 1 >/dev/null
 acquire fwd w 1 >/dev/null
+acquire other o 1 >/dev/null
+off0=$(fleet_offset)
 t=$(redis_ms)
 rcli ZADD "$(key fwd holders)" $((t - 1000)) h >/dev/null
-clock_is fwd $((t - 9000))      # last seen 9 s ago: a forward step of ~9 s
+fleet_is $((t - 9000))          # nothing ran for 9 s: a forward step of ~9 s
 r=$(acquire fwd x 1)
 is "$(j "$r" 'r[:2]')" "[0,2]" "clock forward: h, stepped past its expiry, still holds (x queues 2nd)"
 is "$(j "$(rcli ZSCORE "$(key fwd holders)" h)" "$t + 7000 <= r <= $(redis_ms) + 8000")" true \
         "clock forward: h's expiry moved by the step (9 s)"
-is "$(j "$(rcli --json GET "$(key fwd clock)")" "int(r.split()[0]) >= $t")" true "clock forward: the key has the new time"
+is "$(j "$(fleet_offset)" "r - $off0 >= 9000")" true "clock forward: the fleet's offset moved by the step"
+is "$(name_offset fwd)" "$(fleet_offset)" "clock forward: the name is on the fleet's offset now"
+# Another name, not seen since before the step: moved when it is.
+t=$(redis_ms)
+rcli ZADD "$(key other holders)" $((t - 500)) o >/dev/null
+is "$(j "$(acquire other p 1)" 'r[0]')" 0 "clock forward: o, on a name seen later, still holds"
+is "$(j "$(rcli ZSCORE "$(key other holders)" o)" "r >= $t + 8000")" true "clock forward: ... moved by the step"
 release fwd h >/dev/null
 t=$(redis_ms)
 rcli ZADD "$(key fwd holders)" $((t + 13000)) w >/dev/null
-clock_is fwd $((t + 5000))      # last seen 5 s in the future: the clock went back ~5 s
+fleet_is $((t + 5000))          # last call 5 s in the future: the clock went back ~5 s
 acquire fwd y 1 >/dev/null
 is "$(j "$(rcli ZSCORE "$(key fwd holders)" w)" "$t + 7000 <= r <= $(redis_ms) + 8000")" true \
         "clock back: w keeps the 8 s it had left, not 13 (the step is taken off)"
 t=$(redis_ms)
 rcli ZADD "$(key fwd holders)" $((t - 1)) w >/dev/null
-clock_is fwd $((t - 3000))      # 3 s of a 10 s lease: time passing, not a step
+fleet_is $((t - 3000))          # 3 s of a 10 s lease: time passing, not a step
 acquire fwd z 1 >/dev/null
 is "$(rcli ZSCORE "$(key fwd holders)" w)" "" "clock: a gap under half a lease is time: w's lease ended"
 is "$(j "$(acquire fwd x 1)" 'r[0]')" 1 "clock: x, first in line, gets in"
+# A name nobody called for 9 s while others were called: its agent was cut
+# off, not the clock stepped; its lease runs out on time.
+acquire cut c 1 >/dev/null
+t=$(redis_ms)
+rcli ZADD "$(key cut holders)" $((t - 1000)) c >/dev/null
+rcli SET "$(key cut clock)" "$((t - 9000)) ${TTL_MS:-10000} $(fleet_offset)" KEEPTTL >/dev/null
+is "$(j "$(acquire cut q 1)" 'r[0]')" 1 "clock: a name alone unseen is no step: c ran out, q gets in"
 # Redis restored from a snapshot 9 s old, its new state's grace ended 5 s
 # ago: what it has is old data, not a step; its dead leases run out.
 acquire old h 1 >/dev/null
 t=$(redis_ms)
 rcli ZADD "$(key old holders)" $((t - 1000)) h >/dev/null
-clock_is old $((t - 9000))
+fleet_is $((t - 9000))
+before=$(rcli GET "$FLEET_CLOCK")
 r=$(status old)
 is "$(j "$r" '[h[0] for h in r[1]]')" '["h"]' "clock: status after a step drops nothing..."
-is "$(rcli GET "$(key old clock)")" "$((t - 9000)) ${TTL_MS:-10000}" "... and writes nothing"
+is "$(rcli GET "$FLEET_CLOCK")" "$before" "... and writes nothing"
 is "$(j "$(GRACE=$((t - 5000)) acquire old x 1)" 'r[0]')" 1 "clock: data older than the grace is no step: h ran out, x gets in"
 t=$(redis_ms)
-clock_is old $((t - 9000))
+fleet_is $((t - 9000))
 rcli ZADD "$(key old holders)" $((t - 1000)) x >/dev/null
 GRACE=$((t - 5000)) renew old x >/dev/null
 is "$(rcli ZSCORE "$(key old holders)" x)" "" "clock: ... renew alike (x ran out, and was not renewed)"
 is "$(status nock >/dev/null; rcli EXISTS "$(key nock clock)")" 0 "clock: status alone never creates the key"
+is "$(rcli PTTL "$FLEET_CLOCK")" -1 "clock: the fleet's clock key never expires"
 
 # ---- Wake messages on release -------------------------------------------------
 sub pub

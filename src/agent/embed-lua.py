@@ -36,8 +36,11 @@ def prelude_text(keys_path, prelude_path):
     suffixes = key_suffixes(keys_path)
     names = ", ".join("K_" + s.upper() for s in suffixes)
     values = ", ".join("KEYS[%d]" % (i + 1) for i in range(len(suffixes)))
-    return ("-- Generated from keys.list: KEYS[n] is P:{NAME}:<suffix n>.\n"
-            "local %s = %s\n" % (names, values)) + read(prelude_path)
+    return ("-- Generated from keys.list: KEYS[n] is P:{NAME}:<suffix n>; the\n"
+            "-- one after them is P:clock, the fleet's.\n"
+            "local %s = %s\n"
+            "local NAME_KEYS = {%s}\n"
+            "local K_FLEET_CLOCK = KEYS[%d]\n" % (names, values, names, len(suffixes) + 1)) + read(prelude_path)
 
 
 def c_string(text):
@@ -53,7 +56,9 @@ def write_c(out_c, out_h, keys_path, prelude_path, scripts):
     with open(out_h, "w", encoding="utf-8") as f:
         f.write("/* Generated from src/agent/keys.list; do not edit. */\n")
         f.write("#pragma once\n\n")
-        f.write("#define N_KEYS %d\n\n" % len(suffixes))
+        f.write("#define N_KEYS %d\n" % len(suffixes))
+        f.write("/* A name script's KEYS: the name's, then the fleet's clock key. */\n")
+        f.write("#define N_SCRIPT_KEYS %d\n\n" % (len(suffixes) + 1))
         f.write("extern const char *const key_suffix[N_KEYS];\n")
     with open(out_c, "w", encoding="utf-8") as f:
         f.write("/* Generated from src/agent/keys.list and the Lua scripts in src/agent/lua; do not edit. */\n")

@@ -131,27 +131,30 @@ static int script_call_argv(Agent *a, Script script, redis_reply_cb cb, void *us
 
 static int script_call_now(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
                            size_t n_args, const char *const *args, const size_t *arglens) {
-        char keys[N_KEYS][IDENT_MAX_LEN + NAME_MAX_LEN + 32];
+        /* The name's keys, then the fleet's clock key. */
+        enum { K = N_KEYS + 1 };
+        char keys[K][IDENT_MAX_LEN + NAME_MAX_LEN + 32];
         _cleanup_free_ const char **argv = NULL;
         _cleanup_free_ size_t *lens = NULL;
 
         if (a->state != REDIS_READY)
                 return -ENOTCONN;
-        argv = calloc(N_KEYS + n_args, sizeof(char *));
-        lens = calloc(N_KEYS + n_args, sizeof(size_t));
+        argv = calloc(K + n_args, sizeof(char *));
+        lens = calloc(K + n_args, sizeof(size_t));
         if (!argv || !lens)
                 return -ENOMEM;
-        for (size_t i = 0; i < N_KEYS; i++) {
-                int n = snprintf(keys[i], sizeof(keys[i]), "%s:{%s}:%s", a->config->key_prefix, name, key_suffix[i]);
+        for (size_t i = 0; i < K; i++) {
+                int n = i < N_KEYS ? snprintf(keys[i], sizeof(keys[i]), "%s:{%s}:%s", a->config->key_prefix, name, key_suffix[i])
+                                   : snprintf(keys[i], sizeof(keys[i]), "%s:clock", a->config->key_prefix);
 
                 argv[i] = keys[i];
                 lens[i] = (size_t) n;
         }
         for (size_t i = 0; i < n_args; i++) {
-                argv[N_KEYS + i] = args[i];
-                lens[N_KEYS + i] = arglens ? arglens[i] : strlen(args[i]);
+                argv[K + i] = args[i];
+                lens[K + i] = arglens ? arglens[i] : strlen(args[i]);
         }
-        return script_call_argv(a, script, cb, userdata, N_KEYS, N_KEYS + n_args, argv, lens);
+        return script_call_argv(a, script, cb, userdata, K, K + n_args, argv, lens);
 }
 
 /* ---- Group commit ----------------------------------------------------------------
@@ -968,7 +971,13 @@ static void on_cmd_state(RedisConn *conn, int error, const char *message, void *
         if (conn != a->cmd)
                 return;
         if (error < 0) {
-                redis_went_down(a, error, message);
+                /* A refused AUTH says more than the connection Redis then
+                 * closes (it drops unauthenticated clients that send a
+                 * large bulk: the scripts sent behind the AUTH). */
+                char why[sizeof(a->redis_error)];
+
+                snprintf(why, sizeof(why), "%s", a->setup_failed ? a->redis_error : message ? message : "");
+                redis_went_down(a, error, why);
                 return;
         }
         a->setup_pending = 0;
@@ -1230,6 +1239,7 @@ static void connect_all(Agent *a) {
         if (!a->cmd) {
                 if (a->state != REDIS_DOWN)
                         a->state = REDIS_CONNECTING;
+                a->setup_failed = false;
                 r = redis_conn_new(a->event, data_address(a), CONNECT_TIMEOUT, on_cmd_state, a, &a->cmd);
                 if (r < 0) {
                         a->cmd = NULL;

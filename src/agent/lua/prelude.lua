@@ -5,8 +5,10 @@
 --   grant (HASH lease -> "TOKEN SINCE_MS")   token (fencing counter)
 --   ticket (queue counter)   limits (ZSET lease -> slots it asked for)
 --   owner (HASH lease -> "HOST UID")
---   clock ("NOW_MS TTL_MS": the server's clock when a script last saw the
---   name, and the lease of the agent that called it)
+--   clock ("NOW_MS TTL_MS OFFSET_MS": the server's clock when a script
+--   last saw the name, the lease of the agent that called it, and the
+--   fleet clock's offset its expiries are on)
+-- and one key for all names, K_FLEET_CLOCK (the last KEY; see observe()).
 -- Every time comes from the server's clock: no client clock is trusted.
 -- Only functions here: the epoch script has other KEYS and uses none of them.
 
@@ -108,32 +110,45 @@ local function shift(key, by)
 end
 
 -- Expiries are on the server's wall clock, which can be stepped (NTP, a
--- restored VM, an operator). Renewals reach a name every third of a lease
--- while anyone holds or waits, so a script that finds the clock more than
--- half a lease ahead of the last one (or behind it) sees a step, not time
--- passing: it moves every expiry of the name by as much, so a step never
--- ends a lease early. Time nobody saw does not count: if the name's agents
--- were all gone meanwhile, their leases end a lease after someone looks
--- again. Data older than the grace period of the Redis state the caller
--- knows (Redis restored from a snapshot, a failover) is no step: the reset
--- is handled by re-assertion and grace, and its dead leases run out as
--- they would have. `ttl` is the caller's lease (nil: the last caller's),
--- `grace_until` that of its Redis state (nil: unknown); a `looker` (status)
--- writes nothing and, after a step, drops nothing either (returns false).
+-- restored VM, an operator). Every agent with a lease calls Redis at least
+-- every third of a lease, so a script that finds the clock more than half
+-- a lease ahead of the last call's on any name (the fleet's clock key,
+-- K_FLEET_CLOCK: "LAST_MS OFFSET_MS"), or behind it, sees a step, not
+-- time passing: it adds the step to the fleet's offset. Each name keeps
+-- the offset its expiries are on ("LAST_MS TTL_MS OFFSET_MS"), and the
+-- first script on it after a step moves them by what the offset moved:
+-- a step never ends a lease early, nor makes one last longer. (A gap in
+-- every agent's calls, when no agent could reach Redis, counts as a step:
+-- it ends nobody's lease.) Data older than the grace period of the Redis
+-- state the caller knows (Redis restored from a snapshot, a failover) is
+-- no step: that reset is handled by re-assertion and grace, and its dead
+-- leases run out as they would have. `ttl` is the caller's lease (nil: the
+-- last caller's on the name), `grace_until` that of its Redis state; a
+-- `looker` (status) writes nothing and, after a step, drops nothing
+-- either (returns false).
 local function observe(now_ms, ttl, grace_until, looker)
-  local last, last_ttl = string.match(redis.call('GET', K_CLOCK) or '', '^(%d+) (%d+)$')
-  last, last_ttl = tonumber(last), tonumber(last_ttl)
+  local last, last_ttl, offset = string.match(redis.call('GET', K_CLOCK) or '', '^(%d+) (%d+) (%-?%d+)$')
+  last, last_ttl, offset = tonumber(last), tonumber(last_ttl), tonumber(offset)
   ttl = tonumber(ttl) or last_ttl or 0
-  local stepped = last and (now_ms - last > ttl / 2 or now_ms < last)
-  if stepped and last < (tonumber(grace_until) or 0) then stepped = false end
+  local fleet_last, fleet_offset = string.match(redis.call('GET', K_FLEET_CLOCK) or '', '^(%d+) (%-?%d+)$')
+  fleet_last, fleet_offset = tonumber(fleet_last), tonumber(fleet_offset) or 0
+  local stepped = fleet_last and (now_ms - fleet_last > ttl / 2 or now_ms < fleet_last)
+  if stepped and fleet_last < (tonumber(grace_until) or 0) then stepped = false end
   if stepped and looker then return false end
-  if stepped then
-    shift(K_HOLDERS, now_ms - last)
-    shift(K_WAITERS, now_ms - last)
+  if stepped then fleet_offset = fleet_offset + now_ms - fleet_last end
+  local moved = offset and offset ~= fleet_offset
+  if moved and looker then return false end
+  if moved then
+    shift(K_HOLDERS, fleet_offset - offset)
+    shift(K_WAITERS, fleet_offset - offset)
   end
-  -- Written again after a twentieth of a lease at most, not on every call.
-  if not looker and (stepped or not last or now_ms - last >= ttl / 20 or ttl ~= last_ttl) then
-    write('SET', K_CLOCK, digits(now_ms) .. ' ' .. digits(ttl), 'KEEPTTL')
+  if looker then return true end
+  -- Each written again after a twentieth of a lease at most, not every call.
+  if stepped or not fleet_last or now_ms - fleet_last >= ttl / 20 then
+    redis.call('SET', K_FLEET_CLOCK, digits(now_ms) .. ' ' .. digits(fleet_offset))
+  end
+  if moved or not last or now_ms - last >= ttl / 20 or ttl ~= last_ttl then
+    write('SET', K_CLOCK, digits(now_ms) .. ' ' .. digits(ttl) .. ' ' .. digits(fleet_offset), 'KEEPTTL')
     due = true
   end
   return true
@@ -223,7 +238,7 @@ end
 local function idle(idle_ms, reply, all)
   idle_ms = tonumber(idle_ms)
   if idle_ms and idle_ms > 0 and (all or due or fresh) then
-    for _, key in ipairs(KEYS) do
+    for _, key in ipairs(NAME_KEYS) do
       if all or due or written[key] then
         redis.call('PEXPIRE', key, idle_ms)
       end
