@@ -92,7 +92,7 @@ check() {
 	esac
 	out=$work/$name/pan.out
 	if [ $ok = 1 ]; then
-		(cd "$work/$name" && timeout "$secs" ./pan $args >pan.out 2>&1)
+		(cd "$work/$name" && timeout --foreground "$secs" ./pan $args >pan.out 2>&1)
 		rc=$?
 		report "$out"
 		if [ $rc = 124 ]; then
@@ -113,7 +113,7 @@ mutant() {
 	echo "== mutant $name: $what"
 	if compile "$name" "$defs" "-O0 -DSAFETY -DCOLLAPSE"; then
 		out=$work/$name/pan.out
-		(cd "$work/$name" && timeout 120 ./pan -m300000 -w25 >pan.out 2>&1)
+		(cd "$work/$name" && timeout --foreground 120 ./pan -m300000 -w25 >pan.out 2>&1)
 		report "$out"
 		if [ "$(field "$out" "errors:")" != "" ] && [ "$(field "$out" "errors:")" != 0 ] &&
 			[ -f "$work/$name/fleetsem.pml.trail" ]; then
