@@ -3,41 +3,57 @@
 #   model/run.sh            every property on every configuration; exit 0 when all hold
 #   model/run.sh --mutants  every seeded bug; exit 0 when spin finds a violation in each
 #   -v                      also print the events of each counterexample
+#   -j N                    N searches at once (default: one a core); the
+#                           output stays in the order below
 # Needs spin and gcc (Debian: spin, gcc).
 set -u
+export LC_ALL=C
+# Each search runs as a job of its own process group, so that an interrupted
+# run stops the verifiers it started.
+set -m
 
 here=$(cd "$(dirname "$0")" && pwd)
 mode=checks
 verbose=0
-for a in "$@"; do
-	case $a in
+jobs=$(nproc)
+usage() { echo "usage: $0 [--mutants] [-v] [-j N]" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+	case $1 in
 	--mutants) mode=mutants ;;
 	-v) verbose=1 ;;
-	*) echo "usage: $0 [--mutants] [-v]" >&2; exit 2 ;;
+	-j) [ $# -ge 2 ] && [[ $2 =~ ^[1-9][0-9]*$ ]] || usage; jobs=$2; shift ;;
+	*) usage ;;
 	esac
+	shift
 done
 for t in spin gcc timeout; do
 	command -v $t >/dev/null || { echo "$0: $t is missing (apt-get install spin gcc)" >&2; exit 2; }
 done
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
+declare -A running=()   # pid of a job -> its index
+trap 'for p in "${!running[@]}"; do kill -- -"$p" 2>/dev/null; done; wait; rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
 
 # Faults off unless a configuration turns them on; MAXG bounds the runs.
 BASE="-DMAXG=3 -DWAKES=0 -DGIVEUP=1 -DCRASHES=0 -DRESETS=0 -DLOSSES=0 -DDUPS=0 -DSTRAYS=0"
 
-# compile NAME DEFINES CFLAGS: spin -a and gcc in $work/NAME
+# compile NAME DEFINES CFLAGS: spin -a and gcc in $work/NAME. -O2 pays for
+# its 5 s of gcc on the searches of a million states and more; a mutant's
+# search stops at its first violation, and -O0 builds in under a second.
 compile() {
-	local dir=$work/$1
+	local dir=$work/$1 t0=$EPOCHREALTIME
 	mkdir -p "$dir" && cp "$here/fleetsem.pml" "$dir/" || return 1
 	(cd "$dir" && spin -a $2 fleetsem.pml >spin.log 2>&1 &&
-		gcc -O2 -w -DVECTORSZ=1024 -DMEMLIM=4096 $3 -o pan pan.c >gcc.log 2>&1) || {
+		gcc -w -DVECTORSZ=1024 -DMEMLIM=4096 $3 -o pan pan.c >gcc.log 2>&1) || {
 		echo "  cannot build: $(cat "$dir/spin.log" "$dir/gcc.log" | head -5)"
 		return 1
 	}
+	built=$(elapsed "$t0")
 }
+
+# elapsed T0: seconds since $EPOCHREALTIME was T0, to a tenth
+elapsed() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
 
 # field OUT REGEX: the first number after REGEX in pan's report
 field() { sed -n "s/.*$2 *\([0-9.e+]*\).*/\1/p" "$1" | head -1; }
@@ -49,7 +65,7 @@ report() {
 	depth=$(field "$out" "depth reached")
 	errors=$(field "$out" "errors:")
 	t=$(field "$out" "elapsed time")
-	echo "  states stored: ${stored:-?}, depth reached: ${depth:-?}, errors: ${errors:-?}, ${t:-?} s"
+	echo "  states stored: ${stored:-?}, depth reached: ${depth:-?}, errors: ${errors:-?}, ${t:-?} s (compiling: ${built:-?} s)"
 	if grep -q "hash factor" "$out"; then
 		hf=$(field "$out" "hash factor:")
 		echo "  search: bitstate, hash factor ${hf} (>100: nearly every state visited)"
@@ -65,18 +81,18 @@ check() {
 	echo "  property: $prop"
 	echo "  configuration: $conf"
 	case $kind in
-	safety) compile "$name" "$defs" "-DSAFETY -DCOLLAPSE" || ok=0
+	safety) compile "$name" "$defs" "-O2 -DSAFETY -DCOLLAPSE" || ok=0
 		echo "  search: exhaustive (collapse compression)"
 		args="-m300000 -w25" ;;
-	bitstate) compile "$name" "$defs" "-DSAFETY -DBITSTATE" || ok=0
+	bitstate) compile "$name" "$defs" "-O2 -DSAFETY -DBITSTATE" || ok=0
 		args="-m300000 -w31 -k3" ;;
-	liveness) compile "$name" "$defs" "-DCOLLAPSE -DNFAIR=4" || ok=0
+	liveness) compile "$name" "$defs" "-O2 -DCOLLAPSE -DNFAIR=4" || ok=0
 		echo "  search: exhaustive, acceptance cycles, weak fairness (-a -f)"
 		args="-a -f -N live -m300000 -w25" ;;
 	esac
 	out=$work/$name/pan.out
 	if [ $ok = 1 ]; then
-		(cd "$work/$name" && timeout "$secs" ./pan $args >pan.out 2>&1)
+		(cd "$work/$name" && timeout --foreground "$secs" ./pan $args >pan.out 2>&1)
 		rc=$?
 		report "$out"
 		if [ $rc = 124 ]; then
@@ -88,16 +104,16 @@ check() {
 			ok=0
 		fi
 	fi
-	if [ $ok = 1 ]; then echo "  ok"; passed=$((passed + 1)); else echo "  FAILED"; failed=$((failed + 1)); fi
+	if [ $ok = 1 ]; then echo "  ok"; else echo "  FAILED"; return 1; fi
 }
 
 # mutant NAME WHAT DEFINES: spin must find a violation
 mutant() {
 	local name=$1 what=$2 defs=$3 out steps
 	echo "== mutant $name: $what"
-	if compile "$name" "$defs" "-DSAFETY -DCOLLAPSE"; then
+	if compile "$name" "$defs" "-O0 -DSAFETY -DCOLLAPSE"; then
 		out=$work/$name/pan.out
-		(cd "$work/$name" && timeout 120 ./pan -m300000 -w25 >pan.out 2>&1)
+		(cd "$work/$name" && timeout --foreground 120 ./pan -m300000 -w25 >pan.out 2>&1)
 		report "$out"
 		if [ "$(field "$out" "errors:")" != "" ] && [ "$(field "$out" "errors:")" != 0 ] &&
 			[ -f "$work/$name/fleetsem.pml.trail" ]; then
@@ -106,49 +122,78 @@ mutant() {
 			(cd "$work/$name" && spin $defs -t fleetsem.pml 2>/dev/null | sed -n 's/^ *MSC: /    /p' >events)
 			echo "  $(grep -c . "$work/$name/events") protocol events; the last ones:"
 			if [ $verbose = 1 ]; then cat "$work/$name/events"; else tail -6 "$work/$name/events"; fi
-			passed=$((passed + 1))
-			return
+			return 0
 		fi
 	fi
 	echo "  NOT CAUGHT"
-	failed=$((failed + 1))
+	return 1
+}
+
+# The searches, queued by `queue check|mutant ARGS...` and run by run_all.
+queued=()
+queue() { queued+=("$(printf '%q ' "$@")"); }
+
+# run_all: $jobs searches at once, each one's output printed whole and in
+# the order queued as soon as those before it are done; sets passed, failed.
+run_all() {
+	local n=${#queued[@]} next=0 shown=0 pid rc
+	passed=0 failed=0
+	while [ $shown -lt $n ]; do
+		while [ ${#running[@]} -lt $jobs ] && [ $next -lt $n ]; do
+			eval "${queued[next]}" >"$work/out.$next" 2>&1 </dev/null &
+			running[$!]=$next
+			next=$((next + 1))
+		done
+		wait -n -p pid
+		rc=$?
+		echo $rc >"$work/rc.${running[$pid]}"
+		unset "running[$pid]"
+		while [ $shown -lt $n ] && [ -f "$work/rc.$shown" ]; do
+			cat "$work/out.$shown"
+			if [ "$(cat "$work/rc.$shown")" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+			shown=$((shown + 1))
+		done
+	done
 }
 
 N1="N=1, 2 jobs on 2 hosts, TTL 3 ticks, fence at 2, drift 1, agents paused at will, at most 3 grants"
 if [ $mode = checks ]; then
-	check pause "at most N believers; no overtaking (asserts)" "$N1, waiters may give up" \
-		"$BASE" safety 60
-	check crash "at most N believers; no overtaking" "$N1, waiters may give up; one agent crash, restart, re-adoption" \
-		"$BASE -DCRASHES=1" safety 90
-	check reset "at most N believers; no overtaking" "$N1, waiters may give up; one Redis reset or failover, re-assertion, grace" \
-		"$BASE -DRESETS=1" safety 90
-	check crash-reset "at most N believers; no overtaking" "$N1, waiters do not give up; one crash and one reset" \
-		"$BASE -DGIVEUP=0 -DCRASHES=1 -DRESETS=1" safety 150
-	check wakes "at most N believers; no overtaking" "$N1, waiters do not give up; pub/sub on, one wake lost, one duplicated" \
-		"$BASE -DGIVEUP=0 -DWAKES=1 -DLOSSES=1 -DDUPS=1" safety 90
-	check stranger "at most N believers (a stranger's grant counts)" "$N1, waiters may give up; a user on host 1 releases or asks with job 0's lease id" \
-		"$BASE -DSTRAYS=1" safety 60
-	check limit "nobody more crowded than the slots it asked for" "3 jobs asking 2, 1, 2 slots (2 on host 0), TTL 3, fence at 2, drift 1, agents paused at will, at most 3 grants, waiters do not give up" \
-		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=1 -DSL2=2" safety 90
-	check n2 "at most N believers; no overtaking" "N=2, 3 jobs (2 on host 0), TTL 3, fence at 2, drift 1, agents paused at will, at most 3 grants, waiters do not give up" \
-		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=2 -DSL2=2" safety 90
-	check fenced-resource "no stale write accepted (token check downstream)" "$N1, waiters do not give up; holders freeze (timers stop), one reset" \
-		"$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1" safety 90
-	check liveness "every waiter eventually holds (LTL, weak fairness)" "N=1, 2 jobs, no pauses (the clock waits for live agents), holders end; one crash, one reset, one wake lost" \
+	# The longest first, so that both cores stay busy to the end.
+	queue check liveness "every waiter eventually holds (LTL, weak fairness)" "N=1, 2 jobs, no pauses (the clock waits for live agents), holders end; one crash, one reset, one wake lost" \
 		"-DLIVENESS -DSYNC -DWAKES=1 -DCRASHES=1 -DRESETS=1 -DLOSSES=1 -DDUPS=0 -DSTRAYS=0" liveness 150
+	queue check crash-reset "at most N believers; no overtaking" "$N1, waiters do not give up; one crash and one reset" \
+		"$BASE -DGIVEUP=0 -DCRASHES=1 -DRESETS=1" safety 150
+	queue check pause "at most N believers; no overtaking (asserts)" "$N1, waiters may give up" \
+		"$BASE" safety 60
+	queue check crash "at most N believers; no overtaking" "$N1, waiters may give up; one agent crash, restart, re-adoption" \
+		"$BASE -DCRASHES=1" safety 90
+	queue check reset "at most N believers; no overtaking" "$N1, waiters may give up; one Redis reset or failover, re-assertion, grace" \
+		"$BASE -DRESETS=1" safety 90
+	queue check wakes "at most N believers; no overtaking" "$N1, waiters do not give up; pub/sub on, one wake lost, one duplicated" \
+		"$BASE -DGIVEUP=0 -DWAKES=1 -DLOSSES=1 -DDUPS=1" safety 90
+	queue check stranger "at most N believers (a stranger's grant counts)" "$N1, waiters may give up; a user on host 1 releases or asks with job 0's lease id" \
+		"$BASE -DSTRAYS=1" safety 60
+	queue check limit "nobody more crowded than the slots it asked for" "3 jobs asking 2, 1, 2 slots (2 on host 0), TTL 3, fence at 2, drift 1, agents paused at will, at most 3 grants, waiters do not give up" \
+		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=1 -DSL2=2" safety 90
+	queue check n2 "at most N believers; no overtaking" "N=2, 3 jobs (2 on host 0), TTL 3, fence at 2, drift 1, agents paused at will, at most 3 grants, waiters do not give up" \
+		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=2 -DSL2=2" safety 90
+	queue check fenced-resource "no stale write accepted (token check downstream)" "$N1, waiters do not give up; holders freeze (timers stop), one reset" \
+		"$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1" safety 90
 else
-	mutant no-grace "no grace after a reset" "$BASE -DRESETS=1 -DMUT_NO_GRACE"
-	mutant no-fence "holders never fence themselves" "$BASE -DMUT_NO_FENCE"
-	mutant limit-per-request "the limit taken from each request" "$BASE -DSL1=2 -DMUT_LIMIT_PER_REQUEST"
-	mutant release-no-owner "release without the owner check" "$BASE -DSTRAYS=1 -DMUT_NO_OWNER_RELEASE"
-	mutant renew-no-owner "acquire/renew of a held lease without the owner check" "$BASE -DSTRAYS=1 -DMUT_NO_OWNER_ACQUIRE"
-	mutant wake-grants "a wake message taken as a grant" "$BASE -DGIVEUP=0 -DNJ=3 -DWAKES=1 -DMUT_WAKE_GRANTS"
-	mutant fence-from-receipt "RENEWED vouches 2/3 TTL from when it is heard, not from the call" "$BASE -DMUT_FENCE_FROM_RECEIPT"
-	mutant reassert-stale "re-assert a lease not confirmed within a TTL" "$BASE -DRESETS=1 -DMUT_REASSERT_STALE"
-	mutant any-order "grant whoever asks when a slot is free (no FIFO)" "$BASE -DMUT_ANY_ORDER"
-	mutant token-restart "the token counter restarts from 0 after a reset" "$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1 -DMUT_TOKEN_RESTART"
-	mutant no-token-check "frozen holder, resource without the token check" "$BASE -DGIVEUP=0 -DFREEZE -DMUT_NO_TOKEN_CHECK"
-	mutant frozen-overlap "by design: a frozen holder overlaps the next (believers > N)" "$BASE -DGIVEUP=0 -DFREEZE -DCHECK_CROWD"
+	queue mutant no-grace "no grace after a reset" "$BASE -DRESETS=1 -DMUT_NO_GRACE"
+	queue mutant no-fence "holders never fence themselves" "$BASE -DMUT_NO_FENCE"
+	queue mutant limit-per-request "the limit taken from each request" "$BASE -DSL1=2 -DMUT_LIMIT_PER_REQUEST"
+	queue mutant release-no-owner "release without the owner check" "$BASE -DSTRAYS=1 -DMUT_NO_OWNER_RELEASE"
+	queue mutant renew-no-owner "acquire/renew of a held lease without the owner check" "$BASE -DSTRAYS=1 -DMUT_NO_OWNER_ACQUIRE"
+	queue mutant wake-grants "a wake message taken as a grant" "$BASE -DGIVEUP=0 -DNJ=3 -DWAKES=1 -DMUT_WAKE_GRANTS"
+	queue mutant fence-from-receipt "RENEWED vouches 2/3 TTL from when it is heard, not from the call" "$BASE -DMUT_FENCE_FROM_RECEIPT"
+	queue mutant reassert-stale "re-assert a lease not confirmed within a TTL" "$BASE -DRESETS=1 -DMUT_REASSERT_STALE"
+	queue mutant any-order "grant whoever asks when a slot is free (no FIFO)" "$BASE -DMUT_ANY_ORDER"
+	queue mutant token-restart "the token counter restarts from 0 after a reset" "$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1 -DMUT_TOKEN_RESTART"
+	queue mutant no-token-check "frozen holder, resource without the token check" "$BASE -DGIVEUP=0 -DFREEZE -DMUT_NO_TOKEN_CHECK"
+	queue mutant frozen-overlap "by design: a frozen holder overlaps the next (believers > N)" "$BASE -DGIVEUP=0 -DFREEZE -DCHECK_CROWD"
 fi
-echo "$passed passed, $failed failed"
+t0=$EPOCHREALTIME
+run_all
+echo "$passed passed, $failed failed, in $(elapsed "$t0") s with $jobs at once"
 [ $failed = 0 ]
