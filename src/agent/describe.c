@@ -11,6 +11,7 @@
 #include "agent.h"
 #include "log-limit.h"
 #include "log.h"
+#include "names.h"
 
 /* What NSS says of a uid — its name, and which allow rules name it or one
  * of its groups — remembered for a minute in a bounded cache: NSS can be
@@ -99,12 +100,79 @@ static const char *user_name(Agent *a, uid_t uid, char *buf, size_t size) {
         return buf[0] ? buf : NULL;
 }
 
+/* What /proc says of a requester — its comm, its unit or session — kept
+ * for a second per pid: one look costs some thirty system calls
+ * (sd_pid_get_unit() reads the process' cgroup file and PID 1's), and a
+ * busy script asking again and again would pay them on every request.
+ * It feeds the description Redis shows, never a decision (a unit=1
+ * request looks its unit up itself, units.c); the uid is part of the key,
+ * and a pid comes back within the second only on a host that forks
+ * pid_max processes in it. */
+#define PROC_CACHE_SIZE 64
+#define PROC_CACHE_TTL USEC_PER_SEC
+
+typedef struct ProcEntry {
+        pid_t pid;
+        uid_t uid;
+        usec_t when;            /* 0: empty */
+        bool looked_unit;       /* unit and session below are known */
+        char comm[64];
+        char unit[UNIT_NAME_MAX + 1];
+        char session[64];
+} ProcEntry;
+
+static ProcEntry proc_cache[PROC_CACHE_SIZE];
+
+static void proc_look_comm(ProcEntry *e) {
+        char path[64];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%i/comm", e->pid);
+        f = fopen(path, "re");
+        if (!f)
+                return;
+        if (fgets(e->comm, sizeof(e->comm), f))
+                e->comm[strcspn(e->comm, "\n")] = '\0';
+        else
+                e->comm[0] = '\0';
+        fclose(f);
+}
+
+/* One look at the cgroup; the session or user unit only where it points
+ * there (each lookup reads /proc again). */
+static void proc_look_unit(ProcEntry *e) {
+        _cleanup_free_ char *unit = NULL, *inner = NULL;
+
+        e->looked_unit = true;
+        if (sd_pid_get_unit(e->pid, &unit) < 0)
+                return;
+        if (strneq(unit, "session-", 8) && sd_pid_get_session(e->pid, &inner) >= 0)
+                snprintf(e->session, sizeof(e->session), "%s", inner);
+        else if (strneq(unit, "user@", 5) && sd_pid_get_user_unit(e->pid, &inner) >= 0) {
+                free(unit);
+                unit = TAKE_PTR(inner);
+        }
+        snprintf(e->unit, sizeof(e->unit), "%s", unit);
+}
+
+static const ProcEntry *proc_lookup(const struct ucred *uc, bool want_unit) {
+        ProcEntry *e = &proc_cache[(unsigned) uc->pid % PROC_CACHE_SIZE];
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+
+        if (e->when == 0 || e->pid != uc->pid || e->uid != uc->uid || now - e->when >= PROC_CACHE_TTL) {
+                *e = (ProcEntry) { .pid = uc->pid, .uid = uc->uid, .when = now };
+                proc_look_comm(e);
+        }
+        if (want_unit && !e->looked_unit)
+                proc_look_unit(e);
+        return e;
+}
+
 /* known_unit: the requester's service when the caller looked it up already. */
 char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit) {
-        char user[64], comm[64] = "", path[64], line[SLOTS_DESC_MAX];
-        _cleanup_free_ char *unit = NULL, *inner = NULL;
+        char user[64], line[SLOTS_DESC_MAX];
+        const ProcEntry *e = proc_lookup(uc, !known_unit);
         MessageBuilder b;
-        FILE *f;
 
         message_start(&b, line, sizeof(line), "INFO");
         message_add(&b, "host", a->config->host_id);
@@ -113,33 +181,18 @@ char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *kno
         if (user_name(a, uc->uid, user, sizeof(user)))
                 message_add(&b, "user", user);
         message_addf(&b, "slots", "%" PRIu32, slots);
-
-        snprintf(path, sizeof(path), "/proc/%i/comm", uc->pid);
-        f = fopen(path, "re");
-        if (f) {
-                if (fgets(comm, sizeof(comm), f)) {
-                        comm[strcspn(comm, "\n")] = '\0';
-                        message_add(&b, "comm", comm);
-                }
-                fclose(f);
-        }
-
-        /* One look at the cgroup; the session or user unit only where it
-         * points there (each lookup reads /proc again). */
+        if (e->comm[0])
+                message_add(&b, "comm", e->comm);
         if (known_unit)
                 message_add(&b, "unit", known_unit);
-        else if (sd_pid_get_unit(uc->pid, &unit) >= 0) {
-                if (strneq(unit, "session-", 8) && sd_pid_get_session(uc->pid, &inner) >= 0)
-                        message_add(&b, "session", inner);
-                else if (strneq(unit, "user@", 5) && sd_pid_get_user_unit(uc->pid, &inner) >= 0) {
-                        free(unit);
-                        unit = TAKE_PTR(inner);
-                }
-                message_add(&b, "unit", unit);
+        else {
+                if (e->session[0])
+                        message_add(&b, "session", e->session);
+                if (e->unit[0])
+                        message_add(&b, "unit", e->unit);
         }
 
         if (message_finish(&b) < 0)
                 return strdup("INFO");
         return strdup(line);
 }
-
