@@ -103,6 +103,55 @@ like "$(cat "$T/agent-x.log")" 'Failed to connect to Redis' "the agent logs the 
 out=$(fs x status 2>&1); rc=$?
 is "$rc" 69 "status without Redis: exit 69"
 
+# A request and the end of its connection in one read: a client that asks
+# and shuts down its side at once (printf ... | socat), seen by a busy
+# agent (stopped here, so that both wait for it together). The agent reads
+# once per wake-up, so the end must be taken with the request: a waiter
+# withdraws and is closed, a half request is closed, both at once.
+job a at-once &
+at_once=$!
+wait_for 10 test "$(holders at-once)" = 1 || not_ok "the at-once holder got its slot"
+kill -STOP "$(agent_pid a)"
+python3 -c '
+import os, secrets, socket, sys, time
+ns, out = sys.argv[1], sys.argv[2]
+lease = secrets.token_hex(16)
+anchor = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+anchor.bind("\0%s/lease/%s" % (ns, lease))
+anchor.listen(8)
+conns = []
+for data in (b"ACQUIRE name=at-once slots=1 lease=%s wait=infinity\n" % lease.encode(), b"ACQUIRE name=at-on"):
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect("\0" + ns + "/agent")
+    c.sendall(data)
+    c.shutdown(socket.SHUT_WR)
+    conns.append(c)
+open(out + ".sent", "w").close()
+with open(out, "w") as f:
+    for what, c in zip(("waiter", "half"), conns):
+        c.settimeout(5)
+        got = b""
+        try:
+            while True:
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                got += chunk
+            f.write("%s closed %s\n" % (what, got.split(b" ")[0].decode() or "-"))
+        except socket.timeout:
+            f.write("%s still open\n" % what)
+' "$NSBASE-a" "$T/at-once" &
+asker=$!
+wait_for 10 test -f "$T/at-once.sent" || not_ok "the asking client connected"
+kill -CONT "$(agent_pid a)"
+wait "$asker"
+like "$(grep waiter "$T/at-once")" '^waiter closed (QUEUED|-)$' "a waiter whose request and end come together is closed at once"
+is "$(grep half "$T/at-once")" "half closed -" "a half request with its end is closed at once"
+is "$(waiters at-once)" 0 "the withdrawn waiter left nothing queued"
+touch "$T/go-at-once"
+wait "$at_once"
+is "$?" 0 "the at-once holder ended normally"
+
 # No agent at all.
 out=$(FLEETSEM_NAMESPACE="$NSBASE-none" "$FLEETSEM" run n -- true 2>&1); rc=$?
 is "$rc" 69 "no agent: exit 69"
@@ -113,7 +162,7 @@ is "$(holders steady)" 1 "the steady holder still holds"
 touch "$T/go"
 wait "$steady"
 is "$?" 0 "the steady job ended normally"
-for n in steady other fine x n; do
+for n in steady other fine x n at-once; do
         is "$(holders "$n")$(waiters "$n")" 00 "nothing left held or queued for $n"
 done
 done_testing

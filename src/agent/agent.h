@@ -67,6 +67,8 @@ struct StatusJob {
 struct Client {
         Agent *agent;
         LIST_FIELDS(Client, clients);
+        LIST_FIELDS(Client, finished);  /* done, nothing left to write: freed on the next turn */
+        bool in_finished;
         int fd;
         sd_event_source *io_source;
         uint32_t events;                /* what io_source waits for */
@@ -148,6 +150,8 @@ struct Agent {
 
         Client *clients;
         size_t n_clients;
+        Client *finished;               /* clients to close on the next turn of the loop */
+        sd_event_source *finished_source;
         char host_key[IDENT_MAX_LEN * 2 + 16];
         char names_key[IDENT_MAX_LEN + 16];
         char owner[IDENT_MAX_LEN + 16]; /* "HOST" as scripts record it, without the uid */

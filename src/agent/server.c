@@ -90,6 +90,8 @@ static void client_free(Client *c) {
                 slots_client_gone(&a->slots, l, now_mono());
         }
         LIST_REMOVE(clients, a->clients, c);
+        if (c->in_finished)
+                LIST_REMOVE(finished, a->finished, c);
         a->n_clients--;
         if (c->user) {
                 c->user->n_clients--;
@@ -122,10 +124,10 @@ static void client_update_events(Client *c) {
         /* EPOLLOUT also to close a finished client once its output is out. */
         uint32_t events = c->out_len > 0 || c->close_after_flush ? EPOLLOUT : 0;
 
-        /* Keep reading: EOF from a client is how a waiter withdraws. After
-         * its request, edge-triggered: a host's thousand sessions ending at
-         * once must not be polled again on every turn of the loop. */
-        events |= EPOLLIN | EPOLLRDHUP | (c->got_request ? EPOLLET : 0);
+        /* Keep reading: EOF from a client is how a waiter withdraws.
+         * Edge-triggered: a host's thousand sessions ending at once must not
+         * be polled again on every turn of the loop. */
+        events |= EPOLLIN | EPOLLRDHUP | EPOLLET;
         /* Most replies go out at once: no system call to say nothing changed. */
         if (events == c->events)
                 return;
@@ -266,12 +268,28 @@ void client_send_error(Client *c, const char *code, const char *format, ...) {
         client_finish(c);
 }
 
+/* Clients finished with nothing left to write go on the next turn of the
+ * loop, all at once: not at once (the engine may be in the middle of
+ * telling it and others), and not through a wake-up of their own. */
+static int on_finished(sd_event_source *s, void *userdata) {
+        Agent *a = userdata;
+
+        (void) s;
+        while (a->finished)
+                client_free(a->finished);
+        return 0;
+}
+
 void client_finish(Client *c) {
+        Agent *a = c->agent;
+
         c->close_after_flush = true;
-        /* Edge-triggered: a host's thousand sessions ending at once are
-         * each woken once (changing the events looks at the socket anew),
-         * not re-polled on every turn of the loop until their turn comes. */
-        if (c->out_len == 0)
+        if (c->out_len > 0 || c->in_finished)
+                return;         /* EPOLLOUT is on: it goes once its output is out */
+        c->in_finished = true;
+        LIST_PREPEND(finished, a->finished, c);
+        if (sd_event_source_set_enabled(a->finished_source, SD_EVENT_ONESHOT) < 0)
+                /* Then through the socket, as for output. */
                 client_set_events(c, EPOLLIN | EPOLLOUT | EPOLLET);
 }
 
@@ -519,6 +537,27 @@ static void client_handle_request(Client *c, const char *line, size_t len) {
         }
 }
 
+/* A client has one request; after it, it only listens, then closes.
+ * Reads to the end (edge-triggered); anything it sends is dropped. On EOF
+ * or an error a waiting client withdraws, a holder's client just stops
+ * listening (the anchor keeps the slot): the client is freed, -ECONNRESET. */
+static int client_drain(Client *c) {
+        char buf[512];
+
+        for (;;) {
+                ssize_t n = read(c->fd, buf, sizeof(buf));
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        return 0;
+                if (n <= 0) {
+                        client_free(c);
+                        return -ECONNRESET;
+                }
+        }
+}
+
 static int client_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Client *c = userdata;
         char *line;
@@ -537,34 +576,16 @@ static int client_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
                 return 0;
 
         if (c->got_request) {
-                /* A client has one request; after it, it only listens, then
-                 * closes. Read to the end (edge-triggered); anything it
-                 * sends is dropped. */
-                char buf[512];
-
-                for (;;) {
-                        ssize_t n = read(c->fd, buf, sizeof(buf));
-
-                        if (n < 0 && errno == EINTR)
-                                continue;
-                        if (n < 0 && errno == EAGAIN)
-                                return 0;
-                        if (n <= 0) {
-                                /* EOF or error: a waiting client withdraws, a
-                                 * holder's client just stops listening (the
-                                 * anchor keeps the slot). */
-                                client_free(c);
-                                return 0;
-                        }
-                }
+                (void) client_drain(c);
+                return 0;
         }
 
+        /* Edge-triggered from the start: one read takes all there is, up
+         * to a request's size (past it, the line is too long anyway). */
         r = line_reader_fill(&c->in, c->fd);
         if (r == -EAGAIN)
                 return 0;
         if (r <= 0) {
-                /* EOF or error: a waiting client withdraws, a holder's client
-                 * just stops listening (the anchor keeps the slot). */
                 client_free(c);
                 return 0;
         }
@@ -576,11 +597,19 @@ static int client_io(sd_event_source *s, int fd, uint32_t revents, void *userdat
                 client_send_error(c, ERROR_CODE_USAGE, "request too long (at most %d bytes)", PROTO_REQUEST_MAX);
                 return 0;
         }
-        if (r == 0)
+        if (r == 0) {
+                /* Half a request, and its end: it will never be whole. */
+                if (revents & (EPOLLHUP | EPOLLERR | EPOLLRDHUP))
+                        client_free(c);
                 return 0;
+        }
         /* Whatever follows the one request is not read as another. */
         client_handle_request(c, line, len);
-        client_update_events(c);        /* edge-triggered from now on */
+        /* A client that closed right after its request gives no second
+         * edge: its end is taken now. */
+        if ((revents & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) && client_drain(c) < 0)
+                return 0;
+        client_update_events(c);
         return 0;
 }
 
@@ -630,7 +659,7 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
                 LIST_PREPEND(clients, a->clients, c);
                 a->n_clients++;
 
-                c->events = EPOLLIN | EPOLLRDHUP;
+                c->events = EPOLLIN | EPOLLRDHUP | EPOLLET;
                 r = sd_event_add_io(a->event, &c->io_source, c->fd, c->events, client_io, c);
                 if (r < 0) {
                         log_warning_errno(r, "Failed to watch a client: %m");
@@ -777,6 +806,11 @@ int server_start(Agent *a) {
         r = sd_event_add_io(a->event, &a->listen_source, a->listen_fd, EPOLLIN, on_accept, a);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch the listening socket: %m");
+        r = sd_event_add_defer(a->event, &a->finished_source, on_finished, a);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(a->finished_source, SD_EVENT_OFF);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up closing clients: %m");
         r = sd_event_add_time_relative(a->event, &a->housekeeping_source, CLOCK_MONOTONIC, HOUSEKEEPING_EVERY, 0,
                                        on_housekeeping, a);
         if (r >= 0)
@@ -791,6 +825,7 @@ void server_stop(Agent *a) {
         a->housekeeping_source = sd_event_source_disable_unref(a->housekeeping_source);
         while (a->clients)
                 client_free(a->clients);
+        a->finished_source = sd_event_source_disable_unref(a->finished_source);
         a->listen_source = sd_event_source_disable_unref(a->listen_source);
         a->listen_fd = safe_close(a->listen_fd);
 }
