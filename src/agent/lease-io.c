@@ -160,17 +160,22 @@ static void rewatch(LeaseIo *io) {
         watch_by_name(io);
 }
 
-/* The watch connection ended: the anchor closed (the connection was
- * pending in its backlog and got reset), or the process that accepted the
- * connection went (fleetsem run killed) while other copies of the anchor
- * live on in the job it started. The name tells which. A process that
- * accepts and drops watches in a loop gets a few new ones a second at
- * most; past that, the anchor is checked by name at housekeeping. */
+/* The watch connection ended: the anchor closed, or the process that
+ * accepted the connection went (fleetsem run killed) while other copies
+ * of the anchor live on in the job it started. The kernel tells which: a
+ * connection still in the anchor's backlog is reset when the last copy of
+ * the anchor closes, while one that was accepted and closed reads as an
+ * end of file (the agent never writes to it, so nothing unread turns its
+ * close into a reset). After an end of file the name is looked at again.
+ * A process that accepts and drops watches in a loop gets a few new ones
+ * a second at most; past that, the anchor is checked by name at
+ * housekeeping. */
 static int on_anchor_event(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         LeaseIo *io = userdata;
         usec_t now = now_mono();
         char buf[64];
         ssize_t n;
+        bool reset;
 
         (void) s;
         (void) revents;
@@ -178,9 +183,14 @@ static int on_anchor_event(sd_event_source *s, int fd, uint32_t revents, void *u
         n = read(fd, buf, sizeof(buf));
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return 0;
+        reset = n < 0 && errno == ECONNRESET;
         if (!io->lease)
                 return 0;
         lease_io_close_watch(io);
+        if (reset) {
+                slots_anchor_closed(&io->agent->slots, io->lease, now);
+                return 0;
+        }
         if (now >= io->rewatch_window + REWATCH_WINDOW) {
                 io->rewatch_window = now;
                 io->rewatches = 0;
