@@ -61,7 +61,7 @@ renew() {           # NAME LEASE...
 }
 reassert() {        # NAME LEASE SLOTS TOKEN SINCE
         lua "$1" reassert "$2" "$3" "$4" "$5" "${TTL_MS:-10000}" "INFO lease=$2" "${AS_HOST:-a}" \
-                "${AS_UID:-1000}" "${IDLE:-600000}"
+                "${AS_UID:-1000}" "${IDLE:-600000}" "${GRACE:-0}"
 }
 adopt() { lua "$1" adopt "$2" "${TTL_MS:-10000}" "${AS_HOST:-a}" "${AS_UID:-1000}"; }
 status() { lua "$1" status; }
@@ -290,6 +290,33 @@ rcli ZADD "$(key old holders)" $((t - 1000)) x >/dev/null
 GRACE=$((t - 5000)) renew old x >/dev/null
 is "$(rcli ZSCORE "$(key old holders)" x)" "" "clock: ... renew alike (x ran out, and was not renewed)"
 is "$(status nock >/dev/null; rcli EXISTS "$(key nock clock)")" 0 "clock: status alone never creates the key"
+# Within one Redis state every step counts, also during its grace period,
+# and also one that takes the clock back to before the grace began: its
+# correction forward is a step too. The fleet's clock key names the state
+# its writer knew (its grace_until).
+acquire era h 1 >/dev/null
+t=$(redis_ms)
+g=$((t + 2000))
+GRACE=$g renew era h >/dev/null
+is "$(rcli GET "$FLEET_CLOCK" | awk '{ print $3 }')" "$g" "clock: the fleet's clock key names the state its writer knew"
+rcli ZADD "$(key era holders)" $((t - 1000)) h >/dev/null
+rcli SET "$FLEET_CLOCK" "$((t - 9000)) $(fleet_offset) $g" >/dev/null   # back before the grace began, then forward
+GRACE=$g acquire era x 1 >/dev/null
+is "$(j "$(rcli ZSCORE "$(key era holders)" h)" "r >= $t + 7000")" true \
+        "clock: a step forward from before the grace of the same state: h still holds, its expiry moved by the step"
+# A re-assertion after a reset knows the reset: the key from before it is
+# old data, not a step; and after it, steps count for re-assertions too.
+t=$(redis_ms)
+rcli ZADD "$(key era holders)" $((t - 1000)) h >/dev/null
+rcli SET "$FLEET_CLOCK" "$((t - 9000)) $(fleet_offset) $g" >/dev/null
+GRACE=$((g + 5000)) reassert era y 1 5 1 >/dev/null
+is "$(rcli ZSCORE "$(key era holders)" h)" "" "clock: a key from before the reset the caller knows is no step: h ran out"
+is "$(rcli GET "$FLEET_CLOCK" | awk '{ print $3 }')" "$((g + 5000))" "clock: ... and the key names the new state"
+t=$(redis_ms)
+rcli ZADD "$(key era holders)" $((t - 1000)) y >/dev/null
+rcli SET "$FLEET_CLOCK" "$((t - 9000)) $(fleet_offset) $((g + 5000))" >/dev/null
+GRACE=$((g + 5000)) reassert era z 1 6 1 >/dev/null
+is "$(j "$(rcli ZSCORE "$(key era holders)" y)" "r >= $t + 7000")" true "clock: a re-assertion sees a step in its own state: y keeps its lease"
 is "$(rcli PTTL "$FLEET_CLOCK")" -1 "clock: the fleet's clock key never expires"
 
 # ---- Wake messages on release -------------------------------------------------

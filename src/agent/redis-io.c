@@ -659,8 +659,9 @@ int io_call_reassert(void *ctx, Lease *l) {
         snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
         snprintf(token, sizeof(token), "%" PRIu64, l->token);
         snprintf(since, sizeof(since), "%" PRIu64, l->since_ms);
-        return script_call(a, SCRIPT_REASSERT, l->name->name, reassert_reply, l, 9,
-                           (const char *[]) { l->id, slots, token, since, c.ttl, l->desc, a->config->host_id, c.uid, c.idle },
+        return script_call(a, SCRIPT_REASSERT, l->name->name, reassert_reply, l, 10,
+                           (const char *[]) { l->id, slots, token, since, c.ttl, l->desc, a->config->host_id, c.uid, c.idle,
+                                              c.grace },
                            NULL);
 }
 

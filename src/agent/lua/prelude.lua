@@ -119,21 +119,27 @@ end
 -- first script on it after a step moves them by what the offset moved:
 -- a step never ends a lease early, nor makes one last longer. (A gap in
 -- every agent's calls, when no agent could reach Redis, counts as a step:
--- it ends nobody's lease.) Data older than the grace period of the Redis
--- state the caller knows (Redis restored from a snapshot, a failover) is
--- no step: that reset is handled by re-assertion and grace, and its dead
--- leases run out as they would have. `ttl` is the caller's lease (nil: the
--- last caller's on the name), `grace_until` that of its Redis state; a
+-- it ends nobody's lease.) The fleet's clock key also names the Redis
+-- state its writer knew, by that state's grace_until ("LAST_MS OFFSET_MS
+-- ERA"): written before the reset the caller knows of (Redis restored from
+-- a snapshot, a failover), what it says is old data, not a step: that
+-- reset is handled by re-assertion and grace, and its dead leases run out
+-- as they would have. Within one state every step counts, also one during
+-- its grace period, and one that takes the clock back to before it.
+-- `ttl` is the caller's lease (nil: the last caller's on the name),
+-- `grace_until` that of its Redis state (nil: unknown, a looker's); a
 -- `looker` (status) writes nothing and, after a step, drops nothing
 -- either (returns false).
 local function observe(now_ms, ttl, grace_until, looker)
   local last, last_ttl, offset = string.match(redis.call('GET', K_CLOCK) or '', '^(%d+) (%d+) (%-?%d+)$')
   last, last_ttl, offset = tonumber(last), tonumber(last_ttl), tonumber(offset)
   ttl = tonumber(ttl) or last_ttl or 0
-  local fleet_last, fleet_offset = string.match(redis.call('GET', K_FLEET_CLOCK) or '', '^(%d+) (%-?%d+)$')
-  fleet_last, fleet_offset = tonumber(fleet_last), tonumber(fleet_offset) or 0
-  local stepped = fleet_last and (now_ms - fleet_last > ttl / 2 or now_ms < fleet_last)
-  if stepped and fleet_last < (tonumber(grace_until) or 0) then stepped = false end
+  local fleet_last, fleet_offset, era =
+    string.match(redis.call('GET', K_FLEET_CLOCK) or '', '^(%d+) (%-?%d+) ?(%d*)$')
+  fleet_last, fleet_offset, era = tonumber(fleet_last), tonumber(fleet_offset) or 0, tonumber(era) or 0
+  grace_until = tonumber(grace_until) or 0
+  local stale = fleet_last and grace_until > era
+  local stepped = fleet_last and not stale and (now_ms - fleet_last > ttl / 2 or now_ms < fleet_last)
   if stepped and looker then return false end
   if stepped then fleet_offset = fleet_offset + now_ms - fleet_last end
   local moved = offset and offset ~= fleet_offset
@@ -144,8 +150,9 @@ local function observe(now_ms, ttl, grace_until, looker)
   end
   if looker then return true end
   -- Each written again after a twentieth of a lease at most, not every call.
-  if stepped or not fleet_last or now_ms - fleet_last >= ttl / 20 then
-    redis.call('SET', K_FLEET_CLOCK, digits(now_ms) .. ' ' .. digits(fleet_offset))
+  if stale or stepped or not fleet_last or now_ms - fleet_last >= ttl / 20 then
+    redis.call('SET', K_FLEET_CLOCK,
+               digits(now_ms) .. ' ' .. digits(fleet_offset) .. ' ' .. digits(math.max(era, grace_until)))
   end
   if moved or not last or now_ms - last >= ttl / 20 or ttl ~= last_ttl then
     write('SET', K_CLOCK, digits(now_ms) .. ' ' .. digits(ttl) .. ' ' .. digits(fleet_offset), 'KEEPTTL')
