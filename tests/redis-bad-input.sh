@@ -110,7 +110,8 @@ is "$rc" 69 "status without Redis: exit 69"
 # withdraws and is closed, a half request is closed, both at once.
 job a at-once &
 at_once=$!
-wait_for 10 test "$(holders at-once)" = 1 || not_ok "the at-once holder got its slot"
+at_once_held() { [ "$(holders at-once)" = 1 ]; }
+check "the at-once holder got its slot" wait_for 10 at_once_held
 kill -STOP "$(agent_pid a)"
 python3 -c '
 import os, secrets, socket, sys, time
