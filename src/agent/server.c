@@ -121,8 +121,9 @@ static void client_set_events(Client *c, uint32_t events) {
 }
 
 static void client_update_events(Client *c) {
-        /* EPOLLOUT also to close a finished client once its output is out. */
-        uint32_t events = c->out_len > 0 || c->close_after_flush ? EPOLLOUT : 0;
+        /* EPOLLOUT also to close a finished client once its output is out
+         * (one with nothing left to write goes with the finished ones). */
+        uint32_t events = c->out_len > 0 || (c->close_after_flush && !c->in_finished) ? EPOLLOUT : 0;
 
         /* Keep reading: EOF from a client is how a waiter withdraws.
          * Edge-triggered: a host's thousand sessions ending at once must not
@@ -163,8 +164,7 @@ static void client_overflow(Client *c, const char *why) {
         log_uid(c->cred.uid, now_mono(), LOG_WARNING, "Client pid " PID_FMT " (uid " UID_FMT ") %s; disconnecting.",
                 c->cred.pid, c->cred.uid, why);
         client_out_free(c);
-        c->close_after_flush = true;
-        client_set_events(c, EPOLLIN | EPOLLOUT | EPOLLET);
+        client_finish(c);
 }
 
 /* A reply too large for the client's budget (a status of very many
@@ -286,11 +286,13 @@ void client_finish(Client *c) {
         c->close_after_flush = true;
         if (c->out_len > 0 || c->in_finished)
                 return;         /* EPOLLOUT is on: it goes once its output is out */
-        c->in_finished = true;
-        LIST_PREPEND(finished, a->finished, c);
-        if (sd_event_source_set_enabled(a->finished_source, SD_EVENT_ONESHOT) < 0)
+        if (sd_event_source_set_enabled(a->finished_source, SD_EVENT_ONESHOT) < 0) {
                 /* Then through the socket, as for output. */
                 client_set_events(c, EPOLLIN | EPOLLOUT | EPOLLET);
+                return;
+        }
+        c->in_finished = true;
+        LIST_PREPEND(finished, a->finished, c);
 }
 
 /* The engine's effects on clients. */

@@ -113,18 +113,17 @@ end
 -- restored VM, an operator). Every agent with a lease calls Redis at least
 -- every third of a lease, so a script that finds the clock more than half
 -- a lease ahead of the last call's on any name (the fleet's clock key,
--- K_FLEET_CLOCK: "LAST_MS OFFSET_MS"), or behind it, sees a step, not
+-- K_FLEET_CLOCK: "LAST_MS OFFSET_MS ERA"), or behind it, sees a step, not
 -- time passing: it adds the step to the fleet's offset. Each name keeps
 -- the offset its expiries are on ("LAST_MS TTL_MS OFFSET_MS"), and the
 -- first script on it after a step moves them by what the offset moved:
 -- a step never ends a lease early, nor makes one last longer. (A gap in
 -- every agent's calls, when no agent could reach Redis, counts as a step:
--- it ends nobody's lease.) The fleet's clock key also names the Redis
--- state its writer knew, by that state's grace_until ("LAST_MS OFFSET_MS
--- ERA"): written before the reset the caller knows of (Redis restored from
--- a snapshot, a failover), what it says is old data, not a step: that
--- reset is handled by re-assertion and grace, and its dead leases run out
--- as they would have. Within one state every step counts, also one during
+-- it ends nobody's lease.) ERA names the Redis state the key's writer
+-- knew, by that state's grace_until: written before the reset the caller
+-- knows of (Redis restored from a snapshot, a failover), what it says is
+-- old data, not a step: that reset is handled by re-assertion and grace,
+-- and its dead leases run out as they would have. Within one state every step counts, also one during
 -- its grace period, and one that takes the clock back to before it.
 -- `ttl` is the caller's lease (nil: the last caller's on the name),
 -- `grace_until` that of its Redis state (nil: unknown, a looker's); a
@@ -140,15 +139,13 @@ local function observe(now_ms, ttl, grace_until, looker)
   grace_until = tonumber(grace_until) or 0
   local stale = fleet_last and grace_until > era
   local stepped = fleet_last and not stale and (now_ms - fleet_last > ttl / 2 or now_ms < fleet_last)
-  if stepped and looker then return false end
   if stepped then fleet_offset = fleet_offset + now_ms - fleet_last end
   local moved = offset and offset ~= fleet_offset
-  if moved and looker then return false end
+  if looker then return not (stepped or moved) end
   if moved then
     shift(K_HOLDERS, fleet_offset - offset)
     shift(K_WAITERS, fleet_offset - offset)
   end
-  if looker then return true end
   -- Each written again after a twentieth of a lease at most, not every call.
   if stale or stepped or not fleet_last or now_ms - fleet_last >= ttl / 20 then
     redis.call('SET', K_FLEET_CLOCK,
