@@ -9,7 +9,9 @@
 #                            prints the reply, waits for stdin to close it
 #   flood N                  N connections to the agent in every state: idle,
 #                            mid-request, STATUS asked and never read; prints
-#                            "open N refused M", holds until stdin closes
+#                            "open N refused M busy K" (K: told they are past
+#                            max_clients_per_user, then closed; M: connect()
+#                            failed), holds the N open until stdin closes
 #   hoard N [NAME]           N connections asking STATUS (of NAME or of all
 #                            names) that never read; prints "asked N",
 #                            holds until stdin closes
@@ -124,12 +126,25 @@ elif verb == "flood":
             elif i % 3 == 2:
                 s.sendall(b"STATUS\n")                      # never read
         except OSError:
-            # The agent refused it (busy) and closed it before we wrote.
-            s.close()
-            refused += 1
-            continue
+            pass   # refused and closed before we wrote: its reply says why
         conns.append(s)
-    print("open %d refused %d" % (len(conns), refused), flush=True)
+    # A refused connection is told why at once: peek at the first replies
+    # (the STATUS answers stay unread) until none has come for a second.
+    busy, pending, quiet_until = 0, set(conns), time.monotonic() + 1
+    while pending and time.monotonic() < quiet_until:
+        ready, _, _ = select.select(list(pending), [], [], 0.1)
+        for s in ready:
+            pending.discard(s)
+            quiet_until = time.monotonic() + 1
+            try:
+                head = s.recv(512, socket.MSG_PEEK)
+            except OSError:
+                continue
+            if head.startswith(b"ERROR code=busy") and b"max_clients_per_user" in head:
+                busy += 1
+                conns.remove(s)
+                s.close()
+    print("open %d refused %d busy %d" % (len(conns), refused, busy), flush=True)
     hold()
 elif verb == "hoard":
     n, conns = int(args[0]), []

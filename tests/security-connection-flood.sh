@@ -1,8 +1,8 @@
 #!/bin/bash
-# Connection flood: nobody opens max_clients_per_user + 50 connections in
-# every state (idle, mid-request, STATUS asked and never read). Its
-# connections past the cap are refused; root's jobs and PAM-less users
-# are still served, at once.
+# Connection flood: nobody opens 200 connections with max_clients_per_user
+# 100, in every state (idle, mid-request, STATUS asked and never read). Its
+# connections past the cap are refused, and told why; root's jobs and
+# PAM-less users are still served, at once.
 TTL=2s
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-security.sh"
@@ -13,10 +13,15 @@ start_agent a --config "$T/agent.conf"
 pid=$(agent_pid a)
 base_fds=$(fds "$pid")
 
-coproc FLOOD { attack a flood 150; }
+coproc FLOOD { attack a flood 200; }
 read -r -t 30 opened <&"${FLOOD[0]}"
-like "$opened" '^open 150 ' "nobody opens 150 connections (100 allowed)"
-check "the agent refuses those past the cap" wait_for 5 grep -q "uid $NOBODY_UID).*too many connections of this user" "$T/agent-a.log"
+like "$opened" '^open [0-9]+ refused 0 busy [0-9]+$' "nobody connects 200 times (100 allowed): $opened"
+# 134 of them are idle or mid-request, which the agent keeps: at least 34
+# are past the cap whatever the STATUS ones do. (The log says so too, but
+# only within the lines a minute one user's doings may cause: the STATUS
+# refusals may come first.)
+busy=$(sed -n 's/.* busy \([0-9]*\)$/\1/p' <<<"$opened")
+check "the agent refuses those past the cap, saying why (${busy:-?} told)" test "${busy:-0}" -ge 34
 flood_fds=$(fds "$pid")
 check "it keeps at most 100 of them (fds: $base_fds before, $flood_fds now)" test $((flood_fds - base_fds)) -le 105
 
