@@ -47,9 +47,9 @@ print(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))' "$1" "
 
 # The callers, as the agent calls them; the caller is host a, uid 1000
 # unless AS_HOST / AS_UID say otherwise; TTL_MS, GRACE and IDLE likewise.
-acquire() {         # NAME LEASE SLOTS
+acquire() {         # NAME LEASE SLOTS [PROOF]
         lua "$1" acquire "$2" "$3" "${TTL_MS:-10000}" "INFO lease=$2" "${AS_HOST:-a}" "${AS_UID:-1000}" \
-                "${GRACE:-0}" "${IDLE:-600000}"
+                "${GRACE:-0}" "${IDLE:-600000}" ${4:+"$4"}
 }
 release() {         # NAME LEASE
         lua "$1" release "$2" "${AS_HOST:-a}" "${AS_UID:-1000}" "${GRACE:-0}" "${IDLE:-600000}"
@@ -320,21 +320,34 @@ is "$(j "$(rcli ZSCORE "$(key era holders)" y)" "r >= $t + 7000")" true "clock: 
 is "$(rcli PTTL "$FLEET_CLOCK")" -1 "clock: the fleet's clock key never expires"
 
 # ---- Wake messages on release -------------------------------------------------
+P1=00112233445566778899aabbccddeeff
+P2=ffeeddccbbaa99887766554433221100
 sub pub
-acquire pub h 1 >/dev/null
-acquire pub w 1 >/dev/null
+acquire pub h 1 "$P2" >/dev/null
+is "$(rcli HEXISTS "$(key pub proof)" h)" 0 "proof: a lease granted at once keeps none"
+acquire pub w 1 "$P1" >/dev/null
+is "$(rcli HGET "$(key pub proof)" w)" "$P1" "proof: a waiter's is kept while it waits"
+acquire pub w3 1 >/dev/null
+r=$(status pub)
+check "proof: status lists the waiters, but no proof" eval '[[ $r == *\"w3\"* && $r != *$P1* ]]'
 r=$(release pub h)
-msg=$(j "$r" '"g %s %d %d" % (r[1], r[2], r[3])')
-check "release publishes '$msg'" wait_for 5 heard pub "$msg"
-acquire pub w2 1 >/dev/null
-is "$(wakes pub)" "$msg" "... and nothing else: no '1' for a hand-over"
+msg=$(j "$r" '"g %s %d %d '"$P1"'" % (r[1], r[2], r[3])')
+check "release publishes '$msg': the grant with the waiter's proof" wait_for 5 heard pub "$msg"
+is "$(rcli HEXISTS "$(key pub proof)" w)" 0 "proof: gone once used"
+r=$(release pub w)
+msg2=$(j "$r" '"g %s %d %d -" % (r[1], r[2], r[3])')
+check "a waiter that gave no proof: '$msg2'" wait_for 5 heard pub "$msg2"
+acquire pub w2 1 "$P2" >/dev/null
+is "$(rcli HGET "$(key pub proof)" w2)" "$P2" "proof: w2 waits with its proof"
+is "$(wakes pub)" "$msg"$'\n'"$msg2" "... and nothing else: no '1' for a hand-over"
 is "$(release pub w2)" "[0]" "a waiter leaves the line"
 check "that publishes '1' (look again)" wait_for 5 heard pub 1
+is "$(rcli HEXISTS "$(key pub proof)" w2)" 0 "proof: gone with the waiter that left"
 
 # ---- Group commit ----------------------------------------------------------------
 # Calls as the agent batches them: kind, number of args, args; the replies
 # are each call's own, in order, as if run one after another.
-A() { echo acquire 8 "$1" "$2" 10000 "job-$1" a 1000 0 600000; }  # (no spaces: words)
+A() { echo acquire 9 "$1" "$2" 10000 "job-$1" a 1000 0 600000 "$P1"; }  # (no spaces: words)
 R() { echo release 5 "$1" a 1000 0 600000; }
 # shellcheck disable=SC2046  # the words are the batch's arguments
 r=$(lua bat batch $(A b1 1) $(A b2 1) $(A b3 1) $(R b1) renew 5 10000 a 600000 0 b2)

@@ -72,8 +72,11 @@ check "a job on b waits for wake" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOC
 wlease=$(rcli ZRANGE 'fleetsem:{wake}:queue' 0 -1)
 rcli MONITOR >"$T/monitor" & monitor=$!
 wait_for 5 test -s "$T/monitor"
+# Without a proof, with one made up, and in the old form without any: only
+# a script knows the proof the waiter's agent gave Redis with its place.
+rcli PUBLISH 'fleetsem:{wake}:wake' "g $wlease 999 1 -" >/dev/null
+rcli PUBLISH 'fleetsem:{wake}:wake' "g $wlease 999 1 0123456789abcdef0123456789abcdef $wlease 1000 1 -" >/dev/null
 rcli PUBLISH 'fleetsem:{wake}:wake' "g $wlease 999 1" >/dev/null
-rcli PUBLISH 'fleetsem:{wake}:wake' "g $wlease 999 1 $wlease 1000 1" >/dev/null
 # What the agent does with it: it asks Redis (an acquire call, the one
 # call that sends the description) for the lease the message names.
 check "the forged wake-up makes the waiter's agent ask Redis" \

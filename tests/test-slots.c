@@ -154,6 +154,7 @@ static void setup(usec_t now) {
         free(w.calls);
         w = (World) { .redis_up = true };
         slots_init(&e, &ops, NULL, TTL);
+        e.wake_grants = true;   /* as without replicas */
         slots_redis_up(&e, false, 0, now);
 }
 
@@ -247,6 +248,15 @@ static bool has_line(const Client *c, const char *prefix) {
         return false;
 }
 
+/* A fresh engine with a and b in line for x (slots 2), in that order. */
+static void two_in_line(Client *c1, Client *c2, Lease **a, Lease **b) {
+        setup(0);
+        *a = ask(1, "x", 2, USEC_INFINITY, c1, 0);
+        *b = ask(2, "x", 2, USEC_INFINITY, c2, 0);
+        reply_queued(*a, 1, 2, -1, 1);
+        reply_queued(*b, 2, 2, -1, 1);
+}
+
 /* ---- The rules ------------------------------------------------------------------------ */
 
 static void test_grant_and_limit(void) {
@@ -257,8 +267,8 @@ static void test_grant_and_limit(void) {
         a = ask(1, "x", 3, USEC_INFINITY, &c1, 0);
         CHECK_STR(last_call()->what, "acquire", "a request asks Redis");
         reply_granted(a, 7, 3, 10);
-        CHECK_STR(c1.lines[0], "GRANTED token=7 lease=10000000000000000000000000000000 since=1000 ttl=3000 limit=3",
-                  "GRANTED carries the TTL and the limit in force");
+        CHECK_STR(c1.lines[0], "GRANTED token=7 lease=10000000000000000000000000000000 since=1000 ttl=2999 limit=3",
+                  "GRANTED carries the lease left since the call was sent (10 µs ago) and the limit in force");
 
         b = ask(2, "x", 3, USEC_INFINITY, &c2, 20);
         reply_queued(b, 1, 1, -1, 30);
@@ -296,11 +306,7 @@ static void test_grants_in_token_order(void) {
         Lease *a, *b;
         unsigned before;
 
-        setup(0);
-        a = ask(1, "x", 2, USEC_INFINITY, &c1, 0);
-        b = ask(2, "x", 2, USEC_INFINITY, &c2, 0);
-        reply_queued(a, 1, 2, -1, 1);
-        reply_queued(b, 2, 2, -1, 1);
+        two_in_line(&c1, &c2, &a, &b);
         /* Another host's release granted a (token 5); this host asks for
          * b first (its safety re-check) and hears of token 6. */
         slots_lease_timer(&e, b, SLOTS_RECHECK_SAFETY + 1);
@@ -320,17 +326,13 @@ static void test_stale_pending_grant(void) {
         Client c1 = {}, c2 = {};
         Lease *a, *b;
 
-        setup(0);
-        a = ask(1, "x", 2, USEC_INFINITY, &c1, 0);
-        b = ask(2, "x", 2, USEC_INFINITY, &c2, 0);
-        reply_queued(a, 1, 2, -1, 1);
-        reply_queued(b, 2, 2, -1, 1);
+        two_in_line(&c1, &c2, &a, &b);
         slots_lease_timer(&e, b, SLOTS_RECHECK_SAFETY + 1);
         reply_granted(b, 6, 2, SLOTS_RECHECK_SAFETY + 2);      /* held back: a may hold token 5 */
         {
                 char msg[64];
 
-                snprintf(msg, sizeof(msg), "g %s 7 1", id(2));  /* a hint: b asks again */
+                snprintf(msg, sizeof(msg), "g %s 7 1 -", id(2));        /* no proof: b asks again */
                 slots_wake(&e, "x", msg, 2 * SLOTS_RECHECK_SAFETY + 3);
         }
         reply_queued(b, 2, 2, -1, 2 * SLOTS_RECHECK_SAFETY + 4); /* Redis now says: waiting */
@@ -342,21 +344,107 @@ static void test_stale_pending_grant(void) {
 static void test_wake_is_a_hint(void) {
         Client c1 = {};
         Lease *a;
-        char msg[128];
+        char msg[160];
         unsigned before;
 
         setup(0);
         a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
         reply_queued(a, 1, 1, -1, 1);
+        CHECK(lease_id_is_valid(a->proof), "a waiter gives Redis a proof with its place in line");
         before = count_calls("acquire", id(1));
-        snprintf(msg, sizeof(msg), "g %s 999 1", id(1));
+        snprintf(msg, sizeof(msg), "g %s 999 1 -", id(1));
         slots_wake(&e, "x", msg, 2);
-        CHECK_INT(c1.n_lines, 1, "a wake message naming the waiter grants nothing by itself");
+        CHECK_INT(c1.n_lines, 1, "a wake message naming the waiter without its proof grants nothing by itself");
         CHECK_INT(count_calls("acquire", id(1)), before + 1, "it makes the waiter ask Redis");
         reply_queued(a, 1, 1, -1, 3);
         CHECK(!has_line(&c1, "GRANTED"), "Redis says it still waits: no grant");
-        slots_wake(&e, "x", "g not-a-lease 1 2", 4);
-        CHECK_INT(count_calls("acquire", id(1)), before + 2, "a malformed wake message is a plain wake-up");
+        snprintf(msg, sizeof(msg), "g %s 999 1 %s", id(1), "fedcba9876543210fedcba9876543210");
+        slots_wake(&e, "x", msg, 4);
+        CHECK(!has_line(&c1, "GRANTED"), "nor with another proof");
+        CHECK_INT(count_calls("acquire", id(1)), before + 2, "it asks again");
+        reply_queued(a, 1, 1, -1, 5);
+        slots_wake(&e, "x", "g not-a-lease 1 2 -", 6);
+        CHECK_INT(count_calls("acquire", id(1)), before + 3, "a malformed wake message is a plain wake-up");
+        teardown();
+}
+
+/* Redis' own grant message, with the proof the waiter gave when it
+ * queued: granted without a second call, on the expiry of the call that
+ * queued it; and only then. */
+static void test_wake_grant_with_proof(void) {
+        Client c1 = {}, c2 = {}, c3 = {};
+        char msg[160], old[LEASE_ID_LEN + 1];
+        char one[1][LEASE_ID_LEN + 1];
+        bool missing = true;
+        Lease *a, *b, *c;
+        unsigned before;
+
+        setup(0);
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, 100);
+        reply_queued(a, 1, 1, -1, 200);
+        before = count_calls("acquire", id(1));
+        snprintf(msg, sizeof(msg), "g %s 42 1700 %s", id(1), a->proof);
+        slots_wake(&e, "x", msg, 100 + USEC_PER_SEC / 2);
+        CHECK(has_line(&c1, "GRANTED token=42 lease=10000000000000000000000000000000 since=1700 ttl=2500 limit=1"),
+              "granted on Redis' word, told the lease left since it queued (0.5 s of 3 gone)");
+        CHECK_INT(count_calls("acquire", id(1)), before, "without asking Redis again");
+        CHECK_INT(a->state, LEASE_HELD, "it holds");
+        slots_wake(&e, "x", msg, 100 + USEC_PER_SEC / 2 + 1);
+        CHECK_INT(c1.n_lines, 2, "the same message again changes nothing");
+
+        /* A proof from an earlier place in line: Redis lost that place. */
+        b = ask(2, "y", 1, USEC_INFINITY, &c2, 0);
+        reply_queued(b, 1, 1, -1, 1);
+        memcpy(old, b->proof, sizeof(old));
+        memcpy(one[0], id(2), sizeof(one[0]));
+        slots_renew_done(&e, "y", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 2, 3);
+        CHECK(!streq(b->proof, old), "a new place in line, a new proof");
+        reply_queued(b, 1, 1, -1, 4);
+        before = count_calls("acquire", id(2));
+        snprintf(msg, sizeof(msg), "g %s 43 1700 %s", id(2), old);
+        slots_wake(&e, "y", msg, 5);
+        CHECK(!has_line(&c2, "GRANTED"), "the old proof grants nothing");
+        CHECK_INT(count_calls("acquire", id(2)), before + 1, "it asks Redis");
+        reply_queued(b, 1, 1, -1, 6);
+
+        /* Queued a third of a lease ago or more: asks, for a fresh expiry. */
+        snprintf(msg, sizeof(msg), "g %s 44 1700 %s", id(2), b->proof);
+        slots_wake(&e, "y", msg, 6 + TTL / 3);
+        CHECK(!has_line(&c2, "GRANTED"), "a waiter last renewed a third of a lease ago is not granted on the message");
+        CHECK_INT(count_calls("acquire", id(2)), before + 2, "it asks Redis");
+        reply_granted(b, 44, 1, 7 + TTL / 3);
+        CHECK(has_line(&c2, "GRANTED token=44"), "and Redis' answer grants it");
+
+        /* With replicas to wait for, every grant is asked for. */
+        c = ask(3, "z", 1, USEC_INFINITY, &c3, 0);
+        reply_queued(c, 1, 1, -1, 1);
+        e.wake_grants = false;
+        before = count_calls("acquire", id(3));
+        snprintf(msg, sizeof(msg), "g %s 45 1700 %s", id(3), c->proof);
+        slots_wake(&e, "z", msg, 2);
+        CHECK(!has_line(&c3, "GRANTED"), "with replicas (no wake_grants) the message grants nothing");
+        CHECK_INT(count_calls("acquire", id(3)), before + 1, "it asks Redis, which WAITs for them");
+        teardown();
+}
+
+/* A grant on Redis' word held back behind an earlier lease here; the
+ * later lease's answer to a call sent before that grant says "waiting":
+ * older news, the grant stands. */
+static void test_wake_grant_behind_earlier(void) {
+        Client c1 = {}, c2 = {};
+        char msg[160];
+        Lease *a, *b;
+
+        two_in_line(&c1, &c2, &a, &b);
+        snprintf(msg, sizeof(msg), "g %s 5 1700 -", id(2));
+        slots_wake(&e, "x", msg, 2);                            /* b asks (a hint) */
+        snprintf(msg, sizeof(msg), "g %s 6 1700 %s", id(2), b->proof);
+        slots_wake(&e, "x", msg, 3);
+        CHECK(!has_line(&c2, "GRANTED"), "held back: a may hold a lower token");
+        reply_queued(b, 2, 2, -1, 4);   /* the call of time 2, executed before the grant */
+        reply_queued(a, 1, 2, -1, 5);   /* a still waits: the gate clears */
+        CHECK(has_line(&c2, "GRANTED token=6"), "the grant heard after the call was sent stands");
+        CHECK(!has_line(&c1, "GRANTED"), "a still waits");
         teardown();
 }
 
@@ -590,6 +678,8 @@ int main(void) {
         test_wait_deadline_and_no_wait();
         test_grants_in_token_order();
         test_wake_is_a_hint();
+        test_wake_grant_with_proof();
+        test_wake_grant_behind_earlier();
         test_stale_pending_grant();
         test_lost_when_not_renewed();
         test_reset();

@@ -258,6 +258,9 @@ static int run(int argc, char *argv[]) {
         agent.event = e;
         agent.config = &config;
         slots_init(&agent.slots, &agent_slots_ops, &agent, config.lease_ttl);
+        /* With replicas to confirm each grant, a waiter's own agent asks
+         * for it (and WAITs); else Redis' wake message is enough. */
+        agent.slots.wake_grants = config.min_replicas_acked <= 0;
         (void) sd_event_add_signal(e, NULL, SIGTERM, on_signal, NULL);
         (void) sd_event_add_signal(e, NULL, SIGINT, on_signal, NULL);
         (void) sd_event_set_watchdog(e, true);

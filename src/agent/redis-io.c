@@ -459,8 +459,9 @@ int io_call_acquire(void *ctx, Lease *l) {
 
         common_args(a, l->uid, &c);
         snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
-        return script_call(a, SCRIPT_ACQUIRE, l->name->name, acquire_reply, l, 8,
-                           (const char *[]) { l->id, slots, c.ttl, l->desc, a->config->host_id, c.uid, c.grace, c.idle },
+        return script_call(a, SCRIPT_ACQUIRE, l->name->name, acquire_reply, l, 9,
+                           (const char *[]) { l->id, slots, c.ttl, l->desc, a->config->host_id, c.uid, c.grace, c.idle,
+                                              l->proof },
                            NULL);
 }
 
@@ -508,7 +509,7 @@ static void release_reply(RedisConn *conn, const RedisReply *reply, void *userda
                 size_t n = 1;
 
                 for (size_t i = 0; i < k && n < sizeof(payload); i++)
-                        n += (size_t) snprintf(payload + n, sizeof(payload) - n, " %s %" PRIu64 " %" PRIu64,
+                        n += (size_t) snprintf(payload + n, sizeof(payload) - n, " %s %" PRIu64 " %" PRIu64 " -",
                                                g[i].lease, g[i].token, g[i].since_ms);
                 slots_release_done(&a->slots, rc->name, rc->lease, rc->uid, false, NULL, 0, now_mono());
                 slots_wake(&a->slots, rc->name, payload, now_mono());

@@ -452,7 +452,10 @@ static void send_queued(Lease *l, usec_t now) {
         l->position_unsent = false;
 }
 
-static void send_granted(Lease *l) {
+/* The ttl a holder is told is what its lease has left, counted from the
+ * last call that set its expiry in Redis, never 0 (no self-fencing). */
+static void send_granted(Lease *l, usec_t now) {
+        usec_t ttl = l->slots_engine->lease_ttl, age = now > l->renewed ? now - l->renewed : 0;
         char line[PROTO_REPLY_MAX];
         MessageBuilder b;
 
@@ -460,7 +463,7 @@ static void send_granted(Lease *l) {
         message_add_u64(&b, "token", l->token);
         message_add(&b, "lease", l->id);
         message_add_u64(&b, "since", l->since_ms);
-        message_add_u64(&b, "ttl", l->slots_engine->lease_ttl / USEC_PER_MSEC);
+        message_add_u64(&b, "ttl", MAX((ttl > age ? ttl - age : 0) / USEC_PER_MSEC, (usec_t) 1));
         message_add_u64(&b, "limit", l->limit);
         lease_send(l, line, message_finish(&b));
 }
@@ -480,7 +483,9 @@ static void send_denied(Lease *l, const char *reason) {
 
 /* ---- Grants --------------------------------------------------------------------- */
 
-static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec_t now) {
+/* renewed: when the call that set the lease's expiry in Redis was made
+ * (USEC_INFINITY: now). */
+static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec_t renewed, usec_t now) {
         Slots *e = l->slots_engine;
         NameStats *s;
         LogFields f;
@@ -490,7 +495,8 @@ static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec
         if (limit > 0)
                 l->limit = limit;
         l->enqueued = false;
-        l->renewed = now;
+        l->proof[0] = '\0';
+        l->renewed = MIN(renewed, now);
         l->deadline = l->recheck_at = USEC_INFINITY;
         lease_set_state(l, LEASE_HELD);
         lease_arm(l);
@@ -502,7 +508,7 @@ static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec
         f = lease_fields(l);
         log_uid_fields(l->uid, now, LOG_INFO, &f, "Granted slot of %s to %s (token %" PRIu64 ").",
                        l->name->name, l->holder, token);
-        send_granted(l);
+        send_granted(l, now);
 }
 
 /* Grants come in the replies to this host's own calls in the order Redis
@@ -538,17 +544,19 @@ static void name_flush_grants(Name *n, usec_t now) {
                 if (blocked)
                         return;
                 p->grant_pending = false;
-                grant(p, p->pending_token, p->pending_since, p->pending_limit, now);
+                grant(p, p->pending_token, p->pending_since, p->pending_limit, p->pending_renewed, now);
         }
 }
 
-static void grant_in_order(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec_t now) {
+static void grant_in_order(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec_t renewed, usec_t now) {
         if (l->state != LEASE_WAITING)
                 return;
         l->grant_pending = true;
         l->pending_token = token;
         l->pending_since = since;
         l->pending_limit = limit;
+        l->pending_renewed = renewed;
+        l->pending_heard = now;
         name_flush_grants(l->name, now);
 }
 
@@ -563,11 +571,16 @@ static void lease_check(Lease *l, usec_t now) {
                 l->check_again = true;
                 return;
         }
+        /* A new place in line, a new proof (none if the kernel gives no
+         * random bytes: its grants are then asked for). */
+        if (!l->enqueued && lease_id_new(l->proof) < 0)
+                l->proof[0] = '\0';
         if (e->ops->call_acquire(e->ctx, lease_ref(l)) < 0) {
                 lease_unref(l);
                 return;
         }
         l->check_inflight = true;
+        l->check_sent = now;
         l->check_id = ++e->check_counter;
         /* Calls go out in order on one connection, so the order in which
          * leases first ask is the order of their tickets. */
@@ -691,20 +704,22 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 goto finish;
         case ACQUIRE_GRANTED:
                 l->held_seen = r->held;
-                grant_in_order(l, r->token, r->since_ms, r->limit, now);
+                grant_in_order(l, r->token, r->since_ms, r->limit, l->check_sent, now);
                 /* A slot was free: the next in line may find one too. */
                 if (l->name && l->name->n_waiting > 0)
                         name_recheck(l->name, now);
                 goto finish;
         case ACQUIRE_QUEUED:
-                /* Redis' latest word: it waits. A grant heard of before (from
-                 * before a reset) is no grant any more. */
-                l->grant_pending = false;
+                /* Redis' latest word: it waits. A grant heard of before this
+                 * call (from before a reset) is no grant any more; one heard
+                 * of since (a wake message) came after it. */
+                if (l->pending_heard <= l->check_sent)
+                        l->grant_pending = false;
                 break;
         }
 
         l->enqueued = true;
-        l->renewed = now;
+        l->renewed = MIN(l->check_sent, now);
         l->held_seen = r->held;
         if (l->gate_after != 0 && check_id > l->gate_after && !l->gate_cleared) {
                 /* Asked after a later lease's grant was heard of, and still
@@ -772,7 +787,7 @@ void slots_attach(Slots *e, Lease *l, void *client, usec_t now) {
         lease_finish_client(l);
         l->client = client;
         if (l->state == LEASE_HELD)
-                send_granted(l);
+                send_granted(l, now);
         else
                 lease_check(l, now);
 }
@@ -828,53 +843,48 @@ void slots_release_done(Slots *e, const char *name, const char *lease, uid_t uid
                 Lease *l = slots_lease_find(e, g[i].lease);
 
                 if (l && l->name == n && l->state == LEASE_WAITING)
-                        grant_in_order(l, g[i].token, g[i].since_ms, 0, now);
+                        /* On the expiry its last renewal as a waiter gave it. */
+                        grant_in_order(l, g[i].token, g[i].since_ms, 0, l->renewed, now);
         }
+}
+
+/* The next word of *s (at most size-1 bytes, no empty one) into buf; *s
+ * moves past it and its one following space, if more follows. */
+static int next_word(const char **s, char *buf, size_t size) {
+        size_t len = strcspn(*s, " ");
+
+        if (len == 0 || len >= size)
+                return -EBADMSG;
+        memcpy(buf, *s, len);
+        buf[len] = '\0';
+        *s += len;
+        if (**s == ' ') {
+                if ((*s)[1] == '\0')
+                        return -EBADMSG;
+                (*s)++;
+        }
+        return 0;
 }
 
 int granted_parse(const char *s, Granted *g, size_t max, size_t *ret_k) {
         size_t k = 0;
 
         while (*s) {
-                char token[24], since[24];
-                const char *sp;
-                size_t len;
+                char token[21], since[21];
 
                 if (k >= max)
                         return -E2BIG;
-                /* LEASE */
-                sp = strchr(s, ' ');
-                if (!sp || (size_t) (sp - s) != LEASE_ID_LEN)
+                if (next_word(&s, g[k].lease, sizeof(g[k].lease)) < 0 || !lease_id_is_valid(g[k].lease) ||
+                    next_word(&s, token, sizeof(token)) < 0 || parse_uint64(token, 1, UINT64_MAX, &g[k].token) < 0 ||
+                    next_word(&s, since, sizeof(since)) < 0 || parse_uint64(since, 0, UINT64_MAX, &g[k].since_ms) < 0 ||
+                    next_word(&s, g[k].proof, sizeof(g[k].proof)) < 0)
                         return -EBADMSG;
-                memcpy(g[k].lease, s, LEASE_ID_LEN);
-                g[k].lease[LEASE_ID_LEN] = '\0';
-                if (!lease_id_is_valid(g[k].lease))
-                        return -EBADMSG;
-                s = sp + 1;
-                /* TOKEN SINCE */
-                for (int i = 0; i < 2; i++) {
-                        char *dst = i == 0 ? token : since;
-
-                        len = strcspn(s, " ");
-                        if (len == 0 || len >= sizeof(token))
-                                return -EBADMSG;
-                        memcpy(dst, s, len);
-                        dst[len] = '\0';
-                        s += len;
-                        if (i == 0) {
-                                if (*s != ' ')
-                                        return -EBADMSG;
-                                s++;
-                        }
-                }
-                if (parse_uint64(token, 1, UINT64_MAX, &g[k].token) < 0 ||
-                    parse_uint64(since, 0, UINT64_MAX, &g[k].since_ms) < 0)
+                /* "-": none. */
+                if (streq(g[k].proof, "-"))
+                        g[k].proof[0] = '\0';
+                else if (!lease_id_is_valid(g[k].proof))
                         return -EBADMSG;
                 k++;
-                if (*s == ' ' && s[1])
-                        s++;
-                else if (*s)
-                        return -EBADMSG;
         }
         *ret_k = k;
         return 0;
@@ -888,16 +898,24 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
 
         if (!n)
                 return;
-        /* A hint, whoever sent it: the leases it names ask Redis, in the
-         * order of the tokens it names, and nobody is granted on its word. */
+        /* Whoever sent it, the leases it names are granted only on Redis'
+         * word: the proof only Redis and this host know (and only without
+         * replicas to wait for), or else the answer when they ask. */
         if (payload && strneq(payload, "g ", 2) && granted_parse(payload + 2, g, SLOTS_GRANTS_MAX, &k) >= 0) {
                 for (size_t i = 0; i < k; i++) {
                         Lease *l = slots_lease_find(e, g[i].lease);
 
-                        if (l && l->name == n && l->state == LEASE_WAITING) {
+                        if (!l || l->name != n || l->state != LEASE_WAITING)
+                                continue;
+                        asked = true;
+                        /* Redis' word: the proof given with its place in
+                         * line, on the expiry of its last renewal, which
+                         * leaves it most of a lease. */
+                        if (e->wake_grants && l->enqueued && l->proof[0] && streq(g[i].proof, l->proof) &&
+                            now < l->renewed + e->lease_ttl / 3)
+                                grant_in_order(l, g[i].token, g[i].since_ms, 0, l->renewed, now);
+                        else
                                 lease_check(l, now);
-                                asked = true;
-                        }
                 }
                 /* The line moved up by as many. */
                 for (Lease *l = n->leases; l; l = l->by_name_next) {

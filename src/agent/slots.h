@@ -65,15 +65,21 @@ struct Lease {
         bool check_inflight;
         bool check_again;
         bool enqueued;          /* has a place in the Redis queue */
+        /* A secret given to Redis with each place in line (new with each
+         * one; "" none): a wake message that names it is Redis' word. */
+        char proof[LEASE_ID_LEN + 1];
         bool reassert_inflight;
         uint64_t seq;           /* order of joining the queue here (0: not yet) */
         uint64_t check_id;      /* the last acquire check sent for it */
+        usec_t check_sent;      /* when */
         /* A grant learned while an earlier lease here may hold one with a
          * lower token not yet heard of (see name_flush_grants()). */
         bool grant_pending;
         uint64_t pending_token;
         uint64_t pending_since;
         uint32_t pending_limit;
+        usec_t pending_renewed;
+        usec_t pending_heard;
         uint64_t gate_after;
         bool gate_cleared;
         usec_t renewed;         /* when the last confirmed renewal was sent */
@@ -115,6 +121,7 @@ typedef struct Granted {
         char lease[LEASE_ID_LEN + 1];
         uint64_t token;
         uint64_t since_ms;
+        char proof[LEASE_ID_LEN + 1];   /* "" when the message had none ("-") */
 } Granted;
 
 /* What the engine counts, from the times it is given, for `fleetsem
@@ -199,6 +206,9 @@ struct Slots {
         usec_t lease_ttl;
         bool redis_up;
         usec_t grace_until;             /* after a reset, nobody is granted anything before */
+        /* A wake message that carries a waiter's proof grants it without a
+         * second call; off when replicas must confirm each grant (WAIT). */
+        bool wake_grants;
         usec_t renew_sent;              /* when this host's leases were last renewed */
         void *lease_tree;               /* tsearch(): id → Lease */
         void *name_tree;                /* tsearch(): name → Name */
@@ -278,11 +288,12 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                       size_t n, usec_t sent, usec_t now);
 /* result: 1 holds again, 0 lost (no room), -1 owned elsewhere, -2 Redis went. */
 void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now);
-/* A wake message on name's channel: "g LEASE TOKEN SINCE …" or anything
- * else. A hint only: the leases it names ask Redis. */
+/* A wake message on name's channel: "g LEASE TOKEN SINCE PROOF …" or
+ * anything else. A waiter it names with the proof this host gave Redis is
+ * granted (if wake_grants); any other it names asks Redis. */
 void slots_wake(Slots *e, const char *name, const char *payload, usec_t now);
 
-/* "LEASE TOKEN SINCE ..." → Granted[]; -EBADMSG, -E2BIG. */
+/* "LEASE TOKEN SINCE PROOF ..." → Granted[]; -EBADMSG, -E2BIG. */
 int granted_parse(const char *s, Granted *g, size_t max, size_t *ret_k);
 
 Lease *lease_ref(Lease *l);

@@ -14,6 +14,7 @@
 #define STRINGIFY(x) STRINGIFY_(x)
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
 #define MIN(a, b) ({ typeof(a) min_a_ = (a); typeof(b) min_b_ = (b); min_a_ < min_b_ ? min_a_ : min_b_; })
+#define MAX(a, b) ({ typeof(a) max_a_ = (a); typeof(b) max_b_ = (b); max_a_ > max_b_ ? max_a_ : max_b_; })
 
 /* Hand ownership on: returns the value and leaves the variable empty. */
 #define TAKE_PTR(p) ({ typeof(p) take_ptr_ = (p); (p) = NULL; take_ptr_; })

@@ -5,6 +5,7 @@
 --   grant (HASH lease -> "TOKEN SINCE_MS")   token (fencing counter)
 --   ticket (queue counter)   limits (ZSET lease -> slots it asked for)
 --   owner (HASH lease -> "HOST UID")
+--   proof (HASH lease -> a secret of the waiter's agent, until its grant)
 --   clock ("NOW_MS TTL_MS OFFSET_MS": the server's clock when a script
 --   last saw the name, the lease of the agent that called it, and the
 --   fleet clock's offset its expiries are on)
@@ -41,8 +42,11 @@ local function digits(x)
   return string.format('%.0f', x)
 end
 
--- "P:{NAME}:holders" -> "P:{NAME}:wake". The message is a hint: "1" (look
--- again), or "g LEASE TOKEN SINCE ..." naming the waiters just granted.
+-- "P:{NAME}:holders" -> "P:{NAME}:wake". The message is "1" (look again),
+-- or "g LEASE TOKEN SINCE PROOF ..." naming the waiters just granted, each
+-- with the secret its agent gave when it queued ("-": none). Only a
+-- script can know that secret: a message that carries it is Redis' word;
+-- one that does not is a hint.
 local function wake(message)
   redis.call('PUBLISH', string.sub(K_HOLDERS, 1, -#'holders' - 1) .. 'wake', message or '1')
 end
@@ -94,6 +98,7 @@ local function forget(lease, holder)
   redis.call('HDEL', K_GRANT, lease)
   redis.call('ZREM', K_LIMITS, lease)
   redis.call('HDEL', K_OWNER, lease)
+  redis.call('HDEL', K_PROOF, lease)
 end
 
 -- Adds `by` ms to every expiry in the ZSET `key`.
@@ -193,6 +198,7 @@ local function grant(lease, expiry, now_ms, now_us, queued, held)
   if queued then
     redis.call('ZREM', K_QUEUE, lease)
     redis.call('ZREM', K_WAITERS, lease)
+    redis.call('HDEL', K_PROOF, lease)
   end
   local token = next_token(now_us)
   write('ZADD', K_HOLDERS, expiry, lease)
@@ -202,10 +208,10 @@ end
 
 -- Hands the free slots to the first in line, in ticket order, while the
 -- holders are fewer than the limit in force: the hand-over needs no second
--- call from the waiter's agent. Appends lease, token, since to granted;
--- returns false if the head of the line could not be judged (its agent
--- must look again).
-local function grant_next(now_ms, now_us, granted)
+-- call from the waiter's agent. Appends lease, token, since to granted,
+-- and its proof to proofs; returns false if the head of the line could not
+-- be judged (its agent must look again).
+local function grant_next(now_ms, now_us, granted, proofs)
   local head = redis.call('ZRANGE', K_QUEUE, 0, 0)[1]
   if not head then return true end
   local held = redis.call('ZCARD', K_HOLDERS)
@@ -216,6 +222,7 @@ local function grant_next(now_ms, now_us, granted)
     local expiry = redis.call('ZSCORE', K_WAITERS, head)
     if not limit or not expiry then return false end
     if held >= limit then return true end
+    proofs[#proofs + 1] = redis.call('HGET', K_PROOF, head) or '-'
     local token = grant(head, expiry, now_ms, now_us, true, held)
     held = held + 1
     granted[#granted + 1] = head
@@ -226,11 +233,15 @@ local function grant_next(now_ms, now_us, granted)
   return true
 end
 
--- "g LEASE TOKEN SINCE ...": the wake message for what grant_next granted.
-local function granted_message(granted)
+-- "g LEASE TOKEN SINCE PROOF ...": the wake message for what grant_next
+-- granted.
+local function granted_message(granted, proofs)
   local words = {'g'}
-  for i, v in ipairs(granted) do
-    words[i + 1] = type(v) == 'number' and digits(v) or v
+  for i = 1, #granted, 3 do
+    words[#words + 1] = granted[i]
+    words[#words + 1] = digits(granted[i + 1])
+    words[#words + 1] = digits(granted[i + 2])
+    words[#words + 1] = proofs[(i + 2) / 3]
   end
   return table.concat(words, ' ')
 end
@@ -255,13 +266,15 @@ end
 -- is one of them alone. Each takes its ARGV and returns its reply; the
 -- caller ends with idle().
 
--- ARGV: lease, slots, ttl_ms, description, host, uid, grace_until_ms, idle_ms
+-- ARGV: lease, slots, ttl_ms, description, host, uid, grace_until_ms,
+-- idle_ms[, proof] (kept while the lease waits, for the grant message).
 -- Returns {-1} when the lease is another host's or user's;
 -- {1, token, since_ms, held, limit} when it holds a slot (now or already);
 -- else {0, position, held, limit, ms until the first holder expires or -1}.
 local function acquire_call(ARGV)
   local lease, slots, ttl, desc = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
   local me, grace_until = ARGV[5] .. ' ' .. ARGV[6], tonumber(ARGV[7]) or 0
+  local proof = ARGV[9]
   local now_ms, now_us = now()
   expire(now_ms, ttl, grace_until)
 
@@ -309,6 +322,7 @@ local function acquire_call(ARGV)
     local token = grant(lease, now_ms + ttl, now_ms, now_us, true, held)
     return {1, token, now_ms, held + 1, limit}
   end
+  if proof and proof ~= '' then write('HSET', K_PROOF, lease, proof) end
 
   local first = redis.call('ZRANGE', K_HOLDERS, 0, 0, 'WITHSCORES')
   local next_expiry = -1
@@ -332,13 +346,13 @@ local function release_call(ARGV)
   local queued = 0
   if held == 0 then queued = redis.call('ZREM', K_QUEUE, lease) end
   forget(lease, held == 1)
-  local granted = {}
+  local granted, proofs = {}, {}
   -- A place in line also matters: those behind it may now be first. During
   -- the grace period after a reset the slot stays free.
   if held == 1 or queued == 1 then
     local judged = true
-    if now_ms >= grace_until then judged = grant_next(now_ms, now_us, granted) end
-    if #granted > 0 then wake(granted_message(granted)) end
+    if now_ms >= grace_until then judged = grant_next(now_ms, now_us, granted, proofs) end
+    if #granted > 0 then wake(granted_message(granted, proofs)) end
     -- Those behind a lease that left the line have a new place.
     if not judged or queued == 1 then wake() end
   end
