@@ -85,8 +85,20 @@ kill "$monitor"
 is "$(entered wake)" 1 "a forged wake message naming the waiter lets nobody in"
 is "$(rcli ZSCORE 'fleetsem:{wake}:queue' "$wlease" | grep -c .)" 1 "Redis still lists it as waiting"
 check "no token 999 anywhere" sh -c "! grep -q 'token 999)' $T/agent-b.log"
+rcli MONITOR >"$T/monitor2" & monitor=$!
+wait_for 5 test -s "$T/monitor2"
 touch "$T/go-wake"; wait "$holder"; wait "$waiter"
 is "$(entered wake)" 2 "it enters once the holder is gone, as Redis says"
+# Redis' own grant message carries the proof b's agent gave with the
+# waiter's place, and b's agent takes that as Redis' word: it asks nothing
+# more about the lease before its job enters.
+check "the release's wake message names the waiter with a proof" \
+        grep -Eq "PUBLISH.*\"g $wlease [0-9]+ [0-9]+ [0-9a-f]{32}\"" "$T/monitor2"
+check "b's agent grants on it without asking Redis again" \
+        sh -c "! sed -n '/PUBLISH.*g $wlease/,\$p' $T/monitor2 | grep 'INFO host=b' | grep -q '$wlease'"
+check "and the proof left Redis with the grant" \
+        sh -c "[ -z \"\$(redis-cli -s $REDIS_SOCK HGET 'fleetsem:{wake}:proof' '$wlease')\" ]"
+kill "$monitor"
 
 # ---- 7. Idle names leave Redis ---------------------------------------------------
 t1=$(fs c run idle-x -- sh -c 'echo $FLEETSEM_TOKEN')
