@@ -8,6 +8,10 @@
  * Faults: agent crash and restart, Redis reset or failover, wake messages
  * lost or duplicated, agents paused (they simply take no step while the
  * clock runs), a stranger using another host's lease id, frozen holders.
+ * A wake message that names a waiter with the proof its agent gave Redis
+ * with its place in line grants it (spec: wake messages); proofs are
+ * modelled as small numbers, each new one unlike any still in the system
+ * (as 128 random bits are).
  *
  * "design" below means the Safety rules of the design document, "spec"
  * the v2 interface file (scripts, replies, RENEWED).  Mutants are the same
@@ -110,6 +114,7 @@ byte r_ttl[MAXJ];       /* expiry, as ticks left */
 byte r_own[MAXJ];       /* owner HASH: the host (spec 1, key 9) */
 byte r_tok[MAXJ];       /* grant HASH: the token */
 byte r_gs[MAXJ];        /* ghost: global order of the grant */
+byte r_pf[MAXJ];        /* proof HASH: the waiter's agent's secret, 0 = none */
 byte q[MAXJ];           /* queue in ticket order */
 byte qn;
 byte r_token;           /* token STRING */
@@ -136,6 +141,7 @@ byte a_kn[MAXJ];        /* what the job's agent knows of its lease */
 byte a_tok[MAXJ];
 byte a_age[MAXJ];       /* ticks since the agent sent the call that last confirmed the lease */
 byte a_gs[MAXJ];        /* ghost: grant order of that token */
+byte a_pf[MAXJ];        /* the proof it gave with the lease's place in line, 0 = none */
 bool a_renew[NH];       /* the renewal timer fired */
 byte a_ask[NH];         /* leases to ask Redis about (wake or safety tick) */
 /* one script call in flight per agent: its reply, and its age in ticks
@@ -156,6 +162,14 @@ byte rp_age[NH];
 byte wk_g[NH];
 bool wk_1[NH];
 byte wk_seen[NH];       /* g messages delivered before, for duplicates */
+/* what the g message pending for lease j (to its host) says: the proof
+ * Redis had for it (0 = "-") and the token; and the last one delivered */
+byte wk_pf[MAXJ];
+byte wk_tok[MAXJ];
+byte wk_gs[MAXJ];       /* ghost */
+byte wk_spf[MAXJ];
+byte wk_stok[MAXJ];
+byte wk_sgs[MAXJ];
 
 /* ---------------------------------------------------------------- jobs */
 #define J_IDLE 0
@@ -185,7 +199,7 @@ byte n_crash, n_reset, n_loss, n_dup, n_stray;
 
 /* scratch for scripts; not part of the state */
 hidden byte ri, rk, rlim, rheld, rrank, rmask;
-hidden byte rfreed, rwas;
+hidden byte rfreed, rwas, rpf;
 hidden short rdl;
 
 #define ANY(c, h) (c(0, h) || c(1, h) || (NJ > 2 && c(2, h)))
@@ -256,7 +270,7 @@ inline r_dequeue(j) {
 /* forget a lease everywhere (holders, queue, waiters, limits, owner...) */
 inline r_forget(j) {
 	r_dequeue(j);
-	r_st[j] = ABSENT; r_ttl[j] = 0; r_own[j] = 0; r_tok[j] = 0; FR(r_gs[j] = 0)
+	r_st[j] = ABSENT; r_ttl[j] = 0; r_own[j] = 0; r_tok[j] = 0; FR(r_gs[j] = 0); r_pf[j] = 0
 }
 
 /* next_token (spec 2): a missing counter starts from the clock (in us,
@@ -293,11 +307,24 @@ inline r_grant(j) {
 	rheld++
 }
 
-/* publish on the wake channel: every connected agent gets it */
+/* publish on the wake channel: every connected agent gets it; a g
+ * message names each lease granted with its token and the proof Redis
+ * had for it, which it then forgets (HDEL on grant) */
 inline publish(gmask, one) {
 	for (ri : 0 .. NH - 1) {
 		if
 		:: WAKES && a_up[ri] && a_conn[ri] -> wk_g[ri] = wk_g[ri] | gmask; wk_1[ri] = wk_1[ri] || one
+		:: else
+		fi
+	}
+	for (ri : 0 .. NJ - 1) {
+		if
+		:: gmask & BIT(ri) ->
+			if
+			:: WAKES && a_up[HOST(ri)] && a_conn[HOST(ri)] -> wk_pf[ri] = r_pf[ri]; wk_tok[ri] = r_tok[ri]; FR(wk_gs[ri] = r_gs[ri])
+			:: else
+			fi;
+			r_pf[ri] = 0
 		:: else
 		fi
 	}
@@ -319,7 +346,7 @@ inline grant_next() {
 }
 
 /* acquire (spec 3), called by agent h for lease j; reply into rp_* */
-inline s_acquire(h, j, slots) {
+inline s_acquire(h, j, slots, pf) {
 	rp_kind[h] = RP_ACQ; rp_job[h] = j; rp_age[h] = 0; rp_tok[h] = 0; rp_gs[h] = 0;
 	if
 #ifndef MUT_NO_OWNER_ACQUIRE
@@ -351,9 +378,14 @@ inline s_acquire(h, j, slots) {
 #else
 			:: r_grace == 0 && rheld < rlim && rrank < rlim - rheld ->
 #endif
-				r_grant(j); r_ttl[j] = TTL;
+				r_grant(j); r_ttl[j] = TTL; r_pf[j] = 0;
 				rp_val[h] = 1; rp_tok[h] = r_tok[j]; FR(rp_gs[h] = r_gs[j])
-			:: else -> rp_val[h] = 0
+			:: else ->
+				rp_val[h] = 0;
+				if
+				:: pf != 0 -> r_pf[j] = pf     /* kept for the grant message */
+				:: else
+				fi
 			fi
 		fi
 	fi;
@@ -515,6 +547,23 @@ inline s_connect(h) {
 	printf("MSC: agent %d: connected, epoch %d, grace %d ticks\n", h, r_epoch, r_grace)
 }
 
+/* A new place in line, a new proof: unlike any the lease has anywhere
+ * (as 128 random bits would be). Without wake messages nobody reads a
+ * proof: none is drawn, which keeps those searches as small as before. */
+inline new_proof(j) {
+	if
+	:: WAKES ->
+		rpf = 1;
+		do
+		:: rpf == a_pf[j] || rpf == r_pf[j] || rpf == wk_pf[j] || rpf == wk_spf[j] -> rpf++
+		:: else -> break
+		od;
+		a_pf[j] = rpf;
+		rpf = 0
+	:: else
+	fi
+}
+
 /* ------------------------------------------------------- agent -> job */
 
 /* A confirmation (GRANTED, or RENEWED) carries how long it vouches for:
@@ -556,9 +605,16 @@ inline process_reply(h) {
 	:: rp_kind[h] == RP_ACQ ->
 		if
 		:: rp_val[h] == 1 ->
-			a_kn[rk] = K_HOLD; a_age[rk] = rp_age[h]; a_tok[rk] = rp_tok[h]; FR(a_gs[rk] = rp_gs[h]);
+			a_kn[rk] = K_HOLD; a_age[rk] = rp_age[h]; a_tok[rk] = rp_tok[h]; FR(a_gs[rk] = rp_gs[h]); a_pf[rk] = 0;
 			confirm(rk, rp_tok[h], rp_gs[h], rp_age[h])
-		:: rp_val[h] == 0 -> a_kn[rk] = K_WAIT; lose(rk)
+		:: rp_val[h] == 0 ->
+			a_kn[rk] = K_WAIT; lose(rk);
+			/* a waiter's age only matters to a grant by wake message:
+			 * 0, or older than a tick */
+			if
+			:: WAKES && rp_age[h] > 0 -> a_age[rk] = 1
+			:: else -> a_age[rk] = 0
+			fi
 		:: else -> a_kn[rk] = K_NONE; refuse(rk)
 		fi
 	:: rp_kind[h] == RP_RENEW ->
@@ -570,6 +626,8 @@ inline process_reply(h) {
 				:: else
 				fi;
 				confirm(ri, a_tok[ri], a_gs[ri], rp_age[h])
+			:: MINE(ri, h) && (rp_ok[h] & BIT(ri)) && a_kn[ri] == K_WAIT && rp_age[h] == 0 ->
+				a_age[ri] = 0
 			:: MINE(ri, h) && (rp_miss[h] & BIT(ri)) && a_kn[ri] == K_HOLD ->
 				gone(ri)
 			:: MINE(ri, h) && (rp_miss[h] & BIT(ri)) && a_kn[ri] == K_WAIT ->
@@ -607,7 +665,8 @@ proctype agent(byte h)
 		wk_g[h] = 0; wk_1[h] = false; wk_seen[h] = 0;
 		for (j : 0 .. NJ - 1) {
 			if
-			:: MINE(j, h) -> a_kn[j] = K_NONE; a_tok[j] = 0; a_age[j] = 0; j_conn[j] = false; j_req[j] = false
+			:: MINE(j, h) -> a_kn[j] = K_NONE; a_tok[j] = 0; a_age[j] = 0; a_pf[j] = 0; j_conn[j] = false; j_req[j] = false;
+				wk_pf[j] = 0; wk_tok[j] = 0; FR(wk_gs[j] = 0); wk_spf[j] = 0; wk_stok[j] = 0; FR(wk_sgs[j] = 0)
 			:: else
 			fi
 		}
@@ -640,7 +699,11 @@ proctype agent(byte h)
 		:: a_kn[j] == K_NONE -> a_kn[j] = K_REQUEUE
 		:: else
 		fi;
-		s_acquire(h, j, SLOTS(j)); j = 0 }
+		if
+		:: a_kn[j] == K_REQUEUE -> new_proof(j)
+		:: else
+		fi;
+		s_acquire(h, j, SLOTS(j), a_pf[j]); j = 0 }
 	/* after a reset: re-assert holders, queue waiters again */
 	:: atomic { a_up[h] && a_conn[h] && rp_kind[h] == RP_NONE && ANY(FIX, h) ->
 		if
@@ -650,7 +713,7 @@ proctype agent(byte h)
 		fi;
 		if
 		:: a_kn[j] == K_REASSERT -> s_reassert(h, j, a_tok[j])
-		:: else -> a_kn[j] = K_WAIT; s_acquire(h, j, SLOTS(j))
+		:: else -> a_kn[j] = K_WAIT; new_proof(j); s_acquire(h, j, SLOTS(j), a_pf[j])
 		fi;
 		j = 0 }
 	/* renewal timer: one call for all leases of the name */
@@ -660,19 +723,33 @@ proctype agent(byte h)
 		:: ANY(LEASE, h) -> s_renew(h)
 		:: else
 		fi }
-	/* a wake message: a hint to ask Redis, never a grant by itself */
+	/* a wake message: a grant only with the proof this agent gave with
+	 * the waiter's place in line, and while the waiter's last confirmation
+	 * is younger than a tick (TTL/3); else a hint to ask Redis. Redis
+	 * grants a waiter on the expiry of that confirmation, and the holder's
+	 * belief counts from it too (confirm with its age), so the age rule is
+	 * not what keeps it safe: it leaves the new holder most of a lease. */
 	:: atomic { a_up[h] && (wk_g[h] != 0 || wk_1[h]) ->
 		for (j : 0 .. NJ - 1) {
 			if
 			:: MINE(j, h) && a_kn[j] == K_WAIT && (wk_1[h] || (wk_g[h] & BIT(j))) ->
-#ifdef MUT_WAKE_GRANTS
 				if
+#ifdef MUT_WAKE_GRANTS
 				:: wk_g[h] & BIT(j) -> a_kn[j] = K_HOLD; confirm(j, 0, 0, 0)
+#else
+				:: (wk_g[h] & BIT(j)) && a_pf[j] != 0 && wk_pf[j] == a_pf[j] && a_age[j] == 0 ->
+					printf("MSC: agent %d: job %d granted by wake message, token %d\n", h, j, wk_tok[j]);
+					a_kn[j] = K_HOLD; a_pf[j] = 0; a_tok[j] = wk_tok[j]; FR(a_gs[j] = wk_gs[j]);
+					confirm(j, wk_tok[j], wk_gs[j], a_age[j])
+#endif
 				:: else -> a_ask[h] = a_ask[h] | BIT(j)
 				fi
-#else
-				a_ask[h] = a_ask[h] | BIT(j)
-#endif
+			:: else
+			fi;
+			if
+			:: MINE(j, h) && (wk_g[h] & BIT(j)) ->
+				wk_spf[j] = wk_pf[j]; wk_stok[j] = wk_tok[j]; FR(wk_sgs[j] = wk_gs[j]);
+				wk_pf[j] = 0; wk_tok[j] = 0; FR(wk_gs[j] = 0)
 			:: else
 			fi
 		}
@@ -686,7 +763,7 @@ proctype agent(byte h)
 		:: ASKQ(2, h) -> j = 2
 		fi;
 		a_ask[h] = a_ask[h] & ~BIT(j);
-		s_acquire(h, j, SLOTS(j)); j = 0 }
+		s_acquire(h, j, SLOTS(j), a_pf[j]); j = 0 }
 	od
 }
 
@@ -803,6 +880,7 @@ proctype clock()
 			if
 			:: (a_kn[j] == K_HOLD || a_kn[j] == K_REASSERT) && a_age[j] < TTL -> a_age[j]++
 			:: (a_kn[j] == K_HOLD || a_kn[j] == K_REASSERT) && a_age[j] >= TTL
+			:: WAKES && a_kn[j] == K_WAIT -> a_age[j] = 1
 			:: else -> a_age[j] = 0
 			fi
 		}
@@ -824,6 +902,28 @@ proctype clock()
 		h = 0; j = 0
 	}
 	od
+}
+
+/* the g messages pending for host h's leases are gone */
+inline wake_lost(h) {
+	for (ri : 0 .. NJ - 1) {
+		if
+		:: MINE(ri, h) -> wk_pf[ri] = 0; wk_tok[ri] = 0; FR(wk_gs[ri] = 0)
+		:: else
+		fi
+	}
+}
+
+/* the g messages host h had for its leases come again (those with none
+ * pending: a pending one stays as it is) */
+inline wake_again(h) {
+	for (ri : 0 .. NJ - 1) {
+		if
+		:: MINE(ri, h) && (wk_seen[h] & BIT(ri)) && !(wk_g[h] & BIT(ri)) ->
+			wk_pf[ri] = wk_spf[ri]; wk_tok[ri] = wk_stok[ri]; FR(wk_gs[ri] = wk_sgs[ri])
+		:: else
+		fi
+	}
 }
 
 /* faults the environment causes */
@@ -850,18 +950,18 @@ proctype env()
 		fi;
 		h = 0 }
 	/* a wake message lost */
-	:: atomic { n_loss < LOSSES && (wk_g[0] != 0 || wk_1[0]) -> n_loss++; wk_g[0] = 0; wk_1[0] = false }
-	:: atomic { n_loss < LOSSES && (wk_g[1] != 0 || wk_1[1]) -> n_loss++; wk_g[1] = 0; wk_1[1] = false }
-	/* a wake message delivered again */
-	:: atomic { n_dup < DUPS && wk_seen[0] != 0 -> n_dup++; wk_g[0] = wk_g[0] | wk_seen[0] }
-	:: atomic { n_dup < DUPS && wk_seen[1] != 0 -> n_dup++; wk_g[1] = wk_g[1] | wk_seen[1] }
+	:: atomic { n_loss < LOSSES && (wk_g[0] != 0 || wk_1[0]) -> n_loss++; wk_g[0] = 0; wk_1[0] = false; wake_lost(0) }
+	:: atomic { n_loss < LOSSES && (wk_g[1] != 0 || wk_1[1]) -> n_loss++; wk_g[1] = 0; wk_1[1] = false; wake_lost(1) }
+	/* a wake message delivered again (late), as it was */
+	:: atomic { n_dup < DUPS && wk_seen[0] != 0 -> n_dup++; wake_again(0); wk_g[0] = wk_g[0] | wk_seen[0] }
+	:: atomic { n_dup < DUPS && wk_seen[1] != 0 -> n_dup++; wake_again(1); wk_g[1] = wk_g[1] | wk_seen[1] }
 	/* a user on host 1 names job 0's lease (seen in status): release it */
 	:: atomic { n_stray < STRAYS && a_up[1] && a_conn[1] && r_st[0] != ABSENT ->
 		n_stray++; s_release(1, 0) }
 	/* ... or ask with it: the answer must not be a grant */
 	:: atomic { n_stray < STRAYS && a_up[1] && a_conn[1] && rp_kind[1] == RP_NONE && r_st[0] != ABSENT ->
 		n_stray++;
-		s_acquire(1, 0, SL0);
+		s_acquire(1, 0, SL0, 0);
 		if
 		:: rp_val[1] == 1 -> th_st = 1; th_dl = FENCE; check_safe()
 		:: else

@@ -171,6 +171,8 @@ if [ $mode = checks ]; then
 		"$BASE -DRESETS=1" safety 90
 	queue check wakes "at most N believers; no overtaking" "$N1, waiters do not give up; pub/sub on, one wake lost, one duplicated" \
 		"$BASE -DGIVEUP=0 -DWAKES=1 -DLOSSES=1 -DDUPS=1" safety 90
+	queue check wakes-reset "at most N believers; no overtaking" "$N1, waiters do not give up; pub/sub on, one wake lost, one Redis reset (the proofs go with it)" \
+		"$BASE -DGIVEUP=0 -DWAKES=1 -DLOSSES=1 -DRESETS=1" bitstate 120
 	queue check stranger "at most N believers (a stranger's grant counts)" "$N1, waiters may give up; a user on host 1 releases or asks with job 0's lease id" \
 		"$BASE -DSTRAYS=1" safety 60
 	queue check limit "nobody more crowded than the slots it asked for" "3 jobs asking 2, 1, 2 slots (2 on host 0), TTL 3, fence at 2, drift 1, agents paused at will, at most 3 grants, waiters do not give up" \
