@@ -30,6 +30,14 @@ is "$?" 0 "promtool accepts it"
 is "$(ns h1 stat -c '%a %U' /var/lib/prometheus/node-exporter/fleetsem.prom)" "644 root" "0644"
 is "$(ns h1 ls -A /var/lib/prometheus/node-exporter)" "fleetsem.prom" "no temporary file left"
 
+# The schedule as shipped, as systemd read it: 30 s after boot, then every
+# 30 s. The container booted moments ago; so as not to wait those 30 s, a
+# drop-in starts the first run a second after the timer does.
+sched=$(ns_prop h1 fleetsem-metrics.timer TimersMonotonic)
+like "$sched" 'OnBootUSec=30s' "as shipped, it first fires 30 s after boot"
+like "$sched" 'OnUnitActiveUSec=30s' "... then every 30 s"
+ns_unit h1 fleetsem-metrics.timer.d/soon.conf <<<$'[Timer]\nOnBootSec=\nOnActiveSec=1s\nOnUnitActiveSec=30s'
+ns h1 systemctl daemon-reload
 ns h1 rm /var/lib/prometheus/node-exporter/fleetsem.prom
 ns h1 systemctl enable --now fleetsem-metrics.timer >/dev/null 2>&1
 is "$(ns h1 systemctl is-active fleetsem-metrics.timer)" active "enabled, the timer runs"
