@@ -96,6 +96,7 @@ check "the release's wake message names the waiter with a proof" \
         grep -Eq "PUBLISH.*\"g $wlease [0-9]+ [0-9]+ [0-9a-f]{32}\"" "$T/monitor2"
 check "b's agent grants on it without asking Redis again" \
         sh -c "! sed -n '/PUBLISH.*g $wlease/,\$p' $T/monitor2 | grep 'INFO host=b' | grep -q '$wlease'"
+check "and says so in its log" grep -q "Granted slot of wake to .* on the release's wake message" "$T/agent-b.log"
 check "and the proof left Redis with the grant" \
         sh -c "[ -z \"\$(redis-cli -s $REDIS_SOCK HGET 'fleetsem:{wake}:proof' '$wlease')\" ]"
 kill "$monitor"

@@ -485,7 +485,7 @@ static void send_denied(Lease *l, const char *reason) {
 
 /* renewed: when the call that set the lease's expiry in Redis was made
  * (USEC_INFINITY: now). */
-static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec_t renewed, usec_t now) {
+static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec_t renewed, bool by_wake, usec_t now) {
         Slots *e = l->slots_engine;
         NameStats *s;
         LogFields f;
@@ -506,8 +506,8 @@ static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec
         if (s)
                 s->grants++;
         f = lease_fields(l);
-        log_uid_fields(l->uid, now, LOG_INFO, &f, "Granted slot of %s to %s (token %" PRIu64 ").",
-                       l->name->name, l->holder, token);
+        log_uid_fields(l->uid, now, LOG_INFO, &f, "Granted slot of %s to %s (token %" PRIu64 ")%s.",
+                       l->name->name, l->holder, token, by_wake ? " on the release's wake message" : "");
         send_granted(l, now);
 }
 
@@ -544,11 +544,13 @@ static void name_flush_grants(Name *n, usec_t now) {
                 if (blocked)
                         return;
                 p->grant_pending = false;
-                grant(p, p->pending_token, p->pending_since, p->pending_limit, p->pending_renewed, now);
+                grant(p, p->pending_token, p->pending_since, p->pending_limit, p->pending_renewed, p->pending_by_wake,
+                      now);
         }
 }
 
-static void grant_in_order(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec_t renewed, usec_t now) {
+static void grant_in_order(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec_t renewed, bool by_wake,
+                           usec_t now) {
         if (l->state != LEASE_WAITING)
                 return;
         l->grant_pending = true;
@@ -557,6 +559,7 @@ static void grant_in_order(Lease *l, uint64_t token, uint64_t since, uint32_t li
         l->pending_limit = limit;
         l->pending_renewed = renewed;
         l->pending_heard = now;
+        l->pending_by_wake = by_wake;
         name_flush_grants(l->name, now);
 }
 
@@ -704,7 +707,7 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 goto finish;
         case ACQUIRE_GRANTED:
                 l->held_seen = r->held;
-                grant_in_order(l, r->token, r->since_ms, r->limit, l->check_sent, now);
+                grant_in_order(l, r->token, r->since_ms, r->limit, l->check_sent, false, now);
                 /* A slot was free: the next in line may find one too. */
                 if (l->name && l->name->n_waiting > 0)
                         name_recheck(l->name, now);
@@ -844,7 +847,7 @@ void slots_release_done(Slots *e, const char *name, const char *lease, uid_t uid
 
                 if (l && l->name == n && l->state == LEASE_WAITING)
                         /* On the expiry its last renewal as a waiter gave it. */
-                        grant_in_order(l, g[i].token, g[i].since_ms, 0, l->renewed, now);
+                        grant_in_order(l, g[i].token, g[i].since_ms, 0, l->renewed, false, now);
         }
 }
 
@@ -913,7 +916,7 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
                          * leaves it most of a lease. */
                         if (e->wake_grants && l->enqueued && l->proof[0] && streq(g[i].proof, l->proof) &&
                             now < l->renewed + e->lease_ttl / 3)
-                                grant_in_order(l, g[i].token, g[i].since_ms, 0, l->renewed, now);
+                                grant_in_order(l, g[i].token, g[i].since_ms, 0, l->renewed, true, now);
                         else
                                 lease_check(l, now);
                 }

@@ -80,6 +80,7 @@ struct Lease {
         uint32_t pending_limit;
         usec_t pending_renewed;
         usec_t pending_heard;
+        bool pending_by_wake;   /* told by a wake message with its proof, not an answer */
         uint64_t gate_after;
         bool gate_cleared;
         usec_t renewed;         /* when the last confirmed renewal was sent */
