@@ -28,6 +28,11 @@ NET = "192.0.2."
 REDIS_IP, STORE_IP = NET + "1", NET + "2"
 HOST_IP = {"h1": NET + "11", "h2": NET + "12", "h3": NET + "13"}
 HOSTS = sorted(HOST_IP)
+# Agents that tell a grant without WAITing for the replica (min_replicas_acked
+# = 0): their waiters are granted by the release's wake message (with its
+# proof), the others ask Redis and WAIT. A grant the failover lost is then
+# the reset case (re-assertion, grace).
+NO_WAIT_HOSTS = ("h3",)
 REDIS_PORTS = (6379, 6380)
 SENTINEL_PORTS = (26379, 26380, 26381)
 STORE_PORT = 7000
@@ -213,10 +218,11 @@ class Harness:
     # ---- hosts ------------------------------------------------------------------------
     def start_agent(self, h):
         url = "sentinel://" + ",".join("%s:%d" % (REDIS_IP, p) for p in SENTINEL_PORTS) + "/" + MASTER
+        conf = "nowait.conf" if h in NO_WAIT_HOSTS else "empty.conf"
         p = self.spawn(self.nsexec(h, self.o.fleetsemd, "--redis", url, "--host-id", h,
                                    "--lease-ttl", "%gs" % self.ttl),
                        os.path.join(self.T, "agent-%s.log" % h), host=h,
-                       env=dict(os.environ, FLEETSEM_CONFIG=os.path.join(self.T, "empty.conf")))
+                       env=dict(os.environ, FLEETSEM_CONFIG=os.path.join(self.T, conf)))
         self.agents[h] = p
         self.wait_for(30, lambda: self.listening(p.pid), "agent on " + h)
 
@@ -402,6 +408,8 @@ class Harness:
     # ---- the run ------------------------------------------------------------------------
     def setup(self):
         open(os.path.join(self.T, "empty.conf"), "w").close()
+        with open(os.path.join(self.T, "nowait.conf"), "w") as f:
+            f.write("min_replicas_acked = 0\n")
         self.make_network()
         self.enter("redis")
         self.make_cgroups()
@@ -467,7 +475,7 @@ class Harness:
     def run(self):
         self.t0 = time.monotonic()
         self.log("start", seed=self.o.seed, ttl_ms=int(self.ttl * 1000), names=NAMES, hosts=HOSTS,
-                 minutes=self.o.minutes, workers=self.o.workers, ignore_pct=self.o.ignore_pct,
+                 no_wait_hosts=NO_WAIT_HOSTS, minutes=self.o.minutes, workers=self.o.workers, ignore_pct=self.o.ignore_pct,
                  long_pct=self.o.long_pct)
         self.setup()
         self.log("ready")

@@ -97,6 +97,16 @@ def main():
         if s["name"] != CANARY:
             grants_per_host[s["host"]] = grants_per_host.get(s["host"], 0) + 1
 
+    # Grants an agent made on a release's wake message (with the waiter's
+    # proof) rather than on an answer: only hosts that tell grants without
+    # WAIT make them (chaos.py's NO_WAIT_HOSTS).
+    no_wait = start.get("no_wait_hosts", [])
+    wake_grants = {}
+    for h in start["hosts"]:
+        path = os.path.join(wd, "agent-%s.log" % h)
+        with open(path, errors="replace") as f:
+            wake_grants[h] = sum(1 for ln in f if "on the release's wake message" in ln)
+
     def frozen(s):
         return [f for f in faults if f["kind"] == "host-freeze" and f["target"] == s["host"]
                 and f["t"] < s["close"] and f["heal"] > s["open"]]
@@ -253,6 +263,9 @@ def main():
          canary_ok, None),
         ("every host got slots (%s)" % ", ".join("%s %d" % kv for kv in sorted(grants_per_host.items())),
          len(grants_per_host) == len(start["hosts"]), None),
+        ("wake-message grants only where grants are told without WAIT (%s; without WAIT: %s)"
+         % (", ".join("%s %d" % kv for kv in sorted(wake_grants.items())), ", ".join(no_wait) or "none"),
+         all((wake_grants[h] > 0) == (h in no_wait) for h in wake_grants), None),
         ("0 over-grants among faults the design covers (%d)" % len(overgrants["covered"]),
          not overgrants["covered"], overgrants["covered"][0]["t"] if overgrants["covered"] else None),
         ("0 stale writes accepted by the fenced resource (%d)" % len(stale_accepted),
@@ -267,7 +280,7 @@ def main():
          next((f["heal"] for f in faults if f["recovered"] is False), None)),
     ]
     report = dict(seed=seed, minutes=round(minutes, 2), lease_ttl_s=ttl, limits=limits, grants=grants,
-                  grants_per_host=grants_per_host, grants_per_minute=round(grants / minutes, 1) if minutes else 0,
+                  grants_per_host=grants_per_host, wake_grants_per_host=wake_grants, grants_per_minute=round(grants / minutes, 1) if minutes else 0,
                   runs_by_exit_code=runs, most_at_once=most, faults=per_kind,
                   overgrants_covered=overgrants["covered"], overgrants_uncovered=overgrants["uncovered"],
                   uncovered_overlaps_fenced=sum(1 for e in overgrants["uncovered"] if e["fenced"]),
