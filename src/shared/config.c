@@ -116,9 +116,9 @@ void redis_address_done(RedisAddress *a) {
         free(a->host);
         free(a->user);
         free(a->master_name);
-        for (size_t i = 0; i < a->n_sentinels; i++)
-                free(a->sentinels[i].host);
-        free(a->sentinels);
+        for (size_t i = 0; i < a->n_hosts; i++)
+                free(a->hosts[i].host);
+        free(a->hosts);
         if (a->sentinel_password) {
                 explicit_bzero(a->sentinel_password, strlen(a->sentinel_password));
                 free(a->sentinel_password);
@@ -164,39 +164,59 @@ static int parse_host_port(char *p, char **ret_host, uint16_t *ret_port, const c
         return *ret_host ? 0 : -ENOMEM;
 }
 
+/* "h1:p1,h2:p2": the Sentinels, or the Cluster's nodes; what is the
+ * default port of one. */
+static int parse_hosts(char *p, RedisAddress *a, uint16_t default_port, const char *what, const char **ret_why) {
+        char *save = NULL, *tok;
+
+        a->hosts = calloc(REDIS_HOSTS_MAX, sizeof(RedisHost));
+        if (!a->hosts)
+                return -ENOMEM;
+        for (tok = strtok_r(p, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                RedisHost *h = &a->hosts[a->n_hosts];
+                int r;
+
+                if (a->n_hosts >= REDIS_HOSTS_MAX)
+                        return set_why(ret_why, streq(what, "Sentinel") ? "too many Sentinels (at most 16)"
+                                                                        : "too many Cluster nodes (at most 16)");
+                h->port = default_port;
+                r = parse_host_port(tok, &h->host, &h->port, ret_why);
+                if (r < 0)
+                        return r;
+                a->n_hosts++;
+        }
+        if (a->n_hosts == 0)
+                return set_why(ret_why, streq(what, "Sentinel") ? "expected at least one Sentinel host:port"
+                                                                : "expected at least one Cluster node host:port");
+        return 0;
+}
+
 /* "h1:p1,h2:p2/MASTER": the Sentinels and the name of the master they watch. */
 static int parse_sentinels(char *p, RedisAddress *a, const char **ret_why) {
-        char *slash = strchr(p, '/'), *save = NULL, *tok;
+        char *slash = strchr(p, '/');
 
         if (!slash || !name_is_valid(slash + 1) || strchr(slash + 1, '/'))
                 return set_why(ret_why, "expected sentinel://host:port[,host:port...]/MASTER");
         *slash = '\0';
         a->master_name = strdup(slash + 1);
-        a->sentinels = calloc(SENTINELS_MAX, sizeof(RedisHost));
-        if (!a->master_name || !a->sentinels)
+        if (!a->master_name)
                 return -ENOMEM;
-        for (tok = strtok_r(p, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                RedisHost *h = &a->sentinels[a->n_sentinels];
-                int r;
+        return parse_hosts(p, a, 26379, "Sentinel", ret_why);
+}
 
-                if (a->n_sentinels >= SENTINELS_MAX)
-                        return set_why(ret_why, "too many Sentinels (at most 16)");
-                h->port = 26379;
-                r = parse_host_port(tok, &h->host, &h->port, ret_why);
-                if (r < 0)
-                        return r;
-                a->n_sentinels++;
-        }
-        if (a->n_sentinels == 0)
-                return set_why(ret_why, "expected at least one Sentinel host:port");
-        return 0;
+/* "h1:p1,h2:p2": nodes of the Cluster, any of which tells the map. */
+static int parse_cluster(char *p, RedisAddress *a, const char **ret_why) {
+        if (strchr(p, '/'))
+                return set_why(ret_why, "expected cluster://host:port[,host:port...] (a Cluster has no databases)");
+        a->cluster = true;
+        return parse_hosts(p, a, 6379, "Cluster", ret_why);
 }
 
 int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why) {
         _cleanup_free_ char *copy = NULL;
         RedisAddress a = { .port = 6379 };
         char *p, *at, *slash, *colon;
-        bool sentinel;
+        bool sentinel, cluster;
         uint64_t v;
         int r;
 
@@ -214,11 +234,13 @@ int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why
                 return 0;
         }
         sentinel = strneq(url, "sentinel://", 11);
-        if (!strneq(url, "redis://", 8) && !sentinel)
+        cluster = strneq(url, "cluster://", 10);
+        if (!strneq(url, "redis://", 8) && !sentinel && !cluster)
                 return set_why(ret_why, "expected redis://[user[:password]@]host[:port][/db], "
-                               "sentinel://host:port[,host:port...]/MASTER or unix:/path");
+                               "sentinel://host:port[,host:port...]/MASTER, cluster://host:port[,host:port...] "
+                               "or unix:/path");
 
-        copy = strdup(url + (sentinel ? 11 : 8));
+        copy = strdup(url + (sentinel ? 11 : cluster ? 10 : 8));
         if (!copy)
                 return -ENOMEM;
         p = copy;
@@ -243,8 +265,8 @@ int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why
                 p = at + 1;
         }
 
-        if (sentinel) {
-                r = parse_sentinels(p, &a, ret_why);
+        if (sentinel || cluster) {
+                r = sentinel ? parse_sentinels(p, &a, ret_why) : parse_cluster(p, &a, ret_why);
                 if (r < 0) {
                         redis_address_done(&a);
                         return r;
@@ -273,14 +295,15 @@ int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why
 }
 
 const char *redis_address_to_string(const RedisAddress *a, char *buf, size_t size) {
-        if (a->master_name) {
-                size_t n = (size_t) snprintf(buf, size, "sentinel://%s%s", a->user ?: "", a->user ? "@" : "");
+        if (a->master_name || a->cluster) {
+                size_t n = (size_t) snprintf(buf, size, "%s://%s%s", a->cluster ? "cluster" : "sentinel", a->user ?: "",
+                                             a->user ? "@" : "");
 
-                for (size_t i = 0; i < a->n_sentinels && n < size; i++)
+                for (size_t i = 0; i < a->n_hosts && n < size; i++)
                         n += (size_t) snprintf(buf + n, size - n, "%s%s%s%s:%u", i ? "," : "",
-                                               strchr(a->sentinels[i].host, ':') ? "[" : "", a->sentinels[i].host,
-                                               strchr(a->sentinels[i].host, ':') ? "]" : "", a->sentinels[i].port);
-                if (n < size)
+                                               strchr(a->hosts[i].host, ':') ? "[" : "", a->hosts[i].host,
+                                               strchr(a->hosts[i].host, ':') ? "]" : "", a->hosts[i].port);
+                if (n < size && a->master_name)
                         snprintf(buf + n, size - n, "/%s", a->master_name);
         } else if (a->unix_path)
                 /* "unix://" reads as "unix:", so a path that starts with
@@ -558,8 +581,8 @@ static int read_password_file(const char *path, char **ret, char **ret_error) {
 int config_finish(Config *c, char **ret_error) {
         int r;
 
-        if (!c->redis.unix_path && !c->redis.host && !c->redis.master_name) {
-                error_printf(ret_error, "No Redis server configured (redis = redis://host:6379 or unix:/path)");
+        if (!c->redis.unix_path && !c->redis.host && !c->redis.master_name && !c->redis.cluster) {
+                error_printf(ret_error, "No Redis server configured (redis = redis://host:6379, unix:/path, sentinel://… or cluster://…)");
                 return -EINVAL;
         }
         if (c->idle_time < 2 * c->lease_ttl) {

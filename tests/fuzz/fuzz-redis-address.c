@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         /* Exactly one of: a unix path, a host, Sentinels naming a master. */
         fuzz_assert(!!a.unix_path + !!a.host + !!a.master_name == 1);
-        fuzz_assert(!a.master_name || (a.n_sentinels >= 1 && a.n_sentinels <= SENTINELS_MAX && name_is_valid(a.master_name)));
+        fuzz_assert(!a.master_name || (a.n_hosts >= 1 && a.n_hosts <= REDIS_HOSTS_MAX && name_is_valid(a.master_name)));
         fuzz_assert(!a.unix_path || (a.unix_path[0] == '/' && strlen(a.unix_path) < 108));
         fuzz_assert(a.unix_path || a.master_name || (a.port >= 1 && a.db <= 65535));
 
@@ -35,9 +35,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_assert(redis_address_parse(buf, &b, &why) == 0);
         fuzz_assert(same(a.unix_path, b.unix_path) && same(a.host, b.host) && same(a.user, b.user));
         fuzz_assert(a.port == b.port && a.db == b.db && same(a.master_name, b.master_name));
-        fuzz_assert(a.n_sentinels == b.n_sentinels);
-        for (size_t i = 0; i < a.n_sentinels; i++)
-                fuzz_assert(same(a.sentinels[i].host, b.sentinels[i].host) && a.sentinels[i].port == b.sentinels[i].port);
+        fuzz_assert(a.n_hosts == b.n_hosts);
+        for (size_t i = 0; i < a.n_hosts; i++)
+                fuzz_assert(same(a.hosts[i].host, b.hosts[i].host) && a.hosts[i].port == b.hosts[i].port);
         fuzz_assert(b.password == NULL);        /* never printed */
 
         redis_address_done(&a);
