@@ -36,6 +36,18 @@ int redis_conn_command(RedisConn *c, redis_reply_cb cb, void *userdata,
  * and message (and NULL when the connection goes). */
 void redis_conn_set_message_handler(RedisConn *c, redis_reply_cb cb, void *userdata);
 int redis_conn_subscribe(RedisConn *c, const char *channel);
+/* Sharded pub/sub (Redis 7): SSUBSCRIBE, its "smessage"s to the same
+ * handler. (hiredis before 1.2 routes pushes by the channels it saw
+ * SUBSCRIBEd, so the channel is also subscribed plainly: nothing is ever
+ * PUBLISHed on it, only SPUBLISHed.) */
+int redis_conn_ssubscribe(RedisConn *c, const char *channel);
+
+/* Redis Cluster: the hash slot of a key (its {tag} when it has one). */
+#define REDIS_CLUSTER_SLOTS 16384
+unsigned redis_key_slot(const char *key, size_t len);
+/* A short string (at most 3 characters) whose hash slot is slot: as a
+ * {tag}, it puts a key in that slot. The same on every host. */
+const char *redis_slot_tag(unsigned slot);
 
 /* The error text of an error reply, or NULL. */
 const char *redis_reply_error(const RedisReply *r);
