@@ -143,7 +143,7 @@ static void adopt_entry(Agent *a, const char *id, const char *value) {
 
                 snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
                 snprintf(uid_s, sizeof(uid_s), UID_FMT, (uid_t) uid);
-                snprintf(grace, sizeof(grace), "%" PRIu64, a->grace_until_ms);
+                snprintf(grace, sizeof(grace), "%" PRIu64, redis_grace_until(a, name));
                 a->adopt_pending++;
                 if (script_call(a, SCRIPT_ADOPT, name, adopt_reply, ad, ELEMENTSOF(args), args, NULL) < 0) {
                         safe_close(ad->watch_fd);
@@ -184,6 +184,6 @@ static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 void adopt_start(Agent *a) {
         const char *argv[] = { "HGETALL", a->host_key };
 
-        if (redis_conn_command(a->cmd, index_reply, a, 2, argv, NULL) < 0)
+        if (redis_key_command(a, index_reply, a, 2, argv) < 0)
                 log_warning("Failed to ask Redis for this host's leases; trying again on the next connection.");
 }

@@ -23,6 +23,9 @@
 #include "time-util.h"
 
 typedef struct Agent Agent;
+
+#define SHARDS_MAX 64                   /* masters of a Cluster */
+#define SLOT_NONE UINT8_MAX
 typedef struct Client Client;
 typedef struct StatusJob StatusJob;
 typedef struct UserUse UserUse;
@@ -114,8 +117,18 @@ struct Agent {
         sd_event_source *listen_source;
         Slots slots;
 
-        RedisConn *cmd;
-        RedisConn *sub;
+        /* The Redis servers: one (the server, or the master the Sentinels
+         * name), or each master of a Cluster (redis-io.c). */
+        struct Shard *shards[SHARDS_MAX];
+        size_t n_shards;
+        uint8_t *slot_shard;            /* cluster: hash slot → its shard, SLOT_NONE unknown */
+        RedisConn *map_query;           /* cluster: a node asked for the map while no shard is up */
+        unsigned map_next;              /* … which node next */
+        bool map_inflight;
+        bool map_known;
+        sd_event_source *map_source;    /* cluster: ask for the map again, soon */
+        bool up_reset;                  /* cluster: a shard reset before all were up */
+        usec_t up_grace;
         /* sentinel://: a connection to one Sentinel, first to ask for the
          * master, then to hear of +switch-master; the master it named. */
         RedisConn *sentinel;            /* subscribed to +switch-master */
@@ -123,15 +136,11 @@ struct Agent {
         unsigned sentinel_next, sentinel_query_next;    /* which Sentinel next */
         bool sentinel_subscribed;
         RedisAddress master;            /* host and port only */
-        char master_run_id[48];
         char master_name[300];          /* "host:port", for logs and status */
         usec_t master_since;            /* CLOCK_REALTIME of the last change */
-        RedisState state;
-        bool sub_ready;
-        unsigned sub_generation;
-        unsigned setup_pending;         /* replies awaited before READY */
-        bool setup_failed;
-        char redis_error[256];
+        RedisState state;               /* cluster: up while any shard is */
+        unsigned sub_generation;        /* any subscription connection made again, or the map changed */
+        char redis_error[600];
         char redis_name[300];           /* address without password, for logs */
         usec_t backoff;
         sd_event_source *reconnect_source;
@@ -141,8 +150,6 @@ struct Agent {
         struct Batch *batches;          /* calls waiting for it, one batch per name */
         char sha[N_SCRIPTS][41];
         char *script_text[N_SCRIPTS];
-        char epoch[LEASE_ID_LEN + 1];   /* the Redis state this agent knows ("" before the first) */
-        uint64_t grace_until_ms;        /* Redis clock: nobody is granted anything before */
         bool adopted;
         size_t adopt_pending;           /* re-adoption: replies still awaited */
         size_t adopt_count;
@@ -176,6 +183,12 @@ void redis_io_stop(Agent *a);
 int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
                 size_t n_args, const char *const *args, const size_t *arglens);
 void redis_command(Agent *a, const char *what, int argc, const char *const *argv);
+/* A command on a key (argv[1]), sent where that key lives; cb as above. */
+int redis_key_command(Agent *a, redis_reply_cb cb, void *userdata, int argc, const char *const *argv);
+/* The Redis clock before which nobody is granted anything on name's server. */
+uint64_t redis_grace_until(Agent *a, const char *name);
+/* "cluster, 3 of 3 masters up" and the like, for status; "" otherwise. */
+void redis_io_describe(Agent *a, char *buf, size_t size);
 usec_t now_mono(void);
 
 /* The engine's effects (SlotsOps), by the file that carries them out. */

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* Redis for the agent: the command and pub/sub connections, script calls
- * (with a NOSCRIPT retry), the epoch that tells a Redis that lost its
- * state, and the engine's script calls with their replies checked and
- * decoded before the engine sees them. */
+/* Redis for the agent: the servers it talks to (one, the master the
+ * Sentinels name, or each master of a Cluster: a "shard" each), their
+ * command and pub/sub connections, calls routed to the shard that holds
+ * their keys (following MOVED and ASK), script calls (with a NOSCRIPT
+ * retry), the epoch that tells a Redis that lost its state, and the
+ * engine's script calls with their replies checked and decoded before the
+ * engine sees them. */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +23,42 @@
 #define BACKOFF_MIN (100 * USEC_PER_MSEC)
 #define BACKOFF_MAX (2 * USEC_PER_SEC)
 #define IDLE_DEFAULT_MS (24ULL * 3600 * 1000)
+#define REDIRECTS_MAX 5                 /* MOVED and ASK followed for one call */
+#define TRYAGAIN_MAX 50                 /* … and TRYAGAIN (a slot half migrated), */
+#define TRYAGAIN_DELAY (20 * USEC_PER_MSEC)     /* that often */
+#define NO_WAIT_WAIT_TIMEOUT (500 * USEC_PER_MSEC)      /* WAIT for a request that would not wait */
+#define FAILOVER_GRACE_WAIT (500 * USEC_PER_MSEC)       /* grace after a failover, grants confirmed by WAIT */
 
 static const char *const script_name[N_SCRIPTS] = {
         [SCRIPT_ACQUIRE] = "acquire", [SCRIPT_RELEASE] = "release", [SCRIPT_RENEW] = "renew",
         [SCRIPT_REASSERT] = "reassert", [SCRIPT_ADOPT] = "adopt", [SCRIPT_STATUS] = "status",
         [SCRIPT_EPOCH] = "epoch", [SCRIPT_BATCH] = "batch",
 };
+
+typedef struct Call Call;
+
+/* One Redis server and what the agent knows of it. Standalone and under
+ * Sentinel there is one; a Cluster has one per master, each owning the
+ * hash slots the map gives it (a->slot_shard). */
+typedef struct Shard {
+        Agent *agent;
+        uint8_t index;
+        char *host;                     /* cluster: the node; otherwise unused */
+        uint16_t port;
+        char name[300];                 /* "host:port", for logs and status */
+        RedisConn *cmd, *sub;
+        RedisState state;
+        bool sub_ready;
+        unsigned setup_pending;         /* replies awaited before READY */
+        bool setup_failed;
+        char error[256];
+        char epoch[LEASE_ID_LEN + 1];   /* the Redis state this agent knows ("" before the first) */
+        uint64_t grace_until_ms;        /* Redis clock: nobody is granted anything before */
+        char run_id[48];
+        Call *parked;                   /* calls redirected here before it was up */
+        size_t n_slots;                 /* cluster: hash slots the map gives it */
+        int n_replicas;                 /* replicas attached, as ROLE last said (-1: not asked) */
+} Shard;
 
 usec_t now_mono(void) {
         return now_usec(CLOCK_MONOTONIC);
@@ -34,28 +68,74 @@ static Agent *agent_of(void *ctx) {
         return ctx;
 }
 
-/* ---- Script calls ---------------------------------------------------------------- */
+static bool cluster_mode(const Agent *a) {
+        return a->config->redis.cluster;
+}
 
-typedef struct ScriptCall {
+static bool sentinel_mode(const Agent *a) {
+        return a->config->redis.master_name != NULL;
+}
+
+static unsigned name_slot(const char *name) {
+        return redis_key_slot(name, strlen(name));
+}
+
+/* The shard that holds a hash slot's keys; NULL while the map has none. */
+static Shard *shard_of_slot(Agent *a, unsigned slot) {
+        if (!cluster_mode(a))
+                return a->shards[0];
+        if (!a->slot_shard || a->slot_shard[slot] == SLOT_NONE)
+                return NULL;
+        return a->shards[a->slot_shard[slot]];
+}
+
+static Shard *shard_of_name(Agent *a, const char *name) {
+        return shard_of_slot(a, name_slot(name));
+}
+
+uint64_t redis_grace_until(Agent *a, const char *name) {
+        Shard *sh = shard_of_name(a, name);
+
+        return sh ? sh->grace_until_ms : 0;
+}
+
+static void map_refresh_soon(Agent *a);
+static Shard *shard_get(Agent *a, const char *host, uint16_t port);
+
+/* ---- Calls ---------------------------------------------------------------------------
+ * A command with its own copy of its arguments, sent to the shard that
+ * holds its keys, and sent again where Redis says: after MOVED (the map
+ * changed: asked for again) and ASK (one slot half migrated: once, after
+ * ASKING), a little later after TRYAGAIN, and in full after NOSCRIPT. */
+
+struct Call {
         Agent *agent;
-        Script script;
+        LIST_FIELDS(Call, parked);
+        int script;                     /* a Script, or -1: a plain command */
+        bool full_text;                 /* EVAL, not EVALSHA */
+        unsigned slot;
+        Shard *fixed;                   /* sent there whatever the map says (set-up) */
+        Shard *ask;                     /* ASK: this once, there, after ASKING */
+        unsigned redirects, tries;
+        sd_event_source *retry;
         redis_reply_cb cb;
         void *userdata;
         int argc;
         const char **argv;
         size_t *argvlen;
-} ScriptCall;
+};
 
-static void script_reply(RedisConn *conn, const RedisReply *reply, void *userdata);
+static void call_reply(RedisConn *conn, const RedisReply *reply, void *userdata);
 
-static int script_send(ScriptCall *sc, bool full_text) {
-        Agent *a = sc->agent;
+static void call_free(Call *c) {
+        sd_event_source_disable_unref(c->retry);
+        free(c);
+}
 
-        sc->argv[0] = full_text ? "EVAL" : "EVALSHA";
-        sc->argv[1] = full_text ? a->script_text[sc->script] : a->sha[sc->script];
-        sc->argvlen[0] = strlen(sc->argv[0]);
-        sc->argvlen[1] = strlen(sc->argv[1]);
-        return redis_conn_command(a->cmd, script_reply, sc, sc->argc, sc->argv, sc->argvlen);
+/* The call's answer, to its caller: NULL when Redis went before it came. */
+static void call_done(Call *c, RedisConn *conn, const RedisReply *reply) {
+        c->cb(conn, reply, c->userdata);
+        call_free(c);
 }
 
 static void fire_and_forget_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
@@ -66,72 +146,206 @@ static void fire_and_forget_reply(RedisConn *conn, const RedisReply *reply, void
                 log_warning("Redis refused %s: %s", (const char *) userdata, err);
 }
 
-static void script_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        ScriptCall *sc = userdata;
-        const char *err = redis_reply_error(reply);
+static void shard_park(Shard *sh, Call *c) {
+        LIST_PREPEND(parked, sh->parked, c);
+}
 
-        (void) conn;
-        if (err && strneq(err, "NOSCRIPT", 8) && sc->argv[0][4] == 'S') {
+/* Sends c where it goes; -ENOTCONN when that shard is not up (or not
+ * known), and then c is not sent. */
+static int call_send(Call *c) {
+        Agent *a = c->agent;
+        Shard *sh = c->fixed ?: c->ask ?: shard_of_slot(a, c->slot);
+
+        if (!sh || !sh->cmd || (!c->fixed && sh->state != REDIS_READY))
+                return -ENOTCONN;
+        if (c->script >= 0) {
+                c->argv[0] = c->full_text ? "EVAL" : "EVALSHA";
+                c->argv[1] = c->full_text ? a->script_text[c->script] : a->sha[c->script];
+                c->argvlen[0] = strlen(c->argv[0]);
+                c->argvlen[1] = strlen(c->argv[1]);
+        }
+        if (c->ask && redis_conn_command(sh->cmd, fire_and_forget_reply, (void *) "ASKING", 1,
+                                         (const char *[]) { "ASKING" }, NULL) < 0)
+                return -ENOTCONN;
+        return redis_conn_command(sh->cmd, call_reply, c, c->argc, c->argv, c->argvlen);
+}
+
+/* Sends c again; when it cannot go, its caller hears Redis went. */
+static void call_resend(Call *c, RedisConn *conn) {
+        if (call_send(c) < 0)
+                call_done(c, conn, NULL);
+}
+
+static int on_call_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        Call *c = userdata;
+
+        (void) s;
+        (void) usec;
+        call_resend(c, NULL);
+        return 0;
+}
+
+/* "MOVED 3999 127.0.0.1:6381" and "ASK …": the slot and where it is now. */
+static Shard *redirect_target(Agent *a, const char *err, unsigned *ret_slot) {
+        char host[256], port_s[8];
+        const char *sp, *colon;
+        uint64_t slot, port;
+        size_t hl;
+
+        sp = strchr(err, ' ');
+        if (!sp)
+                return NULL;
+        sp = strchr(sp + 1, ' ');
+        colon = sp ? strrchr(sp + 1, ':') : NULL;
+        if (!sp || !colon || (hl = (size_t) (colon - sp - 1)) == 0 || hl >= sizeof(host) || strlen(colon + 1) >= sizeof(port_s))
+                return NULL;
+        {
+                char slot_s[8];
+                const char *w = strchr(err, ' ') + 1;
+
+                if ((size_t) (sp - w) >= sizeof(slot_s))
+                        return NULL;
+                memcpy(slot_s, w, (size_t) (sp - w));
+                slot_s[sp - w] = '\0';
+                if (parse_uint64(slot_s, 0, REDIS_CLUSTER_SLOTS - 1, &slot) < 0)
+                        return NULL;
+        }
+        memcpy(host, sp + 1, hl);
+        host[hl] = '\0';
+        strcpy(port_s, colon + 1);
+        if (parse_uint64(port_s, 1, 65535, &port) < 0)
+                return NULL;
+        *ret_slot = (unsigned) slot;
+        return shard_get(a, host, (uint16_t) port);
+}
+
+static void call_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Call *c = userdata;
+        Agent *a = c->agent;
+        const char *err = redis_reply_error(reply);
+        unsigned slot;
+        Shard *to;
+
+        c->ask = NULL;
+        if (!err)
+                goto done;
+        if (strneq(err, "NOSCRIPT", 8) && c->script >= 0 && !c->full_text) {
                 /* The server lost our scripts (SCRIPT FLUSH, a restart): load
                  * this one again for the calls to come, and send this call's
                  * text in full. */
-                const char *load[] = { "SCRIPT", "LOAD", sc->agent->script_text[sc->script] };
+                const char *load[] = { "SCRIPT", "LOAD", a->script_text[c->script] };
 
-                log_warning("Redis does not know the %s script any more; loading it again.",
-                            script_name[sc->script]);
-                (void) redis_conn_command(sc->agent->cmd, fire_and_forget_reply, (void *) "SCRIPT LOAD", 3, load, NULL);
-                if (script_send(sc, true) >= 0)
-                        return;
-                reply = NULL;
+                log_warning("Redis does not know the %s script any more; loading it again.", script_name[c->script]);
+                (void) redis_conn_command(conn, fire_and_forget_reply, (void *) "SCRIPT LOAD", 3, load, NULL);
+                c->full_text = true;
+                call_resend(c, conn);
+                return;
         }
-        sc->cb(sc->agent->cmd, reply, sc->userdata);
-        free(sc);
+        if (!cluster_mode(a) || c->fixed)
+                goto done;
+        if ((strneq(err, "MOVED ", 6) || strneq(err, "ASK ", 4)) && c->redirects < REDIRECTS_MAX &&
+            (to = redirect_target(a, err, &slot)) && slot == c->slot) {
+                c->redirects++;
+                if (err[0] == 'M') {
+                        /* The slot lives elsewhere now: there from now on, and
+                         * the whole map asked for again. */
+                        a->slot_shard[slot] = to->index;
+                        map_refresh_soon(a);
+                } else
+                        c->ask = to;
+                if (to->state != REDIS_READY && !c->ask) {
+                        shard_park(to, c);      /* sent when it is up */
+                        return;
+                }
+                call_resend(c, conn);
+                return;
+        }
+        if (strneq(err, "TRYAGAIN", 8) && c->tries++ < TRYAGAIN_MAX &&
+            sd_event_add_time_relative(a->event, &c->retry, CLOCK_MONOTONIC, TRYAGAIN_DELAY, 0, on_call_retry, c) >= 0)
+                return;
+        if (strneq(err, "CLUSTERDOWN", 11) || strneq(err, "MOVED ", 6) || strneq(err, "ASK ", 4))
+                map_refresh_soon(a);
+done:
+        call_done(c, conn, reply);
 }
 
-/* EVALSHA with n_keys keys, then the other args. The call keeps its own
- * copy of everything, for a NOSCRIPT retry. */
-static int script_call_argv(Agent *a, Script script, redis_reply_cb cb, void *userdata, size_t n_keys,
-                            size_t n_args, const char *const *args, const size_t *arglens) {
-        size_t argc = 3 + n_args, data_size = 16;
-        ScriptCall *sc;
+/* A call with n_keys keys, then the other args (argv[0] and [1] left for
+ * the script's EVALSHA and sha); the call keeps its own copy of it all. */
+static Call *call_new(Agent *a, int script, redis_reply_cb cb, void *userdata, size_t n_keys, size_t n_args,
+                      const char *const *args, const size_t *arglens) {
+        size_t head = script >= 0 ? 3 : 0, argc = head + n_args, data_size = 16;
+        Call *c;
         char *p;
-        int r;
 
-        if (!a->cmd)
-                return -ENOTCONN;
         for (size_t i = 0; i < n_args; i++)
                 data_size += (arglens ? arglens[i] : strlen(args[i])) + 1;
-        sc = malloc(sizeof(*sc) + argc * (sizeof(char *) + sizeof(size_t)) + data_size);
-        if (!sc)
-                return -ENOMEM;
-        *sc = (ScriptCall) {
+        c = malloc(sizeof(*c) + argc * (sizeof(char *) + sizeof(size_t)) + data_size);
+        if (!c)
+                return NULL;
+        *c = (Call) {
                 .agent = a, .script = script, .cb = cb, .userdata = userdata, .argc = (int) argc,
-                .argv = (const char **) (sc + 1),
+                .argv = (const char **) (c + 1),
         };
-        sc->argvlen = (size_t *) (sc->argv + argc);
-        p = (char *) (sc->argvlen + argc);
-
-        sc->argv[2] = p;
-        sc->argvlen[2] = (size_t) sprintf(p, "%zu", n_keys);
-        p += sc->argvlen[2] + 1;
+        c->argvlen = (size_t *) (c->argv + argc);
+        p = (char *) (c->argvlen + argc);
+        if (script >= 0) {
+                c->argv[2] = p;
+                c->argvlen[2] = (size_t) sprintf(p, "%zu", n_keys);
+                p += c->argvlen[2] + 1;
+        }
         for (size_t i = 0; i < n_args; i++) {
                 size_t n = arglens ? arglens[i] : strlen(args[i]);
 
                 memcpy(p, args[i], n);
                 p[n] = '\0';
-                sc->argv[3 + i] = p;
-                sc->argvlen[3 + i] = n;
+                c->argv[head + i] = p;
+                c->argvlen[head + i] = n;
                 p += n + 1;
         }
-        r = script_send(sc, false);
+        /* Where its first key lives. */
+        if (n_args > 0 && (script < 0 || n_keys > 0))
+                c->slot = redis_key_slot(c->argv[head + (script < 0 ? 1 : 0)],
+                                         c->argvlen[head + (script < 0 ? 1 : 0)]);
+        return c;
+}
+
+static int call_start(Call *c) {
+        int r;
+
+        if (!c)
+                return -ENOMEM;
+        r = call_send(c);
         if (r < 0)
-                free(sc);
+                call_free(c);
         return r;
 }
 
+/* EVALSHA with n_keys keys (all in one hash slot), then the other args. */
+static int script_call_argv(Agent *a, Script script, redis_reply_cb cb, void *userdata, size_t n_keys,
+                            size_t n_args, const char *const *args, const size_t *arglens) {
+        return call_start(call_new(a, (int) script, cb, userdata, n_keys, n_args, args, arglens));
+}
+
+/* The same on one shard, whatever its state and the map (set-up). */
+static int shard_script_call(Shard *sh, Script script, redis_reply_cb cb, void *userdata, size_t n_keys,
+                             size_t n_args, const char *const *args) {
+        Call *c = call_new(sh->agent, (int) script, cb, userdata, n_keys, n_args, args, NULL);
+
+        if (c)
+                c->fixed = sh;
+        return call_start(c);
+}
+
+int redis_key_command(Agent *a, redis_reply_cb cb, void *userdata, int argc, const char *const *argv) {
+        if (a->state != REDIS_READY || argc < 2)
+                return -ENOTCONN;
+        return call_start(call_new(a, -1, cb, userdata, 0, (size_t) argc, argv, NULL));
+}
+
+/* Keys of name: the name's own, then the fleet's clock key (in a Cluster,
+ * one per hash slot: "P:clock:{TAG}", TAG in the name's slot). */
 static int script_call_now(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
                            size_t n_args, const char *const *args, const size_t *arglens) {
-        /* The name's keys, then the fleet's clock key. */
         enum { K = N_KEYS + 1 };
         char keys[K][IDENT_MAX_LEN + NAME_MAX_LEN + 32];
         _cleanup_free_ const char **argv = NULL;
@@ -144,9 +358,15 @@ static int script_call_now(Agent *a, Script script, const char *name, redis_repl
         if (!argv || !lens)
                 return -ENOMEM;
         for (size_t i = 0; i < K; i++) {
-                int n = i < N_KEYS ? snprintf(keys[i], sizeof(keys[i]), "%s:{%s}:%s", a->config->key_prefix, name, key_suffix[i])
-                                   : snprintf(keys[i], sizeof(keys[i]), "%s:clock", a->config->key_prefix);
+                int n;
 
+                if (i < N_KEYS)
+                        n = snprintf(keys[i], sizeof(keys[i]), "%s:{%s}:%s", a->config->key_prefix, name, key_suffix[i]);
+                else if (cluster_mode(a))
+                        n = snprintf(keys[i], sizeof(keys[i]), "%s:clock:{%s}", a->config->key_prefix,
+                                     redis_slot_tag(name_slot(name)));
+                else
+                        n = snprintf(keys[i], sizeof(keys[i]), "%s:clock", a->config->key_prefix);
                 argv[i] = keys[i];
                 lens[i] = (size_t) n;
         }
@@ -212,13 +432,13 @@ static void batch_send(Agent *a, Batch *b) {
 
                 if (script_call_now(a, c->script, b->name, c->cb, c->userdata, b->n_args - 2,
                                     (const char *const *) b->args + 2, b->lens + 2) < 0)
-                        c->cb(a->cmd, NULL, c->userdata);
+                        c->cb(NULL, NULL, c->userdata);
                 batch_free(b);
                 return;
         }
         if (script_call_now(a, SCRIPT_BATCH, b->name, batch_reply, b, b->n_args, (const char *const *) b->args,
                             b->lens) < 0)
-                batch_reply(a->cmd, NULL, b);
+                batch_reply(NULL, NULL, b);
 }
 
 static Batch *batch_find(Agent *a, const char *name) {
@@ -276,7 +496,7 @@ static int batch_add(Agent *a, Script script, const char *name, redis_reply_cb c
         Batch *b;
         int r;
 
-        if (a->state != REDIS_READY || !a->cmd)
+        if (a->state != REDIS_READY)
                 return -ENOTCONN;
         if (!a->batch_source) {
                 r = sd_event_add_defer(a->event, &a->batch_source, on_batch_turn, a);
@@ -329,31 +549,42 @@ int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, vo
 }
 
 void redis_command(Agent *a, const char *what, int argc, const char *const *argv) {
-        if (a->state == REDIS_READY)
-                (void) redis_conn_command(a->cmd, fire_and_forget_reply, (void *) what, argc, argv, NULL);
+        (void) redis_key_command(a, fire_and_forget_reply, (void *) what, argc, argv);
 }
 
-/* What every script is told besides its own arguments. */
+/* What every script on name is told besides its own arguments. */
 typedef struct CommonArgs {
         char ttl[24], uid[16], grace[24], idle[24];
 } CommonArgs;
 
-static void common_args(const Agent *a, uid_t uid, CommonArgs *c) {
+static void common_args(Agent *a, const char *name, uid_t uid, CommonArgs *c) {
         snprintf(c->ttl, sizeof(c->ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
         snprintf(c->uid, sizeof(c->uid), UID_FMT, uid);
-        snprintf(c->grace, sizeof(c->grace), "%" PRIu64, a->grace_until_ms);
+        snprintf(c->grace, sizeof(c->grace), "%" PRIu64, redis_grace_until(a, name));
         snprintf(c->idle, sizeof(c->idle), "%" PRIu64, (uint64_t) (a->config->idle_time ? a->config->idle_time / USEC_PER_MSEC : IDLE_DEFAULT_MS));
 }
 
 /* ---- The engine's calls: acquire ------------------------------------------------- */
 
 /* With replicas (Sentinel), a grant is told only once WAIT says enough
- * replicas have it: a failover cannot then lose a slot someone holds. */
+ * replicas have it: a failover cannot then lose a slot someone holds.
+ * Enough: min_replicas_acked, or all the master has if it has fewer (as
+ * ROLE said at most a tick ago). A master without replicas is told at
+ * once: no failover can promote a replica without the grant (one that
+ * attaches later copies it), and one that restarts empty is a reset. */
 typedef struct GrantWait {
         Agent *agent;
         Lease *lease;
+        int need;
         AcquireResult result;
 } GrantWait;
+
+static Shard *shard_of_conn(Agent *a, const RedisConn *conn) {
+        for (size_t i = 0; i < a->n_shards; i++)
+                if (a->shards[i]->cmd == conn)
+                        return a->shards[i];
+        return NULL;
+}
 
 /* Well under the time after which a silent Redis counts as hung (WAIT
  * blocks the connection it is sent on). */
@@ -376,13 +607,13 @@ static void wait_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
                 free(gw);
                 return;
         }
-        if (redis_reply_integer(reply, &n) >= 0 && n >= a->config->min_replicas_acked) {
+        if (redis_reply_integer(reply, &n) >= 0 && n >= gw->need) {
                 slots_acquire_done(&a->slots, l, &gw->result, now_mono());
                 free(gw);
                 return;
         }
-        snprintf(why, sizeof(why), "the grant reached %lld of the %d replica(s) min_replicas_acked asks for; given back",
-                 n < 0 ? 0 : n, a->config->min_replicas_acked);
+        snprintf(why, sizeof(why), "the grant reached %lld of the %d replica(s) it waited for (min_replicas_acked %d); given back",
+                 n < 0 ? 0 : n, gw->need, a->config->min_replicas_acked);
         if (l->state != LEASE_GONE)     /* (released meanwhile: given back already) */
                 (void) io_call_release(a, l->name->name, l->id, l->uid);
         gw->result = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = why };
@@ -390,23 +621,32 @@ static void wait_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
         free(gw);
 }
 
-static bool wait_for_replicas(Agent *a, Lease *l, const AcquireResult *r) {
+/* On conn: the connection to the master that granted it. 1: WAIT sent,
+ * the grant is told once it answers; 0: no replica to wait for; <0: the
+ * replicas cannot be asked. */
+static int wait_for_replicas(Agent *a, RedisConn *conn, Lease *l, const AcquireResult *r) {
+        Shard *sh = shard_of_conn(a, conn);
         char n[16], ms[24];
         GrantWait *gw;
+        int need = a->config->min_replicas_acked;
 
-        if (a->config->min_replicas_acked <= 0 || r->outcome != ACQUIRE_GRANTED)
-                return false;
+        if (sh && sh->n_replicas >= 0)
+                need = MIN(need, sh->n_replicas);
+        if (need <= 0)
+                return 0;
         gw = malloc(sizeof(*gw));
         if (!gw)
-                return false;
-        *gw = (GrantWait) { .agent = a, .lease = l, .result = *r };
-        snprintf(n, sizeof(n), "%d", a->config->min_replicas_acked);
-        snprintf(ms, sizeof(ms), "%" PRIu64, wait_timeout(a) / USEC_PER_MSEC);
-        if (redis_conn_command(a->cmd, wait_reply, gw, 3, (const char *[]) { "WAIT", n, ms }, NULL) < 0) {
+                return -ENOMEM;
+        *gw = (GrantWait) { .agent = a, .lease = l, .need = need, .result = *r };
+        snprintf(n, sizeof(n), "%d", need);
+        /* A request that would not wait is answered while its client
+         * still listens (it gives the agent 800 ms). */
+        snprintf(ms, sizeof(ms), "%" PRIu64, (l->no_wait ? MIN(wait_timeout(a), NO_WAIT_WAIT_TIMEOUT) : wait_timeout(a)) / USEC_PER_MSEC);
+        if (redis_conn_command(conn, wait_reply, gw, 3, (const char *[]) { "WAIT", n, ms }, NULL) < 0) {
                 free(gw);
-                return false;
+                return -ENOTCONN;
         }
-        return true;
+        return 1;
 }
 
 static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
@@ -416,7 +656,6 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
         long long v[5] = {};
         size_t len = redis_reply_array_len(reply);
 
-        (void) conn;
         if (!reply) {
                 slots_acquire_done(&a->slots, l, NULL, now_mono());
                 return;
@@ -442,12 +681,14 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
                                               .next_expiry_ms = v[4] };
         }
         if (r.outcome == ACQUIRE_GRANTED && a->config->min_replicas_acked > 0) {
-                if (!wait_for_replicas(a, l, &r)) {
+                int k = wait_for_replicas(a, conn, l, &r);
+
+                if (k > 0)
+                        return;
+                if (k < 0) {
                         (void) io_call_release(a, l->name->name, l->id, l->uid);
                         r = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = "cannot ask the replicas" };
-                        slots_acquire_done(&a->slots, l, &r, now_mono());
                 }
-                return;
         }
         slots_acquire_done(&a->slots, l, &r, now_mono());
 }
@@ -457,7 +698,7 @@ int io_call_acquire(void *ctx, Lease *l) {
         char slots[16];
         CommonArgs c;
 
-        common_args(a, l->uid, &c);
+        common_args(a, l->name->name, l->uid, &c);
         snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
         return script_call(a, SCRIPT_ACQUIRE, l->name->name, acquire_reply, l, 9,
                            (const char *[]) { l->id, slots, c.ttl, l->desc, a->config->host_id, c.uid, c.grace, c.idle,
@@ -533,7 +774,7 @@ int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
         rc->uid = uid;
         snprintf(rc->name, sizeof(rc->name), "%s", name);
         snprintf(rc->lease, sizeof(rc->lease), "%s", lease);
-        common_args(a, uid, &c);
+        common_args(a, name, uid, &c);
         r = script_call(a, SCRIPT_RELEASE, name, release_reply, rc, 5,
                         (const char *[]) { lease, a->config->host_id, c.uid, c.grace, c.idle }, NULL);
         if (r < 0) {
@@ -616,7 +857,7 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
         *rc = (RenewCall) { .agent = a, .sent = now_mono(), .n = n_ids };
         snprintf(rc->name, sizeof(rc->name), "%s", n->name);
         memcpy(rc->ids, ids, n_ids * sizeof(rc->ids[0]));
-        common_args(a, 0, &c);
+        common_args(a, n->name, 0, &c);
         args[0] = c.ttl;
         args[1] = a->config->host_id;
         args[2] = c.idle;
@@ -656,7 +897,7 @@ int io_call_reassert(void *ctx, Lease *l) {
         char slots[16], token[24], since[24];
         CommonArgs c;
 
-        common_args(a, l->uid, &c);
+        common_args(a, l->name->name, l->uid, &c);
         snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
         snprintf(token, sizeof(token), "%" PRIu64, l->token);
         snprintf(since, sizeof(since), "%" PRIu64, l->since_ms);
@@ -688,14 +929,22 @@ void io_index(void *ctx, const Lease *l, bool add) {
 
 /* ---- Wake-ups ------------------------------------------------------------------- */
 
+/* Subscribed on the pub/sub connection of the name's shard (sharded in a
+ * Cluster); again whenever a subscription connection or the map changed. */
 void io_name_waiting(void *ctx, Name *n) {
         Agent *a = agent_of(ctx);
         char channel[IDENT_MAX_LEN + NAME_MAX_LEN + 16];
+        Shard *sh;
+        int r;
 
-        if (!a->sub_ready || n->io_generation == a->sub_generation)
+        if (n->io_generation == a->sub_generation)
+                return;
+        sh = shard_of_name(a, n->name);
+        if (!sh || !sh->sub_ready)
                 return;
         snprintf(channel, sizeof(channel), "%s:{%s}:wake", a->config->key_prefix, n->name);
-        if (redis_conn_subscribe(a->sub, channel) >= 0)
+        r = cluster_mode(a) ? redis_conn_ssubscribe(sh->sub, channel) : redis_conn_subscribe(sh->sub, channel);
+        if (r >= 0)
                 n->io_generation = a->sub_generation;
 }
 
@@ -710,8 +959,10 @@ static void on_wake(RedisConn *conn, const RedisReply *reply, void *userdata) {
             redis_reply_array_string(reply, 0, kind, sizeof(kind)) < 0 ||
             redis_reply_array_string(reply, 1, channel, sizeof(channel)) < 0)
                 return;
-        /* "subscribe" too: a release may have come before the subscription. */
-        if (!streq(kind, "message") && !streq(kind, "subscribe"))
+        /* "subscribe" too: a release may have come before the subscription.
+         * In a Cluster, "smessage" and "ssubscribe". */
+        if (!streq(kind, "message") && !streq(kind, "subscribe") && !streq(kind, "smessage") &&
+            !streq(kind, "ssubscribe"))
                 return;
         open = strchr(channel, '{');
         close = strrchr(channel, '}');
@@ -719,7 +970,8 @@ static void on_wake(RedisConn *conn, const RedisReply *reply, void *userdata) {
                 return;
         memcpy(name, open + 1, (size_t) (close - open - 1));
         name[close - open - 1] = '\0';
-        if (streq(kind, "message") && redis_reply_array_string(reply, 2, payload, sizeof(payload)) < 0)
+        if ((streq(kind, "message") || streq(kind, "smessage")) &&
+            redis_reply_array_string(reply, 2, payload, sizeof(payload)) < 0)
                 payload[0] = '\0';
         slots_wake(&a->slots, name, payload, now_mono());
 }
@@ -736,126 +988,212 @@ static void schedule_reconnect(Agent *a) {
 
 static void master_forget(Agent *a);
 
-static void redis_went_down(Agent *a, int error, const char *why) {
+static bool any_shard_ready(const Agent *a) {
+        for (size_t i = 0; i < a->n_shards; i++)
+                if (a->shards[i]->state == REDIS_READY)
+                        return true;
+        return false;
+}
+
+/* Calls parked on sh hear that Redis went. */
+static void shard_unpark(Shard *sh, bool send) {
+        Call *c;
+
+        while ((c = sh->parked)) {
+                LIST_REMOVE(parked, sh->parked, c);
+                if (send)
+                        call_resend(c, sh->cmd);
+                else
+                        call_done(c, NULL, NULL);
+        }
+}
+
+/* Drops sh's connections (their calls and the calls parked on it hear
+ * Redis went) and leaves it in state. */
+static void shard_disconnect(Shard *sh, RedisState state) {
+        RedisConn *cmd = sh->cmd, *sub = sh->sub;
+
+        /* Detached first: freeing runs their callbacks with NULL. */
+        sh->cmd = sh->sub = NULL;
+        sh->sub_ready = false;
+        sh->state = state;
+        redis_conn_free(cmd);
+        redis_conn_free(sub);
+        shard_unpark(sh, false);
+}
+
+/* sh's connections are gone (or it hangs, or it is not what it should
+ * be): dropped, and made again after a backoff. Standalone and under
+ * Sentinel that is Redis gone for the engine; in a Cluster only when no
+ * shard is left up, else only the names sh holds are unreachable (their
+ * calls fail, their holders are told in time when renewals fail). */
+static void shard_down(Shard *sh, int error, const char *why) {
+        Agent *a = sh->agent;
         char buf[FORMAT_DURATION_MAX];
+        RedisState was = sh->state;
 
-        snprintf(a->redis_error, sizeof(a->redis_error), "%s", why && why[0] ? why : strerror(-error));
-        redis_conn_free(a->cmd);
-        a->cmd = NULL;
-        redis_conn_free(a->sub);
-        a->sub = NULL;
-        a->sub_ready = false;
+        snprintf(sh->error, sizeof(sh->error), "%s", why && why[0] ? why : strerror(-error));
+        snprintf(a->redis_error, sizeof(a->redis_error), "%s%s%s", cluster_mode(a) ? sh->name : "",
+                 cluster_mode(a) ? ": " : "", sh->error);
+        shard_disconnect(sh, REDIS_DOWN);
 
-        if (a->state == REDIS_READY)
+        if (was == REDIS_READY)
                 log_warning("Lost connection to Redis at %s: %s; held slots stay anchored, retrying.",
-                            a->redis_name, a->redis_error);
-        else if (a->state == REDIS_CONNECTING || a->backoff >= BACKOFF_MAX)
-                log_warning("Failed to connect to Redis at %s: %s; retrying in %s.", a->redis_name, a->redis_error,
+                            cluster_mode(a) ? sh->name : a->redis_name, sh->error);
+        else if (was == REDIS_CONNECTING || a->backoff >= BACKOFF_MAX)
+                log_warning("Failed to connect to Redis at %s: %s; retrying in %s.",
+                            cluster_mode(a) ? sh->name : a->redis_name, sh->error,
                             format_duration(buf, sizeof(buf), a->backoff ? a->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : a->backoff * 2 : BACKOFF_MIN));
-        a->state = REDIS_DOWN;
-        if (a->config->redis.master_name)
+        if (sentinel_mode(a))
                 /* Ask the Sentinels again: the master may have moved. */
                 master_forget(a);
-        slots_redis_down(&a->slots, a->redis_error, now_mono());
-        status_deferred(a);
+        if (cluster_mode(a))
+                /* A master that went may have been failed over. */
+                map_refresh_soon(a);
+        if (!cluster_mode(a) || a->state != REDIS_READY || !any_shard_ready(a)) {
+                a->state = REDIS_DOWN;
+                slots_redis_down(&a->slots, a->redis_error, now_mono());
+                status_deferred(a);
+        }
         schedule_reconnect(a);
         status_mark_dirty(a);
 }
 
-static void on_redis_ready(Agent *a, bool reset, usec_t grace) {
-        Name *n;
+/* Shards that own hash slots: all of them must be up before a Cluster
+ * counts as up the first time. */
+static bool all_shards_ready(const Agent *a) {
+        if (!cluster_mode(a))
+                return a->shards[0]->state == REDIS_READY;
+        if (!a->map_known)
+                return false;
+        for (size_t i = 0; i < a->n_shards; i++)
+                if (a->shards[i]->n_slots > 0 && a->shards[i]->state != REDIS_READY)
+                        return false;
+        return true;
+}
 
+static void io_name_subscribe_all(Agent *a) {
+        for (Name *n = a->slots.names; n; n = n->all_next)
+                if (n->n_waiting > 0)
+                        io_name_waiting(a, n);
+}
+
+/* Redis is up for the engine once every shard that owns hash slots is
+ * (one, unless a Cluster): whatever waited looks again, holders are
+ * renewed, or re-asserted after a reset. A reset of any shard until then
+ * counts. */
+static void redis_maybe_up(Agent *a, bool reset, usec_t grace) {
+        a->up_reset = a->up_reset || reset;
+        a->up_grace = MAX(a->up_grace, reset ? grace : 0);
+        if (a->state != REDIS_READY && !all_shards_ready(a))
+                return;
+        reset = a->up_reset;
+        grace = a->up_grace;
+        a->up_reset = false;
+        a->up_grace = 0;
         a->state = REDIS_READY;
-        a->backoff = 0;
         a->redis_error[0] = '\0';
-        if (a->config->redis.master_name)
-                log_info("Connected to Redis master %s (%s, from the Sentinels).", a->master_name,
-                         a->config->redis.master_name);
-        else
-                log_info("Connected to Redis at %s.", a->redis_name);
-        if (reset && a->slots.n_leases > 0)
-                log_notice("Redis lost its state since this agent last saw it; re-asserting %zu held slot(s), "
-                           "no grants anywhere for another %s.", a->slots.n_held,
-                           format_duration((char[FORMAT_DURATION_MAX]) {}, FORMAT_DURATION_MAX, grace));
         if (!a->adopted)
                 adopt_start(a);
         slots_redis_up(&a->slots, reset, grace, now_mono());
-        for (n = a->slots.names; n; n = n->all_next)
-                if (n->n_waiting > 0)
-                        io_name_waiting(a, n);
+        io_name_subscribe_all(a);
         status_deferred(a);
         status_mark_dirty(a);
 }
 
+static void shard_ready(Shard *sh, bool reset, usec_t grace) {
+        Agent *a = sh->agent;
+
+        sh->state = REDIS_READY;
+        a->backoff = 0;
+        if (sentinel_mode(a))
+                log_info("Connected to Redis master %s (%s, from the Sentinels).", a->master_name,
+                         a->config->redis.master_name);
+        else if (cluster_mode(a))
+                log_info("Connected to Redis Cluster master %s.", sh->name);
+        else
+                log_info("Connected to Redis at %s.", a->redis_name);
+        if (reset && a->slots.n_leases > 0)
+                log_notice("Redis %s%slost its state since this agent last saw it; re-asserting %zu held slot(s), "
+                           "no grants there for another %s.", cluster_mode(a) ? sh->name : "", cluster_mode(a) ? " " : "",
+                           a->slots.n_held, format_duration((char[FORMAT_DURATION_MAX]) {}, FORMAT_DURATION_MAX, grace));
+        shard_unpark(sh, true);
+        redis_maybe_up(a, reset, grace);
+}
+
 typedef struct SetupStep {
-        Agent *agent;
+        Shard *shard;
         const char *what;
         int script;             /* -1: not a SCRIPT LOAD */
 } SetupStep;
 
-static void setup_done(Agent *a);
+static void setup_done(Shard *sh);
 
 static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         SetupStep *step = userdata;
-        Agent *a = step->agent;
+        Shard *sh = step->shard;
+        Agent *a = sh->agent;
         const char *err = redis_reply_error(reply), *s;
         size_t len;
 
-        if (!reply || conn != a->cmd)
+        if (!reply || conn != sh->cmd)
                 goto finish;    /* an old connection */
         if (err) {
-                if (!a->setup_failed)
-                        snprintf(a->redis_error, sizeof(a->redis_error), "%s failed: %s", step->what, err);
-                a->setup_failed = true;
+                if (!sh->setup_failed)
+                        snprintf(sh->error, sizeof(sh->error), "%s failed: %s", step->what, err);
+                sh->setup_failed = true;
         } else if (step->script >= 0) {
-                if (redis_reply_string(reply, &s, &len) < 0 || len != 40) {
-                        a->setup_failed = true;
-                        snprintf(a->redis_error, sizeof(a->redis_error), "SCRIPT LOAD gave an unexpected reply");
+                if (redis_reply_string(reply, &s, &len) < 0 || len != 40 || (a->sha[step->script][0] &&
+                                                                             !strneq(a->sha[step->script], s, 40))) {
+                        sh->setup_failed = true;
+                        snprintf(sh->error, sizeof(sh->error), "SCRIPT LOAD gave an unexpected reply");
                 } else {
                         memcpy(a->sha[step->script], s, 40);
                         a->sha[step->script][40] = '\0';
                 }
         }
-        if (--a->setup_pending > 0)
+        if (--sh->setup_pending > 0)
                 goto finish;
-        if (a->setup_failed) {
-                char why[sizeof(a->redis_error)];
+        if (sh->setup_failed) {
+                char why[sizeof(sh->error)];
 
-                snprintf(why, sizeof(why), "%s", a->redis_error);
-                redis_went_down(a, -EACCES, why);
+                snprintf(why, sizeof(why), "%s", sh->error);
+                shard_down(sh, -EACCES, why);
         } else
-                setup_done(a);
+                setup_done(sh);
 finish:
         free(step);
 }
 
-static void setup_send(Agent *a, const char *what, int script, int argc, const char *const *argv) {
+static void setup_send(Shard *sh, const char *what, int script, int argc, const char *const *argv) {
         SetupStep *step = calloc(1, sizeof(*step));
 
         if (!step)
                 return;
-        *step = (SetupStep) { .agent = a, .what = what, .script = script };
-        if (redis_conn_command(a->cmd, setup_reply, step, argc, argv, NULL) < 0) {
+        *step = (SetupStep) { .shard = sh, .what = what, .script = script };
+        if (redis_conn_command(sh->cmd, setup_reply, step, argc, argv, NULL) < 0) {
                 free(step);
                 return;
         }
-        a->setup_pending++;
+        sh->setup_pending++;
 }
 
-/* The epoch: "ID GRACE_UNTIL_MS" in P:epoch, made by the first agent that
- * finds none. An id other than the one this agent knew means Redis lost
- * its state since (restarted empty, a failover that lost writes). The
- * grace lasts until Redis has been up for one lease: holders from before
- * are re-asserted or told they lost their slot by then. */
+/* The epoch: "ID GRACE_UNTIL_MS [RUN_ID]" in P:epoch (in a Cluster one per
+ * master, P:epoch:{TAG} in the first hash slot it owns), made by the first
+ * agent that finds none. An id other than the one this agent knew means
+ * Redis lost its state since (restarted empty, a failover that lost
+ * writes). The grace lasts until Redis has been up for one lease: holders
+ * from before are re-asserted or told they lost their slot by then. */
 static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        Agent *a = userdata;
+        Shard *sh = userdata;
+        Agent *a = sh->agent;
         char value[128], id[LEASE_ID_LEN + 1];
         long long created = -1, now_ms = -1;
         uint64_t grace_until = 0;
         bool reset;
         int n = 0;
 
-        if (!reply || conn != a->cmd)
+        if (!reply || conn != sh->cmd)
                 return;
         if (redis_reply_error(reply) || redis_reply_array_len(reply) != 3 ||
             redis_reply_array_integer(reply, 0, &created) < 0 ||
@@ -864,93 +1202,162 @@ static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
             strchr(value, '-') || sscanf(value, "%32[0-9a-f] %" SCNu64 "%n", id, &grace_until, &n) != 2 ||
             (value[n] != '\0' && (value[n] != ' ' || strspn(value + n + 1, "0123456789abcdef") != strlen(value + n + 1))) ||
             !lease_id_is_valid(id)) {
-                redis_went_down(a, -EBADMSG, redis_reply_error(reply) ?: "unexpected reply to the epoch script");
+                shard_down(sh, -EBADMSG, redis_reply_error(reply) ?: "unexpected reply to the epoch script");
                 return;
         }
-        reset = created == 1 || (a->epoch[0] && !streq(a->epoch, id));
+        reset = created == 1 || (sh->epoch[0] && !streq(sh->epoch, id));
         if (reset)
-                log_full(a->epoch[0] ? LOG_WARNING : LOG_INFO, "Redis at %s %s (epoch %s).", a->redis_name,
-                         a->epoch[0] ? "lost its state since this agent last saw it" : "holds no fleetsem state yet", id);
-        if (reset && a->config->redis.master_name)
+                log_full(sh->epoch[0] ? LOG_WARNING : LOG_INFO, "Redis at %s %s (epoch %s).",
+                         cluster_mode(a) ? sh->name : a->redis_name,
+                         sh->epoch[0] ? "lost its state since this agent last saw it" : "holds no fleetsem state yet", id);
+        if (reset && sentinel_mode(a))
                 a->master_since = now_usec(CLOCK_REALTIME);
-        memcpy(a->epoch, id, sizeof(a->epoch));
-        a->grace_until_ms = grace_until;
-        on_redis_ready(a, reset, grace_until > (uint64_t) now_ms ? (grace_until - (uint64_t) now_ms) * USEC_PER_MSEC : 0);
+        memcpy(sh->epoch, id, sizeof(sh->epoch));
+        sh->grace_until_ms = grace_until;
+        shard_ready(sh, reset, grace_until > (uint64_t) now_ms ? (grace_until - (uint64_t) now_ms) * USEC_PER_MSEC : 0);
+}
+
+/* The first hash slot sh owns (its epoch key's), or -1. */
+static int shard_first_slot(const Shard *sh) {
+        const Agent *a = sh->agent;
+
+        for (unsigned s = 0; s < REDIS_CLUSTER_SLOTS; s++)
+                if (a->slot_shard[s] == sh->index)
+                        return (int) s;
+        return -1;
 }
 
 static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        Agent *a = userdata;
+        Shard *sh = userdata;
+        Agent *a = sh->agent;
         const char *s, *p;
         size_t len;
         long long uptime = 0;
-        uint64_t ttl_ms = a->config->lease_ttl / USEC_PER_MSEC, grace_ms;
-        char key[LEASE_ID_LEN + 1 + IDENT_MAX_LEN + 16], id[LEASE_ID_LEN + 1], grace[24];
+        uint64_t ttl_ms = a->config->lease_ttl / USEC_PER_MSEC, grace_ms, failover_ms;
+        char key[LEASE_ID_LEN + 1 + IDENT_MAX_LEN + 16], id[LEASE_ID_LEN + 1], grace[24], failover[24];
+        bool by_run_id = sentinel_mode(a) || cluster_mode(a);
         int r;
 
-        if (!reply || conn != a->cmd)
+        if (!reply || conn != sh->cmd)
                 return;
-        a->master_run_id[0] = '\0';
+        sh->run_id[0] = '\0';
         if (redis_reply_string(reply, &s, &len) >= 0) {
                 if ((p = memmem(s, len, "uptime_in_seconds:", 18)))
                         uptime = strtoll(p + 18, NULL, 10);
                 if ((p = memmem(s, len, "run_id:", 7)) && (size_t) (s + len - p) > 7 + 40 &&
                     strspn(p + 7, "0123456789abcdef") == 40) {
-                        memcpy(a->master_run_id, p + 7, 40);
-                        a->master_run_id[40] = '\0';
+                        memcpy(sh->run_id, p + 7, 40);
+                        sh->run_id[40] = '\0';
                 }
         }
-        /* Whole seconds, rounded down: the grace is never too short. Under
-         * Sentinel a new master means a failover, which may have lost the
-         * last writes: a whole lease from now. */
+        /* Whole seconds, rounded down: the grace is never too short. */
         grace_ms = uptime >= 0 && (uint64_t) uptime * 1000 < ttl_ms ? ttl_ms - (uint64_t) uptime * 1000 : 0;
-        if (a->config->redis.master_name)
-                /* With WAIT, every grant told to a holder is on the replica
-                 * that took over, with an expiry no earlier than its agent
-                 * stops believing in it; agents hear of the failover at once
-                 * and re-assert: a second covers that. Without WAIT the
-                 * failover may have lost grants: a whole lease. */
-                grace_ms = a->config->min_replicas_acked > 0 ? MIN(ttl_ms, (uint64_t) 1000) : ttl_ms;
+        /* A master other than the one the epoch names means a failover,
+         * which may have lost the last writes. With WAIT, every grant told
+         * to a holder is on the replica that took over, with an expiry no
+         * earlier than its agent stops believing in it (unless the replica
+         * missed two renewals in a row); agents hear of the failover at
+         * once and re-assert, within milliseconds of each other: half a
+         * second covers that. Without WAIT the failover may have lost
+         * grants: a whole lease. */
+        failover_ms = a->config->min_replicas_acked > 0 ? MIN(ttl_ms, FAILOVER_GRACE_WAIT / USEC_PER_MSEC) : ttl_ms;
+        /* Under Sentinel a new master is a failover, also when the epoch
+         * is missing, which is also what a master restarted empty looks
+         * like: the longer of the two. In a Cluster a missing one may also
+         * be a hash slot moved away with the key: the node's uptime says
+         * how long ago it could have lost its data. */
+        if (sentinel_mode(a))
+                grace_ms = MAX(grace_ms, failover_ms);
         r = lease_id_new(id);
         if (r < 0) {
-                redis_went_down(a, r, "cannot make an epoch id");
+                shard_down(sh, r, "cannot make an epoch id");
                 return;
         }
-        snprintf(key, sizeof(key), "%s:epoch", a->config->key_prefix);
+        if (cluster_mode(a)) {
+                int first = shard_first_slot(sh);
+
+                if (first < 0) {
+                        /* Only asked (ASK) while slots move to it: its
+                         * epoch is looked at once it owns one and its
+                         * connection is made again. */
+                        sh->epoch[0] = '\0';
+                        sh->grace_until_ms = 0;
+                        shard_ready(sh, false, 0);
+                        return;
+                }
+                snprintf(key, sizeof(key), "%s:epoch:{%s}", a->config->key_prefix, redis_slot_tag((unsigned) first));
+        } else
+                snprintf(key, sizeof(key), "%s:epoch", a->config->key_prefix);
         snprintf(grace, sizeof(grace), "%" PRIu64, grace_ms);
-        /* Under Sentinel the epoch belongs to one master: another one (a
-         * failover) starts a new epoch, which every agent takes as a reset. */
-        if (script_call_argv(a, SCRIPT_EPOCH, epoch_reply, a, 1, 4,
-                             (const char *[]) { key, id, grace, a->config->redis.master_name ? a->master_run_id : "" }, NULL) < 0)
-                redis_went_down(a, -EIO, "cannot send commands");
+        snprintf(failover, sizeof(failover), "%" PRIu64, failover_ms);
+        /* Under Sentinel and in a Cluster the epoch belongs to one master:
+         * another one (a failover) starts a new epoch, which every agent
+         * takes as a reset. */
+        if (shard_script_call(sh, SCRIPT_EPOCH, epoch_reply, sh, 1, 5,
+                              (const char *[]) { key, id, grace, by_run_id ? sh->run_id : "", failover }) < 0)
+                shard_down(sh, -EIO, "cannot send commands");
+}
+
+/* ROLE: "master", then the replicas attached (third element). */
+static bool role_parse(Shard *sh, const RedisReply *reply) {
+        Agent *a = sh->agent;
+        char role[16] = "";
+        int n;
+
+        (void) redis_reply_array_string(reply, 0, role, sizeof(role));
+        if (!streq(role, "master"))
+                return false;
+        n = (int) MIN(redis_reply_array_len(redis_reply_array_get(reply, 2)), (size_t) INT_MAX);
+        if (n != sh->n_replicas && a->config->min_replicas_acked > 0)
+                log_full(sh->n_replicas < 0 ? LOG_INFO : LOG_NOTICE,
+                         "Redis master %s has %d replica(s); grants are told once %d of them %s them (min_replicas_acked %d).",
+                         sentinel_mode(a) ? a->master_name : sh->name, n, MIN(n, a->config->min_replicas_acked),
+                         MIN(n, a->config->min_replicas_acked) == 1 ? "has" : "have", a->config->min_replicas_acked);
+        sh->n_replicas = n;
+        return true;
+}
+
+static void role_refresh_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+
+        if (!reply || conn != sh->cmd || redis_reply_error(reply))
+                return;
+        if (!role_parse(sh, reply))
+                /* Demoted (a failover it was not told of): calls fail, the
+                 * map or the Sentinels are asked again. */
+                shard_down(sh, -EAGAIN, "it is no master any more (ROLE)");
 }
 
 static void role_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        Agent *a = userdata;
+        Shard *sh = userdata;
         char role[16] = "";
 
-        if (!reply || conn != a->cmd)
+        if (!reply || conn != sh->cmd)
                 return;
         (void) redis_reply_array_string(reply, 0, role, sizeof(role));
-        if (!streq(role, "master")) {
+        if (!role_parse(sh, reply)) {
                 char why[400];
 
-                snprintf(why, sizeof(why), "%s is not a master (ROLE says \"%s\")", a->master_name, role);
-                redis_went_down(a, -EAGAIN, why);
+                snprintf(why, sizeof(why), "%s is not a master (ROLE says \"%s\")", sh->name, role);
+                shard_down(sh, -EAGAIN, why);
                 return;
         }
-        if (redis_conn_command(a->cmd, info_reply, a, 2, (const char *[]) { "INFO", "server" }, NULL) < 0)
-                redis_went_down(a, -EIO, "cannot send commands");
+        if (redis_conn_command(sh->cmd, info_reply, sh, 2, (const char *[]) { "INFO", "server" }, NULL) < 0)
+                shard_down(sh, -EIO, "cannot send commands");
 }
 
-static void setup_done(Agent *a) {
-        /* What a Sentinel names may be stale: the server itself says. */
-        if (a->config->redis.master_name) {
-                if (redis_conn_command(a->cmd, role_reply, a, 1, (const char *[]) { "ROLE" }, NULL) < 0)
-                        redis_went_down(a, -EIO, "cannot send commands");
+static void setup_done(Shard *sh) {
+        Agent *a = sh->agent;
+
+        /* What a Sentinel names, or a Cluster's map, may be stale: the
+         * server itself says. */
+        if (sentinel_mode(a) || cluster_mode(a)) {
+                if (redis_conn_command(sh->cmd, role_reply, sh, 1, (const char *[]) { "ROLE" }, NULL) < 0)
+                        shard_down(sh, -EIO, "cannot send commands");
                 return;
         }
-        if (redis_conn_command(a->cmd, info_reply, a, 2, (const char *[]) { "INFO", "server" }, NULL) < 0)
-                redis_went_down(a, -EIO, "cannot send commands");
+        if (redis_conn_command(sh->cmd, info_reply, sh, 2, (const char *[]) { "INFO", "server" }, NULL) < 0)
+                shard_down(sh, -EIO, "cannot send commands");
 }
 
 static int auth_argv(const Agent *a, const char *argv[3]) {
@@ -967,63 +1374,339 @@ static int auth_argv(const Agent *a, const char *argv[3]) {
 }
 
 static void on_cmd_state(RedisConn *conn, int error, const char *message, void *userdata) {
-        Agent *a = userdata;
+        Shard *sh = userdata;
+        Agent *a = sh->agent;
         char db[16];
 
-        if (conn != a->cmd)
+        if (conn != sh->cmd)
                 return;
         if (error < 0) {
                 /* A refused AUTH says more than the connection Redis then
                  * closes (it drops unauthenticated clients that send a
                  * large bulk: the scripts sent behind the AUTH). */
-                char why[sizeof(a->redis_error)];
+                char why[sizeof(sh->error)];
 
-                snprintf(why, sizeof(why), "%s", a->setup_failed ? a->redis_error : message ? message : "");
-                redis_went_down(a, error, why);
+                snprintf(why, sizeof(why), "%s", sh->setup_failed ? sh->error : message ? message : "");
+                shard_down(sh, error, why);
                 return;
         }
-        a->setup_pending = 0;
-        a->setup_failed = false;
+        sh->setup_pending = 0;
+        sh->setup_failed = false;
         if (a->config->redis.password) {
                 const char *argv[3];
 
-                setup_send(a, "AUTH", -1, auth_argv(a, argv), argv);
+                setup_send(sh, "AUTH", -1, auth_argv(a, argv), argv);
         }
         if (a->config->redis.db > 0) {
                 snprintf(db, sizeof(db), "%u", a->config->redis.db);
-                setup_send(a, "SELECT", -1, 2, (const char *[]) { "SELECT", db });
+                setup_send(sh, "SELECT", -1, 2, (const char *[]) { "SELECT", db });
         }
         for (int i = 0; i < N_SCRIPTS; i++)
-                setup_send(a, "SCRIPT LOAD", i, 3, (const char *[]) { "SCRIPT", "LOAD", a->script_text[i] });
-        if (a->setup_pending == 0)
-                redis_went_down(a, -EIO, "cannot send commands");
+                setup_send(sh, "SCRIPT LOAD", i, 3, (const char *[]) { "SCRIPT", "LOAD", a->script_text[i] });
+        if (sh->setup_pending == 0)
+                shard_down(sh, -EIO, "cannot send commands");
 }
 
 static void on_sub_state(RedisConn *conn, int error, const char *message, void *userdata) {
-        Agent *a = userdata;
+        Shard *sh = userdata;
+        Agent *a = sh->agent;
 
-        if (conn != a->sub)
+        if (conn != sh->sub)
                 return;
         if (error < 0) {
-                log_debug("Pub/sub connection to Redis lost: %s", message);
-                redis_conn_free(a->sub);
-                a->sub = NULL;
-                a->sub_ready = false;
-                if (a->cmd)
+                log_debug("Pub/sub connection to Redis at %s lost: %s", sh->name, message);
+                sh->sub = NULL;
+                sh->sub_ready = false;
+                redis_conn_free(conn);
+                if (sh->cmd)
                         schedule_reconnect(a);
+                if (cluster_mode(a))
+                        map_refresh_soon(a);    /* an SSUBSCRIBE told MOVED, say */
                 return;
         }
         if (a->config->redis.password) {
                 const char *argv[3];
 
-                (void) redis_conn_command(a->sub, fire_and_forget_reply, (void *) "AUTH", auth_argv(a, argv), argv, NULL);
+                (void) redis_conn_command(sh->sub, fire_and_forget_reply, (void *) "AUTH", auth_argv(a, argv), argv, NULL);
         }
-        redis_conn_set_message_handler(a->sub, on_wake, a);
-        a->sub_ready = true;
+        redis_conn_set_message_handler(sh->sub, on_wake, a);
+        sh->sub_ready = true;
         a->sub_generation++;
-        for (Name *n = a->slots.names; n; n = n->all_next)
-                if (n->n_waiting > 0)
-                        io_name_waiting(a, n);
+        io_name_subscribe_all(a);
+}
+
+/* Where sh's connections go: the configured server, the master the
+ * Sentinels named, or the Cluster's node. */
+static RedisAddress shard_address(const Shard *sh) {
+        const Agent *a = sh->agent;
+
+        if (cluster_mode(a))
+                return (RedisAddress) { .host = sh->host, .port = sh->port };
+        if (sentinel_mode(a))
+                return (RedisAddress) { .host = a->master.host, .port = a->master.port };
+        return a->config->redis;
+}
+
+static void shard_connect(Shard *sh) {
+        Agent *a = sh->agent;
+        RedisAddress addr = shard_address(sh);
+        int r;
+
+        if (!sh->cmd) {
+                sh->state = REDIS_CONNECTING;
+                sh->setup_failed = false;
+                r = redis_conn_new(a->event, &addr, CONNECT_TIMEOUT, on_cmd_state, sh, &sh->cmd);
+                if (r < 0) {
+                        sh->cmd = NULL;
+                        shard_down(sh, r, NULL);
+                        return;
+                }
+        }
+        if (!sh->sub) {
+                r = redis_conn_new(a->event, &addr, CONNECT_TIMEOUT, on_sub_state, sh, &sh->sub);
+                if (r < 0) {
+                        sh->sub = NULL;
+                        schedule_reconnect(a);
+                }
+        }
+}
+
+static Shard *shard_new(Agent *a, const char *host, uint16_t port) {
+        Shard *sh;
+
+        if (a->n_shards >= SHARDS_MAX)
+                return NULL;
+        sh = calloc(1, sizeof(*sh));
+        if (!sh)
+                return NULL;
+        *sh = (Shard) { .agent = a, .index = (uint8_t) a->n_shards, .port = port, .state = REDIS_DOWN, .n_replicas = -1 };
+        if (host && !(sh->host = strdup(host))) {
+                free(sh);
+                return NULL;
+        }
+        if (host)
+                snprintf(sh->name, sizeof(sh->name), "%s%s%s:%u", strchr(host, ':') ? "[" : "", host,
+                         strchr(host, ':') ? "]" : "", port);
+        else
+                snprintf(sh->name, sizeof(sh->name), "%s", a->redis_name);
+        a->shards[a->n_shards++] = sh;
+        return sh;
+}
+
+static void shard_free(Shard *sh) {
+        shard_disconnect(sh, REDIS_DOWN);
+        free(sh->host);
+        free(sh);
+}
+
+static bool host_is_valid(const char *host) {
+        return host[0] && strlen(host) <= 253 &&
+               strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") == strlen(host);
+}
+
+/* The Cluster node at host:port: known, or new (and being connected to). */
+static Shard *shard_get(Agent *a, const char *host, uint16_t port) {
+        Shard *sh;
+
+        if (!host_is_valid(host) || port == 0)
+                return NULL;
+        for (size_t i = 0; i < a->n_shards; i++)
+                if (a->shards[i]->port == port && streq(a->shards[i]->host, host))
+                        return a->shards[i];
+        sh = shard_new(a, host, port);
+        if (sh) {
+                log_info("Redis Cluster: master %s is new to this agent; connecting.", sh->name);
+                shard_connect(sh);
+        }
+        return sh;
+}
+
+/* ---- The Cluster's map -------------------------------------------------------------
+ * CLUSTER SLOTS, asked of a master that is up, or of the nodes the URL
+ * names while none is: which master owns which hash slots. Asked again
+ * after MOVED, a master gone, and every tick. */
+
+static void map_ask(Agent *a);
+
+/* [[start, end, [host, port, id, …], replica…], …] → a->slot_shard. */
+static int map_apply(Agent *a, const RedisReply *reply) {
+        _cleanup_free_ uint8_t *owner = NULL;
+        size_t n = redis_reply_array_len(reply), covered = 0;
+        bool changed = false;
+
+        if (n == 0)
+                return -EBADMSG;
+        owner = malloc(REDIS_CLUSTER_SLOTS);
+        if (!owner)
+                return -ENOMEM;
+        memset(owner, SLOT_NONE, REDIS_CLUSTER_SLOTS);
+        for (size_t i = 0; i < n; i++) {
+                const RedisReply *range = redis_reply_array_get(reply, i), *node;
+                long long start, end, port;
+                char host[256];
+                Shard *sh;
+
+                node = redis_reply_array_get(range, 2);
+                if (redis_reply_array_len(range) < 3 || redis_reply_array_integer(range, 0, &start) < 0 ||
+                    redis_reply_array_integer(range, 1, &end) < 0 || start < 0 || end < start ||
+                    end >= REDIS_CLUSTER_SLOTS || redis_reply_array_len(node) < 2 ||
+                    redis_reply_array_string(node, 0, host, sizeof(host)) < 0 ||
+                    redis_reply_array_integer(node, 1, &port) < 0 || port < 1 || port > 65535)
+                        return -EBADMSG;
+                if (!host_is_valid(host))
+                        continue;       /* "?": a node whose address is not known yet */
+                sh = shard_get(a, host, (uint16_t) port);
+                if (!sh)
+                        return -E2BIG;
+                memset(owner + start, sh->index, (size_t) (end - start + 1));
+                covered += (size_t) (end - start + 1);
+        }
+        if (covered == 0)
+                return -EBADMSG;
+        changed = !a->map_known || memcmp(owner, a->slot_shard, REDIS_CLUSTER_SLOTS) != 0;
+        memcpy(a->slot_shard, owner, REDIS_CLUSTER_SLOTS);
+        if (changed) {
+                size_t masters = 0;
+
+                for (size_t i = 0; i < a->n_shards; i++)
+                        a->shards[i]->n_slots = 0;
+                for (unsigned slot = 0; slot < REDIS_CLUSTER_SLOTS; slot++)
+                        if (owner[slot] != SLOT_NONE)
+                                a->shards[owner[slot]]->n_slots++;
+                for (size_t i = 0; i < a->n_shards; i++)
+                        masters += a->shards[i]->n_slots > 0;
+                log_info("Redis Cluster: %zu of %u hash slots over %zu master(s)%s.", covered, REDIS_CLUSTER_SLOTS,
+                         masters, a->map_known ? " (the map changed)" : "");
+                /* Subscriptions follow their names' slots. */
+                a->sub_generation++;
+                io_name_subscribe_all(a);
+        }
+        a->map_known = true;
+        return 0;
+}
+
+static void map_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Agent *a = userdata;
+        int r;
+
+        (void) conn;
+        a->map_inflight = false;
+        if (!reply)
+                return;         /* asked again on the next tick or reconnect */
+        r = map_apply(a, reply);
+        if (r < 0) {
+                log_warning("Redis Cluster: unusable answer to CLUSTER SLOTS%s%s.", redis_reply_error(reply) ? ": " : "",
+                            redis_reply_error(reply) ?: "");
+                return;
+        }
+        for (size_t i = 0; i < a->n_shards; i++)
+                if (a->shards[i]->n_slots > 0)
+                        shard_connect(a->shards[i]);
+        /* (A master that was not up may own nothing now.) */
+        if (a->state != REDIS_READY && any_shard_ready(a))
+                redis_maybe_up(a, false, 0);
+}
+
+static void map_query_drop(Agent *a) {
+        RedisConn *c = a->map_query;
+
+        a->map_query = NULL;
+        redis_conn_free(c);
+}
+
+static void map_query_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Agent *a = userdata;
+
+        if (conn != a->map_query)
+                return;
+        map_reply(conn, reply, a);
+        if (!a->map_known) {
+                log_warning("Redis Cluster node %s:%u did not give the map; asking the next one.",
+                            a->config->redis.hosts[a->map_next % a->config->redis.n_hosts].host,
+                            a->config->redis.hosts[a->map_next % a->config->redis.n_hosts].port);
+                a->map_next++;
+                schedule_reconnect(a);
+        }
+        map_query_drop(a);
+}
+
+static void on_map_query_state(RedisConn *conn, int error, const char *message, void *userdata) {
+        Agent *a = userdata;
+        const RedisHost *h = &a->config->redis.hosts[a->map_next % a->config->redis.n_hosts];
+
+        if (conn != a->map_query)
+                return;
+        if (error < 0) {
+                snprintf(a->redis_error, sizeof(a->redis_error), "no Cluster node answered (%s:%u: %s)", h->host,
+                         h->port, message ?: "");
+                log_warning("Failed to reach Redis Cluster node %s:%u: %s", h->host, h->port, message ?: "");
+                map_query_drop(a);
+                a->map_inflight = false;
+                a->map_next++;
+                schedule_reconnect(a);
+                return;
+        }
+        if (a->config->redis.password) {
+                const char *argv[3];
+
+                (void) redis_conn_command(conn, fire_and_forget_reply, (void *) "AUTH", auth_argv(a, argv), argv, NULL);
+        }
+        if (redis_conn_command(conn, map_query_reply, a, 2, (const char *[]) { "CLUSTER", "SLOTS" }, NULL) < 0) {
+                map_query_drop(a);
+                a->map_inflight = false;
+        }
+}
+
+static void map_ask(Agent *a) {
+        const RedisHost *h;
+        RedisAddress addr;
+
+        if (a->map_inflight)
+                return;
+        for (size_t i = 0; i < a->n_shards; i++) {
+                Shard *sh = a->shards[i];
+
+                if (sh->state == REDIS_READY &&
+                    redis_conn_command(sh->cmd, map_reply, a, 2, (const char *[]) { "CLUSTER", "SLOTS" }, NULL) >= 0) {
+                        a->map_inflight = true;
+                        return;
+                }
+        }
+        /* No master up: one of the nodes the URL names. */
+        h = &a->config->redis.hosts[a->map_next % a->config->redis.n_hosts];
+        addr = (RedisAddress) { .host = h->host, .port = h->port };
+        if (redis_conn_new(a->event, &addr, CONNECT_TIMEOUT, on_map_query_state, a, &a->map_query) < 0) {
+                a->map_query = NULL;
+                a->map_next++;
+                schedule_reconnect(a);
+                return;
+        }
+        a->map_inflight = true;
+}
+
+static int on_map_refresh(sd_event_source *s, void *userdata) {
+        (void) s;
+        map_ask(userdata);
+        return 0;
+}
+
+static void map_refresh_soon(Agent *a) {
+        if (a->map_source)
+                (void) sd_event_source_set_enabled(a->map_source, SD_EVENT_ONESHOT);
+}
+
+void redis_io_describe(Agent *a, char *buf, size_t size) {
+        size_t up = 0, owning = 0;
+
+        buf[0] = '\0';
+        if (!cluster_mode(a) || !a->map_known)
+                return;
+        for (size_t i = 0; i < a->n_shards; i++)
+                if (a->shards[i]->n_slots > 0) {
+                        owning++;
+                        up += a->shards[i]->state == REDIS_READY;
+                }
+        snprintf(buf, size, "%zu of %zu Cluster masters up", up, owning);
 }
 
 /* ---- Sentinel ---------------------------------------------------------------------- */
@@ -1032,14 +1715,10 @@ static void on_sub_state(RedisConn *conn, int error, const char *message, void *
  * +switch-master, so a failover is followed the moment it is decided; and
  * one made to ask for the master's address whenever it is not known. */
 
-static bool sentinel_mode(const Agent *a) {
-        return a->config->redis.master_name != NULL;
-}
-
 static void connect_all(Agent *a);
 
 static const RedisHost *sentinel_host(const Agent *a, unsigned i) {
-        return &a->config->redis.sentinels[i % a->config->redis.n_sentinels];
+        return &a->config->redis.hosts[i % a->config->redis.n_hosts];
 }
 
 static void sentinel_drop(Agent *a, RedisConn **c) {
@@ -1110,14 +1789,9 @@ static void on_switch_master(RedisConn *conn, const RedisReply *reply, void *use
                     "holders are re-asserted, and nobody is granted anything for a while).", name, oldh, oldp,
                     a->master_name);
         {
-                RedisConn *c = a->cmd, *s = a->sub;
-
                 /* Off the old master now (both connections), and onto the
                  * new one at once. */
-                a->cmd = a->sub = NULL;
-                a->sub_ready = false;
-                redis_conn_free(c);
-                redis_conn_free(s);
+                shard_disconnect(a->shards[0], REDIS_CONNECTING);
                 if (a->state == REDIS_READY)
                         slots_redis_down(&a->slots, "the master changed (Sentinel failover)", now_mono());
                 if (a->state != REDIS_DOWN)
@@ -1173,7 +1847,7 @@ static void sentinel_master_reply(RedisConn *conn, const RedisReply *reply, void
                             redis_reply_error(reply) ?: "");
                 sentinel_drop(a, &a->sentinel_query);
                 a->sentinel_query_next++;
-                redis_went_down(a, -EHOSTUNREACH, "no Sentinel named the master");
+                shard_down(a->shards[0], -EHOSTUNREACH, "no Sentinel named the master");
                 return;
         }
         sentinel_drop(a, &a->sentinel_query);
@@ -1190,14 +1864,14 @@ static void on_sentinel_query_state(RedisConn *conn, int error, const char *mess
                             sentinel_host(a, a->sentinel_query_next)->port, message);
                 sentinel_drop(a, &a->sentinel_query);
                 a->sentinel_query_next++;
-                redis_went_down(a, error, "no Sentinel answered");
+                shard_down(a->shards[0], error, "no Sentinel answered");
                 return;
         }
         sentinel_auth(a, conn);
         if (redis_conn_command(conn, sentinel_master_reply, a, 3,
                                (const char *[]) { "SENTINEL", "get-master-addr-by-name", a->config->redis.master_name },
                                NULL) < 0)
-                redis_went_down(a, -EIO, "cannot ask the Sentinel");
+                shard_down(a->shards[0], -EIO, "cannot ask the Sentinel");
 }
 
 static void sentinel_ask(Agent *a) {
@@ -1211,24 +1885,11 @@ static void sentinel_ask(Agent *a) {
         if (k < 0) {
                 a->sentinel_query = NULL;
                 a->sentinel_query_next++;
-                redis_went_down(a, k, "cannot connect to a Sentinel");
+                shard_down(a->shards[0], k, "cannot connect to a Sentinel");
         }
 }
 
-/* Where the data connections go: the configured server, or the master the
- * Sentinels named. */
-static const RedisAddress *data_address(Agent *a) {
-        static RedisAddress addr;
-
-        if (!sentinel_mode(a))
-                return &a->config->redis;
-        addr = (RedisAddress) { .host = a->master.host, .port = a->master.port };
-        return &addr;
-}
-
 static void connect_all(Agent *a) {
-        int r;
-
         if (sentinel_mode(a)) {
                 sentinel_watch(a);
                 if (!a->master.host) {
@@ -1238,24 +1899,15 @@ static void connect_all(Agent *a) {
                         return;         /* connect_all() again once a Sentinel named it */
                 }
         }
-        if (!a->cmd) {
-                if (a->state != REDIS_DOWN)
-                        a->state = REDIS_CONNECTING;
-                a->setup_failed = false;
-                r = redis_conn_new(a->event, data_address(a), CONNECT_TIMEOUT, on_cmd_state, a, &a->cmd);
-                if (r < 0) {
-                        a->cmd = NULL;
-                        redis_went_down(a, r, NULL);
-                        return;
-                }
-        }
-        if (!a->sub) {
-                r = redis_conn_new(a->event, data_address(a), CONNECT_TIMEOUT, on_sub_state, a, &a->sub);
-                if (r < 0) {
-                        a->sub = NULL;
-                        schedule_reconnect(a);
-                }
-        }
+        if (cluster_mode(a)) {
+                map_ask(a);             /* the masters may have changed meanwhile */
+                if (!a->map_known)
+                        return;         /* connected to once a node gave the map */
+        } else if (!a->shards[0]->cmd && a->state != REDIS_DOWN)
+                a->state = REDIS_CONNECTING;
+        for (size_t i = 0; i < a->n_shards; i++)
+                if (!cluster_mode(a) || a->shards[i]->n_slots > 0)
+                        shard_connect(a->shards[i]);
 }
 
 static int on_reconnect(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -1281,36 +1933,80 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         client_sweep(a);
         if (sentinel_mode(a))
                 sentinel_watch(a);      /* after the watching Sentinel went */
-        if (a->cmd && redis_conn_pending(a->cmd) > 0 && now - redis_conn_last_activity(a->cmd) > command_timeout(a)) {
-                char why[64], buf[FORMAT_DURATION_MAX];
+        for (size_t i = 0; i < a->n_shards; i++) {
+                Shard *sh = a->shards[i];
 
-                snprintf(why, sizeof(why), "Redis did not answer for %s",
-                         format_duration(buf, sizeof(buf), command_timeout(a)));
-                redis_went_down(a, -ETIMEDOUT, why);
+                if (sh->cmd && redis_conn_pending(sh->cmd) > 0 && now > redis_conn_last_activity(sh->cmd) &&
+                    now - redis_conn_last_activity(sh->cmd) > command_timeout(a)) {
+                        char why[64], buf[FORMAT_DURATION_MAX];
+
+                        snprintf(why, sizeof(why), "Redis did not answer for %s",
+                                 format_duration(buf, sizeof(buf), command_timeout(a)));
+                        shard_down(sh, -ETIMEDOUT, why);
+                }
         }
+        if (cluster_mode(a))
+                map_ask(a);             /* a failover or a resharding, seen without a MOVED */
+        if (a->config->min_replicas_acked > 0)
+                /* How many replicas each master has: what WAIT waits for. */
+                for (size_t i = 0; i < a->n_shards; i++)
+                        if (a->shards[i]->state == REDIS_READY)
+                                (void) redis_conn_command(a->shards[i]->cmd, role_refresh_reply, a->shards[i], 1,
+                                                          (const char *[]) { "ROLE" }, NULL);
         (void) sd_event_source_set_time_relative(s, slots_tick(&a->slots, now));
         return 0;
 }
 
 /* ---- Start and stop ------------------------------------------------------------------ */
 
+/* In a Cluster the scripts publish wake-ups with SPUBLISH, to the node of
+ * the name's slot only (the prelude's WAKE_COMMAND). */
+static char *script_text_new(const Agent *a, const char *script) {
+        static const char plain[] = "local WAKE_COMMAND = 'PUBLISH'", sharded[] = "local WAKE_COMMAND = 'SPUBLISH'";
+        const char *prelude = lua_prelude, *at = strstr(prelude, plain);
+        size_t before, n = strlen(script);
+        char *text;
+
+        if (!at)
+                return NULL;
+        before = cluster_mode(a) ? (size_t) (at - prelude) : strlen(prelude);
+        text = malloc(strlen(prelude) + 1 + n + 2);
+        if (!text)
+                return NULL;
+        memcpy(text, prelude, before);
+        if (cluster_mode(a))
+                stpcpy(stpcpy(text + before, sharded), at + strlen(plain));
+        else
+                text[before] = '\0';
+        strcat(text, "\n");
+        strcat(text, script);
+        return text;
+}
+
 int redis_io_start(Agent *a) {
-        size_t prelude = strlen(lua_prelude);
         int r;
 
         for (int i = 0; i < N_SCRIPTS; i++) {
-                size_t n = strlen(lua_scripts[i]);
-
-                a->script_text[i] = malloc(prelude + n + 2);
+                a->script_text[i] = script_text_new(a, lua_scripts[i]);
                 if (!a->script_text[i])
                         return log_error_errno(ENOMEM, "Out of memory.");
-                memcpy(a->script_text[i], lua_prelude, prelude);
-                a->script_text[i][prelude] = '\n';
-                memcpy(a->script_text[i] + prelude + 1, lua_scripts[i], n + 1);
         }
         snprintf(a->host_key, sizeof(a->host_key), "%s:host:{%s}", a->config->key_prefix, a->config->host_id);
         snprintf(a->names_key, sizeof(a->names_key), "%s:names", a->config->key_prefix);
         redis_address_to_string(&a->config->redis, a->redis_name, sizeof(a->redis_name));
+
+        if (cluster_mode(a)) {
+                a->slot_shard = malloc(REDIS_CLUSTER_SLOTS);
+                if (!a->slot_shard || !redis_slot_tag(0))
+                        return log_error_errno(ENOMEM, "Out of memory.");
+                memset(a->slot_shard, SLOT_NONE, REDIS_CLUSTER_SLOTS);
+                r = sd_event_add_defer(a->event, &a->map_source, on_map_refresh, a);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(a->map_source, SD_EVENT_OFF);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to set up the Cluster's map: %m");
+        } else if (!shard_new(a, NULL, 0))
+                return log_error_errno(ENOMEM, "Out of memory.");
 
         r = sd_event_add_time_relative(a->event, &a->reconnect_source, CLOCK_MONOTONIC, 0, 0, on_reconnect, a);
         if (r >= 0)
@@ -1331,9 +2027,12 @@ void redis_io_stop(Agent *a) {
         a->state = REDIS_DOWN;
         batch_flush_all(a);             /* their callbacks hear Redis went */
         a->batch_source = sd_event_source_disable_unref(a->batch_source);
-        redis_conn_free(a->cmd);
-        redis_conn_free(a->sub);
-        a->cmd = a->sub = NULL;
+        for (size_t i = 0; i < a->n_shards; i++)
+                shard_free(a->shards[i]);
+        a->n_shards = 0;
+        map_query_drop(a);
+        a->map_source = sd_event_source_disable_unref(a->map_source);
+        a->slot_shard = mfree(a->slot_shard);
         sentinel_drop(a, &a->sentinel);
         sentinel_drop(a, &a->sentinel_query);
         master_forget(a);

@@ -250,8 +250,8 @@ void status_request(Agent *a, Client *c, const char *name, bool summary) {
                 snprintf(min, sizeof(min), "%lld", now_ms - idle_ms);
                 snprintf(below, sizeof(below), "(%lld", now_ms - idle_ms);
                 redis_command(a, "ZREMRANGEBYSCORE", 4, (const char *[]) { "ZREMRANGEBYSCORE", a->names_key, "-inf", below });
-                if (redis_conn_command(a->cmd, names_reply, job, 4,
-                                       (const char *[]) { "ZRANGEBYSCORE", a->names_key, min, "+inf" }, NULL) < 0)
+                if (redis_key_command(a, names_reply, job, 4,
+                                      (const char *[]) { "ZRANGEBYSCORE", a->names_key, min, "+inf" }) < 0)
                         status_job_done_one(job, 0);
         }
 }
@@ -264,7 +264,7 @@ void io_changed(void *ctx) {
 
 int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Agent *a = userdata;
-        char buf[512];
+        char buf[1400];
 
         (void) s;
         (void) usec;
@@ -279,6 +279,12 @@ int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                 if (a->master_since > 0 && localtime_r(&t, &tm))
                         strftime(since, sizeof(since), " since %H:%M:%S", &tm);
                 snprintf(master, sizeof(master), " (master %s%s)", a->master_name, since);
+        } else if (a->config->redis.cluster) {
+                char shards[64];
+
+                redis_io_describe(a, shards, sizeof(shards));
+                if (shards[0])
+                        snprintf(master, sizeof(master), " (%s)", shards);
         }
         snprintf(buf, sizeof(buf), "STATUS=%zu slot(s) held, %zu waiting, Redis %s%s%s%s",
                  a->slots.n_held, a->slots.n_waiting,

@@ -1,7 +1,9 @@
--- KEYS: P:epoch. ARGV: new_id (32 hex), grace_ms, [master run id]. The
--- reset detector: the key is gone when Redis lost its data (restarted
--- empty), and under Sentinel it names the master it was made on, so that
--- a failover (which may have lost the last writes) starts a new one.
+-- KEYS: P:epoch (in a Cluster P:epoch:{TAG}, one per master, in the first
+-- hash slot it owns). ARGV: new_id (32 hex), grace_ms, [master run id,
+-- [grace_ms when the epoch names another master]]. The reset detector: the
+-- key is gone when Redis lost its data (restarted empty), and under
+-- Sentinel and in a Cluster it names the master it was made on, so that a
+-- failover (which may have lost the last writes) starts a new one.
 -- Returns {0, value, now_ms} when it holds; else sets it to
 -- "NEW_ID GRACE_UNTIL_MS [RUN_ID]" (no expiry) and returns {1, value, now_ms}.
 local now_ms = now()
@@ -10,7 +12,9 @@ local run_id = ARGV[3] or ''
 if value and (run_id == '' or string.match(value, '^%x+ %d+ (%x+)$') == run_id) then
   return {0, value, now_ms}
 end
-value = ARGV[1] .. ' ' .. digits(now_ms + tonumber(ARGV[2]))
+local grace = ARGV[2]
+if value and ARGV[4] then grace = ARGV[4] end
+value = ARGV[1] .. ' ' .. digits(now_ms + tonumber(grace))
 if run_id ~= '' then value = value .. ' ' .. run_id end
 redis.call('SET', KEYS[1], value)
 return {1, value, now_ms}

@@ -37,6 +37,10 @@ local function write(cmd, key, ...)
   return redis.call(cmd, key, ...)
 end
 
+-- How wake-ups are published: in a Redis Cluster the agent makes this
+-- 'SPUBLISH' (sharded pub/sub: only the node of the name's hash slot).
+local WAKE_COMMAND = 'PUBLISH'
+
 -- Numbers past 1e14 (tokens) as digits: Lua's `..` would print 1.8e+15.
 local function digits(x)
   return string.format('%.0f', x)
@@ -48,7 +52,7 @@ end
 -- script can know that secret: a message that carries it is Redis' word;
 -- one that does not is a hint.
 local function wake(message)
-  redis.call('PUBLISH', string.sub(K_HOLDERS, 1, -#'holders' - 1) .. 'wake', message or '1')
+  redis.call(WAKE_COMMAND, string.sub(K_HOLDERS, 1, -#'holders' - 1) .. 'wake', message or '1')
 end
 
 -- The limit in force: the lowest number of slots any holder or waiter of
