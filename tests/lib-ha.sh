@@ -57,14 +57,7 @@ ha_master_port() { timeout 5 redis-cli -p "${HA_S[0]}" SENTINEL get-master-addr-
 ha_kill() { kill -KILL "$(cat "$T/r$1/pid")"; wait_for 10 sh -c "! redis-cli -p $1 ping" || true; }
 
 # ha_agent HOST [fleetsemd options...]: an agent that finds Redis through the Sentinels.
-ha_agent() {
-        local host=$1; shift
-        "$FLEETSEMD" --redis "$HA_URL" --namespace "$NSBASE-$host" --host-id "$host" \
-                --lease-ttl "$TTL" "$@" >>"$T/agent-$host.log" 2>&1 &
-        eval "AGENT_$(echo "$host" | tr -c 'A-Za-z0-9\n' _)=$!"
-        AGENT_HOSTS+=("$host")
-        wait_for 10 agent_listening "$NSBASE-$host" || bail "agent $host did not start"
-}
+ha_agent() { local host=$1; shift; run_agent "$host" --redis "$HA_URL" "$@"; }
 
 ha_cleanup() {
         local f

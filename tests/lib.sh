@@ -142,15 +142,22 @@ stop_redis() {
 
 agent_listening() { grep -q "@$1/agent" /proc/net/unix; }
 
-# start_agent HOST [fleetsemd options...]: namespace $NSBASE-HOST.
-start_agent() {
-        local host=$1 redis=(--redis "unix:$REDIS_SOCK"); shift
-        acl_audit && redis=(--redis "redis://fleetsem@127.0.0.1:$ACL_PORT" --redis-password-file "$T/acl.pw")
-        "$FLEETSEMD" "${redis[@]}" --namespace "$NSBASE-$host" --host-id "$host" \
+# run_agent HOST fleetsemd options...: an agent for HOST (namespace
+# $NSBASE-HOST), logging to $T/agent-HOST.log, stopped by done_testing.
+run_agent() {
+        local host=$1; shift
+        "$FLEETSEMD" --namespace "$NSBASE-$host" --host-id "$host" \
                 --lease-ttl "$TTL" "$@" >>"$T/agent-$host.log" 2>&1 &
         eval "AGENT_$(echo "$host" | tr -c 'A-Za-z0-9\n' _)=$!"
         AGENT_HOSTS+=("$host")
         wait_for 10 agent_listening "$NSBASE-$host" || bail "agent $host did not start"
+}
+
+# start_agent HOST [fleetsemd options...]: an agent on the test's Redis.
+start_agent() {
+        local host=$1 redis=(--redis "unix:$REDIS_SOCK"); shift
+        acl_audit && redis=(--redis "redis://fleetsem@127.0.0.1:$ACL_PORT" --redis-password-file "$T/acl.pw")
+        run_agent "$host" "${redis[@]}" "$@"
 }
 agent_pid() { eval "echo \$AGENT_$(echo "$1" | tr -c 'A-Za-z0-9\n' _)"; }
 

@@ -1,0 +1,245 @@
+#!/bin/bash
+# Redis Cluster: three masters on loopback (no replicas), two agents
+# ("hosts") on cluster://, one of them configured with "redis = cluster://"
+# in its configuration file. Each name lives on the master that owns the
+# hash slot of {NAME}; its wake-ups go by sharded pub/sub on that master;
+# a reshard that empties one master under load loses no job and breaks no
+# limit; and a slot migrated by hand (ASK, then TRYAGAIN from Redis while it
+# is open) holds up no request for longer than the migration.
+#
+# What Redis 7.0 does while a slot migrates, which the agent has to live
+# with: a script that declares several keys (every fleetsem script: a
+# name's 11 keys and the fleet clock of its slot) is served by neither
+# node unless all of its keys exist on one of them: the source answers
+# TRYAGAIN while it has some of them, ASK once it has none, and the
+# importing node answers that ASK (after ASKING) with TRYAGAIN while some
+# are missing, which some always are (an empty queue is no key). So requests on a name wait out its slot's
+# migration: a few ms in a reshard, and in section 5 as long as the test
+# keeps the slot open.
+TTL=2s
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-cluster.sh"
+
+t0=$(now_ms)
+cluster_start
+# The reshard empties E into R; O stays as it is.
+R=${C_PORTS[0]} O=${C_PORTS[1]} E=${C_PORTS[2]}
+echo "# cluster_state:ok on 3 masters after $(( $(now_ms) - t0 ))ms: R=$R O=$O E=$E"
+check "cluster_state:ok on every node" cluster_ok
+is "$(cluster_slots "$R") $(cluster_slots "$O") $(cluster_slots "$E")" "5461 5462 5461" "the 3 masters share the 16384 slots"
+
+# Names on each master: 2 for the routing checks, 1 for sharded pub/sub,
+# 4 under load through the reshard, 1 after it and 1 for ASK.
+declare -A ROUTE WAKE LOAD SPARE
+cluster_names 9 n
+for p in "${C_PORTS[@]}"; do
+        # shellcheck disable=SC2086
+        set -- ${C_NAMES[$p]}
+        ROUTE[$p]="$1 $2" WAKE[$p]=$3 LOAD[$p]="$4 $5 $6 $7" SPARE[$p]="$8 $9"
+done
+slot_of() { cluster_keyslot "{$1}"; }
+others() { local p; for p in "${C_PORTS[@]}"; do [ "$p" != "$1" ] && echo "$p"; done; }
+
+cluster_agent a
+cluster_agent_conf b
+
+# A new cluster: each master may hold back grants for up to one lease.
+t0=$(now_ms)
+fs a run --wait 20s warmup -- true
+is "$?" 0 "an agent on cluster:// grants a slot"
+fs b run --wait 20s warmup -- true
+is "$?" 0 "so does one with redis = cluster://... in its configuration file"
+echo "# first grants after $(( $(now_ms) - t0 ))ms"
+
+# ---- 2. Routing: each name's keys on the master of its slot ------------------------
+pids=() h=a
+for p in "${C_PORTS[@]}"; do
+        for n in ${ROUTE[$p]}; do
+                job "$h" "$n" & pids+=($!)
+                if [ "$h" = a ]; then h=b; else h=a; fi
+        done
+done
+for p in "${C_PORTS[@]}"; do
+        for n in ${ROUTE[$p]}; do
+                check "a job holds $n (slot $(slot_of "$n"), master $p)" wait_for 20 grep -q '^enter' "$T/events-$n"
+                is "$(ccli "$p" ZCARD "fleetsem:{$n}:holders")" 1 "$n: its :holders is on master $p, with 1 holder"
+                mapfile -t q < <(others "$p")
+                is "$(name_keys "${q[0]}" "$n")$(name_keys "${q[1]}" "$n")" "" "$n: no key of it on the other masters"
+        done
+done
+for p in "${C_PORTS[@]}"; do for n in ${ROUTE[$p]}; do touch "$T/go-$n"; done; done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
+is "$failed" 0 "the 6 routing jobs exited 0"
+for p in "${C_PORTS[@]}"; do
+        for n in ${ROUTE[$p]}; do
+                check "$n: released on master $p" wait_for 10 sh -c "[ \"\$(redis-cli -p $p EXISTS 'fleetsem:{$n}:holders')\" = 0 ]"
+        done
+done
+
+# ---- 3. Sharded pub/sub: a waiter's wake channel on its master --------------------
+holders=() waiters=()
+for p in "${C_PORTS[@]}"; do n=${WAKE[$p]}; job a "$n" & holders+=($!); done
+for p in "${C_PORTS[@]}"; do
+        n=${WAKE[$p]}
+        check "a's job holds $n (master $p)" wait_for 20 grep -q '^enter' "$T/events-$n"
+        job b "$n" & waiters+=($!)
+done
+for p in "${C_PORTS[@]}"; do
+        n=${WAKE[$p]}
+        check "b's job waits for $n" wait_for 10 sh -c "[ \"\$(redis-cli -p $p ZCARD 'fleetsem:{$n}:queue')\" = 1 ]"
+        check "PUBSUB SHARDCHANNELS on master $p lists fleetsem:{$n}:wake" wait_for 10 sh -c \
+                "redis-cli -p $p PUBSUB SHARDCHANNELS | grep -qxF 'fleetsem:{$n}:wake'"
+        mapfile -t q < <(others "$p")
+        is "$(ccli "${q[0]}" PUBSUB SHARDCHANNELS "fleetsem:{$n}:*"; ccli "${q[1]}" PUBSUB SHARDCHANNELS "fleetsem:{$n}:*")" "" \
+                "and the other masters do not"
+done
+for p in "${C_PORTS[@]}"; do touch "$T/go-${WAKE[$p]}"; done
+for p in "${C_PORTS[@]}"; do
+        n=${WAKE[$p]}
+        check "b's job gets $n when a's ends" wait_for 10 sh -c "[ \$(grep -c '^exit' $T/events-$n) = 2 ]"
+        order=$(sort -k3,3n "$T/events-$n" | awk '{ print $1 "-" $4 }' | tr '\n' ' ')
+        is "$order" "enter-a exit-a enter-b exit-b " "$n: one at a time, in order"
+        check "$n: granted on the release's wake message (SPUBLISH reached b's agent)" \
+                grep -q "Granted slot of $n to .* on the release's wake message" "$T/agent-b.log"
+        echo "# $n: hand-over in $(sort -k3,3n "$T/events-$n" | awk '$1 == "exit" && $4 == "a" { x = $3 } $1 == "enter" && $4 == "b" { e = $3 } END { printf "%.1f", (e - x) / 1e6 }')ms"
+done
+for pid in "${holders[@]}" "${waiters[@]}"; do wait "$pid"; done
+
+# ---- 4. Reshard under load: every slot of E to R ------------------------------------
+# 3 workers a name (2 on one host, 1 on the other), --slots 2, each running
+# jobs of 0.2 s until the reshard is over (at least 3 each).
+worker() {
+        local host=$1 name=$2 n=0 rc
+        while [ "$n" -lt 3 ] || { [ ! -f "$T/stop" ] && [ "$n" -lt 300 ]; }; do
+                echo "$host" >>"$T/started-$name"
+                fs "$host" run --slots 2 --wait 60s "$name" -- sh -c '
+                        echo "enter $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"
+                        sleep 0.2
+                        echo "exit $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"' "$host" "$T/events-$name"
+                rc=$?
+                [ "$rc" = 0 ] || echo "$name $host exit $rc at $(date +%s%N)" >>"$T/failed"
+                n=$((n + 1))
+                sleep 0.1
+        done
+        echo "$name $host $n" >>"$T/workers-done"
+}
+load=() workers=() i=0
+for p in "${C_PORTS[@]}"; do read -ra l <<<"${LOAD[$p]}"; load+=("${l[@]}"); done
+for n in "${load[@]}"; do
+        worker a "$n" & workers+=($!)
+        worker b "$n" & workers+=($!)
+        if [ $((i % 2)) = 0 ]; then worker a "$n" & else worker b "$n" & fi
+        workers+=($!) i=$((i + 1))
+done
+all_entered() { local n; for n in "${load[@]}"; do grep -q '^enter' "$T/events-$n" 2>/dev/null || return 1; done; }
+check "jobs run on all ${#load[@]} names" wait_for 30 all_entered
+
+r_slots=$(cluster_slots "$R") e_slots=$(cluster_slots "$E")
+before=$(for p in "${C_PORTS[@]}"; do redirects "$p"; done)
+t_start=$(date +%s%N)
+timeout 60 redis-cli --cluster reshard "127.0.0.1:$R" --cluster-from "${C_ID[$E]}" --cluster-to "${C_ID[$R]}" \
+        --cluster-slots "$e_slots" --cluster-yes >"$T/reshard.log" 2>&1
+rc=$?
+t_end=$(date +%s%N)
+is "$rc" 0 "redis-cli --cluster reshard moves E's $e_slots slots to R"
+echo "# reshard of $e_slots slots took $(( (t_end - t_start) / 1000000 ))ms under load"
+is "$(cluster_slots "$E")" 0 "E owns no slot"
+is "$(cluster_slots "$R")" $((r_slots + e_slots)) "R owns its slots and E's"
+check "every node agrees on the new map" wait_for 20 cluster_agrees
+after=$(for p in "${C_PORTS[@]}"; do redirects "$p"; done)
+echo "# during the reshard the masters answered (MOVED ASK TRYAGAIN, ASKING received): $(
+        paste -d' ' <(echo "$before") <(echo "$after") |
+                awk '{ for (i = 1; i <= 4; i++) d[i] += $(i + 4) - $i } END { print d[1], d[2], d[3] ",", d[4] }')"
+
+touch "$T/stop"
+check "the workers finish" wait_for 60 sh -c "[ \$(wc -l <$T/workers-done) = ${#workers[@]} ]"
+for pid in "${workers[@]}"; do wait "$pid"; done
+started=$(cat "${load[@]/#/$T/started-}" | wc -l)
+is "$(cat "${load[@]/#/$T/events-}" | grep -c '^enter')" "$started" "all $started jobs started under load ran"
+is "$(cat "${load[@]/#/$T/events-}" | grep -c '^exit')" "$started" "and ended"
+is "$(cat "$T/failed" 2>/dev/null)" "" "every one exited 0"
+worst=0
+for n in "${load[@]}"; do
+        max=$(sort -k3,3n "$T/events-$n" | awk '$1 == "enter" { c++; if (c > m) m = c } $1 == "exit" { c-- } END { print m + 0 }')
+        [ "$max" -gt "$worst" ] && worst=$max
+        [ "$max" -le 2 ] || not_ok "$n had $max holders at once"
+done
+is "$worst" 2 "never more than 2 at once on any name (and the 2 slots were used)"
+read -ra moved <<<"${LOAD[$E]}"
+during=$(for n in "${moved[@]}"; do awk -v a="$t_start" -v b="$t_end" '$1 == "enter" && $3 >= a && $3 <= b' "$T/events-$n"; done | wc -l)
+check "jobs on the moved names were served during the reshard ($during)" [ "$during" -gt 0 ]
+gap=$(for n in "${moved[@]}"; do
+        awk '$1 == "enter" { print $3 }' "$T/events-$n" | sort -n |
+                awk -v a="$t_start" -v b="$t_end" 'NR > 1 && $1 >= a && p <= b { g = $1 - p; if (g > m) m = g } { p = $1 } END { print m + 0 }'
+done | sort -n | tail -n 1)
+echo "# $started jobs ran under load; $during entered on E's names during the reshard; longest gap between grants on one of them: $((gap / 1000000))ms"
+
+for n in "${moved[@]}"; do
+        is "$(ccli "$R" EXISTS "fleetsem:{$n}:token")" 1 "$n: its keys moved to R"
+        is "$(name_keys "$O" "$n")" "" "$n: none on O"
+        out=$(fs a run --wait 20s "$n" -- redis-cli -p "$R" ZCARD "fleetsem:{$n}:holders")
+        is "$out" 1 "$n: a new job is served, its holder on R"
+done
+# (E, emptied, becomes R's replica: cluster-allow-replica-migration.)
+echo "# E is now: $(ccli "$E" ROLE | head -n 1)"
+
+# A name that was E's: its waiter's wake channel is on R now.
+n=${SPARE[$E]%% *}
+is "$(cluster_owner "$(slot_of "$n")")" "$R" "$n (slot $(slot_of "$n")) was E's and is R's"
+job a "$n" & holder=$!
+check "a's job holds $n" wait_for 20 grep -q '^enter' "$T/events-$n"
+job b "$n" & waiter=$!
+check "b's job waits for $n" wait_for 10 sh -c "[ \"\$(redis-cli -p $R ZCARD 'fleetsem:{$n}:queue')\" = 1 ]"
+check "PUBSUB SHARDCHANNELS on R lists fleetsem:{$n}:wake" wait_for 10 sh -c \
+        "redis-cli -p $R PUBSUB SHARDCHANNELS | grep -qxF 'fleetsem:{$n}:wake'"
+touch "$T/go-$n"
+check "b's job gets $n when a's ends" wait_for 10 sh -c "[ \$(grep -c '^exit' $T/events-$n) = 2 ]"
+check "$n: granted on the release's wake message" \
+        grep -q "Granted slot of $n to .* on the release's wake message" "$T/agent-b.log"
+wait "$holder"; wait "$waiter"
+
+# ---- 5. A slot migrated by hand: ASK -------------------------------------------------
+# A name of O's held by a job (so it has keys to move), its slot moved to R
+# as redis-cli --cluster reshard would, one step at a time; a new request
+# on it while the slot is open. The window is kept short: the holder's
+# renewals wait it out too, and it stops its command after 2/3 of the lease
+# without one.
+n=${SPARE[$O]%% *} s=$(slot_of "$n")
+job a "$n" --slots 2 & holder=$!
+check "a's job holds $n (slot $s, master O)" wait_for 20 grep -q '^enter' "$T/events-$n"
+keys_before=$(name_keys "$O" "$n")
+like "$keys_before" ":holders" "$n has keys on O: $keys_before"
+read -r _ _ tryagain0 asking0 <<<"$(redirects "$R")"
+t_open=$(now_ms)
+ccli "$R" CLUSTER SETSLOT "$s" IMPORTING "${C_ID[$O]}" >/dev/null
+ccli "$O" CLUSTER SETSLOT "$s" MIGRATING "${C_ID[$R]}" >/dev/null
+for _ in 1 2 3 4 5; do
+        keys=$(ccli "$O" CLUSTER GETKEYSINSLOT "$s" 1000)
+        [ -z "$keys" ] && break
+        # shellcheck disable=SC2086
+        ccli "$O" MIGRATE 127.0.0.1 "$R" "" 0 5000 KEYS $keys >/dev/null
+done
+is "$(ccli "$O" CLUSTER COUNTKEYSINSLOT "$s")" 0 "slot $s is open (O migrating, R importing), its keys moved to R"
+job b "$n" --slots 2 --wait 20s & asker=$!
+check "the agent follows O's ASK to R with ASKING" wait_for 10 sh -c \
+        "[ \"\$(redis-cli -p $R INFO commandstats | sed -n 's/^cmdstat_asking:calls=\([0-9]*\),.*/\1/p')\" -gt $asking0 ]"
+open_granted=$(grep -c '^enter' "$T/events-$n")
+ccli "$R" CLUSTER SETSLOT "$s" NODE "${C_ID[$R]}" >/dev/null
+ccli "$O" CLUSTER SETSLOT "$s" NODE "${C_ID[$R]}" >/dev/null
+t_close=$(now_ms)
+read -r _ _ tryagain1 asking1 <<<"$(redirects "$R")"
+echo "# slot $s open for $((t_close - t_open))ms; R was sent $((asking1 - asking0)) ASKING and answered $((tryagain1 - tryagain0)) TRYAGAIN; b's request granted while it was open: $([ "$open_granted" = 2 ] && echo yes || echo no)"
+check "b's request is granted (at the latest once the migration ends)" wait_for 10 sh -c "[ \$(grep -c '^enter' $T/events-$n) = 2 ]"
+echo "# b's request granted $(( $(now_ms) - t_close ))ms (at most) after the slot was closed"
+is "$(cluster_owner "$s")" "$R" "slot $s is R's"
+is "$(ccli "$R" ZCARD "fleetsem:{$n}:holders")" 2 "both holders of $n are on R"
+is "$(name_keys "$O" "$n")" "" "none of its keys is left on O"
+check "a's job kept its slot through the migration" sh -c "! grep -q '^exit' $T/events-$n && ! grep -q LOST $T/agent-a.log"
+touch "$T/go-$n"
+wait "$holder"; is "$?" 0 "a's job exited 0"
+wait "$asker"; is "$?" 0 "b's job exited 0"
+out=$(fs a run --wait 20s "$n" -- redis-cli -p "$R" ZCARD "fleetsem:{$n}:holders")
+is "$out" 1 "a further request on $n is served, its holder on R"
+
+done_testing
