@@ -283,17 +283,23 @@ int redis_conn_subscribe(RedisConn *c, const char *channel) {
 
 int redis_conn_ssubscribe(RedisConn *c, const char *channel) {
         const char *argv[] = { "SSUBSCRIBE", channel };
-        int r;
+        char *cmd = NULL;
+        int r, len;
 
         r = redis_conn_subscribe(c, channel);
         if (r < 0)
                 return r;
-        /* A subscribed context queues the callback of a command it does not
-         * know as a subscription command with the invalid ones; the
-         * confirmation and the messages go to the channel's handler. */
-        if (redisAsyncCommandArgv(c->ac, subscription_handler, c, 2, argv, NULL) != REDIS_OK)
-                return -ENOTCONN;
-        return 0;
+        /* Sent without a callback: its confirmation and its messages go to
+         * the channel's handler. (Through redisAsyncCommand, hiredis would
+         * keep a callback for it that nothing ever takes.) */
+        len = redisFormatCommandArgv(&cmd, 2, argv, NULL);
+        if (len < 0)
+                return -ENOMEM;
+        r = redisAppendFormattedCommand(&c->ac->c, cmd, (size_t) len) == REDIS_OK ? 0 : -ENOMEM;
+        redisFreeCommand(cmd);
+        if (r >= 0)
+                ev_add_write(c);
+        return r;
 }
 
 /* ---- Cluster hash slots ---------------------------------------------------------- */
