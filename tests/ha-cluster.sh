@@ -15,7 +15,7 @@
 # importing node answers that ASK (after ASKING) with TRYAGAIN while some
 # are missing, which some always are (an empty queue is no key). So requests on a name wait out its slot's
 # migration: a few ms in a reshard, and in section 5 as long as the test
-# keeps the slot open.
+# keeps the slot open. Section 6 stops one master: only its names suffer.
 TTL=2s
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-cluster.sh"
@@ -241,5 +241,30 @@ wait "$holder"; is "$?" 0 "a's job exited 0"
 wait "$asker"; is "$?" 0 "b's job exited 0"
 out=$(fs a run --wait 20s "$n" -- redis-cli -p "$R" ZCARD "fleetsem:{$n}:holders")
 is "$out" 1 "a further request on $n is served, its holder on R"
+
+# ---- 6. A master that hangs: only its own names ------------------------------------
+# O stopped (SIGSTOP) for longer than the lease, while a job holds a name of
+# O's and another a name of R's: the first is told its slot is lost (its
+# lease can run out on O for all the agent knows), the second keeps its
+# slot, and the agent goes on serving R's names throughout.
+no=${SPARE[$O]#* } nr=${SPARE[$R]#* } nr2=${SPARE[$R]%% *}
+job a "$no" & on_o=$!
+job b "$nr" & on_r=$!
+check "jobs hold $no (master O) and $nr (master R)" \
+        wait_for 20 sh -c "grep -q '^enter' $T/events-$no && grep -q '^enter' $T/events-$nr"
+kill -STOP "$(cat "$T/c$O/pid")"
+t_stop=$(now_ms)
+check "the job on O's name is told its slot is lost" wait_for 10 sh -c "! kill -0 $on_o 2>/dev/null"
+wait "$on_o"; is "$?" 75 "... and its fleetsem run exits 75 (no renewal for 2/3 of the lease)"
+echo "# O stopped; the job on its name stopped $(( $(now_ms) - t_stop ))ms later"
+fs a run --wait 5s "$nr2" -- true
+is "$?" 0 "while O hangs, agent a still grants a name of R's"
+check "the job on R's name still holds (no LOST for it)" sh -c "kill -0 $on_r && ! grep -q 'LOST.*$nr\\b' $T/agent-b.log"
+kill -CONT "$(cat "$T/c$O/pid")"
+check "O answers again" wait_for 20 cluster_ok
+touch "$T/go-$nr"
+wait "$on_r"; is "$?" 0 "the job on R's name ran to its end"
+fs a run --wait 20s "$no" -- true
+is "$?" 0 "O's names are served again once it is back"
 
 done_testing
