@@ -1,7 +1,8 @@
 #!/bin/bash
 # Redis Cluster: three masters on loopback (no replicas), two agents
 # ("hosts") on cluster://, one of them configured with "redis = cluster://"
-# in its configuration file. Each name lives on the master that owns the
+# in its configuration file, both logged in as the shipped ACL's fleetsem
+# user. Each name lives on the master that owns the
 # hash slot of {NAME}; its wake-ups go by sharded pub/sub on that master;
 # a reshard that empties one master under load loses no job and breaks no
 # limit; and a slot migrated by hand (ASK, then TRYAGAIN from Redis while it
@@ -266,5 +267,12 @@ touch "$T/go-$nr"
 wait "$on_r"; is "$?" 0 "the job on R's name ran to its end"
 fs a run --wait 20s "$no" -- true
 is "$?" 0 "O's names are served again once it is back"
+
+# ---- The ACL: the agents, logged in as the shipped fleetsem user, were
+# refused nothing on any node, Cluster commands included.
+for p in "${C_PORTS[@]}"; do
+        is "$(ccli "$p" ACL LOG)" "" "ACL LOG on $p is empty: the fleetsem user was refused nothing"
+done
+like "$(ccli "$R" CLIENT LIST)" "user=fleetsem" "the agents are logged in as the fleetsem user"
 
 done_testing

@@ -36,7 +36,7 @@ cluster_server() {
                 --cluster-enabled yes --cluster-config-file "$T/nodes$port.conf" \
                 --cluster-port "$bus" --cluster-node-timeout 2000 \
                 --save '' --appendonly no --pidfile "$T/c$port/pid" --daemonize yes \
-                --logfile "$T/c$port/log" "$@" >/dev/null || bail "redis-server on $port did not start"
+                --logfile "$T/c$port/log" --include "$T/acl.conf" "$@" >/dev/null || bail "redis-server on $port did not start"
         wait_for 10 ccli "$port" ping || bail "redis-server on $port does not answer"
 }
 
@@ -59,8 +59,13 @@ cluster_agrees() {
         done
 }
 
+# The nodes run with the shipped ACL (systemd/redis-acl.conf.example, its
+# default user left open to the test's own look-ups), and the agents log
+# in as its fleetsem user: the Cluster's own commands (CLUSTER SLOTS,
+# ASKING, SSUBSCRIBE, SPUBLISH) must be refused them nowhere.
 cluster_start() {
         local p
+        acl_audit_setup
         C_PORTS=("$(free_port)" "$(free_port)" "$(free_port)")
         for p in "${C_PORTS[@]}"; do cluster_server "$p"; done
         redis-cli --cluster create "${C_PORTS[@]/#/127.0.0.1:}" --cluster-replicas 0 --cluster-yes \
@@ -68,7 +73,7 @@ cluster_start() {
         wait_for 30 cluster_ok || bail "the cluster did not reach cluster_state:ok"
         for p in "${C_PORTS[@]}"; do C_ID[$p]=$(ccli "$p" CLUSTER MYID); done
         wait_for 30 cluster_agrees || bail "the nodes do not agree on the slots"
-        CLUSTER_URL="cluster://127.0.0.1:${C_PORTS[0]},127.0.0.1:${C_PORTS[1]},127.0.0.1:${C_PORTS[2]}"
+        CLUSTER_URL="cluster://fleetsem@127.0.0.1:${C_PORTS[0]},127.0.0.1:${C_PORTS[1]},127.0.0.1:${C_PORTS[2]}"
 }
 
 cluster_keyslot() { ccli "${C_PORTS[0]}" CLUSTER KEYSLOT "$1"; }
@@ -112,13 +117,13 @@ name_keys() { ccli "$1" --scan --pattern "fleetsem:{$2}:*" | sort | tr '\n' ' ';
 
 # cluster_agent HOST [fleetsemd options...]: an agent that finds the
 # masters through the nodes of $CLUSTER_URL.
-cluster_agent() { local host=$1; shift; run_agent "$host" --redis "$CLUSTER_URL" "$@"; }
+cluster_agent() { local host=$1; shift; run_agent "$host" --redis "$CLUSTER_URL" --redis-password-file "$T/acl.pw" "$@"; }
 
 # cluster_agent_conf HOST [fleetsemd options...]: the same, with the URL
 # from a configuration file.
 cluster_agent_conf() {
         local host=$1; shift
-        printf 'redis = %s\n' "$CLUSTER_URL" >"$T/$host.conf"
+        printf 'redis = %s\nredis_password_file = %s\n' "$CLUSTER_URL" "$T/acl.pw" >"$T/$host.conf"
         run_agent "$host" -c "$T/$host.conf" "$@"
 }
 
