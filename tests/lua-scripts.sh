@@ -357,6 +357,9 @@ is "$(j "$r" 'r[3][:2]')" '[1,"b2"]' "batch: b1's release hands the slot to b2 i
 is "$(j "$r" 'r[4]')" "[]" "batch: b2's renewal finds it held"
 is "$(j "$(status bat)" '[h[0] for h in r[1]] + [q[0] for q in r[2]]')" '["b2","b3"]' "batch: Redis has what the calls did"
 # shellcheck disable=SC2046
+# An agent that restarted adopts its leases in batches too.
+r=$(lua bat batch adopt 6 b2 10000 a 1000 0 0 adopt 6 b3 10000 a 1000 0 0 adopt 6 nobody 10000 a 1000 0 0)
+is "$(j "$r" '[r[0][0], r[1], r[2]]')" "[1,[0],[-1]]" "batch: adopt finds b2 holding, b3 queued, an unknown lease gone"
 r=$(lua bat batch $(A b4 1) acquire 3 b5 1 10000 2>&1)
 like "$r" "malformed" "batch: a malformed batch is refused ($r)"
 is "$(rcli ZSCORE "$(key bat queue)" b4)" "" "batch: ... and none of its calls ran"

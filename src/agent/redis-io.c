@@ -538,11 +538,11 @@ static int batch_add(Agent *a, Script script, const char *name, redis_reply_cb c
         return 0;
 }
 
-/* Acquires, releases and renewals wait for the end of the loop's turn;
- * anything else on the name goes after what waits, at once. */
+/* Acquires, releases, renewals and adoptions wait for the end of the
+ * loop's turn; anything else on the name goes after what waits, at once. */
 int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
                 size_t n_args, const char *const *args, const size_t *arglens) {
-        if (script == SCRIPT_ACQUIRE || script == SCRIPT_RELEASE || script == SCRIPT_RENEW)
+        if (script == SCRIPT_ACQUIRE || script == SCRIPT_RELEASE || script == SCRIPT_RENEW || script == SCRIPT_ADOPT)
                 return batch_add(a, script, name, cb, userdata, n_args, args, arglens);
         batch_flush_name(a, name);
         return script_call_now(a, script, name, cb, userdata, n_args, args, arglens);

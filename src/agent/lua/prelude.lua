@@ -389,3 +389,21 @@ local function renew_call(ARGV)
   end
   return missing
 end
+
+-- ARGV: lease, ttl_ms, host, uid[, idle_ms[, grace_until_ms]]. For an agent
+-- that restarted: does this lease hold? Returns {1, token, since_ms,
+-- description}, {0} when only queued, {-1} when gone or another host's or
+-- user's.
+local function adopt_call(ARGV)
+  local lease, ttl, me = ARGV[1], tonumber(ARGV[2]), ARGV[3] .. ' ' .. ARGV[4]
+  local now_ms = now()
+  expire(now_ms, ttl, ARGV[6])
+  if foreign(lease, me) then return {-1} end
+  if redis.call('ZSCORE', K_HOLDERS, lease) then
+    write('ZADD', K_HOLDERS, now_ms + ttl, lease)
+    local token, since = grant_of(lease)
+    return {1, token, since, redis.call('HGET', K_INFO, lease) or ''}
+  end
+  if redis.call('ZSCORE', K_QUEUE, lease) then return {0} end
+  return {-1}
+end
