@@ -124,6 +124,7 @@ struct Agent {
         uint8_t *slot_shard;            /* cluster: hash slot → its shard, SLOT_NONE unknown */
         RedisConn *map_query;           /* cluster: a node asked for the map while no shard is up */
         unsigned map_next;              /* … which node next */
+        unsigned map_failed;            /* … how many failed in a row */
         bool map_inflight;
         bool map_known;
         sd_event_source *map_source;    /* cluster: ask for the map again, soon */

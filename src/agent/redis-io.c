@@ -24,8 +24,7 @@
 #define BACKOFF_MAX (2 * USEC_PER_SEC)
 #define IDLE_DEFAULT_MS (24ULL * 3600 * 1000)
 #define REDIRECTS_MAX 5                 /* MOVED and ASK followed for one call */
-#define TRYAGAIN_MAX 50                 /* … and TRYAGAIN (a slot half migrated), */
-#define TRYAGAIN_DELAY (20 * USEC_PER_MSEC)     /* that often */
+#define TRYAGAIN_DELAY (20 * USEC_PER_MSEC)     /* TRYAGAIN (a slot half migrated): again that soon */
 #define NO_WAIT_WAIT_TIMEOUT (500 * USEC_PER_MSEC)      /* WAIT for a request that would not wait */
 #define FAILOVER_GRACE_WAIT (500 * USEC_PER_MSEC)       /* grace after a failover, grants confirmed by WAIT */
 
@@ -58,6 +57,9 @@ typedef struct Shard {
         Call *parked;                   /* calls redirected here before it was up */
         size_t n_slots;                 /* cluster: hash slots the map gives it */
         int n_replicas;                 /* replicas attached, as ROLE last said (-1: not asked) */
+        int epoch_slot;                 /* cluster: the slot its epoch key is in (-1: none yet) */
+        usec_t backoff;                 /* after it went: how long before it is tried again */
+        usec_t retry_at;                /* CLOCK_MONOTONIC: not connected to before */
 } Shard;
 
 usec_t now_mono(void) {
@@ -116,7 +118,8 @@ struct Call {
         unsigned slot;
         Shard *fixed;                   /* sent there whatever the map says (set-up) */
         Shard *ask;                     /* ASK: this once, there, after ASKING */
-        unsigned redirects, tries;
+        unsigned redirects;
+        usec_t tryagain_since;          /* the first TRYAGAIN, CLOCK_MONOTONIC (0: none) */
         sd_event_source *retry;
         redis_reply_cb cb;
         void *userdata;
@@ -183,6 +186,16 @@ static int on_call_retry(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) usec;
         call_resend(c, NULL);
         return 0;
+}
+
+/* c again in TRYAGAIN_DELAY, on the one timer it keeps for that. */
+static int call_retry_later(Call *c) {
+        if (!c->retry)
+                return sd_event_add_time_relative(c->agent->event, &c->retry, CLOCK_MONOTONIC, TRYAGAIN_DELAY, 0,
+                                                  on_call_retry, c);
+        if (sd_event_source_set_time_relative(c->retry, TRYAGAIN_DELAY) < 0)
+                return -EIO;
+        return sd_event_source_set_enabled(c->retry, SD_EVENT_ONESHOT);
 }
 
 /* "MOVED 3999 127.0.0.1:6381" and "ASK …": the slot and where it is now. */
@@ -253,16 +266,27 @@ static void call_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
                         map_refresh_soon(a);
                 } else
                         c->ask = to;
-                if (to->state != REDIS_READY && !c->ask) {
+                if (to->state == REDIS_CONNECTING && !c->ask) {
                         shard_park(to, c);      /* sent when it is up */
                         return;
                 }
                 call_resend(c, conn);
                 return;
         }
-        if (strneq(err, "TRYAGAIN", 8) && c->tries++ < TRYAGAIN_MAX &&
-            sd_event_add_time_relative(a->event, &c->retry, CLOCK_MONOTONIC, TRYAGAIN_DELAY, 0, on_call_retry, c) >= 0)
+        if (strneq(err, "TRYAGAIN", 8)) {
+                /* The slot is being migrated: Redis serves a script on it
+                 * once all its keys are on one node. Again and again, for
+                 * a third of a lease; then as if Redis had gone (asked
+                 * again later, renewed on the next round). */
+                usec_t now = now_mono();
+
+                if (c->tryagain_since == 0)
+                        c->tryagain_since = now;
+                if (now - c->tryagain_since < a->config->lease_ttl / 3 && call_retry_later(c) >= 0)
+                        return;
+                call_done(c, conn, NULL);
                 return;
+        }
         if (strneq(err, "CLUSTERDOWN", 11) || strneq(err, "MOVED ", 6) || strneq(err, "ASK ", 4))
                 map_refresh_soon(a);
 done:
@@ -568,10 +592,11 @@ static void common_args(Agent *a, const char *name, uid_t uid, CommonArgs *c) {
 
 /* With replicas (Sentinel), a grant is told only once WAIT says enough
  * replicas have it: a failover cannot then lose a slot someone holds.
- * Enough: min_replicas_acked, or all the master has if it has fewer (as
- * ROLE said at most a tick ago). A master without replicas is told at
- * once: no failover can promote a replica without the grant (one that
- * attaches later copies it), and one that restarts empty is a reset. */
+ * Enough: min_replicas_acked, or under Sentinel and in a Cluster all the
+ * master has if it has fewer (ROLE, right after the grant). A master
+ * without replicas is told at once: no failover can promote a replica
+ * without the grant (one that attaches later copies it), and one that
+ * restarts empty is a reset. */
 typedef struct GrantWait {
         Agent *agent;
         Lease *lease;
@@ -591,6 +616,19 @@ static Shard *shard_of_conn(Agent *a, const RedisConn *conn) {
 static usec_t command_timeout(const Agent *a);
 static usec_t wait_timeout(const Agent *a) {
         return MIN(command_timeout(a) / 2, USEC_PER_SEC);
+}
+
+/* The grant was not confirmed: given back, and the request waits again
+ * (or is denied, if it would not wait). */
+static void grant_give_back(GrantWait *gw, const char *why) {
+        Agent *a = gw->agent;
+        Lease *l = gw->lease;
+
+        if (l->state != LEASE_GONE)     /* (released meanwhile: given back already) */
+                (void) io_call_release(a, l->name->name, l->id, l->uid);
+        gw->result = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = why };
+        slots_acquire_done(&a->slots, l, &gw->result, now_mono());
+        free(gw);
 }
 
 static void wait_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
@@ -614,39 +652,74 @@ static void wait_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
         }
         snprintf(why, sizeof(why), "the grant reached %lld of the %d replica(s) it waited for (min_replicas_acked %d); given back",
                  n < 0 ? 0 : n, gw->need, a->config->min_replicas_acked);
-        if (l->state != LEASE_GONE)     /* (released meanwhile: given back already) */
-                (void) io_call_release(a, l->name->name, l->id, l->uid);
-        gw->result = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = why };
-        slots_acquire_done(&a->slots, l, &gw->result, now_mono());
-        free(gw);
+        grant_give_back(gw, why);
 }
 
-/* On conn: the connection to the master that granted it. 1: WAIT sent,
- * the grant is told once it answers; 0: no replica to wait for; <0: the
- * replicas cannot be asked. */
-static int wait_for_replicas(Agent *a, RedisConn *conn, Lease *l, const AcquireResult *r) {
-        Shard *sh = shard_of_conn(a, conn);
+static int wait_send(GrantWait *gw, RedisConn *conn) {
+        Agent *a = gw->agent;
         char n[16], ms[24];
-        GrantWait *gw;
-        int need = a->config->min_replicas_acked;
 
-        if (sh && sh->n_replicas >= 0)
-                need = MIN(need, sh->n_replicas);
-        if (need <= 0)
-                return 0;
+        snprintf(n, sizeof(n), "%d", gw->need);
+        /* A request that would not wait is answered while its client
+         * still listens (it gives the agent 800 ms). */
+        snprintf(ms, sizeof(ms), "%" PRIu64,
+                 (gw->lease->no_wait ? MIN(wait_timeout(a), NO_WAIT_WAIT_TIMEOUT) : wait_timeout(a)) / USEC_PER_MSEC);
+        return redis_conn_command(conn, wait_reply, gw, 3, (const char *[]) { "WAIT", n, ms }, NULL);
+}
+
+static bool role_parse(Shard *sh, const RedisReply *reply);
+
+/* ROLE, asked right after the grant on the same connection: how many
+ * replicas the master has now. Each of them may have the grant only once
+ * WAIT says so; one that attaches later copies it. With none now nor at
+ * the last look, the grant is told at once: no failover can then promote
+ * a replica that lacks it. */
+static void grant_role_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        GrantWait *gw = userdata;
+        Agent *a = gw->agent;
+        Shard *sh = shard_of_conn(a, conn);
+        int before;
+
+        if (!reply) {
+                slots_acquire_done(&a->slots, gw->lease, NULL, now_mono());
+                free(gw);
+                return;
+        }
+        before = sh ? sh->n_replicas : -1;
+        if (!sh || !role_parse(sh, reply)) {
+                grant_give_back(gw, "the server that granted it is no master any more (ROLE)");
+                return;
+        }
+        gw->need = MIN(a->config->min_replicas_acked, MAX(before, sh->n_replicas));
+        if (gw->need <= 0) {
+                slots_acquire_done(&a->slots, gw->lease, &gw->result, now_mono());
+                free(gw);
+                return;
+        }
+        if (wait_send(gw, conn) < 0)
+                grant_give_back(gw, "cannot ask the replicas");
+}
+
+/* On conn: the connection to the master that granted it. 0: the grant is
+ * told once the replicas have it (or, under Sentinel and in a Cluster,
+ * once ROLE says there are none); <0: the replicas cannot be asked. */
+static int wait_for_replicas(Agent *a, RedisConn *conn, Lease *l, const AcquireResult *r) {
+        GrantWait *gw;
+        int k;
+
         gw = malloc(sizeof(*gw));
         if (!gw)
                 return -ENOMEM;
-        *gw = (GrantWait) { .agent = a, .lease = l, .need = need, .result = *r };
-        snprintf(n, sizeof(n), "%d", need);
-        /* A request that would not wait is answered while its client
-         * still listens (it gives the agent 800 ms). */
-        snprintf(ms, sizeof(ms), "%" PRIu64, (l->no_wait ? MIN(wait_timeout(a), NO_WAIT_WAIT_TIMEOUT) : wait_timeout(a)) / USEC_PER_MSEC);
-        if (redis_conn_command(conn, wait_reply, gw, 3, (const char *[]) { "WAIT", n, ms }, NULL) < 0) {
+        *gw = (GrantWait) { .agent = a, .lease = l, .need = a->config->min_replicas_acked, .result = *r };
+        if (sentinel_mode(a) || cluster_mode(a))
+                k = redis_conn_command(conn, grant_role_reply, gw, 1, (const char *[]) { "ROLE" }, NULL);
+        else
+                k = wait_send(gw, conn);
+        if (k < 0) {
                 free(gw);
                 return -ENOTCONN;
         }
-        return 1;
+        return 0;
 }
 
 static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
@@ -681,14 +754,10 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
                                               .next_expiry_ms = v[4] };
         }
         if (r.outcome == ACQUIRE_GRANTED && a->config->min_replicas_acked > 0) {
-                int k = wait_for_replicas(a, conn, l, &r);
-
-                if (k > 0)
+                if (wait_for_replicas(a, conn, l, &r) >= 0)
                         return;
-                if (k < 0) {
-                        (void) io_call_release(a, l->name->name, l->id, l->uid);
-                        r = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = "cannot ask the replicas" };
-                }
+                (void) io_call_release(a, l->name->name, l->id, l->uid);
+                r = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = "cannot ask the replicas" };
         }
         slots_acquire_done(&a->slots, l, &r, now_mono());
 }
@@ -978,19 +1047,35 @@ static void on_wake(RedisConn *conn, const RedisReply *reply, void *userdata) {
 
 /* ---- Connections ------------------------------------------------------------------ */
 
-static void schedule_reconnect(Agent *a) {
-        a->backoff = a->backoff == 0 ? BACKOFF_MIN : a->backoff * 2;
-        if (a->backoff > BACKOFF_MAX)
-                a->backoff = BACKOFF_MAX;
-        (void) sd_event_source_set_time_relative(a->reconnect_source, a->backoff);
+static usec_t backoff_next(usec_t b) {
+        return b == 0 ? BACKOFF_MIN : MIN(b * 2, BACKOFF_MAX);
+}
+
+/* connect_all() in delay, or sooner if it is due sooner already. */
+static void reconnect_in(Agent *a, usec_t delay) {
+        uint64_t when = 0;
+        int enabled = SD_EVENT_OFF;
+        usec_t at = now_mono() + delay;
+
+        (void) sd_event_source_get_enabled(a->reconnect_source, &enabled);
+        if (enabled != SD_EVENT_OFF && sd_event_source_get_time(a->reconnect_source, &when) >= 0 && when <= at)
+                return;
+        (void) sd_event_source_set_time(a->reconnect_source, at);
         (void) sd_event_source_set_enabled(a->reconnect_source, SD_EVENT_ONESHOT);
+}
+
+/* For the Sentinels and the Cluster's map: one backoff for the agent. */
+static void schedule_reconnect(Agent *a) {
+        a->backoff = backoff_next(a->backoff);
+        reconnect_in(a, a->backoff);
 }
 
 static void master_forget(Agent *a);
 
+/* (In a Cluster, of those that own hash slots.) */
 static bool any_shard_ready(const Agent *a) {
         for (size_t i = 0; i < a->n_shards; i++)
-                if (a->shards[i]->state == REDIS_READY)
+                if (a->shards[i]->state == REDIS_READY && (!cluster_mode(a) || a->shards[i]->n_slots > 0))
                         return true;
         return false;
 }
@@ -1037,25 +1122,26 @@ static void shard_down(Shard *sh, int error, const char *why) {
                  cluster_mode(a) ? ": " : "", sh->error);
         shard_disconnect(sh, REDIS_DOWN);
 
+        /* Tried again after a backoff of its own (a Cluster's other
+         * masters keep theirs); the map is asked for again then too. */
+        sh->backoff = backoff_next(sh->backoff);
+        sh->retry_at = now_mono() + sh->backoff;
         if (was == REDIS_READY)
                 log_warning("Lost connection to Redis at %s: %s; held slots stay anchored, retrying.",
                             cluster_mode(a) ? sh->name : a->redis_name, sh->error);
-        else if (was == REDIS_CONNECTING || a->backoff >= BACKOFF_MAX)
+        else if (was == REDIS_CONNECTING || sh->backoff >= BACKOFF_MAX)
                 log_warning("Failed to connect to Redis at %s: %s; retrying in %s.",
                             cluster_mode(a) ? sh->name : a->redis_name, sh->error,
-                            format_duration(buf, sizeof(buf), a->backoff ? a->backoff * 2 > BACKOFF_MAX ? BACKOFF_MAX : a->backoff * 2 : BACKOFF_MIN));
+                            format_duration(buf, sizeof(buf), sh->backoff));
         if (sentinel_mode(a))
                 /* Ask the Sentinels again: the master may have moved. */
                 master_forget(a);
-        if (cluster_mode(a))
-                /* A master that went may have been failed over. */
-                map_refresh_soon(a);
         if (!cluster_mode(a) || a->state != REDIS_READY || !any_shard_ready(a)) {
                 a->state = REDIS_DOWN;
                 slots_redis_down(&a->slots, a->redis_error, now_mono());
                 status_deferred(a);
         }
-        schedule_reconnect(a);
+        reconnect_in(a, sh->backoff);
         status_mark_dirty(a);
 }
 
@@ -1105,6 +1191,8 @@ static void shard_ready(Shard *sh, bool reset, usec_t grace) {
         Agent *a = sh->agent;
 
         sh->state = REDIS_READY;
+        sh->backoff = 0;
+        sh->retry_at = 0;
         a->backoff = 0;
         if (sentinel_mode(a))
                 log_info("Connected to Redis master %s (%s, from the Sentinels).", a->master_name,
@@ -1117,7 +1205,9 @@ static void shard_ready(Shard *sh, bool reset, usec_t grace) {
                 log_notice("Redis %s%slost its state since this agent last saw it; re-asserting %zu held slot(s), "
                            "no grants there for another %s.", cluster_mode(a) ? sh->name : "", cluster_mode(a) ? " " : "",
                            a->slots.n_held, format_duration((char[FORMAT_DURATION_MAX]) {}, FORMAT_DURATION_MAX, grace));
-        shard_unpark(sh, true);
+        /* Calls redirected here while it connected: sent now, unless it
+         * lost its state (they were made for the state before). */
+        shard_unpark(sh, !reset);
         redis_maybe_up(a, reset, grace);
 }
 
@@ -1261,12 +1351,13 @@ static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
          * second covers that. Without WAIT the failover may have lost
          * grants: a whole lease. */
         failover_ms = a->config->min_replicas_acked > 0 ? MIN(ttl_ms, FAILOVER_GRACE_WAIT / USEC_PER_MSEC) : ttl_ms;
-        /* Under Sentinel a new master is a failover, also when the epoch
-         * is missing, which is also what a master restarted empty looks
-         * like: the longer of the two. In a Cluster a missing one may also
-         * be a hash slot moved away with the key: the node's uptime says
-         * how long ago it could have lost its data. */
-        if (sentinel_mode(a))
+        /* A new master is a failover, also when the epoch is missing,
+         * which is also what a master restarted empty looks like: the
+         * longer of the two (the epoch script takes the longer too when
+         * the epoch names another run id: the same master restarted). In
+         * a Cluster an epoch key follows its master's first slot when a
+         * resharding moves it (map_apply()), so a missing one is a loss. */
+        if (sentinel_mode(a) || cluster_mode(a))
                 grace_ms = MAX(grace_ms, failover_ms);
         r = lease_id_new(id);
         if (r < 0) {
@@ -1286,6 +1377,7 @@ static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
                         return;
                 }
                 snprintf(key, sizeof(key), "%s:epoch:{%s}", a->config->key_prefix, redis_slot_tag((unsigned) first));
+                sh->epoch_slot = first;
         } else
                 snprintf(key, sizeof(key), "%s:epoch", a->config->key_prefix);
         snprintf(grace, sizeof(grace), "%" PRIu64, grace_ms);
@@ -1338,7 +1430,8 @@ static void role_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
         if (!role_parse(sh, reply)) {
                 char why[400];
 
-                snprintf(why, sizeof(why), "%s is not a master (ROLE says \"%s\")", sh->name, role);
+                snprintf(why, sizeof(why), "%s is not a master (ROLE says \"%s\")",
+                         sentinel_mode(sh->agent) ? sh->agent->master_name : sh->name, role);
                 shard_down(sh, -EAGAIN, why);
                 return;
         }
@@ -1418,10 +1511,10 @@ static void on_sub_state(RedisConn *conn, int error, const char *message, void *
                 sh->sub = NULL;
                 sh->sub_ready = false;
                 redis_conn_free(conn);
+                /* (The map is asked for again on reconnection too: an
+                 * SSUBSCRIBE told MOVED closes the connection, say.) */
                 if (sh->cmd)
                         schedule_reconnect(a);
-                if (cluster_mode(a))
-                        map_refresh_soon(a);    /* an SSUBSCRIBE told MOVED, say */
                 return;
         }
         if (a->config->redis.password) {
@@ -1479,7 +1572,8 @@ static Shard *shard_new(Agent *a, const char *host, uint16_t port) {
         sh = calloc(1, sizeof(*sh));
         if (!sh)
                 return NULL;
-        *sh = (Shard) { .agent = a, .index = (uint8_t) a->n_shards, .port = port, .state = REDIS_DOWN, .n_replicas = -1 };
+        *sh = (Shard) { .agent = a, .index = (uint8_t) a->n_shards, .port = port, .state = REDIS_DOWN, .n_replicas = -1,
+                        .epoch_slot = -1 };
         if (host && !(sh->host = strdup(host))) {
                 free(sh);
                 return NULL;
@@ -1527,6 +1621,31 @@ static Shard *shard_get(Agent *a, const char *host, uint16_t port) {
  * after MOVED, a master gone, and every tick. */
 
 static void map_ask(Agent *a);
+
+/* A resharding moved the first slot of a master that is up, and its epoch
+ * key with it: the epoch it had is written again in its new first slot,
+ * so that whoever connects next finds it, not a loss. (Where the old key
+ * went, the next agent to connect to that master sees its own epoch
+ * replaced: SET, not SETNX, also there.) */
+static void epochs_follow(Agent *a) {
+        for (size_t i = 0; i < a->n_shards; i++) {
+                Shard *sh = a->shards[i];
+                char key[IDENT_MAX_LEN + 16], value[LEASE_ID_LEN + 80];
+                int first;
+
+                if (sh->state != REDIS_READY || !sh->epoch[0] || sh->epoch_slot < 0)
+                        continue;
+                first = shard_first_slot(sh);
+                if (first < 0 || first == sh->epoch_slot)
+                        continue;
+                snprintf(key, sizeof(key), "%s:epoch:{%s}", a->config->key_prefix, redis_slot_tag((unsigned) first));
+                snprintf(value, sizeof(value), "%s %" PRIu64 "%s%s", sh->epoch, sh->grace_until_ms,
+                         sh->run_id[0] ? " " : "", sh->run_id);
+                (void) redis_conn_command(sh->cmd, fire_and_forget_reply, (void *) "SET (epoch)", 3,
+                                          (const char *[]) { "SET", key, value }, NULL);
+                sh->epoch_slot = first;
+        }
+}
 
 /* [[start, end, [host, port, id, …], replica…], …] → a->slot_shard. */
 static int map_apply(Agent *a, const RedisReply *reply) {
@@ -1577,11 +1696,13 @@ static int map_apply(Agent *a, const RedisReply *reply) {
                         masters += a->shards[i]->n_slots > 0;
                 log_info("Redis Cluster: %zu of %u hash slots over %zu master(s)%s.", covered, REDIS_CLUSTER_SLOTS,
                          masters, a->map_known ? " (the map changed)" : "");
+                epochs_follow(a);
                 /* Subscriptions follow their names' slots. */
                 a->sub_generation++;
                 io_name_subscribe_all(a);
         }
         a->map_known = true;
+        a->map_failed = 0;
         return 0;
 }
 
@@ -1599,12 +1720,27 @@ static void map_reply(RedisConn *conn, const RedisReply *reply, void *userdata) 
                             redis_reply_error(reply) ?: "");
                 return;
         }
+        /* New masters at once; those that went, after their backoff. */
         for (size_t i = 0; i < a->n_shards; i++)
-                if (a->shards[i]->n_slots > 0)
+                if (a->shards[i]->n_slots > 0 && now_mono() >= a->shards[i]->retry_at)
                         shard_connect(a->shards[i]);
         /* (A master that was not up may own nothing now.) */
         if (a->state != REDIS_READY && any_shard_ready(a))
                 redis_maybe_up(a, false, 0);
+}
+
+/* A node of the URL did not give the map. Once none of them did (a whole
+ * round), and while no master is up, Redis is down for the engine
+ * (requests answered unavailable, not left waiting). */
+static void map_unreachable(Agent *a) {
+        if (++a->map_failed < a->config->redis.n_hosts || (a->map_known && any_shard_ready(a)))
+                return;
+        if (a->state == REDIS_READY || a->state == REDIS_CONNECTING) {
+                a->state = REDIS_DOWN;
+                slots_redis_down(&a->slots, a->redis_error, now_mono());
+                status_deferred(a);
+                status_mark_dirty(a);
+        }
 }
 
 static void map_query_drop(Agent *a) {
@@ -1625,6 +1761,7 @@ static void map_query_reply(RedisConn *conn, const RedisReply *reply, void *user
                             a->config->redis.hosts[a->map_next % a->config->redis.n_hosts].host,
                             a->config->redis.hosts[a->map_next % a->config->redis.n_hosts].port);
                 a->map_next++;
+                map_unreachable(a);
                 schedule_reconnect(a);
         }
         map_query_drop(a);
@@ -1643,6 +1780,7 @@ static void on_map_query_state(RedisConn *conn, int error, const char *message, 
                 map_query_drop(a);
                 a->map_inflight = false;
                 a->map_next++;
+                map_unreachable(a);
                 schedule_reconnect(a);
                 return;
         }
@@ -1792,6 +1930,8 @@ static void on_switch_master(RedisConn *conn, const RedisReply *reply, void *use
                 /* Off the old master now (both connections), and onto the
                  * new one at once. */
                 shard_disconnect(a->shards[0], REDIS_CONNECTING);
+                a->shards[0]->backoff = 0;
+                a->shards[0]->retry_at = 0;
                 if (a->state == REDIS_READY)
                         slots_redis_down(&a->slots, "the master changed (Sentinel failover)", now_mono());
                 if (a->state != REDIS_DOWN)
@@ -1906,7 +2046,7 @@ static void connect_all(Agent *a) {
         } else if (!a->shards[0]->cmd && a->state != REDIS_DOWN)
                 a->state = REDIS_CONNECTING;
         for (size_t i = 0; i < a->n_shards; i++)
-                if (!cluster_mode(a) || a->shards[i]->n_slots > 0)
+                if ((!cluster_mode(a) || a->shards[i]->n_slots > 0) && now_mono() >= a->shards[i]->retry_at)
                         shard_connect(a->shards[i]);
 }
 
@@ -1945,10 +2085,23 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
                         shard_down(sh, -ETIMEDOUT, why);
                 }
         }
+        if (a->map_query && redis_conn_pending(a->map_query) > 0 && now > redis_conn_last_activity(a->map_query) &&
+            now - redis_conn_last_activity(a->map_query) > command_timeout(a)) {
+                const RedisHost *h = &a->config->redis.hosts[a->map_next % a->config->redis.n_hosts];
+
+                snprintf(a->redis_error, sizeof(a->redis_error), "Redis Cluster node %s:%u did not answer", h->host,
+                         h->port);
+                log_warning("%s; asking the next one.", a->redis_error);
+                map_query_drop(a);
+                a->map_inflight = false;
+                a->map_next++;
+                map_unreachable(a);
+        }
         if (cluster_mode(a))
                 map_ask(a);             /* a failover or a resharding, seen without a MOVED */
-        if (a->config->min_replicas_acked > 0)
-                /* How many replicas each master has: what WAIT waits for. */
+        if (a->config->min_replicas_acked > 0 && (sentinel_mode(a) || cluster_mode(a)))
+                /* How many replicas each master has (also asked after each
+                 * grant), for the journal and as the count seen before. */
                 for (size_t i = 0; i < a->n_shards; i++)
                         if (a->shards[i]->state == REDIS_READY)
                                 (void) redis_conn_command(a->shards[i]->cmd, role_refresh_reply, a->shards[i], 1,

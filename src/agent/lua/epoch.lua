@@ -12,8 +12,10 @@ local run_id = ARGV[3] or ''
 if value and (run_id == '' or string.match(value, '^%x+ %d+ (%x+)$') == run_id) then
   return {0, value, now_ms}
 end
-local grace = ARGV[2]
-if value and ARGV[4] then grace = ARGV[4] end
+-- Another run id: a failover, or the same master restarted (from a file
+-- that may miss the last writes): the longer of the two graces.
+local grace = tonumber(ARGV[2])
+if value and ARGV[4] then grace = math.max(grace, tonumber(ARGV[4])) end
 value = ARGV[1] .. ' ' .. digits(now_ms + tonumber(grace))
 if run_id ~= '' then value = value .. ' ' .. run_id end
 redis.call('SET', KEYS[1], value)
