@@ -253,6 +253,7 @@ job a "$no" & on_o=$!
 job b "$nr" & on_r=$!
 check "jobs hold $no (master O) and $nr (master R)" \
         wait_for 20 sh -c "grep -q '^enter' $T/events-$no && grep -q '^enter' $T/events-$nr"
+ccli "$R" CONFIG RESETSTAT >/dev/null
 kill -STOP "$(cat "$T/c$O/pid")"
 t_stop=$(now_ms)
 check "the job on O's name is told its slot is lost" wait_for 10 sh -c "! kill -0 $on_o 2>/dev/null"
@@ -261,12 +262,35 @@ echo "# O stopped; the job on its name stopped $(( $(now_ms) - t_stop ))ms later
 fs a run --wait 5s "$nr2" -- true
 is "$?" 0 "while O hangs, agent a still grants a name of R's"
 check "the job on R's name still holds (no LOST for it)" sh -c "kill -0 $on_r && ! grep -q 'LOST.*$nr\\b' $T/agent-b.log"
+maps=$(ccli "$R" INFO commandstats | sed -n 's/^cmdstat_cluster|slots:calls=\([0-9]*\),.*/\1/p')
+echo "# while O hung ($(( $(now_ms) - t_stop ))ms), R was asked CLUSTER SLOTS ${maps:-0} times by both agents"
+check "no storm of map requests while a master hangs (${maps:-0} CLUSTER SLOTS on R)" [ "${maps:-0}" -le 100 ]
 kill -CONT "$(cat "$T/c$O/pid")"
 check "O answers again" wait_for 20 cluster_ok
 touch "$T/go-$nr"
 wait "$on_r"; is "$?" 0 "the job on R's name ran to its end"
 fs a run --wait 20s "$no" -- true
 is "$?" 0 "O's names are served again once it is back"
+
+# ---- 7. Nodes of the URL that do not answer --------------------------------------
+# No node reachable: requests are answered "unavailable" at once, not left
+# waiting. A first node that accepts connections but never answers (a hung
+# host) is given up for the next one.
+run_agent d --redis "cluster://fleetsem@127.0.0.1:1" --redis-password-file "$T/acl.pw"
+out=$(timeout 10 env FLEETSEM_NAMESPACE="$NSBASE-d" "$FLEETSEM" status 2>&1); rc=$?
+is "$rc" 69 "no Cluster node reachable: status exits 69 (unavailable)"
+like "$out" "no Cluster node answered" "... and says why"
+silent=$(free_port)
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8); c = [s.accept()[0] for _ in range(8)]; time.sleep(3600)' "$silent" &
+silent_pid=$!
+wait_for 10 sh -c "ss -Hltn 'sport = :$silent' | grep -q LISTEN" || bail "the silent node does not listen"
+run_agent e --redis "cluster://fleetsem@127.0.0.1:$silent,127.0.0.1:$R" --redis-password-file "$T/acl.pw"
+fs e run --wait 30s "$nr2" -- true
+is "$?" 0 "a first node that never answers is given up for the next: the agent grants"
+like "$(cat "$T/agent-e.log")" "127.0.0.1:$silent did not answer; asking the next one" "... and says so"
+kill "$silent_pid" 2>/dev/null
 
 # ---- The ACL: the agents, logged in as the shipped fleetsem user, were
 # refused nothing on any node, Cluster commands included.
