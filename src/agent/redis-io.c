@@ -1750,21 +1750,29 @@ static void map_query_drop(Agent *a) {
         redis_conn_free(c);
 }
 
+/* The node asked for the map gave none: the next one, after a backoff. */
+static void map_query_failed(Agent *a) {
+        map_query_drop(a);
+        a->map_inflight = false;
+        a->map_next++;
+        map_unreachable(a);
+        schedule_reconnect(a);
+}
+
 static void map_query_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Agent *a = userdata;
 
         if (conn != a->map_query)
                 return;
         map_reply(conn, reply, a);
-        if (!a->map_known) {
-                log_warning("Redis Cluster node %s:%u did not give the map; asking the next one.",
-                            a->config->redis.hosts[a->map_next % a->config->redis.n_hosts].host,
-                            a->config->redis.hosts[a->map_next % a->config->redis.n_hosts].port);
-                a->map_next++;
-                map_unreachable(a);
-                schedule_reconnect(a);
+        if (a->map_known) {
+                map_query_drop(a);
+                return;
         }
-        map_query_drop(a);
+        log_warning("Redis Cluster node %s:%u did not give the map; asking the next one.",
+                    a->config->redis.hosts[a->map_next % a->config->redis.n_hosts].host,
+                    a->config->redis.hosts[a->map_next % a->config->redis.n_hosts].port);
+        map_query_failed(a);
 }
 
 static void on_map_query_state(RedisConn *conn, int error, const char *message, void *userdata) {
@@ -1777,11 +1785,7 @@ static void on_map_query_state(RedisConn *conn, int error, const char *message, 
                 snprintf(a->redis_error, sizeof(a->redis_error), "no Cluster node answered (%s:%u: %s)", h->host,
                          h->port, message ?: "");
                 log_warning("Failed to reach Redis Cluster node %s:%u: %s", h->host, h->port, message ?: "");
-                map_query_drop(a);
-                a->map_inflight = false;
-                a->map_next++;
-                map_unreachable(a);
-                schedule_reconnect(a);
+                map_query_failed(a);
                 return;
         }
         if (a->config->redis.password) {
@@ -1789,10 +1793,8 @@ static void on_map_query_state(RedisConn *conn, int error, const char *message, 
 
                 (void) redis_conn_command(conn, fire_and_forget_reply, (void *) "AUTH", auth_argv(a, argv), argv, NULL);
         }
-        if (redis_conn_command(conn, map_query_reply, a, 2, (const char *[]) { "CLUSTER", "SLOTS" }, NULL) < 0) {
-                map_query_drop(a);
-                a->map_inflight = false;
-        }
+        if (redis_conn_command(conn, map_query_reply, a, 2, (const char *[]) { "CLUSTER", "SLOTS" }, NULL) < 0)
+                map_query_failed(a);
 }
 
 static void map_ask(Agent *a) {
@@ -2092,10 +2094,7 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
                 snprintf(a->redis_error, sizeof(a->redis_error), "Redis Cluster node %s:%u did not answer", h->host,
                          h->port);
                 log_warning("%s; asking the next one.", a->redis_error);
-                map_query_drop(a);
-                a->map_inflight = false;
-                a->map_next++;
-                map_unreachable(a);
+                map_query_failed(a);
         }
         if (cluster_mode(a))
                 map_ask(a);             /* a failover or a resharding, seen without a MOVED */
