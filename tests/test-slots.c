@@ -3,8 +3,11 @@
  * agent's I/O, so each interleaving that integration tests only hit by
  * chance is played here on purpose, step by step. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 #include "slots.h"
@@ -28,6 +31,7 @@ typedef struct Call {
         Lease *l;               /* acquire, reassert: referenced until answered */
         bool answered;
         size_t n_ids;
+        char (*ids)[LEASE_ID_LEN + 1];  /* renew: all of them */
 } Call;
 
 typedef struct World {
@@ -93,7 +97,14 @@ static int fx_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1]
         (void) ctx;
         if (!w.redis_up)
                 return -ENOTCONN;
-        record("renew", n->name, ids[0])->n_ids = n_ids;
+        Call *c;
+
+        c = record("renew", n->name, ids[0]);
+        c->n_ids = n_ids;
+        c->ids = malloc(n_ids * sizeof(*ids));
+        if (!c->ids)
+                abort();
+        memcpy(c->ids, ids, n_ids * sizeof(*ids));
         return 0;
 }
 
@@ -150,8 +161,14 @@ static const SlotsOps ops = {
         .lease_drop = fx_lease_drop, .name_drop = fx_nop_name, .stop_unit = fx_stop_unit, .changed = fx_changed,
 };
 
-static void setup(usec_t now) {
+static void calls_free(void) {
+        for (unsigned i = 0; i < w.n_calls; i++)
+                free(w.calls[i].ids);
         free(w.calls);
+}
+
+static void setup(usec_t now) {
+        calls_free();
         w = (World) { .redis_up = true };
         slots_init(&e, &ops, NULL, TTL);
         e.wake_grants = true;   /* as without replicas */
@@ -190,6 +207,12 @@ static bool answered(const char *what, Lease *l) {
                 }
         CHECK(false, "(test) an answer to a %s call of %s that was never made", what, l->id);
         return false;
+}
+
+/* A lease's timer goes off (once, as the adapter's does). */
+static void timer_fires(Lease *l, usec_t now) {
+        w.lease_timer[(l->id[0] - '0') % 8] = USEC_INFINITY;
+        slots_lease_timer(&e, l, now);
 }
 
 static void acquire_done(Lease *l, const AcquireResult *r, usec_t now) {
@@ -671,6 +694,485 @@ static void test_name_counters_bounded(void) {
         teardown();
 }
 
+/* A grant held back for an earlier lease here, which must then answer:
+ * when its answer is lost with the connection, and its look-again timer
+ * fires while Redis is away, it still answers once Redis is back, even
+ * when it is not the first in line here (c, whose answer let an earlier
+ * grant through, is). */
+static void test_gate_survives_outage(void) {
+        Client c1 = {}, c2 = {}, c3 = {}, c4 = {};
+        Lease *a, *b, *c, *d;
+        usec_t t = 0, up;
+
+        setup(0);
+        c = ask(3, "x", 1, USEC_INFINITY, &c3, t);
+        d = ask(4, "x", 1, USEC_INFINITY, &c4, t);
+        reply_queued(c, 1, 1, -1, t += 10);
+        reply_queued(d, 2, 1, -1, t += 10);
+        /* d gets a slot before c: c's answer (still waiting) lets it through. */
+        slots_lease_timer(&e, d, t += SLOTS_RECHECK_SAFETY);
+        reply_granted(d, 5, 1, t += 10);
+        reply_queued(c, 1, 1, -1, t += 10);
+        CHECK(has_line(&c4, "GRANTED token=5"), "d is told once c answered");
+        slots_release(&e, d, "done", t += 10);
+
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, t);
+        b = ask(2, "x", 1, USEC_INFINITY, &c2, t);
+        reply_queued(a, 2, 1, -1, t += 10);
+        reply_queued(b, 3, 1, -1, t += 10);
+        CHECK(c->seq < a->seq && a->seq < b->seq, "c, a, b joined the line here in that order");
+
+        /* Redis has b before them (they joined its line in another order,
+         * as after a reset), and b's look gets it the slot. */
+        slots_lease_timer(&e, b, t += SLOTS_RECHECK_SAFETY);
+        reply_granted(b, 9, 1, t += 10);
+        CHECK(!has_line(&c2, "GRANTED"), "b's grant waits for a's answer");
+        CHECK(a->check_inflight, "a asks");
+
+        /* The connection goes before a's answer, and Redis stays away
+         * past every waiter's look-again time. */
+        w.redis_up = false;
+        acquire_done(a, NULL, t += 10);
+        slots_redis_down(&e, "gone", t);
+        t += 2 * SLOTS_RECHECK_SAFETY;
+        timer_fires(a, t);
+        timer_fires(c, t);
+        timer_fires(b, t);
+        w.redis_up = true;
+        slots_redis_up(&e, false, 0, t += 10);
+        up = t;
+        CHECK(!a->check_inflight && c->check_inflight, "back: c, first in line here, asks (a does not)");
+        reply_queued(c, 1, 1, -1, t += 10);
+
+        /* Every waiter still looks again in time (the looks that fell
+         * while Redis was away were not the last), b first: its grant,
+         * heard again, has a asked at once. */
+        CHECK(w.lease_timer[2] <= up + SLOTS_RECHECK_SAFETY, "b looks again within %" PRIu64 " s",
+              SLOTS_RECHECK_SAFETY / USEC_PER_SEC);
+        timer_fires(b, t = MAX(t, MIN(w.lease_timer[2], up + SLOTS_RECHECK_SAFETY)));
+        reply_granted(b, 9, 1, t += 10);
+        CHECK(a->check_inflight, "a's answer is asked for again");
+        reply_queued(a, 2, 1, -1, t += 10);
+        CHECK(has_line(&c2, "GRANTED token=9"), "b is told of its slot once a answered, %" PRIu64 " ms after Redis came back",
+              (t - up) / USEC_PER_MSEC);
+        CHECK(!has_line(&c1, "GRANTED") && !has_line(&c3, "GRANTED"), "a and c wait on");
+        teardown();
+}
+
+/* ---- Random faults, against a model of the scripts ---------------------------------- */
+
+/* Redis as the scripts behave for one name (prelude.lua): a line in ticket
+ * order, waiters and holders that run out unless renewed, grants to the
+ * head of the line on release, nothing granted during a grace. Other
+ * hosts' leases use it directly; this host's go through the engine over
+ * one connection (answers in order; a grant told only after ROLE and WAIT,
+ * behind the calls sent meanwhile, as with replicas) and a pub/sub one
+ * (wakes). Partitions shorter and longer than the lease cut both (each
+ * long enough to count as a hang), and the engine hears of them as the
+ * agent does: the calls under way answered with nothing,
+ * Redis down, then up with the same state. Restarts empty it: a reset with
+ * a grace. Timers due at the same time fire in any order; clients give up. */
+#define SIM_LOCAL 7
+#define SIM_REMOTE 4
+#define SIM_MAX (SIM_LOCAL + SIM_REMOTE)
+
+typedef struct SimEntry {
+        char id[LEASE_ID_LEN + 1];
+        usec_t expiry;
+        uint64_t token;
+} SimEntry;
+
+typedef struct SimRedis {
+        SimEntry line[SIM_MAX * 2], held[SIM_MAX * 2];
+        size_t n_line, n_held;
+        uint32_t limit;
+        usec_t grace_until;
+        uint64_t token;
+        char wakes[64][200];    /* pub/sub, not yet delivered */
+        size_t n_wakes;
+} SimRedis;
+
+typedef struct SimGrant {       /* an answer held back behind ROLE and WAIT */
+        Lease *l;
+        AcquireResult r;
+        unsigned after;         /* told once the calls before this one are answered */
+} SimGrant;
+
+typedef struct SimClient {
+        Client c;
+        Lease *l;
+        Lease *held_back;       /* reported as held back too long */
+        unsigned seen;          /* lines read */
+        usec_t until;           /* holding until; or idle until */
+        bool busy, holding;
+} SimClient;
+
+typedef struct SimRemote {
+        char id[LEASE_ID_LEN + 1];
+        usec_t until;           /* holding until; or idle until */
+        bool busy;
+} SimRemote;
+
+static SimRedis R;
+static SimGrant sim_held_back[64];
+static size_t n_sim_held_back;
+static uint64_t sim_rng, sim_ids, sim_grants, sim_pending;
+
+static uint64_t sim_random(uint64_t n) {
+        sim_rng = sim_rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        return (sim_rng >> 33) % n;
+}
+
+static int sim_find(const SimEntry *v, size_t n, const char *id) {
+        for (size_t i = 0; i < n; i++)
+                if (streq(v[i].id, id))
+                        return (int) i;
+        return -1;
+}
+
+static void sim_remove(SimEntry *v, size_t *n, size_t i) {
+        memmove(v + i, v + i + 1, (*n - i - 1) * sizeof(*v));
+        (*n)--;
+}
+
+static void sim_publish(const char *msg) {
+        if (R.n_wakes < ELEMENTSOF(R.wakes))
+                snprintf(R.wakes[R.n_wakes++], sizeof(R.wakes[0]), "%s", msg);
+}
+
+/* Drops the entries of v that ran out by now; whether any did. */
+static bool sim_drop_expired(SimEntry *v, size_t *n, usec_t now) {
+        bool any = false;
+
+        for (size_t i = 0; i < *n;)
+                if (v[i].expiry <= now) {
+                        sim_remove(v, n, i);
+                        any = true;
+                } else
+                        i++;
+        return any;
+}
+
+static void sim_expire(usec_t now) {
+        bool freed = sim_drop_expired(R.held, &R.n_held, now);
+
+        freed = sim_drop_expired(R.line, &R.n_line, now) || freed;
+        if (freed)
+                sim_publish("");
+}
+
+static uint64_t sim_grant(const char *id, usec_t expiry) {
+        SimEntry *h = &R.held[R.n_held++];
+        char copy[LEASE_ID_LEN + 1];
+
+        snprintf(copy, sizeof(copy), "%s", id);         /* (id may be in R) */
+        memcpy(h->id, copy, sizeof(copy));
+        h->expiry = expiry;
+        h->token = ++R.token;
+        return h->token;
+}
+
+static AcquireResult sim_granted(uint64_t token) {
+        return (AcquireResult) { .outcome = ACQUIRE_GRANTED, .token = token, .since_ms = 1,
+                                 .held = (uint32_t) R.n_held, .limit = R.limit };
+}
+
+static AcquireResult sim_acquire(const char *id, usec_t now) {
+        bool open = now >= R.grace_until;
+        int i;
+
+        sim_expire(now);
+        if ((i = sim_find(R.held, R.n_held, id)) >= 0) {
+                R.held[i].expiry = now + TTL;
+                return sim_granted(R.held[i].token);
+        }
+        if (open && R.n_line == 0 && R.n_held < R.limit)
+                return sim_granted(sim_grant(id, now + TTL));
+        if ((i = sim_find(R.line, R.n_line, id)) < 0) {
+                i = (int) R.n_line++;
+                snprintf(R.line[i].id, sizeof(R.line[i].id), "%s", id);
+        }
+        R.line[i].expiry = now + TTL;
+        if (open && R.n_held < R.limit && (size_t) i < R.limit - R.n_held) {
+                sim_remove(R.line, &R.n_line, (size_t) i);
+                return sim_granted(sim_grant(id, now + TTL));
+        }
+        return (AcquireResult) { .outcome = ACQUIRE_QUEUED, .position = (uint32_t) i + 1,
+                                 .held = (uint32_t) R.n_held, .limit = R.limit,
+                                 .next_expiry_ms = R.n_held ? (int64_t) ((R.held[0].expiry - now) / USEC_PER_MSEC) : -1 };
+}
+
+/* Gives back (or leaves the line) and hands the free slots on in order;
+ * msg: the wake message ("g LEASE TOKEN SINCE PROOF ...", "" for none). */
+static void sim_release(const char *id, usec_t now, char *msg, size_t size) {
+        size_t k;
+        int i;
+
+        sim_expire(now);
+        msg[0] = '\0';
+        if ((i = sim_find(R.held, R.n_held, id)) >= 0)
+                sim_remove(R.held, &R.n_held, (size_t) i);
+        else if ((i = sim_find(R.line, R.n_line, id)) >= 0)
+                sim_remove(R.line, &R.n_line, (size_t) i);
+        else
+                return;
+        k = (size_t) snprintf(msg, size, "g");
+        while (now >= R.grace_until && R.n_line > 0 && R.n_held < R.limit && k + 60 < size) {
+                uint64_t t = sim_grant(R.line[0].id, R.line[0].expiry);
+
+                k += (size_t) snprintf(msg + k, size - k, " %s %" PRIu64 " 1 -", R.line[0].id, t);
+                sim_remove(R.line, &R.n_line, 0);
+        }
+        sim_publish(msg);
+}
+
+static bool sim_renew_one(const char *id, usec_t now) {
+        int i;
+
+        if ((i = sim_find(R.held, R.n_held, id)) >= 0)
+                R.held[i].expiry = now + TTL;
+        else if ((i = sim_find(R.line, R.n_line, id)) >= 0)
+                R.line[i].expiry = now + TTL;
+        return i >= 0;
+}
+
+/* Redis runs a call (unless a partition ate it) and the engine hears the
+ * answer (unless the connection went first). */
+static void sim_answer(unsigned k, bool runs, bool told, usec_t now) {
+        Call *c = &w.calls[k];
+
+        c->answered = true;
+        if (streq(c->what, "acquire")) {
+                AcquireResult r = {};
+
+                if (runs)
+                        r = sim_acquire(c->lease, now);
+                if (told && r.outcome == ACQUIRE_GRANTED && n_sim_held_back < ELEMENTSOF(sim_held_back)) {
+                        sim_held_back[n_sim_held_back++] = (SimGrant) { .l = c->l, .r = r, .after = w.n_calls };
+                        return;
+                }
+                slots_acquire_done(&e, c->l, told ? &r : NULL, now);
+        } else if (streq(c->what, "release")) {
+                char msg[200] = "";
+
+                if (runs)
+                        sim_release(c->lease, now, msg, sizeof(msg));
+                slots_release_done(&e, c->name, c->lease, 0, !told, NULL, 0, now);
+                if (told && msg[0] == 'g' && msg[1])
+                        slots_wake(&e, c->name, msg, now);      /* as with replicas */
+        } else if (streq(c->what, "renew")) {
+                bool missing[SIM_MAX * 4] = {};
+                size_t n = MIN(c->n_ids, ELEMENTSOF(missing));
+
+                if (runs)
+                        sim_expire(now);
+                for (size_t i = 0; runs && i < n; i++)
+                        missing[i] = !sim_renew_one(c->ids[i], now);
+                if (told && runs)
+                        slots_renew_done(&e, c->name, (const char (*)[LEASE_ID_LEN + 1]) c->ids, missing, n, now, now);
+        } else if (streq(c->what, "reassert")) {
+                int r = -2;
+
+                /* Back in, if there is room (reassert.lua). */
+                if (runs && sim_find(R.held, R.n_held, c->lease) >= 0)
+                        r = 1;
+                else if (runs && R.n_held < R.limit) {
+                        (void) sim_grant(c->lease, now + TTL);
+                        r = 1;
+                } else if (runs)
+                        r = 0;
+                slots_reassert_done(&e, c->l, told ? r : -2, now);
+        }
+}
+
+/* Grants held back behind ROLE and WAIT: told once the calls sent before
+ * them are answered; with nothing (all = connection gone). */
+static void sim_tell_held_back(unsigned answered_up_to, bool gone, usec_t now) {
+        for (size_t i = 0; i < n_sim_held_back;) {
+                SimGrant g = sim_held_back[i];
+
+                if (!gone && g.after > answered_up_to) {
+                        i++;
+                        continue;
+                }
+                memmove(sim_held_back + i, sim_held_back + i + 1, (--n_sim_held_back - i) * sizeof(SimGrant));
+                slots_acquire_done(&e, g.l, gone ? NULL : &g.r, now);
+        }
+}
+
+static void sim_new_id(char *id, int who) {
+        snprintf(id, LEASE_ID_LEN + 1, "%d%031" PRIu64, who, ++sim_ids);
+}
+
+/* A client here: asks, holds when told, gives up now and then. */
+static void sim_local(SimClient *s, int who, usec_t now) {
+        for (; s->seen < s->c.n_lines; s->seen++) {
+                const char *line = s->c.lines[s->seen];
+
+                if (strneq(line, "GRANTED", 7) && !s->holding) {
+                        s->holding = true;
+                        sim_grants++;
+                        s->until = now + sim_random(TTL / 2);
+                } else if (strneq(line, "DENIED", 6) || strneq(line, "ERROR", 5) || strneq(line, "LOST", 4))
+                        s->busy = false;
+        }
+        if (s->c.finished)
+                s->busy = false;
+        if (s->busy && s->holding && now >= s->until) {
+                slots_release(&e, s->l, "done", now);
+                s->busy = false;
+        } else if (s->busy && !s->holding && s->l->state == LEASE_WAITING && sim_random(20000) == 0) {
+                slots_client_gone(&e, s->l, now);
+                s->busy = false;
+        }
+        if (!s->busy && now >= s->until) {
+                LeaseSpec spec = { .name = "x", .slots = R.limit, .uid = 1000, .pid = 42, .desc = "INFO" };
+                char lid[LEASE_ID_LEN + 1];
+
+                sim_new_id(lid, who);
+                spec.id = lid;
+                s->c = (Client) {};
+                s->seen = 0;
+                s->holding = false;
+                s->busy = slots_acquire(&e, &spec, 60 * USEC_PER_SEC, &s->c, NULL, now, &s->l) >= 0;
+                s->until = now + 50 * USEC_PER_MSEC;
+        }
+}
+
+/* Another host: in line, asks again now and then, holds a while. */
+static void sim_remote(SimRemote *r, int who, usec_t now) {
+        int i;
+
+        if (!r->busy) {
+                if (now < r->until)
+                        return;
+                sim_new_id(r->id, who);
+                r->busy = true;
+                r->until = 0;
+        }
+        if ((i = sim_find(R.held, R.n_held, r->id)) >= 0) {
+                char msg[200];
+
+                if (r->until == 0)
+                        r->until = now + sim_random(TTL / 2);
+                if (now < r->until) {
+                        R.held[i].expiry = now + TTL;
+                        return;
+                }
+                sim_release(r->id, now, msg, sizeof(msg));
+                r->busy = false;
+                r->until = now + sim_random(TTL / 4);
+                return;
+        }
+        if (sim_find(R.line, R.n_line, r->id) >= 0 && sim_random(10) != 0)
+                (void) sim_renew_one(r->id, now);
+        else
+                (void) sim_acquire(r->id, now);
+}
+
+static void test_random_faults(uint64_t seed) {
+        const usec_t step = 10 * USEC_PER_MSEC, end = 1200 * USEC_PER_SEC;
+        SimClient lc[SIM_LOCAL] = {};
+        SimRemote rc[SIM_REMOTE] = {};
+        uint64_t stuck = 0, idle = 0, outages = 0, resets = 0;
+        usec_t tick = 0, cut_at = 20 * USEC_PER_SEC, heal_at = USEC_INFINITY, down_at = USEC_INFINITY, calm_from = 0;
+        unsigned next_call = 0;
+        bool reset = false;
+
+        setup(0);
+        e.wake_grants = false;          /* as with replicas: grants only on Redis' answer */
+        sim_rng = seed;
+        sim_ids = sim_grants = sim_pending = 0;
+        n_sim_held_back = 0;
+        R = (SimRedis) { .limit = 1 + (uint32_t) (seed % 2) };
+        for (usec_t now = step; now < end; now += step) {
+                bool cut = now >= cut_at && now < heal_at;
+                int first = (int) sim_random(SIM_LOCAL);
+
+                for (int i = 0; i < SIM_REMOTE; i++)
+                        sim_remote(&rc[i], 5 + i, now);
+                /* The connection: answers in order, a step after the call. */
+                for (unsigned sent = w.n_calls; !cut && next_call < sent;) {
+                        sim_answer(next_call, true, true, now);
+                        sim_tell_held_back(++next_call, false, now);
+                }
+                if (!cut && R.n_wakes > 0) {
+                        char msg[200];
+
+                        snprintf(msg, sizeof(msg), "%s", R.wakes[0]);
+                        memmove(R.wakes, R.wakes + 1, --R.n_wakes * sizeof(R.wakes[0]));
+                        slots_wake(&e, "x", msg[0] ? msg : NULL, now);
+                }
+                /* A partition, or a restart: seen as a hang a third of a
+                 * lease in, or at once. */
+                if (cut && down_at == USEC_INFINITY && (reset || now >= cut_at + TTL / 3)) {
+                        for (; next_call < w.n_calls; next_call++)
+                                sim_answer(next_call, !reset && sim_random(2) == 0, false, now);
+                        sim_tell_held_back(next_call, true, now);
+                        R.n_wakes = 0;
+                        if (reset)
+                                R = (SimRedis) { .limit = R.limit, .token = R.token };
+                        w.redis_up = false;
+                        slots_redis_down(&e, "gone", now);
+                        down_at = now;
+                        outages++;
+                }
+                if (cut && heal_at == USEC_INFINITY)
+                        heal_at = reset ? cut_at + TTL / 10
+                                : sim_random(2) ? cut_at + TTL * 3 / 2 + sim_random(TTL * 3 / 2)       /* past the lease */
+                                : cut_at + TTL / 3 + step + sim_random(TTL / 2);                        /* within it */
+                if (!cut && down_at != USEC_INFINITY) {
+                        w.redis_up = true;
+                        if (reset)
+                                R.grace_until = now + TTL;
+                        slots_redis_up(&e, reset, reset ? TTL : 0, now);
+                        resets += reset;
+                        down_at = USEC_INFINITY;
+                        calm_from = now + (reset ? TTL : 0);
+                        cut_at = now + 10 * USEC_PER_SEC + sim_random(20 * USEC_PER_SEC);
+                        heal_at = USEC_INFINITY;
+                        reset = sim_random(3) == 0;
+                }
+                for (int k = 0; k < SIM_LOCAL; k++) {
+                        int i = (first + k) % SIM_LOCAL;
+                        SimClient *s = &lc[i];
+
+                        if (s->busy && s->l->state == LEASE_WAITING && w.lease_timer[(i + 1) % 8] <= now)
+                                timer_fires(s->l, now);
+                        sim_local(s, i + 1, now);
+                        if (!s->busy || s->l->state != LEASE_WAITING)
+                                continue;
+                        /* With Redis up, nobody waits without a look at it
+                         * under way or to come. */
+                        if (e.redis_up && !s->l->check_inflight && s->l->recheck_at == USEC_INFINITY && idle++ == 0)
+                                printf("# seed %" PRIu64 ": a waiter with no look to come at %" PRIu64 " ms\n", seed,
+                                       now / USEC_PER_MSEC);
+                        if (!s->l->grant_pending)
+                                continue;
+                        sim_pending++;
+                        /* Told within a re-check and a lease of hearing of it
+                         * (all the more with Redis up and calm). */
+                        if (down_at == USEC_INFINITY && now > calm_from + 2 * TTL &&
+                            now - s->l->pending_heard > SLOTS_RECHECK_SAFETY + TTL && s->held_back != s->l) {
+                                s->held_back = s->l;
+                                if (stuck++ == 0)
+                                        printf("# seed %" PRIu64 ": a grant held back %" PRIu64 " ms at %" PRIu64 " ms\n",
+                                               seed, (now - s->l->pending_heard) / USEC_PER_MSEC, now / USEC_PER_MSEC);
+                        }
+                }
+                if (now >= tick)
+                        tick = slots_tick(&e, now);
+        }
+        printf("# seed %" PRIu64 ": limit %" PRIu32 ", %" PRIu64 " grants here, %" PRIu64 " steps with one held back, "
+               "%" PRIu64 " outages (%" PRIu64 " resets)\n", seed, R.limit, sim_grants, sim_pending, outages, resets);
+        CHECK(outages >= 20 && resets >= 2 && sim_grants >= 500,
+              "seed %" PRIu64 ": partitions and restarts, and grants (%" PRIu64 ", %" PRIu64 ", %" PRIu64 ")", seed,
+              outages, resets, sim_grants);
+        CHECK(idle == 0, "seed %" PRIu64 ": every waiter had a look at Redis under way or to come", seed);
+        CHECK(stuck == 0, "seed %" PRIu64 ": no grant held back longer than a re-check and a lease", seed);
+        teardown();
+}
+
 int main(void) {
         log_setup("test-slots", LOG_TARGET_STDERR, NULL);
         log_set_max_level(LOG_EMERG);
@@ -681,12 +1183,16 @@ int main(void) {
         test_wake_grant_with_proof();
         test_wake_grant_behind_earlier();
         test_stale_pending_grant();
+        test_gate_survives_outage();
         test_lost_when_not_renewed();
         test_reset();
         test_refused_and_pending_release();
         test_unconfirmed_grant();
         test_counters();
         test_name_counters_bounded();
-        free(w.calls);
+        /* More with TEST_SLOTS_SEEDS=N. */
+        for (uint64_t seed = 1; seed <= (getenv("TEST_SLOTS_SEEDS") ? strtoull(getenv("TEST_SLOTS_SEEDS"), NULL, 10) : 8); seed++)
+                test_random_faults(seed);
+        calls_free();
         return tap_done();
 }

@@ -536,7 +536,11 @@ static void name_flush_grants(Name *n, usec_t now) {
                             w->gate_cleared)
                                 continue;
                         blocked = true;
-                        if (w->gate_after == 0) {
+                        /* Its answer to a look sent from now on, unless one
+                         * is under way for this gate already. (A gate left
+                         * from a grant heard before, whose look Redis never
+                         * answered, needs a new one.) */
+                        if (w->gate_after == 0 || !w->check_inflight) {
                                 w->gate_after = e->check_counter;
                                 lease_check(w, now);
                         }
@@ -630,7 +634,12 @@ void slots_lease_timer(Slots *e, Lease *l, usec_t now) {
                 return;
         }
         if (now >= l->recheck_at) {
-                l->recheck_at = USEC_INFINITY;
+                /* And again after a while, whatever comes of this look: one
+                 * that cannot go (Redis is away), that waits behind another
+                 * under way, or whose answer the connection takes with it
+                 * leaves no waiter without a next look. Redis' answer sets
+                 * the time it calls for. */
+                l->recheck_at = now + SLOTS_RECHECK_SAFETY;
                 lease_check(l, now);
         }
         lease_arm(l);
