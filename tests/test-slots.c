@@ -759,6 +759,50 @@ static void test_gate_survives_outage(void) {
         teardown();
 }
 
+/* This host away longer than a lease: Redis dropped its waiters' places.
+ * They join the line again in the order they first came, whatever order
+ * the renewal listed them in. */
+static void test_requeue_in_order(void) {
+        Client c1 = {}, c2 = {}, c3 = {};
+        char ids[3][LEASE_ID_LEN + 1];
+        bool missing[3] = { true, true, true };
+        Lease *a, *b, *c;
+        unsigned first;
+
+        setup(0);
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
+        b = ask(2, "x", 1, USEC_INFINITY, &c2, 0);
+        c = ask(3, "x", 1, USEC_INFINITY, &c3, 0);
+        reply_queued(a, 1, 1, -1, 10);
+        reply_queued(b, 2, 1, -1, 10);
+        reply_queued(c, 3, 1, -1, 10);
+        memcpy(ids[0], id(3), sizeof(ids[0]));
+        memcpy(ids[1], id(2), sizeof(ids[1]));
+        memcpy(ids[2], id(1), sizeof(ids[2]));
+        first = w.n_calls;
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) ids, missing, 3, 20, 30);
+        CHECK_INT(w.n_calls - first, 3, "each asks for a place again");
+        CHECK(w.n_calls - first == 3 && streq(w.calls[first].lease, id(1)) && streq(w.calls[first + 1].lease, id(2)) &&
+              streq(w.calls[first + 2].lease, id(3)), "a, b, c, in the order they came");
+        CHECK(a->seq < b->seq && b->seq < c->seq, "and keep that order here");
+        teardown();
+
+        /* Asked for while the agent reconnected: each asks once Redis is
+         * back, in the order they came. */
+        setup(0);
+        w.redis_up = false;
+        slots_redis_down(&e, "gone", 10);
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, 20);
+        b = ask(2, "x", 1, USEC_INFINITY, &c2, 30);
+        c = ask(3, "x", 1, USEC_INFINITY, &c3, 40);
+        w.redis_up = true;
+        first = w.n_calls;
+        slots_redis_up(&e, false, 0, 50);
+        CHECK(w.n_calls - first >= 3 && streq(w.calls[first].lease, id(1)) && streq(w.calls[first + 1].lease, id(2)) &&
+              streq(w.calls[first + 2].lease, id(3)), "requests made while Redis was away ask in the order they came");
+        teardown();
+}
+
 /* ---- Random faults, against a model of the scripts ---------------------------------- */
 
 /* Redis as the scripts behave for one name (prelude.lua): a line in ticket
@@ -1184,6 +1228,7 @@ int main(void) {
         test_wake_grant_behind_earlier();
         test_stale_pending_grant();
         test_gate_survives_outage();
+        test_requeue_in_order();
         test_lost_when_not_renewed();
         test_reset();
         test_refused_and_pending_release();

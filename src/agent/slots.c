@@ -24,6 +24,7 @@ typedef struct PendingRelease {
 
 static void lease_check(Lease *l, usec_t now);
 static void name_flush_grants(Name *n, usec_t now);
+static int seq_cmp(const void *x, const void *y);
 
 /* ---- Trees ------------------------------------------------------------------ */
 
@@ -569,12 +570,25 @@ static void grant_in_order(Lease *l, uint64_t token, uint64_t since, uint32_t li
 
 /* ---- Waiting ---------------------------------------------------------------------- */
 
+/* Calls go out in order on one connection, so the order in which leases
+ * ask for a place in line is the order of their tickets. */
+static void lease_join(Lease *l) {
+        Slots *e = l->slots_engine;
+
+        l->seq = ++e->queue_seq;
+        e->ops->index(e->ctx, l, true);
+}
+
 static void lease_check(Lease *l, usec_t now) {
         Slots *e = l->slots_engine;
 
         if (l->state != LEASE_WAITING || !e->redis_up)
                 return;
         if (l->check_inflight) {
+                /* Sent after it lost its place (its renewal said so): that
+                 * one gives it a new one. */
+                if (!l->enqueued && l->seq == 0)
+                        lease_join(l);
                 l->check_again = true;
                 return;
         }
@@ -589,12 +603,8 @@ static void lease_check(Lease *l, usec_t now) {
         l->check_inflight = true;
         l->check_sent = now;
         l->check_id = ++e->check_counter;
-        /* Calls go out in order on one connection, so the order in which
-         * leases first ask is the order of their tickets. */
-        if (!l->enqueued && l->seq == 0) {
-                l->seq = ++e->queue_seq;
-                e->ops->index(e->ctx, l, true);
-        }
+        if (!l->enqueued && l->seq == 0)
+                lease_join(l);
         (void) now;
 }
 
@@ -604,9 +614,13 @@ static void lease_check(Lease *l, usec_t now) {
  * not asked for yet; a grant asks for the next (slots_acquire_done()). The
  * safety re-check keeps the others' places fresh. */
 static void name_recheck(Name *n, usec_t now) {
-        Lease *l, *next, *best = NULL;
+        Lease *l, *best = NULL;
 
-        LIST_FOREACH_SAFE(by_name, l, next, n->leases) {
+        /* Oldest first (the newest heads the list): those not in line yet
+         * get their tickets in the order they came. */
+        for (l = n->leases; l && l->by_name_next; l = l->by_name_next)
+                ;
+        for (; l; l = l->by_name_prev) {
                 if (l->state != LEASE_WAITING)
                         continue;
                 if (!l->enqueued)
@@ -1003,8 +1017,19 @@ static void renew_name(Slots *e, Name *n) {
         }
 }
 
+/* A waiter whose place in Redis expired: in line again, at the end; a
+ * grant heard of before is no grant any more. */
+static void requeue(Lease *l, usec_t now) {
+        l->enqueued = false;
+        l->seq = 0;
+        l->grant_pending = false;
+        lease_check(l, now);
+}
+
 void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN + 1], const bool *missing,
                       size_t n, usec_t sent, usec_t now) {
+        Lease *gone[SLOTS_RENEW_BATCH];
+        size_t k_gone = 0;
         char line[64];
         int len;
 
@@ -1033,15 +1058,21 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                         }
                         continue;
                 }
-                if (l->state == LEASE_WAITING) {
-                        /* Its place in line expired: queue again, at the end;
-                         * a grant heard of before is no grant any more. */
-                        l->enqueued = false;
-                        l->seq = 0;
-                        l->grant_pending = false;
-                        lease_check(l, now);
-                } else
+                if (l->state == LEASE_WAITING && k_gone < ELEMENTSOF(gone))
+                        gone[k_gone++] = lease_ref(l);
+                else if (l->state == LEASE_WAITING)
+                        requeue(l, now);
+                else
                         lease_lost(l, "its lease expired or was evicted in Redis", now);
+        }
+        /* Waiters whose places expired (this host was away longer than a
+         * lease) join the line again in the order they came: a batch lists
+         * the newest first. */
+        qsort(gone, k_gone, sizeof(Lease *), seq_cmp);
+        for (size_t i = 0; i < k_gone; i++) {
+                if (gone[i]->state == LEASE_WAITING)
+                        requeue(gone[i], now);
+                lease_unref(gone[i]);
         }
 }
 
