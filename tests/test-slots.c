@@ -803,6 +803,38 @@ static void test_requeue_in_order(void) {
         teardown();
 }
 
+/* Each grant heard of waits for an answer of the earlier waiters given
+ * after it: an answer that let an earlier grant through says nothing of
+ * what Redis did since. */
+static void test_each_grant_waits_for_its_answer(void) {
+        Client c1 = {}, c2 = {}, c3 = {};
+        Lease *a, *b, *c;
+        usec_t t = 0;
+
+        setup(0);
+        a = ask(1, "x", 3, USEC_INFINITY, &c1, t);
+        b = ask(2, "x", 3, USEC_INFINITY, &c2, t);
+        c = ask(3, "x", 3, USEC_INFINITY, &c3, t);
+        reply_queued(a, 1, 3, -1, t += 10);
+        reply_queued(b, 2, 3, -1, t += 10);
+        reply_queued(c, 3, 3, -1, t += 10);
+        /* b's look gets it a slot; a, asked, still waits: b is told. */
+        timer_fires(b, t += SLOTS_RECHECK_SAFETY);
+        reply_granted(b, 7, 3, t += 10);
+        reply_queued(a, 1, 3, -1, t += 10);
+        CHECK(has_line(&c2, "GRANTED token=7"), "b is told once a answered");
+        /* Then c's look gets it one; a may have been granted meanwhile too
+         * (another host's release), with a lower token. */
+        timer_fires(c, t += SLOTS_RECHECK_SAFETY);
+        reply_granted(c, 9, 3, t += 10);
+        CHECK(!has_line(&c3, "GRANTED"), "c's grant waits for a new answer of a");
+        CHECK(a->check_inflight, "which is asked for");
+        reply_granted(a, 8, 3, t += 10);
+        CHECK(has_line(&c1, "GRANTED token=8"), "a is told of token 8");
+        CHECK(has_line(&c3, "GRANTED token=9") && c3.n_lines >= 1 && c1.n_lines >= 1, "then c of token 9");
+        teardown();
+}
+
 /* ---- Random faults, against a model of the scripts ---------------------------------- */
 
 /* Redis as the scripts behave for one name (prelude.lua): a line in ticket
@@ -1229,6 +1261,7 @@ int main(void) {
         test_stale_pending_grant();
         test_gate_survives_outage();
         test_requeue_in_order();
+        test_each_grant_waits_for_its_answer();
         test_lost_when_not_renewed();
         test_reset();
         test_refused_and_pending_release();

@@ -517,12 +517,12 @@ static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec
  * here for its answer (a release on another host granted it, and this
  * host only learns of it when it asks). Leases of one name join the line
  * here in the order they asked, so an earlier one still waiting may hold a
- * lower token not yet heard of: a later grant waits for it, and a check of
- * the earlier lease makes sure its answer comes. Holders on this host are
- * therefore told of their slots in rising token order. */
+ * lower token not yet heard of: a later grant waits until each earlier
+ * lease is granted too, or has answered a look sent after the grant was
+ * heard of that it still waits (a look is sent to each that has none
+ * under way). Every grant heard of waits for answers of its own: one that
+ * let an earlier grant through says nothing of what Redis did since. */
 static void name_flush_grants(Name *n, usec_t now) {
-        Slots *e = n->slots_engine;
-
         for (;;) {
                 Lease *p = NULL, *w;
                 bool blocked = false;
@@ -533,18 +533,17 @@ static void name_flush_grants(Name *n, usec_t now) {
                 if (!p)
                         return;
                 LIST_FOREACH(by_name, w, n->leases) {
+                        /* Still waiting in Redis' answer to a look sent
+                         * after p's grant was heard of: it holds nothing
+                         * back. */
                         if (w->state != LEASE_WAITING || w->grant_pending || w->seq == 0 || w->seq > p->seq ||
-                            w->gate_cleared)
+                            w->queued_answer > p->pending_after)
                                 continue;
                         blocked = true;
-                        /* Its answer to a look sent from now on, unless one
-                         * is under way for this gate already. (A gate left
-                         * from a grant heard before, whose look Redis never
-                         * answered, needs a new one.) */
-                        if (w->gate_after == 0 || !w->check_inflight) {
-                                w->gate_after = e->check_counter;
+                        w->holds_back = true;
+                        /* Asked, unless a look sent late enough is under way. */
+                        if (!w->check_inflight || w->check_id <= p->pending_after)
                                 lease_check(w, now);
-                        }
                 }
                 if (blocked)
                         return;
@@ -558,6 +557,9 @@ static void grant_in_order(Lease *l, uint64_t token, uint64_t since, uint32_t li
                            usec_t now) {
         if (l->state != LEASE_WAITING)
                 return;
+        /* (Heard of again, a grant is as old as when first heard of.) */
+        if (!l->grant_pending || l->pending_token != token)
+                l->pending_after = l->slots_engine->check_counter;
         l->grant_pending = true;
         l->pending_token = token;
         l->pending_since = since;
@@ -727,6 +729,11 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 l->seq = 0;
                 l->recheck_at = now + USEC_PER_SEC;
                 lease_arm(l);
+                if (l->holds_back) {
+                        /* At the end of the line now: it holds nothing back. */
+                        l->holds_back = false;
+                        name_flush_grants(l->name, now);
+                }
                 goto finish;
         case ACQUIRE_GRANTED:
                 l->held_seen = r->held;
@@ -747,10 +754,10 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
         l->enqueued = true;
         l->renewed = MIN(l->check_sent, now);
         l->held_seen = r->held;
-        if (l->gate_after != 0 && check_id > l->gate_after && !l->gate_cleared) {
-                /* Asked after a later lease's grant was heard of, and still
-                 * in line: it holds nothing back. */
-                l->gate_cleared = true;
+        l->queued_answer = MAX(l->queued_answer, check_id);
+        if (l->holds_back) {
+                /* Still in line: the grants it held back may go. */
+                l->holds_back = false;
                 name_flush_grants(l->name, now);
                 if (l->state != LEASE_WAITING)
                         goto finish;
@@ -1176,8 +1183,7 @@ void slots_redis_up(Slots *e, bool reset, usec_t grace, usec_t now) {
                                  * again once the grace is over. */
                                 l->enqueued = false;
                                 l->grant_pending = false;
-                                l->gate_after = 0;
-                                l->gate_cleared = false;
+                                l->holds_back = false;
                         }
                 }
         }

@@ -81,8 +81,9 @@ struct Lease {
         usec_t pending_renewed;
         usec_t pending_heard;
         bool pending_by_wake;   /* told by a wake message with its proof, not an answer */
-        uint64_t gate_after;
-        bool gate_cleared;
+        uint64_t pending_after;         /* the last look sent when it was heard of */
+        uint64_t queued_answer;         /* the last look Redis answered "waiting" to */
+        bool holds_back;                /* a later grant waits for its answer */
         usec_t renewed;         /* when the last confirmed renewal was sent */
         usec_t asked;           /* when it was asked for here (USEC_INFINITY: re-adopted), for the wait time */
 };
