@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -146,15 +147,27 @@ class Harness:
     def freeze(self, h, on):
         open(os.path.join(self.cgroups[h], "cgroup.freeze"), "w").write("1" if on else "0")
 
-    def spawn(self, argv, log, host=None, env=None):
+    def spawn(self, argv, log, host=None, env=None, stamp=False):
+        """stamp: each line of the log starts with the harness' clock (the
+        agents': their logs have no time of their own)."""
         cg = self.cgroups.get(host) if host else None
 
         def enter():
             os.setpgrp()
             if cg:
                 open(os.path.join(cg, "cgroup.procs"), "w").write(str(os.getpid()))
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
-                             preexec_fn=enter, env=env)
+        out = open(log, "ab")
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if stamp else out,
+                             stderr=subprocess.STDOUT, preexec_fn=enter, env=env)
+        if stamp:
+            def copy():
+                for line in p.stdout:
+                    out.write(b"%.3f %s" % (time.monotonic(), line))
+                    out.flush()
+                out.close()
+            threading.Thread(target=copy, daemon=True).start()
+        else:
+            out.close()
         self.procs.append(p)
         return p
 
@@ -222,7 +235,7 @@ class Harness:
         p = self.spawn(self.nsexec(h, self.o.fleetsemd, "--redis", url, "--host-id", h,
                                    "--lease-ttl", "%gs" % self.ttl),
                        os.path.join(self.T, "agent-%s.log" % h), host=h,
-                       env=dict(os.environ, FLEETSEM_CONFIG=os.path.join(self.T, conf)))
+                       env=dict(os.environ, FLEETSEM_CONFIG=os.path.join(self.T, conf)), stamp=True)
         self.agents[h] = p
         self.wait_for(30, lambda: self.listening(p.pid), "agent on " + h)
 
