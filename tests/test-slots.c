@@ -94,11 +94,11 @@ static int fx_call_release(void *ctx, const char *name, const char *lease, uid_t
 }
 
 static int fx_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids) {
+        Call *c;
+
         (void) ctx;
         if (!w.redis_up)
                 return -ENOTCONN;
-        Call *c;
-
         c = record("renew", n->name, ids[0]);
         c->n_ids = n_ids;
         c->ids = malloc(n_ids * sizeof(*ids));
@@ -697,8 +697,7 @@ static void test_name_counters_bounded(void) {
 /* A grant held back for an earlier lease here, which must then answer:
  * when its answer is lost with the connection, and its look-again timer
  * fires while Redis is away, it still answers once Redis is back, even
- * when it is not the first in line here (c, whose answer let an earlier
- * grant through, is). */
+ * when it is not the first in line here (c is: only c is asked then). */
 static void test_gate_survives_outage(void) {
         Client c1 = {}, c2 = {}, c3 = {}, c4 = {};
         Lease *a, *b, *c, *d;

@@ -618,36 +618,37 @@ static usec_t wait_timeout(const Agent *a) {
         return MIN(command_timeout(a) / 2, USEC_PER_SEC);
 }
 
+/* The engine hears how the grant gw waited for ended: r (NULL: Redis went
+ * before it said; asked again on the next master). */
+static void grant_wait_done(GrantWait *gw, const AcquireResult *r) {
+        slots_acquire_done(&gw->agent->slots, gw->lease, r, now_mono());
+        free(gw);
+}
+
 /* The grant was not confirmed: given back, and the request waits again
  * (or is denied, if it would not wait). */
 static void grant_give_back(GrantWait *gw, const char *why) {
-        Agent *a = gw->agent;
         Lease *l = gw->lease;
 
         if (l->state != LEASE_GONE)     /* (released meanwhile: given back already) */
-                (void) io_call_release(a, l->name->name, l->id, l->uid);
+                (void) io_call_release(gw->agent, l->name->name, l->id, l->uid);
         gw->result = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = why };
-        slots_acquire_done(&a->slots, l, &gw->result, now_mono());
-        free(gw);
+        grant_wait_done(gw, &gw->result);
 }
 
 static void wait_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         GrantWait *gw = userdata;
         Agent *a = gw->agent;
-        Lease *l = gw->lease;
         long long n = -1;
         char why[256];
 
         (void) conn;
         if (!reply) {
-                /* Redis went before it said: asked again on the next master. */
-                slots_acquire_done(&a->slots, l, NULL, now_mono());
-                free(gw);
+                grant_wait_done(gw, NULL);
                 return;
         }
         if (redis_reply_integer(reply, &n) >= 0 && n >= gw->need) {
-                slots_acquire_done(&a->slots, l, &gw->result, now_mono());
-                free(gw);
+                grant_wait_done(gw, &gw->result);
                 return;
         }
         snprintf(why, sizeof(why), "the grant reached %lld of the %d replica(s) it waited for (min_replicas_acked %d); given back",
@@ -681,8 +682,7 @@ static void grant_role_reply(RedisConn *conn, const RedisReply *reply, void *use
         int before;
 
         if (!reply) {
-                slots_acquire_done(&a->slots, gw->lease, NULL, now_mono());
-                free(gw);
+                grant_wait_done(gw, NULL);
                 return;
         }
         before = sh ? sh->n_replicas : -1;
@@ -692,8 +692,7 @@ static void grant_role_reply(RedisConn *conn, const RedisReply *reply, void *use
         }
         gw->need = MIN(a->config->min_replicas_acked, MAX(before, sh->n_replicas));
         if (gw->need <= 0) {
-                slots_acquire_done(&a->slots, gw->lease, &gw->result, now_mono());
-                free(gw);
+                grant_wait_done(gw, &gw->result);
                 return;
         }
         if (wait_send(gw, conn) < 0)
@@ -1743,6 +1742,11 @@ static void map_unreachable(Agent *a) {
         }
 }
 
+/* The node of the URL asked for the map now (or next). */
+static const RedisHost *map_node(const Agent *a) {
+        return &a->config->redis.hosts[a->map_next % a->config->redis.n_hosts];
+}
+
 static void map_query_drop(Agent *a) {
         RedisConn *c = a->map_query;
 
@@ -1770,14 +1774,13 @@ static void map_query_reply(RedisConn *conn, const RedisReply *reply, void *user
                 return;
         }
         log_warning("Redis Cluster node %s:%u did not give the map; asking the next one.",
-                    a->config->redis.hosts[a->map_next % a->config->redis.n_hosts].host,
-                    a->config->redis.hosts[a->map_next % a->config->redis.n_hosts].port);
+                    map_node(a)->host, map_node(a)->port);
         map_query_failed(a);
 }
 
 static void on_map_query_state(RedisConn *conn, int error, const char *message, void *userdata) {
         Agent *a = userdata;
-        const RedisHost *h = &a->config->redis.hosts[a->map_next % a->config->redis.n_hosts];
+        const RedisHost *h = map_node(a);
 
         if (conn != a->map_query)
                 return;
@@ -1813,7 +1816,7 @@ static void map_ask(Agent *a) {
                 }
         }
         /* No master up: one of the nodes the URL names. */
-        h = &a->config->redis.hosts[a->map_next % a->config->redis.n_hosts];
+        h = map_node(a);
         addr = (RedisAddress) { .host = h->host, .port = h->port };
         if (redis_conn_new(a->event, &addr, CONNECT_TIMEOUT, on_map_query_state, a, &a->map_query) < 0) {
                 a->map_query = NULL;
@@ -2067,6 +2070,13 @@ static usec_t command_timeout(const Agent *a) {
         return t < USEC_PER_SEC ? USEC_PER_SEC : t > COMMAND_TIMEOUT ? COMMAND_TIMEOUT : t;
 }
 
+/* Calls under way on c and no word from it for longer than a silent
+ * Redis may take. */
+static bool conn_hangs(const Agent *a, RedisConn *c, usec_t now) {
+        return c && redis_conn_pending(c) > 0 && now > redis_conn_last_activity(c) &&
+               now - redis_conn_last_activity(c) > command_timeout(a);
+}
+
 static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         Agent *a = userdata;
         usec_t now = now_mono();
@@ -2078,8 +2088,7 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         for (size_t i = 0; i < a->n_shards; i++) {
                 Shard *sh = a->shards[i];
 
-                if (sh->cmd && redis_conn_pending(sh->cmd) > 0 && now > redis_conn_last_activity(sh->cmd) &&
-                    now - redis_conn_last_activity(sh->cmd) > command_timeout(a)) {
+                if (conn_hangs(a, sh->cmd, now)) {
                         char why[64], buf[FORMAT_DURATION_MAX];
 
                         snprintf(why, sizeof(why), "Redis did not answer for %s",
@@ -2087,9 +2096,8 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
                         shard_down(sh, -ETIMEDOUT, why);
                 }
         }
-        if (a->map_query && redis_conn_pending(a->map_query) > 0 && now > redis_conn_last_activity(a->map_query) &&
-            now - redis_conn_last_activity(a->map_query) > command_timeout(a)) {
-                const RedisHost *h = &a->config->redis.hosts[a->map_next % a->config->redis.n_hosts];
+        if (conn_hangs(a, a->map_query, now)) {
+                const RedisHost *h = map_node(a);
 
                 snprintf(a->redis_error, sizeof(a->redis_error), "Redis Cluster node %s:%u did not answer", h->host,
                          h->port);
