@@ -5,8 +5,8 @@
 # as a reset (re-assert, grace), and confirm grants only once WAIT says the
 # replica has them. A holder keeps its slot through a failover shorter
 # than a third of the lease (its last renewal may be that old): a failover
-# takes about 2-3 s here, so the lease is 9 s.
-TTL=9s
+# takes 2-5 s here, and more on a loaded machine, so the lease is 15 s.
+TTL=15s
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-ha.sh"
 
@@ -21,6 +21,11 @@ like "$(cat "$T/agent-a.log")" "Connected to Redis master 127.0.0.1:$HA_M \\($HA
 is "$(redis-cli -p "$HA_R" EXISTS 'fleetsem:{warmup}:token')" 1 "the grant reached the replica (WAIT)"
 
 # ---- Failover while a job holds the only slot and another waits ---------------
+# A new master that started less than a lease ago may have lost grants made
+# before it started, so the agent gives it the rest of that lease as a
+# grace. A replica in service has been up longer than that: so is this one.
+check "the replica has been up for a lease" wait_for 20 sh -c \
+        "[ \$(redis-cli -p $HA_R INFO server | sed -n 's/^uptime_in_seconds:\([0-9]*\).*/\1/p') -ge 15 ]"
 job a fo --wait 60s & holder=$!
 wait_for 10 grep -q '^enter' "$T/events-fo" || not_ok "a's job did not start"
 job b fo --wait 60s & waiter=$!
@@ -28,6 +33,9 @@ check "b's job waits" wait_for 10 sh -c "[ \$(redis-cli -p $HA_M ZCARD 'fleetsem
 old=$HA_M
 t0=$(now_ms)
 ha_kill "$old"
+# The holder's last renewal is at least as recent as its grant.
+entered=$(awk '/^enter/ { print substr($3, 1, 13) }' "$T/events-fo")
+echo "# the holder was granted $((t0 - entered))ms before the kill; it keeps its slot if the agent re-asserts it within 10000ms of its last renewal (two thirds of the lease)"
 check "the Sentinels promote the replica" wait_for 20 sh -c \
         "for s in ${HA_S[*]}; do [ \"\$(redis-cli -p \$s SENTINEL get-master-addr-by-name $HA_MASTER | sed -n 2p)\" = $HA_R ] || exit 1; done"
 check "agent a follows the new master" wait_for 20 grep -q "Connected to Redis master 127.0.0.1:$HA_R" "$T/agent-a.log"
@@ -40,8 +48,18 @@ fs a run --wait 30s after-failover -- true
 rc=$?
 served=$(( $(now_ms) - t0 ))
 is "$rc" 0 "new jobs are served again after the failover, before any replica is back"
-echo "# new jobs served again ${served}ms after the master was killed (the Sentinels' failover: ${switched}ms; the agent: $((served - switched))ms, its grace 500ms among them)"
-check "the agent serves within 1.5 s of following the new master ($((served - switched)) ms)" [ $((served - switched)) -le 1500 ]
+# (It says how much of the fleet's grace is left when it comes: "0" when
+# the other agent started it and it has passed.)
+grace=$(sed -n 's/.*re-asserting [0-9]* held slot(s), no grants there for another \([0-9]*\)\(ms\)\{0,1\}\.$/\1/p' "$T/agent-a.log" | tail -n 1)
+echo "# new jobs served again ${served}ms after the master was killed (the Sentinels' failover: ${switched}ms; the agent: $((served - switched))ms, its grace ${grace}ms among them)"
+check "the agent's grace after the failover is the failover's half second ($grace ms), not a lease" [ "${grace:-99999}" -le 500 ]
+# Once on the new master the agent waits for nothing but that grace: no
+# reconnection, no back-off (the figure above is what it took here).
+check "between following the new master and the grant, the agent did not reconnect" sh -c \
+        "sed -n '/Connected to Redis master 127.0.0.1:$HA_R/,/Granted slot of after-failover/p' '$T/agent-a.log' |
+         grep -q 'Granted slot of after-failover' &&
+         ! sed -n '/Connected to Redis master 127.0.0.1:$HA_R/,/Granted slot of after-failover/p' '$T/agent-a.log' |
+         grep -qE 'retrying|Lost connection|Failed to connect'"
 like "$(cat "$T/agent-a.log")" "Redis master 127.0.0.1:$HA_R has 0 replica\\(s\\); grants are told once 0 of them have them" \
         "the agent says it grants without a replica"
 # The old master comes back as the new master's replica (what Sentinel
@@ -51,9 +69,9 @@ check "the old master rejoins as a replica" \
         wait_for 20 sh -c "redis-cli -p $old INFO replication | grep -q 'master_port:$HA_R'"
 # (The Sentinels may fail over again once the old master is back: the
 # agent follows whatever they decide, and says so.)
-now_master=$(ha_master_port)
-check "fleetsem status names the master the Sentinels name ($now_master) and since when" wait_for 10 sh -c \
-        "FLEETSEM_NAMESPACE=$NSBASE-a $FLEETSEM status | grep -qE 'Redis: 127.0.0.1:$now_master, master since [0-9-]+ [0-9:]+'"
+check "the Sentinels agree on a master, and the other server replicates from it" ha_settled
+check "fleetsem status names the master the Sentinels name ($HA_NOW_M) and since when" wait_for 10 sh -c \
+        "FLEETSEM_NAMESPACE=$NSBASE-a $FLEETSEM status | grep -qE 'Redis: 127.0.0.1:$HA_NOW_M, master since [0-9-]+ [0-9:]+'"
 like "$(fs a status --json)" "\"redis\":\"127.0.0.1:[0-9]+\",\"master_since_ms\":[0-9]+" "... in JSON too"
 check "a's job still runs, with its slot" sh -c "! grep -q '^exit' $T/events-fo && ! grep -q LOST $T/agent-a.log"
 is "$(grep -c '^enter' "$T/events-fo")" 1 "b's job did not get in"
@@ -65,21 +83,20 @@ is "$order" "enter-a exit-a enter-b exit-b " "the waiter entered only after the 
 
 # ---- A grant the replica never got is handed to nobody ------------------------
 # The replica is whichever of the two the Sentinels do not name master now.
-m=$(ha_master_port)
-if [ "$m" = "$HA_M" ]; then r=$HA_R; else r=$HA_M; fi
-check "the replica ($r) follows the master ($m)" \
-        wait_for 20 sh -c "timeout 5 redis-cli -p $r INFO replication | grep -q 'master_link_status:up'"
+check "the Sentinels still agree on a master, with its replica in sync" ha_settled
+m=$HA_NOW_M r=$HA_NOW_R
+echo "# master $m, replica $r"
 check "agent a knows the master has it (WAIT waits for it)" \
         wait_for 20 grep -q "Redis master 127.0.0.1:$m has 1 replica(s); grants are told once 1 of them has them" "$T/agent-a.log"
 kill -STOP "$(cat "$T/r$r/pid")"
 out=$(fs a run --no-wait lag -- sh -c 'echo ran >>"$0"' "$T/events-lag" 2>&1); rc=$?
 is "$rc" 75 "with the replica stopped, the grant is not confirmed (--no-wait: denied)"
 check "and the job did not run" [ ! -e "$T/events-lag" ]
-like "$(cat "$T/agent-a.log")" "not confirmed \\(the grant reached 0 of the 1 replica\\(s\\) it waited for \\(min_replicas_acked 1\\); given back\\)" \
-        "the agent says why"
+check "the agent says why" wait_for 5 grep -qE \
+        "not confirmed \\(the grant reached 0 of the 1 replica\\(s\\) it waited for \\(min_replicas_acked 1\\); given back\\)" "$T/agent-a.log"
 check "and gave the slot back" wait_for 5 sh -c "[ \$(timeout 5 redis-cli -p $m ZCARD 'fleetsem:{lag}:holders') = 0 ]"
 kill -CONT "$(cat "$T/r$r/pid")"
-fs b run --no-wait lag -- sh -c 'echo ran >>"$0"' "$T/events-lag"
+fs b run --wait 20s lag -- sh -c 'echo ran >>"$0"' "$T/events-lag"
 is "$?" 0 "once the replica is back, another host gets the slot"
 is "$(cat "$T/events-lag")" "ran" "and only that job ran"
 done_testing
