@@ -414,6 +414,60 @@ static int send_churn(redisContext *c, int i, unsigned long round, void *userdat
         return 1;
 }
 
+/* Redis' own CPU time so far (user + system, INFO cpu), in µs; -1 if
+ * unknown. What a grant costs the one part a whole fleet shares. */
+static double redis_cpu_us(void) {
+        redisContext *c = redisConnectUnix(redis_socket);
+        redisReply *r = c && !c->err ? redisCommand(c, "INFO cpu") : NULL;
+        double total = -1;
+        const char *p;
+
+        if (r && r->type == REDIS_REPLY_STRING) {
+                double user, sys;
+
+                if ((p = strstr(r->str, "used_cpu_sys:")) && sscanf(p, "used_cpu_sys:%lf", &sys) == 1 &&
+                    (p = strstr(r->str, "used_cpu_user:")) && sscanf(p, "used_cpu_user:%lf", &user) == 1)
+                        total = (sys + user) * 1e6;
+        }
+        freeReplyObject(r);
+        if (c)
+                redisFree(c);
+        return total;
+}
+
+/* Calls Redis has run so far (INFO commandstats): of EVALSHA if `scripts`,
+ * else of every command, those scripts run included; -1 if unknown. */
+static double redis_calls(bool scripts) {
+        redisContext *c = redisConnectUnix(redis_socket);
+        redisReply *r = c && !c->err ? redisCommand(c, "INFO commandstats") : NULL;
+        double total = -1, n;
+        const char *p;
+
+        if (r && r->type == REDIS_REPLY_STRING) {
+                total = 0;
+                for (p = r->str; (p = strstr(p, "cmdstat_")); p++) {
+                        const char *calls = strstr(p, ":calls=");
+
+                        if (!calls || (scripts && strncmp(p, "cmdstat_evalsha:", 16) != 0))
+                                continue;
+                        if (sscanf(calls, ":calls=%lf", &n) == 1)
+                                total += n;
+                }
+        }
+        freeReplyObject(r);
+        if (c)
+                redisFree(c);
+        return total;
+}
+
+/* Redis CPU per grant between two readings of redis_cpu_us(); -1 if unknown. */
+static double redis_cpu_per_grant(double before, double after, unsigned long grants) {
+        return before >= 0 && after >= before && grants > 0 ? (after - before) / (double) grants : -1;
+}
+
+static double floor_redis_cpu = -1;     /* L4's Redis CPU per grant, µs */
+static double floor_redis_cmds = -1;    /* L4's Redis commands per grant */
+
 /* The floor for D: Redis alone running the agent's acquire and release
  * scripts for 64 clients at once (each on a name of its own, so every
  * acquire is granted), as fast as it can. */
@@ -421,11 +475,22 @@ static double floor_redis_throughput(void) {
         static Churn ch;
         double rate;
 
+        unsigned long grants;
+        double cpu0, cmds0;
+
         if (load_script(SCRIPT_ACQUIRE, ch.sha[0]) < 0 || load_script(SCRIPT_RELEASE, ch.sha[1]) < 0)
                 return 0;
-        rate = (double) (redis_saturate(5 * USEC_PER_SEC, send_churn, &ch) / 2) / 5.0;
-        printf("%-4s %-52s %9.0f grants/s\n", "L4", "floor: Redis alone, acquire+release scripts, 64 clients", rate);
-        printf("@json {\"id\":\"L4\",\"what\":\"floor: Redis alone, acquire+release scripts, 64 clients\",\"grants_per_s\":%.0f}\n", rate);
+        cpu0 = redis_cpu_us();
+        cmds0 = redis_calls(false);
+        grants = redis_saturate(5 * USEC_PER_SEC, send_churn, &ch) / 2;
+        floor_redis_cpu = redis_cpu_per_grant(cpu0, redis_cpu_us(), grants);
+        floor_redis_cmds = redis_cpu_per_grant(cmds0, redis_calls(false), grants);
+        rate = (double) grants / 5.0;
+        printf("%-4s %-52s %9.0f grants/s  Redis CPU %.1f us/grant, %.1f commands/grant\n", "L4",
+               "floor: Redis alone, acquire+release scripts, 64 clients", rate, floor_redis_cpu, floor_redis_cmds);
+        printf("@json {\"id\":\"L4\",\"what\":\"floor: Redis alone, acquire+release scripts, 64 clients\",\"grants_per_s\":%.0f,"
+               "\"redis_cpu_us_per_grant\":%.1f,\"redis_commands_per_grant\":%.1f}\n", rate, floor_redis_cpu,
+               floor_redis_cmds);
         fflush(stdout);
         return rate;
 }
@@ -451,7 +516,7 @@ static void scenario_d(const char *id, int agents, int N, int names, double floo
         char name[D_CLIENTS_MAX][24];
         usec_t start, duration = 5 * USEC_PER_SEC;
         unsigned long grants = 0;
-        double rate;
+        double rate, cpu0, cpu, calls0, calls, cmds0, cmds;
         char what[96];
         struct rlimit rl;
 
@@ -471,6 +536,9 @@ static void scenario_d(const char *id, int agents, int N, int names, double floo
                 line_reader_init(&lr[i], PROTO_REPLY_MAX);
                 holding[i] = false;
         }
+        cpu0 = redis_cpu_us();
+        calls0 = redis_calls(true);
+        cmds0 = redis_calls(false);
         start = now_usec(CLOCK_MONOTONIC);
         while (now_usec(CLOCK_MONOTONIC) - start < duration) {
                 for (int i = 0; i < N; i++) {
@@ -510,6 +578,9 @@ static void scenario_d(const char *id, int agents, int N, int names, double floo
                                         holding[i] = true;
                 }
         }
+        cpu = redis_cpu_per_grant(cpu0, redis_cpu_us(), grants);
+        calls = redis_cpu_per_grant(calls0, redis_calls(true), grants);
+        cmds = redis_cpu_per_grant(cmds0, redis_calls(false), grants);
         for (int i = 0; i < N; i++) {
                 safe_close(fd[i]);
                 safe_close(anchor[i]);
@@ -519,10 +590,18 @@ static void scenario_d(const char *id, int agents, int N, int names, double floo
         else
                 snprintf(what, sizeof(what), "throughput: %d clients, %d names of 8 slots, %d agent(s)", N, names, agents);
         rate = (double) grants / ((double) duration / USEC_PER_SEC);
-        printf("%-4s %-52s %9.0f grants/s  %.0f%% of Redis alone\n", id, what, rate,
-               floor_rate > 0 ? 100.0 * rate / floor_rate : 0.0);
-        printf("@json {\"id\":\"%s\",\"what\":\"%s\",\"grants_per_s\":%.0f,\"of_redis_alone\":%.2f}\n",
-               id, what, rate, floor_rate > 0 ? rate / floor_rate : 0.0);
+        /* The rate on this machine, where the clients and the agent share
+         * its cores with Redis; and what each grant cost Redis itself, which
+         * is what group commit saves a fleet. */
+        printf("%-4s %-52s %9.0f grants/s  %.0f%% of Redis alone; Redis CPU %.1f us/grant (%.0f%% of alone's), "
+               "%.2f script calls/grant (alone: 2), %.1f commands/grant (alone: %.1f)\n", id,
+               what, rate, floor_rate > 0 ? 100.0 * rate / floor_rate : 0.0, cpu,
+               cpu > 0 && floor_redis_cpu > 0 ? 100.0 * cpu / floor_redis_cpu : 0.0, calls, cmds, floor_redis_cmds);
+        printf("@json {\"id\":\"%s\",\"what\":\"%s\",\"grants_per_s\":%.0f,\"of_redis_alone\":%.2f,"
+               "\"redis_cpu_us_per_grant\":%.1f,\"redis_cpu_of_alone\":%.2f,\"script_calls_per_grant\":%.2f,"
+               "\"redis_commands_per_grant\":%.1f}\n",
+               id, what, rate, floor_rate > 0 ? rate / floor_rate : 0.0, cpu,
+               cpu > 0 && floor_redis_cpu > 0 ? cpu / floor_redis_cpu : 0.0, calls, cmds);
         fflush(stdout);
 }
 
