@@ -391,6 +391,32 @@ static void test_wake_is_a_hint(void) {
         teardown();
 }
 
+/* Another host's grant: the line moved up, and nothing here asks Redis
+ * (the release that sent it granted all it could, and sends a plain
+ * wake-up when someone must look). With many hosts waiting on a name,
+ * asking would cost a call per host per grant. */
+static void test_foreign_grant_asks_nothing(void) {
+        Client c1 = {};
+        char msg[160];
+        Lease *a;
+        unsigned before;
+
+        setup(0);
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
+        reply_queued(a, 3, 1, -1, 1);
+        CHECK_INT(a->position, 3, "third in line");
+        before = w.n_calls;
+        snprintf(msg, sizeof(msg), "g %s 7 1 %s", id(9), "fedcba9876543210fedcba9876543210");
+        slots_wake(&e, "x", msg, 2);
+        CHECK_INT(w.n_calls, before, "another host's grant makes no call");
+        CHECK_INT(a->position, 2, "the waiter moved up one place");
+        CHECK(!has_line(&c1, "GRANTED"), "and is granted nothing");
+        slots_wake(&e, "x", NULL, 3);
+        CHECK_INT(w.n_calls, before + 1, "a plain wake-up makes the waiter ask");
+        CHECK(streq(last_call()->what, "acquire") && streq(last_call()->lease, id(1)), "... for its place");
+        teardown();
+}
+
 /* Redis' own grant message, with the proof the waiter gave when it
  * queued: granted without a second call, on the expiry of the call that
  * queued it; and only then. */
@@ -980,6 +1006,7 @@ static AcquireResult sim_acquire(const char *id, usec_t now) {
 /* Gives back (or leaves the line) and hands the free slots on in order;
  * msg: the wake message ("g LEASE TOKEN SINCE PROOF ...", "" for none). */
 static void sim_release(const char *id, usec_t now, char *msg, size_t size) {
+        bool left_line = false;
         size_t k;
         int i;
 
@@ -987,9 +1014,10 @@ static void sim_release(const char *id, usec_t now, char *msg, size_t size) {
         msg[0] = '\0';
         if ((i = sim_find(R.held, R.n_held, id)) >= 0)
                 sim_remove(R.held, &R.n_held, (size_t) i);
-        else if ((i = sim_find(R.line, R.n_line, id)) >= 0)
+        else if ((i = sim_find(R.line, R.n_line, id)) >= 0) {
                 sim_remove(R.line, &R.n_line, (size_t) i);
-        else
+                left_line = true;
+        } else
                 return;
         k = (size_t) snprintf(msg, size, "g");
         while (now >= R.grace_until && R.n_line > 0 && R.n_held < R.limit && k + 60 < size) {
@@ -998,7 +1026,14 @@ static void sim_release(const char *id, usec_t now, char *msg, size_t size) {
                 k += (size_t) snprintf(msg + k, size - k, " %s %" PRIu64 " 1 -", R.line[0].id, t);
                 sim_remove(R.line, &R.n_line, 0);
         }
-        sim_publish(msg);
+        /* As release.lua: the grants if any, and a plain wake-up when a
+         * place in line was given up (those behind it moved up). */
+        if (msg[1])
+                sim_publish(msg);
+        else
+                msg[0] = '\0';
+        if (left_line)
+                sim_publish("");
 }
 
 static bool sim_renew_one(const char *id, usec_t now) {
@@ -1274,6 +1309,7 @@ int main(void) {
         test_wait_deadline_and_no_wait();
         test_grants_in_token_order();
         test_wake_is_a_hint();
+        test_foreign_grant_asks_nothing();
         test_wake_grant_with_proof();
         test_wake_grant_behind_earlier();
         test_stale_pending_grant();

@@ -927,7 +927,6 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
         Name *n = slots_name_find(e, name);
         Granted g[SLOTS_GRANTS_MAX];
         size_t k = 0;
-        bool asked = false;
 
         if (!n)
                 return;
@@ -940,7 +939,6 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
 
                         if (!l || l->name != n || l->state != LEASE_WAITING)
                                 continue;
-                        asked = true;
                         /* Redis' word: the proof given with its place in
                          * line, on the expiry of its last renewal, which
                          * leaves it most of a lease. */
@@ -962,8 +960,13 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
                                 report_position(l, now);
                         }
                 }
-                if (asked)
-                        return;
+                /* Nothing more to look at: the release that sent it
+                 * granted every slot it could, and sends a plain wake-up
+                 * too when someone must look (a head it could not judge,
+                 * a place in line given up). Asking on every grant of
+                 * another host would cost Redis a call per host waiting
+                 * on the name, per grant. */
+                return;
         }
         name_recheck(n, now);
 }
