@@ -414,83 +414,84 @@ static int send_churn(redisContext *c, int i, unsigned long round, void *userdat
         return 1;
 }
 
-/* Redis' own CPU time so far (user + system, INFO cpu), in µs; -1 if
- * unknown. What a grant costs the one part a whole fleet shares. */
-static double redis_cpu_us(void) {
-        redisContext *c = redisConnectUnix(redis_socket);
-        redisReply *r = c && !c->err ? redisCommand(c, "INFO cpu") : NULL;
-        double total = -1;
-        const char *p;
+/* What Redis did so far, from one INFO. */
+typedef struct RedisUse {
+        long long scripts;      /* EVALSHA and EVAL calls */
+        long long commands;     /* every command, those the scripts ran too */
+        double cpu_s;           /* used_cpu_sys + used_cpu_user */
+} RedisUse;
 
-        if (r && r->type == REDIS_REPLY_STRING) {
-                double user, sys;
+static double info_number(const char *info, const char *field) {
+        const char *p = strstr(info, field);
 
-                if ((p = strstr(r->str, "used_cpu_sys:")) && sscanf(p, "used_cpu_sys:%lf", &sys) == 1 &&
-                    (p = strstr(r->str, "used_cpu_user:")) && sscanf(p, "used_cpu_user:%lf", &user) == 1)
-                        total = (sys + user) * 1e6;
+        return p ? strtod(p + strlen(field), NULL) : 0;
+}
+
+static int redis_use(redisContext *c, RedisUse *ret) {
+        redisReply *r = redisCommand(c, "INFO stats cpu commandstats");
+
+        if (!r || r->type != REDIS_REPLY_STRING) {
+                freeReplyObject(r);
+                return -EIO;
         }
+        *ret = (RedisUse) {
+                .scripts = (long long) (info_number(r->str, "cmdstat_evalsha:calls=") +
+                                        info_number(r->str, "cmdstat_eval:calls=")),
+                .commands = (long long) info_number(r->str, "total_commands_processed:"),
+                .cpu_s = info_number(r->str, "used_cpu_sys:") + info_number(r->str, "used_cpu_user:"),
+        };
         freeReplyObject(r);
-        if (c)
-                redisFree(c);
-        return total;
+        return 0;
 }
 
-/* Calls Redis has run so far (INFO commandstats): of EVALSHA if `scripts`,
- * else of every command, those scripts run included; -1 if unknown. */
-static double redis_calls(bool scripts) {
-        redisContext *c = redisConnectUnix(redis_socket);
-        redisReply *r = c && !c->err ? redisCommand(c, "INFO commandstats") : NULL;
-        double total = -1, n;
-        const char *p;
+/* What the grants between two readings of redis_use() cost Redis, each;
+ * -1s when a reading is missing. */
+typedef struct GrantCost {
+        double cpu_us, scripts, commands;
+} GrantCost;
 
-        if (r && r->type == REDIS_REPLY_STRING) {
-                total = 0;
-                for (p = r->str; (p = strstr(p, "cmdstat_")); p++) {
-                        const char *calls = strstr(p, ":calls=");
+static GrantCost grant_cost(int before_ok, const RedisUse *before, int after_ok, const RedisUse *after,
+                            unsigned long grants) {
+        double n = (double) grants;
 
-                        if (!calls || (scripts && strncmp(p, "cmdstat_evalsha:", 16) != 0))
-                                continue;
-                        if (sscanf(calls, ":calls=%lf", &n) == 1)
-                                total += n;
-                }
-        }
-        freeReplyObject(r);
-        if (c)
-                redisFree(c);
-        return total;
+        if (before_ok < 0 || after_ok < 0 || grants == 0)
+                return (GrantCost) { -1, -1, -1 };
+        return (GrantCost) {
+                .cpu_us = (after->cpu_s - before->cpu_s) * 1e6 / n,
+                .scripts = (double) (after->scripts - before->scripts) / n,
+                .commands = (double) (after->commands - before->commands) / n,
+        };
 }
 
-/* Redis CPU per grant between two readings of redis_cpu_us(); -1 if unknown. */
-static double redis_cpu_per_grant(double before, double after, unsigned long grants) {
-        return before >= 0 && after >= before && grants > 0 ? (after - before) / (double) grants : -1;
-}
-
-static double floor_redis_cpu = -1;     /* L4's Redis CPU per grant, µs */
-static double floor_redis_cmds = -1;    /* L4's Redis commands per grant */
+static GrantCost floor_cost = { -1, -1, -1 };   /* L4's, a grant */
 
 /* The floor for D: Redis alone running the agent's acquire and release
  * scripts for 64 clients at once (each on a name of its own, so every
  * acquire is granted), as fast as it can. */
 static double floor_redis_throughput(void) {
         static Churn ch;
-        double rate;
-
+        redisContext *rc;
         unsigned long grants;
-        double cpu0, cmds0;
+        RedisUse u0, u1;
+        int ok0, ok1;
+        double rate;
 
         if (load_script(SCRIPT_ACQUIRE, ch.sha[0]) < 0 || load_script(SCRIPT_RELEASE, ch.sha[1]) < 0)
                 return 0;
-        cpu0 = redis_cpu_us();
-        cmds0 = redis_calls(false);
+        rc = redisConnectUnix(redis_socket);
+        if (!rc || rc->err)
+                return 0;
+        ok0 = redis_use(rc, &u0);
         grants = redis_saturate(5 * USEC_PER_SEC, send_churn, &ch) / 2;
-        floor_redis_cpu = redis_cpu_per_grant(cpu0, redis_cpu_us(), grants);
-        floor_redis_cmds = redis_cpu_per_grant(cmds0, redis_calls(false), grants);
+        ok1 = redis_use(rc, &u1);
+        redisFree(rc);
+        floor_cost = grant_cost(ok0, &u0, ok1, &u1, grants);
         rate = (double) grants / 5.0;
         printf("%-4s %-52s %9.0f grants/s  Redis CPU %.1f us/grant, %.1f commands/grant\n", "L4",
-               "floor: Redis alone, acquire+release scripts, 64 clients", rate, floor_redis_cpu, floor_redis_cmds);
+               "floor: Redis alone, acquire+release scripts, 64 clients", rate, floor_cost.cpu_us, floor_cost.commands);
         printf("@json {\"id\":\"L4\",\"what\":\"floor: Redis alone, acquire+release scripts, 64 clients\",\"grants_per_s\":%.0f,"
-               "\"redis_cpu_us_per_grant\":%.1f,\"redis_commands_per_grant\":%.1f}\n", rate, floor_redis_cpu,
-               floor_redis_cmds);
+               "\"redis_cpu_us_per_grant\":%.1f,\"redis_commands_per_grant\":%.1f}\n", rate, floor_cost.cpu_us,
+               floor_cost.commands);
         fflush(stdout);
         return rate;
 }
@@ -516,7 +517,11 @@ static void scenario_d(const char *id, int agents, int N, int names, double floo
         char name[D_CLIENTS_MAX][24];
         usec_t start, duration = 5 * USEC_PER_SEC;
         unsigned long grants = 0;
-        double rate, cpu0, cpu, calls0, calls, cmds0, cmds;
+        redisContext *rc;
+        RedisUse u0, u1;
+        int ok0 = -EIO, ok1 = -EIO;
+        GrantCost cost;
+        double rate;
         char what[96];
         struct rlimit rl;
 
@@ -536,9 +541,9 @@ static void scenario_d(const char *id, int agents, int N, int names, double floo
                 line_reader_init(&lr[i], PROTO_REPLY_MAX);
                 holding[i] = false;
         }
-        cpu0 = redis_cpu_us();
-        calls0 = redis_calls(true);
-        cmds0 = redis_calls(false);
+        rc = redisConnectUnix(redis_socket);
+        if (rc && !rc->err)
+                ok0 = redis_use(rc, &u0);
         start = now_usec(CLOCK_MONOTONIC);
         while (now_usec(CLOCK_MONOTONIC) - start < duration) {
                 for (int i = 0; i < N; i++) {
@@ -578,9 +583,11 @@ static void scenario_d(const char *id, int agents, int N, int names, double floo
                                         holding[i] = true;
                 }
         }
-        cpu = redis_cpu_per_grant(cpu0, redis_cpu_us(), grants);
-        calls = redis_cpu_per_grant(calls0, redis_calls(true), grants);
-        cmds = redis_cpu_per_grant(cmds0, redis_calls(false), grants);
+        if (rc && !rc->err)
+                ok1 = redis_use(rc, &u1);
+        if (rc)
+                redisFree(rc);
+        cost = grant_cost(ok0, &u0, ok1, &u1, grants);
         for (int i = 0; i < N; i++) {
                 safe_close(fd[i]);
                 safe_close(anchor[i]);
@@ -595,13 +602,15 @@ static void scenario_d(const char *id, int agents, int N, int names, double floo
          * is what group commit saves a fleet. */
         printf("%-4s %-52s %9.0f grants/s  %.0f%% of Redis alone; Redis CPU %.1f us/grant (%.0f%% of alone's), "
                "%.2f script calls/grant (alone: 2), %.1f commands/grant (alone: %.1f)\n", id,
-               what, rate, floor_rate > 0 ? 100.0 * rate / floor_rate : 0.0, cpu,
-               cpu > 0 && floor_redis_cpu > 0 ? 100.0 * cpu / floor_redis_cpu : 0.0, calls, cmds, floor_redis_cmds);
+               what, rate, floor_rate > 0 ? 100.0 * rate / floor_rate : 0.0, cost.cpu_us,
+               cost.cpu_us > 0 && floor_cost.cpu_us > 0 ? 100.0 * cost.cpu_us / floor_cost.cpu_us : 0.0, cost.scripts,
+               cost.commands, floor_cost.commands);
         printf("@json {\"id\":\"%s\",\"what\":\"%s\",\"grants_per_s\":%.0f,\"of_redis_alone\":%.2f,"
                "\"redis_cpu_us_per_grant\":%.1f,\"redis_cpu_of_alone\":%.2f,\"script_calls_per_grant\":%.2f,"
                "\"redis_commands_per_grant\":%.1f}\n",
-               id, what, rate, floor_rate > 0 ? rate / floor_rate : 0.0, cpu,
-               cpu > 0 && floor_redis_cpu > 0 ? cpu / floor_redis_cpu : 0.0, calls, cmds);
+               id, what, rate, floor_rate > 0 ? rate / floor_rate : 0.0, cost.cpu_us,
+               cost.cpu_us > 0 && floor_cost.cpu_us > 0 ? cost.cpu_us / floor_cost.cpu_us : 0.0, cost.scripts,
+               cost.commands);
         fflush(stdout);
 }
 
@@ -662,36 +671,6 @@ static double wait_log(int fd, const char *what, usec_t start) {
                 }
         }
         return -1;
-}
-
-/* What Redis did so far, from one INFO. */
-typedef struct RedisUse {
-        long long scripts;      /* EVALSHA and EVAL calls */
-        long long commands;     /* every command, those the scripts ran too */
-        double cpu_s;           /* used_cpu_sys + used_cpu_user */
-} RedisUse;
-
-static double info_number(const char *info, const char *field) {
-        const char *p = strstr(info, field);
-
-        return p ? strtod(p + strlen(field), NULL) : 0;
-}
-
-static int redis_use(redisContext *c, RedisUse *ret) {
-        redisReply *r = redisCommand(c, "INFO stats cpu commandstats");
-
-        if (!r || r->type != REDIS_REPLY_STRING) {
-                freeReplyObject(r);
-                return -EIO;
-        }
-        *ret = (RedisUse) {
-                .scripts = (long long) (info_number(r->str, "cmdstat_evalsha:calls=") +
-                                        info_number(r->str, "cmdstat_eval:calls=")),
-                .commands = (long long) info_number(r->str, "total_commands_processed:"),
-                .cpu_s = info_number(r->str, "used_cpu_sys:") + info_number(r->str, "used_cpu_user:"),
-        };
-        freeReplyObject(r);
-        return 0;
 }
 
 /* CPU time a process used so far, in seconds: from schedstat (ns), else

@@ -55,11 +55,10 @@ echo "# new jobs served again ${served}ms after the master was killed (the Senti
 check "the agent's grace after the failover is the failover's half second ($grace ms), not a lease" [ "${grace:-99999}" -le 500 ]
 # Once on the new master the agent waits for nothing but that grace: no
 # reconnection, no back-off (the figure above is what it took here).
+between=$(sed -n "/Connected to Redis master 127.0.0.1:$HA_R/,/Granted slot of after-failover/p" "$T/agent-a.log")
 check "between following the new master and the grant, the agent did not reconnect" sh -c \
-        "sed -n '/Connected to Redis master 127.0.0.1:$HA_R/,/Granted slot of after-failover/p' '$T/agent-a.log' |
-         grep -q 'Granted slot of after-failover' &&
-         ! sed -n '/Connected to Redis master 127.0.0.1:$HA_R/,/Granted slot of after-failover/p' '$T/agent-a.log' |
-         grep -qE 'retrying|Lost connection|Failed to connect'"
+        'printf "%s\n" "$1" | grep -q "Granted slot of after-failover" &&
+         ! printf "%s\n" "$1" | grep -qE "retrying|Lost connection|Failed to connect"' _ "$between"
 like "$(cat "$T/agent-a.log")" "Redis master 127.0.0.1:$HA_R has 0 replica\\(s\\); grants are told once 0 of them have them" \
         "the agent says it grants without a replica"
 # The old master comes back as the new master's replica (what Sentinel

@@ -56,31 +56,27 @@ ha_start() {
 ha_run_id() { redis-cli -p "$1" INFO server | sed -n 's/^run_id:\([0-9a-f]*\).*/\1/p'; }
 ha_master_port() { timeout 5 redis-cli -p "${HA_S[0]}" SENTINEL get-master-addr-by-name "$HA_MASTER" | sed -n 2p; }
 
-# ha_settled: true once all three Sentinels name one master, which says it
+# ha_agree: true when all three Sentinels name one master, which says it
 # is one, and the other server replicates from it with its link up; sets
-# HA_NOW_M and HA_NOW_R. Waits up to 30 s: Sentinels that stall for longer
-# than down-after-milliseconds on a loaded machine fail over again, even to
-# a replica that has not synced yet, and take seconds to agree.
-ha_settled() {
-        local i m r s info
-        for i in $(seq 300); do
-                m=$(ha_master_port)
-                for s in "${HA_S[@]}"; do
-                        [ "$(timeout 5 redis-cli -p "$s" SENTINEL get-master-addr-by-name "$HA_MASTER" | sed -n 2p)" = "$m" ] || m=
-                done
-                if [ -n "$m" ]; then
-                        if [ "$m" = "$HA_M" ]; then r=$HA_R; else r=$HA_M; fi
-                        info=$(timeout 5 redis-cli -p "$r" INFO replication | tr -d '\r')
-                        if [ "$(timeout 5 redis-cli -p "$m" ROLE | head -n 1)" = master ] &&
-                           grep -qx "master_port:$m" <<<"$info" && grep -qx 'master_link_status:up' <<<"$info"; then
-                                HA_NOW_M=$m HA_NOW_R=$r
-                                return 0
-                        fi
-                fi
-                sleep 0.1
+# HA_NOW_M and HA_NOW_R. ha_settled waits up to 30 s for that: Sentinels
+# that stall for longer than down-after-milliseconds on a loaded machine
+# fail over again, even to a replica that has not synced yet, and take
+# seconds to agree.
+ha_agree() {
+        local m r s info
+
+        m=$(ha_master_port)
+        [ -n "$m" ] || return 1
+        for s in "${HA_S[@]}"; do
+                [ "$(timeout 5 redis-cli -p "$s" SENTINEL get-master-addr-by-name "$HA_MASTER" | sed -n 2p)" = "$m" ] || return 1
         done
-        return 1
+        if [ "$m" = "$HA_M" ]; then r=$HA_R; else r=$HA_M; fi
+        info=$(timeout 5 redis-cli -p "$r" INFO replication | tr -d '\r')
+        [ "$(timeout 5 redis-cli -p "$m" ROLE | head -n 1)" = master ] &&
+                grep -qx "master_port:$m" <<<"$info" && grep -qx 'master_link_status:up' <<<"$info" || return 1
+        HA_NOW_M=$m HA_NOW_R=$r
 }
+ha_settled() { wait_for 30 ha_agree; }
 ha_kill() { kill -KILL "$(cat "$T/r$1/pid")"; wait_for 10 sh -c "! redis-cli -p $1 ping" || true; }
 
 # ha_agent HOST [fleetsemd options...]: an agent that finds Redis through the Sentinels.
@@ -89,10 +85,6 @@ ha_agent() { local host=$1; shift; run_agent "$host" --redis "$HA_URL" "$@"; }
 ha_cleanup() {
         local f
         for f in "$T"/r*/pid "$T"/s*.pid; do [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null; done
-        # The Redis servers' own logs too (lib.sh prints the *.log files).
-        if [ "$tap_failed" -gt 0 ] || [ -n "${KEEP_TMP:-}" ]; then
-                for f in "$T"/r*/log; do [ -f "$f" ] && { echo "# --- $f"; sed 's/^/#   /' "$f" | tail -n 40; }; done
-        fi
         cleanup
 }
 trap ha_cleanup EXIT

@@ -24,8 +24,10 @@ cleanup() {
         for p in $(pgrep -P $$); do kill_tree "$p"; done
         [ -f "$T/redis.pid" ] && kill -KILL "$(cat "$T/redis.pid")" 2>/dev/null
         wait 2>/dev/null
+        # What the test's daemons logged: the Redis servers a test runs in
+        # directories of their own (DIR/log), then agents and the rest.
         if [ "$tap_failed" -gt 0 ] || [ -n "${KEEP_TMP:-}" ]; then
-                for f in "$T"/*.log; do [ -f "$f" ] && { echo "# --- $f"; sed 's/^/#   /' "$f" | tail -n 40; }; done
+                for f in "$T"/*/log "$T"/*.log; do [ -f "$f" ] && { echo "# --- $f"; sed 's/^/#   /' "$f" | tail -n 40; }; done
         fi
         rm -rf "$T"
 }
