@@ -11,13 +11,24 @@ embed() { python3 "$SRC/embed-lua.py" "$@"; }
 mapfile -t SUFFIXES < <(embed --keys "$SRC/keys.list")
 [ "${#SUFFIXES[@]}" -gt 0 ] || bail "no key suffixes in keys.list"
 
-start_redis
+# Redis' wall clock can be stepped, as an NTP step on its host would: the
+# shim the fault harness uses, reading its offset in ms from $T/clock.
+cc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$T/clockstep.so" "$(dirname "$0")/chaos/clockstep.c" ||
+        bail "cannot build the clock-step shim"
+step_clock() { printf '%+023d\n' "$1" >"$T/clock"; }
+step_clock 0
+start_stepped_redis() { LD_PRELOAD=$T/clockstep.so CLOCKSTEP_FILE=$T/clock start_redis; }
+start_stepped_redis
 [ "$(rcli --json PING)" = '"PONG"' ] || bail "redis-cli has no --json (redis-tools 7 or later)"
 declare -A SHA
-for s in acquire release renew reassert adopt status epoch batch; do
-        SHA[$s]=$(embed --lua "$SRC/keys.list" "$SRC/lua/prelude.lua" "$SRC/lua/$s.lua" | rcli -x SCRIPT LOAD)
-        [[ ${SHA[$s]} =~ ^[0-9a-f]{40}$ ]] || bail "$s.lua does not load: ${SHA[$s]}"
-done
+load_scripts() {
+        local s
+        for s in acquire release renew reassert adopt status epoch batch; do
+                SHA[$s]=$(embed --lua "$SRC/keys.list" "$SRC/lua/prelude.lua" "$SRC/lua/$s.lua" | rcli -x SCRIPT LOAD)
+                [[ ${SHA[$s]} =~ ^[0-9a-f]{40}$ ]] || bail "$s.lua does not load: ${SHA[$s]}"
+        done
+}
+load_scripts
 
 # The keys of NAME, one a line, in KEYS order; key NAME SUFFIX: one of them.
 keys_of() { local s; for s in "${SUFFIXES[@]}"; do echo "fleetsem:{$1}:$s"; done; }
@@ -318,6 +329,38 @@ rcli SET "$FLEET_CLOCK" "$((t - 9000)) $(fleet_offset) $((g + 5000))" >/dev/null
 GRACE=$((g + 5000)) reassert era z 1 6 1 >/dev/null
 is "$(j "$(rcli ZSCORE "$(key era holders)" y)" "r >= $t + 7000")" true "clock: a re-assertion sees a step in its own state: y keeps its lease"
 is "$(rcli PTTL "$FLEET_CLOCK")" -1 "clock: the fleet's clock key never expires"
+
+# Tokens across a real step of Redis' clock and a restore from a snapshot
+# of before it: the step forward, tokens handed out during it, the clock
+# put right, then Redis restarted from the older snapshot. Tokens follow
+# the fleet's clock, which takes the step out; had they followed TIME,
+# those of the step would be ahead of the restored Redis by the step.
+rcli FLUSHALL >/dev/null        # a clock never stepped before
+t=$(redis_us)
+ta=$(j "$(acquire step a 5)" 'r[1]')
+is "$(j "$ta" "$t < r < $(redis_us)")" true "clock step: a grant before it, on Redis' clock ($ta)"
+is "$(rcli SAVE)" OK "clock step: a snapshot"
+cp "$T/dump.rdb" "$T/before-step.rdb"
+step_clock 30000
+r=$(acquire step b 5)
+tb=$(j "$r" 'r[1]')
+is "$(j "$r" 'r[0]')" 1 "clock step: 30 s forward, b is granted"
+is "$(j "$(fleet_offset)" '29000 <= r <= 31000')" true "clock step: the step is seen (fleet offset $(fleet_offset) ms)"
+is "$(j "$tb" "$ta < r < $(redis_us) - 25000000")" true \
+        "clock step: b's token $tb is above a's and follows the fleet's clock, not Redis' stepped TIME"
+step_clock 0
+r=$(acquire step c 5)
+tc=$(j "$r" 'r[1]')
+is "$(j "$r" 'r[0]')" 1 "clock step: put right, c is granted"
+is "$(j "$tc" "r > $tb")" true "clock step: c's token $tc is above b's"
+stop_redis nosave
+cp "$T/before-step.rdb" "$T/dump.rdb"
+start_stepped_redis
+load_scripts
+is "$(rcli GET "$(key step token)")" "$ta" "clock step: Redis restarted from the snapshot: its counter is a's again"
+r=$(GRACE=$(( $(redis_ms) - 1 )) acquire step d 5)
+is "$(j "$r" 'r[0]')" 1 "clock step: after the restart (a reset whose grace is over) d is granted"
+is "$(j "$r" "r[1] > $tc")" true "clock step: d's token $(j "$r" 'r[1]') is above every token before the restart, c's ($tc) too"
 
 # ---- Wake messages on release -------------------------------------------------
 P1=00112233445566778899aabbccddeeff

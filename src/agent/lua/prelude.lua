@@ -69,23 +69,33 @@ local function foreign(lease, me)
   return owner and owner ~= me
 end
 
+-- The fleet's clock in µs: the server's, less the steps observe() saw
+-- (fleet_offset_, in ms). Tokens follow it, not TIME: tokens handed out
+-- while the clock was stepped forward would be ahead of real time by the
+-- step, and a counter restored from before them would start again below
+-- them once the clock was put right. observe() runs before any grant.
+local fleet_offset_ = 0
+local function token_clock(now_us)
+  return math.max(1, now_us - fleet_offset_ * 1000)
+end
+
 -- Tokens never go back, even when Redis lost the counter: it starts again
--- from the server's clock in µs, above every token issued before.
+-- from the fleet's clock in µs, above every token issued before.
 local function start_token(now_us)
   if redis.call('EXISTS', K_TOKEN) == 0 then
-    write('SET', K_TOKEN, digits(now_us))
+    write('SET', K_TOKEN, digits(token_clock(now_us)))
     fresh = true
   end
 end
 
--- Never below the server's clock either: Redis may come back with an older
+-- Never below the fleet's clock either: Redis may come back with an older
 -- counter (restored from a snapshot, an old replica promoted), and tokens
 -- handed out since must stay below every new one.
 local function next_token(now_us)
-  local token = write('INCR', K_TOKEN)
+  local token, floor = write('INCR', K_TOKEN), token_clock(now_us)
   if token == 1 then fresh = true end
-  if token < now_us then
-    token = now_us
+  if token < floor then
+    token = floor
     write('SET', K_TOKEN, digits(token))
   end
   return token
@@ -151,6 +161,7 @@ local function observe(now_ms, ttl, grace_until, looker)
   if stepped then fleet_offset = fleet_offset + now_ms - fleet_last end
   local moved = offset and offset ~= fleet_offset
   if looker then return not (stepped or moved) end
+  fleet_offset_ = fleet_offset
   if moved then
     shift(K_HOLDERS, fleet_offset - offset)
     shift(K_WAITERS, fleet_offset - offset)
