@@ -7,7 +7,8 @@
  * host that asks for one slot, holds it, and ends (its anchor closes).
  * Faults: agent crash and restart, Redis reset or failover, wake messages
  * lost or duplicated, agents paused (they simply take no step while the
- * clock runs), a stranger using another host's lease id, frozen holders.
+ * clock runs), a stranger using another host's lease id, frozen holders,
+ * Redis' wall clock stepped forward and put right again.
  * A wake message that names a waiter with the proof its agent gave Redis
  * with its place in line grants it (spec: wake messages); proofs are
  * modelled as small numbers, each new one unlike any still in the system
@@ -20,7 +21,7 @@
  * Configuration (all -D on the spin command line):
  *   NJ        jobs (2 or 3), job j runs on host j % 2
  *   SL0..SL2  slots each job asks for (default N = 1)
- *   CRASHES RESETS LOSSES DUPS STRAYS   fault budgets
+ *   CRASHES RESETS LOSSES DUPS STRAYS STEPS   fault budgets
  *   FREEZE    holders may freeze (miss their own timer); adds the fenced
  *             resource and turns the "at most N believers" check off
  *   SYNC      the clock waits for live agents to finish their work (no
@@ -59,6 +60,18 @@
 #endif
 #ifndef STRAYS
 #define STRAYS 1
+#endif
+/* Steps of Redis' wall clock (TIME): the scripts take them out of the
+ * fleet's clock, which expiries and tokens follow; here only tokens see
+ * TIME (MUT_TOKEN_RAW_CLOCK), expiries are on the tick. */
+#ifndef STEPS
+#define STEPS 0
+#endif
+#define STEP 2
+#ifdef MUT_TOKEN_RAW_CLOCK
+#define RAW g_step
+#else
+#define RAW 0
 #endif
 #ifdef SYNC
 #define GIVEUP 0
@@ -125,7 +138,9 @@ byte r_grace;           /* ticks until grace_until */
 
 /* ghosts, not Redis state */
 byte g_gen;             /* epoch ids made so far */
-byte g_clock;           /* Redis TIME in us is above every token issued */
+byte g_clock;           /* the fleet's clock in us (Redis TIME less its steps)
+                         * is above every token issued from it */
+byte g_step;            /* how far TIME is ahead of it while stepped */
 byte g_gs;              /* grants made so far */
 
 /* ---------------------------------------------------------------- agents */
@@ -195,7 +210,7 @@ byte fr_last;           /* last token accepted */
 byte fr_gs;             /* ghost: latest grant order among accepted writers */
 
 /* fault budgets */
-byte n_crash, n_reset, n_loss, n_dup, n_stray;
+byte n_crash, n_reset, n_loss, n_dup, n_stray, n_step;
 
 /* scratch for scripts; not part of the state */
 hidden byte ri, rk, rlim, rheld, rrank, rmask;
@@ -273,22 +288,22 @@ inline r_forget(j) {
 	r_st[j] = ABSENT; r_ttl[j] = 0; r_own[j] = 0; r_tok[j] = 0; FR(r_gs[j] = 0); r_pf[j] = 0
 }
 
-/* next_token (spec 2): a missing counter starts from the clock (in us,
- * above every token issued before), never from 0 */
+/* next_token (spec 2): a missing counter starts from the fleet's clock
+ * (in us, above every token issued before), never from 0 */
 inline next_token() {
 	if
 	:: !r_token_set ->
 #ifdef MUT_TOKEN_RESTART
 		r_token = 0;
 #else
-		r_token = g_clock;
+		r_token = g_clock + RAW;
 #endif
 		r_token_set = true
 	:: else
 	fi;
 	r_token++;
 	if
-	:: r_token > g_clock -> g_clock = r_token
+	:: r_token > g_clock + RAW -> g_clock = r_token - RAW
 	:: else
 	fi
 }
@@ -453,7 +468,7 @@ inline s_reassert(h, j, tok) {
 #ifdef MUT_REASSERT_SETS_TOKEN
 				r_token = 0;
 #else
-				r_token = g_clock;
+				r_token = g_clock + RAW;
 #endif
 				r_token_set = true
 			:: else
@@ -949,6 +964,11 @@ proctype env()
 		:: skip
 		fi;
 		h = 0 }
+	/* Redis' wall clock stepped forward (an NTP step, a restored VM), and
+	 * later put right: tokens on TIME run ahead of the fleet's clock */
+	:: atomic { n_step < STEPS && g_step == 0 -> n_step++; g_step = STEP;
+		printf("MSC: redis: its clock stepped %d forward\n", STEP) }
+	:: atomic { g_step != 0 -> g_step = 0; printf("MSC: redis: its clock put right\n") }
 	/* a wake message lost */
 	:: atomic { n_loss < LOSSES && (wk_g[0] != 0 || wk_1[0]) -> n_loss++; wk_g[0] = 0; wk_1[0] = false; wake_lost(0) }
 	:: atomic { n_loss < LOSSES && (wk_g[1] != 0 || wk_1[1]) -> n_loss++; wk_g[1] = 0; wk_1[1] = false; wake_lost(1) }
