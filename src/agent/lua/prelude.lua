@@ -69,18 +69,50 @@ local function foreign(lease, me)
   return owner and owner ~= me
 end
 
--- The fleet's clock in µs: the server's, less the steps observe() saw
--- (fleet_offset_, in ms). Tokens follow it, not TIME: tokens handed out
--- while the clock was stepped forward would be ahead of real time by the
--- step, and a counter restored from before them would start again below
--- them once the clock was put right. observe() runs before any grant.
-local fleet_offset_ = 0
-local function token_clock(now_us)
-  return math.max(1, now_us - fleet_offset_ * 1000)
+-- The fleet's clock key, K_FLEET_CLOCK (the last KEY, one for all names):
+-- "LAST_MS OFFSET_MS ERA TOKEN_OFFSET_MS RUN_ID". observe() reads it and
+-- says what the first three are; next_token() the others. Written again
+-- after FLEET_WRITE_MS at most (less with a lease under 5 s), by
+-- fleet_write() from what `fleet` holds.
+local FLEET_WRITE_MS = 250
+local fleet = {}
+local function field(w, default)
+  return tonumber(w and string.match(w, '^%-?%d+$')) or default
+end
+local function fleet_read()
+  local w = {}
+  for f in string.gmatch(redis.call('GET', K_FLEET_CLOCK) or '', '%S+') do w[#w + 1] = f end
+  fleet.last, fleet.offset, fleet.era, fleet.token_offset =
+    field(w[1], nil), field(w[2], 0), field(w[3], 0), field(w[4], 0)
+  fleet.run_id = w[5] and string.match(w[5], '^%x+$') or ''
+end
+local function fleet_write()
+  redis.call('SET', K_FLEET_CLOCK, table.concat({digits(fleet.last), digits(fleet.offset), digits(fleet.era),
+    digits(fleet.token_offset), fleet.run_id}, ' '))
 end
 
--- Tokens never go back, even when Redis lost the counter: it starts again
--- from the fleet's clock in µs, above every token issued before.
+-- This Redis process (a restart or a failover is another), read once a call.
+local run_id_
+local function run_id()
+  if not run_id_ then
+    run_id_ = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+  end
+  return run_id_
+end
+
+-- Tokens never go back. The counter goes up by one a grant, and never
+-- below the tokens' clock in µs: Redis may come back with an older counter
+-- (restored from a snapshot, an old replica promoted) or none, and every
+-- token handed out before must stay below every new one. The tokens' clock
+-- is the server's less the steps of it that observe() saw within one Redis
+-- process (TOKEN_OFFSET_MS): tokens handed out while the clock was stepped
+-- forward are not ahead of real time, and a counter restored from before
+-- them starts again above them once the clock is put right.
+local function token_clock(now_us)
+  return math.max(1, now_us - fleet.token_offset * 1000)
+end
+
+-- A missing counter starts from the tokens' clock.
 local function start_token(now_us)
   if redis.call('EXISTS', K_TOKEN) == 0 then
     write('SET', K_TOKEN, digits(token_clock(now_us)))
@@ -88,9 +120,6 @@ local function start_token(now_us)
   end
 end
 
--- Never below the fleet's clock either: Redis may come back with an older
--- counter (restored from a snapshot, an old replica promoted), and tokens
--- handed out since must stay below every new one.
 local function next_token(now_us)
   local token, floor = write('INCR', K_TOKEN), token_clock(now_us)
   if token == 1 then fresh = true end
@@ -132,7 +161,7 @@ end
 -- restored VM, an operator). Every agent with a lease calls Redis at least
 -- every third of a lease, so a script that finds the clock more than half
 -- a lease ahead of the last call's on any name (the fleet's clock key,
--- K_FLEET_CLOCK: "LAST_MS OFFSET_MS ERA"), or behind it, sees a step, not
+-- K_FLEET_CLOCK: LAST_MS, OFFSET_MS, ERA), or behind it, sees a step, not
 -- time passing: it adds the step to the fleet's offset. Each name keeps
 -- the offset its expiries are on ("LAST_MS TTL_MS OFFSET_MS"), and the
 -- first script on it after a step moves them by what the offset moved:
@@ -147,29 +176,35 @@ end
 -- `ttl` is the caller's lease (nil: the last caller's on the name),
 -- `grace_until` that of its Redis state (nil: unknown, a looker's); a
 -- `looker` (status) writes nothing and, after a step, drops nothing
--- either (returns false).
+-- either (returns false). The tokens' clock (see next_token) takes out
+-- the steps seen within one Redis process only: across a restart or a
+-- failover, time has passed, and old data is no step. Silence in every
+-- agent's calls counts (a step and silence look the same), so the tokens'
+-- clock starts again after a step where it may have been at the last call
+-- before it: FLEET_WRITE_MS after the key's LAST_MS.
 local function observe(now_ms, ttl, grace_until, looker)
   local last, last_ttl, offset = string.match(redis.call('GET', K_CLOCK) or '', '^(%d+) (%d+) (%-?%d+)$')
   last, last_ttl, offset = tonumber(last), tonumber(last_ttl), tonumber(offset)
   ttl = tonumber(ttl) or last_ttl or 0
-  local fleet_last, fleet_offset, era =
-    string.match(redis.call('GET', K_FLEET_CLOCK) or '', '^(%d+) (%-?%d+) ?(%d*)$')
-  fleet_last, fleet_offset, era = tonumber(fleet_last), tonumber(fleet_offset) or 0, tonumber(era) or 0
+  fleet_read()
+  local fleet_last, fleet_offset = fleet.last, fleet.offset
   grace_until = tonumber(grace_until) or 0
-  local stale = fleet_last and grace_until > era
+  local stale = fleet_last and grace_until > fleet.era
   local stepped = fleet_last and not stale and (now_ms - fleet_last > ttl / 2 or now_ms < fleet_last)
   if stepped then fleet_offset = fleet_offset + now_ms - fleet_last end
   local moved = offset and offset ~= fleet_offset
   if looker then return not (stepped or moved) end
-  fleet_offset_ = fleet_offset
+  if stepped and fleet.run_id == run_id() then
+    fleet.token_offset = fleet.token_offset + now_ms - fleet_last - FLEET_WRITE_MS
+  end
   if moved then
     shift(K_HOLDERS, fleet_offset - offset)
     shift(K_WAITERS, fleet_offset - offset)
   end
   -- Each written again after a twentieth of a lease at most, not every call.
-  if stale or stepped or not fleet_last or now_ms - fleet_last >= ttl / 20 then
-    redis.call('SET', K_FLEET_CLOCK,
-               digits(now_ms) .. ' ' .. digits(fleet_offset) .. ' ' .. digits(math.max(era, grace_until)))
+  if stale or stepped or not fleet_last or now_ms - fleet_last >= math.min(ttl / 20, FLEET_WRITE_MS) then
+    fleet.last, fleet.offset, fleet.era, fleet.run_id = now_ms, fleet_offset, math.max(fleet.era, grace_until), run_id()
+    fleet_write()
   end
   if moved or not last or now_ms - last >= ttl / 20 or ttl ~= last_ttl then
     write('SET', K_CLOCK, digits(now_ms) .. ' ' .. digits(ttl) .. ' ' .. digits(fleet_offset), 'KEEPTTL')

@@ -26,8 +26,8 @@ write('HSET', K_INFO, lease, desc)
 write('HSET', K_GRANT, lease, digits(token) .. ' ' .. since)
 write('HSET', K_OWNER, lease, me)
 write('ZADD', K_LIMITS, slots, lease)
--- The fencing token never goes back: not below the clock, if the counter
--- was lost, nor below the token this holder has.
+-- The fencing token never goes back: not below the tokens' clock, if the
+-- counter was lost, nor below the token this holder has.
 start_token(now_us)
 if tonumber(redis.call('GET', K_TOKEN)) < token then
   write('SET', K_TOKEN, digits(token))
