@@ -62,7 +62,7 @@
 #define STRAYS 1
 #endif
 /* Steps of Redis' wall clock (TIME): the scripts take them out of the
- * fleet's clock, which expiries and tokens follow; here only tokens see
+ * tokens' clock (and out of expiries); here only a mutant's tokens see
  * TIME (MUT_TOKEN_RAW_CLOCK), expiries are on the tick. */
 #ifndef STEPS
 #define STEPS 0
@@ -138,7 +138,7 @@ byte r_grace;           /* ticks until grace_until */
 
 /* ghosts, not Redis state */
 byte g_gen;             /* epoch ids made so far */
-byte g_clock;           /* the fleet's clock in us (Redis TIME less its steps)
+byte g_clock;           /* the tokens' clock in us (Redis TIME less its steps)
                          * is above every token issued from it */
 byte g_step;            /* how far TIME is ahead of it while stepped */
 byte g_gs;              /* grants made so far */
@@ -288,7 +288,7 @@ inline r_forget(j) {
 	r_st[j] = ABSENT; r_ttl[j] = 0; r_own[j] = 0; r_tok[j] = 0; FR(r_gs[j] = 0); r_pf[j] = 0
 }
 
-/* next_token (spec 2): a missing counter starts from the fleet's clock
+/* next_token (spec 2): a missing counter starts from the tokens' clock
  * (in us, above every token issued before), never from 0 */
 inline next_token() {
 	if
@@ -965,7 +965,7 @@ proctype env()
 		fi;
 		h = 0 }
 	/* Redis' wall clock stepped forward (an NTP step, a restored VM), and
-	 * later put right: tokens on TIME run ahead of the fleet's clock */
+	 * later put right: tokens on TIME run ahead of the tokens' clock */
 	:: atomic { n_step < STEPS && g_step == 0 -> n_step++; g_step = STEP;
 		printf("MSC: redis: its clock stepped %d forward\n", STEP) }
 	:: atomic { g_step != 0 -> g_step = 0; printf("MSC: redis: its clock put right\n") }
