@@ -71,31 +71,32 @@ end
 
 -- The fleet's clock key, K_FLEET_CLOCK (the last KEY, one for all names):
 -- "LAST_MS OFFSET_MS ERA TOKEN_OFFSET_MS RUN_ID". observe() reads it and
--- says what the first three are; next_token() the others. Written again
--- after FLEET_WRITE_MS at most (less with a lease under 5 s), by
--- fleet_write() from what `fleet` holds.
-local FLEET_WRITE_MS = 250
-local fleet = {}
-local function field(w, default)
-  return tonumber(w and string.match(w, '^%-?%d+$')) or default
+-- says what the first three are; next_token() the others. fleet_write()
+-- writes back what `fleet` holds; `fleet_due`: at the end of the call.
+local fleet, fleet_due = {}, false
+local function field(w, pattern, default)
+  return tonumber(w and string.match(w, pattern)) or default
 end
 local function fleet_read()
   local w = {}
   for f in string.gmatch(redis.call('GET', K_FLEET_CLOCK) or '', '%S+') do w[#w + 1] = f end
-  fleet.last, fleet.offset, fleet.era, fleet.token_offset =
-    field(w[1], nil), field(w[2], 0), field(w[3], 0), field(w[4], 0)
+  fleet.last, fleet.era = field(w[1], '^%d+$', nil), field(w[3], '^%d+$', 0)
+  fleet.offset, fleet.token_offset = field(w[2], '^%-?%d+$', 0), field(w[4], '^%-?%d+$', 0)
   fleet.run_id = w[5] and string.match(w[5], '^%x+$') or ''
 end
 local function fleet_write()
   redis.call('SET', K_FLEET_CLOCK, table.concat({digits(fleet.last), digits(fleet.offset), digits(fleet.era),
     digits(fleet.token_offset), fleet.run_id}, ' '))
+  fleet_due = false
 end
 
--- This Redis process (a restart or a failover is another), read once a call.
+-- This Redis process (a restart or a failover is another), read once a
+-- call; '' when INFO does not say (then no two are the same).
 local run_id_
 local function run_id()
   if not run_id_ then
-    run_id_ = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+    local info = redis.pcall('INFO', 'server')
+    run_id_ = type(info) == 'string' and string.match(info, 'run_id:(%x+)') or ''
   end
   return run_id_
 end
@@ -107,8 +108,15 @@ end
 -- is the server's less the steps of it that observe() saw within one Redis
 -- process (TOKEN_OFFSET_MS): tokens handed out while the clock was stepped
 -- forward are not ahead of real time, and a counter restored from before
--- them starts again above them once the clock is put right.
+-- them starts again above them once the clock is put right. Every call
+-- that hands out a token makes LAST_MS its own time, so that after a step
+-- (or silence, which looks the same) that clock goes on from just past
+-- the last token: see observe().
 local function token_clock(now_us)
+  local now_ms = now()
+  if fleet.last ~= now_ms then
+    fleet.last, fleet_due = now_ms, true
+  end
   return math.max(1, now_us - fleet.token_offset * 1000)
 end
 
@@ -179,9 +187,10 @@ end
 -- either (returns false). The tokens' clock (see next_token) takes out
 -- the steps seen within one Redis process only: across a restart or a
 -- failover, time has passed, and old data is no step. Silence in every
--- agent's calls counts (a step and silence look the same), so the tokens'
--- clock starts again after a step where it may have been at the last call
--- before it: FLEET_WRITE_MS after the key's LAST_MS.
+-- agent's calls counts (a step and silence look the same), so after a step
+-- the tokens' clock goes on from 1 ms past LAST_MS, the time of the last
+-- call that handed out a token, if not later. A caller that knows no lease
+-- (a release on a name without a clock key) sees no step forward.
 local function observe(now_ms, ttl, grace_until, looker)
   local last, last_ttl, offset = string.match(redis.call('GET', K_CLOCK) or '', '^(%d+) (%d+) (%-?%d+)$')
   last, last_ttl, offset = tonumber(last), tonumber(last_ttl), tonumber(offset)
@@ -190,20 +199,21 @@ local function observe(now_ms, ttl, grace_until, looker)
   local fleet_last, fleet_offset = fleet.last, fleet.offset
   grace_until = tonumber(grace_until) or 0
   local stale = fleet_last and grace_until > fleet.era
-  local stepped = fleet_last and not stale and (now_ms - fleet_last > ttl / 2 or now_ms < fleet_last)
+  local stepped = fleet_last and not stale and ((ttl > 0 and now_ms - fleet_last > ttl / 2) or now_ms < fleet_last)
   if stepped then fleet_offset = fleet_offset + now_ms - fleet_last end
   local moved = offset and offset ~= fleet_offset
   if looker then return not (stepped or moved) end
-  if stepped and fleet.run_id == run_id() then
-    fleet.token_offset = fleet.token_offset + now_ms - fleet_last - FLEET_WRITE_MS
+  local id = (stale or stepped or not fleet_last or now_ms - fleet_last >= ttl / 20) and run_id()
+  if stepped and id ~= '' and fleet.run_id == id then
+    fleet.token_offset = fleet.token_offset + now_ms - fleet_last - 1
   end
   if moved then
     shift(K_HOLDERS, fleet_offset - offset)
     shift(K_WAITERS, fleet_offset - offset)
   end
   -- Each written again after a twentieth of a lease at most, not every call.
-  if stale or stepped or not fleet_last or now_ms - fleet_last >= math.min(ttl / 20, FLEET_WRITE_MS) then
-    fleet.last, fleet.offset, fleet.era, fleet.run_id = now_ms, fleet_offset, math.max(fleet.era, grace_until), run_id()
+  if id then
+    fleet.last, fleet.offset, fleet.era, fleet.run_id = now_ms, fleet_offset, math.max(fleet.era, grace_until), id
     fleet_write()
   end
   if moved or not last or now_ms - last >= ttl / 20 or ttl ~= last_ttl then
@@ -301,6 +311,7 @@ end
 -- (renew) or the clock key was rewritten, those this call wrote if it made
 -- one; else none (they have it). Returns reply.
 local function idle(idle_ms, reply, all)
+  if fleet_due then fleet_write() end
   idle_ms = tonumber(idle_ms)
   if idle_ms and idle_ms > 0 and (all or due or fresh) then
     for _, key in ipairs(NAME_KEYS) do
