@@ -380,9 +380,9 @@ r=$(TTL_MS=2000 acquire quiet-b c 5)
 is "$(j "$r" "r[1] > $tq")" true "silence: a counter that left Redis starts above its last token ($(j "$r" 'r[1]') > $tq)"
 # A release on a name with no keys (a lease Redis lost) knows no lease: it
 # sees no step, and moves neither the tokens' clock nor any expiry.
-before=$(rcli GET "$FLEET_CLOCK" | awk '{ print $2, $4 }')
+before=$(rcli GET "$FLEET_CLOCK")
 for i in 1 2 3 4 5; do release "gone$i" x >/dev/null; done
-is "$(rcli GET "$FLEET_CLOCK" | awk '{ print $2, $4 }')" "$before" "release: of leases on names Redis lost moves no offset"
+is "$(rcli GET "$FLEET_CLOCK")" "$before" "release: of leases on names Redis lost moves no offset, and writes no time"
 # Redis restarted from its own snapshot, which has the epoch in it: no agent
 # knows of a reset, and the time since the snapshot looks like a step. It
 # is no step of tokens (another Redis process): tokens handed out since
@@ -399,6 +399,35 @@ load_scripts
 r=$(TTL_MS=2000 acquire quiet-b e 5)
 is "$(j "$r" "r[0] == 1 and r[1] > $tr")" true \
         "restart: from a snapshot older than half a lease, the next token is above the last before it ($(j "$r" 'r[1]') > $tr)"
+
+# Nor does it swallow a step: the next caller with a lease still sees it.
+o=$(fleet_offset)
+step_clock 30000
+release gone6 x >/dev/null
+TTL_MS=10000 acquire quiet-c a 5 >/dev/null
+is "$(j "$(fleet_offset)" "r >= $o + 29000")" true "release: after a step, one that knows no lease leaves it to the next caller to see"
+# A step back seen: the tokens' clock is never ahead of Redis' clock, so a
+# counter that starts again after it is not either.
+s1=$(j "$(TTL_MS=10000 acquire quiet-c b 5)" 'r[1]')
+step_clock 0
+r=$(TTL_MS=10000 acquire quiet-d a 5)
+is "$(rcli GET "$FLEET_CLOCK" | awk '{ print ($4 >= 0) }')" 1 "step back: the tokens' offset stays at 0 or more"
+is "$(j "$r" "r[1] < $(redis_us)")" true "step back: a new counter starts on Redis' clock, not 30 s ahead ($(j "$r" 'r[1]'))"
+# A snapshot saved during a forward step, restored after it was put right:
+# another Redis process, whose tokens' clock is the server's again.
+step_clock 30000
+TTL_MS=10000 acquire quiet-e a 5 >/dev/null
+is "$(rcli SAVE)" OK "restart: a snapshot during a step"
+cp "$T/dump.rdb" "$T/in-step.rdb"
+step_clock 0
+te=$(j "$(TTL_MS=10000 acquire quiet-e b 5)" 'r[1]')
+stop_redis nosave
+cp "$T/in-step.rdb" "$T/dump.rdb"
+start_stepped_redis
+load_scripts
+rcli DEL "$(key quiet-e token)" >/dev/null
+r=$(TTL_MS=10000 acquire quiet-e c 5)
+is "$(j "$r" "r[0] == 1 and r[1] > $te")" true "restart: from a snapshot saved during the step, the next token is above those after it"
 
 # ---- Wake messages on release -------------------------------------------------
 P1=00112233445566778899aabbccddeeff

@@ -106,16 +106,28 @@ end
 -- (restored from a snapshot, an old replica promoted) or none, and every
 -- token handed out before must stay below every new one. The tokens' clock
 -- is the server's less the steps of it that observe() saw within one Redis
--- process (TOKEN_OFFSET_MS): tokens handed out while the clock was stepped
--- forward are not ahead of real time, and a counter restored from before
--- them starts again above them once the clock is put right. Every call
--- that hands out a token makes LAST_MS its own time, so that after a step
--- (or silence, which looks the same) that clock goes on from just past
--- the last token: see observe().
+-- process (TOKEN_OFFSET_MS, never below 0): tokens handed out while the
+-- clock was stepped forward are not ahead of real time, and a counter
+-- restored from before them starts again above them once the clock is put
+-- right. It is never ahead of the server's clock, and it is the server's
+-- clock again in another process (a restart, a failover), so across any
+-- loss of data it is at least what the server's clock alone would give.
+-- Every call that hands out a token makes LAST_MS its own time, so that
+-- after a step (or silence, which looks the same) that clock goes on from
+-- just past the last token: see observe().
+local function token_offset_move(id, by)
+  if id == '' or id ~= fleet.run_id then
+    fleet.token_offset = 0
+  else
+    fleet.token_offset = math.max(0, fleet.token_offset + by)
+  end
+  fleet.run_id = id
+end
 local function token_clock(now_us)
   local now_ms = now()
   if fleet.last ~= now_ms then
     fleet.last, fleet_due = now_ms, true
+    token_offset_move(run_id(), 0)
   end
   return math.max(1, now_us - fleet.token_offset * 1000)
 end
@@ -203,17 +215,16 @@ local function observe(now_ms, ttl, grace_until, looker)
   if stepped then fleet_offset = fleet_offset + now_ms - fleet_last end
   local moved = offset and offset ~= fleet_offset
   if looker then return not (stepped or moved) end
-  local id = (stale or stepped or not fleet_last or now_ms - fleet_last >= ttl / 20) and run_id()
-  if stepped and id ~= '' and fleet.run_id == id then
-    fleet.token_offset = fleet.token_offset + now_ms - fleet_last - 1
-  end
+  -- Written again after a twentieth of a lease at most, not every call;
+  -- never by a caller that knows no lease (it would swallow a step).
+  local id = (stale or stepped or not fleet_last or (ttl > 0 and now_ms - fleet_last >= ttl / 20)) and run_id()
+  if id then token_offset_move(id, stepped and now_ms - fleet_last - 1 or 0) end
   if moved then
     shift(K_HOLDERS, fleet_offset - offset)
     shift(K_WAITERS, fleet_offset - offset)
   end
-  -- Each written again after a twentieth of a lease at most, not every call.
   if id then
-    fleet.last, fleet.offset, fleet.era, fleet.run_id = now_ms, fleet_offset, math.max(fleet.era, grace_until), id
+    fleet.last, fleet.offset, fleet.era = now_ms, fleet_offset, math.max(fleet.era, grace_until)
     fleet_write()
   end
   if moved or not last or now_ms - last >= ttl / 20 or ttl ~= last_ttl then
