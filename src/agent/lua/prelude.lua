@@ -110,8 +110,12 @@ end
 -- clock was stepped forward are not ahead of real time, and a counter
 -- restored from before them starts again above them once the clock is put
 -- right. It is never ahead of the server's clock, and it is the server's
--- clock again in another process (a restart, a failover), so across any
--- loss of data it is at least what the server's clock alone would give.
+-- clock again in another process (a restart, a failover: observe() asks
+-- the run id whenever it writes the key, and the first call after a
+-- restart finds the key's time older than a twentieth of a lease unless
+-- the restart was quicker and its data that recent), so across any loss
+-- of data it is at least what the server's clock alone would give. (INFO
+-- costs Redis about as much as a grant: not asked on every one.)
 -- Every call that hands out a token makes LAST_MS its own time, so that
 -- after a step (or silence, which looks the same) that clock goes on from
 -- just past the last token: see observe().
@@ -127,7 +131,6 @@ local function token_clock(now_us)
   local now_ms = now()
   if fleet.last ~= now_ms then
     fleet.last, fleet_due = now_ms, true
-    token_offset_move(run_id(), 0)
   end
   return math.max(1, now_us - fleet.token_offset * 1000)
 end
