@@ -30,6 +30,10 @@ load_scripts() {
         done
 }
 load_scripts
+# snapshot NAME WHAT: Redis saves what it holds as NAME (check WHAT);
+# restart_from NAME: Redis restarted from it, the scripts loaded again.
+snapshot() { is "$(rcli SAVE)" OK "$2"; cp "$T/dump.rdb" "$T/$1.rdb"; }
+restart_from() { stop_redis nosave; cp "$T/$1.rdb" "$T/dump.rdb"; start_stepped_redis; load_scripts; }
 
 # The keys of NAME, one a line, in KEYS order; key NAME SUFFIX: one of them.
 keys_of() { local s; for s in "${SUFFIXES[@]}"; do echo "fleetsem:{$1}:$s"; done; }
@@ -341,8 +345,7 @@ t=$(redis_us)
 t0=$(redis_ms)
 ta=$(j "$(acquire step a 5)" 'r[1]')
 is "$(j "$ta" "$t < r < $(redis_us)")" true "clock step: a grant before it, on Redis' clock ($ta)"
-is "$(rcli SAVE)" OK "clock step: a snapshot"
-cp "$T/dump.rdb" "$T/before-step.rdb"
+snapshot before-step "clock step: a snapshot"
 step_clock 30000
 r=$(acquire step b 5)
 tb=$(j "$r" 'r[1]')
@@ -357,15 +360,18 @@ r=$(acquire step c 5)
 tc=$(j "$r" 'r[1]')
 is "$(j "$r" 'r[0]')" 1 "clock step: put right, c is granted"
 is "$(j "$tc" "$tb < r < $(redis_us) + 1000000")" true "clock step: c's token $tc is above b's, and not ahead of Redis' clock by the step"
-stop_redis nosave
-cp "$T/before-step.rdb" "$T/dump.rdb"
-start_stepped_redis
-load_scripts
+restart_from before-step
 is "$(rcli GET "$(key step token)")" "$ta" "clock step: Redis restarted from the snapshot: its counter is a's again"
 r=$(GRACE=$(( $(redis_ms) - 1 )) acquire step d 5)
 is "$(j "$r" 'r[0]')" 1 "clock step: after the restart (a reset whose grace is over) d is granted"
 is "$(j "$r" "r[1] > $tc")" true "clock step: d's token $(j "$r" 'r[1]') is above every token before the restart, c's ($tc) too"
 
+# quiet_for_a_second: Redis' clock moves on by a second or more.
+quiet_for_a_second() {
+        local t
+        t=$(redis_ms)
+        wait_for 5 sh -c "[ \$(redis-cli -s '$REDIS_SOCK' TIME | head -n 1) -gt $((t / 1000 + 1)) ]"
+}
 # Silence looks like a step forward: no agent called for more than half a
 # lease. The tokens' clock starts again after it where it may have been at
 # the last call, not where the clock key was last written: a counter that
@@ -373,8 +379,7 @@ is "$(j "$r" "r[1] > $tc")" true "clock step: d's token $(j "$r" 'r[1]') is abov
 rcli FLUSHALL >/dev/null
 TTL_MS=2000 acquire quiet-a a 5 >/dev/null
 tq=$(j "$(TTL_MS=2000 acquire quiet-b b 5)" 'r[1]')
-t=$(redis_ms)
-wait_for 5 sh -c "[ \$(redis-cli -s '$REDIS_SOCK' TIME | head -n 1) -gt $((t / 1000 + 1)) ]"
+quiet_for_a_second
 rcli DEL "$(key quiet-b token)" >/dev/null
 r=$(TTL_MS=2000 acquire quiet-b c 5)
 is "$(j "$r" "r[1] > $tq")" true "silence: a counter that left Redis starts above its last token ($(j "$r" 'r[1]') > $tq)"
@@ -387,15 +392,10 @@ is "$(rcli GET "$FLEET_CLOCK")" "$before" "release: of leases on names Redis los
 # knows of a reset, and the time since the snapshot looks like a step. It
 # is no step of tokens (another Redis process): tokens handed out since
 # the snapshot stay below the next.
-is "$(rcli SAVE)" OK "restart: a snapshot"
-cp "$T/dump.rdb" "$T/before-restart.rdb"
-t=$(redis_ms)
-wait_for 5 sh -c "[ \$(redis-cli -s '$REDIS_SOCK' TIME | head -n 1) -gt $((t / 1000 + 1)) ]"
+snapshot before-restart "restart: a snapshot"
+quiet_for_a_second
 tr=$(j "$(TTL_MS=10000 acquire quiet-b d 5)" 'r[1]')      # no step: its lease is 10 s
-stop_redis nosave
-cp "$T/before-restart.rdb" "$T/dump.rdb"
-start_stepped_redis
-load_scripts
+restart_from before-restart
 r=$(TTL_MS=2000 acquire quiet-b e 5)
 is "$(j "$r" "r[0] == 1 and r[1] > $tr")" true \
         "restart: from a snapshot older than half a lease, the next token is above the last before it ($(j "$r" 'r[1]') > $tr)"
@@ -417,14 +417,10 @@ is "$(j "$r" "r[1] < $(redis_us)")" true "step back: a new counter starts on Red
 # another Redis process, whose tokens' clock is the server's again.
 step_clock 30000
 TTL_MS=10000 acquire quiet-e a 5 >/dev/null
-is "$(rcli SAVE)" OK "restart: a snapshot during a step"
-cp "$T/dump.rdb" "$T/in-step.rdb"
+snapshot in-step "restart: a snapshot during a step"
 step_clock 0
 te=$(j "$(TTL_MS=10000 acquire quiet-e b 5)" 'r[1]')
-stop_redis nosave
-cp "$T/in-step.rdb" "$T/dump.rdb"
-start_stepped_redis
-load_scripts
+restart_from in-step
 rcli DEL "$(key quiet-e token)" >/dev/null
 r=$(TTL_MS=10000 acquire quiet-e c 5)
 is "$(j "$r" "r[0] == 1 and r[1] > $te")" true "restart: from a snapshot saved during the step, the next token is above those after it"
