@@ -636,6 +636,7 @@ static void test_counters(void) {
         bool missing = false;
         Lease *a, *b, *c, *d;
         uint64_t sum = 0;
+        usec_t due;
 
         setup(0);
         CHECK_U64(e.stats.redis_ups, 1, "the first connection to Redis is counted");
@@ -643,9 +644,9 @@ static void test_counters(void) {
         CHECK(name_stats("x") && name_stats("x")->grants == 0, "a name's grants counter exists (0) from its first request");
         reply_granted(a, 1, 1, 3 * USEC_PER_MSEC);
         CHECK_U64(name_stats("x")->grants, 1, "a grant is counted for its name");
-        CHECK_U64(e.stats.wait_count, 1, "its wait is observed");
-        CHECK_U64(e.stats.wait_sum, 3 * USEC_PER_MSEC, "as grant time minus request time");
-        CHECK_U64(e.stats.wait_buckets[1], 1, "in the bucket up to 5 ms");
+        CHECK_U64(e.stats.wait.count, 1, "its wait is observed");
+        CHECK_U64(e.stats.wait.sum, 3 * USEC_PER_MSEC, "as grant time minus request time");
+        CHECK_U64(e.stats.wait.buckets[1], 1, "in the bucket up to 5 ms");
 
         b = ask(2, "x", 1, 2 * USEC_PER_SEC, &c2, 10);
         reply_queued(b, 1, 1, -1, 11);
@@ -654,7 +655,7 @@ static void test_counters(void) {
         c = ask(3, "y", 1, 0, &c3, 20);
         reply_queued(c, 1, 1, -1, 21);
         CHECK_U64(e.stats.denials[SLOTS_DENIAL_FULL], 1, "no wait and no slot: reason full");
-        CHECK_U64(e.stats.wait_count, 1, "denials are no waits of the histogram");
+        CHECK_U64(e.stats.wait.count, 1, "denials are no waits of the histogram");
         CHECK_U64(e.stats.releases[SLOTS_RELEASE_RELEASED] + e.stats.releases[SLOTS_RELEASE_ANCHOR_CLOSED], 0,
                   "a denied waiter is no release");
 
@@ -662,12 +663,20 @@ static void test_counters(void) {
         CHECK_U64(e.stats.releases[SLOTS_RELEASE_ANCHOR_CLOSED], 1, "a holder whose anchor closed: cause anchor_closed");
         d = ask(4, "z", 1, USEC_INFINITY, &c4, 40);
         reply_granted(d, 2, 1, 40 + 90 * USEC_PER_SEC);
-        CHECK_U64(e.stats.wait_buckets[11], 1, "a 90 s wait lands in the bucket up to 5 min");
+        CHECK_U64(e.stats.wait.buckets[11], 1, "a 90 s wait lands in the bucket up to 5 min");
         memcpy(one[0], id(4), sizeof(one[0]));
+        due = d->renewed + TTL / 3;
         slots_renew_done(&e, "z", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 100 * USEC_PER_SEC,
                          100 * USEC_PER_SEC + 7 * USEC_PER_MSEC);
         CHECK_U64(e.stats.rtt_last, 7 * USEC_PER_MSEC, "a renewal's round trip: its reply's time minus its call's");
         CHECK_U64(e.stats.rtt_count, 1, "one sample");
+        /* Due a third of a lease after its grant was asked for (40 µs),
+         * confirmed at 100 s + 7 ms. */
+        CHECK_U64(due, 40 + TTL / 3, "the first renewal is due a third of a lease after the grant's call");
+        CHECK_U64(e.stats.lateness.count, 1, "a confirmed renewal's lateness is observed");
+        CHECK_U64(e.stats.lateness.sum, 100 * USEC_PER_SEC + 7 * USEC_PER_MSEC - due,
+                  "as the confirmation's time minus when it was due");
+        CHECK_U64(e.stats.lateness_max, e.stats.lateness.sum, "and is the worst so far");
         slots_release(&e, d, "released on request", 101 * USEC_PER_SEC);
         CHECK_U64(e.stats.releases[SLOTS_RELEASE_RELEASED], 1, "given back on request: cause released");
 
@@ -678,9 +687,9 @@ static void test_counters(void) {
         CHECK_U64(e.stats.lost, 1, "and counted as lost");
         CHECK_U64(e.stats.releases[SLOTS_RELEASE_LOST], 1, "and as released for cause lost");
         CHECK_U64(name_stats("x")->grants, 2, "x was granted twice");
-        for (size_t i = 0; i < SLOTS_WAIT_BUCKETS + 1; i++)
-                sum += e.stats.wait_buckets[i];
-        CHECK_U64(sum, e.stats.wait_count, "the buckets add up to the count");
+        for (size_t i = 0; i < SLOTS_HISTOGRAM_BUCKETS + 1; i++)
+                sum += e.stats.wait.buckets[i];
+        CHECK_U64(sum, e.stats.wait.count, "the buckets add up to the count");
 
         w.redis_up = false;
         slots_redis_down(&e, "gone", 300 * USEC_PER_SEC);

@@ -25,10 +25,24 @@ static const char *u64_list(const uint64_t *v, size_t n, bool cumulative, char *
         return buf;
 }
 
+static void send_histogram(Client *c, const char *verb, const SlotsHistogram *h) {
+        char line[PROTO_REPLY_MAX], list[(SLOTS_HISTOGRAM_BUCKETS + 1) * 21];
+        uint64_t bounds[SLOTS_HISTOGRAM_BUCKETS];
+        MessageBuilder b;
+
+        for (size_t i = 0; i < SLOTS_HISTOGRAM_BUCKETS; i++)
+                bounds[i] = slots_histogram_bounds[i];
+        message_start(&b, line, sizeof(line), verb);
+        message_add_u64(&b, "count", h->count);
+        message_add_u64(&b, "sum", h->sum);
+        message_add(&b, "bounds", u64_list(bounds, SLOTS_HISTOGRAM_BUCKETS, false, list, sizeof(list)));
+        message_add(&b, "buckets", u64_list(h->buckets, SLOTS_HISTOGRAM_BUCKETS + 1, true, list, sizeof(list)));
+        client_send(c, line, message_finish(&b));
+}
+
 static void send_counters(Client *c, const Agent *a) {
         const SlotsStats *st = &a->slots.stats;
-        char line[PROTO_REPLY_MAX], list[(SLOTS_WAIT_BUCKETS + 1) * 21];
-        uint64_t bounds[SLOTS_WAIT_BUCKETS];
+        char line[PROTO_REPLY_MAX];
         MessageBuilder b;
 
         message_start(&b, line, sizeof(line), "AGENT");
@@ -37,6 +51,7 @@ static void send_counters(Client *c, const Agent *a) {
         message_add_u64(&b, "held", a->slots.n_held);
         message_add_u64(&b, "waiting", a->slots.n_waiting);
         message_add_u64(&b, "lost", st->lost);
+        message_add_u64(&b, "lateness_max", st->lateness_max);
         message_add_u64(&b, "rtt_count", st->rtt_count);
         message_add_u64(&b, "rtt_sum", st->rtt_sum);
         if (st->rtt_count > 0)
@@ -53,14 +68,8 @@ static void send_counters(Client *c, const Agent *a) {
                 message_add_u64(&b, slots_denial_name[i], st->denials[i]);
         client_send(c, line, message_finish(&b));
 
-        for (size_t i = 0; i < SLOTS_WAIT_BUCKETS; i++)
-                bounds[i] = slots_wait_bounds[i];
-        message_start(&b, line, sizeof(line), "WAIT");
-        message_add_u64(&b, "count", st->wait_count);
-        message_add_u64(&b, "sum", st->wait_sum);
-        message_add(&b, "bounds", u64_list(bounds, SLOTS_WAIT_BUCKETS, false, list, sizeof(list)));
-        message_add(&b, "buckets", u64_list(st->wait_buckets, SLOTS_WAIT_BUCKETS + 1, true, list, sizeof(list)));
-        client_send(c, line, message_finish(&b));
+        send_histogram(c, "WAIT", &st->wait);
+        send_histogram(c, "LATENESS", &st->lateness);
 }
 
 static void send_names(Client *c, const Agent *a) {

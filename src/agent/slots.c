@@ -127,7 +127,7 @@ const char *const slots_denial_name[N_SLOTS_DENIALS] = {
         [SLOTS_DENIAL_UNCONFIRMED] = "unconfirmed",
 };
 
-const usec_t slots_wait_bounds[SLOTS_WAIT_BUCKETS] = {
+const usec_t slots_histogram_bounds[SLOTS_HISTOGRAM_BUCKETS] = {
         1 * USEC_PER_MSEC, 5 * USEC_PER_MSEC, 10 * USEC_PER_MSEC, 50 * USEC_PER_MSEC, 100 * USEC_PER_MSEC,
         500 * USEC_PER_MSEC, 1 * USEC_PER_SEC, 5 * USEC_PER_SEC, 10 * USEC_PER_SEC, 30 * USEC_PER_SEC,
         1 * USEC_PER_MINUTE, 5 * USEC_PER_MINUTE, 10 * USEC_PER_MINUTE, 30 * USEC_PER_MINUTE, 60 * USEC_PER_MINUTE,
@@ -186,14 +186,14 @@ static NameStats *name_stats_get(Slots *e, const char *name) {
         return s;
 }
 
-static void count_wait(SlotsStats *st, usec_t waited) {
+static void histogram_add(SlotsHistogram *h, usec_t t) {
         size_t i = 0;
 
-        while (i < SLOTS_WAIT_BUCKETS && waited > slots_wait_bounds[i])
+        while (i < SLOTS_HISTOGRAM_BUCKETS && t > slots_histogram_bounds[i])
                 i++;
-        st->wait_buckets[i]++;
-        st->wait_count++;
-        st->wait_sum += waited;
+        h->buckets[i]++;
+        h->count++;
+        h->sum += t;
 }
 
 static void count_release(Lease *l, SlotsReleaseCause cause) {
@@ -502,7 +502,7 @@ static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec
         lease_set_state(l, LEASE_HELD);
         lease_arm(l);
         if (l->asked != USEC_INFINITY)
-                count_wait(&e->stats, now > l->asked ? now - l->asked : 0);
+                histogram_add(&e->stats.wait, now > l->asked ? now - l->asked : 0);
         s = name_stats_get(e, l->name->name);
         if (s)
                 s->grants++;
@@ -1062,6 +1062,10 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                         continue;
                 if (!missing[i]) {
                         if (sent > l->renewed) {
+                                usec_t due = l->renewed + e->lease_ttl / 3, late = now > due ? now - due : 0;
+
+                                histogram_add(&e->stats.lateness, late);
+                                e->stats.lateness_max = MAX(e->stats.lateness_max, late);
                                 l->renewed = sent;
                                 if (l->state == LEASE_HELD && len > 0)
                                         lease_send(l, line, len);

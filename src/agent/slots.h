@@ -147,19 +147,27 @@ typedef enum SlotsDenial {
 extern const char *const slots_release_cause_name[N_SLOTS_RELEASE_CAUSES];
 extern const char *const slots_denial_name[N_SLOTS_DENIALS];
 
-/* Upper bounds of the wait-time histogram's buckets, 1 ms to 1 h; one more
- * bucket counts the longer waits. */
-#define SLOTS_WAIT_BUCKETS 15
-extern const usec_t slots_wait_bounds[SLOTS_WAIT_BUCKETS];
+/* A histogram of times: upper bounds of its buckets 1 ms to 1 h, and one
+ * more bucket for the longer ones. */
+#define SLOTS_HISTOGRAM_BUCKETS 15
+extern const usec_t slots_histogram_bounds[SLOTS_HISTOGRAM_BUCKETS];
+
+typedef struct SlotsHistogram {
+        uint64_t buckets[SLOTS_HISTOGRAM_BUCKETS + 1];  /* each bucket alone, not cumulative */
+        uint64_t count;
+        usec_t sum;
+} SlotsHistogram;
 
 typedef struct SlotsStats {
         uint64_t releases[N_SLOTS_RELEASE_CAUSES];
         uint64_t denials[N_SLOTS_DENIALS];
         uint64_t lost;
         /* From asking to the grant, of every grant here (not of re-adopted slots). */
-        uint64_t wait_buckets[SLOTS_WAIT_BUCKETS + 1];  /* each bucket alone, not cumulative */
-        uint64_t wait_count;
-        usec_t wait_sum;
+        SlotsHistogram wait;
+        /* Of every confirmed renewal of a lease: how long after it was due
+         * (a third of a lease after the last one) its confirmation came. */
+        SlotsHistogram lateness;
+        usec_t lateness_max;
         uint64_t redis_ups;             /* the first connection and every reconnection */
         /* Renewals: from the call to its reply. */
         uint64_t rtt_count;

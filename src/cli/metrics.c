@@ -31,12 +31,18 @@ typedef struct Row {
         uint64_t held, waiting, limit, total;
 } Row;
 
-typedef struct Metrics {
-        Message agent, releases, denials;
-        bool got_agent, got_releases, got_denials, got_wait;
-        uint64_t wait_count, wait_sum;
+/* A histogram of times, as the agent counts it (buckets cumulative). */
+typedef struct Histogram {
+        bool got;
+        uint64_t count, sum;
         uint64_t bounds[BUCKETS_MAX], buckets[BUCKETS_MAX + 1];
         size_t n_bounds;
+} Histogram;
+
+typedef struct Metrics {
+        Message agent, releases, denials;
+        bool got_agent, got_releases, got_denials;
+        Histogram wait, lateness;
         Row *rows;
         size_t n_rows, size_rows;
 } Metrics;
@@ -88,18 +94,18 @@ static int parse_list(const char *s, uint64_t *v, size_t max, size_t *ret_n) {
         return 0;
 }
 
-static int take_wait(Metrics *mt, const Message *m) {
+static int take_histogram(Histogram *h, const Message *m) {
         size_t n_buckets;
 
-        if (get_u64(m, "count", &mt->wait_count) < 0 || get_u64(m, "sum", &mt->wait_sum) < 0 ||
-            parse_list(message_get(m, "bounds"), mt->bounds, BUCKETS_MAX, &mt->n_bounds) < 0 ||
-            parse_list(message_get(m, "buckets"), mt->buckets, BUCKETS_MAX + 1, &n_buckets) < 0 ||
-            n_buckets != mt->n_bounds + 1)
+        if (get_u64(m, "count", &h->count) < 0 || get_u64(m, "sum", &h->sum) < 0 ||
+            parse_list(message_get(m, "bounds"), h->bounds, BUCKETS_MAX, &h->n_bounds) < 0 ||
+            parse_list(message_get(m, "buckets"), h->buckets, BUCKETS_MAX + 1, &n_buckets) < 0 ||
+            n_buckets != h->n_bounds + 1)
                 return -EBADMSG;
-        for (size_t i = 1; i < mt->n_bounds; i++)
-                if (mt->bounds[i] <= mt->bounds[i - 1])
+        for (size_t i = 1; i < h->n_bounds; i++)
+                if (h->bounds[i] <= h->bounds[i - 1])
                         return -EBADMSG;
-        mt->got_wait = true;
+        h->got = true;
         return 0;
 }
 
@@ -161,7 +167,9 @@ static int fetch(const char *ns, uid_t agent_uid, Metrics *mt) {
                         mt->denials = m;
                         mt->got_denials = true;
                 } else if (streq(m.verb, "WAIT"))
-                        r = take_wait(mt, &m);
+                        r = take_histogram(&mt->wait, &m);
+                else if (streq(m.verb, "LATENESS"))
+                        r = take_histogram(&mt->lateness, &m);
                 else if (streq(m.verb, "HOST") || streq(m.verb, "NAME") || streq(m.verb, "GRANTS"))
                         r = take_row(mt, &m);
                 /* Lines of a newer agent are left out. */
@@ -172,7 +180,7 @@ static int fetch(const char *ns, uid_t agent_uid, Metrics *mt) {
                 if (r < 0)
                         return malformed();
         }
-        if (!mt->got_agent || !mt->got_releases || !mt->got_denials || !mt->got_wait)
+        if (!mt->got_agent || !mt->got_releases || !mt->got_denials || !mt->wait.got || !mt->lateness.got)
                 return malformed();
         return 0;
 }
@@ -268,10 +276,24 @@ static void field_samples(FILE *f, const Message *m, const char *metric, const c
         }
 }
 
+static void histogram(FILE *f, const Histogram *h, const char *name, const char *text) {
+        char a[32], b[32], bucket[128], sum[128], count[128];
+
+        snprintf(bucket, sizeof(bucket), "%s_bucket", name);
+        snprintf(sum, sizeof(sum), "%s_sum", name);
+        snprintf(count, sizeof(count), "%s_count", name);
+        family(f, name, "histogram", text);
+        for (size_t i = 0; i < h->n_bounds; i++)
+                sample(f, bucket, u64(h->buckets[i], a, sizeof(a)), "le", seconds(h->bounds[i], b, sizeof(b)), NULL);
+        sample(f, bucket, u64(h->buckets[h->n_bounds], a, sizeof(a)), "le", "+Inf", NULL);
+        sample(f, sum, seconds(h->sum, a, sizeof(a)), NULL);
+        sample(f, count, u64(h->count, a, sizeof(a)), NULL);
+}
+
 static void print_metrics(FILE *f, Metrics *mt) {
         const char *state = message_get(&mt->agent, "redis") ?: "";
-        uint64_t ups = 0, lost = 0, rtt_count = 0, rtt_sum = 0, rtt_last = 0;
-        char a[32], b[32];
+        uint64_t ups = 0, lost = 0, rtt_count = 0, rtt_sum = 0, rtt_last = 0, late_max = 0;
+        char a[32];
 
         (void) get_u64(&mt->agent, "redis_ups", &ups);
         (void) get_u64(&mt->agent, "lost", &lost);
@@ -290,6 +312,12 @@ static void print_metrics(FILE *f, Metrics *mt) {
         if (get_u64(&mt->agent, "rtt_last", &rtt_last) >= 0) {
                 family(f, "fleetsem_redis_last_rtt_seconds", "gauge", "The last lease renewal's round trip to Redis.");
                 sample(f, "fleetsem_redis_last_rtt_seconds", seconds(rtt_last, a, sizeof(a)), NULL);
+        }
+
+        if (get_u64(&mt->agent, "lateness_max", &late_max) >= 0) {
+                family(f, "fleetsem_renewal_lateness_max_seconds", "gauge",
+                       "The latest any renewal here was confirmed after it was due, since the agent started.");
+                sample(f, "fleetsem_renewal_lateness_max_seconds", seconds(late_max, a, sizeof(a)), NULL);
         }
 
         family(f, "fleetsem_slots_held", "gauge",
@@ -315,13 +343,10 @@ static void print_metrics(FILE *f, Metrics *mt) {
                "Held slots this host lost: not renewed in time, or gone from Redis.");
         sample(f, "fleetsem_lost_total", u64(lost, a, sizeof(a)), NULL);
 
-        family(f, "fleetsem_wait_seconds", "histogram", "Time from a request on this host to its grant.");
-        for (size_t i = 0; i < mt->n_bounds; i++)
-                sample(f, "fleetsem_wait_seconds_bucket", u64(mt->buckets[i], a, sizeof(a)),
-                       "le", seconds(mt->bounds[i], b, sizeof(b)), NULL);
-        sample(f, "fleetsem_wait_seconds_bucket", u64(mt->buckets[mt->n_bounds], a, sizeof(a)), "le", "+Inf", NULL);
-        sample(f, "fleetsem_wait_seconds_sum", seconds(mt->wait_sum, a, sizeof(a)), NULL);
-        sample(f, "fleetsem_wait_seconds_count", u64(mt->wait_count, a, sizeof(a)), NULL);
+        histogram(f, &mt->wait, "fleetsem_wait_seconds", "Time from a request on this host to its grant.");
+        histogram(f, &mt->lateness, "fleetsem_renewal_lateness_seconds",
+                  "How long after it was due (a third of a lease after the last one) each renewal of a slot held "
+                  "here was confirmed by Redis: a starving agent shows here before it loses slots.");
 }
 
 static int write_output(Metrics *mt, const char *output) {
