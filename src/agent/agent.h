@@ -24,6 +24,16 @@
 
 typedef struct Agent Agent;
 
+/* Event priorities (lower runs first). What keeps slots alive runs before
+ * new work, and new work before new connections: no load of new clients,
+ * however large, delays a renewal, a release or a confirmation. */
+enum {
+        PRIORITY_LEASES = SD_EVENT_PRIORITY_IMPORTANT,  /* Redis' replies, anchors, lease and name timers, the tick */
+        PRIORITY_CLIENTS = SD_EVENT_PRIORITY_NORMAL,    /* requests of connected clients */
+        PRIORITY_BATCH = SD_EVENT_PRIORITY_NORMAL + 10, /* group commit: once the requests ready are read */
+        PRIORITY_ACCEPT = SD_EVENT_PRIORITY_NORMAL + 20,/* new connections, a bounded number a turn */
+};
+
 #define SHARDS_MAX 64                   /* masters of a Cluster */
 #define SLOT_NONE UINT8_MAX
 typedef struct Client Client;
@@ -31,12 +41,17 @@ typedef struct StatusJob StatusJob;
 typedef struct UserUse UserUse;
 
 /* What one uid holds of the agent: connections in every state, the bytes
- * of output queued for them, STATUS requests under way. */
+ * of output queued for them, STATUS requests under way; and what it may
+ * still use: new connections (a rate, as a theoretical arrival time that
+ * runs ahead of the clock by what the burst used) and looks by name for
+ * anchors with a full backlog (each a walk of every unix socket). */
 struct UserUse {
         uid_t uid;
         size_t n_clients;
         size_t out_bytes;
         size_t n_status;
+        usec_t connect_tat;
+        usec_t name_look;
 };
 
 typedef enum Script {
@@ -147,7 +162,8 @@ struct Agent {
         sd_event_source *reconnect_source;
         sd_event_source *tick_source;
         sd_event_source *status_source;
-        sd_event_source *batch_source;  /* group commit: at the end of the loop's turn */
+        sd_event_source *batch_source;  /* group commit: once the requests ready are read */
+        sd_event_source *batch_deadline;/* … or at the latest BATCH_WAIT_MAX after the first call */
         struct Batch *batches;          /* calls waiting for it, one batch per name */
         char sha[N_SCRIPTS][41];
         char *script_text[N_SCRIPTS];
@@ -262,6 +278,8 @@ void unit_peer_accepted(Client *c);
  * that connected is gone (its pid may belong to another by now). */
 int unit_of_client(Client *c, char **ret);
 void unit_stop(Agent *a, const char *unit, const char *why);
+/* The uid a service runs as, from systemd (User=; root when unset). */
+int unit_user(Agent *a, const char *unit, uid_t *ret_uid);
 void units_close(Agent *a);
 
 /* lua-scripts.c (generated) */

@@ -41,8 +41,10 @@ static int watch_fd_attach(LeaseIo *io) {
         /* Edge-triggered: a closed anchor stays "ready" until its source is
          * gone, and thousands closing at once (a host's sessions ending)
          * would otherwise be polled again on every turn of the loop. */
-        return sd_event_add_io(io->agent->event, &io->watch_source, io->watch_fd, EPOLLRDHUP | EPOLLET,
-                               on_anchor_event, io);
+        int r = sd_event_add_io(io->agent->event, &io->watch_source, io->watch_fd, EPOLLRDHUP | EPOLLET,
+                                on_anchor_event, io);
+
+        return r < 0 ? r : sd_event_source_set_priority(io->watch_source, PRIORITY_LEASES);
 }
 
 LeaseIo *lease_io_new(Agent *a, int watch_fd) {
@@ -88,30 +90,16 @@ int lease_io_attach(LeaseIo *io, Lease *l) {
 int anchor_probe(Agent *a, const char *lease, int *ret_fd, uid_t *ret_uid) {
         _cleanup_close_ int fd = -EBADF;
         struct ucred owner;
-        uid_t uid = (uid_t) -1;
-        int r, alive;
+        int r;
 
         r = anchor_watch(a->config->namespace, lease, &fd);
-        if (r >= 0) {
-                r = peer_cred(fd, &owner);
-                if (r < 0)
-                        return r;
-                *ret_fd = TAKE_FD(fd);
-                *ret_uid = owner.uid;
-                return 0;
-        }
-        if (r == -ENOENT)
+        if (r < 0)
                 return r;
-        /* No watch connection now (a full backlog: anyone can fill it; or
-         * out of file descriptors): the name decides. Only a name the
-         * kernel no longer has is gone. */
-        alive = anchor_is_listening(a->config->namespace, lease, &uid);
-        if (alive < 0)
+        r = peer_cred(fd, &owner);
+        if (r < 0)
                 return r;
-        if (alive == 0)
-                return -ENOENT;
-        *ret_fd = -EBADF;
-        *ret_uid = uid;
+        *ret_fd = TAKE_FD(fd);
+        *ret_uid = owner.uid;
         return 0;
 }
 
@@ -136,12 +124,12 @@ static void rewatch(LeaseIo *io) {
                 slots_anchor_closed(&a->slots, l, now_mono());
                 return;
         }
-        if (r >= 0 && uid != (uid_t) -1 && uid != l->uid) {
+        if (r >= 0 && uid != l->uid) {
                 safe_close(fd);
                 release_foreign(a, l, uid);
                 return;
         }
-        if (r >= 0 && fd >= 0) {
+        if (r >= 0) {
                 io->watch_fd = fd;
                 a->n_watch_fds++;
                 if (watch_fd_attach(io) >= 0) {
@@ -155,8 +143,8 @@ static void rewatch(LeaseIo *io) {
                 }
                 lease_io_close_watch(io);
         }
-        /* Alive by name only, or cannot tell now (out of file
-         * descriptors, say): again at the next check. */
+        /* No watch now (a full backlog, or out of file descriptors):
+         * alive until a look by name at housekeeping says otherwise. */
         watch_by_name(io);
 }
 
@@ -202,13 +190,53 @@ static int on_anchor_event(sd_event_source *s, int fd, uint32_t revents, void *u
         return 0;
 }
 
+/* Every housekeeping turn: a watch for each anchor watched by name, if one
+ * sticks now; then those still without one looked for by name, all in one
+ * walk of the kernel's table (whatever else listens on the host, the
+ * agent walks it once a turn, not once a lease). */
 void lease_io_check_names(Agent *a) {
+        _cleanup_free_ Lease **leases = NULL;
+        _cleanup_free_ const char **ids = NULL;
+        _cleanup_free_ bool *alive = NULL;
+        _cleanup_free_ uid_t *uids = NULL;
         LeaseIo *io, *next;
+        size_t n = 0;
+        int r;
 
         /* Releasing a lease frees its io (and takes it off the list). */
         LIST_FOREACH_SAFE(by_name, io, next, a->by_name)
                 if (io->lease)
                         rewatch(io);
+        if (a->n_by_name == 0)
+                return;
+
+        leases = calloc(a->n_by_name, sizeof(Lease *));
+        ids = calloc(a->n_by_name, sizeof(char *));
+        alive = calloc(a->n_by_name, sizeof(bool));
+        uids = calloc(a->n_by_name, sizeof(uid_t));
+        if (!leases || !ids || !alive || !uids)
+                return;         /* again at the next turn */
+        LIST_FOREACH(by_name, io, a->by_name)
+                if (io->lease && n < a->n_by_name) {
+                        leases[n] = lease_ref(io->lease);
+                        ids[n++] = io->lease->id;
+                }
+        r = anchors_listening(a->config->namespace, ids, n, alive, uids);
+        if (r < 0)
+                log_debug_errno(r, "Failed to look for anchors by name: %m");
+        for (size_t i = 0; i < n; i++) {
+                Lease *l = leases[i];
+
+                /* Only leases still watched by name: an earlier one's
+                 * release may have changed what the others are. */
+                if (r >= 0 && l->state != LEASE_GONE && l->io && ((LeaseIo *) l->io)->by_name) {
+                        if (!alive[i])
+                                slots_anchor_closed(&a->slots, l, now_mono());
+                        else if (uids[i] != (uid_t) -1 && uids[i] != l->uid)
+                                release_foreign(a, l, uids[i]);
+                }
+                lease_unref(l);
+        }
 }
 
 static int on_lease_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -230,7 +258,8 @@ static int set_timer(Agent *a, sd_event_source **s, usec_t when, sd_event_time_h
                 r = sd_event_source_set_time(*s, when);
                 return r < 0 ? r : sd_event_source_set_enabled(*s, SD_EVENT_ONESHOT);
         }
-        return sd_event_add_time(a->event, s, CLOCK_MONOTONIC, when, 0, cb, userdata);
+        r = sd_event_add_time(a->event, s, CLOCK_MONOTONIC, when, 0, cb, userdata);
+        return r < 0 ? r : sd_event_source_set_priority(*s, PRIORITY_LEASES);
 }
 
 void io_lease_timer(void *ctx, Lease *l, usec_t when) {

@@ -408,6 +408,7 @@ static int script_call_now(Agent *a, Script script, const char *name, redis_repl
  * as its own script would: Redis runs one script, not one per request. */
 
 #define BATCH_MAX 64            /* calls in one batch; a full one goes at once */
+#define BATCH_WAIT_MAX (2 * USEC_PER_MSEC)
 
 typedef struct BatchCall {
         Script script;
@@ -484,12 +485,51 @@ static void batch_flush_name(Agent *a, const char *name) {
 static void batch_flush_all(Agent *a) {
         while (a->batches)
                 batch_send(a, a->batches);
+        if (a->batch_deadline)
+                (void) sd_event_source_set_enabled(a->batch_deadline, SD_EVENT_OFF);
 }
 
 static int on_batch_turn(sd_event_source *s, void *userdata) {
         (void) s;
         batch_flush_all(userdata);
         return 0;
+}
+
+static int on_batch_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s;
+        (void) usec;
+        batch_flush_all(userdata);
+        return 0;
+}
+
+/* A batch goes once the requests ready are read (the defer runs after the
+ * clients' events, before new connections), and at the latest
+ * BATCH_WAIT_MAX after its first call, at the priority of renewals: a
+ * client that keeps the loop busy delays no renewal or release longer. */
+static int batch_sources_add(Agent *a) {
+        int r;
+
+        if (a->batch_source)
+                return 0;
+        r = sd_event_add_defer(a->event, &a->batch_source, on_batch_turn, a);
+        if (r < 0)
+                return r;
+        r = sd_event_source_set_priority(a->batch_source, PRIORITY_BATCH);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(a->batch_source, SD_EVENT_OFF);
+        if (r >= 0)
+                r = sd_event_add_time_relative(a->event, &a->batch_deadline, CLOCK_MONOTONIC, BATCH_WAIT_MAX, 0,
+                                               on_batch_deadline, a);
+        if (r >= 0)
+                r = sd_event_source_set_priority(a->batch_deadline, PRIORITY_LEASES);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(a->batch_deadline, SD_EVENT_OFF);
+        if (r < 0) {
+                a->batch_source = sd_event_source_disable_unref(a->batch_source);
+        a->batch_deadline = sd_event_source_disable_unref(a->batch_deadline);
+                a->batch_deadline = sd_event_source_disable_unref(a->batch_deadline);
+        }
+        return r;
 }
 
 static int batch_push(Batch *b, const char *arg, size_t len) {
@@ -522,12 +562,13 @@ static int batch_add(Agent *a, Script script, const char *name, redis_reply_cb c
 
         if (a->state != REDIS_READY)
                 return -ENOTCONN;
-        if (!a->batch_source) {
-                r = sd_event_add_defer(a->event, &a->batch_source, on_batch_turn, a);
-                if (r < 0)
-                        return r;
-                /* After every other event that is ready: the loop's turn. */
-                (void) sd_event_source_set_priority(a->batch_source, SD_EVENT_PRIORITY_IDLE);
+        r = batch_sources_add(a);
+        if (r < 0)
+                return r;
+        if (!a->batches) {
+                (void) sd_event_source_set_enabled(a->batch_source, SD_EVENT_ONESHOT);
+                if (sd_event_source_set_time_relative(a->batch_deadline, BATCH_WAIT_MAX) >= 0)
+                        (void) sd_event_source_set_enabled(a->batch_deadline, SD_EVENT_ONESHOT);
         }
         b = batch_find(a, name);
         if (!b) {
@@ -557,8 +598,6 @@ static int batch_add(Agent *a, Script script, const char *name, redis_reply_cb c
         b->calls[b->n_calls++] = (BatchCall) { .script = script, .cb = cb, .userdata = userdata };
         if (b->n_calls == BATCH_MAX)
                 batch_send(a, b);
-        else
-                (void) sd_event_source_set_enabled(a->batch_source, SD_EVENT_ONESHOT);
         return 0;
 }
 
@@ -2174,6 +2213,8 @@ int redis_io_start(Agent *a) {
         if (r >= 0)
                 r = sd_event_add_time_relative(a->event, &a->tick_source, CLOCK_MONOTONIC, a->config->lease_ttl / 3, 0, on_tick, a);
         if (r >= 0)
+                r = sd_event_source_set_priority(a->tick_source, PRIORITY_LEASES);
+        if (r >= 0)
                 r = sd_event_source_set_enabled(a->tick_source, SD_EVENT_ON);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up timers: %m");
@@ -2187,6 +2228,7 @@ void redis_io_stop(Agent *a) {
         a->state = REDIS_DOWN;
         batch_flush_all(a);             /* their callbacks hear Redis went */
         a->batch_source = sd_event_source_disable_unref(a->batch_source);
+        a->batch_deadline = sd_event_source_disable_unref(a->batch_deadline);
         for (size_t i = 0; i < a->n_shards; i++)
                 shard_free(a->shards[i]);
         a->n_shards = 0;

@@ -29,6 +29,13 @@
 #define FD_RESERVE_ROOT 16
 #define FD_BASE_SLACK 32                        /* Redis, Sentinel, the bus, NSS, /proc */
 #define HOUSEKEEPING_EVERY USEC_PER_SEC
+/* New connections of one non-root uid: CONNECT_RATE a second, in bursts of
+ * up to twice max_clients_per_user (so a burst meets that cap first); past
+ * it a connection is refused at once, before anything of it is read. */
+#define CONNECT_RATE 100
+#define CONNECT_INTERVAL (USEC_PER_SEC / CONNECT_RATE)
+/* Looks by name (a full backlog) for the anchors of one uid's requests. */
+#define NAME_LOOK_EVERY USEC_PER_SEC
 
 static void *user_uses;         /* tsearch(): uid → UserUse */
 
@@ -56,10 +63,39 @@ static UserUse *user_use_get(uid_t uid) {
 }
 
 void user_use_maybe_free(UserUse *u) {
+        usec_t now;
+
         if (!u || u->n_clients > 0 || u->out_bytes > 0 || u->n_status > 0)
+                return;
+        /* What it used of its rates is kept until it is paid back: closing
+         * every connection starts no new budget. */
+        now = now_mono();
+        if (u->connect_tat > now || (u->name_look > 0 && now - u->name_look < NAME_LOOK_EVERY))
                 return;
         tdelete(u, &user_uses, user_use_cmp);
         free(u);
+}
+
+/* Whether uid may open one more connection now (root always may). */
+static bool user_may_connect(UserUse *u, unsigned burst, usec_t now) {
+        usec_t tat = MAX(u->connect_tat, now) + CONNECT_INTERVAL;
+
+        if (u->uid == 0)
+                return true;
+        if (tat - now > (usec_t) burst * CONNECT_INTERVAL)
+                return false;
+        u->connect_tat = tat;
+        return true;
+}
+
+/* Whether uid may have an anchor looked for by name now: one a second. */
+static bool user_may_look_by_name(UserUse *u, usec_t now) {
+        if (u->uid == 0)
+                return true;
+        if (u->name_look > 0 && now - u->name_look < NAME_LOOK_EVERY)
+                return false;
+        u->name_look = now;
+        return true;
 }
 
 static size_t client_out_max(const Client *c) {
@@ -329,6 +365,33 @@ static int client_unit(Client *c, char **ret) {
         return r;
 }
 
+/* Whether the agent may stop unit when the client's slot is lost: root
+ * may ask it of any unit, another user only of a service that runs as it
+ * (User= as systemd reports it; a user's job in a root service such as
+ * cron.service may not have the agent stop that service). */
+static bool client_may_stop(Client *c, const char *unit) {
+        uid_t uid;
+        int r;
+
+        if (c->cred.uid == 0)
+                return true;
+        r = unit_user(c->agent, unit, &uid);
+        if (r < 0) {
+                client_send_error(c, ERROR_CODE_BUSY, "cannot ask systemd which user %s runs as: %s; try again",
+                                  unit, strerror(-r));
+                return false;
+        }
+        if (uid != c->cred.uid) {
+                log_uid(c->cred.uid, now_mono(), LOG_WARNING,
+                        "Refused on-lost=stop of %s to uid " UID_FMT ": the service runs as uid " UID_FMT ".",
+                        unit, c->cred.uid, uid);
+                client_send_error(c, ERROR_CODE_PERMISSION, "uid " UID_FMT " may not have %s stopped: it runs as uid " UID_FMT,
+                                  c->cred.uid, unit, uid);
+                return false;
+        }
+        return true;
+}
+
 /* The watch on a new request's anchor, checked against the requester: a
  * connection, or -EBADF when the anchor is alive by name only (its
  * backlog is full: anyone can fill it). <0 with an ERROR sent. */
@@ -339,6 +402,26 @@ static int request_watch(Client *c, const Request *req, int *ret_fd) {
         int r;
 
         r = anchor_probe(a, req->lease, &watch, &owner);
+        if (r < 0 && r != -ENOENT) {
+                /* No watch sticks (a full backlog: anyone can fill it; or
+                 * out of file descriptors): the kernel's table by name
+                 * decides, a walk of every unix socket: one a second for
+                 * each non-root user. */
+                if (!user_may_look_by_name(c->user, now_mono())) {
+                        client_send_error(c, ERROR_CODE_BUSY, "anchor @%s/lease/%s accepts no watch (its backlog is full), "
+                                          "and this user's look by name for this second is spent; try again",
+                                          a->config->namespace, req->lease);
+                        return -EAGAIN;
+                }
+                int alive = anchor_is_listening(a->config->namespace, req->lease, &owner);
+
+                if (alive == 0)
+                        r = -ENOENT;
+                else if (alive > 0) {
+                        r = 0;
+                        watch = -EBADF;
+                }
+        }
         if (r == -ENOENT) {
                 client_send_error(c, ERROR_CODE_ANCHOR, "no anchor listens on @%s/lease/%s; create it before asking",
                                   a->config->namespace, req->lease);
@@ -383,6 +466,8 @@ static void handle_acquire(Client *c, const Request *req) {
         }
         if (req->unit) {
                 if (client_unit(c, &unit) < 0)
+                        return;
+                if (req->stop_on_lost && !client_may_stop(c, unit))
                         return;
                 l = slots_lease_of_unit(&a->slots, req->name, unit, c->cred.uid);
                 if (l) {
@@ -629,12 +714,39 @@ static void refuse_client(Client *c, const char *why) {
         client_send_error(c, ERROR_CODE_BUSY, "%s; try again", why);
 }
 
+/* A connection past its uid's rate: told why in one send (no buffer, no
+ * watch, nothing read) and closed. */
+static void refuse_fast(int fd, const struct ucred *cred) {
+        char line[256];
+        MessageBuilder b;
+        int len;
+
+        log_uid(cred->uid, now_mono(), LOG_WARNING,
+                "Refused connections of uid " UID_FMT " (pid " PID_FMT "): more than %d a second.",
+                cred->uid, cred->pid, CONNECT_RATE);
+        message_start(&b, line, sizeof(line), "ERROR");
+        message_add(&b, "code", ERROR_CODE_BUSY);
+        message_add(&b, "message", "more than " STRINGIFY(CONNECT_RATE) " new connections a second of this user; try again");
+        len = message_finish(&b);
+        if (len > 0 && (size_t) len < sizeof(line) - 1) {
+                line[len++] = '\n';
+                (void) send(fd, line, (size_t) len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        }
+}
+
+/* At most ACCEPT_PER_TURN connections each time the loop comes here, and
+ * it comes here last (PRIORITY_ACCEPT): renewals, replies and the requests
+ * of clients already connected go first, however fast others connect. */
+#define ACCEPT_PER_TURN 64
+
 static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Agent *a = userdata;
 
         (void) revents;
-        for (unsigned i = 0; i < 64; i++) {
+        for (unsigned i = 0; i < ACCEPT_PER_TURN; i++) {
                 _cleanup_close_ int cfd = -EBADF;
+                struct ucred cred;
+                UserUse *u;
                 Client *c;
                 int r;
 
@@ -650,39 +762,51 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
                                 log_warning_errno(errno, "Failed to accept a client: %m");
                         return 0;
                 }
+                r = peer_cred(cfd, &cred);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to read the credentials of a client: %m");
+                        continue;
+                }
+                u = user_use_get(cred.uid);
+                if (!u) {
+                        /* Out of memory: refused, and accepting goes on
+                         * (returning an error would turn this source off). */
+                        log_error("Out of memory accepting a client.");
+                        continue;
+                }
+                if (!user_may_connect(u, 2 * a->config->max_clients_per_user, now_mono())) {
+                        refuse_fast(cfd, &cred);
+                        user_use_maybe_free(u);
+                        continue;
+                }
                 c = calloc(1, sizeof(*c));
-                if (!c)
-                        return log_error_errno(ENOMEM, "Out of memory accepting a client.");
+                if (!c) {
+                        log_error("Out of memory accepting a client.");
+                        user_use_maybe_free(u);
+                        continue;
+                }
                 c->agent = a;
                 c->fd = TAKE_FD(cfd);
+                c->cred = cred;
                 c->pidfd = -EBADF;
                 c->accepted = now_usec(CLOCK_MONOTONIC);
                 line_reader_init(&c->in, PROTO_REQUEST_MAX);
                 LIST_PREPEND(clients, a->clients, c);
                 a->n_clients++;
+                /* Every connection counts, whatever its state: idle,
+                 * mid-request, waiting, finished with output unread. */
+                c->user = u;
+                c->user->n_clients++;
 
                 c->events = EPOLLIN | EPOLLRDHUP | EPOLLET;
                 r = sd_event_add_io(a->event, &c->io_source, c->fd, c->events, client_io, c);
+                if (r >= 0)
+                        r = sd_event_source_set_priority(c->io_source, PRIORITY_CLIENTS);
                 if (r < 0) {
                         log_warning_errno(r, "Failed to watch a client: %m");
                         client_free(c);
                         continue;
                 }
-                r = peer_cred(c->fd, &c->cred);
-                if (r < 0) {
-                        log_warning_errno(r, "Failed to read the credentials of a client: %m");
-                        client_free(c);
-                        continue;
-                }
-                c->user = user_use_get(c->cred.uid);
-                if (!c->user) {
-                        log_error("Out of memory accepting a client.");
-                        client_free(c);
-                        continue;
-                }
-                /* Every connection counts, whatever its state: idle,
-                 * mid-request, waiting, finished with output unread. */
-                c->user->n_clients++;
                 if (too_many_clients(a, c->cred.uid))
                         refuse_client(c, "the agent has too many clients");
                 else if (c->cred.uid != 0 && c->user->n_clients > a->config->max_clients_per_user)
@@ -806,6 +930,8 @@ int server_start(Agent *a) {
         }
 
         r = sd_event_add_io(a->event, &a->listen_source, a->listen_fd, EPOLLIN, on_accept, a);
+        if (r >= 0)
+                r = sd_event_source_set_priority(a->listen_source, PRIORITY_ACCEPT);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch the listening socket: %m");
         r = sd_event_add_defer(a->event, &a->finished_source, on_finished, a);
@@ -815,6 +941,8 @@ int server_start(Agent *a) {
                 return log_error_errno(r, "Failed to set up closing clients: %m");
         r = sd_event_add_time_relative(a->event, &a->housekeeping_source, CLOCK_MONOTONIC, HOUSEKEEPING_EVERY, 0,
                                        on_housekeeping, a);
+        if (r >= 0)
+                r = sd_event_source_set_priority(a->housekeeping_source, PRIORITY_LEASES);
         if (r >= 0)
                 r = sd_event_source_set_enabled(a->housekeeping_source, SD_EVENT_ON);
         if (r < 0)

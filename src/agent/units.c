@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,20 +130,81 @@ static int stop_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_error
         return 0;
 }
 
+/* A look at a unit's properties stops the agent's loop: this long at most. */
+#define UNIT_LOOK_TIMEOUT USEC_PER_SEC
+
+/* The uid of a user name as systemd gives it in User= (a name, or digits). */
+static int user_uid(const char *user, uid_t *ret) {
+        struct passwd pw, *res = NULL;
+        char buf[4096];
+        uint64_t u;
+        int r;
+
+        if (parse_uint64(user, 0, (uid_t) -2, &u) >= 0) {
+                *ret = (uid_t) u;
+                return 0;
+        }
+        r = getpwnam_r(user, &pw, buf, sizeof(buf), &res);
+        if (r != 0)
+                return -r;
+        if (!res)
+                return -ESRCH;
+        *ret = res->pw_uid;
+        return 0;
+}
+
+/* The connection to systemd, opened when first needed. */
+static int bus_get(Agent *a) {
+        int r;
+
+        if (a->bus)
+                return 0;
+        r = sd_bus_open_system(&a->bus);
+        if (r >= 0)
+                r = sd_bus_attach_event(a->bus, a->event, SD_EVENT_PRIORITY_NORMAL);
+        /* A synchronous look (unit_user) waits this long at most. */
+        if (r >= 0)
+                r = sd_bus_set_method_call_timeout(a->bus, UNIT_LOOK_TIMEOUT);
+        if (r < 0)
+                a->bus = sd_bus_flush_close_unref(a->bus);
+        return r;
+}
+
+int unit_user(Agent *a, const char *unit, uid_t *ret_uid) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_free_ char *path = NULL, *user = NULL;
+        uid_t uid;
+        int r;
+
+        r = bus_get(a);
+        if (r < 0)
+                return r;
+        r = sd_bus_path_encode("/org/freedesktop/systemd1/unit", unit, &path);
+        if (r < 0)
+                return r;
+        r = sd_bus_get_property_string(a->bus, "org.freedesktop.systemd1", path, "org.freedesktop.systemd1.Service",
+                                       "User", &error, &user);
+        if (r < 0)
+                return r;
+        if (!user || !user[0]) {
+                *ret_uid = 0;           /* no User=: root */
+                return 0;
+        }
+        r = user_uid(user, &uid);
+        if (r < 0)
+                return r;
+        *ret_uid = uid;
+        return 0;
+}
+
 void unit_stop(Agent *a, const char *unit, const char *why) {
         char *u;
         int r;
 
-        if (!a->bus) {
-                r = sd_bus_open_system(&a->bus);
-                if (r >= 0)
-                        r = sd_bus_attach_event(a->bus, a->event, SD_EVENT_PRIORITY_NORMAL);
-                if (r < 0) {
-                        a->bus = sd_bus_flush_close_unref(a->bus);
-                        log_error_errno(r, "Cannot stop %s (it lost its slot: %s): no connection to systemd: %m",
-                                        unit, why);
-                        return;
-                }
+        r = bus_get(a);
+        if (r < 0) {
+                log_error_errno(r, "Cannot stop %s (it lost its slot: %s): no connection to systemd: %m", unit, why);
+                return;
         }
         u = strdup(unit);
         if (!u) {

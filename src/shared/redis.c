@@ -91,6 +91,10 @@ static void ev_update(RedisConn *c, uint32_t events) {
                 return;
         if (!c->io) {
                 r = sd_event_add_io(c->event, &c->io, c->ac->c.fd, events, io_handler, c);
+                /* Replies carry renewals and releases: before the work
+                 * of the event loop's other sources. */
+                if (r >= 0)
+                        r = sd_event_source_set_priority(c->io, SD_EVENT_PRIORITY_IMPORTANT);
                 if (r < 0)
                         log_debug_errno(r, "Failed to watch Redis connection: %m");
                 return;

@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "macro.h"
@@ -78,9 +79,12 @@ int anchor_watch(const char *ns, const char *lease, int *ret_fd) {
         return connect_abstract(ns, "lease", lease, true, ret_fd);
 }
 
-/* Asks the kernel (sock_diag) for the listening AF_UNIX sockets of this
- * network namespace, with their names and owners. */
-static int listener_by_diag(const struct sockaddr_un *sa, socklen_t salen, uid_t *ret_uid) {
+/* Each listening AF_UNIX socket of this network namespace with an
+ * abstract name: its name (without the leading NUL) and owner. */
+typedef void (*listener_cb)(const char *name, size_t len, uid_t uid, void *userdata);
+
+/* From the kernel (sock_diag): one dump of the listening sockets. */
+static int listeners_by_diag(listener_cb cb, void *userdata) {
         _cleanup_close_ int fd = -EBADF;
         struct {
                 struct nlmsghdr nlh;
@@ -91,12 +95,10 @@ static int listener_by_diag(const struct sockaddr_un *sa, socklen_t salen, uid_t
                 .req = { .sdiag_family = AF_UNIX, .udiag_states = 1U << TCP_LISTEN,
                          .udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_UID },
         };
-        size_t want = (size_t) salen - offsetof(struct sockaddr_un, sun_path);
         union {
                 struct nlmsghdr h;
                 char buf[32768];
         } u;
-        int found = 0;
 
         fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
         if (fd < 0)
@@ -116,14 +118,14 @@ static int listener_by_diag(const struct sockaddr_un *sa, socklen_t salen, uid_t
                 for (size_t off = 0; off + sizeof(struct nlmsghdr) <= (size_t) n;) {
                         struct nlmsghdr *h = (struct nlmsghdr *) (u.buf + off);
                         struct unix_diag_msg *m = NLMSG_DATA(h);
-                        bool match = false, has_uid = false;
-                        uint32_t uid = 0;
-                        size_t len;
+                        const char *name = NULL;
+                        size_t len, name_len = 0;
+                        uint32_t uid = (uint32_t) -1;
 
                         if (h->nlmsg_len < sizeof(struct nlmsghdr) || h->nlmsg_len > (size_t) n - off)
                                 return -EBADMSG;
                         if (h->nlmsg_type == NLMSG_DONE)
-                                return found;
+                                return 0;
                         if (h->nlmsg_type == NLMSG_ERROR) {
                                 const struct nlmsgerr *e = NLMSG_DATA(h);
 
@@ -143,18 +145,14 @@ static int listener_by_diag(const struct sockaddr_un *sa, socklen_t salen, uid_t
                                 const char *data = (const char *) a + NLA_HDRLEN;
                                 size_t dlen = a->nla_len - NLA_HDRLEN;
 
-                                if (a->nla_type == UNIX_DIAG_NAME)
-                                        match = dlen == want && memcmp(data, sa->sun_path, want) == 0;
-                                else if (a->nla_type == UNIX_DIAG_UID && dlen >= sizeof(uid)) {
+                                if (a->nla_type == UNIX_DIAG_NAME && dlen > 1 && data[0] == '\0') {
+                                        name = data + 1;
+                                        name_len = dlen - 1;
+                                } else if (a->nla_type == UNIX_DIAG_UID && dlen >= sizeof(uid))
                                         memcpy(&uid, data, sizeof(uid));
-                                        has_uid = true;
-                                }
                         }
-                        if (match && !found) {
-                                found = 1;
-                                if (ret_uid)
-                                        *ret_uid = has_uid ? (uid_t) uid : (uid_t) -1;
-                        }
+                        if (name)
+                                cb(name, name_len, (uid_t) uid, userdata);
                         off += NLMSG_ALIGN(h->nlmsg_len);
                 }
         }
@@ -163,45 +161,115 @@ static int listener_by_diag(const struct sockaddr_un *sa, socklen_t salen, uid_t
 /* The same from /proc/self/net/unix (where netlink is not allowed): abstract
  * names show with a leading '@', listening ones with flag __SO_ACCEPTCON
  * (00010000); no owner. */
-static int listener_by_proc(const struct sockaddr_un *sa, socklen_t salen) {
-        char want[sizeof(sa->sun_path) + 1], line[512];
-        size_t n = (size_t) salen - offsetof(struct sockaddr_un, sun_path);
+static int listeners_by_proc(listener_cb cb, void *userdata) {
+        char line[512];
         FILE *f;
-        int found = 0;
 
-        want[0] = '@';
-        memcpy(want + 1, sa->sun_path + 1, n - 1);
-        want[n] = '\0';
         f = fopen("/proc/self/net/unix", "re");
         if (!f)
                 return -errno;
-        while (!found && fgets(line, sizeof(line), f)) {
+        while (fgets(line, sizeof(line), f)) {
                 unsigned long flags;
                 char path[sizeof(line)];
 
                 if (sscanf(line, "%*s %*s %*s %lx %*s %*s %*s %511s", &flags, path) == 2 &&
-                    (flags & 0x10000) && streq(path, want))
-                        found = 1;
+                    (flags & 0x10000) && path[0] == '@')
+                        cb(path + 1, strlen(path + 1), (uid_t) -1, userdata);
         }
         fclose(f);
-        return found;
+        return 0;
+}
+
+typedef struct AnchorLook {
+        const char *prefix;             /* "NS/lease/" */
+        size_t prefix_len;
+        const char *const *leases;
+        const size_t *order;            /* indexes of leases, sorted by them */
+        size_t n;
+        bool *alive;
+        uid_t *uid;
+} AnchorLook;
+
+static int lease_cmp(const char *name, size_t len, const char *lease) {
+        size_t k = strlen(lease);
+        int c = memcmp(name, lease, MIN(len, k));
+
+        return c != 0 ? c : len < k ? -1 : len > k;
+}
+
+static void anchor_look_one(const char *name, size_t len, uid_t uid, void *userdata) {
+        AnchorLook *l = userdata;
+        size_t lo = 0, hi = l->n;
+
+        if (len <= l->prefix_len || memcmp(name, l->prefix, l->prefix_len) != 0)
+                return;
+        name += l->prefix_len;
+        len -= l->prefix_len;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2, i = l->order[mid];
+                int c = lease_cmp(name, len, l->leases[i]);
+
+                if (c == 0) {
+                        l->alive[i] = true;
+                        l->uid[i] = uid;
+                        return;
+                }
+                if (c < 0)
+                        hi = mid;
+                else
+                        lo = mid + 1;
+        }
+}
+
+static int order_cmp(const void *x, const void *y, void *userdata) {
+        const char *const *leases = userdata;
+
+        return strcmp(leases[*(const size_t *) x], leases[*(const size_t *) y]);
+}
+
+int anchors_listening(const char *ns, const char *const *leases, size_t n, bool *ret_alive, uid_t *ret_uid) {
+        _cleanup_free_ size_t *order = NULL;
+        struct sockaddr_un sa;
+        socklen_t salen;
+        AnchorLook l;
+        int r;
+
+        r = sockaddr_abstract(ns, "lease", "", &sa, &salen);
+        if (r < 0)
+                return r;
+        order = calloc(n ?: 1, sizeof(size_t));
+        if (!order)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                order[i] = i;
+                ret_alive[i] = false;
+                ret_uid[i] = (uid_t) -1;
+        }
+        qsort_r(order, n, sizeof(size_t), order_cmp, (void *) leases);
+        l = (AnchorLook) {
+                .prefix = sa.sun_path + 1, .prefix_len = salen - offsetof(struct sockaddr_un, sun_path) - 1,
+                .leases = leases, .order = order, .n = n, .alive = ret_alive, .uid = ret_uid,
+        };
+        r = listeners_by_diag(anchor_look_one, &l);
+        if (r == -EAFNOSUPPORT || r == -EPERM || r == -EACCES || r == -EPROTONOSUPPORT) {
+                for (size_t i = 0; i < n; i++)
+                        ret_alive[i] = false;
+                r = listeners_by_proc(anchor_look_one, &l);
+        }
+        return r;
 }
 
 int anchor_is_listening(const char *ns, const char *lease, uid_t *ret_uid) {
-        struct sockaddr_un sa;
-        socklen_t len;
+        bool alive;
+        uid_t uid;
         int r;
 
-        r = sockaddr_abstract(ns, "lease", lease, &sa, &len);
+        r = anchors_listening(ns, &lease, 1, &alive, &uid);
         if (r < 0)
                 return r;
-        r = listener_by_diag(&sa, len, ret_uid);
-        if (r != -EAFNOSUPPORT && r != -EPERM && r != -EACCES && r != -EPROTONOSUPPORT)
-                return r;
-        r = listener_by_proc(&sa, len);
-        if (r > 0 && ret_uid)
-                *ret_uid = (uid_t) -1;
-        return r;
+        if (alive && ret_uid)
+                *ret_uid = uid;
+        return alive;
 }
 
 int peer_cred(int fd, struct ucred *ret) {

@@ -28,6 +28,10 @@ int anchor_watch(const char *ns, const char *lease, int *ret_fd);
  * For anchors whose backlog is full: anyone can fill it, so a refused or
  * EAGAIN connect says nothing about whether the anchor is alive. */
 int anchor_is_listening(const char *ns, const char *lease, uid_t *ret_uid);
+/* The same for many anchors from one look at the kernel's table (its cost
+ * is one walk of every listening unix socket, however many are asked
+ * about): for each of leases[0..n), ret_alive[i] and its owner ret_uid[i]. */
+int anchors_listening(const char *ns, const char *const *leases, size_t n, bool *ret_alive, uid_t *ret_uid);
 
 int agent_listen(const char *ns, int *ret_fd);
 
