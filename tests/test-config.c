@@ -131,24 +131,39 @@ static void test_bad_files(void) {
          * in any other. */
         check_bad_bytes("redis = unix:/x\nnamespace = a\0b", 31, "bad.conf:2: NUL byte in line");
         check_bad_bytes("namespace = a\0b\nredis = unix:/x\n", 32, "bad.conf:1: NUL byte in line");
+        check_bad("max_names_per_user = 0\n", "bad.conf:1: max_names_per_user: expected a number from 1 to 1000000");
         check_bad("idle_time = 400d\n", "bad.conf:1: idle_time: must be between 1s and 366d");
         check_bad("min_replicas_acked = 17\n", "bad.conf:1: min_replicas_acked: expected a number from 0 to 16");
 }
 
 /* Each key sets its own field, and only with a value in range. */
 static void test_keys(void) {
+        static const char *const bad_numbers[] = { "0", "1000001", "-1", "5x", " 5", "", "0x10", "99999999999999999999" };
         Config c;
         const char *why;
 
         config_init(&c);
+        CHECK_INT(c.max_names_per_user, 64, "max_names_per_user defaults to 64");
         CHECK_INT(c.max_leases_per_user, 256, "max_leases_per_user defaults to 256");
         CHECK_INT(c.max_clients_per_user, 256, "max_clients_per_user defaults to 256");
+        CHECK_INT(config_set(&c, "max_names_per_user", "5", &why), 0, "max_names_per_user = 5");
         CHECK_INT(config_set(&c, "max_leases_per_user", "7", &why), 0, "max_leases_per_user = 7");
         CHECK_INT(config_set(&c, "max_clients_per_user", "9", &why), 0, "max_clients_per_user = 9");
         CHECK_INT(config_set(&c, "max_clients", "11", &why), 0, "max_clients = 11");
+        CHECK_INT(c.max_names_per_user, 5, "max_names_per_user set");
         CHECK_INT(c.max_leases_per_user, 7, "max_leases_per_user set, apart");
         CHECK_INT(c.max_clients_per_user, 9, "max_clients_per_user set, apart");
         CHECK_INT(c.max_clients, 11, "max_clients set, apart");
+        CHECK_INT(config_set(&c, "max_names_per_user", "1000000", &why), 0, "max_names_per_user = 1000000");
+        CHECK_INT(c.max_names_per_user, 1000000, "the largest value");
+        for (size_t i = 0; i < sizeof(bad_numbers) / sizeof(bad_numbers[0]); i++) {
+                why = NULL;
+                CHECK(config_set(&c, "max_names_per_user", bad_numbers[i], &why) == -EINVAL && why &&
+                      streq(why, "expected a number from 1 to 1000000"),
+                      "max_names_per_user = \"%s\" refused: %s", bad_numbers[i], why ?: "(no reason)");
+        }
+        CHECK_INT(c.max_names_per_user, 1000000, "a refused value leaves it as it was");
+
         CHECK_INT(config_set(&c, "min_replicas_acked", "0", &why), 0, "min_replicas_acked = 0");
         CHECK_INT(c.min_replicas_acked, 0, "min_replicas_acked set");
         CHECK_INT(config_set(&c, "idle_time", "2h", &why), 0, "idle_time = 2h");
@@ -161,6 +176,12 @@ static void test_keys(void) {
         CHECK_INT(config_limit_for(&c, "backup-db"), 2, "the limit rule applies to a matching name");
         CHECK_U64(config_limit_for(&c, "other"), UINT32_MAX, "and not to another");
         CHECK_INT(config_set(&c, "nope", "1", NULL), -EINVAL, "an unknown key is refused, reason asked or not");
+        config_done(&c);
+
+        config_init(&c);
+        CHECK_INT(config_load_file(&c, write_file("names.conf", "max_names_per_user = 8\n", 0644), &(char *) { NULL }), 0,
+                  "max_names_per_user in a file");
+        CHECK_INT(c.max_names_per_user, 8, "max_names_per_user read from the file");
         config_done(&c);
 }
 

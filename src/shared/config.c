@@ -43,6 +43,7 @@ void config_init(Config *c) {
                 .max_clients = 4096,
                 .max_clients_per_user = DEFAULT_MAX_PER_USER,
                 .max_leases_per_user = DEFAULT_MAX_PER_USER,
+                .max_names_per_user = DEFAULT_MAX_NAMES_PER_USER,
                 .idle_time = DEFAULT_IDLE_TIME,
                 .min_replicas_acked = -1,
         };
@@ -204,6 +205,7 @@ static const ConfigKey config_keys[] = {
         KEY_PER_USER(max_clients),
         KEY_PER_USER(max_clients_per_user),
         KEY_PER_USER(max_leases_per_user),
+        KEY_PER_USER(max_names_per_user),
 };
 
 int config_set(Config *c, const char *key, const char *value, const char **ret_why) {

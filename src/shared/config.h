@@ -26,6 +26,7 @@ typedef struct LimitRule {
 } LimitRule;
 
 #define DEFAULT_MAX_PER_USER 256
+#define DEFAULT_MAX_NAMES_PER_USER 64
 #define DEFAULT_IDLE_TIME (24 * 3600 * USEC_PER_SEC)
 
 typedef struct Config {
@@ -44,6 +45,7 @@ typedef struct Config {
         unsigned max_clients;
         unsigned max_clients_per_user;  /* connections of one non-root uid, in every state */
         unsigned max_leases_per_user;   /* held and waiting leases of one non-root uid */
+        unsigned max_names_per_user;    /* distinct names one non-root uid holds or waits for */
         usec_t idle_time;       /* a name unused this long leaves Redis */
 } Config;
 
