@@ -6,7 +6,7 @@ FLEETSEM_DEPS=(
         redis-server redis-tools redis-sentinel
         python3 procps util-linux systemd
         systemd-container debootstrap
-        libpam-wrapper pamtester openssh-client
+        libpam-wrapper libnss-wrapper pamtester openssh-client
         bash-completion
         prometheus
         debhelper dpkg-dev lintian

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -70,6 +71,8 @@ static void test_urls(void) {
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
                 why = NULL;
                 CHECK(redis_address_parse(bad[i], &a, &why) < 0 && why, "refused: %s", bad[i]);
+                /* As fleetsemd --redis= asks, without wanting the reason. */
+                CHECK(redis_address_parse(bad[i], &a, NULL) == -EINVAL, "refused without a reason asked: %s", bad[i]);
         }
 }
 
@@ -128,6 +131,58 @@ static void test_bad_files(void) {
          * in any other. */
         check_bad_bytes("redis = unix:/x\nnamespace = a\0b", 31, "bad.conf:2: NUL byte in line");
         check_bad_bytes("namespace = a\0b\nredis = unix:/x\n", 32, "bad.conf:1: NUL byte in line");
+        check_bad("max_names_per_user = 0\n", "bad.conf:1: max_names_per_user: expected a number from 1 to 1000000");
+        check_bad("idle_time = 400d\n", "bad.conf:1: idle_time: must be between 1s and 366d");
+        check_bad("min_replicas_acked = 17\n", "bad.conf:1: min_replicas_acked: expected a number from 0 to 16");
+}
+
+/* Each key sets its own field, and only with a value in range. */
+static void test_keys(void) {
+        static const char *const bad_numbers[] = { "0", "1000001", "-1", "5x", " 5", "", "0x10", "99999999999999999999" };
+        Config c;
+        const char *why;
+
+        config_init(&c);
+        CHECK_INT(c.max_names_per_user, 64, "max_names_per_user defaults to 64");
+        CHECK_INT(c.max_leases_per_user, 256, "max_leases_per_user defaults to 256");
+        CHECK_INT(c.max_clients_per_user, 256, "max_clients_per_user defaults to 256");
+        CHECK_INT(config_set(&c, "max_names_per_user", "5", &why), 0, "max_names_per_user = 5");
+        CHECK_INT(config_set(&c, "max_leases_per_user", "7", &why), 0, "max_leases_per_user = 7");
+        CHECK_INT(config_set(&c, "max_clients_per_user", "9", &why), 0, "max_clients_per_user = 9");
+        CHECK_INT(config_set(&c, "max_clients", "11", &why), 0, "max_clients = 11");
+        CHECK_INT(c.max_names_per_user, 5, "max_names_per_user set");
+        CHECK_INT(c.max_leases_per_user, 7, "max_leases_per_user set, apart");
+        CHECK_INT(c.max_clients_per_user, 9, "max_clients_per_user set, apart");
+        CHECK_INT(c.max_clients, 11, "max_clients set, apart");
+        CHECK_INT(config_set(&c, "max_names_per_user", "1000000", &why), 0, "max_names_per_user = 1000000");
+        CHECK_INT(c.max_names_per_user, 1000000, "the largest value");
+        for (size_t i = 0; i < sizeof(bad_numbers) / sizeof(bad_numbers[0]); i++) {
+                why = NULL;
+                CHECK(config_set(&c, "max_names_per_user", bad_numbers[i], &why) == -EINVAL && why &&
+                      streq(why, "expected a number from 1 to 1000000"),
+                      "max_names_per_user = \"%s\" refused: %s", bad_numbers[i], why ?: "(no reason)");
+        }
+        CHECK_INT(c.max_names_per_user, 1000000, "a refused value leaves it as it was");
+
+        CHECK_INT(config_set(&c, "min_replicas_acked", "0", &why), 0, "min_replicas_acked = 0");
+        CHECK_INT(c.min_replicas_acked, 0, "min_replicas_acked set");
+        CHECK_INT(config_set(&c, "idle_time", "2h", &why), 0, "idle_time = 2h");
+        CHECK_U64(c.idle_time, 2 * 3600 * USEC_PER_SEC, "idle_time set");
+        CHECK_INT(config_set(&c, "key_prefix", "fs.test", &why), 0, "key_prefix = fs.test");
+        CHECK_STR(c.key_prefix, "fs.test", "key_prefix set");
+        CHECK_INT(config_set(&c, "sentinel_password_file", "/etc/s", &why), 0, "sentinel_password_file set");
+        CHECK_STR(c.sentinel_password_file, "/etc/s", "sentinel_password_file");
+        CHECK_INT(config_set(&c, "limit", "backup-* 2", &why), 0, "limit = backup-* 2");
+        CHECK_INT(config_limit_for(&c, "backup-db"), 2, "the limit rule applies to a matching name");
+        CHECK_U64(config_limit_for(&c, "other"), UINT32_MAX, "and not to another");
+        CHECK_INT(config_set(&c, "nope", "1", NULL), -EINVAL, "an unknown key is refused, reason asked or not");
+        config_done(&c);
+
+        config_init(&c);
+        CHECK_INT(config_load_file(&c, write_file("names.conf", "max_names_per_user = 8\n", 0644), &(char *) { NULL }), 0,
+                  "max_names_per_user in a file");
+        CHECK_INT(c.max_names_per_user, 8, "max_names_per_user read from the file");
+        config_done(&c);
 }
 
 static void test_password_file(void) {
@@ -156,12 +211,136 @@ static void test_password_file(void) {
         free(err);
 }
 
-int main(void) {
+/* ---- Users and groups, from files of our own through nss_wrapper ---------------- */
+
+#define MANY_GROUPS 300                 /* more than an array of 256 held */
+#define BIG_GROUP_MEMBERS 3000          /* an entry of ~40 KiB */
+
+static bool nss_wrapped(void) {
+        const char *e = getenv("NSS_WRAPPER_GROUP");
+
+        return e && e[0];
+}
+
+/* alice (4001) in a group with a large entry; many (4002) in 300 groups;
+ * huge (4003) in more groups than are looked at. */
+static int write_nss_files(const char *d) {
+        char path[256];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/passwd", d);
+        f = fopen(path, "we");
+        if (!f)
+                return -errno;
+        fprintf(f, "alice:x:4001:4001::/nonexistent:/bin/false\n"
+                   "many:x:4002:4002::/nonexistent:/bin/false\n"
+                   "huge:x:4003:4003::/nonexistent:/bin/false\n");
+        fclose(f);
+        if (setenv("NSS_WRAPPER_PASSWD", path, 1) < 0)
+                return -errno;
+
+        snprintf(path, sizeof(path), "%s/group", d);
+        f = fopen(path, "we");
+        if (!f)
+                return -errno;
+        fprintf(f, "alice:x:4001:\nmany:x:4002:\nhuge:x:4003:\n");
+        for (unsigned i = 1; i <= MANY_GROUPS; i++)
+                fprintf(f, "g%u:x:%u:many\n", i, 5000 + i);
+        fprintf(f, "bigg:x:6000:");
+        for (unsigned i = 0; i < BIG_GROUP_MEMBERS; i++)
+                fprintf(f, "member%06u,", i);
+        fprintf(f, "alice\n");
+        for (unsigned i = 1; i <= USER_GROUPS_MAX; i++)
+                fprintf(f, "h%u:x:%u:huge\n", i, 100000 + i);
+        fclose(f);
+        return setenv("NSS_WRAPPER_GROUP", path, 1) < 0 ? -errno : 0;
+}
+
+static void test_groups(void) {
+        _cleanup_free_ gid_t *groups = NULL;
+        size_t n = 0;
+        bool found = false;
+
+        CHECK_INT(user_group_member("alice", 4001, "alice"), 1, "alice is in her primary group");
+        CHECK_INT(user_group_member("alice", 4001, "g1"), 0, "alice is not in g1");
+        CHECK_INT(user_group_member("alice", 4001, "nosuchgroup"), 0, "nor in a group that does not exist");
+        CHECK_INT(user_group_member("alice", 4001, "bigg"), 1, "alice is the last member of a group of 3001");
+        CHECK_INT(user_group_member("many", 4002, "g1"), 1, "many is in its first group");
+        CHECK_INT(user_group_member("many", 4002, "g300"), 1, "and in its 300th");
+        CHECK(user_in_group("many", 4002, "g300"), "user_in_group() says so too");
+        CHECK_INT(user_group_member("huge", 4003, "huge"), 1, "huge is in its primary group (nothing to list)");
+        CHECK_INT(user_group_member("huge", 4003, "h1"), -E2BIG, "a user in more than " STRINGIFY(USER_GROUPS_MAX) " groups is an error");
+
+        CHECK_INT(user_groups("many", 4002, MANY_GROUPS + 1, &groups, &n), 0, "user_groups() of many");
+        CHECK_INT(n, MANY_GROUPS + 1, "301 groups: 300 and the primary one");
+        for (size_t i = 0; i < n; i++)
+                found = found || groups[i] == 5000 + MANY_GROUPS;
+        CHECK(found, "g300 among them");
+        CHECK_INT(user_groups("many", 4002, MANY_GROUPS, &(gid_t *) { NULL }, &n), -E2BIG, "more than the most asked for");
+}
+
+static void test_permits(void) {
+        Config c;
+        const char *why;
+
+        config_init(&c);
+        CHECK_INT(config_set(&c, "allow", "night-* @g300", &why), 0, "allow = night-* @g300");
+        CHECK_INT(config_set(&c, "allow", "day-* alice @bigg", &why), 0, "allow = day-* alice @bigg");
+        CHECK_INT(config_set(&c, "allow", "huge-* @h5", &why), 0, "allow = huge-* @h5");
+        CHECK_INT(config_permits(&c, 4002, "night-1"), 1, "many may ask for night-1 (its 300th group)");
+        CHECK_INT(config_permits(&c, 4002, "day-1"), 0, "but not for day-1");
+        CHECK_INT(config_permits(&c, 4001, "day-1"), 1, "alice may ask for day-1");
+        CHECK_INT(config_permits(&c, 4001, "night-1"), 0, "but not for night-1");
+        CHECK_INT(config_permits(&c, 4003, "huge-1"), -E2BIG, "huge's groups are no answer, never a no");
+        CHECK_INT(config_permits(&c, 9999, "night-1"), 0, "an unknown uid may ask for nothing");
+        CHECK_INT(config_permits(&c, 0, "huge-1"), 1, "root may ask for anything");
+        config_done(&c);
+}
+
+/* Runs this test again with nss_wrapper's users and groups; 0 when it
+ * cannot, having said why. */
+static int rerun_with_nss_wrapper(char *argv[]) {
+        static char nss_dir[] = "/tmp/fleetsem-test-nss-XXXXXX";
+        void *h = dlopen("libnss_wrapper.so", RTLD_NOW | RTLD_LOCAL);
+
+        if (!h) {
+                printf("# libnss_wrapper.so not found (package libnss-wrapper): %s\n", dlerror());
+                return 0;
+        }
+        dlclose(h);
+        if (!mkdtemp(nss_dir) || write_nss_files(nss_dir) < 0 ||
+            setenv("LD_PRELOAD", "libnss_wrapper.so", 1) < 0) {
+                printf("# cannot write users and groups for nss_wrapper: %m\n");
+                return 0;
+        }
+        execv("/proc/self/exe", argv);
+        printf("# cannot run again under nss_wrapper: %m\n");
+        return 0;
+}
+
+int main(int argc, char *argv[]) {
+        const char *ci = getenv("CI");
+
+        if (argc > 0 && !nss_wrapped())
+                rerun_with_nss_wrapper(argv);
         if (!mkdtemp(dir))
                 return 99;
         test_urls();
         test_file();
         test_bad_files();
         test_password_file();
+        test_keys();
+        if (nss_wrapped()) {
+                _cleanup_free_ char *nss_dir = strdup(getenv("NSS_WRAPPER_GROUP"));
+
+                test_groups();
+                test_permits();
+                (void) unlink(getenv("NSS_WRAPPER_GROUP"));
+                (void) unlink(getenv("NSS_WRAPPER_PASSWD"));
+                if (nss_dir && strrchr(nss_dir, '/'))
+                        *strrchr(nss_dir, '/') = '\0';
+                (void) rmdir(nss_dir);
+        } else
+                CHECK(!ci || !streq(ci, "true"), "users and groups through nss_wrapper (missing under CI=true)");
         return tap_done();
 }

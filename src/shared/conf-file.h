@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include "macro.h"
+
+/* Reads "key = value" lines ('#' comments, blank lines) and hands each pair
+ * to cb. cb returns <0 with *ret_why set to reject a line; the error then
+ * reads "FILE:LINE: why" in ret_error (malloc'ed). */
+typedef int (*conf_line_cb)(const char *key, const char *value, void *userdata, const char **ret_why);
+int conf_parse_file(const char *path, conf_line_cb cb, void *userdata, char **ret_error);
+
+/* Reads a secret (what names it in errors, e.g. "Redis password") from
+ * path: one line of at most CONF_SECRET_MAX bytes, without its line end,
+ * in a regular file that others may not read. */
+#define CONF_SECRET_MAX 512
+int conf_read_secret_file(const char *path, const char *what, char **ret, char **ret_error);
+
+/* Sets *ret_error to the message (or NULL when even that ran out of
+ * memory) and returns error. */
+int conf_error(char **ret_error, int error, const char *format, ...) _printf_(3, 4);
+
+/* Sets *ret_why (when ret_why is not NULL) and returns -EINVAL: a value
+ * rejected, with the reason. */
+static inline int conf_why(const char **ret_why, const char *why) {
+        if (ret_why)
+                *ret_why = why;
+        return -EINVAL;
+}
