@@ -23,6 +23,7 @@
 #define BACKOFF_MIN (100 * USEC_PER_MSEC)
 #define BACKOFF_MAX (2 * USEC_PER_SEC)
 #define IDLE_DEFAULT_MS (24ULL * 3600 * 1000)
+#define IDLE_NEW_MS (10ULL * 60 * 1000)
 #define REDIRECTS_MAX 5                 /* MOVED and ASK followed for one call */
 #define TRYAGAIN_DELAY (20 * USEC_PER_MSEC)     /* TRYAGAIN (a slot half migrated): again that soon */
 #define NO_WAIT_WAIT_TIMEOUT (500 * USEC_PER_MSEC)      /* WAIT for a request that would not wait */
@@ -615,16 +616,23 @@ void redis_command(Agent *a, const char *what, int argc, const char *const *argv
         (void) redis_key_command(a, fire_and_forget_reply, (void *) what, argc, argv);
 }
 
-/* What every script on name is told besides its own arguments. */
+/* What every script on name is told besides its own arguments: idle is
+ * how long the name stays in Redis after a renewal (idle_time), idle_new
+ * after a request or a release (IDLE_NEW_MS, at most idle_time): a name
+ * nobody ever held for a third of a lease leaves Redis within minutes, so
+ * names made in a loop do not pile up for a day. */
 typedef struct CommonArgs {
-        char ttl[24], uid[16], grace[24], idle[24];
+        char ttl[24], uid[16], grace[24], idle[24], idle_new[24];
 } CommonArgs;
 
 static void common_args(Agent *a, const char *name, uid_t uid, CommonArgs *c) {
         snprintf(c->ttl, sizeof(c->ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
         snprintf(c->uid, sizeof(c->uid), UID_FMT, uid);
         snprintf(c->grace, sizeof(c->grace), "%" PRIu64, redis_grace_until(a, name));
-        snprintf(c->idle, sizeof(c->idle), "%" PRIu64, (uint64_t) (a->config->idle_time ? a->config->idle_time / USEC_PER_MSEC : IDLE_DEFAULT_MS));
+        uint64_t idle = a->config->idle_time ? a->config->idle_time / USEC_PER_MSEC : IDLE_DEFAULT_MS;
+
+        snprintf(c->idle, sizeof(c->idle), "%" PRIu64, idle);
+        snprintf(c->idle_new, sizeof(c->idle_new), "%" PRIu64, MIN(idle, (uint64_t) IDLE_NEW_MS));
 }
 
 /* ---- The engine's calls: acquire ------------------------------------------------- */
@@ -808,8 +816,8 @@ int io_call_acquire(void *ctx, Lease *l) {
         common_args(a, l->name->name, l->uid, &c);
         snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
         return script_call(a, SCRIPT_ACQUIRE, l->name->name, acquire_reply, l, 9,
-                           (const char *[]) { l->id, slots, c.ttl, l->desc, a->config->host_id, c.uid, c.grace, c.idle,
-                                              l->proof },
+                           (const char *[]) { l->id, slots, c.ttl, l->desc, a->config->host_id, c.uid, c.grace,
+                                              c.idle_new, l->proof },
                            NULL);
 }
 
@@ -883,7 +891,7 @@ int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
         snprintf(rc->lease, sizeof(rc->lease), "%s", lease);
         common_args(a, name, uid, &c);
         r = script_call(a, SCRIPT_RELEASE, name, release_reply, rc, 5,
-                        (const char *[]) { lease, a->config->host_id, c.uid, c.grace, c.idle }, NULL);
+                        (const char *[]) { lease, a->config->host_id, c.uid, c.grace, c.idle_new }, NULL);
         if (r < 0) {
                 free(rc);
                 return r;

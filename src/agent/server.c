@@ -503,8 +503,16 @@ static void handle_acquire(Client *c, const Request *req) {
                 log_uid(c->cred.uid, now_mono(), LOG_WARNING,
                         "Refused %s to uid " UID_FMT ": it holds or waits for %u leases here (max_leases_per_user).",
                         req->name, c->cred.uid, a->config->max_leases_per_user);
-                client_send_error(c, ERROR_CODE_BUSY, "uid " UID_FMT " holds or waits for %u slots on this host already "
+                client_send_error(c, ERROR_CODE_LIMIT, "uid " UID_FMT " holds or waits for %u slots on this host already "
                                   "(max_leases_per_user)", c->cred.uid, a->config->max_leases_per_user);
+                return;
+        }
+        if (c->cred.uid != 0 && slots_names_of(&a->slots, c->cred.uid, req->name) >= a->config->max_names_per_user) {
+                log_uid(c->cred.uid, now_mono(), LOG_WARNING,
+                        "Refused %s to uid " UID_FMT ": it holds or waits for %u other names here (max_names_per_user).",
+                        req->name, c->cred.uid, a->config->max_names_per_user);
+                client_send_error(c, ERROR_CODE_LIMIT, "uid " UID_FMT " holds or waits for %u other names on this host "
+                                  "already (max_names_per_user)", c->cred.uid, a->config->max_names_per_user);
                 return;
         }
         if (agent_short_of_fds(a, c->cred.uid)) {

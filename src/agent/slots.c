@@ -425,6 +425,21 @@ size_t slots_leases_of(const Slots *e, uid_t uid) {
         return k;
 }
 
+size_t slots_names_of(const Slots *e, uid_t uid, const char *but) {
+        size_t k = 0;
+
+        for (const Name *n = e->names; n; n = n->all_next) {
+                if (streq(n->name, but))
+                        continue;
+                for (const Lease *l = n->leases; l; l = l->by_name_next)
+                        if (l->uid == uid && l->state != LEASE_GONE) {
+                                k++;
+                                break;
+                        }
+        }
+        return k;
+}
+
 Lease *slots_lease_of_unit(Slots *e, const char *name, const char *unit, uid_t uid) {
         Name *n = slots_name_find(e, name);
         Lease *l;

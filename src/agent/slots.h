@@ -247,6 +247,8 @@ Name *slots_name_find(Slots *e, const char *name);
 Lease *slots_lease_of_unit(Slots *e, const char *name, const char *unit, uid_t uid);
 /* Leases of uid here, held or waiting. */
 size_t slots_leases_of(const Slots *e, uid_t uid);
+/* Names other than but that uid holds or waits for here. */
+size_t slots_names_of(const Slots *e, uid_t uid, const char *but);
 /* Holders: how long they may keep believing without a confirmed renewal. */
 usec_t slots_lost_after(const Slots *e);
 

@@ -18,6 +18,8 @@
 /* STATUS requests of one non-root uid under way at once: each costs Redis
  * a script per name, and Redis answers renewals only after them. */
 #define STATUS_PER_USER_MAX 4
+/* fleetsem status without a name: the names used most recently, at most. */
+#define STATUS_NAMES_MAX 1000
 
 typedef struct StatusItem {
         StatusJob *job;
@@ -202,6 +204,32 @@ static void names_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         status_job_done_one(job, 0);
 }
 
+/* METRICS: the names this host uses (held or waited for here now, or
+ * granted here lately: the engine's table of counters), each once, in
+ * order; what other hosts use, they report. Its cost follows this host's
+ * names, not every name in Redis. */
+static void status_host_names(Agent *a, StatusJob *job) {
+        _cleanup_free_ const char **names = NULL;
+        size_t n = 0, k = 0;
+
+        names = calloc(a->slots.n_names + a->slots.n_name_stats + 1, sizeof(char *));
+        if (!names) {
+                status_job_done_one(job, 0);
+                return;
+        }
+        for (const Name *x = a->slots.names; x; x = x->all_next)
+                names[n++] = x->name;
+        for (const NameStats *s = a->slots.name_stats; s; s = s->lru_next)
+                names[n++] = s->name;
+        qsort(names, n, sizeof(char *), strcmp_ptr);
+        for (size_t i = 0; i < n; i++)
+                if (k == 0 || !streq(names[i], names[k - 1]))
+                        names[k++] = names[i];
+        for (size_t i = 0; i < k; i++)
+                status_name(a, job, names[i]);
+        status_job_done_one(job, 0);
+}
+
 void status_request(Agent *a, Client *c, const char *name, bool summary) {
         StatusJob *job;
 
@@ -241,7 +269,9 @@ void status_request(Agent *a, Client *c, const char *name, bool summary) {
         if (name[0]) {
                 status_name(a, job, name);
                 status_job_done_one(job, 0);
-        } else {
+        } else if (summary)
+                status_host_names(a, job);
+        else {
                 /* Names used within the idle time; older ones left Redis. */
                 char min[32], below[32];
                 long long idle_ms = (long long) (a->config->idle_time / USEC_PER_MSEC);
@@ -250,8 +280,10 @@ void status_request(Agent *a, Client *c, const char *name, bool summary) {
                 snprintf(min, sizeof(min), "%lld", now_ms - idle_ms);
                 snprintf(below, sizeof(below), "(%lld", now_ms - idle_ms);
                 redis_command(a, "ZREMRANGEBYSCORE", 4, (const char *[]) { "ZREMRANGEBYSCORE", a->names_key, "-inf", below });
-                if (redis_key_command(a, names_reply, job, 4,
-                                      (const char *[]) { "ZRANGEBYSCORE", a->names_key, min, "+inf" }) < 0)
+                /* The most recently used first, STATUS_NAMES_MAX at most. */
+                if (redis_key_command(a, names_reply, job, 7,
+                                      (const char *[]) { "ZREVRANGEBYSCORE", a->names_key, "+inf", min,
+                                                         "LIMIT", "0", STRINGIFY(STATUS_NAMES_MAX) }) < 0)
                         status_job_done_one(job, 0);
         }
 }

@@ -268,7 +268,7 @@ bool limit_note(const char *name, uint32_t limit, uint32_t asked, const char *as
 }
 
 int exit_code_for_error(const char *code) {
-        if (streq(code, ERROR_CODE_PERMISSION) || streq(code, ERROR_CODE_ANCHOR))
+        if (streq(code, ERROR_CODE_PERMISSION) || streq(code, ERROR_CODE_ANCHOR) || streq(code, ERROR_CODE_LIMIT))
                 return EXIT_NOPERM;
         if (streq(code, ERROR_CODE_USAGE) || streq(code, ERROR_CODE_INVALID))
                 return EXIT_USAGE;

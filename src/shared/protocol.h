@@ -118,6 +118,7 @@ int request_format(const Request *r, char *buf, size_t size);
 #define ERROR_CODE_UNAVAILABLE "unavailable"    /* Redis is unreachable */
 #define ERROR_CODE_REDIS "redis"                /* Redis answered with an error */
 #define ERROR_CODE_BUSY "busy"                  /* too many clients */
+#define ERROR_CODE_LIMIT "limit"                /* past a per-user limit of the host (max_leases_per_user, max_names_per_user) */
 
 /* Text for a terminal from a value a client or Redis chose (a comm, a unit,
  * a host): control characters, invalid UTF-8 and the invisible characters
