@@ -20,8 +20,21 @@
 #                            reply; prints one summary line per reply kind
 #                            ("GRANTED k", "ERROR code=busy ... k"), holds
 #                            the anchors until stdin closes
+#   names N PREFIX FIRST     as leases, each for a name of its own:
+#                            PREFIX followed by FIRST, FIRST+1, ...
 #   bad N NAME               N requests in a burst for NAME (not permitted);
 #                            prints the distinct first reply lines
+#   connflood SECONDS MODE   for SECONDS, connects to the agent again and
+#                            again: MODE garbage sends "X" and closes, stall
+#                            sends half a request and keeps the last 200
+#                            such connections open; prints "connections N"
+#   sockets N                N listening unix sockets of random abstract
+#                            names; prints "listening N", holds until stdin
+#                            closes
+#   stuffed-leases N NAME    N leases of NAME whose anchors then fill their
+#                            backlog and end the agent's watch (so the agent
+#                            can watch them by name only); prints a summary
+#                            of the replies, holds until stdin closes
 #   unit-exited              asks with unit=1 over a connection made by a
 #                            child that exited before the request; prints the
 #                            reply
@@ -112,6 +125,63 @@ elif verb == "ask-stuffed":
     s.sendall(("ACQUIRE name=%s slots=1 lease=%s wait=0\n" % (args[0], lease)).encode())
     print(first_line(s), flush=True)
     hold()
+elif verb == "connflood":
+    seconds, mode, n, stalled = float(args[0]), args[1], 0, collections.deque()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            s = agent()
+        except OSError:
+            continue
+        n += 1
+        try:
+            if mode == "garbage":
+                s.sendall(b"X\n")
+            else:
+                s.sendall(b"ACQUIRE name=flood slots=1 lea")
+        except OSError:
+            pass
+        if mode == "garbage":
+            s.close()
+        else:
+            stalled.append(s)
+            if len(stalled) > 200:
+                stalled.popleft().close()
+    print("connections %d" % n, flush=True)
+elif verb == "sockets":
+    held = []
+    for i in range(int(args[0])):
+        a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        a.bind("\0flood/%s" % os.urandom(12).hex())
+        a.listen(1)
+        held.append(a)
+    print("listening %d" % len(held), flush=True)
+    hold()
+elif verb == "stuffed-leases":
+    anchors, replies = [], []
+    for i in range(int(args[0])):
+        lease = os.urandom(16).hex()
+        path = "%s/lease/%s" % (ns, lease)
+        anchor = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        anchor.bind("\0" + path)
+        anchor.listen(4)
+        s = agent()
+        s.sendall(("ACQUIRE name=%s slots=1000 lease=%s wait=0\n" % (args[1], lease)).encode())
+        line = first_line(s)
+        replies.append(line)
+        s.close()
+        anchors.append(anchor)
+        if not line.startswith("GRANTED"):
+            continue
+        # The agent's watch is first in the backlog: take it, fill its
+        # place and the rest, then end it. The agent sees its watch end
+        # while the name still listens, and no new watch sticks.
+        watch, _ = anchor.accept()
+        stuff(path)
+        watch.close()
+    summary(replies)
+    print("done", flush=True)
+    hold()
 elif verb == "flood":
     n, conns, refused = int(args[0]), [], 0
     for i in range(n):
@@ -159,9 +229,11 @@ elif verb == "hoard":
             pass
     print("asked %d" % len(conns), flush=True)
     hold()
-elif verb == "leases":
+elif verb in ("leases", "names"):
     n, name, anchors, lines = int(args[0]), args[1], [], []
     for i in range(n):
+        if verb == "names":
+            name = "%s%d" % (args[1], int(args[2]) + i)
         lease = os.urandom(16).hex()
         a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         a.bind("\0%s/lease/%s" % (ns, lease))

@@ -29,6 +29,7 @@ typedef struct Agent Agent;
  * however large, delays a renewal, a release or a confirmation. */
 enum {
         PRIORITY_LEASES = SD_EVENT_PRIORITY_IMPORTANT,  /* Redis' replies, anchors, lease and name timers, the tick */
+        PRIORITY_ROOT = SD_EVENT_PRIORITY_NORMAL - 5,   /* root's socket and root's clients (PAM, units) */
         PRIORITY_CLIENTS = SD_EVENT_PRIORITY_NORMAL,    /* requests of connected clients */
         PRIORITY_BATCH = SD_EVENT_PRIORITY_NORMAL + 10, /* group commit: once the requests ready are read */
         PRIORITY_ACCEPT = SD_EVENT_PRIORITY_NORMAL + 20,/* new connections, a bounded number a turn */
@@ -130,6 +131,8 @@ struct Agent {
         Config *config;
         int listen_fd;
         sd_event_source *listen_source;
+        int root_fd;                    /* root's own socket (socket-util.h), or -EBADF */
+        sd_event_source *root_source;
         Slots slots;
 
         /* The Redis servers: one (the server, or the master the Sentinels

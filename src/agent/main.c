@@ -218,7 +218,7 @@ static const SlotsOps agent_slots_ops = {
 static int run(int argc, char *argv[]) {
         _cleanup_(sd_event_unrefp) sd_event *e = NULL;
         Config config;
-        Agent agent = { .listen_fd = -EBADF };
+        Agent agent = { .listen_fd = -EBADF, .root_fd = -EBADF };
         char redis[300];
         sigset_t mask;
         int r;

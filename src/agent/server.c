@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <systemd/sd-daemon.h>
@@ -809,7 +810,7 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
                 c->events = EPOLLIN | EPOLLRDHUP | EPOLLET;
                 r = sd_event_add_io(a->event, &c->io_source, c->fd, c->events, client_io, c);
                 if (r >= 0)
-                        r = sd_event_source_set_priority(c->io_source, PRIORITY_CLIENTS);
+                        r = sd_event_source_set_priority(c->io_source, c->cred.uid == 0 ? PRIORITY_ROOT : PRIORITY_CLIENTS);
                 if (r < 0) {
                         log_warning_errno(r, "Failed to watch a client: %m");
                         client_free(c);
@@ -910,6 +911,39 @@ static int namespace_from_socket(Agent *a, int fd) {
         return 0;
 }
 
+/* Root's own socket, beside @NS/agent: accepted from before new
+ * connections of other users (only root can connect to it). Without it
+ * (the agent not root, /run read-only) root is served at @NS/agent. */
+static void root_listen(Agent *a) {
+        int r;
+
+        a->root_fd = -EBADF;
+        if (geteuid() != 0)
+                return;
+        r = agent_listen_root(a->config->namespace, &a->root_fd);
+        if (r >= 0)
+                r = sd_event_add_io(a->event, &a->root_source, a->root_fd, EPOLLIN, on_accept, a);
+        if (r >= 0)
+                r = sd_event_source_set_priority(a->root_source, PRIORITY_ROOT);
+        if (r < 0) {
+                log_full_errno(LOG_NOTICE, r, "Not listening on root's own socket in " AGENT_ROOT_DIR ": %m; root is served at @%s/agent.",
+                                 a->config->namespace);
+                a->root_source = sd_event_source_disable_unref(a->root_source);
+                a->root_fd = safe_close(a->root_fd);
+        }
+}
+
+static void root_unlisten(Agent *a) {
+        char path[sizeof(((struct sockaddr_un *) NULL)->sun_path)];
+
+        if (a->root_fd < 0)
+                return;
+        a->root_source = sd_event_source_disable_unref(a->root_source);
+        a->root_fd = safe_close(a->root_fd);
+        if (agent_root_path(a->config->namespace, path, sizeof(path)) >= 0)
+                (void) unlink(path);
+}
+
 int server_start(Agent *a) {
         int r, n;
 
@@ -955,6 +989,7 @@ int server_start(Agent *a) {
                 r = sd_event_source_set_enabled(a->housekeeping_source, SD_EVENT_ON);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up timers: %m");
+        root_listen(a);
         fd_budget_init(a);
         return 0;
 }
@@ -966,4 +1001,5 @@ void server_stop(Agent *a) {
         a->finished_source = sd_event_source_disable_unref(a->finished_source);
         a->listen_source = sd_event_source_disable_unref(a->listen_source);
         a->listen_fd = safe_close(a->listen_fd);
+        root_unlisten(a);
 }

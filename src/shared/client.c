@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -56,6 +57,23 @@ int usec_to_poll_ms(usec_t now, usec_t deadline) {
 #define CONNECT_RETRY_MIN (5 * USEC_PER_MSEC)
 #define CONNECT_RETRY_MAX (100 * USEC_PER_MSEC)
 
+/* Root first tries its own socket (socket-util.h), where no other user's
+ * connections queue before it; an agent without one (or none there) is
+ * reached at @NS/agent. */
+static int connect_root(const char *ns) {
+        _cleanup_close_ int fd = -EBADF;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+        if (geteuid() != 0 || agent_root_path(ns, sa.sun_path, sizeof(sa.sun_path)) < 0)
+                return -ENOENT;
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}
+
 int client_connect(const char *ns, uid_t agent_uid, usec_t deadline, int cancel_fd, int *ret_fd) {
         _cleanup_close_ int fd = -EBADF;
         usec_t retry = CONNECT_RETRY_MIN;
@@ -63,6 +81,10 @@ int client_connect(const char *ns, uid_t agent_uid, usec_t deadline, int cancel_
         struct ucred uc;
         socklen_t len;
         int r;
+
+        fd = connect_root(ns);
+        if (fd >= 0)
+                goto connected;
 
         r = sockaddr_abstract(ns, "agent", NULL, &sa, &len);
         if (r < 0)
@@ -89,6 +111,7 @@ int client_connect(const char *ns, uid_t agent_uid, usec_t deadline, int cancel_
                 retry = retry * 2 > CONNECT_RETRY_MAX ? CONNECT_RETRY_MAX : retry * 2;
         }
 
+connected:
         r = peer_cred(fd, &uc);
         if (r < 0)
                 return r;

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
@@ -55,6 +58,43 @@ int anchor_create(const char *ns, const char *lease, int *ret_fd) {
 
 int agent_listen(const char *ns, int *ret_fd) {
         return bind_listen(ns, "agent", NULL, SOMAXCONN, ret_fd);
+}
+
+int agent_root_path(const char *ns, char *buf, size_t size) {
+        struct stat st;
+        int n;
+
+        if (stat("/proc/self/ns/net", &st) < 0)
+                return -errno;
+        n = snprintf(buf, size, "%s/%s.%" PRIu64 ".sock", AGENT_ROOT_DIR, ns, (uint64_t) st.st_ino);
+        return n < 0 || (size_t) n >= size ? -ENAMETOOLONG : 0;
+}
+
+int agent_listen_root(const char *ns, int *ret_fd) {
+        _cleanup_close_ int fd = -EBADF;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int r;
+
+        r = agent_root_path(ns, sa.sun_path, sizeof(sa.sun_path));
+        if (r < 0)
+                return r;
+        if (mkdir(AGENT_ROOT_DIR, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return -errno;
+        /* A socket left by an agent that went: this one takes its place. */
+        if (unlink(sa.sun_path) < 0 && errno != ENOENT)
+                return -errno;
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+                return -errno;
+        if (chmod(sa.sun_path, 0600) < 0 || listen(fd, SOMAXCONN) < 0) {
+                r = -errno;
+                (void) unlink(sa.sun_path);
+                return r;
+        }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
 }
 
 static int connect_abstract(const char *ns, const char *suffix, const char *lease, bool nonblock, int *ret_fd) {

@@ -35,6 +35,14 @@ int anchors_listening(const char *ns, const char *const *leases, size_t n, bool 
 
 int agent_listen(const char *ns, int *ret_fd);
 
+/* Root's own way to the agent: a socket only root may connect to, in
+ * AGENT_ROOT_DIR, named for the namespace and the network namespace (as
+ * the abstract names are per network namespace). No other user's
+ * connections queue before root's there, whatever they send to @NS/agent. */
+#define AGENT_ROOT_DIR "/run/fleetsem"
+int agent_root_path(const char *ns, char *buf, size_t size);
+int agent_listen_root(const char *ns, int *ret_fd);
+
 int peer_cred(int fd, struct ucred *ret);
 
 /* Writes all of buf, polling on EAGAIN up to timeout. */

@@ -1,0 +1,94 @@
+#!/bin/bash
+# Load: four processes of nobody (no allow= rule) flood the agent's socket
+# for 60 s, two connecting and sending garbage, two leaving half a request
+# and stalling, while root holds a slot through fleetsem run (lease 6 s) and
+# a PAM session holds one. Nothing of root's may suffer: no slot lost, no job
+# stopped, every renewal confirmed within a third of the lease of when it was
+# due, and root's fleetsem run --no-wait answered within 100 ms at p99.
+TTL=6s
+FLOOD_S=${FLOOD_S:-60}
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-security.sh"
+: "${PAM_FLEETSEM:?path to pam_fleetsem.so}" "${PAM_SESSION:?path to pam-session}"
+PAMWRAP=$(ls /usr/lib/*/libpam_wrapper.so /usr/lib/libpam_wrapper.so 2>/dev/null | head -n1)
+[ -n "$PAMWRAP" ] || require libpam_wrapper.so
+ASANLIB=$(ldd "$PAM_FLEETSEM" | awk '/libasan/ { print $3 }')
+[ -n "$ASANLIB" ] && export PAM_WRAPPER_DISABLE_DEEPBIND=1
+
+start_redis
+start_agent a
+pid=$(agent_pid a)
+
+# root's job, holding its slot for the whole flood.
+fs a run --slots 1 flood-job -- sleep 600 >"$T/job.out" 2>&1 &
+job=$!
+check "root's job holds its slot" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{flood-job}:holders') = 1 ]"
+
+# A PAM session (through Linux-PAM and pam_wrapper), holding one.
+mkdir -p "$T/pam.d"
+echo "session required $PAM_FLEETSEM namespace=$NSBASE-a slots=1 on_error=deny" >"$T/pam.d/flood"
+mkfifo "$T/pam-in"
+(LD_PRELOAD="${ASANLIB:+$ASANLIB }$PAMWRAP" PAM_WRAPPER=1 PAM_WRAPPER_SERVICE_DIR="$T/pam.d" exec "$PAM_SESSION" flood daemon) \
+        <"$T/pam-in" >"$T/pam.out" 2>"$T/pam.log" &
+session=$!
+exec {pam_in}>"$T/pam-in"
+check "the PAM session opens" wait_for 15 grep -q '^open: 0 ' "$T/pam.out"
+is "$(holders login:daemon)" 1 "... and holds login:daemon in Redis"
+
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+cpu0=$(ticks "$pid")
+t0=$(now_ms)
+for i in 1 2; do
+        attack a connflood "$FLOOD_S" garbage >"$T/flood-g$i" 2>&1 &
+        attack a connflood "$FLOOD_S" stall >"$T/flood-s$i" 2>&1 &
+done
+
+# root's own requests during the flood, one after another.
+: >"$T/probe"
+fails=0
+end=$(( $(now_ms) + (FLOOD_S - 3) * 1000 ))
+while [ "$(now_ms)" -lt "$end" ]; do
+        t=$(now_ms)
+        fs a run --no-wait --slots 1000 flood-probe -- true 2>>"$T/probe.err" || fails=$((fails + 1))
+        ms=$(( $(now_ms) - t ))
+        echo "$ms" >>"$T/probe"
+        t=$(now_ms)
+        "$FLEETSEM" --version >/dev/null
+        echo $(( $(now_ms) - t )) >>"$T/floor"
+        sleep 0.1
+done
+wait_for $((FLOOD_S + 10)) sh -c "cat $T/flood-g1 $T/flood-g2 $T/flood-s1 $T/flood-s2 | grep -c '^connections' | grep -qx 4"
+cpu1=$(ticks "$pid")
+t1=$(now_ms)
+conns=$(cat "$T"/flood-* | awk '/^connections/ { n += $2 } END { print n + 0 }')
+echo "# nobody made $conns connections in ${FLOOD_S}s; the agent used $(( (cpu1 - cpu0) * 1000 / $(getconf CLK_TCK) * 100 / (t1 - t0) ))% of a core"
+check "the flood ran (more than 10000 connections)" test "$conns" -gt 10000
+
+n=$(wc -l <"$T/probe")
+p50=$(sort -n "$T/probe" | sed -n "$(( (n + 1) / 2 ))p")
+p99=$(sort -n "$T/probe" | sed -n "$(( (n * 99 + 99) / 100 ))p")
+echo "# root's run --no-wait during the flood: $n runs, p50 ${p50}ms, p99 ${p99}ms"
+echo "# floor, fleetsem --version in the same loop: p50 $(sort -n "$T/floor" | sed -n "$(( (n + 1) / 2 ))p")ms, p99 $(sort -n "$T/floor" | sed -n "$(( (n * 99 + 99) / 100 ))p")ms"
+is "$fails" 0 "every run of root's succeeded during the flood$( [ -s "$T/probe.err" ] && printf ' (%s)' "$(sort "$T/probe.err" | uniq -c | head -n 3 | tr '\n' ' ')")"
+check "root's run p99 within 100 ms (${p99}ms)" test "$p99" -le 100
+
+check "root's job still runs" kill -0 "$job"
+is "$(holders flood-job)" 1 "... and holds its slot"
+check "the PAM session is still open" kill -0 "$session"
+is "$(holders login:daemon)" 1 "... and holds its slot"
+metrics=$(fs a metrics)
+val() { awk -v k="$1" '$1 == k { print $2 }' <<<"$metrics"; }
+is "$(val fleetsem_lost_total)" 0 "the agent lost no slot"
+late=$(val fleetsem_renewal_lateness_max_seconds)
+renewals=$(val fleetsem_renewal_lateness_seconds_count)
+echo "# $renewals renewals confirmed; the latest was ${late}s after it was due"
+check "renewals were confirmed during the flood ($renewals)" test "${renewals:-0}" -ge $((FLOOD_S / 2))
+check "every renewal within a third of the lease (2 s) of when it was due (worst ${late}s)" \
+        python3 -c "import sys; sys.exit(not float('${late:-99}') <= 2.0)"
+
+echo close >&"$pam_in"
+exec {pam_in}>&-
+kill -TERM "$job"
+wait "$job"
+check "root's job was not stopped by its self-fence" sh -c "! grep -qi 'lost\|renewed in time' '$T/job.out'"
+done_testing

@@ -1,0 +1,51 @@
+#!/bin/bash
+# Names: nobody, allowed names atk*, makes names as fast as it can. It holds
+# at most max_names_per_user (64) at once, the rest refused with code=limit;
+# what it made leaves Redis within 10 minutes, not a day; and another host's
+# metrics cost what that host uses, not every name in Redis.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-security.sh"
+
+printf 'allow = atk* nobody\n' >"$T/agent.conf"
+start_redis
+start_agent a --config "$T/agent.conf"
+start_agent b
+fs b run --slots 1 b-own -- true
+is "$?" 0 "host b uses a name of its own"
+
+coproc NAMES { attack a names 200 atk 0; }
+replies=$(replies "${NAMES[0]}")
+granted=$(sed -n 's/^GRANTED \([0-9]*\)$/\1/p' <<<"$replies")
+limited=$(grep -c "^ERROR code=limit message=uid $NOBODY_UID holds or waits for 64 other names on this host already (max_names_per_user) " <<<"$replies")
+is "$granted" 64 "nobody holds 64 names at once"
+is "$limited" 1 "the others are refused with code=limit, saying why"
+held=$(rcli --scan --pattern 'fleetsem:{atk*}:holders' | wc -l)
+is "$held" 64 "Redis holds 64 of its names"
+out=$(as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run atk-more -- true 2>&1)
+is "$?" 77 "fleetsem run past the cap exits 77 (EX_NOPERM) without running${out:+: $out}"
+exec {NAMES[1]}>&-
+wait "$NAMES_PID"
+check "its names are released once its anchors close" wait_for 10 sh -c "[ -z \"\$(redis-cli -s $REDIS_SOCK --scan --pattern 'fleetsem:{atk*}:holders')\" ]"
+
+# Five more rounds of 64 new names, one after another.
+for r in 1 2 3 4 5; do
+        coproc NAMES { attack a names 64 atk $((r * 1000)); }
+        replies "${NAMES[0]}" >/dev/null
+        exec {NAMES[1]}>&-
+        wait "$NAMES_PID"
+done
+keys=$(rcli --scan --pattern 'fleetsem:{atk*' | wc -l)
+total=$(rcli DBSIZE)
+echo "# after 384 names made and let go: $keys keys of them in Redis, $total in all"
+check "at most 4 keys a name are left of them ($keys for 384 names)" test "$keys" -le $((384 * 4))
+ttl_max=$(rcli --scan --pattern 'fleetsem:{atk*' | while read -r k; do rcli PTTL "$k"; done | sort -n | tail -n 1)
+check "every one of them leaves Redis within 10 minutes (longest: ${ttl_max}ms)" test "${ttl_max:--1}" -gt 0 -a "${ttl_max:-0}" -le 600000
+
+ms=$(ms_of fs b metrics)
+is "$?" 0 "root's metrics on host b succeed"
+echo "# root's metrics on host b took ${ms}ms"
+check "within 50 ms (${ms}ms)" test "$ms" -lt 50
+out=$(fs b metrics)
+like "$out" 'fleetsem_slots_held\{name="b-own",scope="fleet"\} 0' "host b's metrics give the fleet's figures of its own name"
+check "... and none of nobody's names on host a" sh -c "! printf '%s' \"\$1\" | grep -q 'name=\"atk'" - "$out"
+done_testing
