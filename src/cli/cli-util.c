@@ -58,9 +58,7 @@ int cli_read_message(int fd, LineReader *lr, usec_t deadline, const char *what, 
                 return EXIT_UNAVAILABLE;
         }
         if (streq(m->verb, "ERROR")) {
-                char msg[TEXT_ESCAPE_SIZE(512)];
-
-                log_error("%s", text_escape(message_get(m, "message") ?: "", msg, sizeof(msg)));
+                log_error("%s", message_get(m, "message") ?: "");
                 return exit_code_for_error(message_get(m, "code") ?: "");
         }
         return 0;
