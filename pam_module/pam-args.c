@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
-#include <unistd.h>
 
 #include <security/pam_ext.h>
 

@@ -150,25 +150,25 @@ static void test_expand(void) {
         CHECK_STR(name, "login:alice", "... is the account's own name, not the one PAM was given");
         CHECK_INT(expand_name(pamh, "uid:%U", &w, name, &why), 0, "uid:%U");
         CHECK_STR(name, "uid:1000", "... the uid");
-        CHECK_INT(expand_name(pamh, "%s.%g", &w, name, &why), 0, "%%s.%%g");
+        CHECK_INT(expand_name(pamh, "%s.%g", &w, name, &why), 0, "%s.%g");
         CHECK_STR(name, "fleetsem-test.users", "... the service and the group");
         gethostname(host, sizeof(host) - 1);
-        CHECK_INT(expand_name(pamh, "on:%h", &w, name, &why), 0, "on:%%h");
+        CHECK_INT(expand_name(pamh, "on:%h", &w, name, &why), 0, "on:%h");
         snprintf(expected, sizeof(expected), "on:%s", encode(host));
         CHECK_STR(name, expected, "... this host");
 
         w.account = "build$";
-        CHECK_INT(expand_name(pamh, "login:%u", &w, name, &why), 0, "login:%%u for build$");
+        CHECK_INT(expand_name(pamh, "login:%u", &w, name, &why), 0, "login:%u for build$");
         CHECK_STR(name, "login:build_24", "... encoded");
         w.account = "DOMAIN\\user";
-        CHECK_INT(expand_name(pamh, "login:%u", &w, name, &why), 0, "login:%%u for DOMAIN\\user");
+        CHECK_INT(expand_name(pamh, "login:%u", &w, name, &why), 0, "login:%u for DOMAIN\\user");
         CHECK_STR(name, "login:DOMAIN_5Cuser", "... encoded");
         w.account = "alice";
 
-        CHECK_INT(expand_name(pamh, "ssh:%r", &w, name, &why), 0, "ssh:%%r without a remote host");
+        CHECK_INT(expand_name(pamh, "ssh:%r", &w, name, &why), 0, "ssh:%r without a remote host");
         CHECK_STR(name, "ssh:", "... the empty value");
         pam_set_item(pamh, PAM_RHOST, "fe80::1%eth0");
-        CHECK_INT(expand_name(pamh, "ssh:%r", &w, name, &why), 0, "ssh:%%r for fe80::1%%eth0");
+        CHECK_INT(expand_name(pamh, "ssh:%r", &w, name, &why), 0, "ssh:%r for fe80::1%eth0");
         CHECK_STR(name, "ssh:fe80::1_25eth0", "... encoded");
 
         memset(rhost, 'a', 196);
@@ -192,7 +192,7 @@ static void test_expand(void) {
 
         pam_set_item(pamh, PAM_RHOST, "-x");
         w.account = "a_";
-        CHECK_INT(expand_name(pamh, "%u_.%r", &w, name, &why), 0, "%%u_.%%r for a_ from -x");
+        CHECK_INT(expand_name(pamh, "%u_.%r", &w, name, &why), 0, "%u_.%r for a_ from -x");
         CHECK_STR(name, "a_5F_.-x", "... the separator _. stands apart from the values");
         w.account = "alice";
         CHECK(expand_name(pamh, "x%q", &w, name, &why) == -EINVAL, "an unknown escape: %s", why);
@@ -203,7 +203,7 @@ static void test_expand(void) {
         CHECK(expand_name(pamh, "%r", &w, name, &why) == -EINVAL, "an empty name: %s", why);
         w.group = NULL;
         CHECK(expand_name(pamh, "g:%g", &w, name, &why) == -ENOENT, "%%g without a group name: %s", why);
-        CHECK_INT(expand_name(pamh, "login:%u", &w, name, &why), 0, "... which only %%g needs");
+        CHECK_INT(expand_name(pamh, "login:%u", &w, name, &why), 0, "... which only %g needs");
         pam_end(pamh, PAM_SUCCESS);
 }
 
