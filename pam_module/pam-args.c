@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
-#include <unistd.h>
 
 #include <security/pam_ext.h>
 
@@ -154,60 +153,4 @@ void parse_options(pam_handle_t *pamh, int argc, const char **argv, Options *o) 
         }
         if (!o->error[0] && o->slots == 0)
                 set_error(o, "slots= is required");
-}
-
-/* name=TEMPLATE: %u user, %s service, %h host, %g primary group, %r remote
- * host, %% a percent sign. The result must be a valid name as it stands. */
-int expand_name(pam_handle_t *pamh, const Options *o, const Who *w, char *buf, size_t size,
-                       const char **why) {
-        char host[256] = "";
-        size_t len = 0;
-
-        for (const char *t = o->name_template; *t; t++) {
-                const void *item = NULL;
-                const char *s;
-                char c[2] = { *t, 0 };
-
-                if (*t != '%') {
-                        s = c;
-                } else {
-                        switch (*++t) {
-                        case 'u':
-                                s = w->user;
-                                break;
-                        case 's':
-                                s = pam_get_item(pamh, PAM_SERVICE, &item) == PAM_SUCCESS && item ? item : "";
-                                break;
-                        case 'h':
-                                if (!host[0] && gethostname(host, sizeof(host) - 1) < 0)
-                                        host[0] = '\0';
-                                s = host;
-                                break;
-                        case 'g':
-                                s = w->group;
-                                break;
-                        case 'r':
-                                s = pam_get_item(pamh, PAM_RHOST, &item) == PAM_SUCCESS && item ? item : "";
-                                break;
-                        case '%':
-                                s = "%";
-                                break;
-                        default:
-                                *why = "unknown %-escape in name= (known: %u %s %h %g %r %%)";
-                                return -EINVAL;
-                        }
-                }
-                if (len + strlen(s) >= size) {
-                        *why = "the name is too long";
-                        return -E2BIG;
-                }
-                memcpy(buf + len, s, strlen(s));
-                len += strlen(s);
-        }
-        buf[len] = '\0';
-        if (!name_is_valid(buf)) {
-                *why = "not a valid name (1-200 of A-Z a-z 0-9 _ . : @ -)";
-                return -EINVAL;
-        }
-        return 0;
 }

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The module's arguments (and conf=FILE, with the same keys) and the name
- * template, apart from the session code so that they can be tested on their
- * own. */
+/* The module's arguments (and conf=FILE, with the same keys), apart from
+ * the session code so that they can be tested on their own. */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -34,15 +33,6 @@ typedef struct Options {
         char error[512];                /* the first malformed option, if any */
 } Options;
 
-typedef struct Who {
-        const char *user;
-        uid_t uid;
-        gid_t gid;
-        char group[64];
-} Who;
-
 /* Fills o from the arguments; the first malformed one lands in o->error. */
 void parse_options(pam_handle_t *pamh, int argc, const char **argv, Options *o);
 
-/* name=TEMPLATE expanded for w into buf: a valid name, or <0 and why. */
-int expand_name(pam_handle_t *pamh, const Options *o, const Who *w, char *buf, size_t size, const char **why);

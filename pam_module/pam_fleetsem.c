@@ -11,10 +11,8 @@
  * wait is bounded. */
 
 #include <errno.h>
-#include <grp.h>
 #include <inttypes.h>
 #include <poll.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +28,8 @@
 #include "config.h"
 #include "macro.h"
 #include "pam-args.h"
+#include "pam-name.h"
+#include "pam-who.h"
 #include "protocol.h"
 #include "socket-util.h"
 #include "time-util.h"
@@ -55,13 +55,16 @@ static bool in_list(const char (*list)[64], size_t n, const char *s) {
         return false;
 }
 
+/* exempt_user= matches the account by its own name or by the one PAM was
+ * given for it. */
 static bool is_exempt(const Options *o, const Who *w) {
         if (w->uid == 0 && o->exempt_root)
                 return true;
-        if (in_list(o->exempt_users, o->n_exempt_users, w->user))
+        if (in_list(o->exempt_users, o->n_exempt_users, w->account) ||
+            in_list(o->exempt_users, o->n_exempt_users, w->user))
                 return true;
         for (size_t i = 0; i < o->n_exempt_groups; i++)
-                if (user_in_group(w->user, w->gid, o->exempt_groups[i]))
+                if (user_in_group(w->account, w->gid, o->exempt_groups[i]))
                         return true;
         return false;
 }
@@ -146,10 +149,24 @@ static int on_error(pam_handle_t *pamh, const Options *o, int flags, const char 
         return PAM_SUCCESS;
 }
 
+/* The session has no name to count it under: the PAM user is unknown to
+ * NSS, or name= gives no valid name for it. Refused whatever on_error=
+ * says: a session that cannot be counted must not pass uncounted. */
+static int unnamed(pam_handle_t *pamh, const Options *o, int flags, const char *user, const char *why) {
+        char shown[TEXT_ESCAPE_SIZE(64)];
+
+        /* The name PAM was given may be anything: shown escaped, cut short. */
+        text_escape(user, shown, sizeof(shown));
+        pam_syslog(pamh, LOG_ERR, "refusing session of %s: no slot name (name=%s): %s", shown, o->name_template, why);
+        if (!silent(o, flags))
+                pam_error(pamh, "fleetsem: cannot name this session's slot (%s); session refused.", why);
+        return PAM_SESSION_ERR;
+}
+
 /* "sessions for alice" (per-user names) or "sessions of build-hosts". */
 static void sessions_of(const Options *o, const Who *w, const char *name, char *buf, size_t size) {
-        if (strstr(o->name_template, "%u"))
-                snprintf(buf, size, "sessions for %s", w->user);
+        if (strstr(o->name_template, "%u") || strstr(o->name_template, "%U"))
+                snprintf(buf, size, "sessions for %s", w->account);
         else
                 snprintf(buf, size, "sessions of %s", name);
 }
@@ -175,7 +192,7 @@ static int refused(pam_handle_t *pamh, const Options *o, int flags, const Who *w
 
         describe_holders(o, name, deadline, holders, sizeof(holders));
         sessions_of(o, w, name, what, sizeof(what));
-        pam_syslog(pamh, LOG_NOTICE, "refused session of %s: all %" PRIu32 " %s are in use (%s)", w->user, slots, what,
+        pam_syslog(pamh, LOG_NOTICE, "refused session of %s: all %" PRIu32 " %s are in use (%s)", w->account, slots, what,
                    holders[0] ? holders : "holders unknown");
         if (!silent(o, flags))
                 pam_error(pamh, "fleetsem: all %" PRIu32 " %s are in use%s%s%s; try again later.", slots, what,
@@ -200,7 +217,7 @@ static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w
                 r = anchor_create(o->ns, req.lease, &anchor_fd);
         if (r < 0) {
                 snprintf(env, sizeof(env), "cannot create the anchor: %s", strerror(-r));
-                return on_error(pamh, o, flags, w->user, env);
+                return on_error(pamh, o, flags, w->account, env);
         }
         /* The whole of it within wait= plus CONNECT_TIMEOUT, whatever the
          * agent, or a process in its place, does. */
@@ -209,16 +226,16 @@ static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w
         if (r < 0) {
                 char why[CLIENT_ERROR_TEXT_MAX];
 
-                return on_error(pamh, o, flags, w->user, client_error_text(r, o->ns, why, sizeof(why)));
+                return on_error(pamh, o, flags, w->account, client_error_text(r, o->ns, why, sizeof(why)));
         }
 
         line_reader_init(&lr, PROTO_REPLY_MAX);
         for (;;) {
                 r = client_read_reply(fd, &lr, deadline, &rep);
                 if (r == -ETIMEDOUT)
-                        return on_error(pamh, o, flags, w->user, "the agent did not answer in time");
+                        return on_error(pamh, o, flags, w->account, "the agent did not answer in time");
                 if (r < 0)
-                        return on_error(pamh, o, flags, w->user, "the agent closed the connection");
+                        return on_error(pamh, o, flags, w->account, "the agent closed the connection");
                 if (rep.kind != REPLY_QUEUED)
                         break;
                 if (o->wait > 0)
@@ -242,21 +259,21 @@ static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w
         case REPLY_ERROR: {
                 char msg[TEXT_ESCAPE_SIZE(sizeof(rep.message))];
 
-                return on_error(pamh, o, flags, w->user, text_escape(rep.message, msg, sizeof(msg)));
+                return on_error(pamh, o, flags, w->account, text_escape(rep.message, msg, sizeof(msg)));
         }
         default:
-                return on_error(pamh, o, flags, w->user, "unexpected reply from the agent");
+                return on_error(pamh, o, flags, w->account, "unexpected reply from the agent");
         }
 
         h = calloc(1, sizeof(*h));
         if (!h)
-                return on_error(pamh, o, flags, w->user, "out of memory");
+                return on_error(pamh, o, flags, w->account, "out of memory");
         h->anchor_fd = TAKE_FD(anchor_fd);
         snprintf(h->lease, sizeof(h->lease), "%s", rep.lease);
         snprintf(h->name, sizeof(h->name), "%s", name);
         if (pam_set_data(pamh, DATA_KEY, h, held_free) != PAM_SUCCESS) {
                 held_free(pamh, h, 0);
-                return on_error(pamh, o, flags, w->user, "cannot keep the slot with the session");
+                return on_error(pamh, o, flags, w->account, "cannot keep the slot with the session");
         }
 
         snprintf(env, sizeof(env), "FLEETSEM_NAME=%s", name);
@@ -266,42 +283,35 @@ static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w
         snprintf(env, sizeof(env), "FLEETSEM_LEASE=%s", rep.lease);
         (void) pam_putenv(pamh, env);
         if (o->debug)
-                pam_syslog(pamh, LOG_DEBUG, "session of %s holds a slot of %s (token %" PRIu64 ")", w->user, name, rep.token);
+                pam_syslog(pamh, LOG_DEBUG, "session of %s holds a slot of %s (token %" PRIu64 ")", w->account, name, rep.token);
         return PAM_SUCCESS;
 }
 
 PAM_EXTERN int pam_sm_open_session(pam_handle_t *pamh, int flags, int argc, const char **argv) {
-        struct passwd pwbuf, *pw = NULL;
-        struct group grbuf, *gr = NULL;
-        char pwstore[4096], grstore[4096], name[NAME_MAX_LEN + 1];
+        _cleanup_(who_done) Who w = {};
+        char name[NAME_MAX_LEN + 1];
         const char *user = NULL, *why = NULL;
         Options o;
-        Who w = {};
 
         parse_options(pamh, argc, argv, &o);
         if (pam_get_item(pamh, PAM_USER, (const void **) &user) != PAM_SUCCESS || !user || !user[0])
-                return on_error(pamh, &o, flags, "?", "no user for this session");
-        if (getpwnam_r(user, &pwbuf, pwstore, sizeof(pwstore), &pw) != 0 || !pw)
-                return on_error(pamh, &o, flags, user, "unknown user");
-        w = (Who) { .user = user, .uid = pw->pw_uid, .gid = pw->pw_gid };
-        if (getgrgid_r(pw->pw_gid, &grbuf, grstore, sizeof(grstore), &gr) == 0 && gr)
-                snprintf(w.group, sizeof(w.group), "%s", gr->gr_name);
+                return unnamed(pamh, &o, flags, "?", "no user for this session");
+        if (who_lookup(user, &w, &why) < 0)
+                return unnamed(pamh, &o, flags, user, why);
 
         /* Exempt users pass whatever else is wrong: an admin must never be
          * locked out by a broken configuration or a Redis outage. */
         if (is_exempt(&o, &w)) {
                 if (o.debug)
-                        pam_syslog(pamh, LOG_DEBUG, "%s is exempt", user);
+                        pam_syslog(pamh, LOG_DEBUG, "%s is exempt", w.account);
                 return PAM_SUCCESS;
         }
         if (o.error[0]) {
                 pam_syslog(pamh, LOG_ERR, "bad configuration: %s", o.error);
-                return on_error(pamh, &o, flags, user, "bad configuration of pam_fleetsem");
+                return on_error(pamh, &o, flags, w.account, "bad configuration of pam_fleetsem");
         }
-        if (expand_name(pamh, &o, &w, name, sizeof(name), &why) < 0) {
-                pam_syslog(pamh, LOG_ERR, "name=%s for %s: %s", o.name_template, user, why);
-                return on_error(pamh, &o, flags, user, "bad name= in pam_fleetsem's configuration");
-        }
+        if (expand_name(pamh, o.name_template, &w, name, &why) < 0)
+                return unnamed(pamh, &o, flags, user, why);
         return acquire(pamh, &o, flags, &w, name);
 }
 

@@ -2,12 +2,16 @@
 # pam_fleetsem.so through Linux-PAM itself: pam_wrapper points PAM at a
 # service directory of the test's own, and pam-session opens sessions the
 # way a login program does, holding each open until told to close it. Runs
-# as any user: sessions are for existing system users (daemon, bin, sys).
+# as any user: sessions are for existing system users (daemon, bin, sys),
+# and for the users of a passwd file of the test's own (nss_wrapper) whose
+# names no slot name may hold as they are.
 . "$(dirname "$0")/lib.sh"
 : "${PAM_FLEETSEM:?path to pam_fleetsem.so}" "${PAM_SESSION:?path to pam-session}"
 require pamtester
 PAMWRAP=$(ls /usr/lib/*/libpam_wrapper.so /usr/lib/libpam_wrapper.so 2>/dev/null | head -n1)
 [ -n "$PAMWRAP" ] || require libpam_wrapper.so
+NSSWRAP=$(ls /usr/lib/*/libnss_wrapper.so /usr/lib/libnss_wrapper.so 2>/dev/null | head -n1)
+[ -n "$NSSWRAP" ] || require libnss_wrapper.so
 ME=$(id -un)
 # A module built with ASan needs its runtime loaded first, and pam_wrapper
 # its deep binding off (as its manual says for sanitizers).
@@ -131,17 +135,113 @@ expect="tmpl.daemon.$(id -gn daemon).$(hostname).192.0.2.7"
 is "$(result t1)" 0 "name=%s.%u.%g.%h.%r opens"
 is "$(holders "$expect")" 1 "the slot is $expect"
 close t1
-service tmpl-pct slots=5 'name=a%%b' on_error=deny
+# A name that cannot be formed refuses the session, whatever on_error= says
+# (it governs outages of the agent and Redis): it must not pass uncounted.
+service tmpl-pct slots=5 'name=a%%b'
 once t2 tmpl-pct daemon
-is "$(result t2)" 14 "%% gives a percent sign, which no name may hold: an error, not another name"
-service tmpl-bad slots=5 'name=x%q' on_error=deny
+is "$(result t2)" 14 "%% gives a percent sign, which no name may hold: refused, not another name"
+service tmpl-bad slots=5 'name=x%q'
 once t3 tmpl-bad daemon
-is "$(result t3)" 14 "an unknown escape is an error"
-service tmpl-empty slots=5 'name=%r' on_error=deny
+is "$(result t3)" 14 "an unknown escape: refused"
+like "$(cat "$T/pam-t3.log")" "refusing session of daemon: no slot name \(name=x%q\): unknown %-escape" "... logged"
+service tmpl-empty slots=5 'name=%r'
 once t4 tmpl-empty daemon
-is "$(result t4)" 14 "an expansion that is empty (no remote host) is an error"
-like "$(said t4)" "cannot check the session limit \(bad name= in pam_fleetsem's configuration\); session refused" \
-        "... and the user is told it is a configuration error"
+is "$(result t4)" 14 "an expansion that is empty (no remote host): refused with on_error=allow"
+is "$(said t4)" "fleetsem: cannot name this session's slot (the name is empty); session refused." \
+        "... and the user is told why"
+once t5 tmpl-empty daemon --silent
+is "$(result t5) [$(said t5)]" "14 []" "... PAM_SILENT: refused without a word to the user"
+
+# --- names from what users and directories control -------------------------------
+# Users of a passwd file of the test's own (nss_wrapper), with names no slot
+# name holds as they are, and two entries of another case for one uid; remote
+# hosts with a zone index and longer than a name. Each identity opens 3
+# sessions of a 1-slot name while the others are held: exactly 1 is admitted.
+cat >"$T/passwd" <<'PASSWD'
+root:x:0:0:root:/root:/bin/sh
+daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin
+nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin
+NOBODY:x:65534:65534:nobody again:/nonexistent:/usr/sbin/nologin
+alice:x:5001:5000:Alice:/nonexistent:/usr/sbin/nologin
+Alice:x:5001:5000:Alice, as a case-insensitive directory gives her:/nonexistent:/usr/sbin/nologin
+build$:x:5002:5000:a machine account:/nonexistent:/usr/sbin/nologin
+DOMAIN\user:x:5003:5000:a winbind user:/nonexistent:/usr/sbin/nologin
+PASSWD
+printf 'root:x:0:\ndaemon:x:1:\nnogroup:x:65534:\nfleet:x:5000:\n' >"$T/group"
+PRELOAD_PLAIN=$PRELOAD
+PRELOAD="$PRELOAD $NSSWRAP"
+export NSS_WRAPPER_PASSWD="$T/passwd" NSS_WRAPPER_GROUP="$T/group"
+
+# sessions PREFIX SERVICE USER [options] [-- USER [options]]...: one open
+# session each, all held; prints how many were admitted.
+sessions() {
+        local prefix=$1 svc=$2 i=0 args=() a; shift 2
+        for a in "$@" --; do
+                if [ "$a" = -- ]; then
+                        i=$((i + 1)); open "$prefix$i" "$svc" "${args[@]}"; args=()
+                else
+                        args+=("$a")
+                fi
+        done
+        SESSIONS_OPENED=$i
+}
+admitted() { local i n=0; for i in $(seq 1 "$SESSIONS_OPENED"); do [ "$(result "$1$i")" = 0 ] && n=$((n + 1)); done; echo $n; }
+results() { local i r=(); for i in $(seq 1 "$SESSIONS_OPENED"); do r+=("$(result "$1$i")"); done; echo "${r[*]}"; }
+close_all() { local i; for i in $(seq 1 "$SESSIONS_OPENED"); do close "$1$i"; done; }
+
+service hostile slots=1
+sessions m hostile 'build$' -- 'build$' -- 'build$'
+is "$(results m)" "0 6 6" "build\$: 1 of 3 sessions admitted on a 1-slot limit"
+is "$(holders login:build_24)" 1 "... its name is login:build_24 ('\$' encoded)"
+like "$(said m2)" "all 1 sessions for build\\\$ are in use" "... the user is told by the account's name"
+close_all m
+sessions w hostile 'DOMAIN\user' -- 'DOMAIN\user' -- 'DOMAIN\user'
+is "$(results w)" "0 6 6" "DOMAIN\\user: 1 of 3 admitted"
+is "$(holders 'login:DOMAIN_5Cuser')" 1 "... its name is login:DOMAIN_5Cuser"
+close_all w
+sessions c hostile alice -- Alice -- alice -- Alice
+is "$(results c)" "0 6 6 6" "alice and Alice (one uid): 1 of 4 admitted"
+is "$(holders login:alice) $(holders login:Alice)" "1 0" "... one name, login:alice, the uid's own entry"
+close_all c
+sessions n hostile NOBODY -- nobody -- NOBODY
+is "$(results n)" "0 6 6" "NOBODY and nobody (one uid): 1 of 3 admitted"
+is "$(holders login:nobody) $(holders login:NOBODY)" "1 0" "... as login:nobody"
+close_all n
+service uid slots=1 name=uid:%U
+sessions i uid Alice -- alice
+is "$(results i)" "0 6" "name=uid:%U: Alice and alice share uid:5001"
+is "$(holders uid:5001)" 1 "... the name is the uid"
+close_all i
+once g1 hostile ghost
+is "$(result g1)" 14 "a user NSS does not know: refused with on_error=allow"
+is "$(said g1)" "fleetsem: cannot name this session's slot (no such user); session refused." "... and told why"
+printf -v ghost 'gh\nost\033[2J%0300d' 0
+once g2 hostile "$ghost"
+like "$(cat "$T/pam-g2.log")" 'refusing session of gh\\nost\\x1b\[2J0+: no slot name' "... logged escaped and cut short"
+
+service remote slots=1 'name=ssh:%r'
+sessions r remote daemon --rhost 'fe80::1%eth0' -- daemon --rhost 'fe80::1%eth0' -- daemon --rhost 'fe80::1%eth0'
+is "$(results r)" "0 6 6" "rhost fe80::1%eth0: 1 of 3 admitted"
+is "$(holders 'ssh:fe80::1_25eth0')" 1 "... its name is ssh:fe80::1_25eth0"
+close_all r
+long=$(printf 'h%.0s' $(seq 1 299))
+long1=${long}1 long2=${long}2
+short1="ssh:$(printf 'h%.0s' $(seq 1 30))__$(printf '%s' "$long1" | sha256sum | cut -c1-32)"
+sessions l remote daemon --rhost "$long1" -- daemon --rhost "$long1" -- daemon --rhost "$long1" -- daemon --rhost "$long2"
+is "$(results l)" "0 6 6 0" "300-character rhosts: 1 of 3 alike admitted, and the one that differs in its last byte"
+is "$(holders "$short1")" 1 "... named by 30 characters and the SHA-256 of the whole ($short1)"
+close_all l
+long216=$(printf 'x%.0s' $(seq 1 216))
+sessions k remote daemon --rhost "$long216" -- daemon --rhost "$long216"
+is "$(admitted k)" 1 "a 216-character rhost: 1 of 2 admitted"
+close_all k
+service remote-user slots=1 'name=%u@%r'
+sessions b remote-user 'build$' --rhost 'fe80::1%eth0' -- 'build$' --rhost 'fe80::1%eth0'
+is "$(results b)" "0 6" "name=%u@%r for build\$ from fe80::1%eth0: 1 of 2 admitted"
+is "$(holders 'build_24@fe80::1_25eth0')" 1 "... as build_24@fe80::1_25eth0"
+close_all b
+PRELOAD=$PRELOAD_PLAIN
+unset NSS_WRAPPER_PASSWD NSS_WRAPPER_GROUP
 
 # --- unknown and malformed arguments ----------------------------------------------------
 service unknown slots=1 name=unk frobnicate=yes

@@ -1,7 +1,10 @@
 #!/bin/bash
 # Real logins through pam_fleetsem.so: two booted hosts, each with sshd on a
 # loopback port of its own and the module in its sshd and su session
-# stacks, slots=2, one Redis. alice may have 2 sessions across both hosts.
+# stacks, slots=2, one Redis. alice may have 2 sessions across both hosts;
+# so may users whose names no slot name holds as they are (build$,
+# DOMAIN\user), and carol, whether she logs in as carol or as Carol (a
+# second passwd entry with her uid, as case-insensitive directories give).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-nspawn.sh"
 : "${PAM_FLEETSEM:?path to pam_fleetsem.so}"
@@ -26,6 +29,14 @@ for h in h1 h2; do
                 echo 'session required pam_fleetsem.so slots=2' >>/etc/pam.d/sshd
                 echo 'session required pam_fleetsem.so slots=2' >>/etc/pam.d/su
                 systemctl restart ssh.service" || bail "cannot set up logins on $h"
+        ns "$h" sh -c '
+                useradd --badname -m -s /bin/bash "build\$" && useradd --badname -m -s /bin/bash "DOMAIN\\user" &&
+                useradd -m -s /bin/bash carol || exit 1
+                useradd --badname -o -M -u "$(id -u carol)" -g carol -d /home/carol -s /bin/bash Carol || exit 1
+                for u in "build\$" "DOMAIN\\user" carol; do
+                        install -d -m 700 -o "$u" -g "$(id -g "$u")" "/home/$u/.ssh"
+                        install -m 600 -o "$u" -g "$(id -g "$u")" /run/fleetsem-test/id_test.pub "/home/$u/.ssh/authorized_keys"
+                done' || bail "cannot add the users with unusual names on $h"
 done
 check "h1: sshd listens on 127.0.0.1:$(port h1)" wait_for 10 ns h1 sh -c "ss -ltn 2>/dev/null | grep -q 127.0.0.1:$(port h1) || grep -qi ':$(printf %04X "$(port h1)") ' /proc/net/tcp"
 
@@ -66,6 +77,31 @@ logout h1 3001
 check "alice logs out on h1: her slot is free" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{login:alice}:holders') = 1 ]"
 hold h2 alice 3003
 check "so a new session gets in (on h2)" wait_for 10 held h2 3003
+
+# --- names from the directory: one limit per account, whatever it is called --------
+# USER holds a session on each host: a third is refused (2 of 3 admitted),
+# under NAME.
+limit_holds() {
+        local user=$1 name=$2 mark=$3 admitted=0 out rc
+        hold h1 "$user" "${mark}1"
+        wait_for 10 held h1 "${mark}1" && admitted=$((admitted + 1))
+        hold h2 "${4:-$user}" "${mark}2"
+        wait_for 10 held h2 "${mark}2" && admitted=$((admitted + 1))
+        out=$(ssh_to h1 "${5:-$user}" 'echo in' 2>&1); rc=$?
+        [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -q '^in$' && admitted=$((admitted + 1))
+        is "$admitted" 2 "$user${4:+/$4}${5:+/$5}: 2 of 3 sessions admitted on a 2-slot limit"
+        is "$(holders "$name")" 2 "... both held as $name"
+        printf '%s\n' "$out" | sed 's/^/# ssh said: /'
+        check "... the refused one is told by the account's name" \
+                sh -c 'printf "%s" "$1" | grep -qF "$2"' _ "$out" "fleetsem: all 2 sessions for $user are in use"
+        logout h1 "${mark}1"
+        logout h2 "${mark}2"
+        check "... all logged out: nothing held" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{$name}:holders') = 0 ]"
+}
+limit_holds 'build$' login:build_24 310
+limit_holds 'DOMAIN\user' login:DOMAIN_5Cuser 320
+limit_holds carol login:carol 330 Carol Carol
+is "$(holders login:Carol)" 0 "... Carol never had a name of her own"
 
 # --- su -l, the same limit ------------------------------------------------------
 out=$(ns h1 su -l alice -c 'echo su in' 2>&1); rc=$?

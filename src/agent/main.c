@@ -197,6 +197,36 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
+/* SIGTERM and SIGINT come through the event loop (sd_event_add_signal()
+ * needs them blocked); a closed client costs no SIGPIPE. */
+static int block_signals(void) {
+        sigset_t mask;
+
+        if (sigemptyset(&mask) < 0 || sigaddset(&mask, SIGTERM) < 0 || sigaddset(&mask, SIGINT) < 0 ||
+            sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return log_error_errno(errno, "Failed to block SIGTERM and SIGINT: %m");
+        if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
+                return log_error_errno(errno, "Failed to ignore SIGPIPE: %m");
+        return 0;
+}
+
+/* Without them the agent could not be stopped cleanly, or a hung agent
+ * would not be restarted by systemd's watchdog well inside a lease: no
+ * start-up without them. */
+static int watch_signals_and_watchdog(sd_event *e) {
+        int r;
+
+        r = sd_event_add_signal(e, NULL, SIGTERM, on_signal, NULL);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch SIGTERM: %m");
+        r = sd_event_add_signal(e, NULL, SIGINT, on_signal, NULL);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch SIGINT: %m");
+        r = sd_event_set_watchdog(e, true);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the watchdog: %m");
+        return 0;
+}
 
 static const SlotsOps agent_slots_ops = {
         .send = io_send,
@@ -220,7 +250,6 @@ static int run(int argc, char *argv[]) {
         Config config;
         Agent agent = { .listen_fd = -EBADF, .root_fd = -EBADF };
         char redis[300];
-        sigset_t mask;
         int r;
 
         log_setup("fleetsemd", LOG_TARGET_AUTO, log_journal_sink);
@@ -246,24 +275,23 @@ static int run(int argc, char *argv[]) {
         }
 
         raise_fd_limit();
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        sigprocmask(SIG_BLOCK, &mask, NULL);
-        signal(SIGPIPE, SIG_IGN);
-
-        r = sd_event_default(&e);
+        r = block_signals();
         if (r < 0)
                 goto finish;
+        r = sd_event_default(&e);
+        if (r < 0) {
+                log_error_errno(r, "Failed to allocate the event loop: %m");
+                goto finish;
+        }
         agent.event = e;
         agent.config = &config;
         slots_init(&agent.slots, &agent_slots_ops, &agent, config.lease_ttl);
         /* With replicas to confirm each grant, a waiter's own agent asks
          * for it (and WAITs); else Redis' wake message is enough. */
         agent.slots.wake_grants = config.min_replicas_acked <= 0;
-        (void) sd_event_add_signal(e, NULL, SIGTERM, on_signal, NULL);
-        (void) sd_event_add_signal(e, NULL, SIGINT, on_signal, NULL);
-        (void) sd_event_set_watchdog(e, true);
+        r = watch_signals_and_watchdog(e);
+        if (r < 0)
+                goto finish;
 
         r = server_start(&agent);
         if (r < 0)

@@ -296,7 +296,7 @@ void io_changed(void *ctx) {
 
 int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Agent *a = userdata;
-        char buf[1400];
+        char text[1400], buf[sizeof("STATUS=") + TEXT_ESCAPE_SIZE(sizeof(text))];
 
         (void) s;
         (void) usec;
@@ -318,10 +318,14 @@ int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                 if (shards[0])
                         snprintf(master, sizeof(master), " (%s)", shards);
         }
-        snprintf(buf, sizeof(buf), "STATUS=%zu slot(s) held, %zu waiting, Redis %s%s%s%s",
+        snprintf(text, sizeof(text), "%zu slot(s) held, %zu waiting, Redis %s%s%s%s",
                  a->slots.n_held, a->slots.n_waiting,
                  a->state == REDIS_READY ? "up" : a->state == REDIS_DOWN ? "DOWN" : "connecting", master,
                  a->state == REDIS_DOWN ? ": " : "", a->state == REDIS_DOWN ? a->redis_error : "");
+        /* A master's name from the Sentinels and Redis' errors are theirs:
+         * a newline would start another assignment of sd_notify's. */
+        memcpy(buf, "STATUS=", 7);
+        text_escape(text, buf + 7, sizeof(buf) - 7);
         (void) sd_notify(false, buf);
         return 0;
 }

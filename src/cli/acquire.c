@@ -428,7 +428,7 @@ static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *l
                         if (streq(rep.code, ERROR_CODE_UNAVAILABLE) || streq(rep.code, ERROR_CODE_REDIS) ||
                             streq(rep.code, ERROR_CODE_BUSY))
                                 return on_unavailable(a, rep.message);
-                        log_error("%s: %s", a->name, text_escape(rep.message, note, sizeof(note)));
+                        log_error("%s: %s", a->name, rep.message);
                         return exit_code_for_error(rep.code);
                 default:
                         return on_unavailable(a, "unexpected reply from the agent");

@@ -5,35 +5,17 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "atomic-file.h"
+#include "cli-util.h"
 #include "client.h"
 #include "time-util.h"
 
+/* The commands, each in its file; fleetsem.c dispatches to them. The
+ * helpers they share are cli-util.c's and atomic-file.c's, and call none
+ * of them back. */
 int verb_run(int argc, char *argv[]);
 int verb_status(int argc, char *argv[]);
 int verb_acquire(int argc, char *argv[]);
 int verb_release(int argc, char *argv[]);
 int verb_limit(int argc, char *argv[]);
 int verb_metrics(int argc, char *argv[]);
-
-/* The uid besides root whose agent we trust: $FLEETSEM_AGENT_USER, if set. */
-int cli_agent_uid(uid_t *ret);
-/* Prints why a request failed and returns the exit code. */
-int cli_request_failed(const char *ns, int error);
-
-/* The next line of a reply of several lines (status, metrics) into m: 0,
- * or the exit code when the agent went, sent nonsense, took longer than
- * deadline or answered with an ERROR (each logged, naming what). */
-int cli_read_message(int fd, LineReader *lr, usec_t deadline, const char *what, const char *timeout_text, Message *m);
-
-/* Option values, checked alike by every command; each logs what is wrong. */
-int cli_parse_slots(const char *s, uint32_t *ret);
-int cli_parse_wait(const char *s, usec_t *ret);
-int cli_parse_name(const char *s);
-int cli_parse_namespace(const char *s, const char **ret);
-
-/* Writes path whole or not at all: write to the FILE that atomic_file_open()
- * returns (a new hidden file beside path; tmp holds its name, strlen(path)
- * + 9 bytes), then atomic_file_commit() syncs it and renames it into place
- * (mode 0644). */
-FILE *atomic_file_open(const char *path, char *tmp, size_t tmp_size);
-int atomic_file_commit(FILE *f, const char *tmp, const char *path);

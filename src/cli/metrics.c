@@ -4,6 +4,7 @@
  * stdout or written whole into a file for node_exporter's textfile
  * collector. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -11,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -54,7 +57,8 @@ static void help(void) {
                "(scope=\"host\") and fleet-wide (scope=\"fleet\"), in the Prometheus text\n"
                "format. See fleetsem(1), METRICS.\n\n"
                "  -o --output=FILE      Write FILE whole (a temporary file beside it, synced,\n"
-               "                        renamed into place; mode 0644) instead of stdout\n"
+               "                        renamed into place; mode 0644) instead of stdout, in\n"
+               "                        a directory of root's or this user's, not a link\n"
                "     --namespace=NS     Agent namespace (default: $FLEETSEM_NAMESPACE or fleetsem)\n"
                "  -h --help             Show this help\n");
 }
@@ -349,27 +353,123 @@ static void print_metrics(FILE *f, Metrics *mt) {
                   "here was confirmed by Redis: a starving agent shows here before it loses slots.");
 }
 
-static int write_output(Metrics *mt, const char *output) {
-        char tmp[PATH_MAX + 16];
-        FILE *f;
+/* ---- --output ----------------------------------------------------------------- */
 
-        if (!output) {
+/* Where --output writes: its directory, opened before the agent is asked,
+ * and the file's name in it. */
+typedef struct Output {
+        const char *path;
+        int dir_fd;
+        char base[NAME_MAX + 1];
+} Output;
+
+/* The directory itself, never a symbolic link, owned by root or by the
+ * user that runs this: whoever else owns it, or owns its parent and could
+ * put a link or a directory of its own in its place, would choose where
+ * root writes. Everything after goes through the fd. */
+static int output_open(const char *path, Output *ret) {
+        const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+        char dir[PATH_MAX];
+        size_t dir_len = slash ? (size_t) (slash - path) : 0;
+        struct stat st;
+        int fd;
+
+        /* The temporary name, "." + base + ".XXXXXX", must fit too. */
+        if (!base[0] || streq(base, ".") || streq(base, "..") || strlen(base) > NAME_MAX - 8) {
+                log_error("Invalid --output \"%s\": expected DIR/FILE, FILE a name of at most %d bytes.", path, NAME_MAX - 8);
+                return EXIT_USAGE;
+        }
+        /* "a//b" is in "a", "/b" in "/", "b" in "."; no trailing slash, which
+         * would follow a link after all. */
+        while (dir_len > 1 && path[dir_len - 1] == '/')
+                dir_len--;
+        snprintf(dir, sizeof(dir), "%.*s", slash ? (int) MAX(dir_len, (size_t) 1) : 1, slash ? path : ".");
+
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+                int error = errno;
+
+                /* A look at what it is, for the message only. */
+                if ((error == ENOTDIR || error == ELOOP) && lstat(dir, &st) >= 0 && S_ISLNK(st.st_mode))
+                        log_error("Refusing to write %s: %s is a symbolic link; give the directory itself.", path, dir);
+                else
+                        log_error_errno(error, "Cannot write %s: %s: %m", path, dir);
+                return EXIT_CANTCREAT;
+        }
+        if (fstat(fd, &st) < 0) {
+                log_error_errno(errno, "Cannot write %s: %s: %m", path, dir);
+                close(fd);
+                return EXIT_CANTCREAT;
+        }
+        if (st.st_uid != 0 && st.st_uid != geteuid()) {
+                log_error("Refusing to write %s: %s belongs to uid " UID_FMT ", not to root or to uid " UID_FMT
+                          " (this user).", path, dir, st.st_uid, geteuid());
+                close(fd);
+                return EXIT_CANTCREAT;
+        }
+        *ret = (Output) { .path = path, .dir_fd = fd };
+        snprintf(ret->base, sizeof(ret->base), "%s", base);
+        return 0;
+}
+
+/* A new file beside the output, hidden and not ending like it (readers
+ * such as node_exporter's *.prom skip it), never one that was there. */
+static int output_tmp(const Output *o, char *tmp, size_t size) {
+        static const char chars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+
+        for (int attempt = 0; attempt < 100; attempt++) {
+                unsigned char rnd[6];
+                int fd;
+
+                if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
+                        return -errno ?: -EIO;
+                snprintf(tmp, size, ".%s.%c%c%c%c%c%c", o->base, chars[rnd[0] % 62], chars[rnd[1] % 62],
+                         chars[rnd[2] % 62], chars[rnd[3] % 62], chars[rnd[4] % 62], chars[rnd[5] % 62]);
+                fd = openat(o->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+                if (fd >= 0)
+                        return fd;
+                if (errno != EEXIST)
+                        return -errno;
+        }
+        return -EEXIST;
+}
+
+/* The file whole or not at all: written beside it, synced, then renamed
+ * over it (and the rename synced), 0644 whatever the umask. */
+static int write_output(Metrics *mt, const Output *o) {
+        char tmp[NAME_MAX + 16];        /* base, ".", "." and 6 more: NAME_MAX at most */
+        FILE *f;
+        int fd;
+        bool ok;
+
+        if (!o) {
                 print_metrics(stdout, mt);
                 if (fflush(stdout) != 0 || ferror(stdout))
                         return log_error_errno(errno ?: EIO, "Cannot write the metrics: %m"), EXIT_CANTCREAT;
                 return 0;
         }
-        f = atomic_file_open(output, tmp, sizeof(tmp));
-        if (!f)
-                return EXIT_CANTCREAT;
-        print_metrics(f, mt);
-        if (ferror(f)) {
-                log_error("Cannot write %s.", tmp);
-                fclose(f);
-                (void) unlink(tmp);
+        fd = output_tmp(o, tmp, sizeof(tmp));
+        if (fd < 0)
+                return log_error_errno(fd, "Cannot write %s: a temporary file beside it: %m", o->path), EXIT_CANTCREAT;
+        f = fdopen(fd, "w");
+        if (!f) {
+                log_error_errno(errno, "Cannot write %s: %m", o->path);
+                close(fd);
+                (void) unlinkat(o->dir_fd, tmp, 0);
                 return EXIT_CANTCREAT;
         }
-        return atomic_file_commit(f, tmp, output) < 0 ? EXIT_CANTCREAT : 0;
+        print_metrics(f, mt);
+        errno = 0;
+        ok = fchmod(fd, 0644) >= 0 && fflush(f) == 0 && !ferror(f) && fsync(fd) >= 0;
+        if (fclose(f) != 0)
+                ok = false;
+        if (!ok || renameat(o->dir_fd, tmp, o->dir_fd, o->base) < 0) {
+                log_error_errno(errno ?: EIO, "Cannot write %s: %m", o->path);
+                (void) unlinkat(o->dir_fd, tmp, 0);
+                return EXIT_CANTCREAT;
+        }
+        (void) fsync(o->dir_fd);
+        return 0;
 }
 
 int verb_metrics(int argc, char *argv[]) {
@@ -381,6 +481,7 @@ int verb_metrics(int argc, char *argv[]) {
                 {}
         };
         Metrics mt = {};
+        Output out = { .dir_fd = -EBADF };
         const char *ns = NULL, *output = NULL;
         uid_t agent_uid;
         int c, code;
@@ -412,10 +513,14 @@ int verb_metrics(int argc, char *argv[]) {
                 return EXIT_USAGE;
         if (cli_agent_uid(&agent_uid) < 0)
                 return EXIT_USAGE;
+        if (output && (code = output_open(output, &out)) != 0)
+                return code;
 
         code = fetch(ns, agent_uid, &mt);
         if (code == 0)
-                code = write_output(&mt, output);
+                code = write_output(&mt, output ? &out : NULL);
         free(mt.rows);
+        if (out.dir_fd >= 0)
+                close(out.dir_fd);
         return code;
 }

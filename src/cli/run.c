@@ -217,12 +217,10 @@ static void act_on_lost(Run *r) {
 }
 
 static void handle_lost(Run *r, const char *reason) {
-        char buf[TEXT_ESCAPE_SIZE(sizeof(((Reply *) NULL)->message))];
-
         if (r->lost && !r->fenced)
                 return;
         r->fenced = false;
-        log_error("%s: lost the slot (token %" PRIu64 "): %s.", r->name, r->token, text_escape(reason, buf, sizeof(buf)));
+        log_error("%s: lost the slot (token %" PRIu64 "): %s.", r->name, r->token, reason);
         if (!r->lost)
                 act_on_lost(r);
 }
@@ -422,7 +420,7 @@ static void tell_limit(Run *r, const Reply *rep) {
 }
 
 static int handle_reply(Run *r, const Reply *rep) {
-        char buf[FORMAT_DURATION_MAX], msg[TEXT_ESCAPE_SIZE(sizeof(rep->message))];
+        char buf[FORMAT_DURATION_MAX];
         CommandEnv ce;
         int k;
 
@@ -478,7 +476,7 @@ static int handle_reply(Run *r, const Reply *rep) {
                 finish(r, EXIT_TEMPFAIL);
                 return 0;
         case REPLY_ERROR:
-                log_error("%s: %s", r->name, text_escape(rep->message, msg, sizeof(msg)));
+                log_error("%s: %s", r->name, rep->message);
                 if (r->granted)
                         return 0;       /* the command runs on; the anchor holds the slot */
                 finish(r, exit_code_for_error(rep->code));

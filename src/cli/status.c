@@ -91,25 +91,50 @@ static int fetch(const char *ns, uid_t agent_uid, const char *name, usec_t deadl
         }
 }
 
+/* A JSON string that any parser takes, whatever bytes Redis or another
+ * host stored: UTF-8 as it is, but control characters (C0, DEL, C1) and
+ * the line and paragraph separators as \u00XX or \u20XX, and each byte
+ * that is not part of valid UTF-8 as \ufffd (U+FFFD). */
 static void json_string(const char *s) {
         putchar('"');
-        for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
-                if (*p == '"' || *p == '\\')
-                        printf("\\%c", *p);
-                else if (*p < 0x20 || *p == 0x7f)
-                        printf("\\u%04x", *p);
+        while (*s) {
+                uint32_t cp;
+                size_t n = utf8_decode(s, &cp);
+
+                if (n == 0) {
+                        fputs("\\ufffd", stdout);
+                        s++;
+                        continue;
+                }
+                if (cp == '"' || cp == '\\')
+                        printf("\\%c", (char) cp);
+                else if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029)
+                        printf("\\u%04" PRIx32, cp);
                 else
-                        putchar(*p);
+                        fwrite(s, 1, n, stdout);
+                s += n;
         }
         putchar('"');
 }
 
+/* An integer as JSON writes it: -?(0|[1-9][0-9]*), at most 20 digits. */
+static bool json_is_integer(const char *s) {
+        size_t digits;
+
+        if (*s == '-')
+                s++;
+        digits = strspn(s, "0123456789");
+        return digits > 0 && digits <= 20 && s[digits] == '\0' && (s[0] != '0' || digits == 1);
+}
+
+/* A value from the agent (from Redis, from other hosts): a number only
+ * when it is one, a string otherwise. */
 static void json_field(const char *key, const char *value, bool number, bool *first) {
         printf("%s\"%s\":", *first ? "" : ",", key);
         *first = false;
         if (!value[0])
                 printf("null");
-        else if (number && strspn(value, "-0123456789") == strlen(value))
+        else if (number && json_is_integer(value))
                 printf("%s", value);
         else
                 json_string(value);

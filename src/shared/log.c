@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "log.h"
+#include "protocol.h"
 
 static const char *log_ident = "fleetsem";
 static log_sink_t journal_sink = NULL;   /* set by programs that link the journal */
@@ -76,9 +77,18 @@ static void log_to_stderr(int level, const LogFields *f, const char *msg) {
                 fprintf(stderr, "%s: %s%s\n", log_ident, p, msg);
 }
 
+/* Room for a field as long as a name or a holder, escaped. */
+#define FIELD_ESCAPED_MAX TEXT_ESCAPE_SIZE(256)
+
+static const char *escape_field(const char *s, char *buf) {
+        return s ? text_escape(s, buf, FIELD_ESCAPED_MAX) : NULL;
+}
+
 int log_internal(int level, int error, const LogFields *fields, const char *format, ...) {
         int saved = errno;
-        char msg[2048];
+        char raw[2048], msg[TEXT_ESCAPE_SIZE(sizeof(raw))];
+        char name[FIELD_ESCAPED_MAX], lease[FIELD_ESCAPED_MAX], holder[FIELD_ESCAPED_MAX];
+        LogFields escaped;
         va_list ap;
 
         if (error < 0)
@@ -88,8 +98,23 @@ int log_internal(int level, int error, const LogFields *fields, const char *form
 
         errno = error;
         va_start(ap, format);
-        vsnprintf(msg, sizeof(msg), format, ap);
+        vsnprintf(raw, sizeof(raw), format, ap);
         va_end(ap);
+
+        /* Messages and fields carry what clients, NSS and Redis chose (a
+         * comm, a unit, a user name, an error): the terminal and the
+         * journal get them as text, control characters and invalid UTF-8
+         * as \xNN, here for every sink. */
+        text_escape(raw, msg, sizeof(msg));
+        if (fields) {
+                escaped = (LogFields) {
+                        .name = escape_field(fields->name, name),
+                        .lease = escape_field(fields->lease, lease),
+                        .token = fields->token,
+                        .holder = escape_field(fields->holder, holder),
+                };
+                fields = &escaped;
+        }
 
         if (log_to_journal)
                 journal_sink(level, fields, msg);

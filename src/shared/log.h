@@ -21,7 +21,8 @@ typedef struct LogFields {
 } LogFields;
 
 /* Writes one message to the journal; see log-journal.h. Kept apart so that
- * clients need not load libsystemd to log to stderr. */
+ * clients need not load libsystemd to log to stderr. It gets the message
+ * and fields escaped already (see log_internal()). */
 typedef void (*log_sink_t)(int level, const LogFields *fields, const char *msg);
 
 void log_setup(const char *ident, LogTarget target, log_sink_t journal);
@@ -30,7 +31,11 @@ void log_set_max_level(int level);
 int log_level_from_string(const char *s);
 
 /* Logs and returns -abs(error) (or 0 when error is 0), so callers can write
- * "return log_error_errno(r, "…: %m");". %m expands to strerror(error). */
+ * "return log_error_errno(r, "…: %m");". %m expands to strerror(error).
+ * The message and the fields reach stderr and the journal through
+ * text_escape(): a control character, DEL or a byte of invalid UTF-8 in a
+ * value a client or Redis chose comes out as \xNN (\n, \t, \r, \\ for
+ * those), printable UTF-8 as it is. Pass values raw, never escaped. */
 int log_internal(int level, int error, const LogFields *fields, const char *format, ...) _printf_(4, 5);
 
 #define log_full_errno(level, error, ...) log_internal((level), (error), NULL, __VA_ARGS__)

@@ -290,15 +290,14 @@ int request_format(const Request *r, char *buf, size_t size) {
         return message_finish(&b);
 }
 
-/* The length of the printable UTF-8 character at p (2 to 4 bytes), or 0 when
- * p starts no such character: a bad or overlong sequence, a surrogate, a C1
- * control, or a format character that reorders or hides text (bidi
- * controls, zero-width characters, line and paragraph separators, BOM). */
-static size_t utf8_printable(const unsigned char *p) {
+size_t utf8_decode(const char *s, uint32_t *ret_cp) {
+        const unsigned char *p = (const unsigned char *) s;
         uint32_t cp;
         size_t n;
 
-        if (p[0] >= 0xc2 && p[0] <= 0xdf)
+        if (p[0] >= 0x01 && p[0] <= 0x7f)
+                n = 1, cp = p[0];
+        else if (p[0] >= 0xc2 && p[0] <= 0xdf)
                 n = 2, cp = p[0] & 0x1f;
         else if (p[0] >= 0xe0 && p[0] <= 0xef)
                 n = 3, cp = p[0] & 0x0f;
@@ -311,9 +310,23 @@ static size_t utf8_printable(const unsigned char *p) {
                         return 0;
                 cp = cp << 6 | (p[i] & 0x3f);
         }
-        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-            (cp >= 0xd800 && cp <= 0xdfff) || cp < 0xa0 || (cp >= 0x200b && cp <= 0x200f) ||
-            (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) || cp == 0xfeff)
+        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        *ret_cp = cp;
+        return n;
+}
+
+/* The length of the printable UTF-8 character at p (2 to 4 bytes), or 0 when
+ * p starts no such character: ASCII, a bad or overlong sequence, a
+ * surrogate, a C1 control, or a format character that reorders or hides
+ * text (bidi controls, zero-width characters, line and paragraph
+ * separators, BOM). */
+static size_t utf8_printable(const unsigned char *p) {
+        uint32_t cp;
+        size_t n = utf8_decode((const char *) p, &cp);
+
+        if (n < 2 || cp < 0xa0 || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
+            (cp >= 0x2060 && cp <= 0x206f) || cp == 0xfeff)
                 return 0;
         return n;
 }

@@ -120,6 +120,11 @@ int request_format(const Request *r, char *buf, size_t size);
 #define ERROR_CODE_BUSY "busy"                  /* too many clients */
 #define ERROR_CODE_LIMIT "limit"                /* past a per-user limit of the host (max_leases_per_user, max_names_per_user) */
 
+/* The length (1 to 4) of the UTF-8 character at s, with its code point in
+ * *ret_cp; 0 when s starts none: NUL, a stray or truncated byte, an
+ * overlong form, a surrogate, or past U+10FFFF. */
+size_t utf8_decode(const char *s, uint32_t *ret_cp);
+
 /* Text for a terminal from a value a client or Redis chose (a comm, a unit,
  * a host): control characters, invalid UTF-8 and the invisible characters
  * that reorder or hide text come out as \n, \t, \r, \\ or \xNN; printable

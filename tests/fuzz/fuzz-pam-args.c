@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /* pam_fleetsem's arguments and name template, through a real PAM handle.
  * The input is the module's argument list, one argument a line; after a
- * line "--", the rest is the file any conf= argument reads. Whatever is
- * accepted holds valid values, and the name a template expands to is
- * always a valid name (the template itself when it has no escape). */
+ * line "--", the rest is the file any conf= argument reads, and its first
+ * line is also the remote host, the user's account name and group. Whatever
+ * is accepted holds valid values, and the name a template expands to is
+ * always a valid name (the template itself when it has no escape), whatever
+ * the values hold. */
 
 #include <security/pam_appl.h>
 
 #include "fuzz.h"
 #include "pam-args.h"
+#include "pam-name.h"
 #include "protocol.h"
 
 #define ARGS_MAX 64
@@ -39,13 +42,14 @@ static void check_options(const Options *o) {
                 fuzz_assert(o->exempt_groups[i][0]);
 }
 
-static void check_name(pam_handle_t *pamh, const Options *o) {
-        const Who w = { .user = "alice", .uid = 1000, .gid = 1000, .group = "staff" };
+static void check_name(pam_handle_t *pamh, const Options *o, const char *value) {
+        const Who w = { .user = value, .account = value, .uid = 1000, .gid = 1000, .group = value };
         char name[NAME_MAX_LEN + 1];
         const char *why = NULL;
         int r;
 
-        r = expand_name(pamh, o, &w, name, sizeof(name), &why);
+        fuzz_assert(pam_set_item(pamh, PAM_RHOST, value) == PAM_SUCCESS);
+        r = expand_name(pamh, o->name_template, &w, name, &why);
         if (r < 0) {
                 fuzz_assert(why);
                 return;
@@ -56,7 +60,7 @@ static void check_name(pam_handle_t *pamh, const Options *o) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-        char *s = fuzz_string(data, size), *conf, *save = NULL, *line;
+        char *s = fuzz_string(data, size), *conf, *save = NULL, *line, *value;
         const char *argv[ARGS_MAX];
         char *owned[ARGS_MAX];
         static Options o;
@@ -67,6 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 *conf = '\0';
                 conf += 4;
         }
+        fuzz_assert((value = strndup(conf ?: "", strcspn(conf ?: "", "\n"))));
         for (line = strtok_r(s, "\n", &save); line && argc < ARGS_MAX; line = strtok_r(NULL, "\n", &save)) {
                 /* conf=ANYTHING reads the file after "--", not a path from the input. */
                 if (strncmp(line, "conf=", 5) == 0) {
@@ -83,10 +88,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_assert(strlen(o.error) < sizeof(o.error));
         if (!o.error[0])
                 check_options(&o);
-        check_name(handle(), &o);
+        check_name(handle(), &o, value);
 
         for (int i = 0; i < argc; i++)
                 free(owned[i]);
+        free(value);
         free(s);
         return 0;
 }

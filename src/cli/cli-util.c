@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/* What the commands share: whom to trust, how a failed request reads, a
+ * reply of several lines, and the option values every command checks
+ * alike. */
+#include <errno.h>
+#include <pwd.h>
+#include <stdlib.h>
+
+#include "cli-util.h"
+#include "log.h"
+#include "macro.h"
+
+int cli_agent_uid(uid_t *ret) {
+        const char *user = getenv("FLEETSEM_AGENT_USER");
+        struct passwd *pw;
+
+        *ret = 0;
+        if (!user || !user[0])
+                return 0;
+        pw = getpwnam(user);
+        if (!pw)
+                return log_error_errno(ENOENT, "FLEETSEM_AGENT_USER names an unknown user \"%s\".", user);
+        *ret = pw->pw_uid;
+        return 0;
+}
+
+int cli_request_failed(const char *ns, int error) {
+        char why[CLIENT_ERROR_TEXT_MAX];
+
+        if (error == -ENOENT)
+                log_error("No agent listens on @%s/agent. Is fleetsemd running (systemctl status fleetsem.socket)?", ns);
+        else
+                log_error("%s%s.", client_error_text(error, ns, why, sizeof(why)),
+                          error == -EPERM ? "; refusing to talk to it" : "");
+        return EXIT_UNAVAILABLE;
+}
+
+int cli_read_message(int fd, LineReader *lr, usec_t deadline, const char *what, const char *timeout_text, Message *m) {
+        char *line;
+        size_t len;
+        int r;
+
+        r = client_read_line(fd, lr, deadline, &line, &len);
+        if (r == -ECONNRESET) {
+                log_error("The agent closed the connection before the end of the %s.", what);
+                return EXIT_UNAVAILABLE;
+        }
+        if (r == -ETIMEDOUT) {
+                log_error("The agent did not send the whole %s within %s.", what, timeout_text);
+                return EXIT_UNAVAILABLE;
+        }
+        if (r == -E2BIG || (r >= 0 && message_parse(line, len, PROTO_REPLY_MAX, m) < 0)) {
+                log_error("Malformed %s from the agent.", what);
+                return EXIT_UNAVAILABLE;
+        }
+        if (r < 0) {
+                log_error_errno(r, "Failed to read the %s: %m", what);
+                return EXIT_UNAVAILABLE;
+        }
+        if (streq(m->verb, "ERROR")) {
+                log_error("%s", message_get(m, "message") ?: "");
+                return exit_code_for_error(message_get(m, "code") ?: "");
+        }
+        return 0;
+}
+
+int cli_parse_slots(const char *s, uint32_t *ret) {
+        uint64_t v;
+
+        if (parse_uint64(s, 1, SLOTS_MAX, &v) < 0)
+                return log_error_errno(EINVAL, "Invalid slots \"%s\": expected a number from 1 to %u.", s, SLOTS_MAX);
+        *ret = (uint32_t) v;
+        return 0;
+}
+
+int cli_parse_wait(const char *s, usec_t *ret) {
+        if (parse_duration(s, ret) < 0)
+                return log_error_errno(EINVAL, "Invalid --wait \"%s\": expected a duration such as 30s, "
+                                       "5min, \"1h 30min\", 500ms or infinity.", s);
+        return 0;
+}
+
+int cli_parse_name(const char *s) {
+        if (!name_is_valid(s))
+                return log_error_errno(EINVAL, "Invalid name \"%s\": use 1-200 of A-Z a-z 0-9 _ . : @ -", s);
+        return 0;
+}
+
+int cli_parse_namespace(const char *s, const char **ret) {
+        if (!ident_is_valid(s))
+                return log_error_errno(EINVAL, "Invalid --namespace \"%s\": use 1-64 of A-Z a-z 0-9 _ . : -", s);
+        *ret = s;
+        return 0;
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "client.h"
+#include "time-util.h"
+
+/* The uid besides root whose agent we trust: $FLEETSEM_AGENT_USER, if set. */
+int cli_agent_uid(uid_t *ret);
+/* Prints why a request failed and returns the exit code. */
+int cli_request_failed(const char *ns, int error);
+
+/* The next line of a reply of several lines (status, metrics) into m: 0,
+ * or the exit code when the agent went, sent nonsense, took longer than
+ * deadline or answered with an ERROR (each logged, naming what). */
+int cli_read_message(int fd, LineReader *lr, usec_t deadline, const char *what, const char *timeout_text, Message *m);
+
+/* Option values, checked alike by every command; each logs what is wrong. */
+int cli_parse_slots(const char *s, uint32_t *ret);
+int cli_parse_wait(const char *s, usec_t *ret);
+int cli_parse_name(const char *s);
+int cli_parse_namespace(const char *s, const char **ret);
