@@ -10,6 +10,7 @@ NSBASE="fst$$"
 TTL=${TTL:-2s}
 tap_n=0
 tap_failed=0
+tap_skipped=0
 AGENT_HOSTS=()
 
 kill_tree() {
@@ -65,19 +66,50 @@ done_testing() {
                 is "$(rcli ACL LOG)" "" "ACL audit: Redis refused the agents nothing"
         fi
         echo "1..$tap_n"
-        echo "# $((tap_n - tap_failed)) passed, $tap_failed failed"
+        if [ "$tap_skipped" -gt 0 ]; then
+                echo "# $((tap_n - tap_failed - tap_skipped)) passed, $tap_failed failed, $tap_skipped skipped"
+        else
+                echo "# $((tap_n - tap_failed)) passed, $tap_failed failed"
+        fi
         [ "$tap_failed" -eq 0 ]
         exit $?
 }
 bail() { echo "Bail out! $*"; exit 1; }
 
-# Missing prerequisites skip outside CI; under CI=true they fail.
-require() {
-        command -v "$1" >/dev/null 2>&1 && return 0
-        if [ "${CI:-}" = true ]; then bail "$1 is required (CI=true: nothing may be skipped)"; fi
-        echo "1..0 # SKIP $1 not installed"
+# Missing prerequisites, one rule everywhere: under CI=true a failure that
+# says what is missing (CI skips nothing), elsewhere a skip that says it.
+# prereq WHAT CMD...: true when CMD succeeds; else one TAP line for WHAT,
+# and the caller leaves out what needs it. has_tool TOOL: a command on PATH
+# (not "have": bash-completion has one of its own).
+prereq() {
+        local what=$1; shift
+        "$@" >/dev/null 2>&1 && return 0
+        if [ "${CI:-}" = true ]; then
+                not_ok "$what is required (CI=true: nothing may be skipped)"
+        else
+                tap_n=$((tap_n + 1)) tap_skipped=$((tap_skipped + 1))
+                echo "ok $tap_n # SKIP $what is missing"
+        fi
+        return 1
+}
+has_tool() { prereq "$1" command -v "$1"; }
+# require_that WHAT CMD... / require TOOL: the same for what the rest of
+# the test needs, which ends here without it (skipped whole if nothing ran).
+require_that() {
+        local what=$1; shift
+        "$@" >/dev/null 2>&1 && return 0
+        if [ "$tap_n" -gt 0 ]; then
+                prereq "$what" false
+                done_testing
+        elif [ "${CI:-}" = true ]; then
+                echo "not ok 1 - $what is required (CI=true: nothing may be skipped)"
+                echo "1..1"
+                exit 1
+        fi
+        echo "1..0 # SKIP $what is missing"
         exit 77
 }
+require() { require_that "$1" command -v "$1"; }
 require redis-server
 require redis-cli
 require python3
@@ -182,6 +214,21 @@ job() {
                 while [ ! -f "$2" ]; do sleep 0.02; done
                 echo "exit $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"' "$host" "$T/events-$name" "$T/go-$name"
 }
+
+# metric HOST SERIES: the value of SERIES (name and labels exactly as
+# fleetsem metrics prints them) on HOST's agent, "" when absent.
+# until_metric HOST SERIES VALUE: waits up to 10 s until it is VALUE.
+metric() { fs "$1" metrics | awk -v k="$2" '$1 == k { print $2 }'; }
+metric_is() { [ "$(metric "$1" "$2")" = "$3" ]; }
+until_metric() { wait_for 10 metric_is "$@"; }
+# redis_state HOST: what HOST's agent says of Redis: up, down (it tried and
+# failed) or connecting (the METRICS reply's AGENT line, which fleetsem
+# metrics shows as fleetsem_redis_up 1 or 0).
+redis_state() { raw "$1" METRICS | sed -n 's/^AGENT redis=\([a-z]*\).*/\1/p'; }
+redis_state_is() { [ "$(redis_state "$1")" = "$2" ]; }
+# started HOST: the agent's log holds the line it writes once listening,
+# so that a check that a message is absent from that log has read it.
+started() { grep -q "fleetsemd .* listening on @$NSBASE-$1/agent as host $1 " "$T/agent-$1.log"; }
 
 # holders NAME / waiters NAME: counts in Redis itself.
 holders() { rcli ZCARD "fleetsem:{$1}:holders"; }
