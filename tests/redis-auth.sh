@@ -16,15 +16,21 @@ fs a run --no-wait authed -- true
 is "$?" 0 "with the right password, slots are granted"
 
 start_agent b --redis-password-file "$T/wrong"
-sleep 0.3
+check "with the wrong password, the agent takes Redis for down" wait_for 5 redis_state_is b down
 out=$(fs b run --no-wait authed -- true 2>&1); rc=$?
 is "$rc" 69 "wrong password: exit 69"
 like "$out" 'AUTH failed' "wrong password: the error says so"
 like "$(cat "$T/agent-b.log")" 'AUTH failed' "wrong password: the agent logs it"
 
-check "the password is not in any agent's argv" sh -c "! cat /proc/$(agent_pid a)/cmdline /proc/$(agent_pid b)/cmdline | tr '\0' ' ' | grep -q '$PW'"
+argv=$(cat "/proc/$(agent_pid a)/cmdline" "/proc/$(agent_pid b)/cmdline" | tr '\0' ' ')
+like "$argv" "--redis-password-file $T/pw .*--redis-password-file $T/wrong " "both agents' argv name their password files"
+check "the password is not in any agent's argv" sh -c "! printf '%s' \"\$1\" | grep -qF -- '$PW'" - "$argv"
+check "agent a's log says it started" started a
+check "agent b's log says it started" started b
 check "the password is not in any log" sh -c "! grep -q '$PW' $T/agent-a.log $T/agent-b.log"
-check "nor in status" sh -c "! FLEETSEM_NAMESPACE=$NSBASE-a $FLEETSEM status --json | grep -q '$PW'"
+json=$(fs a status --json)
+like "$json" '^\{"now_ms":[0-9]+,' "status answers"
+check "nor in status" sh -c "! printf '%s' \"\$1\" | grep -qF -- '$PW'" - "$json"
 
 out=$("$FLEETSEMD" --redis "redis://:$PW@localhost:1" --check-config 2>&1); rc=$?
 is "$rc" 1 "a password on the command line is refused"

@@ -28,44 +28,57 @@ like "$(raw a "ACQUIRE name=x slots=1 lease=$LEASE wait=0")" '^ERROR code=anchor
 like "$(raw a 'STATUS name=steady\nGARBAGE\x01\x02\nMORE')" '^NAME name=steady held=1' "pipelined garbage after a request is not read"
 
 # Truncated requests and idle clients take nothing from anybody.
+# conns HOST: connections to HOST's agent (the agent's own ends, accepted or
+# still in its backlog, as the kernel lists them).
+conns() { grep -c " @$NSBASE-$1/agent\$" /proc/net/unix; }
 raw a --no-newline --hold 0.1 'ACQUIRE name=x slots=1' >/dev/null
+n0=$(conns a)
 idle=()
-for i in $(seq 1 20); do raw a --no-newline --hold 3 '' >/dev/null & idle+=($!); done
-sleep 0.3
+for i in $(seq 1 20); do raw a --no-newline --hold 30 '' >/dev/null & idle+=($!); done
+check "20 idle clients are connected" wait_for 10 sh -c "[ \$(grep -c ' @$NSBASE-a/agent\$' /proc/net/unix) -ge $((n0 + 20)) ]"
 fs a run --no-wait other -- true
 is "$?" 0 "others are served while 20 clients sit idle"
-for p in "${idle[@]}"; do wait "$p"; done
+kill "${idle[@]}"
+wait "${idle[@]}" 2>/dev/null
 
 # One non-root user cannot crowd out the rest: at most 256 connections each.
-if id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+# The crowd connects 300 times, then root asks (after all 300 in the
+# agent's backlog, so after the agent refused what it refuses), then the
+# crowd reads what each connection got.
+if prereq "setpriv and the user nobody" sh -c 'command -v setpriv && id nobody'; then
+        chmod 711 "$T"
+        mkdir -m 777 "$T/crowd"
         setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 -c '
-import socket, sys, time
-conns, replies = [], 0
+import os, socket, sys, time
+ns, out = sys.argv[1], sys.argv[2]
+conns = []
 for i in range(300):
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect("\0" + sys.argv[1] + "/agent")
+    s.connect("\0" + ns + "/agent")
     conns.append(s)
-time.sleep(0.5)
+open(out + ".connected", "w").close()
+deadline = time.monotonic() + 60
+while not os.path.exists(out + ".go") and time.monotonic() < deadline:
+    time.sleep(0.02)
+busy, idle = 0, 0
 for s in conns:
     s.setblocking(False)
     try:
         if s.recv(4096).startswith(b"ERROR code=busy"):
-            replies += 1
+            busy += 1
     except BlockingIOError:
-        pass
-print(replies)
-time.sleep(1)
-' "$NSBASE-a" >"$T/crowd" &
+        idle += 1
+with open(out, "w") as f:
+    f.write("%d %d\n" % (busy, idle))
+' "$NSBASE-a" "$T/crowd/result" &
         crowd=$!
-        sleep 0.6
+        check "that user holds 300 connections" wait_for 20 test -f "$T/crowd/result.connected"
         fs a run --no-wait root-still -- true
         is "$?" 0 "root is served while one user holds 300 connections"
+        touch "$T/crowd/result.go"
         wait "$crowd"
-        is "$(cat "$T/crowd")" 44 "that user's connections beyond 256 are refused as busy"
-else
-        not_ok "setpriv and user nobody are needed for the per-user limit test"
+        is "$(cat "$T/crowd/result")" "44 256" "that user's connections beyond 256 are refused as busy, the 256 kept"
 fi
-
 # Names that are invalid on the command line.
 out=$(fs a run 'bad name' -- true 2>&1); rc=$?
 is "$rc" 64 "invalid name: exit 64"
@@ -82,19 +95,34 @@ fs a run --no-wait fine -- true
 is "$?" 0 "other names still work"
 
 # Redis forgets our scripts (SCRIPT FLUSH): loaded again, nobody notices.
+# What the agent sends is what Redis' MONITOR shows, the first run's and the
+# second's parted by an ECHO.
+rcli MONITOR >"$T/monitor" & monitor=$!
+check "MONITOR runs" wait_for 5 test -s "$T/monitor"
 rcli SCRIPT FLUSH >/dev/null
 fs a run --no-wait flushed -- true
 is "$?" 0 "after SCRIPT FLUSH, requests still succeed"
 like "$(cat "$T/agent-a.log")" 'does not know the acquire script any more; loading it again' "the agent says why"
+rcli ECHO second-run >/dev/null
 fs a run --no-wait flushed -- true
 is "$?" 0 "and again"
-is "$(grep -c 'acquire script any more' "$T/agent-a.log")" 1 "the script was loaded again once, not sent in full each time"
+rcli ECHO done >/dev/null
+check "MONITOR saw both runs" wait_for 5 grep -q '"ECHO" "done"' "$T/monitor"
+kill "$monitor"; wait "$monitor" 2>/dev/null
+# calls FROM TO VERB: script calls (EVAL, in full, or EVALSHA) on the name
+# flushed between the lines matching FROM and TO.
+calls() { sed -n "/$1/,/$2/p" "$T/monitor" | grep -i "\"$3\" " | grep -c 'fleetsem:{flushed}:'; }
+check "the first run's calls went in full ($(calls FLUSH second-run EVAL) calls)" [ "$(calls FLUSH second-run EVAL)" -ge 1 ]
+is "$(calls second-run '"done"' EVAL)" 0 "the second sent none in full"
+check "but by their SHA1 ($(calls second-run '"done"' EVALSHA) calls)" [ "$(calls second-run '"done"' EVALSHA)" -ge 1 ]
+is "$(grep -ci '"SCRIPT" "LOAD"' "$T/monitor")" "$(grep -ci '"EVAL" ' "$T/monitor")" \
+        "each script sent in full was loaded again once, not more"
 
 # Unreachable Redis: a clear error, and the agent keeps running.
 "$FLEETSEMD" --redis "unix:$T/nowhere.sock" --namespace "$NSBASE-x" --host-id x >"$T/agent-x.log" 2>&1 &
 xpid=$!
-wait_for 5 agent_listening "$NSBASE-x"
-sleep 0.3
+wait_for 5 agent_listening "$NSBASE-x" || bail "agent x did not start"
+check "agent x takes Redis for down" wait_for 5 redis_state_is x down
 out=$(fs x run --no-wait n -- true 2>&1); rc=$?
 is "$rc" 69 "unreachable Redis: exit 69"
 like "$out" "Redis at unix:$T/nowhere.sock is unreachable" "unreachable Redis: says where and why"

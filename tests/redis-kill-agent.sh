@@ -16,7 +16,8 @@ waiter=$!
 check "waiter queues" wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{ka}:queue') = 1 ]"
 
 kill -KILL "$(agent_pid a)"
-sleep 0.1
+wait "$(agent_pid a)"
+is "$?" 137 "agent a is dead (SIGKILL)"
 expiry=$(rcli ZRANGE 'fleetsem:{ka}:holders' 0 0 WITHSCORES | tail -n 1)
 killed=$(now_ms)
 check "the slot outlives its agent for now ($((expiry - killed)) ms to go)" [ "$expiry" -gt "$killed" ]
