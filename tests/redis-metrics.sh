@@ -121,7 +121,7 @@ touch "$T/reading"
         while [ -f "$T/reading" ]; do
                 last=$(tail -n 1 "$prom")
                 n=$((n + 1))
-                [[ $last == fleetsem_wait_seconds_count* ]] || bad=$((bad + 1))
+                [[ $last == fleetsem_renewal_lateness_seconds_count* ]] || bad=$((bad + 1))
         done
         echo "$n $bad" >"$T/reads"
 ) &
