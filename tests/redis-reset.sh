@@ -3,10 +3,14 @@
 # the only slot and a job on host b waits for it: the holder's agent puts
 # it back, nobody is granted anything during the grace, and the waiter
 # enters only after the holder ends. Checked from outside (the jobs' own
-# timestamps), ROUNDS times (20 by default).
+# timestamps), ROUNDS times (8 by default), each with the kill at another
+# point of the holder's renewal period (a third of the lease), so that the
+# rounds cover the whole period rather than wherever chance puts them.
+TTL=2s
+TTL_MS=2000
 . "$(dirname "$0")/lib.sh"
 
-ROUNDS=${ROUNDS:-20}
+ROUNDS=${ROUNDS:-8}
 start_redis
 start_agent a
 start_agent b
@@ -18,7 +22,7 @@ job() {
                 while [ ! -f "$2" ]; do sleep 0.02; done
                 echo "exit $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"' "$host" "$T/events-$round" "$T/go-$round-$host"
 }
-reasserted() { grep -c 'Re-asserted slot of reset' "$T/agent-a.log"; }
+lease_a() { rcli ZRANGE 'fleetsem:{reset}:holders' 0 -1; }
 
 good=0
 for round in $(seq 1 "$ROUNDS"); do
@@ -28,15 +32,24 @@ for round in $(seq 1 "$ROUNDS"); do
         job b "$round" & jb=$!
         wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{reset}:queue') = 1 ]" ||
                 { not_ok "round $round: b's job did not queue"; continue; }
-        before=$(reasserted)
+        held=$(lease_a)
+        # Where in a's renewal period (TTL/3) the kill falls: a renewal moves
+        # the lease's expiry in Redis; after the next one, each round waits
+        # a further (round - 1) / ROUNDS of the period (the fault's timing,
+        # not a wait for anything).
+        expiry=$(rcli ZSCORE 'fleetsem:{reset}:holders' "$held")
+        wait_for 5 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK ZSCORE 'fleetsem:{reset}:holders' '$held')\" != '$expiry' ]" ||
+                { not_ok "round $round: a's lease was not renewed"; }
+        sleep "$(awk -v r="$round" -v n="$ROUNDS" -v p=$((TTL_MS / 3)) 'BEGIN { printf "%.3f", (r - 1) * p / n / 1000 }')"
 
         kill -KILL "$(cat "$T/redis.pid")"
         wait_for 10 sh -c "! redis-cli -s $REDIS_SOCK ping" || true
         rm -f "$T/redis.pid" "$REDIS_SOCK"
         start_redis
-        wait_for 10 sh -c "[ \$(grep -c 'Re-asserted slot of reset' $T/agent-a.log) -gt $before ]" ||
+        # Re-asserted: the new Redis, empty when it started, has a's lease.
+        wait_for 10 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK ZRANGE 'fleetsem:{reset}:holders' 0 -1)\" = '$held' ]" ||
                 { not_ok "round $round: the holder was not re-asserted"; }
-        in_redis=$(rcli ZRANGE 'fleetsem:{reset}:holders' 0 -1 | wc -l)
+        in_redis=$(lease_a | wc -l)
         # The holder ends; only then may the waiter enter.
         touch "$T/go-$round-a"
         wait "$ja"
@@ -53,6 +66,9 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 is "$good" "$ROUNDS" "the waiter entered only after the holder ended, in $good of $ROUNDS rounds"
 tokens=$(cat "$T"/events-* | awk '$1 == "enter" { print $2 }' | sort -n)
+is "$(echo "$tokens" | wc -l)" $((2 * ROUNDS)) "$((2 * ROUNDS)) grants"
 is "$(echo "$tokens" | uniq -d)" "" "no token was handed out twice"
-check "no LOST slot on either host" sh -c "! grep -q LOST $T/agent-a.log $T/agent-b.log"
+is "$(metric a fleetsem_lost_total) $(metric b fleetsem_lost_total)" "0 0" "no slot was lost on either host"
+is "$(metric a 'fleetsem_grants_total{name="reset"}') $(metric b 'fleetsem_grants_total{name="reset"}')" \
+        "$ROUNDS $ROUNDS" "each host counted a grant a round"
 done_testing

@@ -3,12 +3,13 @@
 # stopped (SIGSTOP: no renewals, no LOST, nothing). run hears no RENEWED
 # for 2/3 of the lease TTL and stops COMMAND (--on-lost=term) before Redis
 # lets the lease run out and grants the slot to a job waiting on host b.
-# Twenty times, with the stop at a different point of the renewal period
-# each time.
-TTL=2s
-TTL_MS=2000
+# ROUNDS times (10 by default), with the stop at a different point of a's
+# renewal period each time, spread over the whole period. The rule is the
+# same for any lease: the shortest (1 s) keeps the rounds short.
+TTL=1s
+TTL_MS=1000
 MARGIN_MS=500           # SIGTERM delivery and the shell's trap, on a busy machine
-ROUNDS=${ROUNDS:-20}
+ROUNDS=${ROUNDS:-10}
 . "$(dirname "$0")/lib.sh"
 
 start_redis
@@ -28,8 +29,15 @@ for round in $(seq "$ROUNDS"); do
         job_b=$!
         wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{sf}:queue') = 1 ]" ||
                 bail "round $round: the job on b did not queue"
-        # Somewhere in the renewal period (TTL/3).
-        sleep "0.$(( (round * 37) % 60 + 10 ))"
+        # Where in a's renewal period (TTL/3) the stop falls: a renewal moves
+        # the lease's expiry in Redis; after the next one, each round waits
+        # a further (round - 1) / ROUNDS of the period (the fault's timing,
+        # not a wait for anything).
+        lease=$(rcli ZRANGE 'fleetsem:{sf}:holders' 0 -1)
+        expiry=$(rcli ZSCORE 'fleetsem:{sf}:holders' "$lease")
+        wait_for 5 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK ZSCORE 'fleetsem:{sf}:holders' '$lease')\" != '$expiry' ]" ||
+                bail "round $round: a's lease was not renewed"
+        sleep "$(awk -v r="$round" -v n="$ROUNDS" -v p=$((TTL_MS / 3)) 'BEGIN { printf "%.3f", (r - 1) * p / n / 1000 }')"
 
         stopped=$(now_ms)
         kill -STOP "$agent_a"
