@@ -351,7 +351,13 @@ check "${NOBODY:+nobody }fills the stopped agent's backlog" wait_for 10 grep -q 
 t0=$(now_ms); open s2 stop-wait daemon; t1=$(now_ms); close s2
 is "$(result s2)" 14 "stopped agent, full backlog, on_error=deny: refused"
 check "... within wait= + 2 s ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 3500 ]
-like "$(cat "$T/pam-s2.log")" "takes no connections \(stopped, or its queue is full\)" "... logged with the reason"
+# Root reaches the agent on a socket of its own, which nobody's connections
+# cannot fill: there the stopped agent takes the connection and says nothing.
+if [ "$(id -u)" = 0 ]; then
+        like "$(cat "$T/pam-s2.log")" "the agent did not answer in time" "... logged with the reason (root's own socket took the connection)"
+else
+        like "$(cat "$T/pam-s2.log")" "takes no connections \(stopped, or its queue is full\)" "... logged with the reason"
+fi
 t0=$(now_ms); open s3 stop-allow daemon; t1=$(now_ms); close s3
 is "$(result s3)" 0 "stopped agent, full backlog, on_error=allow: the session opens"
 check "... within wait= + 2 s ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 3500 ]
