@@ -45,7 +45,7 @@ CANARY = "canary"       # planted faults that the monitor and the checker must s
 # (README.md: "What is covered").
 KINDS = ["partition-short", "partition-long", "agent-kill-short", "agent-kill-long",
          "agent-stop-short", "agent-stop-long", "holder-kill", "host-freeze",
-         "master-kill", "restart-empty", "restart-stale", "clock-forward", "clock-back"]
+         "master-kill", "restart-empty", "restart-stale", "clock-forward", "clock-back", "flood"]
 
 
 def sh(*args, check=True, **kw):
@@ -324,6 +324,22 @@ class Harness:
             self.log("inject", kind=kind, target=h, dur=dur)
             time.sleep(dur)
             self.freeze(h, False)
+        elif kind == "flood":
+            # A local user (nobody) floods one host's agent: connections
+            # sending garbage, and half requests left to stall. Promised:
+            # nothing of anyone else's suffers.
+            dur = self.u(1.5 * L, 3 * L)
+            attack = os.path.join(self.T, "attack.py")
+            if not os.path.exists(attack):
+                shutil.copy(os.path.join(HERE, "..", "attack.py"), attack)
+                os.chmod(attack, 0o644)
+                os.chmod(self.T, 0o711)
+            self.log("inject", kind=kind, target=h, dur=dur)
+            floods = [self.spawn(self.nsexec(h, "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                                             sys.executable, attack, "fleetsem", "connflood", "%g" % dur, mode),
+                                 os.path.join(self.T, "flood-%s.log" % h), host=h) for mode in ("garbage", "stall")]
+            for p in floods:
+                p.wait()
         elif kind == "holder-kill":
             victim = None
             for _ in range(100):
