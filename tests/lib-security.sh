@@ -35,3 +35,7 @@ replies() {
         printf '%s' "$out" | sed 's/^/# reply: /' >&2
         printf '%s' "$out"
 }
+# percentile FILE P: the P-th percentile of the numbers in FILE, one a line.
+percentile() { local n; n=$(wc -l <"$1"); sort -n "$1" | sed -n "$(( (n * $2 + 99) / 100 ))p"; }
+# ticks PID: the CPU time a process used so far, in clock ticks.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }

@@ -35,7 +35,6 @@ exec {pam_in}>"$T/pam-in"
 check "the PAM session opens" wait_for 15 grep -q '^open: 0 ' "$T/pam.out"
 is "$(holders login:daemon)" 1 "... and holds login:daemon in Redis"
 
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 cpu0=$(ticks "$pid")
 t0=$(now_ms)
 for i in 1 2; do
@@ -65,10 +64,10 @@ echo "# nobody made $conns connections in ${FLOOD_S}s; the agent used $(( (cpu1 
 check "the flood ran (more than 10000 connections)" test "$conns" -gt 10000
 
 n=$(wc -l <"$T/probe")
-p50=$(sort -n "$T/probe" | sed -n "$(( (n + 1) / 2 ))p")
-p99=$(sort -n "$T/probe" | sed -n "$(( (n * 99 + 99) / 100 ))p")
+p50=$(percentile "$T/probe" 50)
+p99=$(percentile "$T/probe" 99)
 echo "# root's run --no-wait during the flood: $n runs, p50 ${p50}ms, p99 ${p99}ms"
-echo "# floor, fleetsem --version in the same loop: p50 $(sort -n "$T/floor" | sed -n "$(( (n + 1) / 2 ))p")ms, p99 $(sort -n "$T/floor" | sed -n "$(( (n * 99 + 99) / 100 ))p")ms"
+echo "# floor, fleetsem --version in the same loop: p50 $(percentile "$T/floor" 50)ms, p99 $(percentile "$T/floor" 99)ms"
 is "$fails" 0 "every run of root's succeeded during the flood$( [ -s "$T/probe.err" ] && printf ' (%s)' "$(sort "$T/probe.err" | uniq -c | head -n 3 | tr '\n' ' ')")"
 check "root's run p99 within 100 ms (${p99}ms)" test "$p99" -le 100
 

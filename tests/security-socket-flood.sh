@@ -39,7 +39,6 @@ is "$replies" "GRANTED 256" "nobody holds 256 leases"
 full() { ss -xlH | awk -v p="@$NSBASE-a/lease/" 'index($5, p) == 1 && $3 > $4 { n++ } END { print n + 0 }'; }
 check "all 256 anchors have a full backlog: the agent can watch them by name only ($(full))" wait_for 10 sh -c "[ \$(ss -xlH | awk -v p='@$NSBASE-a/lease/' 'index(\$5, p) == 1 && \$3 > \$4 { n++ } END { print n + 0 }') -ge 256 ]"
 
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 cpu0=$(ticks "$pid")
 t0=$(now_ms)
 : >"$T/probe"
@@ -57,8 +56,8 @@ echo "# the agent used ${pct}% of a core over $(( (t1 - t0) / 1000 ))s"
 check "the agent used under 10% of a core (${pct}%)" test "$pct" -lt 10
 
 n=$(wc -l <"$T/probe")
-p50=$(sort -n "$T/probe" | sed -n "$(( (n + 1) / 2 ))p")
-p99=$(sort -n "$T/probe" | sed -n "$(( (n * 99 + 99) / 100 ))p")
+p50=$(percentile "$T/probe" 50)
+p99=$(percentile "$T/probe" 99)
 echo "# root's run --no-wait: $n runs, p50 ${p50}ms, p99 ${p99}ms"
 is "$fails" 0 "every run of root's succeeded"
 check "root's run p99 within 100 ms (${p99}ms)" test "$p99" -le 100
