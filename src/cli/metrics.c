@@ -303,7 +303,8 @@ static void print_metrics(FILE *f, Metrics *mt) {
         (void) get_u64(&mt->agent, "lost", &lost);
         (void) get_u64(&mt->agent, "rtt_count", &rtt_count);
         (void) get_u64(&mt->agent, "rtt_sum", &rtt_sum);
-        qsort(mt->rows, mt->n_rows, sizeof(Row), row_cmp);
+        if (mt->n_rows > 0) /* no rows: rows is NULL, which qsort may not take */
+                qsort(mt->rows, mt->n_rows, sizeof(Row), row_cmp);
 
         family(f, "fleetsem_redis_up", "gauge", "Whether this host's agent is connected to Redis (1) or not (0).");
         sample(f, "fleetsem_redis_up", streq(state, "up") ? "1" : "0", NULL);
