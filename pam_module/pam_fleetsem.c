@@ -185,6 +185,19 @@ static void tell_limit(pam_handle_t *pamh, const Options *o, int flags, const ch
                 pam_prompt(pamh, style, NULL, "fleetsem: %s.", note);
 }
 
+/* That no slot is granted for a while after Redis lost or began its state,
+ * and why: told once, as the wait begins. */
+static void tell_grace(pam_handle_t *pamh, const Options *o, int flags, const char *name, const Reply *rep, bool *told) {
+        char note[NAME_MAX_LEN + 512];
+
+        if (*told || !grace_note(name, rep, note, sizeof(note)))
+                return;
+        *told = true;
+        pam_syslog(pamh, LOG_NOTICE, "%s", note);
+        if (!silent(o, flags))
+                pam_info(pamh, "fleetsem: %s.", note);
+}
+
 static int refused(pam_handle_t *pamh, const Options *o, int flags, const Who *w, const char *name, const Reply *rep,
                    usec_t deadline) {
         char holders[512], what[NAME_MAX_LEN + 64];
@@ -204,7 +217,7 @@ static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w
         _cleanup_close_ int anchor_fd = -EBADF, fd = -EBADF;
         Request req = { .verb = REQUEST_ACQUIRE, .slots = o->slots, .wait = o->wait };
         usec_t start = now_usec(CLOCK_MONOTONIC), deadline;
-        bool told = false, limit_told = false;
+        bool told = false, limit_told = false, grace_told = false;
         LineReader lr;
         Held *h;
         Reply rep;
@@ -238,8 +251,10 @@ static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w
                         return on_error(pamh, o, flags, w->account, "the agent closed the connection");
                 if (rep.kind != REPLY_QUEUED)
                         break;
-                if (o->wait > 0)
+                if (o->wait > 0) {
                         tell_limit(pamh, o, flags, name, &rep, PAM_TEXT_INFO, &limit_told);
+                        tell_grace(pamh, o, flags, name, &rep, &grace_told);
+                }
                 if (!told && o->wait > 0 && !silent(o, flags)) {
                         char what[NAME_MAX_LEN + 64];
 

@@ -56,9 +56,19 @@ fs a run --wait 30s after-failover -- true
 rc=$?
 served=$(( $(now_ms) - t0 ))
 is "$rc" 0 "new jobs are served again after the failover, before any replica is back"
-# (It says how much of the fleet's grace is left when it comes: "0" when
-# the other agent started it and it has passed.)
-grace=$(sed -n 's/.*re-asserting [0-9]* held slot(s), no grants there for another \([0-9]*\)\(ms\)\{0,1\}\.$/\1/p' "$T/agent-a.log" | tail -n 1)
+# (It says how much of the fleet's grace is left when it comes, after it
+# re-asserts its holders; no such line when the other agent started the
+# grace and it has passed.)
+check "the agent re-asserted its holders on the new master" grep -q 'Re-asserting [0-9]* held slot(s)' "$T/agent-a.log"
+grace=$(python3 - "$T/agent-a.log" <<'EOF'
+import re, sys
+log = open(sys.argv[1]).read()
+after = log[log.rfind("Re-asserting"):]
+m = re.search(r"No slot is granted through Redis \S+ for another ((?:\d+(?:min|s|ms) ?)+):", after)
+units = {"min": 60000, "s": 1000, "ms": 1}
+print(sum(int(n) * units[u] for n, u in re.findall(r"(\d+)(min|ms|s)", m.group(1))) if m else 0)
+EOF
+)
 echo "# new jobs served again ${served}ms after the master was killed (the Sentinels' failover: ${switched}ms; the agent: $((served - switched))ms, its grace ${grace}ms among them)"
 check "the agent's grace after the failover is the failover's half second ($grace ms), not a lease" [ "${grace:-99999}" -le 500 ]
 # Once on the new master the agent waits for nothing but that grace: no

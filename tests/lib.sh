@@ -110,6 +110,20 @@ require_that() {
         exit 77
 }
 require() { require_that "$1" command -v "$1"; }
+
+# pam_setup: for PAM programs run under pam_wrapper: PRELOAD to put in
+# LD_PRELOAD (with the sanitizer runtime first when the module is built
+# with it, and pam_wrapper's deep binding off, as its manual says).
+pam_setup() {
+        : "${PAM_FLEETSEM:?path to pam_fleetsem.so}" "${PAM_SESSION:?path to pam-session}"
+        local wrap asan
+        wrap=$(ls /usr/lib/*/libpam_wrapper.so /usr/lib/libpam_wrapper.so 2>/dev/null | head -n1)
+        [ -n "$wrap" ] || require libpam_wrapper.so
+        asan=$(ldd "$PAM_FLEETSEM" | awk '/libasan/ { print $3 }')
+        PRELOAD="${asan:+$asan }$wrap"
+        [ -n "$asan" ] && export PAM_WRAPPER_DISABLE_DEEPBIND=1
+        return 0
+}
 require redis-server
 require redis-cli
 require python3

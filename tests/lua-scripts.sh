@@ -483,6 +483,17 @@ is "$(rcli PTTL "$EPOCH_KEY")" -1 "epoch: the key never expires"
 rcli FLUSHALL >/dev/null
 e3=$(epoch 00000000000000000000000000000003 5000)
 is "$(j "$e3" '[r[0], r[1].split()[0]]')" '[1,"00000000000000000000000000000003"]' "epoch: after FLUSHALL a new one"
+rcli FLUSHALL >/dev/null
+e4=$(epoch 00000000000000000000000000000004 5000 aaaa 500)
+is "$(j "$e4" 'r[0]')" 1 "epoch: with a master's run id, the first call creates it"
+like "$(j "$e4" 'r[1]')" '^00000000000000000000000000000004 [0-9]+ aaaa$' "epoch: ... naming that master"
+e5=$(epoch 00000000000000000000000000000005 5000 aaaa 500)
+is "$(j "$e5" '[r[0], r[1]]')" "$(j "$e4" '[0, r[1]]')" "epoch: the same master finds it"
+t0=$(redis_ms)
+e6=$(epoch 00000000000000000000000000000006 100 bbbb 3000)
+is "$(j "$e6" '[r[0], r[1].split()[0], r[1].split()[2]]')" '[2,"00000000000000000000000000000006","bbbb"]' \
+        "epoch: another master (a failover) replaces it, and says so"
+is "$(j "$e6" "$t0 + 3000 <= int(r[1].split()[1]) <= $(redis_ms) + 3000")" true "epoch: ... with the longer grace"
 
 # ---- Status --------------------------------------------------------------------
 is "$(j "$(status st)" 'r[1:]')" "[[],[],0]" "status: an unknown name: nobody, limit 0"

@@ -6,18 +6,11 @@
 # and for the users of a passwd file of the test's own (nss_wrapper) whose
 # names no slot name may hold as they are.
 . "$(dirname "$0")/lib.sh"
-: "${PAM_FLEETSEM:?path to pam_fleetsem.so}" "${PAM_SESSION:?path to pam-session}"
 require pamtester
-PAMWRAP=$(ls /usr/lib/*/libpam_wrapper.so /usr/lib/libpam_wrapper.so 2>/dev/null | head -n1)
-[ -n "$PAMWRAP" ] || require libpam_wrapper.so
+pam_setup
 NSSWRAP=$(ls /usr/lib/*/libnss_wrapper.so /usr/lib/libnss_wrapper.so 2>/dev/null | head -n1)
 [ -n "$NSSWRAP" ] || require libnss_wrapper.so
 ME=$(id -un)
-# A module built with ASan needs its runtime loaded first, and pam_wrapper
-# its deep binding off (as its manual says for sanitizers).
-ASANLIB=$(ldd "$PAM_FLEETSEM" | awk '/libasan/ { print $3 }')
-PRELOAD="${ASANLIB:+$ASANLIB }$PAMWRAP"
-[ -n "$ASANLIB" ] && export PAM_WRAPPER_DISABLE_DEEPBIND=1
 trap '' PIPE    # telling a session that already ended to close is no error
 
 mkdir -p "$T/pam.d"

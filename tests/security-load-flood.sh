@@ -9,11 +9,7 @@ TTL=6s
 FLOOD_S=${FLOOD_S:-60}
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-security.sh"
-: "${PAM_FLEETSEM:?path to pam_fleetsem.so}" "${PAM_SESSION:?path to pam-session}"
-PAMWRAP=$(ls /usr/lib/*/libpam_wrapper.so /usr/lib/libpam_wrapper.so 2>/dev/null | head -n1)
-[ -n "$PAMWRAP" ] || require libpam_wrapper.so
-ASANLIB=$(ldd "$PAM_FLEETSEM" | awk '/libasan/ { print $3 }')
-[ -n "$ASANLIB" ] && export PAM_WRAPPER_DISABLE_DEEPBIND=1
+pam_setup
 
 start_redis
 start_agent a
@@ -28,7 +24,7 @@ check "root's job holds its slot" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SO
 mkdir -p "$T/pam.d"
 echo "session required $PAM_FLEETSEM namespace=$NSBASE-a slots=1 on_error=deny" >"$T/pam.d/flood"
 mkfifo "$T/pam-in"
-(LD_PRELOAD="${ASANLIB:+$ASANLIB }$PAMWRAP" PAM_WRAPPER=1 PAM_WRAPPER_SERVICE_DIR="$T/pam.d" exec "$PAM_SESSION" flood daemon) \
+(LD_PRELOAD=$PRELOAD PAM_WRAPPER=1 PAM_WRAPPER_SERVICE_DIR="$T/pam.d" exec "$PAM_SESSION" flood daemon) \
         <"$T/pam-in" >"$T/pam.out" 2>"$T/pam.log" &
 session=$!
 exec {pam_in}>"$T/pam-in"

@@ -313,6 +313,20 @@ static int rerun_with_nss_wrapper(char *argv[]) {
                 printf("# cannot write users and groups for nss_wrapper: %m\n");
                 return 0;
         }
+#ifdef __SANITIZE_ADDRESS__
+        /* nss_wrapper is preloaded before the sanitizer's runtime, which
+         * is then not first in the list (harmless: the wrapper does not
+         * replace malloc), and must not bind deep (as its manual says for
+         * sanitizers). */
+        (void) setenv("NSS_WRAPPER_DISABLE_DEEPBIND", "1", 1);
+        {
+                char opts[1024];
+
+                snprintf(opts, sizeof(opts), "%s%sverify_asan_link_order=0", getenv("ASAN_OPTIONS") ?: "",
+                         getenv("ASAN_OPTIONS") ? ":" : "");
+                (void) setenv("ASAN_OPTIONS", opts, 1);
+        }
+#endif
         execv("/proc/self/exe", argv);
         printf("# cannot run again under nss_wrapper: %m\n");
         return 0;

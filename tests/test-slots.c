@@ -172,7 +172,7 @@ static void setup(usec_t now) {
         w = (World) { .redis_up = true };
         slots_init(&e, &ops, NULL, TTL);
         e.wake_grants = true;   /* as without replicas */
-        slots_redis_up(&e, false, 0, now);
+        slots_redis_up(&e, false, 0, NULL, now);
 }
 
 /* Lease ids: "1000…", "2000…": the first digit tells them apart. */
@@ -560,7 +560,7 @@ static void test_reset(void) {
 
         w.redis_up = true;
         before = w.n_calls;
-        slots_redis_up(&e, true, 2 * USEC_PER_SEC, 200);
+        slots_redis_up(&e, true, 2 * USEC_PER_SEC, NULL, 200);
         CHECK_INT(count_calls("reassert", id(1)), 1, "the holder is re-asserted");
         CHECK_INT(count_calls("acquire", id(2)) >= 1 && w.n_calls > before, 1, "the waiter queues again");
         reply_queued(b, 1, 1, 60000, 210);
@@ -568,7 +568,7 @@ static void test_reset(void) {
                   "the waiter looks again as the grace ends, not later");
         reassert_done(a, 1, 220);
         CHECK(!has_line(&c1, "LOST"), "re-asserted: still held");
-        slots_redis_up(&e, true, 2 * USEC_PER_SEC, 300);
+        slots_redis_up(&e, true, 2 * USEC_PER_SEC, NULL, 300);
         reassert_done(a, 0, 310);
         CHECK(has_line(&c1, "LOST"), "no room on a second reset: told it is lost");
         teardown();
@@ -593,7 +593,7 @@ static void test_refused_and_pending_release(void) {
         slots_anchor_closed(&e, b, 4);
         CHECK_INT(count_calls("release", id(2)), 0, "released while Redis is away: not sent");
         w.redis_up = true;
-        slots_redis_up(&e, false, 0, 5);
+        slots_redis_up(&e, false, 0, NULL, 5);
         CHECK_INT(count_calls("release", id(2)), 1, "sent as soon as Redis is back");
         teardown();
 }
@@ -694,7 +694,7 @@ static void test_counters(void) {
         w.redis_up = false;
         slots_redis_down(&e, "gone", 300 * USEC_PER_SEC);
         w.redis_up = true;
-        slots_redis_up(&e, false, 0, 301 * USEC_PER_SEC);
+        slots_redis_up(&e, false, 0, NULL, 301 * USEC_PER_SEC);
         CHECK_U64(e.stats.redis_ups, 2, "a reconnection is counted");
         slots_done(&e);
         CHECK(e.name_stats == NULL && e.n_name_stats == 0, "the counters of names go with the engine");
@@ -773,7 +773,7 @@ static void test_gate_survives_outage(void) {
         timer_fires(c, t);
         timer_fires(b, t);
         w.redis_up = true;
-        slots_redis_up(&e, false, 0, t += 10);
+        slots_redis_up(&e, false, 0, NULL, t += 10);
         up = t;
         CHECK(!a->check_inflight && c->check_inflight, "back: c, first in line here, asks (a does not)");
         reply_queued(c, 1, 1, -1, t += 10);
@@ -831,7 +831,7 @@ static void test_requeue_in_order(void) {
         c = ask(3, "x", 1, USEC_INFINITY, &c3, 40);
         w.redis_up = true;
         first = w.n_calls;
-        slots_redis_up(&e, false, 0, 50);
+        slots_redis_up(&e, false, 0, NULL, 50);
         CHECK(w.n_calls - first >= 3 && streq(w.calls[first].lease, id(1)) && streq(w.calls[first + 1].lease, id(2)) &&
               streq(w.calls[first + 2].lease, id(3)), "requests made while Redis was away ask in the order they came");
         teardown();
@@ -1256,7 +1256,7 @@ static void test_random_faults(uint64_t seed) {
                         w.redis_up = true;
                         if (reset)
                                 R.grace_until = now + TTL;
-                        slots_redis_up(&e, reset, reset ? TTL : 0, now);
+                        slots_redis_up(&e, reset, reset ? TTL : 0, NULL, now);
                         resets += reset;
                         down_at = USEC_INFINITY;
                         calm_from = now + (reset ? TTL : 0);

@@ -148,6 +148,7 @@ struct Agent {
         sd_event_source *map_source;    /* cluster: ask for the map again, soon */
         bool up_reset;                  /* cluster: a shard reset before all were up */
         usec_t up_grace;
+        const char *up_why;             /* GRACE_WHY_* of up_grace */
         /* sentinel://: a connection to one Sentinel, first to ask for the
          * master, then to hear of +switch-master; the master it named. */
         RedisConn *sentinel;            /* subscribed to +switch-master */

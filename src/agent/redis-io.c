@@ -1214,26 +1214,33 @@ static void io_name_subscribe_all(Agent *a) {
  * (one, unless a Cluster): whatever waited looks again, holders are
  * renewed, or re-asserted after a reset. A reset of any shard until then
  * counts. */
-static void redis_maybe_up(Agent *a, bool reset, usec_t grace) {
+static void redis_maybe_up(Agent *a, bool reset, usec_t grace, const char *why) {
         a->up_reset = a->up_reset || reset;
-        a->up_grace = MAX(a->up_grace, reset ? grace : 0);
+        if (grace > a->up_grace) {
+                a->up_grace = grace;
+                a->up_why = why;
+        }
         if (a->state != REDIS_READY && !all_shards_ready(a))
                 return;
         reset = a->up_reset;
         grace = a->up_grace;
+        why = a->up_why;
         a->up_reset = false;
         a->up_grace = 0;
+        a->up_why = NULL;
         a->state = REDIS_READY;
         a->redis_error[0] = '\0';
         if (!a->adopted)
                 adopt_start(a);
-        slots_redis_up(&a->slots, reset, grace, now_mono());
+        slots_redis_up(&a->slots, reset, grace, why, now_mono());
         io_name_subscribe_all(a);
         status_deferred(a);
         status_mark_dirty(a);
 }
 
-static void shard_ready(Shard *sh, bool reset, usec_t grace) {
+/* grace: what is left of the time after a reset in which nobody is
+ * granted anything; why: a GRACE_WHY_*, NULL when this agent cannot tell. */
+static void shard_ready(Shard *sh, bool reset, usec_t grace, const char *why) {
         Agent *a = sh->agent;
 
         sh->state = REDIS_READY;
@@ -1247,14 +1254,18 @@ static void shard_ready(Shard *sh, bool reset, usec_t grace) {
                 log_info("Connected to Redis Cluster master %s.", sh->name);
         else
                 log_info("Connected to Redis at %s.", a->redis_name);
-        if (reset && a->slots.n_leases > 0)
-                log_notice("Redis %s%slost its state since this agent last saw it; re-asserting %zu held slot(s), "
-                           "no grants there for another %s.", cluster_mode(a) ? sh->name : "", cluster_mode(a) ? " " : "",
-                           a->slots.n_held, format_duration((char[FORMAT_DURATION_MAX]) {}, FORMAT_DURATION_MAX, grace));
+        if (reset && a->slots.n_held > 0)
+                log_notice("Re-asserting %zu held slot(s) in Redis %s.", a->slots.n_held,
+                           cluster_mode(a) ? sh->name : a->redis_name);
+        if (grace > 0)
+                log_notice("No slot is granted through Redis %s for another %s: %s; slots held before may still be "
+                           "in use until their leases run out.", cluster_mode(a) ? sh->name : a->redis_name,
+                           format_duration((char[FORMAT_DURATION_MAX]) {}, FORMAT_DURATION_MAX, grace),
+                           grace_why_text(why ?: GRACE_WHY_NEW));
         /* Calls redirected here while it connected: sent now, unless it
          * lost its state (they were made for the state before). */
         shard_unpark(sh, !reset);
-        redis_maybe_up(a, reset, grace);
+        redis_maybe_up(a, reset, grace, why);
 }
 
 typedef struct SetupStep {
@@ -1326,6 +1337,7 @@ static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         char value[128], id[LEASE_ID_LEN + 1];
         long long created = -1, now_ms = -1;
         uint64_t grace_until = 0;
+        const char *why;
         bool reset;
         int n = 0;
 
@@ -1341,16 +1353,23 @@ static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 shard_down(sh, -EBADMSG, redis_reply_error(reply) ?: "unexpected reply to the epoch script");
                 return;
         }
-        reset = created == 1 || (sh->epoch[0] && !streq(sh->epoch, id));
+        reset = created >= 1 || (sh->epoch[0] && !streq(sh->epoch, id));
         if (reset)
                 log_full(sh->epoch[0] ? LOG_WARNING : LOG_INFO, "Redis at %s %s (epoch %s).",
                          cluster_mode(a) ? sh->name : a->redis_name,
                          sh->epoch[0] ? "lost its state since this agent last saw it" : "holds no fleetsem state yet", id);
         if (reset && sentinel_mode(a))
                 a->master_since = now_usec(CLOCK_REALTIME);
+        /* 2: the epoch named another master; 1: there was none, which is
+         * news to an agent that knew one; else this agent knows no better
+         * than that Redis' state is new. */
+        why = created == 2 ? GRACE_WHY_FAILOVER
+              : sh->epoch[0] && (created == 1 || !streq(sh->epoch, id)) ? GRACE_WHY_RESET
+              : !sh->epoch[0] ? GRACE_WHY_NEW : NULL;
         memcpy(sh->epoch, id, sizeof(sh->epoch));
         sh->grace_until_ms = grace_until;
-        shard_ready(sh, reset, grace_until > (uint64_t) now_ms ? (grace_until - (uint64_t) now_ms) * USEC_PER_MSEC : 0);
+        shard_ready(sh, reset, grace_until > (uint64_t) now_ms ? (grace_until - (uint64_t) now_ms) * USEC_PER_MSEC : 0,
+                    why);
 }
 
 /* The first hash slot sh owns (its epoch key's), or -1. */
@@ -1419,7 +1438,7 @@ static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
                          * connection is made again. */
                         sh->epoch[0] = '\0';
                         sh->grace_until_ms = 0;
-                        shard_ready(sh, false, 0);
+                        shard_ready(sh, false, 0, NULL);
                         return;
                 }
                 snprintf(key, sizeof(key), "%s:epoch:{%s}", a->config->key_prefix, redis_slot_tag((unsigned) first));
@@ -1772,7 +1791,7 @@ static void map_reply(RedisConn *conn, const RedisReply *reply, void *userdata) 
                         shard_connect(a->shards[i]);
         /* (A master that was not up may own nothing now.) */
         if (a->state != REDIS_READY && any_shard_ready(a))
-                redis_maybe_up(a, false, 0);
+                redis_maybe_up(a, false, 0, NULL);
 }
 
 /* A node of the URL did not give the map. Once none of them did (a whole

@@ -463,6 +463,10 @@ static void send_queued(Lease *l, usec_t now) {
         message_add_u64(&b, "held", l->held_seen);
         message_add_u64(&b, "slots", l->slots);
         message_add_u64(&b, "limit", l->limit);
+        if (slots_grace_left(l->slots_engine, now) > 0) {
+                message_add_u64(&b, "grace", slots_grace_left(l->slots_engine, now) / USEC_PER_MSEC);
+                message_add(&b, "why", l->slots_engine->grace_why);
+        }
         lease_send(l, line, message_finish(&b));
         l->queued_sent = now;
         l->position_unsent = false;
@@ -1170,14 +1174,20 @@ static void name_requeue(Name *n, usec_t now) {
         }
 }
 
-void slots_redis_up(Slots *e, bool reset, usec_t grace, usec_t now) {
+usec_t slots_grace_left(const Slots *e, usec_t now) {
+        return e->grace_until > now ? e->grace_until - now : 0;
+}
+
+void slots_redis_up(Slots *e, bool reset, usec_t grace, const char *why, usec_t now) {
         PendingRelease *p;
         Name *n, *nn;
 
         e->redis_up = true;
         e->stats.redis_ups++;
-        if (reset)
-                e->grace_until = now + grace;
+        if (grace > 0) {
+                e->grace_until = MAX(e->grace_until, now + grace);
+                e->grace_why = why ?: e->grace_why ?: GRACE_WHY_NEW;
+        }
         while ((p = e->pending_releases)) {
                 LIST_REMOVE(all, e->pending_releases, p);
                 e->n_pending_releases--;

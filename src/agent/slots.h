@@ -216,6 +216,7 @@ struct Slots {
         usec_t lease_ttl;
         bool redis_up;
         usec_t grace_until;             /* after a reset, nobody is granted anything before */
+        const char *grace_why;          /* GRACE_WHY_*: why, for the waiters */
         /* A wake message that carries a waiter's proof grants it without a
          * second call; off when replicas must confirm each grant (WAIT). */
         bool wake_grants;
@@ -284,9 +285,13 @@ usec_t slots_tick(Slots *e, usec_t now);
 
 /* Redis is there (again). reset: it lost its state since this agent last
  * saw it (restarted empty, or a failover lost writes): holders are
- * re-asserted, waiters queue again, and nobody is granted anything for
- * grace (the scripts enforce it; waiters look again when it ends). */
-void slots_redis_up(Slots *e, bool reset, usec_t grace, usec_t now);
+ * re-asserted and waiters queue again. grace: what is left of the time
+ * after a reset (this agent's or another's) in which nobody is granted
+ * anything (the scripts enforce it; waiters are told why, a GRACE_WHY_*,
+ * and look again when it ends). */
+void slots_redis_up(Slots *e, bool reset, usec_t grace, const char *why, usec_t now);
+/* What is left of the grace at now; 0: none. */
+usec_t slots_grace_left(const Slots *e, usec_t now);
 /* Redis went away: requests not yet queued fail; holders keep their slots
  * until slots_lost_after() without renewal. why: for the clients. */
 void slots_redis_down(Slots *e, const char *why, usec_t now);

@@ -345,7 +345,7 @@ static int on_signal(const Acquire *a, int sig) {
 static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *lease, int anchor_fd) {
         usec_t started = now_usec(CLOCK_MONOTONIC), deadline = USEC_INFINITY;
         char note[TEXT_ESCAPE_SIZE(sizeof(((Reply *) NULL)->message))];
-        bool replied = false, limit_told = false;
+        bool replied = false, limit_told = false, grace_told = false;
         LineReader lr;
         Reply rep;
         int r;
@@ -389,7 +389,13 @@ static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *l
                 replied = true;
                 switch (rep.kind) {
                 case REPLY_QUEUED:
-                        if (limit_note(a->name, rep.limit, a->slots, "you asked for", note, sizeof(note))) {
+                        /* The note begins with the name. */
+                        if (grace_note(a->name, &rep, note, sizeof(note))) {
+                                if (!grace_told)
+                                        log_notice("%s.", note);
+                                grace_told = true;
+                                notify("STATUS=Waiting for fleet slot %s", note);
+                        } else if (limit_note(a->name, rep.limit, a->slots, "you asked for", note, sizeof(note))) {
                                 if (!limit_told)
                                         log_notice("%s.", note);
                                 limit_told = true;

@@ -296,7 +296,7 @@ static void histogram(FILE *f, const Histogram *h, const char *name, const char 
 
 static void print_metrics(FILE *f, Metrics *mt) {
         const char *state = message_get(&mt->agent, "redis") ?: "";
-        uint64_t ups = 0, lost = 0, rtt_count = 0, rtt_sum = 0, rtt_last = 0, late_max = 0;
+        uint64_t ups = 0, lost = 0, rtt_count = 0, rtt_sum = 0, rtt_last = 0, late_max = 0, grace_ms = 0;
         char a[32];
 
         (void) get_u64(&mt->agent, "redis_ups", &ups);
@@ -323,6 +323,15 @@ static void print_metrics(FILE *f, Metrics *mt) {
                 family(f, "fleetsem_renewal_lateness_max_seconds", "gauge",
                        "The latest any renewal here was confirmed after it was due, since the agent started.");
                 sample(f, "fleetsem_renewal_lateness_max_seconds", seconds(late_max, a, sizeof(a)), NULL);
+        }
+        if (get_u64(&mt->agent, "grace", &grace_ms) >= 0) {
+                const char *why = message_get(&mt->agent, "why");
+
+                family(f, "fleetsem_reset_grace_seconds", "gauge",
+                       "What is left of the grace after Redis lost or began its state, in which no slot is granted "
+                       "(reason: new, reset or failover).");
+                sample(f, "fleetsem_reset_grace_seconds", seconds(grace_ms * USEC_PER_MSEC, a, sizeof(a)),
+                       grace_ms > 0 && grace_why_text(why) ? "reason" : NULL, why, NULL);
         }
 
         family(f, "fleetsem_slots_held", "gauge",

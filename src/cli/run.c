@@ -60,6 +60,7 @@ typedef struct Run {
         bool reached;           /* an agent took our request, at least once */
         int connect_error;      /* why the last attempt to reach it failed */
         bool limit_told;
+        bool grace_told;
 
         int tty_fd;             /* the terminal whose foreground COMMAND gets, or -EBADF */
         sigset_t caller_mask;
@@ -419,6 +420,17 @@ static void tell_limit(Run *r, const Reply *rep) {
         log_notice("%s", note);
 }
 
+/* A wait that is the grace after Redis lost or began its state is told at
+ * once, verbose or not: it is not a hang. */
+static void tell_grace(Run *r, const Reply *rep) {
+        char note[NAME_MAX_LEN + 512];
+
+        if (r->grace_told || !grace_note(r->name, rep, note, sizeof(note)))
+                return;
+        r->grace_told = true;
+        log_notice("%s.", note);
+}
+
 static int handle_reply(Run *r, const Reply *rep) {
         char buf[FORMAT_DURATION_MAX];
         CommandEnv ce;
@@ -433,6 +445,7 @@ static int handle_reply(Run *r, const Reply *rep) {
                         return 0;
                 }
                 tell_limit(r, rep);
+                tell_grace(r, rep);
                 if (rep->position != r->position)
                         progress(r, "waiting for a slot: position %" PRIu32 " in line, %" PRIu32 " of %" PRIu32 " in use",
                                  rep->position, rep->held, reply_limit(rep, r->slots));

@@ -28,6 +28,8 @@ typedef struct StatusOutput {
         long long now_ms;
         char redis[300];                /* which Redis answered (under Sentinel: the master) */
         uint64_t master_since_ms;       /* under Sentinel: when that master took over, 0 unknown */
+        uint64_t grace_ms;              /* no slot granted for that long after a reset; 0: none */
+        const char *grace_why;          /* why, in words (static), with grace_ms */
 } StatusOutput;
 
 static void help(void) {
@@ -35,8 +37,8 @@ static void help(void) {
                "Shows, for every name in use (or the ones given), the slots held with\n"
                "each holder (host, pid, user, unit or session, token, since, lease expiry)\n"
                "and the waiters in line, as Redis has them now.\n\n"
-               "  -j --json             JSON: {\"now_ms\":…, \"names\":[{\"name\", \"held\",\n"
-               "                        \"waiting\", \"holders\":[…], \"waiters\":[…]}]}; see fleetsem(1)\n"
+               "  -j --json             JSON: {\"now_ms\", \"redis\", \"grace\", \"names\":[{\"name\",\n"
+               "                        \"held\", \"waiting\", \"holders\", \"waiters\"}]}; see fleetsem(1)\n"
                "     --namespace=NS     Agent namespace (default: $FLEETSEM_NAMESPACE or fleetsem)\n"
                "  -h --help             Show this help\n");
 }
@@ -84,6 +86,12 @@ static int fetch(const char *ns, uid_t agent_uid, const char *name, usec_t deadl
                         snprintf(out->redis, sizeof(out->redis), "%s", message_get(&e->m, "redis") ?: "");
                         if (parse_uint64(message_get(&e->m, "master_since") ?: "", 1, UINT64_MAX / 2, &v) >= 0)
                                 out->master_since_ms = v;
+                        /* (A reason this client does not know of is not told.) */
+                        if (parse_uint64(message_get(&e->m, "grace") ?: "", 1, TTL_MS_MAX, &v) >= 0 &&
+                            grace_why_text(message_get(&e->m, "why"))) {
+                                out->grace_ms = v;
+                                out->grace_why = grace_why_text(message_get(&e->m, "why"));
+                        }
                         return 0;
                 }
                 if (streq(e->m.verb, "NAME") || streq(e->m.verb, "HOLDER") || streq(e->m.verb, "WAITER"))
@@ -173,6 +181,28 @@ static void json_entries(const StatusOutput *out, size_t name_index, const char 
         putchar(']');
 }
 
+static const char *clock_time(const char *ms, char *buf, size_t size) {
+        uint64_t v;
+        time_t t;
+        struct tm tm;
+
+        if (parse_uint64(ms, 1, UINT64_MAX, &v) < 0)
+                return "-";
+        t = (time_t) (v / 1000);
+        if (!localtime_r(&t, &tm) || strftime(buf, size, "%H:%M:%S", &tm) == 0)
+                return "-";
+        return buf;
+}
+
+static const char *seconds(const char *ms, char *buf, size_t size) {
+        uint64_t v;
+
+        if (parse_uint64(ms, 0, UINT64_MAX, &v) < 0)
+                return "-";
+        snprintf(buf, size, "%" PRIu64 ".%" PRIu64 "s", v / 1000, v % 1000 / 100);
+        return buf;
+}
+
 /* Which Redis answered, last: under Sentinel, the master and since when. */
 static void print_redis(const StatusOutput *out) {
         char buf[TEXT_ESCAPE_SIZE(sizeof(out->redis))], since[48] = "";
@@ -187,6 +217,14 @@ static void print_redis(const StatusOutput *out) {
                         strftime(since, sizeof(since), ", master since %Y-%m-%d %H:%M:%S", &tm);
         }
         printf("Redis: %s%s\n", text_escape(out->redis, buf, sizeof(buf)), since);
+        if (out->grace_ms > 0) {
+                char d[FORMAT_DURATION_MAX], until[32], ms[32];
+
+                snprintf(ms, sizeof(ms), "%" PRIu64, (uint64_t) out->now_ms + out->grace_ms);
+                printf("No slot is granted for another %s (until %s): %s.\n",
+                       format_duration(d, sizeof(d), out->grace_ms * USEC_PER_MSEC), clock_time(ms, until, sizeof(until)),
+                       out->grace_why);
+        }
 }
 
 static void print_json(const StatusOutput *out) {
@@ -199,6 +237,14 @@ static void print_json(const StatusOutput *out) {
                 printf("null");
         if (out->master_since_ms > 0)
                 printf(",\"master_since_ms\":%" PRIu64, out->master_since_ms);
+        printf(",\"grace\":");
+        if (out->grace_ms > 0) {
+                printf("{\"remaining_ms\":%" PRIu64 ",\"until_ms\":%" PRIu64 ",\"reason\":", out->grace_ms,
+                       (uint64_t) out->now_ms + out->grace_ms);
+                json_string(out->grace_why);
+                printf("}");
+        } else
+                printf("null");
         printf(",\"names\":[");
         for (size_t i = 0; i < out->n; i++) {
                 const Entry *e = &out->entries[i];
@@ -222,46 +268,79 @@ static void print_json(const StatusOutput *out) {
         printf("]}\n");
 }
 
-static const char *clock_time(const char *ms, char *buf, size_t size) {
-        uint64_t v;
-        time_t t;
-        struct tm tm;
+#define COLUMNS 10
 
-        if (parse_uint64(ms, 1, UINT64_MAX, &v) < 0)
-                return "-";
-        t = (time_t) (v / 1000);
-        if (!localtime_r(&t, &tm) || strftime(buf, size, "%H:%M:%S", &tm) == 0)
-                return "-";
-        return buf;
+/* The columns a value takes once escaped for the terminal (one per
+ * character: escapes are ASCII, and printable UTF-8 is taken as one wide). */
+static size_t cell_width(const char *value) {
+        char buf[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
+        size_t w = 0;
+
+        for (const char *s = text_escape(value, buf, sizeof(buf)); *s; w++) {
+                uint32_t cp;
+                size_t n = utf8_decode(s, &cp);
+
+                s += n ?: 1;
+        }
+        return w;
 }
 
-static const char *seconds(const char *ms, char *buf, size_t size) {
-        uint64_t v;
-
-        if (parse_uint64(ms, 0, UINT64_MAX, &v) < 0)
-                return "-";
-        snprintf(buf, size, "%" PRIu64 ".%" PRIu64 "s", v / 1000, v % 1000 / 100);
-        return buf;
-}
-
-/* One column of the table: the value escaped for the terminal, padded to
- * width, then a space (none after the last). */
-static void column(const char *value, int width, bool last) {
+/* One row: each value escaped, padded to its column's width, the last
+ * one not. */
+static void print_row(const char *const cells[static COLUMNS], const size_t widths[static COLUMNS]) {
         char buf[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
 
-        text_escape(value, buf, sizeof(buf));
-        if (last)
-                printf("%s\n", buf);
-        else
-                printf("%-*s ", width, buf);
+        printf(" ");
+        for (size_t i = 0; i < COLUMNS; i++) {
+                printf(" %s", text_escape(cells[i], buf, sizeof(buf)));
+                if (i < COLUMNS - 1)
+                        for (size_t w = cell_width(cells[i]); w < widths[i]; w++)
+                                putchar(' ');
+        }
+        putchar('\n');
 }
 
-static void print_row(const char *const cells[static 10]) {
-        static const int widths[10] = { 6, 7, 16, 8, 10, 5, 24, 9, 8, 0 };
+static const char *const header[COLUMNS] = { "STATE", "TOKEN", "HOST", "PID", "USER", "LIMIT", "UNIT/SESSION",
+                                             "SINCE", "EXPIRES", "LEASE" };
 
-        printf("  ");
-        for (size_t i = 0; i < 10; i++)
-                column(cells[i], widths[i], i == 9);
+/* The cells of a HOLDER or WAITER entry; t1 and t2 hold those made here. */
+static void entry_cells(const Entry *e, char t1[static 32], char t2[static 32], const char *cells[static COLUMNS]) {
+        const char *where = get(e, "unit")[0] ? get(e, "unit") : get(e, "session")[0] ? get(e, "session") : get(e, "comm");
+        bool held = streq(e->m.verb, "HOLDER");
+
+        if (!held)
+                snprintf(t1, 32, "#%.16s", get(e, "position"));
+        cells[0] = held ? "held" : t1;
+        cells[1] = held ? get(e, "token") : "-";
+        cells[2] = get(e, "host");
+        cells[3] = get(e, "pid");
+        cells[4] = get(e, "user");
+        cells[5] = get(e, "slots");
+        cells[6] = where;
+        cells[7] = held ? clock_time(get(e, "since"), t1, 32) : "-";
+        cells[8] = held ? seconds(get(e, "expires_in"), t2, 32) : "-";
+        cells[9] = get(e, "lease");
+}
+
+/* A name's table: its holders and waiters (entries first to end), each
+ * column as wide as its widest value. */
+static void print_name_table(const StatusOutput *out, size_t first, size_t end) {
+        size_t widths[COLUMNS];
+        const char *cells[COLUMNS];
+        char t1[32], t2[32];
+
+        for (size_t c = 0; c < COLUMNS; c++)
+                widths[c] = cell_width(header[c]);
+        for (size_t i = first; i < end; i++) {
+                entry_cells(&out->entries[i], t1, t2, cells);
+                for (size_t c = 0; c < COLUMNS; c++)
+                        widths[c] = MAX(widths[c], cell_width(cells[c]));
+        }
+        print_row(header, widths);
+        for (size_t i = first; i < end; i++) {
+                entry_cells(&out->entries[i], t1, t2, cells);
+                print_row(cells, widths);
+        }
 }
 
 static void print_table(const StatusOutput *out) {
@@ -269,34 +348,23 @@ static void print_table(const StatusOutput *out) {
 
         for (size_t i = 0; i < out->n; i++) {
                 const Entry *e = &out->entries[i];
-                char t1[32], t2[32];
-                const char *where;
+                char name[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], held[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)],
+                        waiting[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], limit[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
+                size_t end = i + 1;
 
-                if (streq(e->m.verb, "NAME")) {
-                        char name[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], held[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)],
-                                waiting[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], limit[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
-
-                        printf("%s%s: %s held, %s waiting", any ? "\n" : "", text_escape(get(e, "name"), name, sizeof(name)),
-                               text_escape(get(e, "held"), held, sizeof(held)),
-                               text_escape(get(e, "waiting"), waiting, sizeof(waiting)));
-                        if (message_get(&e->m, "limit"))        /* the limit in force, when the agent says it */
-                                printf(", limit %s", text_escape(get(e, "limit"), limit, sizeof(limit)));
-                        putchar('\n');
-                        print_row((const char *const[]) { "STATE", "TOKEN", "HOST", "PID", "USER", "LIMIT", "UNIT/SESSION",
-                                                          "SINCE", "EXPIRES", "LEASE" });
-                        any = true;
+                if (!streq(e->m.verb, "NAME"))
                         continue;
-                }
-                where = get(e, "unit")[0] ? get(e, "unit") : get(e, "session")[0] ? get(e, "session") : get(e, "comm");
-                if (streq(e->m.verb, "HOLDER"))
-                        print_row((const char *const[]) { "held", get(e, "token"), get(e, "host"), get(e, "pid"), get(e, "user"),
-                                                          get(e, "slots"), where, clock_time(get(e, "since"), t1, sizeof(t1)),
-                                                          seconds(get(e, "expires_in"), t2, sizeof(t2)), get(e, "lease") });
-                else {
-                        snprintf(t1, sizeof(t1), "#%.16s", get(e, "position"));
-                        print_row((const char *const[]) { t1, "-", get(e, "host"), get(e, "pid"), get(e, "user"),
-                                                          get(e, "slots"), where, "-", "-", get(e, "lease") });
-                }
+                while (end < out->n && !streq(out->entries[end].m.verb, "NAME"))
+                        end++;
+                printf("%s%s: %s held, %s waiting", any ? "\n" : "", text_escape(get(e, "name"), name, sizeof(name)),
+                       text_escape(get(e, "held"), held, sizeof(held)),
+                       text_escape(get(e, "waiting"), waiting, sizeof(waiting)));
+                if (message_get(&e->m, "limit"))        /* the limit in force, when the agent says it */
+                        printf(", limit %s", text_escape(get(e, "limit"), limit, sizeof(limit)));
+                putchar('\n');
+                print_name_table(out, i + 1, end);
+                any = true;
+                i = end - 1;
         }
         if (!any)
                 printf("No slots held or waited for.\n");

@@ -191,7 +191,7 @@ int reply_parse(const char *line, size_t len, Reply *ret) {
                 { "ERROR", REPLY_ERROR }, { "LOST", REPLY_LOST }, { "RELEASED", REPLY_RELEASED },
                 { "RENEWED", REPLY_RENEWED },
         };
-        uint64_t limit, ttl;
+        uint64_t limit, ttl, grace;
         Message m;
         Reply r = {};
         size_t i;
@@ -212,10 +212,14 @@ int reply_parse(const char *line, size_t len, Reply *ret) {
         r.slots = (uint32_t) field_u64(&m, "slots");
         r.token = field_u64(&m, "token");
         r.since_ms = field_u64(&m, "since");
-        if (field_opt(&m, "limit", 1, SLOTS_MAX, &limit) < 0 || field_opt(&m, "ttl", 1, TTL_MS_MAX, &ttl) < 0)
+        if (field_opt(&m, "limit", 1, SLOTS_MAX, &limit) < 0 || field_opt(&m, "ttl", 1, TTL_MS_MAX, &ttl) < 0 ||
+            field_opt(&m, "grace", 1, TTL_MS_MAX, &grace) < 0)
                 return -EBADMSG;
         r.limit = (uint32_t) limit;
         r.ttl_ms = ttl;
+        /* A reason this client does not know of is not told. */
+        r.grace_why = grace > 0 ? grace_why_text(message_get(&m, "why")) : NULL;
+        r.grace_ms = r.grace_why ? grace : 0;
         field_copy(&m, "lease", r.lease, sizeof(r.lease));
         if (r.kind == REPLY_GRANTED && !lease_id_is_valid(r.lease))
                 return -EBADMSG;
@@ -287,6 +291,17 @@ bool limit_note(const char *name, uint32_t limit, uint32_t asked, const char *as
                 return false;
         snprintf(buf, size, "%s is limited to %" PRIu32 " at once by its current holders (%s %" PRIu32 ")", name, limit,
                  asked_what, asked);
+        return true;
+}
+
+bool grace_note(const char *name, const Reply *rep, char *buf, size_t size) {
+        char d[FORMAT_DURATION_MAX];
+
+        if (rep->kind != REPLY_QUEUED || rep->grace_ms == 0 || !rep->grace_why)
+                return false;
+        snprintf(buf, size, "%s: no slot is granted for another %s: %s; slots held before may still be in use until "
+                 "their leases run out", name, format_duration(d, sizeof(d), rep->grace_ms * USEC_PER_MSEC),
+                 rep->grace_why);
         return true;
 }
 

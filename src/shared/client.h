@@ -50,6 +50,8 @@ typedef struct Reply {
         uint64_t since_ms;
         uint32_t limit;         /* QUEUED, DENIED, GRANTED: the limit in force; 0: not said */
         uint64_t ttl_ms;        /* GRANTED, RENEWED: the lease TTL; 0: not said (no self-fencing) */
+        uint64_t grace_ms;      /* QUEUED: no slot granted for that long after a reset; 0: none */
+        const char *grace_why;  /* QUEUED with grace_ms: why, in words (grace_why_text()) */
         char lease[LEASE_ID_LEN + 1];   /* GRANTED */
         char code[32];          /* ERROR code=, DENIED/LOST reason= */
         char message[512];      /* ERROR message=, DENIED/LOST reason= in full */
@@ -96,6 +98,9 @@ uint32_t reply_limit(const Reply *r, uint32_t asked);
  * "NAME is limited to L at once by its current holders (ASKED_WHAT S)" into
  * buf and returns true; otherwise false. */
 bool limit_note(const char *name, uint32_t limit, uint32_t asked, const char *asked_what, char *buf, size_t size);
+/* When a QUEUED reply says the wait is the grace after Redis lost or began
+ * its state, writes why and for how long into buf and returns true. */
+bool grace_note(const char *name, const Reply *rep, char *buf, size_t size);
 
 /* The exit code for an ERROR reply's code. */
 int exit_code_for_error(const char *code);

@@ -290,6 +290,20 @@ int request_format(const Request *r, char *buf, size_t size) {
         return message_finish(&b);
 }
 
+const char *grace_why_text(const char *why) {
+        if (!why)
+                return NULL;
+        if (streq(why, GRACE_WHY_NEW))
+                return "Redis holds no fleetsem state yet (its first use, or it lost its data before this host "
+                       "connected)";
+        if (streq(why, GRACE_WHY_RESET))
+                return "Redis lost its fleetsem state (restarted empty, or its data were flushed)";
+        if (streq(why, GRACE_WHY_FAILOVER))
+                return "Redis' master changed (a failover, or a restart from a snapshot), and may have missed the "
+                       "last grants";
+        return NULL;
+}
+
 size_t utf8_decode(const char *s, uint32_t *ret_cp) {
         const unsigned char *p = (const unsigned char *) s;
         uint32_t cp;

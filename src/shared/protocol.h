@@ -6,7 +6,9 @@
  * connection; the agent answers with progress lines and one final line.
  *
  *   → ACQUIRE name=N slots=3 lease=<32 hex> wait=<usec|infinity> [unit=1] [on_lost=stop]
- *   ← QUEUED position=2 held=3 slots=3 limit=1        (limit: the limit in force)
+ *   ← QUEUED position=2 held=3 slots=3 limit=1 [grace=<ms> why=new|reset|failover]
+ *                         (limit: the limit in force; grace: no slot is granted
+ *                         for that long after Redis lost or began its state)
  *   ← GRANTED token=42 lease=<id> since=<ms> ttl=<ms> limit=3   (connection stays open)
  *   ← RENEWED ttl=<ms>                                (each confirmed renewal)
  *   ← LOST reason=…                                   (later, if ever)
@@ -28,7 +30,7 @@
  * metrics` to print in the Prometheus format:
  *   → METRICS
  *   ← AGENT redis=up|down|connecting redis_ups=N held=N waiting=N lost=N
- *           rtt_count=N rtt_sum=<usec> [rtt_last=<usec>]
+ *           lateness_max=<usec> grace=<ms> [why=…] rtt_count=N rtt_sum=<usec> [rtt_last=<usec>]
  *   ← RELEASES anchor_closed=N released=N lost=N
  *   ← DENIALS timeout=N full=N
  *   ← WAIT count=N sum=<usec> bounds=<usec>,… buckets=N,…   (buckets: cumulative, then +Inf)
@@ -36,6 +38,7 @@
  *   ← GRANTS name=N total=G                 (each name this agent counts grants of)
  *   ← NAME name=N held=H waiting=W limit=L  (fleet-wide, from Redis; none while Redis is away)
  *   ← END now=<ms>
+ * STATUS's END also carries grace=<ms> why=… while a grace lasts.
  */
 
 #include <stdbool.h>
@@ -119,6 +122,13 @@ int request_format(const Request *r, char *buf, size_t size);
 #define ERROR_CODE_REDIS "redis"                /* Redis answered with an error */
 #define ERROR_CODE_BUSY "busy"                  /* too many clients */
 #define ERROR_CODE_LIMIT "limit"                /* past a per-user limit of the host (max_leases_per_user, max_names_per_user) */
+
+/* Why no slot is granted for a while (QUEUED's why=, a token of the
+ * agent's): what happened to Redis, in words for a user; NULL: unknown. */
+#define GRACE_WHY_NEW "new"             /* Redis holds no fleetsem state yet */
+#define GRACE_WHY_RESET "reset"         /* Redis lost the state this agent knew */
+#define GRACE_WHY_FAILOVER "failover"   /* another master, or one restarted from a snapshot */
+const char *grace_why_text(const char *why);
 
 /* The length (1 to 4) of the UTF-8 character at s, with its code point in
  * *ret_cp; 0 when s starts none: NUL, a stray or truncated byte, an

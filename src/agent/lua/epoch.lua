@@ -5,7 +5,8 @@
 -- Sentinel and in a Cluster it names the master it was made on, so that a
 -- failover (which may have lost the last writes) starts a new one.
 -- Returns {0, value, now_ms} when it holds; else sets it to
--- "NEW_ID GRACE_UNTIL_MS [RUN_ID]" (no expiry) and returns {1, value, now_ms}.
+-- "NEW_ID GRACE_UNTIL_MS [RUN_ID]" (no expiry) and returns {1, value, now_ms}
+-- when there was none, {2, value, now_ms} when it named another master.
 local now_ms = now()
 local value = redis.call('GET', KEYS[1])
 local run_id = ARGV[3] or ''
@@ -14,9 +15,9 @@ if value and (run_id == '' or string.match(value, '^%x+ %d+ (%x+)$') == run_id) 
 end
 -- Another run id: a failover, or the same master restarted (from a file
 -- that may miss the last writes): the longer of the two graces.
-local grace = tonumber(ARGV[2])
+local grace, value_was = tonumber(ARGV[2]), value
 if value and ARGV[4] then grace = math.max(grace, tonumber(ARGV[4])) end
 value = ARGV[1] .. ' ' .. digits(now_ms + tonumber(grace))
 if run_id ~= '' then value = value .. ' ' .. run_id end
 redis.call('SET', KEYS[1], value)
-return {1, value, now_ms}
+return {value_was and 2 or 1, value, now_ms}
