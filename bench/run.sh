@@ -3,8 +3,9 @@
 # Starts its own redis-server (no persistence) and three agents in a
 # temporary directory, measures the floors and fleetsem in the same run,
 # prints a table and writes JSON (default: bench/results.json).
-# BENCH_ONLY=AD runs the floors and the scenarios named (A to G) only; G (100
-# agents on one Redis) takes BENCH_G_AGENTS and BENCH_G_SECONDS.
+# BENCH_ONLY=AD runs the floors and the scenarios named (A to H) only; G (100
+# agents on one Redis) takes BENCH_G_AGENTS and BENCH_G_SECONDS, H (the agent
+# under a local flood, as root) BENCH_H_SECONDS a phase.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tests/deps.sh
@@ -34,7 +35,7 @@ else
 fi
 
 echo "# $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), $(uname -sr), $(redis-server --version | awk '{print $1, $2, $3}')"
-FLEETSEMD=$PWD/build/src/agent/fleetsemd build/bench/fleetsem-bench "$SCRATCH/redis.sock" "$PWD/build/src/cli/fleetsem" "bench$$-a" "bench$$-b" "bench$$-c" | tee "$SCRATCH/out"
+FLEETSEMD=$PWD/build/src/agent/fleetsemd BENCH_ATTACK=$PWD/tests/attack.py build/bench/fleetsem-bench "$SCRATCH/redis.sock" "$PWD/build/src/cli/fleetsem" "bench$$-a" "bench$$-b" "bench$$-c" | tee "$SCRATCH/out"
 {
         echo '{"machine":"'"$(nproc) cores, $(uname -sr)"'","results":['
         grep '^@json ' "$SCRATCH/out" | sed 's/^@json //' | paste -sd, -
