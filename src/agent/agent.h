@@ -2,7 +2,8 @@
 #pragma once
 
 /* The agent's I/O around the slot engine (slots.h): clients on the
- * listening socket (server.c), Redis (redis-io.c), anchors and timers
+ * listening socket (server.c; their connections conn.c, requests
+ * requests.c, budgets budgets.c), Redis (redis-io.c), anchors and timers
  * (lease-io.c), descriptions of requesters (describe.c), re-adoption
  * (adopt.c), status (status.c), systemd units (units.c). */
 
@@ -105,6 +106,7 @@ struct Client {
         bool metrics;                   /* … METRICS */
         char status_name[NAME_MAX_LEN + 1];
         char *out;
+        size_t out_start;       /* the output not yet written: out_len bytes from here */
         size_t out_len;
         size_t out_size;
         LineReader in;
@@ -241,17 +243,45 @@ int anchor_probe(Agent *a, const char *lease, int *ret_fd, uid_t *ret_uid);
 /* Anchors alive by name: a watch connection again, or gone by name. */
 void lease_io_check_names(Agent *a);
 
-/* server.c */
+/* server.c: the listening sockets, accepting, housekeeping */
 int server_start(Agent *a);
 void server_stop(Agent *a);
+
+/* conn.c: a client's connection and output */
 void client_send(Client *c, const char *line, int len);
 void client_send_error(Client *c, const char *code, const char *format, ...) _printf_(3, 4);
 void client_finish(Client *c);          /* close once the output is written */
+void client_free(Client *c);            /* close now */
 void client_sweep(Agent *a);            /* drop clients that never sent a request, or do not read */
+/* Writes what it can of the output; -errno when the client must go. */
+int client_flush(Client *c);
+void client_update_events(Client *c);
+/* After its request: reads to the end; -ECONNRESET when it went (freed). */
+int client_drain(Client *c);
+/* The defer source that frees finished clients, all at once. */
+int on_clients_finished(sd_event_source *s, void *userdata);
+
+/* requests.c: a client's request */
+int client_io(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+
+/* budgets.c: what each uid may use, and the file descriptors left */
+/* New connections of one non-root uid: CONNECT_RATE a second, in bursts of
+ * up to twice max_clients_per_user (so a burst meets that cap first); past
+ * it a connection is refused at once, before anything of it is read. */
+#define CONNECT_RATE 100
+UserUse *user_use_get(uid_t uid);       /* NULL: out of memory */
+void user_use_maybe_free(UserUse *u);
+/* Whether u may open one more connection now (root always may). */
+bool user_may_connect(UserUse *u, unsigned burst, usec_t now);
+/* Whether u may have an anchor looked for by name now: one a second. */
+bool user_may_look_by_name(UserUse *u, usec_t now);
+/* Too many clients of every user together: past max_clients, and a
+ * sixteenth of it kept for root. */
+bool agent_too_many_clients(const Agent *a, uid_t uid);
 /* Whether a request of uid must be refused as busy: the agent is near its
  * file descriptor limit (a reserve is kept, a smaller one for root). */
 bool agent_short_of_fds(const Agent *a, uid_t uid);
-void user_use_maybe_free(UserUse *u);
+void fd_budget_init(Agent *a);
 
 /* describe.c */
 char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit);

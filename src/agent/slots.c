@@ -1185,7 +1185,8 @@ void slots_redis_up(Slots *e, bool reset, usec_t grace, const char *why, usec_t 
         e->redis_up = true;
         e->stats.redis_ups++;
         if (grace > 0) {
-                e->grace_until = MAX(e->grace_until, now + grace);
+                /* (What Redis says is data: a day at most is told.) */
+                e->grace_until = MAX(e->grace_until, now + MIN(grace, SLOTS_GRACE_TOLD_MAX));
                 e->grace_why = why ?: e->grace_why ?: GRACE_WHY_NEW;
         }
         while ((p = e->pending_releases)) {

@@ -290,6 +290,7 @@ usec_t slots_tick(Slots *e, usec_t now);
  * anything (the scripts enforce it; waiters are told why, a GRACE_WHY_*,
  * and look again when it ends). */
 void slots_redis_up(Slots *e, bool reset, usec_t grace, const char *why, usec_t now);
+#define SLOTS_GRACE_TOLD_MAX (24ULL * 3600 * USEC_PER_SEC)   /* the longest grace waiters are told of */
 /* What is left of the grace at now; 0: none. */
 usec_t slots_grace_left(const Slots *e, usec_t now);
 /* Redis went away: requests not yet queued fail; holders keep their slots

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/* What each user may make the agent hold and do: connections, their rate,
+ * looks for anchors by name; and the file descriptors left. Every budget
+ * is per uid: one user at every limit at once still leaves root, its PAM
+ * sessions and the other users served. */
+#include <dirent.h>
+#include <search.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+
+#include "agent.h"
+
+#define FD_RESERVE_USER 64                      /* non-root requests stop this far from the fd limit */
+#define FD_RESERVE_ROOT 16
+#define FD_BASE_SLACK 32                        /* Redis, Sentinel, the bus, NSS, /proc */
+#define CONNECT_INTERVAL (USEC_PER_SEC / CONNECT_RATE)
+/* Looks by name (a full backlog) for the anchors of one uid's requests. */
+#define NAME_LOOK_EVERY USEC_PER_SEC
+
+static void *user_uses;         /* tsearch(): uid → UserUse */
+
+static int user_use_cmp(const void *x, const void *y) {
+        uid_t a = ((const UserUse *) x)->uid, b = ((const UserUse *) y)->uid;
+
+        return a < b ? -1 : a > b;
+}
+
+UserUse *user_use_get(uid_t uid) {
+        UserUse key = { .uid = uid }, *u, **p;
+
+        p = tfind(&key, &user_uses, user_use_cmp);
+        if (p)
+                return *p;
+        u = calloc(1, sizeof(*u));
+        if (!u)
+                return NULL;
+        u->uid = uid;
+        if (!tsearch(u, &user_uses, user_use_cmp)) {
+                free(u);
+                return NULL;
+        }
+        return u;
+}
+
+void user_use_maybe_free(UserUse *u) {
+        usec_t now;
+
+        if (!u || u->n_clients > 0 || u->out_bytes > 0 || u->n_status > 0)
+                return;
+        /* What it used of its rates is kept until it is paid back: closing
+         * every connection starts no new budget. */
+        now = now_mono();
+        if (u->connect_tat > now || (u->name_look > 0 && now - u->name_look < NAME_LOOK_EVERY))
+                return;
+        tdelete(u, &user_uses, user_use_cmp);
+        free(u);
+}
+
+/* Whether uid may open one more connection now (root always may). */
+bool user_may_connect(UserUse *u, unsigned burst, usec_t now) {
+        usec_t tat = MAX(u->connect_tat, now) + CONNECT_INTERVAL;
+
+        if (u->uid == 0)
+                return true;
+        if (tat - now > (usec_t) burst * CONNECT_INTERVAL)
+                return false;
+        u->connect_tat = tat;
+        return true;
+}
+
+/* Whether uid may have an anchor looked for by name now: one a second. */
+bool user_may_look_by_name(UserUse *u, usec_t now) {
+        if (u->uid == 0)
+                return true;
+        if (u->name_look > 0 && now - u->name_look < NAME_LOOK_EVERY)
+                return false;
+        u->name_look = now;
+        return true;
+}
+
+
+/* File descriptors left before the limit: the agent's own (counted once
+ * at start, with slack), one per client, one per anchor watch. */
+static size_t fds_free(const Agent *a) {
+        size_t used = a->fd_base + a->n_clients + a->n_watch_fds + a->n_pidfds;
+
+        return used < a->fd_limit ? a->fd_limit - used : 0;
+}
+
+bool agent_short_of_fds(const Agent *a, uid_t uid) {
+        return fds_free(a) < (uid == 0 ? FD_RESERVE_ROOT : FD_RESERVE_USER);
+}
+
+/* Too many clients of every user together: past max_clients, and a
+ * sixteenth of it kept for root. */
+bool agent_too_many_clients(const Agent *a, uid_t uid) {
+        size_t max = a->config->max_clients;
+
+        return a->n_clients > (uid == 0 ? max : max - max / 16);
+}
+
+/* The agent's own file descriptors now, before any client or anchor. */
+static size_t count_fds(void) {
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *de;
+        size_t n = 0;
+
+        if (!d)
+                return 64;
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        n++;
+        closedir(d);
+        return n;
+}
+
+void fd_budget_init(Agent *a) {
+        struct rlimit rl;
+
+        a->fd_limit = getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ? 1024 * 1024 : (size_t) rl.rlim_cur;
+        a->fd_base = count_fds() + FD_BASE_SLACK;
+}

@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: MIT */
+/* A client's one request: read, checked, and handed to the engine
+ * (ACQUIRE, RELEASE) or answered (STATUS, METRICS). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+
+#include "agent.h"
+#include "log-limit.h"
+#include "log.h"
+
+static void client_take_lease(Client *c, Lease *l) {
+        Agent *a = c->agent;
+
+        c->lease = l;
+        slots_attach(&a->slots, l, c, now_mono());
+}
+
+/* The unit a unit=1 request runs in, or an ERROR to the client. */
+static int client_unit(Client *c, char **ret) {
+        int r = unit_of_client(c, ret);
+
+        if (r == -ESRCH)
+                client_send_error(c, ERROR_CODE_INVALID, "pid " PID_FMT " exited before its unit could be read",
+                                  c->cred.pid);
+        else if (r < 0)
+                client_send_error(c, ERROR_CODE_INVALID, "pid " PID_FMT " does not run in a systemd service",
+                                  c->cred.pid);
+        return r;
+}
+
+/* Whether the agent may stop unit when the client's slot is lost: root
+ * may ask it of any unit, another user only of a service that runs as it
+ * (User= as systemd reports it; a user's job in a root service such as
+ * cron.service may not have the agent stop that service). */
+static bool client_may_stop(Client *c, const char *unit) {
+        uid_t uid;
+        int r;
+
+        if (c->cred.uid == 0)
+                return true;
+        r = unit_user(c->agent, unit, &uid);
+        if (r < 0) {
+                client_send_error(c, ERROR_CODE_BUSY, "cannot ask systemd which user %s runs as: %s; try again",
+                                  unit, strerror(-r));
+                return false;
+        }
+        if (uid != c->cred.uid) {
+                log_uid(c->cred.uid, now_mono(), LOG_WARNING,
+                        "Refused on-lost=stop of %s to uid " UID_FMT ": the service runs as uid " UID_FMT ".",
+                        unit, c->cred.uid, uid);
+                client_send_error(c, ERROR_CODE_PERMISSION, "uid " UID_FMT " may not have %s stopped: it runs as uid " UID_FMT,
+                                  c->cred.uid, unit, uid);
+                return false;
+        }
+        return true;
+}
+
+/* The watch on a new request's anchor, checked against the requester: a
+ * connection, or -EBADF when the anchor is alive by name only (its
+ * backlog is full: anyone can fill it). <0 with an ERROR sent. */
+static int request_watch(Client *c, const Request *req, int *ret_fd) {
+        Agent *a = c->agent;
+        _cleanup_close_ int watch = -EBADF;
+        uid_t owner;
+        int r;
+
+        r = anchor_probe(a, req->lease, &watch, &owner);
+        if (r < 0 && r != -ENOENT) {
+                /* No watch sticks (a full backlog: anyone can fill it; or
+                 * out of file descriptors): the kernel's table by name
+                 * decides, a walk of every unix socket: one a second for
+                 * each non-root user. */
+                if (!user_may_look_by_name(c->user, now_mono())) {
+                        client_send_error(c, ERROR_CODE_BUSY, "anchor @%s/lease/%s accepts no watch (its backlog is full), "
+                                          "and this user's look by name for this second is spent; try again",
+                                          a->config->namespace, req->lease);
+                        return -EAGAIN;
+                }
+                int alive = anchor_is_listening(a->config->namespace, req->lease, &owner);
+
+                if (alive == 0)
+                        r = -ENOENT;
+                else if (alive > 0) {
+                        r = 0;
+                        watch = -EBADF;
+                }
+        }
+        if (r == -ENOENT) {
+                client_send_error(c, ERROR_CODE_ANCHOR, "no anchor listens on @%s/lease/%s; create it before asking",
+                                  a->config->namespace, req->lease);
+                return r;
+        }
+        if (r < 0) {
+                client_send_error(c, r == -EMFILE || r == -ENFILE || r == -ENOMEM ? ERROR_CODE_BUSY : ERROR_CODE_ANCHOR,
+                                  "cannot watch anchor @%s/lease/%s: %s", a->config->namespace, req->lease, strerror(-r));
+                return r;
+        }
+        if (owner == (uid_t) -1) {
+                client_send_error(c, ERROR_CODE_BUSY, "anchor @%s/lease/%s accepts no watch (its backlog is full) "
+                                  "and its owner cannot be checked; try again with a new anchor",
+                                  a->config->namespace, req->lease);
+                return -EAGAIN;
+        }
+        if (owner != c->cred.uid) {
+                log_uid(c->cred.uid, now_mono(), LOG_WARNING,
+                        "Refused %s to uid " UID_FMT ": its anchor belongs to uid " UID_FMT ".",
+                        req->name, c->cred.uid, owner);
+                client_send_error(c, ERROR_CODE_ANCHOR, "anchor @%s/lease/%s does not belong to the requester",
+                                  a->config->namespace, req->lease);
+                return -EPERM;
+        }
+        *ret_fd = TAKE_FD(watch);
+        return 0;
+}
+
+static void handle_acquire(Client *c, const Request *req) {
+        Agent *a = c->agent;
+        _cleanup_close_ int watch = -EBADF;
+        _cleanup_free_ char *unit = NULL, *desc = NULL;
+        LeaseIo *io;
+        LeaseSpec spec;
+        Lease *l;
+        int r;
+
+        if (a->state == REDIS_DOWN) {
+                client_send_error(c, ERROR_CODE_UNAVAILABLE, "Redis at %s is unreachable: %s",
+                                  a->redis_name, a->redis_error);
+                return;
+        }
+        if (req->unit) {
+                if (client_unit(c, &unit) < 0)
+                        return;
+                if (req->stop_on_lost && !client_may_stop(c, unit))
+                        return;
+                l = slots_lease_of_unit(&a->slots, req->name, unit, c->cred.uid);
+                if (l) {
+                        LogFields f = { .name = req->name, .lease = l->id, .token = l->token, .holder = l->holder };
+
+                        log_fields(LOG_INFO, &f, "%s asked again for %s: it still holds token %" PRIu64 ".",
+                                   unit, req->name, l->token);
+                        client_take_lease(c, l);
+                        return;
+                }
+        }
+
+        l = slots_lease_find(&a->slots, req->lease);
+        if (l) {
+                /* Asking again with the same lease (an agent restart, or a
+                 * client reconnecting). */
+                if (!streq(l->name->name, req->name)) {
+                        client_send_error(c, ERROR_CODE_INVALID, "lease %s is held for \"%s\", not \"%s\"",
+                                          req->lease, l->name->name, req->name);
+                        return;
+                }
+                if (l->uid != c->cred.uid) {
+                        client_send_error(c, ERROR_CODE_PERMISSION, "lease %s belongs to another user", req->lease);
+                        return;
+                }
+                client_take_lease(c, l);
+                return;
+        }
+
+        /* A new lease: within its user's budget, and with a file
+         * descriptor to spare for its watch. */
+        if (c->cred.uid != 0 && slots_leases_of(&a->slots, c->cred.uid) >= a->config->max_leases_per_user) {
+                log_uid(c->cred.uid, now_mono(), LOG_WARNING,
+                        "Refused %s to uid " UID_FMT ": it holds or waits for %u leases here (max_leases_per_user).",
+                        req->name, c->cred.uid, a->config->max_leases_per_user);
+                client_send_error(c, ERROR_CODE_LIMIT, "uid " UID_FMT " holds or waits for %u slots on this host already "
+                                  "(max_leases_per_user)", c->cred.uid, a->config->max_leases_per_user);
+                return;
+        }
+        if (c->cred.uid != 0 && slots_names_of(&a->slots, c->cred.uid, req->name) >= a->config->max_names_per_user) {
+                log_uid(c->cred.uid, now_mono(), LOG_WARNING,
+                        "Refused %s to uid " UID_FMT ": it holds or waits for %u other names here (max_names_per_user).",
+                        req->name, c->cred.uid, a->config->max_names_per_user);
+                client_send_error(c, ERROR_CODE_LIMIT, "uid " UID_FMT " holds or waits for %u other names on this host "
+                                  "already (max_names_per_user)", c->cred.uid, a->config->max_names_per_user);
+                return;
+        }
+        if (agent_short_of_fds(a, c->cred.uid)) {
+                log_uid(c->cred.uid, now_mono(), LOG_WARNING, "Refused %s to uid " UID_FMT ": short of file descriptors.",
+                        req->name, c->cred.uid);
+                client_send_error(c, ERROR_CODE_BUSY, "the agent is short of file descriptors; try again");
+                return;
+        }
+        if (request_watch(c, req, &watch) < 0)
+                return;
+
+        spec = (LeaseSpec) {
+                .name = req->name, .id = req->lease, .uid = c->cred.uid, .pid = c->cred.pid, .unit = unit,
+                .stop_on_lost = req->stop_on_lost,
+                /* This host's administrator may cap what its users ask for. */
+                .slots = MIN(req->slots, config_limit_for(a->config, req->name)),
+        };
+        desc = describe(a, &c->cred, spec.slots, unit);
+        if (!desc) {
+                client_send_error(c, ERROR_CODE_BUSY, "out of memory");
+                return;
+        }
+        io = lease_io_new(a, watch);
+        if (!io) {
+                client_send_error(c, ERROR_CODE_BUSY, "out of memory");
+                return;
+        }
+        TAKE_FD(watch);
+        spec.desc = desc;
+        c->lease = NULL;
+        r = slots_acquire(&a->slots, &spec, req->wait, c, io, now_mono(), &l);
+        if (r < 0) {
+                lease_io_free(io);
+                client_send_error(c, ERROR_CODE_BUSY, "cannot track the request: %s", strerror(-r));
+                return;
+        }
+        if (l->state != LEASE_GONE) {
+                if (l->client == c)
+                        c->lease = l;
+                r = lease_io_attach(io, l);
+                if (r < 0) {
+                        client_send_error(c, ERROR_CODE_BUSY, "cannot watch the anchor: %s", strerror(-r));
+                        slots_release(&a->slots, l, "cannot watch its anchor", now_mono());
+                }
+        }
+}
+
+static void handle_release(Client *c, const Request *req) {
+        Agent *a = c->agent;
+        _cleanup_free_ char *unit = NULL;
+        bool held = false;
+        Lease *l;
+
+        if (req->unit) {
+                if (client_unit(c, &unit) < 0)
+                        return;
+                l = slots_lease_of_unit(&a->slots, req->name, unit, c->cred.uid);
+        } else
+                l = slots_lease_find(&a->slots, req->lease);
+
+        if (l && l->uid != c->cred.uid && c->cred.uid != 0) {
+                client_send_error(c, ERROR_CODE_PERMISSION, "lease %s belongs to another user", req->lease);
+                return;
+        }
+        if (l) {
+                held = l->state == LEASE_HELD;
+                slots_release(&a->slots, l, "released on request", now_mono());
+        }
+        client_send(c, held ? "RELEASED held=1" : "RELEASED held=0", 15);
+        client_finish(c);
+}
+
+static void client_handle_request(Client *c, const char *line, size_t len) {
+        Agent *a = c->agent;
+        const char *why = NULL;
+        Request req;
+        int r;
+
+        c->got_request = true;
+        r = request_parse(line, len, &req, &why);
+        if (r < 0) {
+                log_uid(c->cred.uid, now_mono(), LOG_DEBUG, "Refused request from pid " PID_FMT ": %s", c->cred.pid, why);
+                client_send_error(c, r == -EINVAL ? ERROR_CODE_INVALID : ERROR_CODE_USAGE, "%s", why);
+                return;
+        }
+
+        switch (req.verb) {
+        case REQUEST_ACQUIRE:
+                r = user_permits(a, c->cred.uid, req.name);
+                if (r < 0) {
+                        /* No answer from NSS (out of file descriptors, a
+                         * directory that does not answer) is not a "no". */
+                        client_send_error(c, ERROR_CODE_BUSY, "cannot look up uid " UID_FMT ": %s; try again",
+                                          c->cred.uid, strerror(-r));
+                        return;
+                }
+                if (r == 0) {
+                        log_uid(c->cred.uid, now_mono(), LOG_NOTICE,
+                                "Refused %s to uid " UID_FMT " (pid " PID_FMT "): not permitted by configuration.",
+                                req.name, c->cred.uid, c->cred.pid);
+                        client_send_error(c, ERROR_CODE_PERMISSION,
+                                          "uid " UID_FMT " may not ask for \"%s\" (see allow= in the agent's configuration)",
+                                          c->cred.uid, req.name);
+                        return;
+                }
+                handle_acquire(c, &req);
+                return;
+        case REQUEST_RELEASE:
+                handle_release(c, &req);
+                return;
+        case REQUEST_STATUS:
+                status_request(a, c, req.name, false);
+                return;
+        case REQUEST_METRICS:
+                metrics_request(a, c);
+                return;
+        }
+}
+
+int client_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Client *c = userdata;
+        char *line;
+        size_t len;
+        int r;
+
+        (void) s;
+        (void) fd;
+        if (revents & EPOLLOUT) {
+                if (client_flush(c) < 0) {
+                        client_free(c);
+                        return 0;
+                }
+        }
+        if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP)))
+                return 0;
+
+        if (c->got_request) {
+                (void) client_drain(c);
+                return 0;
+        }
+
+        /* Edge-triggered from the start: one read takes all there is, up
+         * to a request's size (past it, the line is too long anyway). */
+        r = line_reader_fill(&c->in, c->fd);
+        if (r == -EAGAIN)
+                return 0;
+        if (r <= 0) {
+                client_free(c);
+                return 0;
+        }
+        if (c->close_after_flush)
+                return 0;       /* nothing more is read from a client we are done with */
+
+        r = line_reader_next(&c->in, &line, &len);
+        if (r == -E2BIG) {
+                client_send_error(c, ERROR_CODE_USAGE, "request too long (at most %d bytes)", PROTO_REQUEST_MAX);
+                return 0;
+        }
+        if (r == 0) {
+                /* Half a request, and its end: it will never be whole. */
+                if (revents & (EPOLLHUP | EPOLLERR | EPOLLRDHUP))
+                        client_free(c);
+                return 0;
+        }
+        /* Whatever follows the one request is not read as another. */
+        client_handle_request(c, line, len);
+        /* A client that closed right after its request gives no second
+         * edge: its end is taken now. */
+        if ((revents & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) && client_drain(c) < 0)
+                return 0;
+        client_update_events(c);
+        return 0;
+}
