@@ -4,7 +4,7 @@
 # lease; fleetsem run, a PAM session, status, metrics and the agent's log
 # say so at once, with why and for how long. And status's table is as wide
 # as its values: 16-digit tokens, a long host name.
-TTL=4s
+TTL=6s
 . "$(dirname "$0")/lib.sh"
 pam_setup
 ME=$(id -un)
@@ -26,7 +26,7 @@ echo "session required $PAM_FLEETSEM namespace=$NSBASE-a agent_user=$ME slots=1 
 session=$!
 
 check "run says at once that no slot is granted for a while" wait_for 2 grep -q 'no slot is granted for another [0-9]' "$T/run.err"
-like "$(cat "$T/run.err")" "first: no slot is granted for another [1-4]s.*: Redis $NEW" "... for how long (under the lease, 4 s) and why"
+like "$(cat "$T/run.err")" "first: no slot is granted for another [1-6]s.*: Redis $NEW" "... for how long (under the lease, 6 s) and why"
 is "$(cat "$T/run.out")" "" "... and its command waits"
 check "the PAM session is told the same as it waits" wait_for 2 grep -q "^info: fleetsem: login:$WHO: no slot is granted for another .*$NEW" "$T/pam.out"
 is "$(grep -c '^open:' "$T/pam.out")" 0 "... and has not opened yet"
@@ -34,13 +34,13 @@ is "$(grep -c '^open:' "$T/pam.out")" 0 "... and has not opened yet"
 st=$(fs a status)
 like "$st" "No slot is granted for another [0-9].* \(until [0-9:]+\): Redis $NEW" "status shows the grace, its end and why"
 json=$(fs a status --json)
-is "$(python3 -c 'import json, sys; g = json.loads(sys.argv[1])["grace"]; print(0 < g["remaining_ms"] <= 4000, g["until_ms"] > 0, "'"$NEW"'" in g["reason"])' "$json")" \
+is "$(python3 -c 'import json, sys; g = json.loads(sys.argv[1])["grace"]; print(0 < g["remaining_ms"] <= 6000, g["until_ms"] > 0, "'"$NEW"'" in g["reason"])' "$json")" \
         "True True True" "status --json: the grace's remaining_ms, until_ms and reason"
 m=$(fs a metrics)
-like "$m" 'fleetsem_reset_grace_seconds\{reason="new"\} [0-3]\.[0-9]+' "metrics: the grace left, with its reason"
+like "$m" 'fleetsem_reset_grace_seconds\{reason="new"\} [0-5]\.[0-9]+' "metrics: the grace left, with its reason"
 like "$(cat "$T/agent-a.log")" "No slot is granted through Redis .* for another [0-9].*: Redis $NEW" "the agent logs it, with the reason"
 
-check "once the grace is over, the job runs" wait_for 6 grep -qx ran "$T/run.out"
+check "once the grace is over, the job runs" wait_for 8 grep -qx ran "$T/run.out"
 wait "$job"
 is "$?" 0 "... and succeeds"
 check "... and the session opens" wait_for 5 grep -q '^open: 0' "$T/pam.out"

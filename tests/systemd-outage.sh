@@ -99,4 +99,26 @@ is "$(state h1 strict.service)" failed "Redis down, --on-error=deny: the unit fa
 like "$(ns_prop h1 strict.service ExecStartPre)" "status=69" "... with exit 69"
 ns h1 systemctl stop lenient.service
 
+# --- Redis back without its state: the unit waits out the grace, and says why ---------
+# Started on a path of its own, given an epoch whose grace lasts 15 s, and
+# only then put where the agents look: none of them can find it before.
+REDIS_SOCK=$T/shared/redis-next.sock start_redis
+until_ms=$(( $(REDIS_SOCK=$T/shared/redis-next.sock rcli TIME | head -n1) * 1000 + 15000 ))
+REDIS_SOCK=$T/shared/redis-next.sock rcli SET fleetsem:epoch "$(printf '%032x' $((RANDOM + 1))) $until_ms" >/dev/null
+mv "$T/shared/redis-next.sock" "$REDIS_SOCK"
+svc h1 patient.service
+ns h1 fleetsem limit patient.service 1 >/dev/null
+check "h1's agent is back on Redis" wait_for 20 sh -c "nsenter -t $(ns_leader h1) -a -- fleetsem metrics | grep -qx 'fleetsem_redis_up 1'"
+ns h1 systemctl start --no-block patient.service
+check "a unit started in the grace waits, saying why in systemctl status" \
+        wait_for 15 sh -c "nsenter -t $(ns_leader h1) -a -- systemctl show -P StatusText patient.service | grep -q 'no slot is granted for another'"
+like "$(ns_prop h1 patient.service StatusText)" "^Waiting for fleet slot patient: no slot is granted for another .*: Redis lost its fleetsem state" \
+        "... for how long, and that Redis lost its state"
+like "$(journal h1 -u patient.service)" "patient: no slot is granted for another" "... and in its journal"
+like "$(journal h1 -u fleetsemd.service -p notice)" "No slot is granted through Redis .* Redis lost its fleetsem state" \
+        "the agent logs the grace at notice level, with the reason"
+check "once the grace is over, the unit runs" wait_for 20 sh -c "[ \"\$(nsenter -t $(ns_leader h1) -a -- systemctl show -P ActiveState patient.service)\" = active ]"
+is "$(rcli ZCARD 'fleetsem:{patient}:holders')" 1 "... holding its slot"
+ns h1 systemctl stop patient.service
+
 ns_done_testing

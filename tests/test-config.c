@@ -214,7 +214,18 @@ static void test_password_file(void) {
 /* ---- Users and groups, from files of our own through nss_wrapper ---------------- */
 
 #define MANY_GROUPS 300                 /* more than an array of 256 held */
+/* nss_wrapper reads its files growing its copy a line at a time, and the
+ * sanitizer's realloc copies every time: under it, the user in more than
+ * USER_GROUPS_MAX groups (a file of 1.3 MB) would take many minutes, so
+ * that case runs in the plain build only, and the large entry is smaller
+ * (~5 KiB, still past the first buffer). */
+#ifdef __SANITIZE_ADDRESS__
+#define BIG_GROUP_MEMBERS 400
+#define HUGE_GROUPS 0
+#else
 #define BIG_GROUP_MEMBERS 3000          /* an entry of ~40 KiB */
+#define HUGE_GROUPS 1
+#endif
 
 static bool nss_wrapped(void) {
         const char *e = getenv("NSS_WRAPPER_GROUP");
@@ -250,7 +261,7 @@ static int write_nss_files(const char *d) {
         for (unsigned i = 0; i < BIG_GROUP_MEMBERS; i++)
                 fprintf(f, "member%06u,", i);
         fprintf(f, "alice\n");
-        for (unsigned i = 1; i <= USER_GROUPS_MAX; i++)
+        for (unsigned i = 1; HUGE_GROUPS && i <= USER_GROUPS_MAX; i++)
                 fprintf(f, "h%u:x:%u:huge\n", i, 100000 + i);
         fclose(f);
         return setenv("NSS_WRAPPER_GROUP", path, 1) < 0 ? -errno : 0;
@@ -264,12 +275,16 @@ static void test_groups(void) {
         CHECK_INT(user_group_member("alice", 4001, "alice"), 1, "alice is in her primary group");
         CHECK_INT(user_group_member("alice", 4001, "g1"), 0, "alice is not in g1");
         CHECK_INT(user_group_member("alice", 4001, "nosuchgroup"), 0, "nor in a group that does not exist");
-        CHECK_INT(user_group_member("alice", 4001, "bigg"), 1, "alice is the last member of a group of 3001");
+        CHECK_INT(user_group_member("alice", 4001, "bigg"), 1, "alice is the last member of a group of " STRINGIFY(BIG_GROUP_MEMBERS) " and her");
         CHECK_INT(user_group_member("many", 4002, "g1"), 1, "many is in its first group");
         CHECK_INT(user_group_member("many", 4002, "g300"), 1, "and in its 300th");
         CHECK(user_in_group("many", 4002, "g300"), "user_in_group() says so too");
         CHECK_INT(user_group_member("huge", 4003, "huge"), 1, "huge is in its primary group (nothing to list)");
-        CHECK_INT(user_group_member("huge", 4003, "h1"), -E2BIG, "a user in more than " STRINGIFY(USER_GROUPS_MAX) " groups is an error");
+        if (HUGE_GROUPS)
+                CHECK_INT(user_group_member("huge", 4003, "h1"), -E2BIG,
+                          "a user in more than " STRINGIFY(USER_GROUPS_MAX) " groups is an error");
+        else
+                printf("# (a user in more than " STRINGIFY(USER_GROUPS_MAX) " groups: in the plain build)\n");
 
         CHECK_INT(user_groups("many", 4002, MANY_GROUPS + 1, &groups, &n), 0, "user_groups() of many");
         CHECK_INT(n, MANY_GROUPS + 1, "301 groups: 300 and the primary one");
@@ -291,7 +306,8 @@ static void test_permits(void) {
         CHECK_INT(config_permits(&c, 4002, "day-1"), 0, "but not for day-1");
         CHECK_INT(config_permits(&c, 4001, "day-1"), 1, "alice may ask for day-1");
         CHECK_INT(config_permits(&c, 4001, "night-1"), 0, "but not for night-1");
-        CHECK_INT(config_permits(&c, 4003, "huge-1"), -E2BIG, "huge's groups are no answer, never a no");
+        if (HUGE_GROUPS)
+                CHECK_INT(config_permits(&c, 4003, "huge-1"), -E2BIG, "huge's groups are no answer, never a no");
         CHECK_INT(config_permits(&c, 9999, "night-1"), 0, "an unknown uid may ask for nothing");
         CHECK_INT(config_permits(&c, 0, "huge-1"), 1, "root may ask for anything");
         config_done(&c);
