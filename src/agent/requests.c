@@ -117,6 +117,19 @@ static int request_watch(Client *c, const Request *req, int *ret_fd) {
         return 0;
 }
 
+/* Whether a uid's count of what it holds or waits for here (leases, or
+ * other names) is at its limit; if so, the request is refused, saying so. */
+static bool past_user_limit(Client *c, const Request *req, size_t count, unsigned max, const char *what,
+                            const char *key) {
+        if (count < max)
+                return false;
+        log_uid(c->cred.uid, now_mono(), LOG_WARNING, "Refused %s to uid " UID_FMT ": it holds or waits for %u%s here (%s).",
+                req->name, c->cred.uid, max, what[0] ? what : " leases", key);
+        client_send_error(c, ERROR_CODE_LIMIT, "uid " UID_FMT " holds or waits for %u%s on this host already (%s)",
+                          c->cred.uid, max, what[0] ? what : " slots", key);
+        return true;
+}
+
 static void handle_acquire(Client *c, const Request *req) {
         Agent *a = c->agent;
         _cleanup_close_ int watch = -EBADF;
@@ -166,22 +179,12 @@ static void handle_acquire(Client *c, const Request *req) {
 
         /* A new lease: within its user's budget, and with a file
          * descriptor to spare for its watch. */
-        if (c->cred.uid != 0 && slots_leases_of(&a->slots, c->cred.uid) >= a->config->max_leases_per_user) {
-                log_uid(c->cred.uid, now_mono(), LOG_WARNING,
-                        "Refused %s to uid " UID_FMT ": it holds or waits for %u leases here (max_leases_per_user).",
-                        req->name, c->cred.uid, a->config->max_leases_per_user);
-                client_send_error(c, ERROR_CODE_LIMIT, "uid " UID_FMT " holds or waits for %u slots on this host already "
-                                  "(max_leases_per_user)", c->cred.uid, a->config->max_leases_per_user);
+        if (c->cred.uid != 0 &&
+            (past_user_limit(c, req, slots_leases_of(&a->slots, c->cred.uid), a->config->max_leases_per_user,
+                             "", "max_leases_per_user") ||
+             past_user_limit(c, req, slots_names_of(&a->slots, c->cred.uid, req->name), a->config->max_names_per_user,
+                             " other names", "max_names_per_user")))
                 return;
-        }
-        if (c->cred.uid != 0 && slots_names_of(&a->slots, c->cred.uid, req->name) >= a->config->max_names_per_user) {
-                log_uid(c->cred.uid, now_mono(), LOG_WARNING,
-                        "Refused %s to uid " UID_FMT ": it holds or waits for %u other names here (max_names_per_user).",
-                        req->name, c->cred.uid, a->config->max_names_per_user);
-                client_send_error(c, ERROR_CODE_LIMIT, "uid " UID_FMT " holds or waits for %u other names on this host "
-                                  "already (max_names_per_user)", c->cred.uid, a->config->max_names_per_user);
-                return;
-        }
         if (agent_short_of_fds(a, c->cred.uid)) {
                 log_uid(c->cred.uid, now_mono(), LOG_WARNING, "Refused %s to uid " UID_FMT ": short of file descriptors.",
                         req->name, c->cred.uid);
