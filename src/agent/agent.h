@@ -173,6 +173,10 @@ struct Agent {
         struct Batch *batches;          /* calls waiting for it, one batch per name */
         char sha[N_SCRIPTS][41];
         char *script_text[N_SCRIPTS];
+        /* Redis' state changed (up, down, another master): what the rest
+         * of the agent does then, set by main.c, so that redis-io.c calls
+         * nothing above it. */
+        void (*redis_changed)(Agent *a);
         bool adopted;
         size_t adopt_pending;           /* re-adoption: replies still awaited */
         size_t adopt_count;
@@ -212,7 +216,6 @@ int redis_key_command(Agent *a, redis_reply_cb cb, void *userdata, int argc, con
 uint64_t redis_grace_until(Agent *a, const char *name);
 /* "cluster, 3 of 3 masters up" and the like, for status; "" otherwise. */
 void redis_io_describe(Agent *a, char *buf, size_t size);
-usec_t now_mono(void);
 
 /* The engine's effects (SlotsOps), by the file that carries them out. */
 int io_call_acquire(void *ctx, Lease *l);
@@ -263,6 +266,9 @@ int on_clients_finished(sd_event_source *s, void *userdata);
 
 /* requests.c: a client's request */
 int client_io(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+/* STATUS and METRICS asked while the first connection to Redis was made:
+ * answered now that Redis is up, or down. */
+void requests_resume_deferred(Agent *a);
 
 /* budgets.c: what each uid may use, and the file descriptors left */
 /* New connections of one non-root uid: CONNECT_RATE a second, in bursts of
@@ -297,7 +303,6 @@ void adopt_start(Agent *a);
 /* name "": every name in use. summary: a NAME line for each (idle ones
  * too), without holders and waiters. */
 void status_request(Agent *a, Client *c, const char *name, bool summary);
-void status_deferred(Agent *a);         /* answers them once Redis is up, or down */
 void status_mark_dirty(Agent *a);
 int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata);
 

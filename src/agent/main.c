@@ -245,10 +245,20 @@ static const SlotsOps agent_slots_ops = {
         .changed = io_changed,
 };
 
+/* Redis' state changed: re-adoption of the slots held before this agent
+ * (once, when Redis is first up), the STATUS and METRICS that waited for
+ * Redis, and STATUS= for systemd. */
+static void on_redis_changed(Agent *a) {
+        if (a->state == REDIS_READY && !a->adopted)
+                adopt_start(a);
+        requests_resume_deferred(a);
+        status_mark_dirty(a);
+}
+
 static int run(int argc, char *argv[]) {
         _cleanup_(sd_event_unrefp) sd_event *e = NULL;
         Config config;
-        Agent agent = { .listen_fd = -EBADF, .root_fd = -EBADF };
+        Agent agent = { .listen_fd = -EBADF, .root_fd = -EBADF, .redis_changed = on_redis_changed };
         char redis[300];
         int r;
 

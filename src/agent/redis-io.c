@@ -64,10 +64,6 @@ typedef struct Shard {
         usec_t retry_at;                /* CLOCK_MONOTONIC: not connected to before */
 } Shard;
 
-usec_t now_mono(void) {
-        return now_usec(CLOCK_MONOTONIC);
-}
-
 static Agent *agent_of(void *ctx) {
         return ctx;
 }
@@ -1186,10 +1182,9 @@ static void shard_down(Shard *sh, int error, const char *why) {
         if (!cluster_mode(a) || a->state != REDIS_READY || !any_shard_ready(a)) {
                 a->state = REDIS_DOWN;
                 slots_redis_down(&a->slots, a->redis_error, now_mono());
-                status_deferred(a);
         }
         reconnect_in(a, sh->backoff);
-        status_mark_dirty(a);
+        a->redis_changed(a);
 }
 
 /* Shards that own hash slots: all of them must be up before a Cluster
@@ -1231,12 +1226,10 @@ static void redis_maybe_up(Agent *a, bool reset, usec_t grace, const char *why) 
         a->up_why = NULL;
         a->state = REDIS_READY;
         a->redis_error[0] = '\0';
-        if (!a->adopted)
-                adopt_start(a);
+        /* (Re-adoption, if not done yet, starts first.) */
+        a->redis_changed(a);
         slots_redis_up(&a->slots, reset, grace, why, now_mono());
         io_name_subscribe_all(a);
-        status_deferred(a);
-        status_mark_dirty(a);
 }
 
 /* grace: what is left of the time after a reset in which nobody is
@@ -1804,8 +1797,7 @@ static void map_unreachable(Agent *a) {
         if (a->state == REDIS_READY || a->state == REDIS_CONNECTING) {
                 a->state = REDIS_DOWN;
                 slots_redis_down(&a->slots, a->redis_error, now_mono());
-                status_deferred(a);
-                status_mark_dirty(a);
+                a->redis_changed(a);
         }
 }
 
@@ -2008,7 +2000,7 @@ static void on_switch_master(RedisConn *conn, const RedisReply *reply, void *use
                         slots_redis_down(&a->slots, "the master changed (Sentinel failover)", now_mono());
                 if (a->state != REDIS_DOWN)
                         a->state = REDIS_CONNECTING;
-                status_mark_dirty(a);
+                a->redis_changed(a);
         }
         a->backoff = 0;
         connect_all(a);
@@ -2149,7 +2141,6 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         usec_t now = now_mono();
 
         (void) usec;
-        client_sweep(a);
         if (sentinel_mode(a))
                 sentinel_watch(a);      /* after the watching Sentinel went */
         for (size_t i = 0; i < a->n_shards; i++) {

@@ -356,3 +356,16 @@ int client_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         client_update_events(c);
         return 0;
 }
+
+void requests_resume_deferred(Agent *a) {
+        Client *c, *next;
+
+        LIST_FOREACH_SAFE(clients, c, next, a->clients)
+                if (c->status_deferred) {
+                        c->status_deferred = false;
+                        if (c->metrics)
+                                metrics_request(a, c);
+                        else
+                                status_request(a, c, c->status_name, false);
+                }
+}

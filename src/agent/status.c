@@ -341,16 +341,3 @@ void status_mark_dirty(Agent *a) {
         (void) sd_event_source_set_time_relative(a->status_source, 250 * USEC_PER_MSEC);
         (void) sd_event_source_set_enabled(a->status_source, SD_EVENT_ONESHOT);
 }
-
-void status_deferred(Agent *a) {
-        Client *c, *next;
-
-        LIST_FOREACH_SAFE(clients, c, next, a->clients)
-                if (c->status_deferred) {
-                        c->status_deferred = false;
-                        if (c->metrics)
-                                metrics_request(a, c);
-                        else
-                                status_request(a, c, c->status_name, false);
-                }
-}

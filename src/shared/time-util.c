@@ -144,6 +144,10 @@ const char *format_duration(char *buf, size_t size, usec_t u) {
         return buf;
 }
 
+usec_t now_mono(void) {
+        return now_usec(CLOCK_MONOTONIC);
+}
+
 usec_t now_usec(clockid_t clock) {
         struct timespec ts;
 

@@ -20,3 +20,5 @@ const char *format_duration(char *buf, size_t size, usec_t u);
 #define FORMAT_DURATION_MAX 64
 
 usec_t now_usec(clockid_t clock);
+/* CLOCK_MONOTONIC: the agent's clock for leases, timers and budgets. */
+usec_t now_mono(void);
