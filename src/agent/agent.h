@@ -146,6 +146,7 @@ struct Agent {
         unsigned map_next;              /* … which node next */
         unsigned map_failed;            /* … how many failed in a row */
         bool map_inflight;
+        unsigned map_pass;              /* counts the maps read */
         bool map_known;
         sd_event_source *map_source;    /* cluster: ask for the map again, soon */
         bool up_reset;                  /* cluster: a shard reset before all were up */

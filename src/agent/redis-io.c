@@ -62,6 +62,7 @@ typedef struct Shard {
         int epoch_slot;                 /* cluster: the slot its epoch key is in (-1: none yet) */
         usec_t backoff;                 /* after it went: how long before it is tried again */
         usec_t retry_at;                /* CLOCK_MONOTONIC: not connected to before */
+        unsigned map_pass;              /* cluster: the last map that named it (a->map_pass) */
 } Shard;
 
 static Agent *agent_of(void *ctx) {
@@ -1623,25 +1624,58 @@ static void shard_connect(Shard *sh) {
         }
 }
 
-static Shard *shard_new(Agent *a, const char *host, uint16_t port) {
-        Shard *sh;
+/* sh as new, for host:port (NULL: the one server of a URL that is not a
+ * Cluster's), keeping its place in a->shards. */
+static int shard_init(Shard *sh, Agent *a, uint8_t index, const char *host, uint16_t port) {
+        char *h = NULL;
 
-        if (a->n_shards >= SHARDS_MAX)
-                return NULL;
-        sh = calloc(1, sizeof(*sh));
-        if (!sh)
-                return NULL;
-        *sh = (Shard) { .agent = a, .index = (uint8_t) a->n_shards, .port = port, .state = REDIS_DOWN, .n_replicas = -1,
+        if (host && !(h = strdup(host)))
+                return -ENOMEM;
+        *sh = (Shard) { .agent = a, .index = index, .host = h, .port = port, .state = REDIS_DOWN, .n_replicas = -1,
                         .epoch_slot = -1 };
-        if (host && !(sh->host = strdup(host))) {
-                free(sh);
-                return NULL;
-        }
         if (host)
                 snprintf(sh->name, sizeof(sh->name), "%s%s%s:%u", strchr(host, ':') ? "[" : "", host,
                          strchr(host, ':') ? "]" : "", port);
         else
                 snprintf(sh->name, sizeof(sh->name), "%s", a->redis_name);
+        return 0;
+}
+
+/* A Cluster node that owns nothing, is not up and is not named by the map
+ * being read: its place is taken by a new one. Nodes come and go over a
+ * Cluster's life (new addresses after a move, a replacement); the table
+ * holds SHARDS_MAX at once, not in all. */
+static Shard *shard_reuse(Agent *a, const char *host, uint16_t port) {
+        for (size_t i = 0; i < a->n_shards; i++) {
+                Shard *sh = a->shards[i];
+
+                if (sh->n_slots > 0 || sh->state == REDIS_READY || sh->map_pass == a->map_pass)
+                        continue;
+                log_info("Redis Cluster: forgetting %s, which owns no hash slot, for %s:%u.", sh->name, host, port);
+                shard_disconnect(sh, REDIS_DOWN);
+                free(sh->host);
+                if (shard_init(sh, a, sh->index, host, port) < 0) {
+                        /* Out of memory: the place is kept, as a node of no address. */
+                        sh->host = NULL;
+                        return NULL;
+                }
+                return sh;
+        }
+        return NULL;
+}
+
+static Shard *shard_new(Agent *a, const char *host, uint16_t port) {
+        Shard *sh;
+
+        if (a->n_shards >= SHARDS_MAX)
+                return host ? shard_reuse(a, host, port) : NULL;
+        sh = malloc(sizeof(*sh));
+        if (!sh)
+                return NULL;
+        if (shard_init(sh, a, (uint8_t) a->n_shards, host, port) < 0) {
+                free(sh);
+                return NULL;
+        }
         a->shards[a->n_shards++] = sh;
         return sh;
 }
@@ -1718,6 +1752,7 @@ static int map_apply(Agent *a, const RedisReply *reply) {
         if (!owner)
                 return -ENOMEM;
         memset(owner, SLOT_NONE, REDIS_CLUSTER_SLOTS);
+        a->map_pass++;
         for (size_t i = 0; i < n; i++) {
                 const RedisReply *range = redis_reply_array_get(reply, i), *node;
                 long long start, end, port;
@@ -1736,6 +1771,7 @@ static int map_apply(Agent *a, const RedisReply *reply) {
                 sh = shard_get(a, host, (uint16_t) port);
                 if (!sh)
                         return -E2BIG;
+                sh->map_pass = a->map_pass;
                 memset(owner + start, sh->index, (size_t) (end - start + 1));
                 covered += (size_t) (end - start + 1);
         }
