@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 # fake-cluster-node.py PORT HOST REAL_PORT N: a Redis Cluster node that
 # answers CLUSTER SLOTS, for the tests: its first N answers give every hash
-# slot to a node at a new address each time (a port nothing listens on),
-# the ones after to HOST:REAL_PORT. AUTH is taken; anything else refused.
-# Prints "answered K PORT" for each answer, flushed.
+# slot to a node at a new address each time (a port nothing listens on;
+# with $FAKE_NAMES=IP:PORT, to that address), the ones after to
+# HOST:REAL_PORT. AUTH is taken; anything else refused. Listens on
+# $FAKE_BIND (default 127.0.0.1). Prints "answered K PORT" for each answer
+# and "got COMMAND" for each command it is sent (no arguments), flushed.
+import os
 import socket
 import sys
 import threading
@@ -32,12 +35,19 @@ def bulk(s):
 
 def slots_reply():
     global answers
+    h = host
     with lock:
         answers += 1
         k = answers
-        p = unused_port() if k <= n else real_port
+        if k > n:
+            p = real_port
+        elif os.environ.get("FAKE_NAMES"):
+            h, p = os.environ["FAKE_NAMES"].rsplit(":", 1)
+            p = int(p)
+        else:
+            p = unused_port()
     print("answered %d %d" % (k, p), flush=True)
-    node = b"*3\r\n" + bulk(host) + b":%d\r\n" % p + bulk("%040x" % p)
+    node = b"*3\r\n" + bulk(h) + b":%d\r\n" % p + bulk("%040x" % p)
     return b"*1\r\n*3\r\n:0\r\n:16383\r\n" + node
 
 
@@ -58,6 +68,7 @@ def commands(f):
 def serve(conn):
     with conn, conn.makefile("rb") as f:
         for args in commands(f):
+            print("got %s" % args[0], flush=True)
             if args[:2] == ["CLUSTER", "SLOTS"]:
                 conn.sendall(slots_reply())
             elif args[:1] == ["AUTH"]:
@@ -68,7 +79,7 @@ def serve(conn):
 
 srv = socket.socket()
 srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind(("127.0.0.1", port))
+srv.bind((os.environ.get("FAKE_BIND", "127.0.0.1"), port))
 srv.listen(64)
 print("listening", flush=True)
 while True:

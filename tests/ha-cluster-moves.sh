@@ -10,13 +10,7 @@ TTL=1s
 . "$(dirname "$0")/lib-cluster.sh"
 N=72
 
-acl_audit_setup
-P=$(free_port)
-# (A node alone knows no address of its own to give in CLUSTER SLOTS.)
-cluster_server "$P" --cluster-announce-ip 127.0.0.1
-ccli "$P" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null
-C_PORTS=("$P")
-check "a one-node Cluster owns every hash slot" wait_for 10 cluster_ok
+cluster_one_node
 F=$(free_port)
 python3 "$(dirname "$0")/fake-cluster-node.py" "$F" 127.0.0.1 "$P" "$N" >"$T/fake.out" 2>&1 &
 fake=$!

@@ -6,6 +6,7 @@
 #                             (the masters' ports), C_ID[PORT] (their node
 #                             ids) and CLUSTER_URL
 #   ccli PORT ARGS...         redis-cli to that one node (no -c: no redirects)
+#   cluster_one_node          one master owning every hash slot, port in P
 #   cluster_keyslot KEY       the hash slot of KEY
 #   cluster_owner SLOT        the port of the master that says it owns SLOT
 #   cluster_slots PORT        how many slots that master says it owns
@@ -74,6 +75,18 @@ cluster_start() {
         for p in "${C_PORTS[@]}"; do C_ID[$p]=$(ccli "$p" CLUSTER MYID); done
         wait_for 30 cluster_agrees || bail "the nodes do not agree on the slots"
         CLUSTER_URL="cluster://fleetsem@127.0.0.1:${C_PORTS[0]},127.0.0.1:${C_PORTS[1]},127.0.0.1:${C_PORTS[2]}"
+}
+
+# cluster_one_node: one master that owns every hash slot, in P (it
+# announces 127.0.0.1: a node alone knows no address of its own to give in
+# CLUSTER SLOTS).
+cluster_one_node() {
+        acl_audit_setup
+        P=$(free_port)
+        cluster_server "$P" --cluster-announce-ip 127.0.0.1
+        ccli "$P" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null
+        C_PORTS=("$P")
+        wait_for 10 cluster_ok || bail "the one-node Cluster did not reach cluster_state:ok"
 }
 
 cluster_keyslot() { ccli "${C_PORTS[0]}" CLUSTER KEYSLOT "$1"; }

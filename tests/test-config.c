@@ -211,6 +211,58 @@ static void test_password_file(void) {
         free(err);
 }
 
+/* ---- cluster_allow ---------------------------------------------------------------- */
+
+static void test_cluster_allow(void) {
+        static const char *const bad[] = { "10.0.0.0/33", "fd00::/129", "10.0.0/8", "host.example", "10.0.0.0/",
+                                           "/8", "10.0.0.0/8x", "" };
+        char *err = NULL;
+        const char *why;
+        Config c;
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                config_init(&c);
+                CHECK(config_set(&c, "cluster_allow", bad[i], &why) < 0, "cluster_allow = \"%s\" is refused", bad[i]);
+                config_done(&c);
+        }
+
+        config_init(&c);
+        CHECK_INT(config_set(&c, "redis", "cluster://10.1.2.3:7000,[fd00:1::5]:7000,127.0.0.1:7001", &why), 0,
+                  "a cluster URL");
+        CHECK_INT(config_finish(&c, &err), 0, "without cluster_allow: derived from the seeds");
+        CHECK(config_cluster_allows(&c, "10.1.2.200"), "a seed's /24 is allowed");
+        CHECK(!config_cluster_allows(&c, "10.1.3.1"), "the next /24 is not");
+        CHECK(config_cluster_allows(&c, "fd00:1::ffff:1"), "an IPv6 seed's /64 is allowed");
+        CHECK(!config_cluster_allows(&c, "fd00:2::1"), "another /64 is not");
+        CHECK(!config_cluster_allows(&c, "127.1.0.1"), "127.1.0.1 is not in 127.0.0.0/24");
+        CHECK(!config_cluster_allows(&c, "evil.example"), "a name that is no seed's is not");
+        config_done(&c);
+        free(err);
+        err = NULL;
+
+        config_init(&c);
+        CHECK_INT(config_set(&c, "redis", "cluster://10.1.2.3:7000", &why), 0, "a cluster URL");
+        CHECK_INT(config_set(&c, "cluster_allow", "192.168.0.0/16 2001:db8::/32", &why), 0, "cluster_allow, two networks");
+        CHECK_INT(config_set(&c, "cluster_allow", "172.16.5.5", &why), 0, "... and an address on a line of its own");
+        CHECK_INT(config_finish(&c, &err), 0, "finishes");
+        CHECK(config_cluster_allows(&c, "192.168.200.1"), "192.168.200.1 is in 192.168.0.0/16");
+        CHECK(config_cluster_allows(&c, "2001:db8:ffff::1"), "2001:db8:ffff::1 is in 2001:db8::/32");
+        CHECK(config_cluster_allows(&c, "172.16.5.5"), "the single address is");
+        CHECK(!config_cluster_allows(&c, "172.16.5.6"), "its neighbour is not");
+        CHECK(!config_cluster_allows(&c, "10.1.2.4"), "with cluster_allow, the seed's network is not added");
+        config_done(&c);
+        free(err);
+        err = NULL;
+
+        config_init(&c);
+        CHECK_INT(config_set(&c, "redis", "redis://10.1.2.3", &why), 0, "a plain URL");
+        CHECK_INT(config_set(&c, "cluster_allow", "10.0.0.0/8", &why), 0, "cluster_allow");
+        CHECK(config_finish(&c, &err) < 0 && err && strstr(err, "not a cluster:// URL"),
+              "cluster_allow without a Cluster is an error: %s", err ? err : "(none)");
+        config_done(&c);
+        free(err);
+}
+
 /* ---- Users and groups, from files of our own through nss_wrapper ---------------- */
 
 #define MANY_GROUPS 300                 /* more than an array of 256 held */
@@ -360,6 +412,7 @@ int main(int argc, char *argv[]) {
         test_bad_files();
         test_password_file();
         test_keys();
+        test_cluster_allow();
         if (nss_wrapped()) {
                 _cleanup_free_ char *nss_dir = strdup(getenv("NSS_WRAPPER_GROUP"));
 

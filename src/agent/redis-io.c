@@ -1691,21 +1691,53 @@ static bool host_is_valid(const char *host) {
                strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") == strlen(host);
 }
 
-/* The Cluster node at host:port: known, or new (and being connected to). */
-static Shard *shard_get(Agent *a, const char *host, uint16_t port) {
+/* A node outside cluster_allow (or the seeds' networks) is never
+ * connected to: whoever answers at an address a peer names would get the
+ * password. Said once per address in a row, and in status. */
+static bool node_allowed(Agent *a, const char *host, uint16_t port) {
+        char name[sizeof(a->cluster_refused)];
+
+        if (config_cluster_allows(a->config, host))
+                return true;
+        snprintf(name, sizeof(name), "%s%s%s:%u", strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", port);
+        if (!streq(name, a->cluster_refused))
+                log_warning("Redis Cluster: not connecting to %s, which a node named: it is outside cluster_allow "
+                            "(or, without it, the seed nodes' networks).", name);
+        snprintf(a->cluster_refused, sizeof(a->cluster_refused), "%s", name);
+        a->n_cluster_refused++;
+        return false;
+}
+
+/* The Cluster node at host:port: known, or new (and being connected to);
+ * NULL when it cannot be (-ENOENT in *ret_error, may be NULL: not allowed;
+ * -E2BIG: no room). */
+static Shard *shard_get_full(Agent *a, const char *host, uint16_t port, int *ret_error) {
         Shard *sh;
 
+        if (ret_error)
+                *ret_error = -EINVAL;
         if (!host_is_valid(host) || port == 0)
                 return NULL;
         for (size_t i = 0; i < a->n_shards; i++)
                 if (a->shards[i]->port == port && streq(a->shards[i]->host, host))
                         return a->shards[i];
+        if (!node_allowed(a, host, port)) {
+                if (ret_error)
+                        *ret_error = -ENOENT;
+                return NULL;
+        }
+        if (ret_error)
+                *ret_error = -E2BIG;
         sh = shard_new(a, host, port);
         if (sh) {
                 log_info("Redis Cluster: master %s is new to this agent; connecting.", sh->name);
                 shard_connect(sh);
         }
         return sh;
+}
+
+static Shard *shard_get(Agent *a, const char *host, uint16_t port) {
+        return shard_get_full(a, host, port, NULL);
 }
 
 /* ---- The Cluster's map -------------------------------------------------------------
@@ -1745,6 +1777,7 @@ static int map_apply(Agent *a, const RedisReply *reply) {
         _cleanup_free_ uint8_t *owner = NULL;
         size_t n = redis_reply_array_len(reply), covered = 0;
         bool changed = false;
+        int r;
 
         if (n == 0)
                 return -EBADMSG;
@@ -1768,9 +1801,11 @@ static int map_apply(Agent *a, const RedisReply *reply) {
                         return -EBADMSG;
                 if (!host_is_valid(host))
                         continue;       /* "?": a node whose address is not known yet */
-                sh = shard_get(a, host, (uint16_t) port);
+                sh = shard_get_full(a, host, (uint16_t) port, &r);
+                if (!sh && r == -ENOENT)
+                        continue;       /* not allowed: its slots are unreachable, as the log and status say */
                 if (!sh)
-                        return -E2BIG;
+                        return r;
                 sh->map_pass = a->map_pass;
                 memset(owner + start, sh->index, (size_t) (end - start + 1));
                 covered += (size_t) (end - start + 1);
@@ -1944,7 +1979,9 @@ void redis_io_describe(Agent *a, char *buf, size_t size) {
                         owning++;
                         up += a->shards[i]->state == REDIS_READY;
                 }
-        snprintf(buf, size, "%zu of %zu Cluster masters up", up, owning);
+        snprintf(buf, size, "%zu of %zu Cluster masters up%s%s%s", up, owning,
+                 a->cluster_refused[0] ? "; refused " : "", a->cluster_refused,
+                 a->cluster_refused[0] ? " (not in cluster_allow)" : "");
 }
 
 /* ---- Sentinel ---------------------------------------------------------------------- */

@@ -305,7 +305,7 @@ int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) s;
         (void) usec;
         a->status_dirty = false;
-        char master[400] = "";
+        char master[440] = "";
 
         if (a->config->redis.master_name && a->state == REDIS_READY) {
                 char since[32] = "";
@@ -316,7 +316,7 @@ int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                         strftime(since, sizeof(since), " since %H:%M:%S", &tm);
                 snprintf(master, sizeof(master), " (master %s%s)", a->master_name, since);
         } else if (a->config->redis.cluster) {
-                char shards[64];
+                char shards[400];
 
                 redis_io_describe(a, shards, sizeof(shards));
                 if (shards[0])

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <limits.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 #include "protocol.h"
 
 #define ALLOW_RULES_MAX 1024
+#define NET_RULES_MAX 256
 
 typedef struct ConfigKey ConfigKey;
 typedef int (*config_parser)(Config *c, const ConfigKey *k, const char *value, const char **ret_why);
@@ -58,6 +60,7 @@ void config_done(Config *c) {
         for (size_t i = 0; i < c->n_allow; i++)
                 allow_rule_done(&c->allow[i]);
         free(c->allow);
+        free(c->cluster_allow);
         for (size_t i = 0; i < c->n_limits; i++)
                 free(c->limits[i].pattern);
         free(c->limits);
@@ -183,6 +186,68 @@ static int parse_limit(Config *c, const ConfigKey *k, const char *value, const c
         return 0;
 }
 
+static int net_rule_add(Config *c, const NetRule *rule) {
+        NetRule *n;
+
+        if (c->n_cluster_allow >= NET_RULES_MAX)
+                return -E2BIG;
+        n = reallocarray(c->cluster_allow, c->n_cluster_allow + 1, sizeof(NetRule));
+        if (!n)
+                return -ENOMEM;
+        c->cluster_allow = n;
+        c->cluster_allow[c->n_cluster_allow++] = *rule;
+        return 0;
+}
+
+/* "cluster_allow = 10.1.0.0/16 fd00:1::/64 10.2.3.4": networks, added to
+ * those of earlier lines. */
+static int parse_cluster_allow(Config *c, const ConfigKey *k, const char *value, const char **ret_why) {
+        char buf[1024], *save = NULL;
+        int n = 0;
+
+        (void) k;
+        if (strlen(value) >= sizeof(buf))
+                return conf_why(ret_why, "too long");
+        strcpy(buf, value);
+        for (char *w = strtok_r(buf, " \t", &save); w; w = strtok_r(NULL, " \t", &save), n++) {
+                NetRule rule;
+
+                if (net_rule_parse(w, &rule) < 0)
+                        return conf_why(ret_why, "expected networks such as 10.1.0.0/16 or fd00::/8, or addresses");
+                if (net_rule_add(c, &rule) < 0)
+                        return conf_why(ret_why, "too many networks (at most 256)");
+        }
+        if (n == 0)
+                return conf_why(ret_why, "expected networks such as 10.1.0.0/16 or fd00::/8, or addresses");
+        c->cluster_allow_set = true;
+        return 0;
+}
+
+/* Without cluster_allow: the network of each seed node (its /24, or /64),
+ * those of a seed's name's addresses as the resolver gives them now (a
+ * name it cannot resolve yet is allowed as that name). */
+static void cluster_allow_derive(Config *c) {
+        for (size_t i = 0; i < c->redis.n_hosts; i++) {
+                struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+                NetRule rule;
+
+                if (net_rule_around(c->redis.hosts[i].host, &rule) >= 0) {
+                        (void) net_rule_add(c, &rule);
+                        continue;
+                }
+                if (getaddrinfo(c->redis.hosts[i].host, NULL, &hints, &res) != 0)
+                        continue;
+                for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+                        char host[NI_MAXHOST];
+
+                        if (getnameinfo(ai->ai_addr, ai->ai_addrlen, host, sizeof(host), NULL, 0, NI_NUMERICHOST) == 0 &&
+                            net_rule_around(host, &rule) >= 0 && !net_rules_match(c->cluster_allow, c->n_cluster_allow, host))
+                                (void) net_rule_add(c, &rule);
+                }
+                freeaddrinfo(res);
+        }
+}
+
 /* ---- The keys ------------------------------------------------------------------ */
 
 #define KEY_PER_USER(name)                                                                   \
@@ -200,6 +265,7 @@ static const ConfigKey config_keys[] = {
         { "key_prefix", parse_ident, FIELD(key_prefix, char[IDENT_MAX_LEN + 1]) },
         { "allow", parse_allow },
         { "limit", parse_limit },
+        { "cluster_allow", parse_cluster_allow },
         { "idle_time", parse_usec, FIELD(idle_time, usec_t), USEC_PER_SEC, 366 * 24 * 3600 * USEC_PER_SEC,
           "expected a duration such as 1d", "must be between 1s and 366d" },
         KEY_PER_USER(max_clients),
@@ -271,6 +337,10 @@ int config_finish(Config *c, char **ret_error) {
         }
         if (c->min_replicas_acked < 0)
                 c->min_replicas_acked = c->redis.master_name ? 1 : 0;
+        if (c->cluster_allow_set && !c->redis.cluster)
+                return conf_error(ret_error, -EINVAL, "cluster_allow is set, but redis is not a cluster:// URL");
+        if (c->redis.cluster && !c->cluster_allow_set)
+                cluster_allow_derive(c);
         return 0;
 }
 
@@ -297,6 +367,17 @@ int config_permits(const Config *c, uid_t uid, const char *name) {
         if (r < 0)
                 return r;
         return config_rules_permit(c, match, name);
+}
+
+bool config_cluster_allows(const Config *c, const char *host) {
+        if (net_rules_match(c->cluster_allow, c->n_cluster_allow, host))
+                return true;
+        if (c->cluster_allow_set)
+                return false;
+        for (size_t i = 0; i < c->redis.n_hosts; i++)
+                if (streq(c->redis.hosts[i].host, host))
+                        return true;
+        return false;
 }
 
 uint32_t config_limit_for(const Config *c, const char *name) {

@@ -7,6 +7,7 @@
 
 #include "conf-file.h"
 #include "names.h"
+#include "net-rules.h"
 #include "redis-address.h"
 #include "time-util.h"
 #include "user-rules.h"
@@ -47,6 +48,12 @@ typedef struct Config {
         unsigned max_leases_per_user;   /* held and waiting leases of one non-root uid */
         unsigned max_names_per_user;    /* distinct names one non-root uid holds or waits for */
         usec_t idle_time;       /* a name unused this long leaves Redis */
+        /* cluster://: the networks a Cluster node may be in for the agent to
+         * connect to it (and send it the password), as cluster_allow says or,
+         * without it, those of the seed nodes (see config_cluster_allows()). */
+        NetRule *cluster_allow;
+        size_t n_cluster_allow;
+        bool cluster_allow_set;         /* cluster_allow given, not derived */
 } Config;
 
 void config_init(Config *c);
@@ -72,4 +79,8 @@ bool config_rules_permit(const Config *c, const bool *match, const char *name);
 
 /* The most slots a request from this host for name may ask for
  * (UINT32_MAX when no limit rule matches). */
+/* Whether a Cluster node at host (as CLUSTER SLOTS, MOVED or ASK give it)
+ * may be connected to: in a cluster_allow network, or a seed node's own
+ * network or name. */
+bool config_cluster_allows(const Config *c, const char *host);
 uint32_t config_limit_for(const Config *c, const char *name);
