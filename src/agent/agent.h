@@ -154,12 +154,19 @@ struct Agent {
         bool up_reset;                  /* cluster: a shard reset before all were up */
         usec_t up_grace;
         const char *up_why;             /* GRACE_WHY_* of up_grace */
-        /* sentinel://: a connection to one Sentinel, first to ask for the
-         * master, then to hear of +switch-master; the master it named. */
+        /* sentinel://: a connection to one Sentinel to hear of
+         * +switch-master; one to each while they are asked for the
+         * master, taken once a quorum of them name the same; the master. */
         RedisConn *sentinel;            /* subscribed to +switch-master */
-        RedisConn *sentinel_query;      /* asking for the master's address */
-        unsigned sentinel_next, sentinel_query_next;    /* which Sentinel next */
+        unsigned sentinel_next;         /* which Sentinel watches next */
         bool sentinel_subscribed;
+        struct SentinelQuery {
+                Agent *agent;
+                RedisConn *conn;
+                char vote[280];         /* "HOST PORT" it named; "" none */
+                bool done;
+        } sentinel_q[REDIS_HOSTS_MAX];
+        size_t sentinel_q_pending;      /* of the round under way; 0: none */
         RedisAddress master;            /* host and port only */
         char master_name[300];          /* "host:port", for logs and status */
         usec_t master_since;            /* CLOCK_REALTIME of the last change */

@@ -2036,6 +2036,7 @@ static void sentinel_auth(Agent *a, RedisConn *c) {
 }
 
 static void sentinel_watch(Agent *a);
+static void sentinel_ask(Agent *a);
 
 static void on_switch_master(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Agent *a = userdata;
@@ -2058,25 +2059,10 @@ static void on_switch_master(RedisConn *conn, const RedisReply *reply, void *use
         if (sscanf(msg, "%200s %255s %7s %255s %7s", name, oldh, oldp, newh, newp) != 5 ||
             !streq(name, a->config->redis.master_name))
                 return;
-        if (master_set(a, newh, newp) < 0)
-                return;
-        log_warning("Sentinel: the master %s moved from %s:%s to %s; following it (a failover counts as a reset: "
-                    "holders are re-asserted, and nobody is granted anything for a while).", name, oldh, oldp,
-                    a->master_name);
-        {
-                /* Off the old master now (both connections), and onto the
-                 * new one at once. */
-                shard_disconnect(a->shards[0], REDIS_CONNECTING);
-                a->shards[0]->backoff = 0;
-                a->shards[0]->retry_at = 0;
-                if (a->state == REDIS_READY)
-                        slots_redis_down(&a->slots, "the master changed (Sentinel failover)", now_mono());
-                if (a->state != REDIS_DOWN)
-                        a->state = REDIS_CONNECTING;
-                a->redis_changed(a);
-        }
-        a->backoff = 0;
-        connect_all(a);
+        log_notice("Sentinel %s:%u says the master %s moved from %s:%s to %s:%s; asking every Sentinel.",
+                   sentinel_host(a, a->sentinel_next)->host, sentinel_host(a, a->sentinel_next)->port, name, oldh, oldp,
+                   newh, newp);
+        sentinel_ask(a);
 }
 
 static void on_sentinel_watch_state(RedisConn *conn, int error, const char *message, void *userdata) {
@@ -2109,60 +2095,156 @@ static void sentinel_watch(Agent *a) {
         }
 }
 
-static void sentinel_master_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        Agent *a = userdata;
-        char host[256], port[8];
+/* Asking every Sentinel of the URL for the master. The address is taken
+ * once a quorum of them (sentinel_quorum, by default a majority) name the
+ * same: one Sentinel, or whoever answers at its address, names nothing
+ * alone. Asked when no master is known, and when one Sentinel says
+ * +switch-master: the agent moves only when the quorum confirms it. */
+typedef struct SentinelQuery SentinelQuery;
 
-        if (conn != a->sentinel_query)
+static unsigned sentinel_quorum(const Agent *a) {
+        return a->config->sentinel_quorum ?: (unsigned) (a->config->redis.n_hosts / 2 + 1);
+}
+
+static void sentinel_query_drop(SentinelQuery *q) {
+        RedisConn *old = q->conn;
+
+        /* Detached first: freeing runs its callbacks with NULL. */
+        q->conn = NULL;
+        redis_conn_free(old);
+}
+
+/* The quorum's master differs from the one followed: off the old one (both
+ * connections) and onto the new one at once. */
+static void master_move(Agent *a, const char *host, const char *port, size_t votes) {
+        bool had = a->master.host;
+        char old[sizeof(a->master_name)];
+
+        snprintf(old, sizeof(old), "%s", a->master_name);
+        if (master_set(a, host, port) < 0)
                 return;
-        if (!reply || redis_reply_error(reply) || redis_reply_array_len(reply) != 2 ||
-            redis_reply_array_string(reply, 0, host, sizeof(host)) < 0 ||
-            redis_reply_array_string(reply, 1, port, sizeof(port)) < 0 || master_set(a, host, port) < 0) {
-                log_warning("Sentinel %s:%u does not name master %s%s%s; asking the next one.",
-                            sentinel_host(a, a->sentinel_query_next)->host, sentinel_host(a, a->sentinel_query_next)->port,
-                            a->config->redis.master_name, redis_reply_error(reply) ? ": " : "",
-                            redis_reply_error(reply) ?: "");
-                sentinel_drop(a, &a->sentinel_query);
-                a->sentinel_query_next++;
-                shard_down(a->shards[0], -EHOSTUNREACH, "no Sentinel named the master");
-                return;
-        }
-        sentinel_drop(a, &a->sentinel_query);
+        if (had) {
+                log_warning("Sentinel: %zu of %zu Sentinels name %s the master of %s, no more %s; following it (a "
+                            "failover counts as a reset: holders are re-asserted, and nobody is granted anything for a "
+                            "while).", votes, a->config->redis.n_hosts, a->master_name, a->config->redis.master_name, old);
+                shard_disconnect(a->shards[0], REDIS_CONNECTING);
+                a->shards[0]->backoff = 0;
+                a->shards[0]->retry_at = 0;
+                if (a->state == REDIS_READY)
+                        slots_redis_down(&a->slots, "the master changed (Sentinel failover)", now_mono());
+                if (a->state != REDIS_DOWN)
+                        a->state = REDIS_CONNECTING;
+                a->redis_changed(a);
+        } else
+                log_info("Sentinel: %zu of %zu Sentinels name %s the master of %s.", votes, a->config->redis.n_hosts,
+                         a->master_name, a->config->redis.master_name);
+        a->backoff = 0;
         connect_all(a);
 }
 
-static void on_sentinel_query_state(RedisConn *conn, int error, const char *message, void *userdata) {
-        Agent *a = userdata;
+static void sentinel_tally(Agent *a) {
+        size_t n = a->config->redis.n_hosts, best = 0, answered = 0;
+        const char *winner = NULL;
+        char host[256], port[8], name[sizeof(a->master_name)];
 
-        if (conn != a->sentinel_query)
+        for (size_t i = 0; i < n; i++) {
+                size_t k = 0;
+
+                if (!a->sentinel_q[i].vote[0])
+                        continue;
+                answered++;
+                for (size_t j = 0; j < n; j++)
+                        k += streq(a->sentinel_q[i].vote, a->sentinel_q[j].vote);
+                if (k > best) {
+                        best = k;
+                        winner = a->sentinel_q[i].vote;
+                }
+        }
+        if (!winner || best < sentinel_quorum(a) || sscanf(winner, "%255s %7s", host, port) != 2) {
+                log_warning("Sentinel: no quorum names the master of %s: %zu of %zu Sentinels answered, at most %zu "
+                            "agree%s%s (quorum %u).", a->config->redis.master_name, answered, n, best,
+                            winner ? " on " : "", winner ?: "", sentinel_quorum(a));
+                if (!a->master.host)
+                        shard_down(a->shards[0], -EHOSTUNREACH, "no quorum of Sentinels named the master");
+                return;
+        }
+        snprintf(name, sizeof(name), "%s%s%s:%s", strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", port);
+        if (a->master.host && streq(name, a->master_name))
+                return;         /* the quorum names the master followed */
+        master_move(a, host, port, best);
+}
+
+static void sentinel_vote(SentinelQuery *q, const char *vote) {
+        Agent *a = q->agent;
+
+        if (q->done)
+                return;
+        q->done = true;
+        snprintf(q->vote, sizeof(q->vote), "%s", vote);
+        sentinel_query_drop(q);
+        if (--a->sentinel_q_pending == 0)
+                sentinel_tally(a);
+}
+
+static void sentinel_master_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        SentinelQuery *q = userdata;
+        char host[256], port[8], vote[sizeof(q->vote)];
+        uint64_t p;
+
+        if (conn != q->conn)
+                return;
+        if (!reply || redis_reply_error(reply) || redis_reply_array_len(reply) != 2 ||
+            redis_reply_array_string(reply, 0, host, sizeof(host)) < 0 ||
+            redis_reply_array_string(reply, 1, port, sizeof(port)) < 0 || parse_uint64(port, 1, 65535, &p) < 0 ||
+            !host[0] || strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") != strlen(host)) {
+                const RedisHost *h = &q->agent->config->redis.hosts[q - q->agent->sentinel_q];
+
+                log_warning("Sentinel %s:%u does not name master %s%s%s.", h->host, h->port,
+                            q->agent->config->redis.master_name, redis_reply_error(reply) ? ": " : "",
+                            redis_reply_error(reply) ?: "");
+                sentinel_vote(q, "");
+                return;
+        }
+        snprintf(vote, sizeof(vote), "%s %s", host, port);
+        sentinel_vote(q, vote);
+}
+
+static void on_sentinel_query_state(RedisConn *conn, int error, const char *message, void *userdata) {
+        SentinelQuery *q = userdata;
+        Agent *a = q->agent;
+
+        if (conn != q->conn)
                 return;
         if (error < 0) {
-                log_warning("Failed to reach Sentinel %s:%u: %s", sentinel_host(a, a->sentinel_query_next)->host,
-                            sentinel_host(a, a->sentinel_query_next)->port, message);
-                sentinel_drop(a, &a->sentinel_query);
-                a->sentinel_query_next++;
-                shard_down(a->shards[0], error, "no Sentinel answered");
+                const RedisHost *h = &a->config->redis.hosts[q - a->sentinel_q];
+
+                log_warning("Failed to reach Sentinel %s:%u: %s", h->host, h->port, message);
+                sentinel_vote(q, "");
                 return;
         }
         sentinel_auth(a, conn);
-        if (redis_conn_command(conn, sentinel_master_reply, a, 3,
+        if (redis_conn_command(conn, sentinel_master_reply, q, 3,
                                (const char *[]) { "SENTINEL", "get-master-addr-by-name", a->config->redis.master_name },
                                NULL) < 0)
-                shard_down(a->shards[0], -EIO, "cannot ask the Sentinel");
+                sentinel_vote(q, "");
 }
 
 static void sentinel_ask(Agent *a) {
-        const RedisHost *h = sentinel_host(a, a->sentinel_query_next);
-        RedisAddress addr = { .host = h->host, .port = h->port };
-        int k;
+        size_t n = a->config->redis.n_hosts;
 
-        if (a->sentinel_query)
-                return;
-        k = redis_conn_new(a->event, &addr, CONNECT_TIMEOUT, on_sentinel_query_state, a, &a->sentinel_query);
-        if (k < 0) {
-                a->sentinel_query = NULL;
-                a->sentinel_query_next++;
-                shard_down(a->shards[0], k, "cannot connect to a Sentinel");
+        if (a->sentinel_q_pending > 0)
+                return;         /* a round is under way */
+        a->sentinel_q_pending = n;
+        for (size_t i = 0; i < n; i++)
+                a->sentinel_q[i] = (SentinelQuery) { .agent = a };
+        for (size_t i = 0; i < n; i++) {
+                SentinelQuery *q = &a->sentinel_q[i];
+                RedisAddress addr = { .host = a->config->redis.hosts[i].host, .port = a->config->redis.hosts[i].port };
+
+                if (redis_conn_new(a->event, &addr, CONNECT_TIMEOUT, on_sentinel_query_state, q, &q->conn) < 0) {
+                        q->conn = NULL;
+                        sentinel_vote(q, "");
+                }
         }
 }
 
@@ -2332,7 +2414,8 @@ void redis_io_stop(Agent *a) {
         a->map_source = sd_event_source_disable_unref(a->map_source);
         a->slot_shard = mfree(a->slot_shard);
         sentinel_drop(a, &a->sentinel);
-        sentinel_drop(a, &a->sentinel_query);
+        for (size_t i = 0; i < REDIS_HOSTS_MAX; i++)
+                sentinel_query_drop(&a->sentinel_q[i]);
         master_forget(a);
         a->reconnect_source = sd_event_source_disable_unref(a->reconnect_source);
         a->tick_source = sd_event_source_disable_unref(a->tick_source);

@@ -258,6 +258,8 @@ static const ConfigKey config_keys[] = {
         { "redis_password_file", parse_path, FIELD(redis_password_file, char *) },
         { "sentinel_password_file", parse_path, FIELD(sentinel_password_file, char *) },
         { "min_replicas_acked", parse_int, FIELD(min_replicas_acked, int), 0, 16, "expected a number from 0 to 16" },
+        { "sentinel_quorum", parse_unsigned, FIELD(sentinel_quorum, unsigned), 1, REDIS_HOSTS_MAX,
+          "expected a number from 1 to 16" },
         { "lease_ttl", parse_usec, FIELD(lease_ttl, usec_t), LEASE_TTL_MIN, LEASE_TTL_MAX,
           "expected a duration such as 15s", "must be between 1s and 1h" },
         { "namespace", parse_ident, FIELD(namespace, char[IDENT_MAX_LEN + 1]) },
@@ -337,6 +339,11 @@ int config_finish(Config *c, char **ret_error) {
         }
         if (c->min_replicas_acked < 0)
                 c->min_replicas_acked = c->redis.master_name ? 1 : 0;
+        if (c->sentinel_quorum > 0 && !c->redis.master_name)
+                return conf_error(ret_error, -EINVAL, "sentinel_quorum is set, but redis is not a sentinel:// URL");
+        if (c->sentinel_quorum > c->redis.n_hosts && c->redis.master_name)
+                return conf_error(ret_error, -EINVAL, "sentinel_quorum is %u, but the URL names %zu Sentinel(s)",
+                                  c->sentinel_quorum, c->redis.n_hosts);
         if (c->cluster_allow_set && !c->redis.cluster)
                 return conf_error(ret_error, -EINVAL, "cluster_allow is set, but redis is not a cluster:// URL");
         if (c->redis.cluster && !c->cluster_allow_set)
