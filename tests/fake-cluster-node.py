@@ -11,6 +11,8 @@ import socket
 import sys
 import threading
 
+from resp import bulk, commands
+
 port, host, real_port, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 lock = threading.Lock()
 answers = 0
@@ -27,10 +29,6 @@ def unused_port():
             given.add(p)
             return p
 
-
-def bulk(s):
-    b = s.encode()
-    return b"$%d\r\n%s\r\n" % (len(b), b)
 
 
 def slots_reply():
@@ -51,23 +49,10 @@ def slots_reply():
     return b"*1\r\n*3\r\n:0\r\n:16383\r\n" + node
 
 
-def commands(f):
-    while True:
-        line = f.readline()
-        if not line:
-            return
-        if not line.startswith(b"*"):
-            continue
-        args = []
-        for _ in range(int(line[1:])):
-            size = int(f.readline()[1:])
-            args.append(f.read(size + 2)[:-2].decode(errors="replace").upper())
-        yield args
-
-
 def serve(conn):
     with conn, conn.makefile("rb") as f:
         for args in commands(f):
+            args = [a.upper() for a in args]
             print("got %s" % args[0], flush=True)
             if args[:2] == ["CLUSTER", "SLOTS"]:
                 conn.sendall(slots_reply())

@@ -8,26 +8,10 @@ import sys
 import threading
 import time
 
+from resp import bulk, commands
+
 port, name, host, port2 = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 
-
-def bulk(s):
-    b = s.encode()
-    return b"$%d\r\n%s\r\n" % (len(b), b)
-
-
-def commands(f):
-    while True:
-        line = f.readline()
-        if not line:
-            return
-        if not line.startswith(b"*"):
-            continue
-        args = []
-        for _ in range(int(line[1:])):
-            size = int(f.readline()[1:])
-            args.append(f.read(size + 2)[:-2].decode(errors="replace"))
-        yield args
 
 
 def serve(conn):

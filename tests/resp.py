@@ -1,0 +1,22 @@
+# The Redis protocol as the tests' fake servers speak it: commands in
+# (arrays of bulk strings), replies out.
+
+
+def bulk(s):
+    b = s.encode()
+    return b"$%d\r\n%s\r\n" % (len(b), b)
+
+
+def commands(f):
+    """Each command read from the file f, as a list of strings."""
+    while True:
+        line = f.readline()
+        if not line:
+            return
+        if not line.startswith(b"*"):
+            continue
+        args = []
+        for _ in range(int(line[1:])):
+            size = int(f.readline()[1:])
+            args.append(f.read(size + 2)[:-2].decode(errors="replace"))
+        yield args
