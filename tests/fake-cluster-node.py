@@ -30,7 +30,6 @@ def unused_port():
             return p
 
 
-
 def slots_reply():
     global answers
     h = host

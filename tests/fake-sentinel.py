@@ -13,7 +13,6 @@ from resp import bulk, commands
 port, name, host, port2 = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 
 
-
 def serve(conn):
     with conn, conn.makefile("rb") as f:
         for args in commands(f):
