@@ -195,4 +195,19 @@ out=$(ns h1 fleetsem limit backup.timer 2 2>&1); rc=$?
 is "$rc" 64 "limit on a timer: usage error"
 like "$out" "backup.timer is a timer: limit the service it starts" "... pointing at the service"
 
+# --- systemctl reload ----------------------------------------------------------------
+pid=$(ns_prop h1 fleetsemd.service MainPID)
+echo "allow = reload-* nobody" >>"$T/h1/etc/fleetsem.conf"
+ns h1 systemctl reload fleetsemd.service
+is "$?" 0 "systemctl reload fleetsemd succeeds"
+check "... the agent read the file again (its journal says so)" \
+        wait_for 5 sh -c "nsenter -t $(ns_leader h1) -a -- journalctl -q -u fleetsemd.service | grep -q 'Reloaded /etc/fleetsem/fleetsem.conf: 1 allow'"
+is "$(ns_prop h1 fleetsemd.service MainPID)" "$pid" "... without a restart"
+echo "lease_ttl = forever" >>"$T/h1/etc/fleetsem.conf"
+ns h1 systemctl reload fleetsemd.service 2>/dev/null
+check "a file with errors fails the reload" [ $? -ne 0 ]
+is "$(ns_prop h1 fleetsemd.service ActiveState) $(ns_prop h1 fleetsemd.service MainPID)" "active $pid" \
+        "... and the agent runs on as it was"
+sed -i '$d' "$T/h1/etc/fleetsem.conf"
+
 ns_done_testing

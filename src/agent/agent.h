@@ -226,6 +226,9 @@ int redis_key_command(Agent *a, redis_reply_cb cb, void *userdata, int argc, con
 uint64_t redis_grace_until(Agent *a, const char *name);
 /* "cluster, 3 of 3 masters up" and the like, for status; "" otherwise. */
 void redis_io_describe(Agent *a, char *buf, size_t size);
+/* Drops every connection to Redis and the Sentinels and makes them again
+ * (a new password): held slots are kept, as after a lost connection. */
+void redis_io_reconnect(Agent *a, const char *why);
 
 /* The engine's effects (SlotsOps), by the file that carries them out. */
 int io_call_acquire(void *ctx, Lease *l);

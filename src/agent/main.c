@@ -197,14 +197,79 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
-/* SIGTERM and SIGINT come through the event loop (sd_event_add_signal()
- * needs them blocked); a closed client costs no SIGPIPE. */
+static bool str_differs(const char *x, const char *y) {
+        return !x != !y || (x && !streq(x, y));
+}
+
+static void secret_take(char **dest, char **src) {
+        if (*dest)
+                explicit_bzero(*dest, strlen(*dest));
+        free(*dest);
+        *dest = *src;
+        *src = NULL;
+}
+
+/* SIGHUP (systemctl reload): the configuration read again. What applies to
+ * requests (allow, limit, the per-user budgets) takes effect at once, a new
+ * password at the next connection, made now; what the agent is built on
+ * (Redis' address, namespace, host id, key prefix, lease, replicas,
+ * quorum, cluster_allow) keeps its old value until a restart, and the
+ * reload says so. A configuration with errors is refused whole. */
+static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Agent *a = userdata;
+        Config *c = a->config, n;
+        char x[300], y[300];
+        bool new_password;
+
+        (void) s;
+        (void) si;
+        if (load_config(&n) < 0) {
+                log_error("Reload refused: the configuration above has errors; the running one is kept.");
+                config_done(&n);
+                return 0;
+        }
+        if (!streq(redis_address_to_string(&c->redis, x, sizeof(x)), redis_address_to_string(&n.redis, y, sizeof(y))))
+                log_warning("Reload: redis changed (%s); it takes effect at the next restart.", y);
+        if (!streq(c->namespace, n.namespace) || !streq(c->host_id, n.host_id) || !streq(c->key_prefix, n.key_prefix) ||
+            c->lease_ttl != n.lease_ttl || c->min_replicas_acked != n.min_replicas_acked ||
+            c->sentinel_quorum != n.sentinel_quorum || c->n_cluster_allow != n.n_cluster_allow ||
+            (c->n_cluster_allow > 0 && memcmp(c->cluster_allow, n.cluster_allow, c->n_cluster_allow * sizeof(NetRule))))
+                log_warning("Reload: namespace, host_id, key_prefix, lease_ttl, min_replicas_acked, sentinel_quorum or "
+                            "cluster_allow changed; they take effect at the next restart.");
+
+        /* What applies at once: swapped in whole. */
+        SWAP_TWO(c->allow, n.allow);
+        SWAP_TWO(c->n_allow, n.n_allow);
+        SWAP_TWO(c->limits, n.limits);
+        SWAP_TWO(c->n_limits, n.n_limits);
+        c->max_clients = n.max_clients;
+        c->max_clients_per_user = n.max_clients_per_user;
+        c->max_leases_per_user = n.max_leases_per_user;
+        c->max_names_per_user = n.max_names_per_user;
+        c->idle_time = n.idle_time;
+        user_cache_clear();
+        new_password = str_differs(c->redis.password, n.redis.password) ||
+                       str_differs(c->redis.sentinel_password, n.redis.sentinel_password);
+        secret_take(&c->redis.password, &n.redis.password);
+        secret_take(&c->redis.sentinel_password, &n.redis.sentinel_password);
+        config_done(&n);
+
+        log_notice("Reloaded %s: %zu allow and %zu limit rule(s)%s.", arg_config, c->n_allow, c->n_limits,
+                   new_password ? "; connecting to Redis again with the new password" : "");
+        if (new_password)
+                redis_io_reconnect(a, "reconnecting with the new password");
+        return 0;
+}
+
+/* SIGTERM, SIGINT and SIGHUP come through the event loop
+ * (sd_event_add_signal() needs them blocked); a closed client costs no
+ * SIGPIPE. */
 static int block_signals(void) {
         sigset_t mask;
 
         if (sigemptyset(&mask) < 0 || sigaddset(&mask, SIGTERM) < 0 || sigaddset(&mask, SIGINT) < 0 ||
-            sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-                return log_error_errno(errno, "Failed to block SIGTERM and SIGINT: %m");
+            sigaddset(&mask, SIGHUP) < 0 || sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return log_error_errno(errno, "Failed to block SIGTERM, SIGINT and SIGHUP: %m");
         if (signal(SIGPIPE, SIG_IGN) == SIG_ERR)
                 return log_error_errno(errno, "Failed to ignore SIGPIPE: %m");
         return 0;
@@ -213,7 +278,7 @@ static int block_signals(void) {
 /* Without them the agent could not be stopped cleanly, or a hung agent
  * would not be restarted by systemd's watchdog well inside a lease: no
  * start-up without them. */
-static int watch_signals_and_watchdog(sd_event *e) {
+static int watch_signals_and_watchdog(sd_event *e, Agent *a) {
         int r;
 
         r = sd_event_add_signal(e, NULL, SIGTERM, on_signal, NULL);
@@ -222,6 +287,9 @@ static int watch_signals_and_watchdog(sd_event *e) {
         r = sd_event_add_signal(e, NULL, SIGINT, on_signal, NULL);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch SIGINT: %m");
+        r = sd_event_add_signal(e, NULL, SIGHUP, on_reload, a);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch SIGHUP: %m");
         r = sd_event_set_watchdog(e, true);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the watchdog: %m");
@@ -299,7 +367,7 @@ static int run(int argc, char *argv[]) {
         /* With replicas to confirm each grant, a waiter's own agent asks
          * for it (and WAITs); else Redis' wake message is enough. */
         agent.slots.wake_grants = config.min_replicas_acked <= 0;
-        r = watch_signals_and_watchdog(e);
+        r = watch_signals_and_watchdog(e, &agent);
         if (r < 0)
                 goto finish;
 

@@ -2356,6 +2356,15 @@ static char *script_text_new(const Agent *a, const char *script) {
         return text;
 }
 
+void redis_io_reconnect(Agent *a, const char *why) {
+        /* As after a lost connection: slots kept, renewed again once the
+         * connections are back (the epoch is the same: no reset). */
+        sentinel_drop(a, &a->sentinel);
+        for (size_t i = 0; i < a->n_shards; i++)
+                if (a->shards[i]->state != REDIS_DOWN)
+                        shard_down(a->shards[i], -ECONNRESET, why);
+}
+
 int redis_io_start(Agent *a) {
         int r;
 

@@ -56,6 +56,13 @@ static inline int negative_errno(void) {
         return errno > 0 ? -errno : -EIO;
 }
 
+#define SWAP_TWO(x, y)                          \
+        do {                                    \
+                typeof(x) swap_tmp_ = (x);      \
+                (x) = (y);                      \
+                (y) = swap_tmp_;                \
+        } while (0)
+
 #define streq(a, b) (strcmp((a), (b)) == 0)
 #define strneq(a, b, n) (strncmp((a), (b), (n)) == 0)
 
