@@ -1,7 +1,7 @@
 #!/bin/bash
 # systemctl reload: SIGHUP makes the agent read its configuration again
 # without dropping a slot or a client. An allow rule added lets nobody in
-# at once; a configuration with errors is refused whole and the running
+# at once; log_level applies at once; a configuration with errors is refused whole and the running
 # one kept; a key that cannot change live keeps its value and the reload
 # says so; and a Redis ACL password is rotated end to end (new password
 # added, the file rewritten, the agent reloaded, the old one removed, the
@@ -38,6 +38,21 @@ kill -HUP "$pid"
 check "the reload is logged" wait_for 5 sh -c "[ \$(grep -c 'Reloaded $T/a.conf: 1 allow' '$T/agent-a.log') -ge 1 ]"
 as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run --no-wait rl-1 -- true
 is "$?" 0 "... and nobody's request is granted at once"
+
+# The log level, live: at notice a grant is not logged, back at info it is.
+conf "allow = rl-* nobody" "log_level = notice" >"$T/a.conf"
+n=$(reloads)
+kill -HUP "$pid"
+check "log_level = notice is reloaded" wait_for 5 sh -c "[ \$(grep -c 'Reloaded $T/a.conf' '$T/agent-a.log') -gt $n ]"
+fs a run --no-wait --slots 1000 quiet -- true
+is "$?" 0 "... a grant meanwhile"
+conf "allow = rl-* nobody" >"$T/a.conf"
+n=$(reloads)
+kill -HUP "$pid"
+wait_for 5 sh -c "[ \$(grep -c 'Reloaded $T/a.conf' '$T/agent-a.log') -gt $n ]"
+fs a run --no-wait --slots 1000 loud -- true
+check "without it, grants are logged again (info)" wait_for 5 grep -q "Granted slot of loud" "$T/agent-a.log"
+is "$(grep -c "Granted slot of quiet" "$T/agent-a.log")" 0 "... and the one at notice never was"
 
 # Errors: refused whole, the running configuration kept.
 conf "allow = rl-* nobody" "lease_ttl = forever" "allow = * nobody" >"$T/a.conf"

@@ -197,6 +197,11 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
         return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
+/* --log-level, else the file's log_level, else info. */
+static void apply_log_level(const Config *c) {
+        log_set_max_level(arg_log_level >= 0 ? arg_log_level : c->log_level >= 0 ? c->log_level : LOG_INFO);
+}
+
 static bool str_differs(const char *x, const char *y) {
         return !x != !y || (x && !streq(x, y));
 }
@@ -247,6 +252,8 @@ static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void
         c->max_leases_per_user = n.max_leases_per_user;
         c->max_names_per_user = n.max_names_per_user;
         c->idle_time = n.idle_time;
+        c->log_level = n.log_level;
+        apply_log_level(c);
         user_cache_clear();
         new_password = str_differs(c->redis.password, n.redis.password) ||
                        str_differs(c->redis.sentinel_password, n.redis.sentinel_password);
@@ -342,6 +349,7 @@ static int run(int argc, char *argv[]) {
                 config_done(&config);
                 return r;
         }
+        apply_log_level(&config);
         if (arg_check_config) {
                 printf("Configuration OK: redis=%s namespace=%s host_id=%s key_prefix=%s lease_ttl=%llums%s\n",
                        redis_address_to_string(&config.redis, redis, sizeof(redis)), config.namespace,

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "log.h"
 #include "macro.h"
 #include "protocol.h"
 
@@ -48,6 +49,7 @@ void config_init(Config *c) {
                 .max_names_per_user = DEFAULT_MAX_NAMES_PER_USER,
                 .idle_time = DEFAULT_IDLE_TIME,
                 .min_replicas_acked = -1,
+                .log_level = -1,
         };
         strcpy(c->namespace, DEFAULT_NAMESPACE);
         strcpy(c->key_prefix, DEFAULT_KEY_PREFIX);
@@ -248,6 +250,16 @@ static void cluster_allow_derive(Config *c) {
         }
 }
 
+static int parse_log_level(Config *c, const ConfigKey *k, const char *value, const char **ret_why) {
+        int l = log_level_from_string(value);
+
+        (void) k;
+        if (l < 0)
+                return conf_why(ret_why, "expected debug, info, notice, warning or err");
+        c->log_level = l;
+        return 0;
+}
+
 /* ---- The keys ------------------------------------------------------------------ */
 
 #define KEY_PER_USER(name)                                                                   \
@@ -268,6 +280,7 @@ static const ConfigKey config_keys[] = {
         { "allow", parse_allow },
         { "limit", parse_limit },
         { "cluster_allow", parse_cluster_allow },
+        { "log_level", parse_log_level },
         { "idle_time", parse_usec, FIELD(idle_time, usec_t), USEC_PER_SEC, 366 * 24 * 3600 * USEC_PER_SEC,
           "expected a duration such as 1d", "must be between 1s and 366d" },
         KEY_PER_USER(max_clients),

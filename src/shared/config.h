@@ -36,6 +36,7 @@ typedef struct Config {
         char *sentinel_password_file;
         int min_replicas_acked;  /* -1: the default (1 with Sentinel, else 0) */
         unsigned sentinel_quorum; /* Sentinels that must name a master; 0: a majority of the URL's */
+        int log_level;          /* LOG_*; -1: unset (info, or --log-level) */
         usec_t lease_ttl;
         char namespace[IDENT_MAX_LEN + 1];
         char host_id[IDENT_MAX_LEN + 1];
