@@ -1317,21 +1317,26 @@ static unsigned long h_flood_end(void) {
         return total;
 }
 
-/* One value of the agent's metrics, through "fleetsem metrics". */
-static double h_metric(const char *n, const char *key) {
+/* The worst renewal lateness (seconds) and the renewals counted, from one
+ * "fleetsem metrics". */
+static void h_lateness(const char *n, double *ret_max, double *ret_count) {
         char cmd[512], line[512], k[128];
-        double v, found = -1;
+        double v;
         FILE *f;
 
+        *ret_max = *ret_count = -1;
         snprintf(cmd, sizeof(cmd), "FLEETSEM_NAMESPACE='%s' '%s' metrics", n, fleetsem_bin);
         f = popen(cmd, "re");
         if (!f)
-                return -1;
+                return;
         while (fgets(line, sizeof(line), f))
-                if (sscanf(line, "%127s %lf", k, &v) == 2 && streq(k, key))
-                        found = v;
+                if (sscanf(line, "%127s %lf", k, &v) == 2) {
+                        if (streq(k, "fleetsem_renewal_lateness_max_seconds"))
+                                *ret_max = v;
+                        else if (streq(k, "fleetsem_renewal_lateness_seconds_count"))
+                                *ret_count = v;
+                }
         pclose(f);
-        return found;
 }
 
 /* One phase on an agent of its own (lease 6 s): a slot held throughout,
@@ -1395,8 +1400,7 @@ static double h_phase(const char *fleetsemd, const char *attack, bool flood, int
         cpu1 = cpu_seconds(agent);
         if (flood)
                 conns = h_flood_end();
-        late_max = h_metric(n, "fleetsem_renewal_lateness_max_seconds");
-        renewals = h_metric(n, "fleetsem_renewal_lateness_seconds_count");
+        h_lateness(n, &late_max, &renewals);
         p50 = samples_pct(&s, 50);
         p99 = samples_pct(&s, 99);
         report(id, flood ? "root's acquire -> release, nobody flooding the agent"

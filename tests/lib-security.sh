@@ -39,3 +39,6 @@ replies() {
 percentile() { local n; n=$(wc -l <"$1"); sort -n "$1" | sed -n "$(( (n * $2 + 99) / 100 ))p"; }
 # ticks PID: the CPU time a process used so far, in clock ticks.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# core_pct TICKS0 TICKS1 MS0 MS1: the percentage of a core those ticks were
+# of that time.
+core_pct() { echo $(( ($2 - $1) * 1000 / $(getconf CLK_TCK) * 100 / ($4 - $3) )); }

@@ -57,7 +57,7 @@ wait_for $((FLOOD_S + 10)) sh -c "cat $T/flood-g1 $T/flood-g2 $T/flood-s1 $T/flo
 cpu1=$(ticks "$pid")
 t1=$(now_ms)
 conns=$(cat "$T"/flood-* | awk '/^connections/ { n += $2 } END { print n + 0 }')
-echo "# nobody made $conns connections in ${FLOOD_S}s; the agent used $(( (cpu1 - cpu0) * 1000 / $(getconf CLK_TCK) * 100 / (t1 - t0) ))% of a core"
+echo "# nobody made $conns connections in ${FLOOD_S}s; the agent used $(core_pct "$cpu0" "$cpu1" "$t0" "$t1")% of a core"
 check "the flood ran (more than 10000 connections)" test "$conns" -gt 10000
 
 n=$(wc -l <"$T/probe")

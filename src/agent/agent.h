@@ -148,7 +148,6 @@ struct Agent {
         bool map_inflight;
         unsigned map_pass;              /* counts the maps read */
         char cluster_refused[280];      /* the last node not connected to: outside cluster_allow */
-        uint64_t n_cluster_refused;
         bool map_known;
         sd_event_source *map_source;    /* cluster: ask for the map again, soon */
         bool up_reset;                  /* cluster: a shard reset before all were up */

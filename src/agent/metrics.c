@@ -42,6 +42,7 @@ static void send_histogram(Client *c, const char *verb, const SlotsHistogram *h)
 
 static void send_counters(Client *c, const Agent *a) {
         const SlotsStats *st = &a->slots.stats;
+        usec_t grace = slots_grace_left(&a->slots, now_mono());
         char line[PROTO_REPLY_MAX];
         MessageBuilder b;
 
@@ -52,8 +53,8 @@ static void send_counters(Client *c, const Agent *a) {
         message_add_u64(&b, "waiting", a->slots.n_waiting);
         message_add_u64(&b, "lost", st->lost);
         message_add_u64(&b, "lateness_max", st->lateness_max);
-        message_add_u64(&b, "grace", slots_grace_left(&a->slots, now_mono()) / USEC_PER_MSEC);
-        if (slots_grace_left(&a->slots, now_mono()) > 0)
+        message_add_u64(&b, "grace", grace / USEC_PER_MSEC);
+        if (grace > 0)
                 message_add(&b, "why", a->slots.grace_why);
         message_add_u64(&b, "rtt_count", st->rtt_count);
         message_add_u64(&b, "rtt_sum", st->rtt_sum);

@@ -73,6 +73,13 @@ static bool cluster_mode(const Agent *a) {
         return a->config->redis.cluster;
 }
 
+/* A host name or address as a peer may give it: what hiredis is asked to
+ * connect to, nothing else. */
+static bool host_is_valid(const char *host) {
+        return host[0] && strlen(host) <= 253 &&
+               strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") == strlen(host);
+}
+
 static bool sentinel_mode(const Agent *a) {
         return a->config->redis.master_name != NULL;
 }
@@ -1686,11 +1693,6 @@ static void shard_free(Shard *sh) {
         free(sh);
 }
 
-static bool host_is_valid(const char *host) {
-        return host[0] && strlen(host) <= 253 &&
-               strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") == strlen(host);
-}
-
 /* A node outside cluster_allow (or the seeds' networks) is never
  * connected to: whoever answers at an address a peer names would get the
  * password. Said once per address in a row, and in status. */
@@ -1704,7 +1706,6 @@ static bool node_allowed(Agent *a, const char *host, uint16_t port) {
                 log_warning("Redis Cluster: not connecting to %s, which a node named: it is outside cluster_allow "
                             "(or, without it, the seed nodes' networks).", name);
         snprintf(a->cluster_refused, sizeof(a->cluster_refused), "%s", name);
-        a->n_cluster_refused++;
         return false;
 }
 
@@ -2014,8 +2015,7 @@ static void master_forget(Agent *a) {
 static int master_set(Agent *a, const char *host, const char *port_s) {
         uint64_t port;
 
-        if (parse_uint64(port_s, 1, 65535, &port) < 0 || !host[0] || strlen(host) > 253 ||
-            strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") != strlen(host))
+        if (parse_uint64(port_s, 1, 65535, &port) < 0 || !host_is_valid(host))
                 return -EBADMSG;
         free(a->master.host);
         a->master.host = strdup(host);
@@ -2106,14 +2106,6 @@ static unsigned sentinel_quorum(const Agent *a) {
         return a->config->sentinel_quorum ?: (unsigned) (a->config->redis.n_hosts / 2 + 1);
 }
 
-static void sentinel_query_drop(SentinelQuery *q) {
-        RedisConn *old = q->conn;
-
-        /* Detached first: freeing runs its callbacks with NULL. */
-        q->conn = NULL;
-        redis_conn_free(old);
-}
-
 /* The quorum's master differs from the one followed: off the old one (both
  * connections) and onto the new one at once. */
 static void master_move(Agent *a, const char *host, const char *port, size_t votes) {
@@ -2181,7 +2173,7 @@ static void sentinel_vote(SentinelQuery *q, const char *vote) {
                 return;
         q->done = true;
         snprintf(q->vote, sizeof(q->vote), "%s", vote);
-        sentinel_query_drop(q);
+        sentinel_drop(q->agent, &q->conn);
         if (--a->sentinel_q_pending == 0)
                 sentinel_tally(a);
 }
@@ -2196,7 +2188,7 @@ static void sentinel_master_reply(RedisConn *conn, const RedisReply *reply, void
         if (!reply || redis_reply_error(reply) || redis_reply_array_len(reply) != 2 ||
             redis_reply_array_string(reply, 0, host, sizeof(host)) < 0 ||
             redis_reply_array_string(reply, 1, port, sizeof(port)) < 0 || parse_uint64(port, 1, 65535, &p) < 0 ||
-            !host[0] || strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") != strlen(host)) {
+            !host_is_valid(host)) {
                 const RedisHost *h = &q->agent->config->redis.hosts[q - q->agent->sentinel_q];
 
                 log_warning("Sentinel %s:%u does not name master %s%s%s.", h->host, h->port,
@@ -2424,7 +2416,7 @@ void redis_io_stop(Agent *a) {
         a->slot_shard = mfree(a->slot_shard);
         sentinel_drop(a, &a->sentinel);
         for (size_t i = 0; i < REDIS_HOSTS_MAX; i++)
-                sentinel_query_drop(&a->sentinel_q[i]);
+                sentinel_drop(a, &a->sentinel_q[i].conn);
         master_forget(a);
         a->reconnect_source = sd_event_source_disable_unref(a->reconnect_source);
         a->tick_source = sd_event_source_disable_unref(a->tick_source);

@@ -455,6 +455,7 @@ Lease *slots_lease_of_unit(Slots *e, const char *name, const char *unit, uid_t u
 /* ---- What clients are told ---------------------------------------------------- */
 
 static void send_queued(Lease *l, usec_t now) {
+        usec_t grace = slots_grace_left(l->slots_engine, now);
         char line[PROTO_REPLY_MAX];
         MessageBuilder b;
 
@@ -463,8 +464,8 @@ static void send_queued(Lease *l, usec_t now) {
         message_add_u64(&b, "held", l->held_seen);
         message_add_u64(&b, "slots", l->slots);
         message_add_u64(&b, "limit", l->limit);
-        if (slots_grace_left(l->slots_engine, now) > 0) {
-                message_add_u64(&b, "grace", slots_grace_left(l->slots_engine, now) / USEC_PER_MSEC);
+        if (grace > 0) {
+                message_add_u64(&b, "grace", grace / USEC_PER_MSEC);
                 message_add(&b, "why", l->slots_engine->grace_why);
         }
         lease_send(l, line, message_finish(&b));

@@ -35,6 +35,7 @@ static void status_job_done_one(StatusJob *job, long long now) {
                 char end[600];
                 MessageBuilder b;
                 Agent *a = job->agent;
+                usec_t grace = slots_grace_left(&a->slots, now_mono());
 
                 /* Which Redis answered; under Sentinel, the master and
                  * since when (a failover changes it). */
@@ -43,8 +44,8 @@ static void status_job_done_one(StatusJob *job, long long now) {
                 message_add(&b, "redis", a->config->redis.master_name && a->master_name[0] ? a->master_name : a->redis_name);
                 if (a->config->redis.master_name && a->master_since > 0)
                         message_add_u64(&b, "master_since", a->master_since / USEC_PER_MSEC);
-                if (slots_grace_left(&a->slots, now_mono()) > 0) {
-                        message_add_u64(&b, "grace", slots_grace_left(&a->slots, now_mono()) / USEC_PER_MSEC);
+                if (grace > 0) {
+                        message_add_u64(&b, "grace", grace / USEC_PER_MSEC);
                         message_add(&b, "why", a->slots.grace_why);
                 }
                 client_send(job->client, end, message_finish(&b));

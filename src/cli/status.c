@@ -270,19 +270,24 @@ static void print_json(const StatusOutput *out) {
 
 #define COLUMNS 10
 
-/* The columns a value takes once escaped for the terminal (one per
- * character: escapes are ASCII, and printable UTF-8 is taken as one wide). */
-static size_t cell_width(const char *value) {
-        char buf[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
+/* The columns text escaped for the terminal takes (one per character:
+ * escapes are ASCII, and printable UTF-8 is taken as one wide). */
+static size_t text_columns(const char *escaped) {
         size_t w = 0;
 
-        for (const char *s = text_escape(value, buf, sizeof(buf)); *s; w++) {
+        for (const char *s = escaped; *s; w++) {
                 uint32_t cp;
                 size_t n = utf8_decode(s, &cp);
 
                 s += n ?: 1;
         }
         return w;
+}
+
+static size_t cell_width(const char *value) {
+        char buf[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
+
+        return text_columns(text_escape(value, buf, sizeof(buf)));
 }
 
 /* One row: each value escaped, padded to its column's width, the last
@@ -294,7 +299,7 @@ static void print_row(const char *const cells[static COLUMNS], const size_t widt
         for (size_t i = 0; i < COLUMNS; i++) {
                 printf(" %s", text_escape(cells[i], buf, sizeof(buf)));
                 if (i < COLUMNS - 1)
-                        for (size_t w = cell_width(cells[i]); w < widths[i]; w++)
+                        for (size_t w = text_columns(buf); w < widths[i]; w++)
                                 putchar(' ');
         }
         putchar('\n');
