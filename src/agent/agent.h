@@ -3,7 +3,8 @@
 
 /* The agent's I/O around the slot engine (slots.h): clients on the
  * listening socket (server.c; their connections conn.c, requests
- * requests.c, budgets budgets.c), Redis (redis-io.c), anchors and timers
+ * requests.c, budgets budgets.c), Redis (redis-io.c and the layer below
+ * it, redis-layer.h), anchors and timers
  * (lease-io.c), descriptions of requesters (describe.c), re-adoption
  * (adopt.c), status (status.c), systemd units (units.c). */
 
@@ -36,8 +37,6 @@ enum {
         PRIORITY_ACCEPT = SD_EVENT_PRIORITY_NORMAL + 20,/* new connections, a bounded number a turn */
 };
 
-#define SHARDS_MAX 64                   /* masters of a Cluster */
-#define SLOT_NONE UINT8_MAX
 typedef struct Client Client;
 typedef struct StatusJob StatusJob;
 typedef struct UserUse UserUse;
@@ -137,51 +136,13 @@ struct Agent {
         sd_event_source *root_source;
         Slots slots;
 
-        /* The Redis servers: one (the server, or the master the Sentinels
-         * name), or each master of a Cluster (redis-io.c). */
-        struct Shard *shards[SHARDS_MAX];
-        size_t n_shards;
-        uint8_t *slot_shard;            /* cluster: hash slot → its shard, SLOT_NONE unknown */
-        RedisConn *map_query;           /* cluster: a node asked for the map while no shard is up */
-        unsigned map_next;              /* … which node next */
-        unsigned map_failed;            /* … how many failed in a row */
-        bool map_inflight;
-        unsigned map_pass;              /* counts the maps read */
-        char cluster_refused[280];      /* the last node not connected to: outside cluster_allow */
-        bool map_known;
-        sd_event_source *map_source;    /* cluster: ask for the map again, soon */
-        bool up_reset;                  /* cluster: a shard reset before all were up */
-        usec_t up_grace;
-        const char *up_why;             /* GRACE_WHY_* of up_grace */
-        /* sentinel://: a connection to one Sentinel to hear of
-         * +switch-master; one to each while they are asked for the
-         * master, taken once a quorum of them name the same; the master. */
-        RedisConn *sentinel;            /* subscribed to +switch-master */
-        unsigned sentinel_next;         /* which Sentinel watches next */
-        bool sentinel_subscribed;
-        struct SentinelQuery {
-                Agent *agent;
-                RedisConn *conn;
-                char vote[280];         /* "HOST PORT" it named; "" none */
-                bool done;
-        } sentinel_q[REDIS_HOSTS_MAX];
-        size_t sentinel_q_pending;      /* of the round under way; 0: none */
-        RedisAddress master;            /* host and port only */
-        char master_name[300];          /* "host:port", for logs and status */
-        usec_t master_since;            /* CLOCK_REALTIME of the last change */
+        struct RedisIo *redis_io;       /* the Redis layer's own (redis-layer.h) */
+        char master_name[300];          /* sentinel: "host:port" of the master followed */
+        usec_t master_since;            /* … CLOCK_REALTIME of the last change */
         RedisState state;               /* cluster: up while any shard is */
-        unsigned sub_generation;        /* any subscription connection made again, or the map changed */
         char redis_error[600];
         char redis_name[300];           /* address without password, for logs */
-        usec_t backoff;
-        sd_event_source *reconnect_source;
-        sd_event_source *tick_source;
         sd_event_source *status_source;
-        sd_event_source *batch_source;  /* group commit: once the requests ready are read */
-        sd_event_source *batch_deadline;/* … or at the latest BATCH_WAIT_MAX after the first call */
-        struct Batch *batches;          /* calls waiting for it, one batch per name */
-        char sha[N_SCRIPTS][41];
-        char *script_text[N_SCRIPTS];
         /* Redis' state changed (up, down, another master): what the rest
          * of the agent does then, set by main.c, so that redis-io.c calls
          * nothing above it. */
@@ -210,26 +171,28 @@ struct Agent {
         sd_event_source *housekeeping_source;
 };
 
-/* redis-io.c */
+/* The Redis layer (redis-layer.h): redis-io.c */
 int redis_io_start(Agent *a);
 void redis_io_stop(Agent *a);
-/* EVALSHA of script on the keys of name (NULL: the script's own keys,
+/* … batch.c: EVALSHA of script on the keys of name (NULL: the script's own keys,
  * n_keys of them first in args). cb gets the reply (NULL when the
  * connection went); when this fails, cb is not called. */
 int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
                 size_t n_args, const char *const *args, const size_t *arglens);
+/* … calls.c */
 void redis_command(Agent *a, const char *what, int argc, const char *const *argv);
 /* A command on a key (argv[1]), sent where that key lives; cb as above. */
 int redis_key_command(Agent *a, redis_reply_cb cb, void *userdata, int argc, const char *const *argv);
 /* The Redis clock before which nobody is granted anything on name's server. */
 uint64_t redis_grace_until(Agent *a, const char *name);
-/* "cluster, 3 of 3 masters up" and the like, for status; "" otherwise. */
+/* … redis-io.c: "cluster, 3 of 3 masters up" and the like, for status; "" otherwise. */
 void redis_io_describe(Agent *a, char *buf, size_t size);
 /* Drops every connection to Redis and the Sentinels and makes them again
  * (a new password): held slots are kept, as after a lost connection. */
 void redis_io_reconnect(Agent *a, const char *why);
 
-/* The engine's effects (SlotsOps), by the file that carries them out. */
+/* The engine's effects (SlotsOps), by the file that carries them out:
+ * Redis' in redis-engine.c, the rest in lease-io.c. */
 int io_call_acquire(void *ctx, Lease *l);
 int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid);
 int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids);

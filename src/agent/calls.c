@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT */
+/* Calls: a command with its own copy of its arguments, sent to the shard
+ * that holds its keys (the topology says which), and sent again where
+ * Redis says: after MOVED (the slot lives elsewhere now) and ASK (one slot
+ * half migrated: once, after ASKING), a little later after TRYAGAIN, and
+ * in full after NOSCRIPT. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "lua-keys.h"
+#include "redis-layer.h"
+
+#define REDIRECTS_MAX 5                 /* MOVED and ASK followed for one call */
+#define TRYAGAIN_DELAY (20 * USEC_PER_MSEC)     /* TRYAGAIN (a slot half migrated): again that soon */
+
+const char *const script_name[N_SCRIPTS] = {
+        [SCRIPT_ACQUIRE] = "acquire", [SCRIPT_RELEASE] = "release", [SCRIPT_RENEW] = "renew",
+        [SCRIPT_REASSERT] = "reassert", [SCRIPT_ADOPT] = "adopt", [SCRIPT_STATUS] = "status",
+        [SCRIPT_EPOCH] = "epoch", [SCRIPT_BATCH] = "batch",
+};
+
+struct Call {
+        RedisIo *io;
+        LIST_FIELDS(Call, parked);
+        int script;                     /* a Script, or -1: a plain command */
+        bool full_text;                 /* EVAL, not EVALSHA */
+        unsigned slot;
+        Shard *ask;                     /* ASK: this once, there, after ASKING */
+        unsigned redirects;
+        usec_t tryagain_since;          /* the first TRYAGAIN, CLOCK_MONOTONIC (0: none) */
+        sd_event_source *retry;
+        redis_reply_cb cb;
+        void *userdata;
+        int argc;
+        const char **argv;
+        size_t *argvlen;
+};
+
+static void call_reply(RedisConn *conn, const RedisReply *reply, void *userdata);
+
+static void call_free(Call *c) {
+        sd_event_source_disable_unref(c->retry);
+        free(c);
+}
+
+/* The call's answer, to its caller: NULL when Redis went before it came. */
+static void call_done(Call *c, RedisConn *conn, const RedisReply *reply) {
+        c->cb(conn, reply, c->userdata);
+        call_free(c);
+}
+
+Shard *shard_of_name(RedisIo *io, const char *name) {
+        return io->topo->shard_of_slot(io, redis_key_slot(name, strlen(name)));
+}
+
+/* Sends c where it goes; -ENOTCONN when that shard is not up (or not
+ * known), and then c is not sent. */
+static int call_send(Call *c) {
+        RedisIo *io = c->io;
+        Shard *sh = c->ask ?: io->topo->shard_of_slot(io, c->slot);
+
+        if (!sh || !sh->cmd || sh->state != REDIS_READY)
+                return -ENOTCONN;
+        if (c->script >= 0) {
+                c->argv[0] = c->full_text ? "EVAL" : "EVALSHA";
+                c->argv[1] = c->full_text ? io->script_text[c->script] : io->sha[c->script];
+                c->argvlen[0] = strlen(c->argv[0]);
+                c->argvlen[1] = strlen(c->argv[1]);
+        }
+        if (c->ask && redis_conn_command(sh->cmd, redis_fire_and_forget, (void *) "ASKING", 1,
+                                         (const char *[]) { "ASKING" }, NULL) < 0)
+                return -ENOTCONN;
+        return redis_conn_command(sh->cmd, call_reply, c, c->argc, c->argv, c->argvlen);
+}
+
+/* Sends c again; when it cannot go, its caller hears Redis went. */
+static void call_resend(Call *c, RedisConn *conn) {
+        if (call_send(c) < 0)
+                call_done(c, conn, NULL);
+}
+
+void calls_unpark(Shard *sh, bool send) {
+        Call *c;
+
+        while ((c = sh->parked)) {
+                LIST_REMOVE(parked, sh->parked, c);
+                if (send)
+                        call_resend(c, sh->cmd);
+                else
+                        call_done(c, NULL, NULL);
+        }
+}
+
+static int on_call_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        Call *c = userdata;
+
+        (void) s;
+        (void) usec;
+        call_resend(c, NULL);
+        return 0;
+}
+
+/* c again in TRYAGAIN_DELAY, on the one timer it keeps for that. */
+static int call_retry_later(Call *c) {
+        if (!c->retry)
+                return sd_event_add_time_relative(c->io->agent->event, &c->retry, CLOCK_MONOTONIC, TRYAGAIN_DELAY, 0,
+                                                  on_call_retry, c);
+        if (sd_event_source_set_time_relative(c->retry, TRYAGAIN_DELAY) < 0)
+                return -EIO;
+        return sd_event_source_set_enabled(c->retry, SD_EVENT_ONESHOT);
+}
+
+/* "MOVED 3999 127.0.0.1:6381" and "ASK …": the slot, and where it is now. */
+static int redirect_parse(const char *err, unsigned *ret_slot, char *host, size_t host_size, uint16_t *ret_port) {
+        const char *w = strchr(err, ' '), *sp, *colon;
+        char slot_s[8], port_s[8];
+        uint64_t slot, port;
+        size_t hl;
+
+        sp = w ? strchr(w + 1, ' ') : NULL;
+        colon = sp ? strrchr(sp + 1, ':') : NULL;
+        if (!sp || !colon || (hl = (size_t) (colon - sp - 1)) == 0 || hl >= host_size ||
+            strlen(colon + 1) >= sizeof(port_s) || (size_t) (sp - w - 1) >= sizeof(slot_s))
+                return -EBADMSG;
+        memcpy(slot_s, w + 1, (size_t) (sp - w - 1));
+        slot_s[sp - w - 1] = '\0';
+        memcpy(host, sp + 1, hl);
+        host[hl] = '\0';
+        strcpy(port_s, colon + 1);
+        if (parse_uint64(slot_s, 0, REDIS_CLUSTER_SLOTS - 1, &slot) < 0 || parse_uint64(port_s, 1, 65535, &port) < 0)
+                return -EBADMSG;
+        *ret_slot = (unsigned) slot;
+        *ret_port = (uint16_t) port;
+        return 0;
+}
+
+/* MOVED or ASK for c's own slot, where the topology can follow it: true
+ * when c went on (sent again, or parked until its shard is up). */
+static bool call_redirect(Call *c, RedisConn *conn, const char *err) {
+        RedisIo *io = c->io;
+        bool moved = strneq(err, "MOVED ", 6);
+        char host[256];
+        uint16_t port;
+        unsigned slot;
+        Shard *to;
+
+        if ((!moved && !strneq(err, "ASK ", 4)) || c->redirects >= REDIRECTS_MAX ||
+            redirect_parse(err, &slot, host, sizeof(host), &port) < 0 || slot != c->slot ||
+            !(to = io->topo->redirect(io, slot, host, port, moved)))
+                return false;
+        c->redirects++;
+        c->ask = moved ? NULL : to;
+        if (to->state == REDIS_CONNECTING && moved)
+                LIST_PREPEND(parked, to->parked, c);    /* sent when it is up */
+        else
+                call_resend(c, conn);
+        return true;
+}
+
+/* TRYAGAIN: the slot is being migrated, and Redis serves a script on it
+ * once all its keys are on one node. Again and again for a third of a
+ * lease; then as if Redis had gone (asked again later, renewed on the next
+ * round). */
+static void call_tryagain(Call *c, RedisConn *conn) {
+        usec_t now = now_mono();
+
+        if (c->tryagain_since == 0)
+                c->tryagain_since = now;
+        if (now - c->tryagain_since < c->io->agent->config->lease_ttl / 3 && call_retry_later(c) >= 0)
+                return;
+        call_done(c, conn, NULL);
+}
+
+static void call_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Call *c = userdata;
+        RedisIo *io = c->io;
+        const char *err = redis_reply_error(reply);
+
+        c->ask = NULL;
+        if (!err)
+                goto done;
+        if (strneq(err, "NOSCRIPT", 8) && c->script >= 0 && !c->full_text) {
+                /* The server lost our scripts (SCRIPT FLUSH, a restart): load
+                 * this one again for the calls to come, and send this call's
+                 * text in full. */
+                const char *load[] = { "SCRIPT", "LOAD", io->script_text[c->script] };
+
+                log_warning("Redis does not know the %s script any more; loading it again.", script_name[c->script]);
+                (void) redis_conn_command(conn, redis_fire_and_forget, (void *) "SCRIPT LOAD", 3, load, NULL);
+                c->full_text = true;
+                call_resend(c, conn);
+                return;
+        }
+        if (!io->topo->redirect)
+                goto done;
+        if (call_redirect(c, conn, err))
+                return;
+        if (strneq(err, "TRYAGAIN", 8)) {
+                call_tryagain(c, conn);
+                return;
+        }
+        if (strneq(err, "CLUSTERDOWN", 11) || strneq(err, "MOVED ", 6) || strneq(err, "ASK ", 4))
+                io->topo->refresh(io);
+done:
+        call_done(c, conn, reply);
+}
+
+/* A call with n_keys keys, then the other args (argv[0] and [1] left for
+ * the script's EVALSHA and sha); the call keeps its own copy of it all. */
+static Call *call_new(RedisIo *io, int script, redis_reply_cb cb, void *userdata, size_t n_keys, size_t n_args,
+                      const char *const *args, const size_t *arglens) {
+        size_t head = script >= 0 ? 3 : 0, argc = head + n_args, data_size = 16;
+        Call *c;
+        char *p;
+
+        for (size_t i = 0; i < n_args; i++)
+                data_size += (arglens ? arglens[i] : strlen(args[i])) + 1;
+        c = malloc(sizeof(*c) + argc * (sizeof(char *) + sizeof(size_t)) + data_size);
+        if (!c)
+                return NULL;
+        *c = (Call) {
+                .io = io, .script = script, .cb = cb, .userdata = userdata, .argc = (int) argc,
+                .argv = (const char **) (c + 1),
+        };
+        c->argvlen = (size_t *) (c->argv + argc);
+        p = (char *) (c->argvlen + argc);
+        if (script >= 0) {
+                c->argv[2] = p;
+                c->argvlen[2] = (size_t) sprintf(p, "%zu", n_keys);
+                p += c->argvlen[2] + 1;
+        }
+        for (size_t i = 0; i < n_args; i++) {
+                size_t n = arglens ? arglens[i] : strlen(args[i]);
+
+                memcpy(p, args[i], n);
+                p[n] = '\0';
+                c->argv[head + i] = p;
+                c->argvlen[head + i] = n;
+                p += n + 1;
+        }
+        /* Where its first key lives. */
+        if (n_args > 0 && (script < 0 || n_keys > 0))
+                c->slot = redis_key_slot(c->argv[head + (script < 0 ? 1 : 0)],
+                                         c->argvlen[head + (script < 0 ? 1 : 0)]);
+        return c;
+}
+
+static int call_start(Call *c) {
+        int r;
+
+        if (!c)
+                return -ENOMEM;
+        r = call_send(c);
+        if (r < 0)
+                call_free(c);
+        return r;
+}
+
+int redis_key_command(Agent *a, redis_reply_cb cb, void *userdata, int argc, const char *const *argv) {
+        if (a->state != REDIS_READY || argc < 2)
+                return -ENOTCONN;
+        return call_start(call_new(a->redis_io, -1, cb, userdata, 0, (size_t) argc, argv, NULL));
+}
+
+void redis_command(Agent *a, const char *what, int argc, const char *const *argv) {
+        (void) redis_key_command(a, redis_fire_and_forget, (void *) what, argc, argv);
+}
+
+uint64_t redis_grace_until(Agent *a, const char *name) {
+        Shard *sh = shard_of_name(a->redis_io, name);
+
+        return sh ? sh->grace_until_ms : 0;
+}
+
+/* Keys of name: the name's own, then the fleet's clock key (where keys
+ * are sharded, one per hash slot: "P:clock:{TAG}", TAG in the name's slot). */
+int call_script_now(RedisIo *io, Script script, const char *name, redis_reply_cb cb, void *userdata,
+                    size_t n_args, const char *const *args, const size_t *arglens) {
+        enum { K = N_KEYS + 1 };
+        const char *prefix = io->agent->config->key_prefix;
+        char keys[K][IDENT_MAX_LEN + NAME_MAX_LEN + 32];
+        _cleanup_free_ const char **argv = NULL;
+        _cleanup_free_ size_t *lens = NULL;
+
+        if (io->agent->state != REDIS_READY)
+                return -ENOTCONN;
+        argv = calloc(K + n_args, sizeof(char *));
+        lens = calloc(K + n_args, sizeof(size_t));
+        if (!argv || !lens)
+                return -ENOMEM;
+        for (size_t i = 0; i < K; i++) {
+                int n;
+
+                if (i < N_KEYS)
+                        n = snprintf(keys[i], sizeof(keys[i]), "%s:{%s}:%s", prefix, name, key_suffix[i]);
+                else if (io->topo->sharded)
+                        n = snprintf(keys[i], sizeof(keys[i]), "%s:clock:{%s}", prefix,
+                                     redis_slot_tag(redis_key_slot(name, strlen(name))));
+                else
+                        n = snprintf(keys[i], sizeof(keys[i]), "%s:clock", prefix);
+                argv[i] = keys[i];
+                lens[i] = (size_t) n;
+        }
+        for (size_t i = 0; i < n_args; i++) {
+                argv[K + i] = args[i];
+                lens[K + i] = arglens ? arglens[i] : strlen(args[i]);
+        }
+        return call_start(call_new(io, (int) script, cb, userdata, K, K + n_args, argv, lens));
+}

@@ -1,0 +1,495 @@
+/* SPDX-License-Identifier: MIT */
+/* The slot engine's effects on Redis (SlotsOps: acquire, release, renew,
+ * reassert, this host's index, wake-ups), with each script's arguments
+ * built here and its reply checked and decoded before the engine sees it.
+ * Grants wait for the replicas where min_replicas_acked asks for it. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "redis-layer.h"
+
+#define IDLE_DEFAULT_MS (24ULL * 3600 * 1000)
+#define IDLE_NEW_MS (10ULL * 60 * 1000)
+#define NO_WAIT_WAIT_TIMEOUT (500 * USEC_PER_MSEC)      /* WAIT for a request that would not wait */
+
+static Agent *agent_of(void *ctx) {
+        return ctx;
+}
+
+/* What every script on name is told besides its own arguments: idle is
+ * how long the name stays in Redis after a renewal (idle_time), idle_new
+ * after a request or a release (IDLE_NEW_MS, at most idle_time): a name
+ * nobody ever held for a third of a lease leaves Redis within minutes, so
+ * names made in a loop do not pile up for a day. */
+typedef struct CommonArgs {
+        char ttl[24], uid[16], grace[24], idle[24], idle_new[24];
+} CommonArgs;
+
+static void common_args(Agent *a, const char *name, uid_t uid, CommonArgs *c) {
+        snprintf(c->ttl, sizeof(c->ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
+        snprintf(c->uid, sizeof(c->uid), UID_FMT, uid);
+        snprintf(c->grace, sizeof(c->grace), "%" PRIu64, redis_grace_until(a, name));
+        uint64_t idle = a->config->idle_time ? a->config->idle_time / USEC_PER_MSEC : IDLE_DEFAULT_MS;
+
+        snprintf(c->idle, sizeof(c->idle), "%" PRIu64, idle);
+        snprintf(c->idle_new, sizeof(c->idle_new), "%" PRIu64, MIN(idle, (uint64_t) IDLE_NEW_MS));
+}
+
+/* ---- The engine's calls: acquire ------------------------------------------------- */
+
+/* With replicas (Sentinel), a grant is told only once WAIT says enough
+ * replicas have it: a failover cannot then lose a slot someone holds.
+ * Enough: min_replicas_acked, or under Sentinel and in a Cluster all the
+ * master has if it has fewer (ROLE, right after the grant). A master
+ * without replicas is told at once: no failover can promote a replica
+ * without the grant (one that attaches later copies it), and one that
+ * restarts empty is a reset. */
+typedef struct GrantWait {
+        Agent *agent;
+        Lease *lease;
+        int need;
+        AcquireResult result;
+} GrantWait;
+
+/* Well under the time after which a silent Redis counts as hung (WAIT
+ * blocks the connection it is sent on). */
+static usec_t wait_timeout(const Agent *a) {
+        return MIN(redis_command_timeout(a->redis_io) / 2, USEC_PER_SEC);
+}
+
+/* The engine hears how the grant gw waited for ended: r (NULL: Redis went
+ * before it said; asked again on the next master). */
+static void grant_wait_done(GrantWait *gw, const AcquireResult *r) {
+        slots_acquire_done(&gw->agent->slots, gw->lease, r, now_mono());
+        free(gw);
+}
+
+/* The grant was not confirmed: given back, and the request waits again
+ * (or is denied, if it would not wait). */
+static void grant_give_back(GrantWait *gw, const char *why) {
+        Lease *l = gw->lease;
+
+        if (l->state != LEASE_GONE)     /* (released meanwhile: given back already) */
+                (void) io_call_release(gw->agent, l->name->name, l->id, l->uid);
+        gw->result = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = why };
+        grant_wait_done(gw, &gw->result);
+}
+
+static void wait_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        GrantWait *gw = userdata;
+        Agent *a = gw->agent;
+        long long n = -1;
+        char why[256];
+
+        (void) conn;
+        if (!reply) {
+                grant_wait_done(gw, NULL);
+                return;
+        }
+        if (redis_reply_integer(reply, &n) >= 0 && n >= gw->need) {
+                grant_wait_done(gw, &gw->result);
+                return;
+        }
+        snprintf(why, sizeof(why), "the grant reached %lld of the %d replica(s) it waited for (min_replicas_acked %d); given back",
+                 n < 0 ? 0 : n, gw->need, a->config->min_replicas_acked);
+        grant_give_back(gw, why);
+}
+
+static int wait_send(GrantWait *gw, RedisConn *conn) {
+        Agent *a = gw->agent;
+        char n[16], ms[24];
+
+        snprintf(n, sizeof(n), "%d", gw->need);
+        /* A request that would not wait is answered while its client
+         * still listens (it gives the agent 800 ms). */
+        snprintf(ms, sizeof(ms), "%" PRIu64,
+                 (gw->lease->no_wait ? MIN(wait_timeout(a), NO_WAIT_WAIT_TIMEOUT) : wait_timeout(a)) / USEC_PER_MSEC);
+        return redis_conn_command(conn, wait_reply, gw, 3, (const char *[]) { "WAIT", n, ms }, NULL);
+}
+
+/* ROLE, asked right after the grant on the same connection: how many
+ * replicas the master has now. Each of them may have the grant only once
+ * WAIT says so; one that attaches later copies it. With none now nor at
+ * the last look, the grant is told at once: no failover can then promote
+ * a replica that lacks it. */
+static void grant_role_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        GrantWait *gw = userdata;
+        Agent *a = gw->agent;
+        Shard *sh = shard_of_conn(a->redis_io, conn);
+        int before;
+
+        if (!reply) {
+                grant_wait_done(gw, NULL);
+                return;
+        }
+        before = sh ? sh->n_replicas : -1;
+        if (!sh || !shard_role_parse(sh, reply)) {
+                grant_give_back(gw, "the server that granted it is no master any more (ROLE)");
+                return;
+        }
+        gw->need = MIN(a->config->min_replicas_acked, MAX(before, sh->n_replicas));
+        if (gw->need <= 0) {
+                grant_wait_done(gw, &gw->result);
+                return;
+        }
+        if (wait_send(gw, conn) < 0)
+                grant_give_back(gw, "cannot ask the replicas");
+}
+
+/* On conn: the connection to the master that granted it. 0: the grant is
+ * told once the replicas have it (or, under Sentinel and in a Cluster,
+ * once ROLE says there are none); <0: the replicas cannot be asked. */
+static int wait_for_replicas(Agent *a, RedisConn *conn, Lease *l, const AcquireResult *r) {
+        GrantWait *gw;
+        int k;
+
+        gw = malloc(sizeof(*gw));
+        if (!gw)
+                return -ENOMEM;
+        *gw = (GrantWait) { .agent = a, .lease = l, .need = a->config->min_replicas_acked, .result = *r };
+        if (a->redis_io->topo->failover)
+                k = redis_conn_command(conn, grant_role_reply, gw, 1, (const char *[]) { "ROLE" }, NULL);
+        else
+                k = wait_send(gw, conn);
+        if (k < 0) {
+                free(gw);
+                return -ENOTCONN;
+        }
+        return 0;
+}
+
+static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Lease *l = userdata;
+        Agent *a = agent_of(l->slots_engine->ctx);
+        AcquireResult r = { .outcome = ACQUIRE_FAILED, .error = "unexpected reply from Redis", .next_expiry_ms = -1 };
+        long long v[5] = {};
+        size_t len = redis_reply_array_len(reply);
+
+        if (!reply) {
+                slots_acquire_done(&a->slots, l, NULL, now_mono());
+                return;
+        }
+        if (redis_reply_error(reply))
+                r.error = redis_reply_error(reply);
+        else if (len >= 1 && redis_reply_array_integer(reply, 0, &v[0]) >= 0) {
+                bool ok = true;
+
+                for (size_t i = 1; i < len && i < 5; i++)
+                        ok = ok && redis_reply_array_integer(reply, i, &v[i]) >= 0;
+                if (v[0] == -1 && len == 1)
+                        r.outcome = ACQUIRE_REFUSED;
+                else if (ok && v[0] == 1 && len == 5 && v[1] > 0 && v[2] >= 0 && v[3] >= 0 && v[4] >= 0 &&
+                         v[3] <= SLOTS_MAX && v[4] <= SLOTS_MAX)
+                        r = (AcquireResult) { .outcome = ACQUIRE_GRANTED, .token = (uint64_t) v[1],
+                                              .since_ms = (uint64_t) v[2], .held = (uint32_t) v[3],
+                                              .limit = (uint32_t) v[4] };
+                else if (ok && v[0] == 0 && len == 5 && v[1] > 0 && v[2] >= 0 && v[3] >= 0 && v[4] >= -1 &&
+                         v[1] <= UINT32_MAX && v[2] <= SLOTS_MAX && v[3] <= SLOTS_MAX)
+                        r = (AcquireResult) { .outcome = ACQUIRE_QUEUED, .position = (uint32_t) v[1],
+                                              .held = (uint32_t) v[2], .limit = (uint32_t) v[3],
+                                              .next_expiry_ms = v[4] };
+        }
+        if (r.outcome == ACQUIRE_GRANTED && a->config->min_replicas_acked > 0) {
+                if (wait_for_replicas(a, conn, l, &r) >= 0)
+                        return;
+                (void) io_call_release(a, l->name->name, l->id, l->uid);
+                r = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = "cannot ask the replicas" };
+        }
+        slots_acquire_done(&a->slots, l, &r, now_mono());
+}
+
+int io_call_acquire(void *ctx, Lease *l) {
+        Agent *a = agent_of(ctx);
+        char slots[16];
+        CommonArgs c;
+
+        common_args(a, l->name->name, l->uid, &c);
+        snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
+        return script_call(a, SCRIPT_ACQUIRE, l->name->name, acquire_reply, l, 9,
+                           (const char *[]) { l->id, slots, c.ttl, l->desc, a->config->host_id, c.uid, c.grace,
+                                              c.idle_new, l->proof },
+                           NULL);
+}
+
+/* ---- release -------------------------------------------------------------------- */
+
+typedef struct ReleaseCall {
+        Agent *agent;
+        uid_t uid;
+        char name[NAME_MAX_LEN + 1];
+        char lease[LEASE_ID_LEN + 1];
+} ReleaseCall;
+
+static void release_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        ReleaseCall *rc = userdata;
+        Agent *a = rc->agent;
+        const char *err = redis_reply_error(reply);
+        Granted g[SLOTS_GRANTS_MAX];
+        size_t k = 0, len = redis_reply_array_len(reply);
+        long long held = 0;
+
+        (void) conn;
+        if (err)
+                log_warning("Redis refused to release %s of %s: %s", rc->lease, rc->name, err);
+        else if (reply && redis_reply_array_integer(reply, 0, &held) >= 0 && held == -1)
+                log_warning("Redis records lease %s of %s for another host or user; not released.", rc->lease, rc->name);
+        else if (reply) {
+                /* {held, lease, token, since, ...}: whom the release handed slots to. */
+                for (size_t i = 1; i + 2 < len && k < SLOTS_GRANTS_MAX; i += 3) {
+                        long long token, since;
+
+                        if (redis_reply_array_string(reply, i, g[k].lease, sizeof(g[k].lease)) < 0 ||
+                            !lease_id_is_valid(g[k].lease) ||
+                            redis_reply_array_integer(reply, i + 1, &token) < 0 ||
+                            redis_reply_array_integer(reply, i + 2, &since) < 0 || token <= 0 || since < 0)
+                                break;
+                        g[k].token = (uint64_t) token;
+                        g[k].since_ms = (uint64_t) since;
+                        k++;
+                }
+        }
+        if (k > 0 && a->config->min_replicas_acked > 0) {
+                /* Those granted here are told once WAIT confirms it: they
+                 * ask Redis (and wait for the replicas) as on a wake-up. */
+                char payload[SLOTS_GRANTS_MAX * 80] = "g";
+                size_t n = 1;
+
+                for (size_t i = 0; i < k && n < sizeof(payload); i++)
+                        n += (size_t) snprintf(payload + n, sizeof(payload) - n, " %s %" PRIu64 " %" PRIu64 " -",
+                                               g[i].lease, g[i].token, g[i].since_ms);
+                slots_release_done(&a->slots, rc->name, rc->lease, rc->uid, false, NULL, 0, now_mono());
+                slots_wake(&a->slots, rc->name, payload, now_mono());
+                free(rc);
+                return;
+        }
+        slots_release_done(&a->slots, rc->name, rc->lease, rc->uid, !reply, g, k, now_mono());
+        free(rc);
+}
+
+int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
+        Agent *a = agent_of(ctx);
+        ReleaseCall *rc;
+        CommonArgs c;
+        int r;
+
+        rc = calloc(1, sizeof(*rc));
+        if (!rc)
+                return -ENOMEM;
+        rc->agent = a;
+        rc->uid = uid;
+        snprintf(rc->name, sizeof(rc->name), "%s", name);
+        snprintf(rc->lease, sizeof(rc->lease), "%s", lease);
+        common_args(a, name, uid, &c);
+        r = script_call(a, SCRIPT_RELEASE, name, release_reply, rc, 5,
+                        (const char *[]) { lease, a->config->host_id, c.uid, c.grace, c.idle_new }, NULL);
+        if (r < 0) {
+                free(rc);
+                return r;
+        }
+        /* Out of this host's index with it, whenever it goes out. */
+        redis_command(a, "HDEL", 3, (const char *[]) { "HDEL", a->host_key, lease });
+        return 0;
+}
+
+/* The index of names "fleetsem status" lists, by when they were last used
+ * here (names idle for long leave it: status.c). */
+static void index_name(Agent *a, const char *name) {
+        char score[24];
+
+        snprintf(score, sizeof(score), "%lld", (long long) (now_usec(CLOCK_REALTIME) / USEC_PER_MSEC));
+        redis_command(a, "ZADD", 4, (const char *[]) { "ZADD", a->names_key, score, name });
+}
+
+/* ---- renew ---------------------------------------------------------------------- */
+
+typedef struct RenewCall {
+        Agent *agent;
+        usec_t sent;
+        size_t n;
+        char name[NAME_MAX_LEN + 1];
+        char ids[][LEASE_ID_LEN + 1];
+} RenewCall;
+
+static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        RenewCall *rc = userdata;
+        Agent *a = rc->agent;
+        const char *err = redis_reply_error(reply);
+        size_t n_missing = redis_reply_array_len(reply);
+        bool *missing = NULL;
+
+        (void) conn;
+        if (!reply)
+                goto finish;    /* Redis went: the next renewal goes to the next connection */
+        if (err) {
+                log_error("Redis refused to renew the leases of %s: %s", rc->name, err);
+                goto finish;
+        }
+        missing = calloc(rc->n ?: 1, sizeof(bool));
+        if (!missing)
+                goto finish;
+        for (size_t j = 0; j < n_missing; j++) {
+                char id[LEASE_ID_LEN + 1];
+
+                if (redis_reply_array_string(reply, j, id, sizeof(id)) < 0)
+                        continue;
+                for (size_t i = 0; i < rc->n; i++)
+                        if (streq(rc->ids[i], id))
+                                missing[i] = true;
+        }
+        slots_renew_done(&a->slots, rc->name, (const char (*)[LEASE_ID_LEN + 1]) rc->ids, missing, rc->n,
+                         rc->sent, now_mono());
+finish:
+        free(missing);
+        free(rc);
+}
+
+int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids) {
+        Agent *a = agent_of(ctx);
+        const char **args;
+        RenewCall *rc;
+        CommonArgs c;
+        int r;
+
+        if (a->state != REDIS_READY)
+                return -ENOTCONN;
+        rc = malloc(sizeof(*rc) + n_ids * sizeof(rc->ids[0]));
+        args = calloc(n_ids + 4, sizeof(char *));
+        if (!rc || !args) {
+                free(rc);
+                free(args);
+                return -ENOMEM;
+        }
+        *rc = (RenewCall) { .agent = a, .sent = now_mono(), .n = n_ids };
+        snprintf(rc->name, sizeof(rc->name), "%s", n->name);
+        memcpy(rc->ids, ids, n_ids * sizeof(rc->ids[0]));
+        common_args(a, n->name, 0, &c);
+        args[0] = c.ttl;
+        args[1] = a->config->host_id;
+        args[2] = c.idle;
+        args[3] = c.grace;
+        for (size_t i = 0; i < n_ids; i++)
+                args[4 + i] = rc->ids[i];
+        r = script_call(a, SCRIPT_RENEW, n->name, renew_reply, rc, n_ids + 4, args, NULL);
+        free(args);
+        if (r < 0) {
+                free(rc);
+                return r;
+        }
+        index_name(a, n->name);
+        return 0;
+}
+
+/* ---- reassert ------------------------------------------------------------------- */
+
+static void reassert_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Lease *l = userdata;
+        Agent *a = agent_of(l->slots_engine->ctx);
+        long long v = 0;
+        int result = -2;
+
+        (void) conn;
+        if (reply) {
+                if (redis_reply_integer(reply, &v) >= 0 && v >= -1 && v <= 1)
+                        result = (int) v;
+                else
+                        result = 0;     /* an error or nonsense: do not believe it holds */
+        }
+        slots_reassert_done(&a->slots, l, result, now_mono());
+}
+
+int io_call_reassert(void *ctx, Lease *l) {
+        Agent *a = agent_of(ctx);
+        char slots[16], token[24], since[24];
+        CommonArgs c;
+
+        common_args(a, l->name->name, l->uid, &c);
+        snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
+        snprintf(token, sizeof(token), "%" PRIu64, l->token);
+        snprintf(since, sizeof(since), "%" PRIu64, l->since_ms);
+        return script_call(a, SCRIPT_REASSERT, l->name->name, reassert_reply, l, 10,
+                           (const char *[]) { l->id, slots, token, since, c.ttl, l->desc, a->config->host_id, c.uid, c.idle,
+                                              c.grace },
+                           NULL);
+}
+
+/* ---- This host's index ---------------------------------------------------------- */
+
+/* "NAME SLOTS UID UNIT ON-LOST", UNIT "-" when not bound to one. */
+void io_index(void *ctx, const Lease *l, bool add) {
+        Agent *a = agent_of(ctx);
+        char value[NAME_MAX_LEN + UNIT_NAME_MAX + 64];
+
+        if (!add) {
+                redis_command(a, "HDEL", 3, (const char *[]) { "HDEL", a->host_key, l->id });
+                return;
+        }
+        snprintf(value, sizeof(value), "%s %" PRIu32 " " UID_FMT " %s %s", l->name->name, l->slots, l->uid,
+                 l->unit ?: "-", l->stop_on_lost ? "stop" : "ignore");
+        redis_command(a, "HSET", 4, (const char *[]) { "HSET", a->host_key, l->id, value });
+        /* A name's first lease here: in the names index at once, not at the
+         * next renewal. */
+        if (l->name->n_held + l->name->n_waiting <= 1)
+                index_name(a, l->name->name);
+}
+
+/* ---- Wake-ups ------------------------------------------------------------------- */
+
+/* Subscribed on the pub/sub connection of the name's shard (sharded in a
+ * Cluster); again whenever a subscription connection or the map changed. */
+void io_name_waiting(void *ctx, Name *n) {
+        Agent *a = agent_of(ctx);
+        RedisIo *io = a->redis_io;
+        char channel[IDENT_MAX_LEN + NAME_MAX_LEN + 16];
+        Shard *sh;
+        int r;
+
+        if (n->io_generation == io->sub_generation)
+                return;
+        sh = shard_of_name(io, n->name);
+        if (!sh || !sh->sub_ready)
+                return;
+        snprintf(channel, sizeof(channel), "%s:{%s}:wake", a->config->key_prefix, n->name);
+        r = io->topo->sharded ? redis_conn_ssubscribe(sh->sub, channel) : redis_conn_subscribe(sh->sub, channel);
+        if (r >= 0)
+                n->io_generation = io->sub_generation;
+}
+
+void engine_subscribe_all(RedisIo *io) {
+        for (Name *n = io->agent->slots.names; n; n = n->all_next)
+                if (n->n_waiting > 0)
+                        io_name_waiting(io->agent, n);
+}
+
+void engine_wake(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        RedisIo *io = userdata;
+        Agent *a = io->agent;
+        char kind[16], channel[IDENT_MAX_LEN + NAME_MAX_LEN + 16], name[NAME_MAX_LEN + 1];
+        char payload[SLOTS_GRANTS_MAX * 80] = "";
+        const char *open, *close;
+
+        (void) conn;
+        if (!reply || redis_reply_array_len(reply) != 3 ||
+            redis_reply_array_string(reply, 0, kind, sizeof(kind)) < 0 ||
+            redis_reply_array_string(reply, 1, channel, sizeof(channel)) < 0)
+                return;
+        /* "subscribe" too: a release may have come before the subscription.
+         * In a Cluster, "smessage" and "ssubscribe". */
+        if (!streq(kind, "message") && !streq(kind, "subscribe") && !streq(kind, "smessage") &&
+            !streq(kind, "ssubscribe"))
+                return;
+        open = strchr(channel, '{');
+        close = strrchr(channel, '}');
+        if (!open || !close || close <= open + 1 || (size_t) (close - open - 1) > NAME_MAX_LEN)
+                return;
+        memcpy(name, open + 1, (size_t) (close - open - 1));
+        name[close - open - 1] = '\0';
+        if ((streq(kind, "message") || streq(kind, "smessage")) &&
+            redis_reply_array_string(reply, 2, payload, sizeof(payload)) < 0)
+                payload[0] = '\0';
+        slots_wake(&a->slots, name, payload, now_mono());
+}
+

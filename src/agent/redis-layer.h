@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Inside the agent's Redis layer (redis-io.h is its face to the rest of
+ * the agent). From the bottom up, each file calling only those below it;
+ * what happens below is reported up through the callbacks of RedisEvents,
+ * which redis-io.c sets:
+ *
+ *   shard.c          one server: its command and pub/sub connections,
+ *                    AUTH, SELECT, SCRIPT LOAD, ROLE, INFO, the epoch
+ *   topo-single.c    the topologies behind one interface (TopologyOps):
+ *   topo-sentinel.c  which servers there are, which one holds a hash
+ *   topo-cluster.c   slot, what to do when one goes
+ *   calls.c          a call routed to its shard (MOVED, ASK, TRYAGAIN,
+ *                    NOSCRIPT), the keys of a name's script calls
+ *   batch.c          group commit: one script call a name and a turn
+ *   redis-engine.c   the slot engine's calls (SlotsOps) and wake-ups
+ *   redis-io.c       start and stop, the tick, up and down for the agent */
+
+#include "agent.h"
+
+#define SHARDS_MAX 64                   /* masters of a Cluster */
+
+typedef struct RedisIo RedisIo;
+typedef struct Shard Shard;
+typedef struct Call Call;
+typedef struct Batcher Batcher;
+typedef struct Topology Topology;
+
+/* One Redis server and what the agent knows of it. Standalone and under
+ * Sentinel there is one; a Cluster has one per master, each owning the
+ * hash slots the map gives it. */
+struct Shard {
+        RedisIo *io;
+        uint8_t index;                  /* in io->shards */
+        char *host;                     /* cluster: the node; otherwise NULL */
+        uint16_t port;
+        char name[300];                 /* "host:port", or the URL without password, for logs */
+        RedisConn *cmd, *sub;
+        RedisState state;
+        bool sub_ready;
+        unsigned setup_pending;         /* replies awaited before READY */
+        bool setup_failed;
+        char error[256];
+        char epoch[LEASE_ID_LEN + 1];   /* the Redis state this agent knows ("" before the first) */
+        uint64_t grace_until_ms;        /* Redis clock: nobody is granted anything before */
+        char run_id[48];
+        Call *parked;                   /* calls redirected here before it was up (calls.c) */
+        size_t n_slots;                 /* cluster: hash slots the map gives it */
+        unsigned map_pass;              /* cluster: the last map that named it */
+        int n_replicas;                 /* replicas attached, as ROLE last said (-1: not asked) */
+        int epoch_slot;                 /* cluster: the slot its epoch key is in (-1: none yet) */
+        usec_t backoff;                 /* after it went: how long before it is tried again */
+        usec_t retry_at;                /* CLOCK_MONOTONIC: not connected to before */
+};
+
+/* What one topology does; the rest of the layer asks through these. */
+typedef struct TopologyOps {
+        bool sharded;           /* keys, clocks and wake-ups per hash slot (SPUBLISH) */
+        bool failover;          /* the server may be replaced: ROLE checked, epochs by run id */
+        int (*start)(RedisIo *io);
+        void (*stop)(RedisIo *io);
+        /* Connects whatever is due (after a backoff, a new master, a map). */
+        void (*connect)(RedisIo *io);
+        RedisAddress (*address)(RedisIo *io, const Shard *sh);
+        /* The shard that holds a hash slot's keys; NULL while none is known. */
+        Shard *(*shard_of_slot)(RedisIo *io, unsigned slot);
+        /* MOVED (moved) or ASK to host:port for slot: the shard there, or
+         * NULL when it cannot be followed. NULL op: redirects are errors. */
+        Shard *(*redirect)(RedisIo *io, unsigned slot, const char *host, uint16_t port, bool moved);
+        /* A hint that the layout may have changed (CLUSTERDOWN, MOVED). */
+        void (*refresh)(RedisIo *io);
+        /* sh is up (reset: it lost its state): said in the journal. */
+        void (*shard_up)(RedisIo *io, Shard *sh, bool reset);
+        /* sh went (after a failure, not a reconnection asked for). */
+        void (*shard_lost)(RedisIo *io, Shard *sh);
+        /* Whether sh counts for the engine (a Cluster's masters that own slots). */
+        bool (*shard_counts)(const RedisIo *io, const Shard *sh);
+        /* Whether every shard is known (a Cluster: once the map is). */
+        bool (*known)(const RedisIo *io);
+        /* The hash slot sh's epoch key is in: -1 none (it owns none yet),
+         * -2 the one key P:epoch. */
+        int (*epoch_slot)(const RedisIo *io, const Shard *sh);
+        void (*tick)(RedisIo *io, usec_t now);
+        /* Drops connections to peers other than the shards (Sentinels). */
+        void (*drop_peers)(RedisIo *io);
+        void (*describe)(RedisIo *io, char *buf, size_t size);
+} TopologyOps;
+
+extern const TopologyOps topology_single, topology_sentinel, topology_cluster;
+
+/* topo-single.c: what the topologies of one server share */
+void topology_connect_shards(RedisIo *io);
+Shard *topology_first_shard(RedisIo *io, unsigned slot);
+bool topology_every_shard_counts(const RedisIo *io, const Shard *sh);
+bool topology_always_known(const RedisIo *io);
+int topology_one_epoch(const RedisIo *io, const Shard *sh);
+
+/* What happens below, reported up (set by redis-io.c). */
+typedef struct RedisEvents {
+        void (*shard_ready)(Shard *sh, bool reset, usec_t grace, const char *why);
+        /* After sh's connections were dropped and it is left DOWN. */
+        void (*shard_down)(Shard *sh, RedisState was);
+        /* sh's connections dropped (calls parked on it hear Redis went). */
+        void (*shard_disconnected)(Shard *sh);
+        void (*sub_ready)(Shard *sh);
+        redis_reply_cb wake;            /* a message on a pub/sub connection */
+        /* The topology's layout changed: subscriptions follow it. */
+        void (*layout_changed)(RedisIo *io);
+        /* The topology found a shard (or the map) usable: maybe up. */
+        void (*maybe_up)(RedisIo *io);
+        /* Redis cannot be reached (no node, no quorum): down for the engine. */
+        void (*unreachable)(RedisIo *io);
+        /* The server was replaced (a failover followed): down until the new one is up. */
+        void (*replaced)(RedisIo *io, const char *why);
+} RedisEvents;
+
+struct RedisIo {
+        Agent *agent;
+        const TopologyOps *topo;
+        Topology *topo_state;           /* the topology's own */
+        RedisEvents ev;
+        Shard *shards[SHARDS_MAX];
+        size_t n_shards;
+        Batcher *batcher;
+        char sha[N_SCRIPTS][41];
+        char *script_text[N_SCRIPTS];
+        unsigned sub_generation;        /* any subscription connection made again, or the layout changed */
+        usec_t backoff;                 /* the peers' (Sentinels, the map's nodes) */
+        sd_event_source *reconnect_source;
+        sd_event_source *tick_source;
+        bool up_reset;                  /* a shard reset before all were up */
+        usec_t up_grace;
+        const char *up_why;             /* GRACE_WHY_* of up_grace */
+};
+
+extern const char *const script_name[N_SCRIPTS];
+
+/* shard.c */
+/* A host name or address as a peer may give it: what hiredis is asked to
+ * connect to, nothing else. */
+bool host_is_valid(const char *host);
+/* "host:port", "[v6]:port". */
+void host_port_format(char *buf, size_t size, const char *host, unsigned port);
+/* A shard for host:port (NULL: the one server), placed at index. */
+int shard_init(Shard *sh, RedisIo *io, uint8_t index, const char *host, uint16_t port);
+Shard *shard_new(RedisIo *io, const char *host, uint16_t port);
+void shard_free(Shard *sh);
+void shard_connect(Shard *sh);
+/* Drops sh's connections and leaves it in state. */
+void shard_disconnect(Shard *sh, RedisState state);
+/* sh's connections are gone (or it hangs, or is not what it should be):
+ * dropped, and made again after a backoff of its own. */
+void shard_down(Shard *sh, int error, const char *why);
+Shard *shard_of_conn(RedisIo *io, const RedisConn *conn);
+/* Whether any shard that counts is up. */
+bool shards_any_ready(const RedisIo *io);
+/* ROLE: whether it says master; the replicas attached are recorded. */
+bool shard_role_parse(Shard *sh, const RedisReply *reply);
+/* ROLE asked again (a master demoted without word goes down). */
+void shard_role_refresh(Shard *sh);
+/* Calls under way and no word for longer than a silent Redis may take. */
+bool redis_conn_hangs(const RedisIo *io, RedisConn *c, usec_t now);
+usec_t redis_command_timeout(const RedisIo *io);
+/* AUTH's argv for the configured user: its argc. */
+int redis_auth_argv(const RedisIo *io, const char *argv[3]);
+void redis_fire_and_forget(RedisConn *conn, const RedisReply *reply, void *userdata);
+/* The peers' backoff: connect() again in delay, or as due already. */
+void redis_reconnect_in(RedisIo *io, usec_t delay);
+void redis_reconnect_later(RedisIo *io);
+usec_t backoff_next(usec_t b);
+
+/* calls.c */
+Shard *shard_of_name(RedisIo *io, const char *name);
+/* EVALSHA of script on name's keys (n_args args after them). */
+int call_script_now(RedisIo *io, Script script, const char *name, redis_reply_cb cb, void *userdata,
+                    size_t n_args, const char *const *args, const size_t *arglens);
+/* Calls parked on sh: sent (send) or told Redis went. */
+void calls_unpark(Shard *sh, bool send);
+
+/* batch.c */
+int batcher_new(RedisIo *io);
+void batcher_free(RedisIo *io);
+/* A call on name into the batch of this turn. */
+int batch_add(RedisIo *io, Script script, const char *name, redis_reply_cb cb, void *userdata, size_t n_args,
+              const char *const *args, const size_t *arglens);
+/* name's batch sent now, if it has one. */
+void batch_flush_name(RedisIo *io, const char *name);
+void batch_flush_all(RedisIo *io);
+
+/* redis-engine.c */
+/* Every name with waiters subscribed to its wake-ups (where not yet). */
+void engine_subscribe_all(RedisIo *io);
+void engine_wake(RedisConn *conn, const RedisReply *reply, void *userdata);

@@ -1,0 +1,541 @@
+/* SPDX-License-Identifier: MIT */
+/* One Redis server ("shard"): its command connection (AUTH, SELECT, the
+ * scripts loaded, ROLE where a failover may have replaced it, INFO, then
+ * the epoch that tells a Redis that lost its state) and its pub/sub
+ * connection. What becomes of it is reported up through io->ev; the
+ * topology says where it is and how it is named. */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "redis-layer.h"
+
+#define CONNECT_TIMEOUT (2 * USEC_PER_SEC)
+#define COMMAND_TIMEOUT (5 * USEC_PER_SEC)
+#define BACKOFF_MIN (100 * USEC_PER_MSEC)
+#define BACKOFF_MAX (2 * USEC_PER_SEC)
+#define FAILOVER_GRACE_WAIT (500 * USEC_PER_MSEC)       /* grace after a failover, grants confirmed by WAIT */
+
+bool host_is_valid(const char *host) {
+        return host[0] && strlen(host) <= 253 &&
+               strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") == strlen(host);
+}
+
+void host_port_format(char *buf, size_t size, const char *host, unsigned port) {
+        bool v6 = strchr(host, ':');
+
+        snprintf(buf, size, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", port);
+}
+
+void redis_fire_and_forget(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        const char *err = redis_reply_error(reply);
+
+        (void) conn;
+        if (err)
+                log_warning("Redis refused %s: %s", (const char *) userdata, err);
+}
+
+usec_t backoff_next(usec_t b) {
+        return b == 0 ? BACKOFF_MIN : MIN(b * 2, BACKOFF_MAX);
+}
+
+void redis_reconnect_in(RedisIo *io, usec_t delay) {
+        uint64_t when = 0;
+        int enabled = SD_EVENT_OFF;
+        usec_t at = now_mono() + delay;
+
+        (void) sd_event_source_get_enabled(io->reconnect_source, &enabled);
+        if (enabled != SD_EVENT_OFF && sd_event_source_get_time(io->reconnect_source, &when) >= 0 && when <= at)
+                return;
+        (void) sd_event_source_set_time(io->reconnect_source, at);
+        (void) sd_event_source_set_enabled(io->reconnect_source, SD_EVENT_ONESHOT);
+}
+
+void redis_reconnect_later(RedisIo *io) {
+        io->backoff = backoff_next(io->backoff);
+        redis_reconnect_in(io, io->backoff);
+}
+
+/* A Redis that hangs (stopped, swapping) counts as gone after a third of
+ * the lease, within 1s to 5s: soon enough to tell holders in time. */
+usec_t redis_command_timeout(const RedisIo *io) {
+        usec_t t = io->agent->config->lease_ttl / 3;
+
+        return t < USEC_PER_SEC ? USEC_PER_SEC : t > COMMAND_TIMEOUT ? COMMAND_TIMEOUT : t;
+}
+
+bool redis_conn_hangs(const RedisIo *io, RedisConn *c, usec_t now) {
+        return c && redis_conn_pending(c) > 0 && now > redis_conn_last_activity(c) &&
+               now - redis_conn_last_activity(c) > redis_command_timeout(io);
+}
+
+int redis_auth_argv(const RedisIo *io, const char *argv[3]) {
+        const RedisAddress *r = &io->agent->config->redis;
+
+        argv[0] = "AUTH";
+        if (r->user) {
+                argv[1] = r->user;
+                argv[2] = r->password ?: "";
+                return 3;
+        }
+        argv[1] = r->password;
+        return 2;
+}
+
+/* How the server is named in what the journal says of its role: the
+ * master a Sentinel named, else the shard's own name. */
+static const char *shard_server(const Shard *sh) {
+        const Agent *a = sh->io->agent;
+
+        return !sh->host && a->master_name[0] ? a->master_name : sh->name;
+}
+
+bool shards_any_ready(const RedisIo *io) {
+        for (size_t i = 0; i < io->n_shards; i++)
+                if (io->shards[i]->state == REDIS_READY && io->topo->shard_counts(io, io->shards[i]))
+                        return true;
+        return false;
+}
+
+Shard *shard_of_conn(RedisIo *io, const RedisConn *conn) {
+        for (size_t i = 0; i < io->n_shards; i++)
+                if (io->shards[i]->cmd == conn)
+                        return io->shards[i];
+        return NULL;
+}
+
+void shard_disconnect(Shard *sh, RedisState state) {
+        RedisConn *cmd = sh->cmd, *sub = sh->sub;
+
+        /* Detached first: freeing runs their callbacks with NULL. */
+        sh->cmd = sh->sub = NULL;
+        sh->sub_ready = false;
+        sh->state = state;
+        redis_conn_free(cmd);
+        redis_conn_free(sub);
+        sh->io->ev.shard_disconnected(sh);
+}
+
+void shard_down(Shard *sh, int error, const char *why) {
+        RedisIo *io = sh->io;
+        Agent *a = io->agent;
+        char buf[FORMAT_DURATION_MAX];
+        RedisState was = sh->state;
+
+        snprintf(sh->error, sizeof(sh->error), "%s", why && why[0] ? why : strerror(-error));
+        snprintf(a->redis_error, sizeof(a->redis_error), "%s%s%s", sh->host ? sh->name : "", sh->host ? ": " : "",
+                 sh->error);
+        shard_disconnect(sh, REDIS_DOWN);
+
+        /* Tried again after a backoff of its own (a Cluster's other
+         * masters keep theirs). */
+        sh->backoff = backoff_next(sh->backoff);
+        sh->retry_at = now_mono() + sh->backoff;
+        if (was == REDIS_READY)
+                log_warning("Lost connection to Redis at %s: %s; held slots stay anchored, retrying.", sh->name,
+                            sh->error);
+        else if (was == REDIS_CONNECTING || sh->backoff >= BACKOFF_MAX)
+                log_warning("Failed to connect to Redis at %s: %s; retrying in %s.", sh->name, sh->error,
+                            format_duration(buf, sizeof(buf), sh->backoff));
+        io->ev.shard_down(sh, was);
+}
+
+/* grace: what is left of the time after a reset in which nobody is
+ * granted anything; why: a GRACE_WHY_*, NULL when this agent cannot tell. */
+static void shard_ready(Shard *sh, bool reset, usec_t grace, const char *why) {
+        RedisIo *io = sh->io;
+        Agent *a = io->agent;
+
+        sh->state = REDIS_READY;
+        sh->backoff = 0;
+        sh->retry_at = 0;
+        io->backoff = 0;
+        io->topo->shard_up(io, sh, reset);
+        if (reset && a->slots.n_held > 0)
+                log_notice("Re-asserting %zu held slot(s) in Redis %s.", a->slots.n_held, sh->name);
+        if (grace > 0)
+                log_notice("No slot is granted through Redis %s for another %s: %s; slots held before may still be "
+                           "in use until their leases run out.", sh->name,
+                           format_duration((char[FORMAT_DURATION_MAX]) {}, FORMAT_DURATION_MAX, grace),
+                           grace_why_text(why ?: GRACE_WHY_NEW));
+        io->ev.shard_ready(sh, reset, grace, why);
+}
+
+/* ---- Set-up --------------------------------------------------------------------- */
+
+typedef struct SetupStep {
+        Shard *shard;
+        const char *what;
+        int script;             /* -1: not a SCRIPT LOAD */
+} SetupStep;
+
+static void setup_done(Shard *sh);
+
+static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        SetupStep *step = userdata;
+        Shard *sh = step->shard;
+        RedisIo *io = sh->io;
+        const char *err = redis_reply_error(reply), *s;
+        size_t len;
+
+        if (!reply || conn != sh->cmd)
+                goto finish;    /* an old connection */
+        if (err) {
+                if (!sh->setup_failed)
+                        snprintf(sh->error, sizeof(sh->error), "%s failed: %s", step->what, err);
+                sh->setup_failed = true;
+        } else if (step->script >= 0) {
+                if (redis_reply_string(reply, &s, &len) < 0 || len != 40 ||
+                    (io->sha[step->script][0] && !strneq(io->sha[step->script], s, 40))) {
+                        sh->setup_failed = true;
+                        snprintf(sh->error, sizeof(sh->error), "SCRIPT LOAD gave an unexpected reply");
+                } else {
+                        memcpy(io->sha[step->script], s, 40);
+                        io->sha[step->script][40] = '\0';
+                }
+        }
+        if (--sh->setup_pending > 0)
+                goto finish;
+        if (sh->setup_failed) {
+                char why[sizeof(sh->error)];
+
+                snprintf(why, sizeof(why), "%s", sh->error);
+                shard_down(sh, -EACCES, why);
+        } else
+                setup_done(sh);
+finish:
+        free(step);
+}
+
+static void setup_send(Shard *sh, const char *what, int script, int argc, const char *const *argv) {
+        SetupStep *step = calloc(1, sizeof(*step));
+
+        if (!step)
+                return;
+        *step = (SetupStep) { .shard = sh, .what = what, .script = script };
+        if (redis_conn_command(sh->cmd, setup_reply, step, argc, argv, NULL) < 0) {
+                free(step);
+                return;
+        }
+        sh->setup_pending++;
+}
+
+/* The epoch: "ID GRACE_UNTIL_MS [RUN_ID]" in P:epoch (in a Cluster one per
+ * master, P:epoch:{TAG} in the first hash slot it owns), made by the first
+ * agent that finds none. An id other than the one this agent knew means
+ * Redis lost its state since (restarted empty, a failover that lost
+ * writes). The grace lasts until Redis has been up for one lease: holders
+ * from before are re-asserted or told they lost their slot by then. */
+static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+        char value[128], id[LEASE_ID_LEN + 1];
+        long long created = -1, now_ms = -1;
+        uint64_t grace_until = 0;
+        const char *why;
+        bool reset;
+        int n = 0;
+
+        if (!reply || conn != sh->cmd)
+                return;
+        if (redis_reply_error(reply) || redis_reply_array_len(reply) != 3 ||
+            redis_reply_array_integer(reply, 0, &created) < 0 ||
+            redis_reply_array_string(reply, 1, value, sizeof(value)) < 0 ||
+            redis_reply_array_integer(reply, 2, &now_ms) < 0 || now_ms < 0 ||
+            strchr(value, '-') || sscanf(value, "%32[0-9a-f] %" SCNu64 "%n", id, &grace_until, &n) != 2 ||
+            (value[n] != '\0' && (value[n] != ' ' || strspn(value + n + 1, "0123456789abcdef") != strlen(value + n + 1))) ||
+            !lease_id_is_valid(id)) {
+                shard_down(sh, -EBADMSG, redis_reply_error(reply) ?: "unexpected reply to the epoch script");
+                return;
+        }
+        reset = created >= 1 || (sh->epoch[0] && !streq(sh->epoch, id));
+        if (reset)
+                log_full(sh->epoch[0] ? LOG_WARNING : LOG_INFO, "Redis at %s %s (epoch %s).", sh->name,
+                         sh->epoch[0] ? "lost its state since this agent last saw it" : "holds no fleetsem state yet", id);
+        /* 2: the epoch named another master; 1: there was none, which is
+         * news to an agent that knew one; else this agent knows no better
+         * than that Redis' state is new. */
+        why = created == 2 ? GRACE_WHY_FAILOVER
+              : sh->epoch[0] && (created == 1 || !streq(sh->epoch, id)) ? GRACE_WHY_RESET
+              : !sh->epoch[0] ? GRACE_WHY_NEW : NULL;
+        memcpy(sh->epoch, id, sizeof(sh->epoch));
+        sh->grace_until_ms = grace_until;
+        shard_ready(sh, reset, grace_until > (uint64_t) now_ms ? (grace_until - (uint64_t) now_ms) * USEC_PER_MSEC : 0,
+                    why);
+}
+
+/* EVALSHA of the epoch script, loaded just before on this connection. */
+static int epoch_send(Shard *sh, const char *key, const char *id, const char *grace, const char *failover) {
+        RedisIo *io = sh->io;
+
+        return redis_conn_command(sh->cmd, epoch_reply, sh, 8,
+                                  (const char *[]) { "EVALSHA", io->sha[SCRIPT_EPOCH], "1", key, id, grace,
+                                                     io->topo->failover ? sh->run_id : "", failover },
+                                  NULL);
+}
+
+static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+        RedisIo *io = sh->io;
+        const Config *config = io->agent->config;
+        const char *s, *p;
+        size_t len;
+        long long uptime = 0;
+        uint64_t ttl_ms = config->lease_ttl / USEC_PER_MSEC, grace_ms, failover_ms;
+        char key[LEASE_ID_LEN + 1 + IDENT_MAX_LEN + 16], id[LEASE_ID_LEN + 1], grace[24], failover[24];
+        int r, first;
+
+        if (!reply || conn != sh->cmd)
+                return;
+        sh->run_id[0] = '\0';
+        if (redis_reply_string(reply, &s, &len) >= 0) {
+                if ((p = memmem(s, len, "uptime_in_seconds:", 18)))
+                        uptime = strtoll(p + 18, NULL, 10);
+                if ((p = memmem(s, len, "run_id:", 7)) && (size_t) (s + len - p) > 7 + 40 &&
+                    strspn(p + 7, "0123456789abcdef") == 40) {
+                        memcpy(sh->run_id, p + 7, 40);
+                        sh->run_id[40] = '\0';
+                }
+        }
+        /* Whole seconds, rounded down: the grace is never too short. */
+        grace_ms = uptime >= 0 && (uint64_t) uptime * 1000 < ttl_ms ? ttl_ms - (uint64_t) uptime * 1000 : 0;
+        /* A master other than the one the epoch names means a failover,
+         * which may have lost the last writes. With WAIT, every grant told
+         * to a holder is on the replica that took over, with an expiry no
+         * earlier than its agent stops believing in it (unless the replica
+         * missed two renewals in a row); agents hear of the failover at
+         * once and re-assert, within milliseconds of each other: half a
+         * second covers that. Without WAIT the failover may have lost
+         * grants: a whole lease. */
+        failover_ms = config->min_replicas_acked > 0 ? MIN(ttl_ms, FAILOVER_GRACE_WAIT / USEC_PER_MSEC) : ttl_ms;
+        /* A new master is a failover, also when the epoch is missing,
+         * which is also what a master restarted empty looks like: the
+         * longer of the two (the epoch script takes the longer too when
+         * the epoch names another run id: the same master restarted). In
+         * a Cluster an epoch key follows its master's first slot when a
+         * resharding moves it, so a missing one is a loss. */
+        if (io->topo->failover)
+                grace_ms = MAX(grace_ms, failover_ms);
+        r = lease_id_new(id);
+        if (r < 0) {
+                shard_down(sh, r, "cannot make an epoch id");
+                return;
+        }
+        first = io->topo->epoch_slot(io, sh);
+        if (first == -1) {
+                /* Only asked (ASK) while slots move to it: its epoch is
+                 * looked at once it owns one and its connection is made
+                 * again. */
+                sh->epoch[0] = '\0';
+                sh->grace_until_ms = 0;
+                shard_ready(sh, false, 0, NULL);
+                return;
+        }
+        if (first >= 0) {
+                snprintf(key, sizeof(key), "%s:epoch:{%s}", config->key_prefix, redis_slot_tag((unsigned) first));
+                sh->epoch_slot = first;
+        } else
+                snprintf(key, sizeof(key), "%s:epoch", config->key_prefix);
+        snprintf(grace, sizeof(grace), "%" PRIu64, grace_ms);
+        snprintf(failover, sizeof(failover), "%" PRIu64, failover_ms);
+        /* Under Sentinel and in a Cluster the epoch belongs to one master:
+         * another one (a failover) starts a new epoch, which every agent
+         * takes as a reset. */
+        if (epoch_send(sh, key, id, grace, failover) < 0)
+                shard_down(sh, -EIO, "cannot send commands");
+}
+
+bool shard_role_parse(Shard *sh, const RedisReply *reply) {
+        const Config *config = sh->io->agent->config;
+        char role[16] = "";
+        int n, k;
+
+        (void) redis_reply_array_string(reply, 0, role, sizeof(role));
+        if (!streq(role, "master"))
+                return false;
+        n = (int) MIN(redis_reply_array_len(redis_reply_array_get(reply, 2)), (size_t) INT_MAX);
+        k = MIN(n, config->min_replicas_acked);
+        if (n != sh->n_replicas && config->min_replicas_acked > 0)
+                log_full(sh->n_replicas < 0 ? LOG_INFO : LOG_NOTICE,
+                         "Redis master %s has %d replica(s); grants are told once %d of them %s them (min_replicas_acked %d).",
+                         shard_server(sh), n, k, k == 1 ? "has" : "have", config->min_replicas_acked);
+        sh->n_replicas = n;
+        return true;
+}
+
+static void role_refresh_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+
+        if (!reply || conn != sh->cmd || redis_reply_error(reply))
+                return;
+        if (!shard_role_parse(sh, reply))
+                /* Demoted (a failover it was not told of): calls fail, the
+                 * map or the Sentinels are asked again. */
+                shard_down(sh, -EAGAIN, "it is no master any more (ROLE)");
+}
+
+void shard_role_refresh(Shard *sh) {
+        if (sh->state == REDIS_READY)
+                (void) redis_conn_command(sh->cmd, role_refresh_reply, sh, 1, (const char *[]) { "ROLE" }, NULL);
+}
+
+static void info_send(Shard *sh) {
+        if (redis_conn_command(sh->cmd, info_reply, sh, 2, (const char *[]) { "INFO", "server" }, NULL) < 0)
+                shard_down(sh, -EIO, "cannot send commands");
+}
+
+static void role_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+        char role[16] = "";
+
+        if (!reply || conn != sh->cmd)
+                return;
+        (void) redis_reply_array_string(reply, 0, role, sizeof(role));
+        if (!shard_role_parse(sh, reply)) {
+                char why[400];
+
+                snprintf(why, sizeof(why), "%s is not a master (ROLE says \"%s\")", shard_server(sh), role);
+                shard_down(sh, -EAGAIN, why);
+                return;
+        }
+        info_send(sh);
+}
+
+static void setup_done(Shard *sh) {
+        /* What a Sentinel names, or a Cluster's map, may be stale: the
+         * server itself says. */
+        if (sh->io->topo->failover) {
+                if (redis_conn_command(sh->cmd, role_reply, sh, 1, (const char *[]) { "ROLE" }, NULL) < 0)
+                        shard_down(sh, -EIO, "cannot send commands");
+                return;
+        }
+        info_send(sh);
+}
+
+static void on_cmd_state(RedisConn *conn, int error, const char *message, void *userdata) {
+        Shard *sh = userdata;
+        RedisIo *io = sh->io;
+        const RedisAddress *redis = &io->agent->config->redis;
+        char db[16];
+
+        if (conn != sh->cmd)
+                return;
+        if (error < 0) {
+                /* A refused AUTH says more than the connection Redis then
+                 * closes (it drops unauthenticated clients that send a
+                 * large bulk: the scripts sent behind the AUTH). */
+                char why[sizeof(sh->error)];
+
+                snprintf(why, sizeof(why), "%s", sh->setup_failed ? sh->error : message ? message : "");
+                shard_down(sh, error, why);
+                return;
+        }
+        sh->setup_pending = 0;
+        sh->setup_failed = false;
+        if (redis->password) {
+                const char *argv[3];
+
+                setup_send(sh, "AUTH", -1, redis_auth_argv(io, argv), argv);
+        }
+        if (redis->db > 0) {
+                snprintf(db, sizeof(db), "%u", redis->db);
+                setup_send(sh, "SELECT", -1, 2, (const char *[]) { "SELECT", db });
+        }
+        for (int i = 0; i < N_SCRIPTS; i++)
+                setup_send(sh, "SCRIPT LOAD", i, 3, (const char *[]) { "SCRIPT", "LOAD", io->script_text[i] });
+        if (sh->setup_pending == 0)
+                shard_down(sh, -EIO, "cannot send commands");
+}
+
+static void on_sub_state(RedisConn *conn, int error, const char *message, void *userdata) {
+        Shard *sh = userdata;
+        RedisIo *io = sh->io;
+
+        if (conn != sh->sub)
+                return;
+        if (error < 0) {
+                log_debug("Pub/sub connection to Redis at %s lost: %s", sh->name, message);
+                sh->sub = NULL;
+                sh->sub_ready = false;
+                redis_conn_free(conn);
+                /* (The map is asked for again on reconnection too: an
+                 * SSUBSCRIBE told MOVED closes the connection, say.) */
+                if (sh->cmd)
+                        redis_reconnect_later(io);
+                return;
+        }
+        if (io->agent->config->redis.password) {
+                const char *argv[3];
+
+                (void) redis_conn_command(sh->sub, redis_fire_and_forget, (void *) "AUTH", redis_auth_argv(io, argv),
+                                          argv, NULL);
+        }
+        redis_conn_set_message_handler(sh->sub, io->ev.wake, io);
+        sh->sub_ready = true;
+        io->ev.sub_ready(sh);
+}
+
+void shard_connect(Shard *sh) {
+        RedisIo *io = sh->io;
+        RedisAddress addr = io->topo->address(io, sh);
+        int r;
+
+        if (!sh->cmd) {
+                sh->state = REDIS_CONNECTING;
+                sh->setup_failed = false;
+                r = redis_conn_new(io->agent->event, &addr, CONNECT_TIMEOUT, on_cmd_state, sh, &sh->cmd);
+                if (r < 0) {
+                        sh->cmd = NULL;
+                        shard_down(sh, r, NULL);
+                        return;
+                }
+        }
+        if (!sh->sub) {
+                r = redis_conn_new(io->agent->event, &addr, CONNECT_TIMEOUT, on_sub_state, sh, &sh->sub);
+                if (r < 0) {
+                        sh->sub = NULL;
+                        redis_reconnect_later(io);
+                }
+        }
+}
+
+int shard_init(Shard *sh, RedisIo *io, uint8_t index, const char *host, uint16_t port) {
+        char *h = NULL;
+
+        if (host && !(h = strdup(host)))
+                return -ENOMEM;
+        *sh = (Shard) { .io = io, .index = index, .host = h, .port = port, .state = REDIS_DOWN, .n_replicas = -1,
+                        .epoch_slot = -1 };
+        if (host)
+                host_port_format(sh->name, sizeof(sh->name), host, port);
+        else
+                snprintf(sh->name, sizeof(sh->name), "%s", io->agent->redis_name);
+        return 0;
+}
+
+Shard *shard_new(RedisIo *io, const char *host, uint16_t port) {
+        Shard *sh;
+
+        if (io->n_shards >= SHARDS_MAX)
+                return NULL;
+        sh = malloc(sizeof(*sh));
+        if (!sh)
+                return NULL;
+        if (shard_init(sh, io, (uint8_t) io->n_shards, host, port) < 0) {
+                free(sh);
+                return NULL;
+        }
+        io->shards[io->n_shards++] = sh;
+        return sh;
+}
+
+void shard_free(Shard *sh) {
+        if (!sh)
+                return;
+        shard_disconnect(sh, REDIS_DOWN);
+        free(sh->host);
+        free(sh);
+}

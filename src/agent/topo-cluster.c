@@ -1,0 +1,455 @@
+/* SPDX-License-Identifier: MIT */
+/* cluster://: a Redis Cluster's masters, one shard each, and the map of
+ * which owns which hash slots: CLUSTER SLOTS, asked of a master that is up,
+ * or of the nodes the URL names while none is. Asked again after MOVED, a
+ * master gone, and every tick. Only nodes inside cluster_allow (or the
+ * seeds' networks) are connected to. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "redis-layer.h"
+
+#define CONNECT_TIMEOUT (2 * USEC_PER_SEC)
+#define SLOT_NONE UINT8_MAX
+
+struct Topology {
+        uint8_t slot_shard[REDIS_CLUSTER_SLOTS];        /* hash slot → its shard, SLOT_NONE unknown */
+        bool map_known;
+        unsigned map_pass;              /* counts the maps read */
+        bool map_inflight;
+        RedisConn *map_query;           /* a node asked for the map while no shard is up */
+        unsigned map_next;              /* … which node next */
+        unsigned map_failed;            /* … how many failed in a row */
+        sd_event_source *map_source;    /* ask for the map again, soon */
+        char refused[280];              /* the last node not connected to: outside cluster_allow */
+};
+
+static void map_refresh_soon(RedisIo *io) {
+        if (io->topo_state->map_source)
+                (void) sd_event_source_set_enabled(io->topo_state->map_source, SD_EVENT_ONESHOT);
+}
+
+/* A node that owns nothing, is not up and is not named by the map being
+ * read: its place is taken by a new one. Nodes come and go over a
+ * Cluster's life (new addresses after a move, a replacement); the table
+ * holds SHARDS_MAX at once, not in all. */
+static Shard *shard_reuse(RedisIo *io, const char *host, uint16_t port) {
+        for (size_t i = 0; i < io->n_shards; i++) {
+                Shard *sh = io->shards[i];
+
+                if (sh->n_slots > 0 || sh->state == REDIS_READY || sh->map_pass == io->topo_state->map_pass)
+                        continue;
+                log_info("Redis Cluster: forgetting %s, which owns no hash slot, for %s:%u.", sh->name, host, port);
+                shard_disconnect(sh, REDIS_DOWN);
+                free(sh->host);
+                if (shard_init(sh, io, sh->index, host, port) < 0) {
+                        /* Out of memory: the place is kept, as a node of no address. */
+                        sh->host = NULL;
+                        return NULL;
+                }
+                return sh;
+        }
+        return NULL;
+}
+
+/* A node outside cluster_allow (or the seeds' networks) is never
+ * connected to: whoever answers at an address a peer names would get the
+ * password. Said once per address in a row, and in status. */
+static bool node_allowed(RedisIo *io, const char *host, uint16_t port) {
+        Topology *t = io->topo_state;
+        char name[sizeof(t->refused)];
+
+        if (config_cluster_allows(io->agent->config, host))
+                return true;
+        host_port_format(name, sizeof(name), host, port);
+        if (!streq(name, t->refused))
+                log_warning("Redis Cluster: not connecting to %s, which a node named: it is outside cluster_allow "
+                            "(or, without it, the seed nodes' networks).", name);
+        snprintf(t->refused, sizeof(t->refused), "%s", name);
+        return false;
+}
+
+/* The node at host:port: known, or new (and being connected to); NULL
+ * when it cannot be (*ret_error -ENOENT: not allowed; -E2BIG: no room). */
+static Shard *shard_get(RedisIo *io, const char *host, uint16_t port, int *ret_error) {
+        Shard *sh;
+
+        *ret_error = -EINVAL;
+        if (!host_is_valid(host) || port == 0)
+                return NULL;
+        for (size_t i = 0; i < io->n_shards; i++)
+                if (io->shards[i]->port == port && io->shards[i]->host && streq(io->shards[i]->host, host))
+                        return io->shards[i];
+        if (!node_allowed(io, host, port)) {
+                *ret_error = -ENOENT;
+                return NULL;
+        }
+        *ret_error = -E2BIG;
+        sh = shard_new(io, host, port) ?: shard_reuse(io, host, port);
+        if (sh) {
+                log_info("Redis Cluster: master %s is new to this agent; connecting.", sh->name);
+                shard_connect(sh);
+        }
+        return sh;
+}
+
+/* The first hash slot sh owns (its epoch key's), or -1. */
+static int cluster_epoch_slot(const RedisIo *io, const Shard *sh) {
+        for (unsigned s = 0; s < REDIS_CLUSTER_SLOTS; s++)
+                if (io->topo_state->slot_shard[s] == sh->index)
+                        return (int) s;
+        return -1;
+}
+
+/* A resharding moved the first slot of a master that is up, and its epoch
+ * key with it: the epoch it had is written again in its new first slot,
+ * so that whoever connects next finds it, not a loss. (Where the old key
+ * went, the next agent to connect to that master sees its own epoch
+ * replaced: SET, not SETNX, also there.) */
+static void epochs_follow(RedisIo *io) {
+        for (size_t i = 0; i < io->n_shards; i++) {
+                Shard *sh = io->shards[i];
+                char key[IDENT_MAX_LEN + 16], value[LEASE_ID_LEN + 80];
+                int first;
+
+                if (sh->state != REDIS_READY || !sh->epoch[0] || sh->epoch_slot < 0)
+                        continue;
+                first = cluster_epoch_slot(io, sh);
+                if (first < 0 || first == sh->epoch_slot)
+                        continue;
+                snprintf(key, sizeof(key), "%s:epoch:{%s}", io->agent->config->key_prefix,
+                         redis_slot_tag((unsigned) first));
+                snprintf(value, sizeof(value), "%s %" PRIu64 "%s%s", sh->epoch, sh->grace_until_ms,
+                         sh->run_id[0] ? " " : "", sh->run_id);
+                (void) redis_conn_command(sh->cmd, redis_fire_and_forget, (void *) "SET (epoch)", 3,
+                                          (const char *[]) { "SET", key, value }, NULL);
+                sh->epoch_slot = first;
+        }
+}
+
+/* The map changed: each shard's count of slots, the epochs, and a word up
+ * (subscriptions follow their names' slots). */
+static void map_changed(RedisIo *io, size_t covered) {
+        Topology *t = io->topo_state;
+        size_t masters = 0;
+
+        for (size_t i = 0; i < io->n_shards; i++)
+                io->shards[i]->n_slots = 0;
+        for (unsigned slot = 0; slot < REDIS_CLUSTER_SLOTS; slot++)
+                if (t->slot_shard[slot] != SLOT_NONE)
+                        io->shards[t->slot_shard[slot]]->n_slots++;
+        for (size_t i = 0; i < io->n_shards; i++)
+                masters += io->shards[i]->n_slots > 0;
+        log_info("Redis Cluster: %zu of %u hash slots over %zu master(s)%s.", covered, REDIS_CLUSTER_SLOTS, masters,
+                 t->map_known ? " (the map changed)" : "");
+        epochs_follow(io);
+        io->ev.layout_changed(io);
+}
+
+/* [[start, end, [host, port, id, …], replica…], …] → slot_shard. */
+static int map_apply(RedisIo *io, const RedisReply *reply) {
+        Topology *t = io->topo_state;
+        _cleanup_free_ uint8_t *owner = NULL;
+        size_t n = redis_reply_array_len(reply), covered = 0;
+        bool changed;
+        int r;
+
+        if (n == 0)
+                return -EBADMSG;
+        owner = malloc(REDIS_CLUSTER_SLOTS);
+        if (!owner)
+                return -ENOMEM;
+        memset(owner, SLOT_NONE, REDIS_CLUSTER_SLOTS);
+        t->map_pass++;
+        for (size_t i = 0; i < n; i++) {
+                const RedisReply *range = redis_reply_array_get(reply, i), *node;
+                long long start, end, port;
+                char host[256];
+                Shard *sh;
+
+                node = redis_reply_array_get(range, 2);
+                if (redis_reply_array_len(range) < 3 || redis_reply_array_integer(range, 0, &start) < 0 ||
+                    redis_reply_array_integer(range, 1, &end) < 0 || start < 0 || end < start ||
+                    end >= REDIS_CLUSTER_SLOTS || redis_reply_array_len(node) < 2 ||
+                    redis_reply_array_string(node, 0, host, sizeof(host)) < 0 ||
+                    redis_reply_array_integer(node, 1, &port) < 0 || port < 1 || port > 65535)
+                        return -EBADMSG;
+                if (!host_is_valid(host))
+                        continue;       /* "?": a node whose address is not known yet */
+                sh = shard_get(io, host, (uint16_t) port, &r);
+                if (!sh && r == -ENOENT)
+                        continue;       /* not allowed: its slots are unreachable, as the log and status say */
+                if (!sh)
+                        return r;
+                sh->map_pass = t->map_pass;
+                memset(owner + start, sh->index, (size_t) (end - start + 1));
+                covered += (size_t) (end - start + 1);
+        }
+        if (covered == 0)
+                return -EBADMSG;
+        changed = !t->map_known || memcmp(owner, t->slot_shard, REDIS_CLUSTER_SLOTS) != 0;
+        memcpy(t->slot_shard, owner, REDIS_CLUSTER_SLOTS);
+        if (changed)
+                map_changed(io, covered);
+        t->map_known = true;
+        t->map_failed = 0;
+        return 0;
+}
+
+static void map_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        RedisIo *io = userdata;
+        int r;
+
+        (void) conn;
+        io->topo_state->map_inflight = false;
+        if (!reply)
+                return;         /* asked again on the next tick or reconnect */
+        r = map_apply(io, reply);
+        if (r < 0) {
+                log_warning("Redis Cluster: unusable answer to CLUSTER SLOTS%s%s.", redis_reply_error(reply) ? ": " : "",
+                            redis_reply_error(reply) ?: "");
+                return;
+        }
+        /* New masters at once; those that went, after their backoff. */
+        for (size_t i = 0; i < io->n_shards; i++)
+                if (io->shards[i]->n_slots > 0 && now_mono() >= io->shards[i]->retry_at)
+                        shard_connect(io->shards[i]);
+        /* (A master that was not up may own nothing now.) */
+        io->ev.maybe_up(io);
+}
+
+/* A node of the URL did not give the map. Once none of them did (a whole
+ * round), and while no master is up, Redis is down for the engine
+ * (requests answered unavailable, not left waiting). */
+static void map_unreachable(RedisIo *io) {
+        Topology *t = io->topo_state;
+
+        if (++t->map_failed < io->agent->config->redis.n_hosts || (t->map_known && shards_any_ready(io)))
+                return;
+        io->ev.unreachable(io);
+}
+
+/* The node of the URL asked for the map now (or next). */
+static const RedisHost *map_node(const RedisIo *io) {
+        const RedisAddress *redis = &io->agent->config->redis;
+
+        return &redis->hosts[io->topo_state->map_next % redis->n_hosts];
+}
+
+static void map_query_drop(RedisIo *io) {
+        RedisConn *c = io->topo_state->map_query;
+
+        io->topo_state->map_query = NULL;
+        redis_conn_free(c);
+}
+
+/* The node asked for the map gave none: the next one, after a backoff. */
+static void map_query_failed(RedisIo *io) {
+        map_query_drop(io);
+        io->topo_state->map_inflight = false;
+        io->topo_state->map_next++;
+        map_unreachable(io);
+        redis_reconnect_later(io);
+}
+
+static void map_query_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        RedisIo *io = userdata;
+
+        if (conn != io->topo_state->map_query)
+                return;
+        map_reply(conn, reply, io);
+        if (io->topo_state->map_known) {
+                map_query_drop(io);
+                return;
+        }
+        log_warning("Redis Cluster node %s:%u did not give the map; asking the next one.", map_node(io)->host,
+                    map_node(io)->port);
+        map_query_failed(io);
+}
+
+static void on_map_query_state(RedisConn *conn, int error, const char *message, void *userdata) {
+        RedisIo *io = userdata;
+        Agent *a = io->agent;
+        const RedisHost *h = map_node(io);
+
+        if (conn != io->topo_state->map_query)
+                return;
+        if (error < 0) {
+                snprintf(a->redis_error, sizeof(a->redis_error), "no Cluster node answered (%s:%u: %s)", h->host,
+                         h->port, message ?: "");
+                log_warning("Failed to reach Redis Cluster node %s:%u: %s", h->host, h->port, message ?: "");
+                map_query_failed(io);
+                return;
+        }
+        if (a->config->redis.password) {
+                const char *argv[3];
+
+                (void) redis_conn_command(conn, redis_fire_and_forget, (void *) "AUTH", redis_auth_argv(io, argv), argv,
+                                          NULL);
+        }
+        if (redis_conn_command(conn, map_query_reply, io, 2, (const char *[]) { "CLUSTER", "SLOTS" }, NULL) < 0)
+                map_query_failed(io);
+}
+
+static void map_ask(RedisIo *io) {
+        Topology *t = io->topo_state;
+        const RedisHost *h;
+        RedisAddress addr;
+
+        if (t->map_inflight)
+                return;
+        for (size_t i = 0; i < io->n_shards; i++) {
+                Shard *sh = io->shards[i];
+
+                if (sh->state == REDIS_READY &&
+                    redis_conn_command(sh->cmd, map_reply, io, 2, (const char *[]) { "CLUSTER", "SLOTS" }, NULL) >= 0) {
+                        t->map_inflight = true;
+                        return;
+                }
+        }
+        /* No master up: one of the nodes the URL names. */
+        h = map_node(io);
+        addr = (RedisAddress) { .host = h->host, .port = h->port };
+        if (redis_conn_new(io->agent->event, &addr, CONNECT_TIMEOUT, on_map_query_state, io, &t->map_query) < 0) {
+                t->map_query = NULL;
+                t->map_next++;
+                redis_reconnect_later(io);
+                return;
+        }
+        t->map_inflight = true;
+}
+
+static int on_map_refresh(sd_event_source *s, void *userdata) {
+        (void) s;
+        map_ask(userdata);
+        return 0;
+}
+
+/* ---- The topology's operations ----------------------------------------------------- */
+
+static int cluster_start(RedisIo *io) {
+        Topology *t;
+        int r;
+
+        if (!redis_slot_tag(0))
+                return -ENOMEM;
+        t = io->topo_state = malloc(sizeof(Topology));
+        if (!t)
+                return -ENOMEM;
+        *t = (Topology) {};
+        memset(t->slot_shard, SLOT_NONE, REDIS_CLUSTER_SLOTS);
+        r = sd_event_add_defer(io->agent->event, &t->map_source, on_map_refresh, io);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(t->map_source, SD_EVENT_OFF);
+        return r;
+}
+
+static void cluster_stop(RedisIo *io) {
+        Topology *t = io->topo_state;
+
+        if (!t)
+                return;
+        map_query_drop(io);
+        t->map_source = sd_event_source_disable_unref(t->map_source);
+        io->topo_state = mfree(t);
+}
+
+static void cluster_connect(RedisIo *io) {
+        map_ask(io);            /* the masters may have changed meanwhile */
+        if (!io->topo_state->map_known)
+                return;         /* connected to once a node gave the map */
+        for (size_t i = 0; i < io->n_shards; i++)
+                if (io->shards[i]->n_slots > 0 && now_mono() >= io->shards[i]->retry_at)
+                        shard_connect(io->shards[i]);
+}
+
+static RedisAddress cluster_address(RedisIo *io, const Shard *sh) {
+        (void) io;
+        return (RedisAddress) { .host = sh->host, .port = sh->port };
+}
+
+static Shard *cluster_shard_of_slot(RedisIo *io, unsigned slot) {
+        uint8_t i = io->topo_state->slot_shard[slot];
+
+        return i == SLOT_NONE ? NULL : io->shards[i];
+}
+
+static Shard *cluster_redirect(RedisIo *io, unsigned slot, const char *host, uint16_t port, bool moved) {
+        int r;
+        Shard *to = shard_get(io, host, port, &r);
+
+        if (to && moved) {
+                /* The slot lives elsewhere now: there from now on, and the
+                 * whole map asked for again. */
+                io->topo_state->slot_shard[slot] = to->index;
+                map_refresh_soon(io);
+        }
+        return to;
+}
+
+static void cluster_shard_up(RedisIo *io, Shard *sh, bool reset) {
+        (void) io;
+        (void) reset;
+        log_info("Connected to Redis Cluster master %s.", sh->name);
+}
+
+static bool cluster_shard_counts(const RedisIo *io, const Shard *sh) {
+        (void) io;
+        return sh->n_slots > 0;
+}
+
+static bool cluster_known(const RedisIo *io) {
+        return io->topo_state->map_known;
+}
+
+static void cluster_tick(RedisIo *io, usec_t now) {
+        Topology *t = io->topo_state;
+
+        if (redis_conn_hangs(io, t->map_query, now)) {
+                const RedisHost *h = map_node(io);
+                Agent *a = io->agent;
+
+                snprintf(a->redis_error, sizeof(a->redis_error), "Redis Cluster node %s:%u did not answer", h->host,
+                         h->port);
+                log_warning("%s; asking the next one.", a->redis_error);
+                map_query_failed(io);
+        }
+        map_ask(io);            /* a failover or a resharding, seen without a MOVED */
+}
+
+static void cluster_describe(RedisIo *io, char *buf, size_t size) {
+        Topology *t = io->topo_state;
+        size_t up = 0, owning = 0;
+
+        if (!t->map_known)
+                return;
+        for (size_t i = 0; i < io->n_shards; i++)
+                if (io->shards[i]->n_slots > 0) {
+                        owning++;
+                        up += io->shards[i]->state == REDIS_READY;
+                }
+        snprintf(buf, size, "%zu of %zu Cluster masters up%s%s%s", up, owning, t->refused[0] ? "; refused " : "",
+                 t->refused, t->refused[0] ? " (not in cluster_allow)" : "");
+}
+
+const TopologyOps topology_cluster = {
+        .sharded = true,
+        .failover = true,
+        .start = cluster_start,
+        .stop = cluster_stop,
+        .connect = cluster_connect,
+        .address = cluster_address,
+        .shard_of_slot = cluster_shard_of_slot,
+        .redirect = cluster_redirect,
+        .refresh = map_refresh_soon,
+        .shard_up = cluster_shard_up,
+        .shard_counts = cluster_shard_counts,
+        .known = cluster_known,
+        .epoch_slot = cluster_epoch_slot,
+        .tick = cluster_tick,
+        .describe = cluster_describe,
+};
