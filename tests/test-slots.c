@@ -41,6 +41,9 @@ typedef struct World {
         char stopped[64];
         unsigned n_index_add;
         usec_t lease_timer[8];  /* by lease id's first digit */
+        unsigned n_ids;         /* random ids made: "f000…1", "f000…2", … */
+        char said[16][256];     /* the engine's last lines at LOG_INFO or above, "LEVEL UID message" */
+        unsigned n_said;
 } World;
 
 static World w;
@@ -154,11 +157,38 @@ static void fx_changed(void *ctx) {
         (void) ctx;
 }
 
+/* The engine's randomness and its words come from here: a run is the
+ * same every time. */
+static int fx_random_id(void *ctx, char ret[LEASE_ID_LEN + 1]) {
+        (void) ctx;
+        snprintf(ret, LEASE_ID_LEN + 1, "f%031u", ++w.n_ids);
+        return 0;
+}
+
+static void fx_log(void *ctx, int level, uid_t uid, usec_t now, const LogFields *fields, const char *message) {
+        (void) ctx;
+        (void) now;
+        (void) fields;
+        if (level > LOG_INFO)
+                return;
+        snprintf(w.said[w.n_said++ % ELEMENTSOF(w.said)], sizeof(w.said[0]), "%d %d %s", level,
+                 uid == SLOTS_NO_UID ? -1 : (int) uid, message);
+}
+
+/* Whether one of the engine's last lines starts so. */
+static bool said(const char *start) {
+        for (size_t i = 0; i < ELEMENTSOF(w.said); i++)
+                if (strneq(w.said[i], start, strlen(start)))
+                        return true;
+        return false;
+}
+
 static const SlotsOps ops = {
         .send = fx_send, .finish = fx_finish, .call_acquire = fx_call_acquire, .call_release = fx_call_release,
         .call_renew = fx_call_renew, .call_reassert = fx_call_reassert, .index = fx_index,
         .lease_timer = fx_lease_timer, .name_timer = fx_name_timer, .name_waiting = fx_nop_name,
         .lease_drop = fx_lease_drop, .name_drop = fx_nop_name, .stop_unit = fx_stop_unit, .changed = fx_changed,
+        .random_id = fx_random_id, .log = fx_log,
 };
 
 static void calls_free(void) {
@@ -373,7 +403,8 @@ static void test_wake_is_a_hint(void) {
         setup(0);
         a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
         reply_queued(a, 1, 1, -1, 1);
-        CHECK(lease_id_is_valid(a->proof), "a waiter gives Redis a proof with its place in line");
+        CHECK_STR(a->proof, "f0000000000000000000000000000001",
+                  "a waiter gives Redis a proof with its place in line, a random id of the agent's");
         before = count_calls("acquire", id(1));
         snprintf(msg, sizeof(msg), "g %s 999 1 -", id(1));
         slots_wake(&e, "x", msg, 2);
@@ -509,6 +540,8 @@ static void test_lost_when_not_renewed(void) {
         setup(0);
         a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
         reply_granted(a, 1, 1, 0);
+        CHECK(said("6 1000 Granted slot of x to 1000@h pid 42 (job) (token 1)."),
+              "a grant is said at LOG_INFO, as caused by its user (within that uid's budget)");
         /* A renewal that Redis confirms keeps it, and the holder hears so. */
         t = slots_tick(&e, TTL / 3);
         CHECK_U64(t, TTL / 6, "looks every sixth of the lease while Redis is up");
@@ -524,6 +557,8 @@ static void test_lost_when_not_renewed(void) {
         /* An agent paused past that: lost before Redis could re-grant. */
         slots_tick(&e, TTL / 3 + slots_lost_after(&e) + 1);
         CHECK(has_line(&c1, "LOST"), "lost just after two thirds of the lease without renewal");
+        CHECK(said("3 -1 LOST slot of x (token 1): "),
+              "a loss is said at LOG_ERR, caused by nobody (never held back by a budget)");
         CHECK_INT(count_calls("release", id(1)), 1, "and given back");
 
         /* A unit's slot, re-adopted, that Redis no longer has. */

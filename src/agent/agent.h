@@ -202,6 +202,8 @@ void io_name_waiting(void *ctx, Name *n);
 void io_lease_timer(void *ctx, Lease *l, usec_t when);
 void io_name_timer(void *ctx, Name *n, usec_t when);
 void io_lease_drop(void *ctx, Lease *l);
+int io_random_id(void *ctx, char ret[LEASE_ID_LEN + 1]);
+void io_log(void *ctx, int level, uid_t uid, usec_t now, const LogFields *fields, const char *message);
 void io_name_drop(void *ctx, Name *n);
 void io_send(void *ctx, void *client, const char *line, int len);
 void io_finish(void *ctx, void *client);

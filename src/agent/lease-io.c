@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "log-limit.h"
 #include "log.h"
 
 /* New watches for one anchor at once, in a window; more wait for the
@@ -295,4 +296,17 @@ void io_name_timer(void *ctx, Name *n, usec_t when) {
 void io_name_drop(void *ctx, Name *n) {
         (void) ctx;
         n->io = sd_event_source_disable_unref(n->io);
+}
+
+int io_random_id(void *ctx, char ret[LEASE_ID_LEN + 1]) {
+        (void) ctx;
+        return lease_id_new(ret);
+}
+
+/* What the engine says, to the journal: a user's requests within the
+ * budget of lines of its uid (log-limit.h), everything else as it comes. */
+void io_log(void *ctx, int level, uid_t uid, usec_t now, const LogFields *fields, const char *message) {
+        (void) ctx;
+        if (uid == SLOTS_NO_UID || log_limit_pass(uid, now))
+                log_fields(level, fields, "%s", message);
 }

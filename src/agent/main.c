@@ -318,6 +318,8 @@ static const SlotsOps agent_slots_ops = {
         .name_drop = io_name_drop,
         .stop_unit = io_stop_unit,
         .changed = io_changed,
+        .random_id = io_random_id,
+        .log = io_log,
 };
 
 /* Redis' state changed: re-adoption of the slots held before this agent

@@ -2,11 +2,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <search.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "log-limit.h"
 #include "log.h"
 #include "macro.h"
 #include "protocol.h"
@@ -25,6 +25,19 @@ typedef struct PendingRelease {
 static void lease_check(Lease *l, usec_t now);
 static void name_flush_grants(Name *n, usec_t now);
 static int seq_cmp(const void *x, const void *y);
+
+/* What the engine says goes through its ops: the agent writes it (within
+ * the budget of the uid that caused it), a test reads it. */
+_printf_(6, 7)
+static void say(Slots *e, int level, uid_t uid, usec_t now, const LogFields *fields, const char *format, ...) {
+        char message[1024];
+        va_list ap;
+
+        va_start(ap, format);
+        (void) vsnprintf(message, sizeof(message), format, ap);
+        va_end(ap);
+        e->ops->log(e->ctx, level, uid, now, fields, message);
+}
 
 /* ---- Trees ------------------------------------------------------------------ */
 
@@ -303,7 +316,8 @@ static void pending_release_add(Slots *e, const char *name, const char *lease, u
         PendingRelease *p = calloc(1, sizeof(*p));
 
         if (!p) {
-                log_error("Out of memory: slot %s of %s is released only when its lease expires.", lease, name);
+                say(e, LOG_ERR, SLOTS_NO_UID, 0, NULL,
+                    "Out of memory: slot %s of %s is released only when its lease expires.", lease, name);
                 return;
         }
         p->uid = uid;
@@ -333,10 +347,10 @@ static void lease_release_at(Lease *l, const char *why, usec_t now) {
         others = n->leases != l || l->by_name_next;
         f = lease_fields(l);
         if (l->state == LEASE_HELD)
-                log_uid_fields(l->uid, now, LOG_INFO, &f, "Released slot of %s (token %" PRIu64 "): %s.",
-                               n->name, l->token, why);
+                say(e, LOG_INFO, l->uid, now, &f, "Released slot of %s (token %" PRIu64 "): %s.", n->name,
+                    l->token, why);
         else
-                log_fields(LOG_DEBUG, &f, "Withdrew from the queue for %s: %s.", n->name, why);
+                say(e, LOG_DEBUG, SLOTS_NO_UID, now, &f, "Withdrew from the queue for %s: %s.", n->name, why);
         release_in_redis(e, n->name, l->id, l->uid);
         lease_detach(l, now);
         if (blocker && others)
@@ -355,12 +369,13 @@ static void lease_lost(Lease *l, const char *why, usec_t now) {
         MessageBuilder b;
         LogFields f = lease_fields(l);
 
-        log_fields(LOG_ERR, &f, "LOST slot of %s (token %" PRIu64 "): %s.", l->name->name, l->token, why);
+        say(e, LOG_ERR, SLOTS_NO_UID, now, &f, "LOST slot of %s (token %" PRIu64 "): %s.", l->name->name, l->token,
+            why);
         if (l->unit && l->stop_on_lost)
                 e->ops->stop_unit(e->ctx, l->unit, why);
         else if (l->unit)
-                log_fields(LOG_WARNING, &f, "%s goes on running without its slot of %s (on-lost=ignore).",
-                           l->unit, l->name->name);
+                say(e, LOG_WARNING, SLOTS_NO_UID, now, &f,
+                    "%s goes on running without its slot of %s (on-lost=ignore).", l->unit, l->name->name);
         message_start(&b, line, sizeof(line), "LOST");
         message_add(&b, "reason", why);
         lease_send(l, line, message_finish(&b));
@@ -527,8 +542,8 @@ static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec
         if (s)
                 s->grants++;
         f = lease_fields(l);
-        log_uid_fields(l->uid, now, LOG_INFO, &f, "Granted slot of %s to %s (token %" PRIu64 ")%s.",
-                       l->name->name, l->holder, token, by_wake ? " on the release's wake message" : "");
+        say(e, LOG_INFO, l->uid, now, &f, "Granted slot of %s to %s (token %" PRIu64 ")%s.", l->name->name,
+            l->holder, token, by_wake ? " on the release's wake message" : "");
         send_granted(l, now);
 }
 
@@ -616,7 +631,7 @@ static void lease_check(Lease *l, usec_t now) {
         }
         /* A new place in line, a new proof (none if the kernel gives no
          * random bytes: its grants are then asked for). */
-        if (!l->enqueued && lease_id_new(l->proof) < 0)
+        if (!l->enqueued && e->ops->random_id(e->ctx, l->proof) < 0)
                 l->proof[0] = '\0';
         if (e->ops->call_acquire(e->ctx, lease_ref(l)) < 0) {
                 lease_unref(l);
@@ -720,7 +735,8 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
         switch (r->outcome) {
         case ACQUIRE_FAILED:
                 f = lease_fields(l);
-                log_fields(LOG_ERR, &f, "Redis refused to queue %s for %s: %s", l->id, l->name->name, r->error);
+                say(e, LOG_ERR, SLOTS_NO_UID, now, &f, "Redis refused to queue %s for %s: %s", l->id,
+                    l->name->name, r->error);
                 lease_send_error(l, ERROR_CODE_REDIS, r->error);
                 lease_release_at(l, "Redis error", now);
                 goto finish;
@@ -728,9 +744,8 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 l->grant_pending = false;
                 /* Someone else's lease id: touch nothing of it in Redis. */
                 f = lease_fields(l);
-                log_uid_fields(l->uid, now, LOG_WARNING, &f,
-                               "Refused lease %s of %s: Redis records it for another host or user.",
-                               l->id, l->name->name);
+                say(e, LOG_WARNING, l->uid, now, &f,
+                    "Refused lease %s of %s: Redis records it for another host or user.", l->id, l->name->name);
                 lease_send_error(l, ERROR_CODE_PERMISSION, "this lease belongs to another host or user");
                 e->ops->index(e->ctx, l, false);
                 lease_detach(l, now);
@@ -739,8 +754,8 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 l->grant_pending = false;
                 /* The grant was given back: in line again, at the end. */
                 f = lease_fields(l);
-                log_fields(LOG_WARNING, &f, "Slot of %s for %s not confirmed (%s); asking again.", l->name->name, l->id,
-                           r->error);
+                say(e, LOG_WARNING, SLOTS_NO_UID, now, &f, "Slot of %s for %s not confirmed (%s); asking again.",
+                    l->name->name, l->id, r->error);
                 if (l->no_wait) {
                         lease_deny(l, SLOTS_DENIAL_UNCONFIRMED, "no confirmed slot and no wait", now);
                         goto finish;
@@ -859,7 +874,7 @@ int slots_adopt(Slots *e, const LeaseSpec *spec, uint64_t token, uint64_t since_
         lease_set_state(l, LEASE_HELD);
         (void) name_stats_get(e, spec->name);
         f = lease_fields(l);
-        log_fields(LOG_DEBUG, &f, "Re-adopted slot of %s (token %" PRIu64 ").", spec->name, token);
+        say(e, LOG_DEBUG, SLOTS_NO_UID, now, &f, "Re-adopted slot of %s (token %" PRIu64 ").", spec->name, token);
         if (ret)
                 *ret = l;
         return 0;
@@ -1014,8 +1029,9 @@ void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now) {
                         l->renewed = now;
                         e->ops->index(e->ctx, l, true);
                         f = lease_fields(l);
-                        log_fields(LOG_NOTICE, &f, "Re-asserted slot of %s (token %" PRIu64 ") after Redis lost its state.",
-                                   l->name->name, l->token);
+                        say(e, LOG_NOTICE, SLOTS_NO_UID, now, &f,
+                            "Re-asserted slot of %s (token %" PRIu64 ") after Redis lost its state.", l->name->name,
+                            l->token);
                 } else if (result == 0)
                         lease_lost(l, "its slot was taken while Redis was away", now);
                 else if (result == -1)

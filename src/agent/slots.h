@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include "list.h"
+#include "log.h"
 #include "names.h"
 #include "time-util.h"
 
@@ -187,6 +188,8 @@ struct NameStats {
         char name[];
 };
 
+#define SLOTS_NO_UID ((uid_t) -1)
+
 typedef struct SlotsOps {
         /* Replies to a client; finish: close once the output is out. */
         void (*send)(void *ctx, void *client, const char *line, int len);
@@ -208,6 +211,11 @@ typedef struct SlotsOps {
         void (*name_drop)(void *ctx, Name *n);          /* gone here: free n->io */
         void (*stop_unit)(void *ctx, const char *unit, const char *why);
         void (*changed)(void *ctx);                     /* counts changed */
+        /* A new random id (a waiter's proof); <0 when none can be made. */
+        int (*random_id)(void *ctx, char ret[LEASE_ID_LEN + 1]);
+        /* What the engine says, at level: caused by uid's request
+         * (SLOTS_NO_UID: by nobody's), at now; message and fields raw. */
+        void (*log)(void *ctx, int level, uid_t uid, usec_t now, const LogFields *fields, const char *message);
 } SlotsOps;
 
 struct Slots {
