@@ -15,22 +15,22 @@
 #include "slots.h"
 #include "fuzz.h"
 
-#define MAX 8
+#define GRANTS_MAX 8
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char *s = fuzz_string(data, size);
-        char line[MAX * 120 + 1] = "";
-        Granted g[MAX], again[MAX];
+        char line[GRANTS_MAX * 120 + 1] = "";
+        Granted g[GRANTS_MAX], again[GRANTS_MAX];
         size_t k = 0, k2 = 0, len = 0;
         int r;
 
-        r = granted_parse(s, g, MAX, &k);
+        r = granted_parse(s, g, GRANTS_MAX, &k);
         fuzz_assert(r == 0 || r == -EBADMSG || r == -E2BIG);
         if (r < 0) {
                 free(s);
                 return 0;
         }
-        fuzz_assert(k <= MAX);
+        fuzz_assert(k <= GRANTS_MAX);
 
         for (size_t i = 0; i < k; i++) {
                 fuzz_assert(lease_id_is_valid(g[i].lease));
@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                          g[i].lease, g[i].token, g[i].since_ms, g[i].proof[0] ? g[i].proof : "-");
         }
 
-        fuzz_assert(granted_parse(line, again, MAX, &k2) == 0 && k2 == k);
+        fuzz_assert(granted_parse(line, again, GRANTS_MAX, &k2) == 0 && k2 == k);
         for (size_t i = 0; i < k; i++)
                 fuzz_assert(strcmp(again[i].lease, g[i].lease) == 0 && again[i].token == g[i].token &&
                             again[i].since_ms == g[i].since_ms && strcmp(again[i].proof, g[i].proof) == 0);

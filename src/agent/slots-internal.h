@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Inside the slot engine (slots.h): slots.c keeps names and leases and
+ * hands out grants; slots-wait.c the waiting; slots-redis.c what Redis
+ * says of releases, renewals and its own state; slots-stats.c counts. */
+
+#include "slots.h"
+
+#define NAMES_IDLE_MAX 4096
+#define NAME_IDLE_TIME (10 * USEC_PER_MINUTE)
+
+/* A release Redis has not heard yet (out of memory, Redis away): asked
+ * again when it is back. */
+typedef struct PendingRelease {
+        LIST_FIELDS(struct PendingRelease, all);
+        uid_t uid;
+        char name[NAME_MAX_LEN + 1];
+        char lease[LEASE_ID_LEN + 1];
+} PendingRelease;
+
+/* slots.c */
+/* What the engine says goes through its ops: the agent writes it (within
+ * the budget of the uid that caused it), a test reads it. */
+void slots_say(Slots *e, int level, uid_t uid, usec_t now, const LogFields *fields, const char *format, ...)
+        _printf_(6, 7);
+void names_sweep(Slots *e, bool all, usec_t now);
+LogFields lease_fields(const Lease *l);
+void lease_set_state(Lease *l, LeaseState state);
+void lease_arm(Lease *l);
+void lease_send(Lease *l, const char *line, int len);
+void lease_finish_client(Lease *l);
+void lease_send_error(Lease *l, const char *code, const char *message);
+void lease_detach(Lease *l, usec_t now);
+void pending_release_add(Slots *e, const char *name, const char *lease, uid_t uid);
+void lease_release_at(Lease *l, const char *why, usec_t now);
+void lease_lost(Lease *l, const char *why, usec_t now);
+int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret);
+void send_queued(Lease *l, usec_t now);
+void send_granted(Lease *l, usec_t now);
+void send_denied(Lease *l, const char *reason);
+void name_flush_grants(Name *n, usec_t now);
+void grant_in_order(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec_t renewed, bool by_wake,
+                    usec_t now);
+
+/* Asks Redis for a waiter's place (or grant), unless an answer is awaited. */
+void lease_check(Lease *l, usec_t now);
+
+/* slots-wait.c */
+void name_recheck(Name *n, usec_t now);
+void report_position(Lease *l, usec_t now);
+
+/* slots-redis.c */
+int seq_cmp(const void *x, const void *y);
+
+/* slots-stats.c */
+void name_stats_free(Slots *e, NameStats *s);
+NameStats *name_stats_get(Slots *e, const char *name);
+void histogram_add(SlotsHistogram *h, usec_t t);
+void count_release(Lease *l, SlotsReleaseCause cause);

@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: MIT */
+/* What Redis tells the engine besides an acquire's answer: releases done,
+ * wake-ups, renewals and re-assertions, Redis up and down. */
+#include <errno.h>
+#include <inttypes.h>
+#include <search.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol.h"
+#include "slots-internal.h"
+
+/* ---- Releases --------------------------------------------------------------------- */
+
+void slots_release_done(Slots *e, const char *name, const char *lease, uid_t uid, bool reply_lost,
+                        const Granted *g, size_t k, usec_t now) {
+        Name *n;
+
+        if (reply_lost) {
+                /* The connection went before the answer: again when it is back. */
+                pending_release_add(e, name, lease, uid);
+                return;
+        }
+        /* Whom the release handed slots to, as Redis itself says. Those
+         * waiting here get them now; the wake message tells the others. */
+        n = slots_name_find(e, name);
+        for (size_t i = 0; n && i < k; i++) {
+                Lease *l = slots_lease_find(e, g[i].lease);
+
+                if (l && l->name == n && l->state == LEASE_WAITING)
+                        /* On the expiry its last renewal as a waiter gave it. */
+                        grant_in_order(l, g[i].token, g[i].since_ms, 0, l->renewed, false, now);
+        }
+}
+
+/* The next word of *s (at most size-1 bytes, no empty one) into buf; *s
+ * moves past it and its one following space, if more follows. */
+static int next_word(const char **s, char *buf, size_t size) {
+        size_t len = strcspn(*s, " ");
+
+        if (len == 0 || len >= size)
+                return -EBADMSG;
+        memcpy(buf, *s, len);
+        buf[len] = '\0';
+        *s += len;
+        if (**s == ' ') {
+                if ((*s)[1] == '\0')
+                        return -EBADMSG;
+                (*s)++;
+        }
+        return 0;
+}
+
+int granted_parse(const char *s, Granted *g, size_t max, size_t *ret_k) {
+        size_t k = 0;
+
+        while (*s) {
+                char token[21], since[21];
+
+                if (k >= max)
+                        return -E2BIG;
+                if (next_word(&s, g[k].lease, sizeof(g[k].lease)) < 0 || !lease_id_is_valid(g[k].lease) ||
+                    next_word(&s, token, sizeof(token)) < 0 || parse_uint64(token, 1, UINT64_MAX, &g[k].token) < 0 ||
+                    next_word(&s, since, sizeof(since)) < 0 || parse_uint64(since, 0, UINT64_MAX, &g[k].since_ms) < 0 ||
+                    next_word(&s, g[k].proof, sizeof(g[k].proof)) < 0)
+                        return -EBADMSG;
+                /* "-": none. */
+                if (streq(g[k].proof, "-"))
+                        g[k].proof[0] = '\0';
+                else if (!lease_id_is_valid(g[k].proof))
+                        return -EBADMSG;
+                k++;
+        }
+        *ret_k = k;
+        return 0;
+}
+
+void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
+        Name *n = slots_name_find(e, name);
+        Granted g[SLOTS_GRANTS_MAX];
+        size_t k = 0;
+
+        if (!n)
+                return;
+        /* Whoever sent it, the leases it names are granted only on Redis'
+         * word: the proof only Redis and this host know (and only without
+         * replicas to wait for), or else the answer when they ask. */
+        if (payload && strneq(payload, "g ", 2) && granted_parse(payload + 2, g, SLOTS_GRANTS_MAX, &k) >= 0) {
+                for (size_t i = 0; i < k; i++) {
+                        Lease *l = slots_lease_find(e, g[i].lease);
+
+                        if (!l || l->name != n || l->state != LEASE_WAITING)
+                                continue;
+                        /* Redis' word: the proof given with its place in
+                         * line, on the expiry of its last renewal, which
+                         * leaves it most of a lease. */
+                        if (e->wake_grants && l->enqueued && l->proof[0] && streq(g[i].proof, l->proof) &&
+                            now < l->renewed + e->lease_ttl / 3)
+                                grant_in_order(l, g[i].token, g[i].since_ms, 0, l->renewed, true, now);
+                        else
+                                lease_check(l, now);
+                }
+                /* The line moved up by as many. */
+                for (Lease *l = n->leases; l; l = l->by_name_next) {
+                        uint32_t p;
+
+                        if (l->state != LEASE_WAITING || !l->enqueued || l->position == 0 || l->check_inflight)
+                                continue;
+                        p = l->position > k ? l->position - (uint32_t) k : 1;
+                        if (p != l->position) {
+                                l->position = p;
+                                report_position(l, now);
+                        }
+                }
+                /* Nothing more to look at: the release that sent it
+                 * granted every slot it could, and sends a plain wake-up
+                 * too when someone must look (a head it could not judge,
+                 * a place in line given up). Asking on every grant of
+                 * another host would cost Redis a call per host waiting
+                 * on the name, per grant. */
+                return;
+        }
+        name_recheck(n, now);
+}
+
+/* ---- Renewal and loss ----------------------------------------------------------- */
+
+static void lease_reassert(Lease *l) {
+        Slots *e = l->slots_engine;
+
+        if (l->reassert_inflight)
+                return;
+        if (e->ops->call_reassert(e->ctx, lease_ref(l)) < 0) {
+                lease_unref(l);
+                return;
+        }
+        l->reassert_inflight = true;
+}
+
+void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now) {
+        LogFields f;
+
+        l->reassert_inflight = false;
+        if (l->state == LEASE_HELD) {
+                if (result == 1) {
+                        l->renewed = now;
+                        e->ops->index(e->ctx, l, true);
+                        f = lease_fields(l);
+                        slots_say(e, LOG_NOTICE, SLOTS_NO_UID, now, &f,
+                            "Re-asserted slot of %s (token %" PRIu64 ") after Redis lost its state.", l->name->name,
+                            l->token);
+                } else if (result == 0)
+                        lease_lost(l, "its slot was taken while Redis was away", now);
+                else if (result == -1)
+                        lease_lost(l, "Redis records its lease for another host or user", now);
+                /* -2: Redis went again; asserted again when it is back. */
+        }
+        lease_unref(l);
+}
+
+static void renew_name(Slots *e, Name *n) {
+        Lease *l = n->leases;
+
+        while (l) {
+                char (*ids)[LEASE_ID_LEN + 1] = malloc(SLOTS_RENEW_BATCH * sizeof(*ids));
+                size_t k = 0;
+
+                if (!ids)
+                        return;
+                for (; l && k < SLOTS_RENEW_BATCH; l = l->by_name_next) {
+                        /* A waiter not in line yet has nothing to renew;
+                         * one with a grant on hold has (it holds in Redis). */
+                        if ((l->state == LEASE_WAITING && !l->enqueued && !l->grant_pending) || l->reassert_inflight)
+                                continue;
+                        memcpy(ids[k++], l->id, sizeof(l->id));
+                }
+                if (k > 0)
+                        (void) e->ops->call_renew(e->ctx, n, (const char (*)[LEASE_ID_LEN + 1]) ids, k);
+                free(ids);
+        }
+}
+
+/* A waiter whose place in Redis expired: in line again, at the end; a
+ * grant heard of before is no grant any more. */
+static void requeue(Lease *l, usec_t now) {
+        l->enqueued = false;
+        l->seq = 0;
+        l->grant_pending = false;
+        lease_check(l, now);
+}
+
+void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN + 1], const bool *missing,
+                      size_t n, usec_t sent, usec_t now) {
+        Lease *gone[SLOTS_RENEW_BATCH];
+        size_t k_gone = 0;
+        char line[64];
+        int len;
+
+        (void) name;
+        if (now >= sent) {
+                e->stats.rtt_last = now - sent;
+                e->stats.rtt_sum += now - sent;
+                e->stats.rtt_count++;
+        }
+        /* Counted from when the renewal was sent, not from when its answer
+         * came: a late answer (the agent was stopped in between) leaves the
+         * holder only the time its lease really has left. */
+        len = now - sent < e->lease_ttl
+                ? snprintf(line, sizeof(line), "RENEWED ttl=%" PRIu64, (e->lease_ttl - (now - sent)) / USEC_PER_MSEC)
+                : -1;
+        for (size_t i = 0; i < n; i++) {
+                Lease *l = slots_lease_find(e, ids[i]);
+
+                if (!l || l->state == LEASE_GONE)
+                        continue;
+                if (!missing[i]) {
+                        if (sent > l->renewed) {
+                                usec_t due = l->renewed + e->lease_ttl / 3, late = now > due ? now - due : 0;
+
+                                histogram_add(&e->stats.lateness, late);
+                                e->stats.lateness_max = MAX(e->stats.lateness_max, late);
+                                l->renewed = sent;
+                                if (l->state == LEASE_HELD && len > 0)
+                                        lease_send(l, line, len);
+                        }
+                        continue;
+                }
+                if (l->state == LEASE_WAITING && k_gone < ELEMENTSOF(gone))
+                        gone[k_gone++] = lease_ref(l);
+                else if (l->state == LEASE_WAITING)
+                        requeue(l, now);
+                else
+                        lease_lost(l, "its lease expired or was evicted in Redis", now);
+        }
+        /* Waiters whose places expired (this host was away longer than a
+         * lease) join the line again in the order they came: a batch lists
+         * the newest first. */
+        qsort(gone, k_gone, sizeof(Lease *), seq_cmp);
+        for (size_t i = 0; i < k_gone; i++) {
+                if (gone[i]->state == LEASE_WAITING)
+                        requeue(gone[i], now);
+                lease_unref(gone[i]);
+        }
+}
+
+/* Holders whose last confirmed renewal is older than slots_lost_after():
+ * Redis may let their lease run out before this agent can renew it. */
+static void check_lost(Slots *e, usec_t now) {
+        Name *n, *nn;
+
+        LIST_FOREACH_SAFE(all, n, nn, e->names) {
+                Lease *l, *next;
+
+                /* lease_lost() may free n once its last lease goes. */
+                LIST_FOREACH_SAFE(by_name, l, next, n->leases)
+                        if (l->state == LEASE_HELD && now - l->renewed > slots_lost_after(e))
+                                lease_lost(l, e->redis_up ? "its lease was not renewed in time; it may have run out"
+                                                          : "Redis unreachable for too long; the lease runs out before it can be renewed",
+                                           now);
+        }
+}
+
+usec_t slots_tick(Slots *e, usec_t now) {
+        names_sweep(e, false, now);
+        /* First who is too late: a paused agent wakes up here. Looked at
+         * every sixth of a lease, so a holder hears it at most that late:
+         * well before Redis could let the lease go. */
+        check_lost(e, now);
+        /* Renewals every third of a lease (every other tick). */
+        if (e->redis_up && now - e->renew_sent + e->lease_ttl / 12 >= e->lease_ttl / 3) {
+                e->renew_sent = now;
+                for (Name *n = e->names; n; n = n->all_next)
+                        renew_name(e, n);
+        }
+        /* While Redis is away, look more often, to tell holders in time. */
+        return e->redis_up ? e->lease_ttl / 6 : e->lease_ttl / 10;
+}
+
+/* ---- Redis up and down -------------------------------------------------------------- */
+
+int seq_cmp(const void *x, const void *y) {
+        const Lease *a = *(Lease *const *) x, *b = *(Lease *const *) y;
+
+        return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* After a reset: this host's waiters of n join the new line in the order
+ * they first came (they get new tickets as they ask). */
+static void name_requeue(Name *n, usec_t now) {
+        _cleanup_free_ Lease **w = NULL;
+        size_t k = 0;
+
+        w = calloc(n->n_waiting ?: 1, sizeof(Lease *));
+        if (!w) {
+                name_recheck(n, now);
+                return;
+        }
+        for (Lease *l = n->leases; l && k < n->n_waiting; l = l->by_name_next)
+                if (l->state == LEASE_WAITING && !l->enqueued)
+                        w[k++] = lease_ref(l);
+        qsort(w, k, sizeof(Lease *), seq_cmp);
+        for (size_t i = 0; i < k; i++) {
+                if (w[i]->state == LEASE_WAITING) {
+                        w[i]->seq = 0;
+                        lease_check(w[i], now);
+                }
+                lease_unref(w[i]);
+        }
+}
+
+void slots_redis_up(Slots *e, bool reset, usec_t grace, const char *why, usec_t now) {
+        PendingRelease *p;
+        Name *n, *nn;
+
+        e->redis_up = true;
+        e->stats.redis_ups++;
+        if (grace > 0) {
+                /* (What Redis says is data: a day at most is told.) */
+                e->grace_until = MAX(e->grace_until, now + MIN(grace, SLOTS_GRACE_TOLD_MAX));
+                e->grace_why = why ?: e->grace_why ?: GRACE_WHY_NEW;
+        }
+        while ((p = e->pending_releases)) {
+                LIST_REMOVE(all, e->pending_releases, p);
+                e->n_pending_releases--;
+                if (e->ops->call_release(e->ctx, p->name, p->lease, p->uid) < 0) {
+                        LIST_PREPEND(all, e->pending_releases, p);
+                        e->n_pending_releases++;
+                        break;
+                }
+                free(p);
+        }
+
+        check_lost(e, now);
+        LIST_FOREACH_SAFE(all, n, nn, e->names) {
+                Lease *l, *next;
+
+                LIST_FOREACH_SAFE(by_name, l, next, n->leases) {
+                        if (!reset)
+                                continue;
+                        if (l->state == LEASE_HELD)
+                                lease_reassert(l);
+                        else if (l->state == LEASE_WAITING) {
+                                /* Its place in line went with the rest, and
+                                 * any grant heard of: queue again (in the
+                                 * order they first came, below), and look
+                                 * again once the grace is over. */
+                                l->enqueued = false;
+                                l->grant_pending = false;
+                                l->holds_back = false;
+                        }
+                }
+        }
+        LIST_FOREACH_SAFE(all, n, nn, e->names) {
+                if (!reset)
+                        for (Lease *l = n->leases; l; l = l->by_name_next)
+                                if (l->state == LEASE_HELD && !l->reassert_inflight)
+                                        e->ops->index(e->ctx, l, true);
+                if (reset)
+                        name_requeue(n, now);
+                else
+                        name_recheck(n, now);
+        }
+        if (!reset)
+                for (n = e->names; n; n = n->all_next)
+                        renew_name(e, n);
+        e->ops->changed(e->ctx);
+}
+
+void slots_redis_down(Slots *e, const char *why, usec_t now) {
+        Name *n, *nn;
+
+        e->redis_up = false;
+        LIST_FOREACH_SAFE(all, n, nn, e->names) {
+                Lease *l, *next;
+
+                LIST_FOREACH_SAFE(by_name, l, next, n->leases) {
+                        l->check_inflight = false;
+                        l->reassert_inflight = false;
+                        if (l->state == LEASE_WAITING && !l->enqueued) {
+                                char msg[512];
+
+                                snprintf(msg, sizeof(msg), "Redis is unreachable: %s", why);
+                                lease_send_error(l, ERROR_CODE_UNAVAILABLE, msg);
+                                lease_release_at(l, "Redis unreachable", now);
+                        }
+                }
+        }
+        e->ops->changed(e->ctx);
+}
+

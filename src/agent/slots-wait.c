@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/* Waiting for a slot: asking Redis, the line's re-checks and deadlines,
+ * and the requests that start it (acquire, attach, adopt). */
+#include <errno.h>
+#include <inttypes.h>
+#include <search.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protocol.h"
+#include "slots-internal.h"
+
+/* ---- Waiting ---------------------------------------------------------------------- */
+
+/* A release or an expiry woke the waiters of n. Only those at the head of
+ * the line can be granted, so rather than asking for all of them (one
+ * call each, for every release), ask for the best placed one and for any
+ * not asked for yet; a grant asks for the next (slots_acquire_done()). The
+ * safety re-check keeps the others' places fresh. */
+void name_recheck(Name *n, usec_t now) {
+        Lease *l, *best = NULL;
+
+        /* Oldest first (the newest heads the list): those not in line yet
+         * get their tickets in the order they came. */
+        for (l = n->leases; l && l->by_name_next; l = l->by_name_next)
+                ;
+        for (; l; l = l->by_name_prev) {
+                if (l->state != LEASE_WAITING)
+                        continue;
+                if (!l->enqueued)
+                        lease_check(l, now);
+                else if (!best || l->seq < best->seq)
+                        best = l;
+        }
+        if (best)
+                lease_check(best, now);
+}
+
+static void lease_deny(Lease *l, SlotsDenial reason, const char *why, usec_t now) {
+        l->slots_engine->stats.denials[reason]++;
+        send_denied(l, slots_denial_name[reason]);
+        lease_release_at(l, why, now);
+}
+
+void slots_lease_timer(Slots *e, Lease *l, usec_t now) {
+        (void) e;
+        l->timer_armed = USEC_INFINITY;
+        if (l->state != LEASE_WAITING)
+                return;
+        if (now >= l->deadline) {
+                lease_deny(l, SLOTS_DENIAL_TIMEOUT, "no slot within the wait time", now);
+                return;
+        }
+        if (now >= l->recheck_at) {
+                /* And again after a while, whatever comes of this look: one
+                 * that cannot go (Redis is away), that waits behind another
+                 * under way, or whose answer the connection takes with it
+                 * leaves no waiter without a next look. Redis' answer sets
+                 * the time it calls for. */
+                l->recheck_at = now + SLOTS_RECHECK_SAFETY;
+                lease_check(l, now);
+        }
+        lease_arm(l);
+}
+
+void slots_name_timer(Slots *e, Name *n, usec_t now) {
+        Lease *l;
+
+        (void) e;
+        n->positions_at = USEC_INFINITY;
+        LIST_FOREACH(by_name, l, n->leases)
+                if (l->state == LEASE_WAITING && l->position_unsent)
+                        send_queued(l, now);
+}
+
+/* Reports a waiter's new place in line now, or (when it heard of one less
+ * than SLOTS_POSITION_EVERY ago) with the others due at the next report: a
+ * busy line moves on every grant, and every waiter on every grant would be
+ * a lot of writes for nobody to read. */
+void report_position(Lease *l, usec_t now) {
+        Name *n = l->name;
+
+        if (now - l->queued_sent >= SLOTS_POSITION_EVERY) {
+                send_queued(l, now);
+                return;
+        }
+        l->position_unsent = true;
+        if (n->positions_at != USEC_INFINITY)
+                return;
+        n->positions_at = l->queued_sent + SLOTS_POSITION_EVERY;
+        l->slots_engine->ops->name_timer(l->slots_engine->ctx, n, n->positions_at);
+}
+
+void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) {
+        uint64_t check_id = l->check_id;
+        LogFields f;
+
+        l->check_inflight = false;
+        if (l->state != LEASE_WAITING || !r)
+                goto finish;    /* gone, or Redis went: asked again when it is back */
+
+        switch (r->outcome) {
+        case ACQUIRE_FAILED:
+                f = lease_fields(l);
+                slots_say(e, LOG_ERR, SLOTS_NO_UID, now, &f, "Redis refused to queue %s for %s: %s", l->id,
+                    l->name->name, r->error);
+                lease_send_error(l, ERROR_CODE_REDIS, r->error);
+                lease_release_at(l, "Redis error", now);
+                goto finish;
+        case ACQUIRE_REFUSED:
+                l->grant_pending = false;
+                /* Someone else's lease id: touch nothing of it in Redis. */
+                f = lease_fields(l);
+                slots_say(e, LOG_WARNING, l->uid, now, &f,
+                    "Refused lease %s of %s: Redis records it for another host or user.", l->id, l->name->name);
+                lease_send_error(l, ERROR_CODE_PERMISSION, "this lease belongs to another host or user");
+                e->ops->index(e->ctx, l, false);
+                lease_detach(l, now);
+                goto finish;
+        case ACQUIRE_RETRY:
+                l->grant_pending = false;
+                /* The grant was given back: in line again, at the end. */
+                f = lease_fields(l);
+                slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f, "Slot of %s for %s not confirmed (%s); asking again.",
+                    l->name->name, l->id, r->error);
+                if (l->no_wait) {
+                        lease_deny(l, SLOTS_DENIAL_UNCONFIRMED, "no confirmed slot and no wait", now);
+                        goto finish;
+                }
+                l->enqueued = false;
+                l->seq = 0;
+                l->recheck_at = now + USEC_PER_SEC;
+                lease_arm(l);
+                if (l->holds_back) {
+                        /* At the end of the line now: it holds nothing back. */
+                        l->holds_back = false;
+                        name_flush_grants(l->name, now);
+                }
+                goto finish;
+        case ACQUIRE_GRANTED:
+                l->held_seen = r->held;
+                grant_in_order(l, r->token, r->since_ms, r->limit, l->check_sent, false, now);
+                /* A slot was free: the next in line may find one too. */
+                if (l->name && l->name->n_waiting > 0)
+                        name_recheck(l->name, now);
+                goto finish;
+        case ACQUIRE_QUEUED:
+                /* Redis' latest word: it waits. A grant heard of before this
+                 * call (from before a reset) is no grant any more; one heard
+                 * of since (a wake message) came after it. */
+                if (l->pending_heard <= l->check_sent)
+                        l->grant_pending = false;
+                break;
+        }
+
+        l->enqueued = true;
+        l->renewed = MIN(l->check_sent, now);
+        l->held_seen = r->held;
+        l->queued_answer = MAX(l->queued_answer, check_id);
+        if (l->holds_back) {
+                /* Still in line: the grants it held back may go. */
+                l->holds_back = false;
+                name_flush_grants(l->name, now);
+                if (l->state != LEASE_WAITING)
+                        goto finish;
+        }
+        if (r->position != l->position || (r->limit != l->limit && r->limit > 0)) {
+                l->position = r->position;
+                if (r->limit > 0)
+                        l->limit = r->limit;
+                send_queued(l, now);
+        }
+        if (l->no_wait) {
+                lease_deny(l, SLOTS_DENIAL_FULL, "no slot free and no wait", now);
+                goto finish;
+        }
+        /* Woken by pub/sub on release; besides, look again when the first
+         * holder's lease runs out (its host may be dead), and now and then. */
+        l->recheck_at = now + (r->next_expiry_ms >= 0 && (usec_t) r->next_expiry_ms * USEC_PER_MSEC < SLOTS_RECHECK_SAFETY
+                               ? (usec_t) r->next_expiry_ms * USEC_PER_MSEC + 5 * USEC_PER_MSEC
+                               : SLOTS_RECHECK_SAFETY);
+        /* Nobody is granted anything during a grace: look again as it ends. */
+        if (now < e->grace_until && e->grace_until + 5 * USEC_PER_MSEC < l->recheck_at)
+                l->recheck_at = e->grace_until + 5 * USEC_PER_MSEC;
+        lease_arm(l);
+        if (l->check_again) {
+                l->check_again = false;
+                lease_check(l, now);
+        }
+finish:
+        lease_unref(l);
+}
+
+/* ---- Requests ------------------------------------------------------------------- */
+
+int slots_acquire(Slots *e, const LeaseSpec *spec, usec_t wait, void *client, void *io, usec_t now, Lease **ret) {
+        Lease *l;
+        int r;
+
+        r = lease_new(e, spec, io, &l);
+        if (r < 0)
+                return r;
+        l->client = client;
+        l->no_wait = wait == 0;
+        l->queued_sent = now;
+        l->asked = now;
+        /* Its name's counters exist from the first request: a counter that
+         * starts at 0 counts its first event in Prometheus' increase(). */
+        (void) name_stats_get(e, spec->name);
+        if (wait != 0 && wait != USEC_INFINITY)
+                l->deadline = now + wait;
+        lease_set_state(l, LEASE_WAITING);
+        lease_check(l, now);
+        lease_arm(l);
+        if (ret)
+                *ret = l;
+        return 0;
+}
+
+void slots_attach(Slots *e, Lease *l, void *client, usec_t now) {
+        (void) e;
+        lease_finish_client(l);
+        l->client = client;
+        if (l->state == LEASE_HELD)
+                send_granted(l, now);
+        else
+                lease_check(l, now);
+}
+
+int slots_adopt(Slots *e, const LeaseSpec *spec, uint64_t token, uint64_t since_ms, void *io, usec_t now, Lease **ret) {
+        Lease *l;
+        LogFields f;
+        int r;
+
+        r = lease_new(e, spec, io, &l);
+        if (r < 0)
+                return r;
+        l->token = token;
+        l->since_ms = since_ms;
+        l->renewed = now;
+        lease_set_state(l, LEASE_HELD);
+        (void) name_stats_get(e, spec->name);
+        f = lease_fields(l);
+        slots_say(e, LOG_DEBUG, SLOTS_NO_UID, now, &f, "Re-adopted slot of %s (token %" PRIu64 ").", spec->name, token);
+        if (ret)
+                *ret = l;
+        return 0;
+}
+
+void slots_anchor_closed(Slots *e, Lease *l, usec_t now) {
+        (void) e;
+        count_release(l, SLOTS_RELEASE_ANCHOR_CLOSED);
+        lease_release_at(l, "anchor closed", now);
+}
+
+void slots_client_gone(Slots *e, Lease *l, usec_t now) {
+        (void) e;
+        l->client = NULL;
+        if (l->state == LEASE_WAITING)
+                lease_release_at(l, "the client went away while waiting", now);
+}
+
