@@ -3,6 +3,7 @@
  * (unix round trip, Redis EVALSHA round trip, fork+exec) and fleetsem
  * through its client code against running agents, in the same run. Prints
  * a table and JSON lines ("@json {...}") that bench/run.sh collects. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
@@ -20,6 +21,7 @@
 
 #include "agent.h"
 #include "client.h"
+#include "lua-args.h"
 #include "lua-keys.h"
 #include "macro.h"
 #include "socket-util.h"
@@ -300,26 +302,40 @@ static void scenario_c(void) {
 /* The fleet clock key the raw script calls pass after a name's keys. */
 #define BENCH_FLEET_CLOCK "bench-raw:clock"
 
-static int send_script(redisContext *c, const char *sha, char keys[N_KEYS][96], char lease[LEASE_ID_LEN + 1], bool release) {
-        const char *argv[3 + N_SCRIPT_KEYS + 8] = { "EVALSHA", sha, STRINGIFY(N_SCRIPT_KEYS) };
-        size_t n = 3;
+/* EVALSHA sha on a name's keys and the fleet clock key, then the n args
+ * (args.list gives their order): appended to c. */
+static int append_script(redisContext *c, const char *sha, char keys[N_KEYS][96], size_t n, const char *const *args) {
+        const char *argv[3 + N_SCRIPT_KEYS + 16] = { "EVALSHA", sha, STRINGIFY(N_SCRIPT_KEYS) };
+        size_t k = 3;
 
-        for (int k = 0; k < N_KEYS; k++)
-                argv[n++] = keys[k];
-        argv[n++] = BENCH_FLEET_CLOCK;
-        if (!release)
+        assert(n <= 16);
+        for (int j = 0; j < N_KEYS; j++)
+                argv[k++] = keys[j];
+        argv[k++] = BENCH_FLEET_CLOCK;
+        for (size_t j = 0; j < n; j++)
+                argv[k++] = args[j];
+        return redisAppendCommandArgv(c, (int) k, argv, NULL);
+}
+
+static int append_acquire(redisContext *c, const char *sha, char keys[N_KEYS][96], const char *lease, const char *slots,
+                          const char *host) {
+        return append_script(c, sha, keys, N_ACQUIRE_ARGS, (const char *[N_ACQUIRE_ARGS]) {
+                [ARG_ACQUIRE_LEASE] = lease, [ARG_ACQUIRE_SLOTS] = slots, [ARG_ACQUIRE_TTL_MS] = "15000",
+                [ARG_ACQUIRE_DESCRIPTION] = "INFO host=bench pid=1 uid=0 user=root comm=bench",
+                [ARG_ACQUIRE_HOST] = host, [ARG_ACQUIRE_UID] = "0", [ARG_ACQUIRE_GRACE_UNTIL_MS] = "0",
+                [ARG_ACQUIRE_IDLE_MS] = "86400000", [ARG_ACQUIRE_PROOF] = "",
+        });
+}
+
+static int send_script(redisContext *c, const char *sha, char keys[N_KEYS][96], char lease[LEASE_ID_LEN + 1], bool release) {
+        if (!release) {
                 (void) lease_id_new(lease);
-        argv[n++] = lease;
-        if (release) {
-                /* lease, host, uid, grace_until_ms, idle_ms */
-                for (const char *const *p = (const char *const[]) { "bench", "0", "0", "86400000", NULL }; *p; p++)
-                        argv[n++] = *p;
-        } else
-                /* lease, slots, ttl_ms, description, host, uid, grace_until_ms, idle_ms */
-                for (const char *const *p = (const char *const[]) { "8", "15000", "INFO host=bench pid=1 uid=0 user=root slots=8 comm=bench",
-                                                                   "bench", "0", "0", "86400000", NULL }; *p; p++)
-                        argv[n++] = *p;
-        return redisAppendCommandArgv(c, (int) n, argv, NULL);
+                return append_acquire(c, sha, keys, lease, "8", "bench");
+        }
+        return append_script(c, sha, keys, N_RELEASE_ARGS, (const char *[N_RELEASE_ARGS]) {
+                [ARG_RELEASE_LEASE] = lease, [ARG_RELEASE_HOST] = "bench", [ARG_RELEASE_UID] = "0",
+                [ARG_RELEASE_GRACE_UNTIL_MS] = "0", [ARG_RELEASE_IDLE_MS] = "86400000",
+        });
 }
 
 /* Loads one of the agent's scripts, as the agent does; 0 or -EIO. */
@@ -1027,20 +1043,13 @@ typedef struct RenewLoad {
 static int send_renew(redisContext *c, int i, unsigned long round, void *userdata) {
         RenewLoad *rl = userdata;
         int name = (int) ((round + (unsigned long) i) % G_NAMES), h = (int) ((round * 7 + (unsigned long) i) % (unsigned long) rl->hosts);
-        const char *argv[3 + N_SCRIPT_KEYS + 5] = { "EVALSHA", rl->sha, STRINGIFY(N_SCRIPT_KEYS) };
         char host[32], now[24], *index;
-        size_t k = 3;
 
         snprintf(host, sizeof(host), "h%d", h);
-        for (int j = 0; j < N_KEYS; j++)
-                argv[k++] = rl->keys[name][j];
-        argv[k++] = BENCH_FLEET_CLOCK;
-        argv[k++] = "15000";
-        argv[k++] = host;
-        argv[k++] = "86400000";
-        argv[k++] = "0";
-        argv[k++] = rl->lease[h][name];
-        (void) redisAppendCommandArgv(c, (int) k, argv, NULL);
+        (void) append_script(c, rl->sha, rl->keys[name], ARG_RENEW_LEASES + 1, (const char *[ARG_RENEW_LEASES + 1]) {
+                [ARG_RENEW_TTL_MS] = "15000", [ARG_RENEW_HOST] = host, [ARG_RENEW_GRACE_UNTIL_MS] = "0",
+                [ARG_RENEW_IDLE_MS] = "86400000", [ARG_RENEW_LEASES] = rl->lease[h][name],
+        });
         snprintf(now, sizeof(now), "%lld", (long long) (now_usec(CLOCK_REALTIME) / USEC_PER_MSEC));
         index = strchr(rl->keys[name][0], '{');
         (void) redisAppendCommand(c, "ZADD bench-raw5:names %s %b", now, index + 1, strcspn(index + 1, "}"));
@@ -1062,19 +1071,13 @@ static double g_floor(redisContext *rc, int hosts) {
                         snprintf(rl.keys[k][j], sizeof(rl.keys[k][j]), "bench-raw5:{g%d}:%s", k, key_suffix[j]);
         for (int h = 0; h < hosts; h++)
                 for (int k = 0; k < G_NAMES; k++) {
-                        const char *argv[3 + N_SCRIPT_KEYS + 8] = { "EVALSHA", acquire_sha, STRINGIFY(N_SCRIPT_KEYS) };
-                        size_t n = 3;
+                        redisReply *r = NULL;
 
                         snprintf(host, sizeof(host), "h%d", h);
                         (void) lease_id_new(rl.lease[h][k]);
-                        for (int j = 0; j < N_KEYS; j++)
-                                argv[n++] = rl.keys[k][j];
-                        argv[n++] = BENCH_FLEET_CLOCK;
-                        for (const char *const *p = (const char *const[]) { rl.lease[h][k], "1000", "15000",
-                                                                           "INFO host=bench pid=1 uid=0 user=root slots=1000 comm=bench",
-                                                                           host, "0", "0", "86400000", NULL }; *p; p++)
-                                argv[n++] = *p;
-                        freeReplyObject(redisCommandArgv(rc, (int) n, argv, NULL));
+                        if (append_acquire(rc, acquire_sha, rl.keys[k], rl.lease[h][k], "1000", host) == REDIS_OK)
+                                (void) redisGetReply(rc, (void **) &r);
+                        freeReplyObject(r);
                 }
         (void) redis_use(rc, &a);
         calls = redis_saturate(5 * USEC_PER_SEC, send_renew, &rl);

@@ -25,7 +25,8 @@ declare -A SHA
 load_scripts() {
         local s
         for s in acquire release renew reassert adopt status epoch batch; do
-                SHA[$s]=$(embed --lua "$SRC/keys.list" "$SRC/lua/prelude.lua" "$SRC/lua/$s.lua" | rcli -x SCRIPT LOAD)
+                SHA[$s]=$(embed --lua "$SRC/keys.list" "$SRC/args.list" "$SRC/lua/prelude.lua" "$SRC/lua/$s.lua" |
+                        rcli -x SCRIPT LOAD)
                 [[ ${SHA[$s]} =~ ^[0-9a-f]{40}$ ]] || bail "$s.lua does not load: ${SHA[$s]}"
         done
 }
@@ -53,7 +54,10 @@ lua() {
         mapfile -t k < <(keys_of "$name"; echo "$FLEET_CLOCK")
         rcli --json EVALSHA "${SHA[$script]}" "${#k[@]}" "${k[@]}" "$@"
 }
-epoch() { rcli --json EVALSHA "${SHA[epoch]}" 1 "$EPOCH_KEY" "$@"; }
+epoch() {          # ID GRACE_MS [RUN_ID [FAILOVER_GRACE_MS]]
+        args epoch id="$1" grace_ms="$2" ${3:+run_id="$3"} ${4:+failover_grace_ms="$4"}
+        rcli --json EVALSHA "${SHA[epoch]}" 1 "$EPOCH_KEY" "${ARGS_OUT[@]}"
+}
 # j JSON EXPR: EXPR over the reply r, strings bare, the rest as JSON.
 j() {
         python3 -c 'import json, sys
@@ -61,25 +65,68 @@ v = eval(sys.argv[2], {"r": json.loads(sys.argv[1])})
 print(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))' "$1" "$2"
 }
 
+# args SCRIPT NAME=VALUE...: SCRIPT's arguments in the order args.list
+# gives (the agent's and the scripts' one list), into ARGS_OUT; NAME may
+# come again for a rest argument ("leases..."), an optional one may be
+# left out. A name the list does not have, or a required one missing, is a
+# mistake of this test.
+declare -A ARG_SPEC
+for s in acquire release renew reassert adopt epoch; do
+        ARG_SPEC[$s]=$(embed --args "$SRC/args.list" "$s" | tr '\n' ' ')
+        [ -n "${ARG_SPEC[$s]}" ] || bail "args.list has no $s"
+done
+args() {
+        local script=$1 kv spec name known
+        local -A val=()
+        local -a rest=()
+        shift
+        ARGS_OUT=()
+        for kv in "$@"; do
+                name=${kv%%=*} known=
+                for spec in ${ARG_SPEC[$script]}; do [ "${spec%%[?.]*}" = "$name" ] && known=$spec; done
+                [ -n "$known" ] || bail "args.list: $script has no argument '$name'"
+                if [ "${known%...}" != "$known" ]; then rest+=("${kv#*=}"); else val[$name]=${kv#*=}; fi
+        done
+        for spec in ${ARG_SPEC[$script]}; do
+                name=${spec%%[?.]*}
+                case $spec in
+                *...) ARGS_OUT+=("${rest[@]}") ;;
+                *\?) [ -n "${val[$name]+set}" ] && ARGS_OUT+=("${val[$name]}") ;;
+                *) [ -n "${val[$name]+set}" ] || bail "args $script: '$name' is required"
+                   ARGS_OUT+=("${val[$name]}") ;;
+                esac
+        done
+}
+
 # The callers, as the agent calls them; the caller is host a, uid 1000
 # unless AS_HOST / AS_UID say otherwise; TTL_MS, GRACE and IDLE likewise.
 acquire() {         # NAME LEASE SLOTS [PROOF]
-        lua "$1" acquire "$2" "$3" "${TTL_MS:-10000}" "INFO lease=$2" "${AS_HOST:-a}" "${AS_UID:-1000}" \
-                "${GRACE:-0}" "${IDLE:-600000}" ${4:+"$4"}
+        args acquire lease="$2" slots="$3" ttl_ms="${TTL_MS:-10000}" description="INFO lease=$2" host="${AS_HOST:-a}" \
+                uid="${AS_UID:-1000}" grace_until_ms="${GRACE:-0}" idle_ms="${IDLE:-600000}" ${4:+proof="$4"}
+        lua "$1" acquire "${ARGS_OUT[@]}"
 }
 release() {         # NAME LEASE
-        lua "$1" release "$2" "${AS_HOST:-a}" "${AS_UID:-1000}" "${GRACE:-0}" "${IDLE:-600000}"
+        args release lease="$2" host="${AS_HOST:-a}" uid="${AS_UID:-1000}" grace_until_ms="${GRACE:-0}" \
+                idle_ms="${IDLE:-600000}"
+        lua "$1" release "${ARGS_OUT[@]}"
 }
 renew() {           # NAME LEASE...
-        local name=$1
+        local name=$1 lease leases=()
         shift
-        lua "$name" renew "${TTL_MS:-10000}" "${AS_HOST:-a}" "${IDLE:-600000}" "${GRACE:-0}" "$@"
+        for lease in "$@"; do leases+=("leases=$lease"); done
+        args renew ttl_ms="${TTL_MS:-10000}" host="${AS_HOST:-a}" grace_until_ms="${GRACE:-0}" idle_ms="${IDLE:-600000}" \
+                "${leases[@]}"
+        lua "$name" renew "${ARGS_OUT[@]}"
 }
 reassert() {        # NAME LEASE SLOTS TOKEN SINCE
-        lua "$1" reassert "$2" "$3" "$4" "$5" "${TTL_MS:-10000}" "INFO lease=$2" "${AS_HOST:-a}" \
-                "${AS_UID:-1000}" "${IDLE:-600000}" "${GRACE:-0}"
+        args reassert lease="$2" slots="$3" token="$4" since_ms="$5" ttl_ms="${TTL_MS:-10000}" description="INFO lease=$2" \
+                host="${AS_HOST:-a}" uid="${AS_UID:-1000}" grace_until_ms="${GRACE:-0}" idle_ms="${IDLE:-600000}"
+        lua "$1" reassert "${ARGS_OUT[@]}"
 }
-adopt() { lua "$1" adopt "$2" "${TTL_MS:-10000}" "${AS_HOST:-a}" "${AS_UID:-1000}"; }
+adopt() {           # NAME LEASE
+        args adopt lease="$2" ttl_ms="${TTL_MS:-10000}" host="${AS_HOST:-a}" uid="${AS_UID:-1000}"
+        lua "$1" adopt "${ARGS_OUT[@]}"
+}
 status() { lua "$1" status; }
 
 redis_ms() { rcli TIME | { read -r s; read -r us; echo $((s * 1000 + us / 1000)); }; }
@@ -453,20 +500,30 @@ is "$(rcli HEXISTS "$(key pub proof)" w2)" 0 "proof: gone with the waiter that l
 # ---- Group commit ----------------------------------------------------------------
 # Calls as the agent batches them: kind, number of args, args; the replies
 # are each call's own, in order, as if run one after another.
-A() { echo acquire 9 "$1" "$2" 10000 "job-$1" a 1000 0 600000 "$P1"; }  # (no spaces: words)
-R() { echo release 5 "$1" a 1000 0 600000; }
-# shellcheck disable=SC2046  # the words are the batch's arguments
-r=$(lua bat batch $(A b1 1) $(A b2 1) $(A b3 1) $(R b1) renew 5 10000 a 600000 0 b2)
+# batched SCRIPT NAME=VALUE...: one call of a batch (kind, count, args).
+batched() { args "$@"; BATCH+=("$1" "${#ARGS_OUT[@]}" "${ARGS_OUT[@]}"); }
+A() {
+        batched acquire lease="$1" slots="$2" ttl_ms=10000 description="job-$1" host=a uid=1000 grace_until_ms=0 \
+                idle_ms=600000 proof="$P1"
+}
+R() { batched release lease="$1" host=a uid=1000 grace_until_ms=0 idle_ms=600000; }
+BATCH=()
+A b1 1; A b2 1; A b3 1; R b1
+batched renew ttl_ms=10000 host=a grace_until_ms=0 idle_ms=600000 leases=b2
+r=$(lua bat batch "${BATCH[@]}")
 is "$(j "$r" 'len(r)')" 5 "batch: one reply per call"
 is "$(j "$r" '[r[0][0], r[1][:2], r[2][:2]]')" "[1,[0,1],[0,2]]" "batch: b1 gets in, b2 and b3 queue in order"
 is "$(j "$r" 'r[3][:2]')" '[1,"b2"]' "batch: b1's release hands the slot to b2 in the same call"
 is "$(j "$r" 'r[4]')" "[]" "batch: b2's renewal finds it held"
 is "$(j "$(status bat)" '[h[0] for h in r[1]] + [q[0] for q in r[2]]')" '["b2","b3"]' "batch: Redis has what the calls did"
-# shellcheck disable=SC2046
 # An agent that restarted adopts its leases in batches too.
-r=$(lua bat batch adopt 6 b2 10000 a 1000 0 0 adopt 6 b3 10000 a 1000 0 0 adopt 6 nobody 10000 a 1000 0 0)
+BATCH=()
+for l in b2 b3 nobody; do batched adopt lease=$l ttl_ms=10000 host=a uid=1000 grace_until_ms=0 idle_ms=0; done
+r=$(lua bat batch "${BATCH[@]}")
 is "$(j "$r" '[r[0][0], r[1], r[2]]')" "[1,[0],[-1]]" "batch: adopt finds b2 holding, b3 queued, an unknown lease gone"
-r=$(lua bat batch $(A b4 1) acquire 3 b5 1 10000 2>&1)
+BATCH=()
+A b4 1
+r=$(lua bat batch "${BATCH[@]}" acquire 3 b5 1 10000 2>&1)
 like "$r" "malformed" "batch: a malformed batch is refused ($r)"
 is "$(rcli ZSCORE "$(key bat queue)" b4)" "" "batch: ... and none of its calls ran"
 

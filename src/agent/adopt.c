@@ -10,6 +10,7 @@
 
 #include "agent.h"
 #include "log.h"
+#include "lua-args.h"
 
 typedef struct Adoption {
         Agent *agent;
@@ -139,7 +140,10 @@ static void adopt_entry(Agent *a, const char *id, const char *value) {
         {
                 char ttl[24], uid_s[16], grace[24];
                 /* No idle time ("0"): adopting writes only what exists. */
-                const char *args[] = { id, ttl, a->config->host_id, uid_s, "0", grace };
+                const char *args[N_ADOPT_ARGS] = {
+                        [ARG_ADOPT_LEASE] = id, [ARG_ADOPT_TTL_MS] = ttl, [ARG_ADOPT_HOST] = a->config->host_id,
+                        [ARG_ADOPT_UID] = uid_s, [ARG_ADOPT_GRACE_UNTIL_MS] = grace, [ARG_ADOPT_IDLE_MS] = "0",
+                };
 
                 snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
                 snprintf(uid_s, sizeof(uid_s), UID_FMT, (uid_t) uid);

@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
-# The Lua scripts and the key list, as the agent loads them.
+# The Lua scripts, the key list and the argument list, as the agent loads
+# them.
 #
-#   embed-lua.py --c OUT.c OUT.h KEYS.list PRELUDE SCRIPT...
+#   embed-lua.py --c OUT.c KEYS.h ARGS.h KEYS.list ARGS.list PRELUDE SCRIPT...
 #       writes the scripts as C strings (in the order of enum Script in
-#       agent.h) and the key suffixes as key_suffix[N_KEYS];
-#   embed-lua.py --lua KEYS.list PRELUDE SCRIPT
+#       agent.h), the key suffixes as key_suffix[N_KEYS] (KEYS.h) and each
+#       script's arguments as ARG_<SCRIPT>_<NAME> (ARGS.h);
+#   embed-lua.py --lua KEYS.list ARGS.list PRELUDE SCRIPT
 #       prints one script as the agent sends it to Redis: prelude, a
 #       newline, the script;
 #   embed-lua.py --keys KEYS.list
-#       prints the key suffixes, one a line, in order (for the tests).
+#       prints the key suffixes, one a line, in order (for the tests);
+#   embed-lua.py --args ARGS.list SCRIPT
+#       prints SCRIPT's argument names, one a line, in order (for the tests).
 #
 # KEYS.list holds one key suffix per line; KEYS[n] of every name script is
-# P:{NAME}:<line n>. The prelude starts with the Lua locals K_<SUFFIX> for
-# them, so the list lives in that one file.
+# P:{NAME}:<line n>. ARGS.list holds a line per script: its name, then its
+# arguments in order. The prelude starts with the Lua locals K_<SUFFIX> for
+# the keys and the table ARGS for the arguments, so each list lives in one
+# file.
 import sys
 
 
@@ -32,7 +38,42 @@ def key_suffixes(path):
     return suffixes
 
 
-def prelude_text(keys_path, prelude_path):
+# {script: [(name, kind)]}, kind "" (required), "?" (optional) or "..." (the rest).
+def script_args(path):
+    scripts = {}
+    for line in read(path).splitlines():
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        script, args, seen_optional = words[0], [], False
+        for w in words[1:]:
+            kind = "..." if w.endswith("...") else "?" if w.endswith("?") else ""
+            name = w[:len(w) - len(kind)]
+            if not name.isidentifier() or not name.isascii() or name in [a for a, _ in args]:
+                sys.exit("%s: %s: %r is not a valid argument name, or twice" % (path, script, w))
+            if (seen_optional and kind == "") or (args and args[-1][1] == "..."):
+                sys.exit("%s: %s: %r after an optional or rest argument" % (path, script, w))
+            seen_optional = seen_optional or kind == "?"
+            args.append((name, kind))
+        if not script.isidentifier() or script in scripts or not args:
+            sys.exit("%s: %r twice, or without arguments" % (path, script))
+        scripts[script] = args
+    return scripts
+
+
+# ARGS.<script>: its argument names in order; `need` how many it cannot do
+# without, `rest` the name of a rest argument.
+def lua_args(args_path):
+    rows = []
+    for script, args in script_args(args_path).items():
+        fields = ["need = %d" % sum(1 for _, kind in args if kind == "")]
+        fields += ["'%s'" % name for name, kind in args if kind != "..."]
+        fields += ["rest = '%s'" % name for name, kind in args if kind == "..."]
+        rows.append("  %s = {%s}," % (script, ", ".join(fields)))
+    return "local ARGS = {\n%s\n}\n" % "\n".join(rows)
+
+
+def prelude_text(keys_path, args_path, prelude_path):
     suffixes = key_suffixes(keys_path)
     names = ", ".join("K_" + s.upper() for s in suffixes)
     values = ", ".join("KEYS[%d]" % (i + 1) for i in range(len(suffixes)))
@@ -40,7 +81,22 @@ def prelude_text(keys_path, prelude_path):
             "-- one after them is P:clock, the fleet's.\n"
             "local %s = %s\n"
             "local NAME_KEYS = {%s}\n"
-            "local K_FLEET_CLOCK = KEYS[%d]\n" % (names, values, names, len(suffixes) + 1)) + read(prelude_path)
+            "local K_FLEET_CLOCK = KEYS[%d]\n"
+            "-- Generated from args.list: each script's arguments, in order (see args()).\n"
+            % (names, values, names, len(suffixes) + 1)) + lua_args(args_path) + read(prelude_path)
+
+
+def write_args_h(out_h, args_path):
+    with open(out_h, "w", encoding="utf-8") as f:
+        f.write("/* Generated from src/agent/args.list; do not edit. */\n")
+        f.write("#pragma once\n\n")
+        f.write("/* Each script's arguments: ARG_<SCRIPT>_<NAME> is its place in ARGV;\n")
+        f.write(" * N_<SCRIPT>_ARGS counts them (without those of a rest argument). */\n")
+        for script, args in script_args(args_path).items():
+            f.write("enum {\n")
+            for name, _ in args:
+                f.write("        ARG_%s_%s,\n" % (script.upper(), name.upper()))
+            f.write("        N_%s_ARGS\n};\n" % script.upper())
 
 
 def c_string(text):
@@ -51,8 +107,9 @@ def c_string(text):
     return "\n".join(lines) or '""'
 
 
-def write_c(out_c, out_h, keys_path, prelude_path, scripts):
+def write_c(out_c, out_h, args_h, keys_path, args_path, prelude_path, scripts):
     suffixes = key_suffixes(keys_path)
+    write_args_h(args_h, args_path)
     with open(out_h, "w", encoding="utf-8") as f:
         f.write("/* Generated from src/agent/keys.list; do not edit. */\n")
         f.write("#pragma once\n\n")
@@ -67,7 +124,7 @@ def write_c(out_c, out_h, keys_path, prelude_path, scripts):
         for s in suffixes:
             f.write('        "%s",\n' % s)
         f.write("};\n\n")
-        f.write("const char *const lua_prelude =\n%s;\n\n" % c_string(prelude_text(keys_path, prelude_path)))
+        f.write("const char *const lua_prelude =\n%s;\n\n" % c_string(prelude_text(keys_path, args_path, prelude_path)))
         f.write("const char *const lua_scripts[N_SCRIPTS] = {\n")
         for s in scripts:
             f.write("%s,\n" % c_string(read(s)))
@@ -75,16 +132,20 @@ def write_c(out_c, out_h, keys_path, prelude_path, scripts):
 
 
 def main(argv):
-    if len(argv) >= 6 and argv[1] == "--c":
-        write_c(argv[2], argv[3], argv[4], argv[5], argv[6:])
-    elif len(argv) == 5 and argv[1] == "--lua":
-        sys.stdout.write(prelude_text(argv[2], argv[3]) + "\n" + read(argv[4]))
+    if len(argv) >= 8 and argv[1] == "--c":
+        write_c(argv[2], argv[3], argv[4], argv[5], argv[6], argv[7], argv[8:])
+    elif len(argv) == 6 and argv[1] == "--lua":
+        sys.stdout.write(prelude_text(argv[2], argv[3], argv[4]) + "\n" + read(argv[5]))
     elif len(argv) == 3 and argv[1] == "--keys":
         sys.stdout.write("".join(s + "\n" for s in key_suffixes(argv[2])))
+    elif len(argv) == 4 and argv[1] == "--args":
+        args = script_args(argv[2]).get(argv[3]) or sys.exit("%s: no script %r" % (argv[2], argv[3]))
+        sys.stdout.write("".join(name + kind + "\n" for name, kind in args))
     else:
-        sys.exit("usage: embed-lua.py --c OUT.c OUT.h KEYS.list PRELUDE SCRIPT...\n"
-                 "       embed-lua.py --lua KEYS.list PRELUDE SCRIPT\n"
-                 "       embed-lua.py --keys KEYS.list")
+        sys.exit("usage: embed-lua.py --c OUT.c KEYS.h ARGS.h KEYS.list ARGS.list PRELUDE SCRIPT...\n"
+                 "       embed-lua.py --lua KEYS.list ARGS.list PRELUDE SCRIPT\n"
+                 "       embed-lua.py --keys KEYS.list\n"
+                 "       embed-lua.py --args ARGS.list SCRIPT")
 
 
 main(sys.argv)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "lua-args.h"
 #include "redis-layer.h"
 
 #define IDLE_DEFAULT_MS (24ULL * 3600 * 1000)
@@ -209,9 +210,14 @@ int io_call_acquire(void *ctx, Lease *l) {
 
         common_args(a, l->name->name, l->uid, &c);
         snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
-        return script_call(a, SCRIPT_ACQUIRE, l->name->name, acquire_reply, l, 9,
-                           (const char *[]) { l->id, slots, c.ttl, l->desc, a->config->host_id, c.uid, c.grace,
-                                              c.idle_new, l->proof },
+        return script_call(a, SCRIPT_ACQUIRE, l->name->name, acquire_reply, l, N_ACQUIRE_ARGS,
+                           (const char *[N_ACQUIRE_ARGS]) {
+                                   [ARG_ACQUIRE_LEASE] = l->id, [ARG_ACQUIRE_SLOTS] = slots,
+                                   [ARG_ACQUIRE_TTL_MS] = c.ttl, [ARG_ACQUIRE_DESCRIPTION] = l->desc,
+                                   [ARG_ACQUIRE_HOST] = a->config->host_id, [ARG_ACQUIRE_UID] = c.uid,
+                                   [ARG_ACQUIRE_GRACE_UNTIL_MS] = c.grace, [ARG_ACQUIRE_IDLE_MS] = c.idle_new,
+                                   [ARG_ACQUIRE_PROOF] = l->proof,
+                           },
                            NULL);
 }
 
@@ -284,8 +290,13 @@ int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
         snprintf(rc->name, sizeof(rc->name), "%s", name);
         snprintf(rc->lease, sizeof(rc->lease), "%s", lease);
         common_args(a, name, uid, &c);
-        r = script_call(a, SCRIPT_RELEASE, name, release_reply, rc, 5,
-                        (const char *[]) { lease, a->config->host_id, c.uid, c.grace, c.idle_new }, NULL);
+        r = script_call(a, SCRIPT_RELEASE, name, release_reply, rc, N_RELEASE_ARGS,
+                        (const char *[N_RELEASE_ARGS]) {
+                                [ARG_RELEASE_LEASE] = lease, [ARG_RELEASE_HOST] = a->config->host_id,
+                                [ARG_RELEASE_UID] = c.uid, [ARG_RELEASE_GRACE_UNTIL_MS] = c.grace,
+                                [ARG_RELEASE_IDLE_MS] = c.idle_new,
+                        },
+                        NULL);
         if (r < 0) {
                 free(rc);
                 return r;
@@ -357,7 +368,7 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
         if (a->state != REDIS_READY)
                 return -ENOTCONN;
         rc = malloc(sizeof(*rc) + n_ids * sizeof(rc->ids[0]));
-        args = calloc(n_ids + 4, sizeof(char *));
+        args = calloc(ARG_RENEW_LEASES + n_ids, sizeof(char *));
         if (!rc || !args) {
                 free(rc);
                 free(args);
@@ -367,13 +378,13 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
         snprintf(rc->name, sizeof(rc->name), "%s", n->name);
         memcpy(rc->ids, ids, n_ids * sizeof(rc->ids[0]));
         common_args(a, n->name, 0, &c);
-        args[0] = c.ttl;
-        args[1] = a->config->host_id;
-        args[2] = c.idle;
-        args[3] = c.grace;
+        args[ARG_RENEW_TTL_MS] = c.ttl;
+        args[ARG_RENEW_HOST] = a->config->host_id;
+        args[ARG_RENEW_GRACE_UNTIL_MS] = c.grace;
+        args[ARG_RENEW_IDLE_MS] = c.idle;
         for (size_t i = 0; i < n_ids; i++)
-                args[4 + i] = rc->ids[i];
-        r = script_call(a, SCRIPT_RENEW, n->name, renew_reply, rc, n_ids + 4, args, NULL);
+                args[ARG_RENEW_LEASES + i] = rc->ids[i];
+        r = script_call(a, SCRIPT_RENEW, n->name, renew_reply, rc, ARG_RENEW_LEASES + n_ids, args, NULL);
         free(args);
         if (r < 0) {
                 free(rc);
@@ -410,9 +421,14 @@ int io_call_reassert(void *ctx, Lease *l) {
         snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
         snprintf(token, sizeof(token), "%" PRIu64, l->token);
         snprintf(since, sizeof(since), "%" PRIu64, l->since_ms);
-        return script_call(a, SCRIPT_REASSERT, l->name->name, reassert_reply, l, 10,
-                           (const char *[]) { l->id, slots, token, since, c.ttl, l->desc, a->config->host_id, c.uid, c.idle,
-                                              c.grace },
+        return script_call(a, SCRIPT_REASSERT, l->name->name, reassert_reply, l, N_REASSERT_ARGS,
+                           (const char *[N_REASSERT_ARGS]) {
+                                   [ARG_REASSERT_LEASE] = l->id, [ARG_REASSERT_SLOTS] = slots,
+                                   [ARG_REASSERT_TOKEN] = token, [ARG_REASSERT_SINCE_MS] = since,
+                                   [ARG_REASSERT_TTL_MS] = c.ttl, [ARG_REASSERT_DESCRIPTION] = l->desc,
+                                   [ARG_REASSERT_HOST] = a->config->host_id, [ARG_REASSERT_UID] = c.uid,
+                                   [ARG_REASSERT_GRACE_UNTIL_MS] = c.grace, [ARG_REASSERT_IDLE_MS] = c.idle,
+                           },
                            NULL);
 }
 

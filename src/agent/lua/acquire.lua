@@ -1,2 +1,2 @@
 -- One acquire_call (prelude.lua).
-return idle(ARGV[8], acquire_call(ARGV))
+return idle(args('acquire', ARGV).idle_ms, acquire_call(ARGV))

@@ -1,2 +1,2 @@
 -- One adopt_call (prelude.lua).
-return idle(ARGV[5], adopt_call(ARGV))
+return idle(args('adopt', ARGV).idle_ms, adopt_call(ARGV))

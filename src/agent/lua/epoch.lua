@@ -1,23 +1,25 @@
 -- KEYS: P:epoch (in a Cluster P:epoch:{TAG}, one per master, in the first
--- hash slot it owns). ARGV: new_id (32 hex), grace_ms, [master run id,
--- [grace_ms when the epoch names another master]]. The reset detector: the
+-- hash slot it owns). ARGV (args.list): the new id (32 hex), grace_ms, the
+-- master's run id, and the grace when the epoch names another master
+-- (failover_grace_ms). The reset detector: the
 -- key is gone when Redis lost its data (restarted empty), and under
 -- Sentinel and in a Cluster it names the master it was made on, so that a
 -- failover (which may have lost the last writes) starts a new one.
 -- Returns {0, value, now_ms} when it holds; else sets it to
 -- "NEW_ID GRACE_UNTIL_MS [RUN_ID]" (no expiry) and returns {1, value, now_ms}
 -- when there was none, {2, value, now_ms} when it named another master.
+local a = args('epoch', ARGV)
 local now_ms = now()
 local value = redis.call('GET', KEYS[1])
-local run_id = ARGV[3] or ''
+local run_id = a.run_id or ''
 if value and (run_id == '' or string.match(value, '^%x+ %d+ (%x+)$') == run_id) then
   return {0, value, now_ms}
 end
 -- Another run id: a failover, or the same master restarted (from a file
 -- that may miss the last writes): the longer of the two graces.
-local grace, value_was = tonumber(ARGV[2]), value
-if value and ARGV[4] then grace = math.max(grace, tonumber(ARGV[4])) end
-value = ARGV[1] .. ' ' .. digits(now_ms + tonumber(grace))
+local grace, value_was = tonumber(a.grace_ms), value
+if value and a.failover_grace_ms then grace = math.max(grace, tonumber(a.failover_grace_ms)) end
+value = a.id .. ' ' .. digits(now_ms + tonumber(grace))
 if run_id ~= '' then value = value .. ' ' .. run_id end
 redis.call('SET', KEYS[1], value)
 return {value_was and 2 or 1, value, now_ms}

@@ -13,6 +13,19 @@
 -- Every time comes from the server's clock: no client clock is trusted.
 -- Only functions here: the epoch script has other KEYS and uses none of them.
 
+-- A script's arguments by name, as args.list gives them in order:
+-- args('acquire', ARGV).lease; a rest argument is a table of what is left.
+local function args(script, argv)
+  local spec, a = ARGS[script], {}
+  for i, name in ipairs(spec) do a[name] = argv[i] end
+  if spec.rest then
+    local rest = {}
+    for i = #spec + 1, #argv do rest[#rest + 1] = argv[i] end
+    a[spec.rest] = rest
+  end
+  return a
+end
+
 -- The server's clock in ms and in µs, read once a call (a batch of calls
 -- happens at one time).
 local now_ms_, now_us_
@@ -338,18 +351,18 @@ local function idle(idle_ms, reply, all)
 end
 
 -- ---- The calls a batch can hold (batch.lua); each script of the same name
--- is one of them alone. Each takes its ARGV and returns its reply; the
--- caller ends with idle().
+-- is one of them alone. Each takes its ARGV (args.list names them) and
+-- returns its reply; the caller ends with idle().
 
--- ARGV: lease, slots, ttl_ms, description, host, uid, grace_until_ms,
--- idle_ms[, proof] (kept while the lease waits, for the grant message).
--- Returns {-1} when the lease is another host's or user's;
+-- The proof (optional) is kept while the lease waits, for the grant
+-- message. Returns {-1} when the lease is another host's or user's;
 -- {1, token, since_ms, held, limit} when it holds a slot (now or already);
 -- else {0, position, held, limit, ms until the first holder expires or -1}.
-local function acquire_call(ARGV)
-  local lease, slots, ttl, desc = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-  local me, grace_until = ARGV[5] .. ' ' .. ARGV[6], tonumber(ARGV[7]) or 0
-  local proof = ARGV[9]
+local function acquire_call(argv)
+  local a = args('acquire', argv)
+  local lease, slots, ttl, desc = a.lease, tonumber(a.slots), tonumber(a.ttl_ms), a.description
+  local me, grace_until = a.host .. ' ' .. a.uid, tonumber(a.grace_until_ms) or 0
+  local proof = a.proof
   local now_ms, now_us = now()
   expire(now_ms, ttl, grace_until)
 
@@ -405,13 +418,14 @@ local function acquire_call(ARGV)
   return {0, rank + 1, held, limit, next_expiry}
 end
 
--- ARGV: lease, host, uid, grace_until_ms, idle_ms. Gives the slot back (or
--- leaves the queue) and hands what that frees to the next in line.
--- Returns {-1} when the lease is another host's or user's, else
--- {held, lease, token, since, ...}: 1 if it held, then each waiter granted.
-local function release_call(ARGV)
-  local lease, me = ARGV[1], ARGV[2] .. ' ' .. ARGV[3]
-  local grace_until = tonumber(ARGV[4]) or 0
+-- Gives the slot back (or leaves the queue) and hands what that frees to
+-- the next in line. Returns {-1} when the lease is another host's or
+-- user's, else {held, lease, token, since, ...}: 1 if it held, then each
+-- waiter granted.
+local function release_call(argv)
+  local a = args('release', argv)
+  local lease, me = a.lease, a.host .. ' ' .. a.uid
+  local grace_until = tonumber(a.grace_until_ms) or 0
   local now_ms, now_us = now()
   expire(now_ms, nil, grace_until)
 
@@ -436,17 +450,16 @@ local function release_call(ARGV)
   return reply
 end
 
--- ARGV: ttl_ms, host, idle_ms, grace_until_ms, lease... (one agent's
--- leases on this name).
--- Extends holders and waiters; returns the leases that are neither
--- (expired or evicted) or that belong to another host.
-local function renew_call(ARGV)
-  local ttl, host = tonumber(ARGV[1]), ARGV[2]
+-- Extends holders and waiters among leases (one agent's on this name);
+-- returns the leases that are neither (expired or evicted) or that belong
+-- to another host.
+local function renew_call(argv)
+  local a = args('renew', argv)
+  local ttl, host = tonumber(a.ttl_ms), a.host
   local now_ms = now()
-  expire(now_ms, ttl, ARGV[4])
+  expire(now_ms, ttl, a.grace_until_ms)
   local missing = {}
-  for i = 5, #ARGV do
-    local lease = ARGV[i]
+  for _, lease in ipairs(a.leases) do
     local owner = redis.call('HGET', K_OWNER, lease)
     if owner and string.sub(owner, 1, #host + 1) ~= host .. ' ' then
       missing[#missing + 1] = lease
@@ -461,14 +474,14 @@ local function renew_call(ARGV)
   return missing
 end
 
--- ARGV: lease, ttl_ms, host, uid[, idle_ms[, grace_until_ms]]. For an agent
--- that restarted: does this lease hold? Returns {1, token, since_ms,
--- description}, {0} when only queued, {-1} when gone or another host's or
--- user's.
-local function adopt_call(ARGV)
-  local lease, ttl, me = ARGV[1], tonumber(ARGV[2]), ARGV[3] .. ' ' .. ARGV[4]
+-- For an agent that restarted: does this lease hold? Returns {1, token,
+-- since_ms, description}, {0} when only queued, {-1} when gone or another
+-- host's or user's.
+local function adopt_call(argv)
+  local a = args('adopt', argv)
+  local lease, ttl, me = a.lease, tonumber(a.ttl_ms), a.host .. ' ' .. a.uid
   local now_ms = now()
-  expire(now_ms, ttl, ARGV[6])
+  expire(now_ms, ttl, a.grace_until_ms)
   if foreign(lease, me) then return {-1} end
   if redis.call('ZSCORE', K_HOLDERS, lease) then
     write('ZADD', K_HOLDERS, now_ms + ttl, lease)

@@ -1,15 +1,14 @@
--- ARGV: lease, slots, token, since_ms, ttl_ms, description, host, uid, idle_ms,
--- grace_until_ms
 -- After Redis came back without this holder (restarted without its data, or
 -- a failover lost it): puts it back if a slot is free, also during the grace
 -- period. Returns 1 if it holds, 0 if lost, -1 if the lease is another
 -- host's or user's.
-local lease, slots, token, since = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local ttl, desc, me, idle_ms = tonumber(ARGV[5]), ARGV[6], ARGV[7] .. ' ' .. ARGV[8], ARGV[9]
+local a = args('reassert', ARGV)
+local lease, slots, token, since = a.lease, tonumber(a.slots), tonumber(a.token), a.since_ms
+local ttl, desc, me, idle_ms = tonumber(a.ttl_ms), a.description, a.host .. ' ' .. a.uid, a.idle_ms
 local now_ms, now_us = now()
 -- Only after a reset, of which grace_until tells: what Redis has from
 -- before it is old data, not a clock step.
-expire(now_ms, ttl, ARGV[10])
+expire(now_ms, ttl, a.grace_until_ms)
 
 if foreign(lease, me) then return idle(idle_ms, -1) end
 if redis.call('ZSCORE', K_HOLDERS, lease) then

@@ -1,2 +1,2 @@
 -- One release_call (prelude.lua).
-return idle(ARGV[5], release_call(ARGV))
+return idle(args('release', ARGV).idle_ms, release_call(ARGV))
