@@ -6,16 +6,31 @@
 # HOST:REAL_PORT. AUTH is taken; anything else refused. Listens on
 # $FAKE_BIND (default 127.0.0.1). Prints "answered K PORT" for each answer
 # and "got COMMAND" for each command it is sent (no arguments), flushed.
+#
+# With $FAKE_LIVE=1 each new address is a live node of its own instead: a
+# master that takes the agent's set-up (AUTH, SCRIPT LOAD, ROLE, INFO, the
+# epoch script) and its subscriptions, then idles, and answers CLUSTER
+# SLOTS as the first node does. It prints "accepted PORT" and "closed PORT"
+# for each connection made to it and closed by the agent.
+import hashlib
 import os
 import socket
 import sys
 import threading
+import time
 
 from resp import bulk, commands
 
 port, host, real_port, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-lock = threading.Lock()
+lock, out = threading.Lock(), threading.Lock()
 answers = 0
+
+
+def say(line):
+    """One line of output, whole, whichever thread says it."""
+    with out:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 given = set()
 
 
@@ -41,19 +56,47 @@ def slots_reply():
         elif os.environ.get("FAKE_NAMES"):
             h, p = os.environ["FAKE_NAMES"].rsplit(":", 1)
             p = int(p)
+        elif os.environ.get("FAKE_LIVE"):
+            p = listen(0)
         else:
             p = unused_port()
-    print("answered %d %d" % (k, p), flush=True)
+    say("answered %d %d" % (k, p))
     node = b"*3\r\n" + bulk(h) + b":%d\r\n" % p + bulk("%040x" % p)
     return b"*1\r\n*3\r\n:0\r\n:16383\r\n" + node
 
 
-def serve(conn):
+LIVE_RUN_ID = "%040x" % 7
+
+
+def live_reply(args, raw):
+    """A live node's answer to what the agent sends it (args: upper case,
+    raw: as sent); None: not one of those."""
+    if args[:2] == ["SCRIPT", "LOAD"]:
+        return bulk(hashlib.sha1(raw[2].encode()).hexdigest())
+    if args[0] == "ROLE":
+        return b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n"
+    if args[0] == "INFO":
+        return bulk("run_id:%s\r\nuptime_in_seconds:100000\r\n" % LIVE_RUN_ID)
+    if args[0] == "EVALSHA":
+        # The epoch script (the only one sent before anything needs a
+        # slot): there was none, made now, no grace.
+        value = "%032x 0 %s" % (1, LIVE_RUN_ID)
+        return b"*3\r\n:1\r\n" + bulk(value) + b":%d\r\n" % int(time.time() * 1000)
+    if args[0] in ("SUBSCRIBE", "SSUBSCRIBE"):
+        return b"*3\r\n" + bulk(args[0].lower()) + bulk(raw[1]) + b":1\r\n"
+    return None
+
+
+def serve(conn, live=False):
     with conn, conn.makefile("rb") as f:
         for args in commands(f):
+            raw = args
             args = [a.upper() for a in args]
-            print("got %s" % args[0], flush=True)
-            if args[:2] == ["CLUSTER", "SLOTS"]:
+            say("got %s" % args[0])
+            reply = live_reply(args, raw) if live else None
+            if reply is not None:
+                conn.sendall(reply)
+            elif args[:2] == ["CLUSTER", "SLOTS"]:
                 conn.sendall(slots_reply())
             elif args[:1] == ["AUTH"]:
                 conn.sendall(b"+OK\r\n")
@@ -61,11 +104,34 @@ def serve(conn):
                 conn.sendall(b"-ERR not a real node\r\n")
 
 
+def accept_live(srv, p):
+    while True:
+        c, _ = srv.accept()
+        say("accepted %d" % p)
+
+        def run(c=c):
+            serve(c, live=True)
+            say("closed %d" % p)
+        threading.Thread(target=run, daemon=True).start()
+
+
+def listen(p):
+    """A live node on port p (0: any free one); its port."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", p))
+    srv.listen(64)
+    p = srv.getsockname()[1]
+    given.add(p)
+    threading.Thread(target=accept_live, args=(srv, p), daemon=True).start()
+    return p
+
+
 srv = socket.socket()
 srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 srv.bind((os.environ.get("FAKE_BIND", "127.0.0.1"), port))
 srv.listen(64)
-print("listening", flush=True)
+say("listening")
 while True:
     c, _ = srv.accept()
     threading.Thread(target=serve, args=(c,), daemon=True).start()

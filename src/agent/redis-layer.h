@@ -142,8 +142,7 @@ extern const char *const script_name[N_SCRIPTS];
 bool host_is_valid(const char *host);
 /* "host:port", "[v6]:port". */
 void host_port_format(char *buf, size_t size, const char *host, unsigned port);
-/* A shard for host:port (NULL: the one server), placed at index. */
-int shard_init(Shard *sh, RedisIo *io, uint8_t index, const char *host, uint16_t port);
+/* A shard for host:port (NULL: the one server), at the end of io->shards. */
 Shard *shard_new(RedisIo *io, const char *host, uint16_t port);
 void shard_free(Shard *sh);
 void shard_connect(Shard *sh);

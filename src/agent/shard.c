@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "lua-args.h"
 #include "redis-layer.h"
 
 #define CONNECT_TIMEOUT (2 * USEC_PER_SEC)
@@ -271,10 +272,15 @@ static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 static int epoch_send(Shard *sh, const char *key, const char *id, const char *grace, const char *failover) {
         RedisIo *io = sh->io;
 
-        return redis_conn_command(sh->cmd, epoch_reply, sh, 8,
-                                  (const char *[]) { "EVALSHA", io->sha[SCRIPT_EPOCH], "1", key, id, grace,
-                                                     io->topo->failover ? sh->run_id : "", failover },
-                                  NULL);
+        enum { HEAD = 4 };      /* EVALSHA SHA 1 KEY */
+        const char *argv[HEAD + N_EPOCH_ARGS] = {
+                "EVALSHA", io->sha[SCRIPT_EPOCH], "1", key,
+                [HEAD + ARG_EPOCH_ID] = id, [HEAD + ARG_EPOCH_GRACE_MS] = grace,
+                [HEAD + ARG_EPOCH_RUN_ID] = io->topo->failover ? sh->run_id : "",
+                [HEAD + ARG_EPOCH_FAILOVER_GRACE_MS] = failover,
+        };
+
+        return redis_conn_command(sh->cmd, epoch_reply, sh, ELEMENTSOF(argv), argv, NULL);
 }
 
 static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
@@ -502,7 +508,7 @@ void shard_connect(Shard *sh) {
         }
 }
 
-int shard_init(Shard *sh, RedisIo *io, uint8_t index, const char *host, uint16_t port) {
+static int shard_init(Shard *sh, RedisIo *io, uint8_t index, const char *host, uint16_t port) {
         char *h = NULL;
 
         if (host && !(h = strdup(host)))

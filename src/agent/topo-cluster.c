@@ -33,29 +33,6 @@ static void map_refresh_soon(RedisIo *io) {
                 (void) sd_event_source_set_enabled(io->topo_state->map_source, SD_EVENT_ONESHOT);
 }
 
-/* A node that owns nothing, is not up and is not named by the map being
- * read: its place is taken by a new one. Nodes come and go over a
- * Cluster's life (new addresses after a move, a replacement); the table
- * holds SHARDS_MAX at once, not in all. */
-static Shard *shard_reuse(RedisIo *io, const char *host, uint16_t port) {
-        for (size_t i = 0; i < io->n_shards; i++) {
-                Shard *sh = io->shards[i];
-
-                if (sh->n_slots > 0 || sh->state == REDIS_READY || sh->map_pass == io->topo_state->map_pass)
-                        continue;
-                log_info("Redis Cluster: forgetting %s, which owns no hash slot, for %s:%u.", sh->name, host, port);
-                shard_disconnect(sh, REDIS_DOWN);
-                free(sh->host);
-                if (shard_init(sh, io, sh->index, host, port) < 0) {
-                        /* Out of memory: the place is kept, as a node of no address. */
-                        sh->host = NULL;
-                        return NULL;
-                }
-                return sh;
-        }
-        return NULL;
-}
-
 /* A node outside cluster_allow (or the seeds' networks) is never
  * connected to: whoever answers at an address a peer names would get the
  * password. Said once per address in a row, and in status. */
@@ -74,7 +51,8 @@ static bool node_allowed(RedisIo *io, const char *host, uint16_t port) {
 }
 
 /* The node at host:port: known, or new (and being connected to); NULL
- * when it cannot be (*ret_error -ENOENT: not allowed; -E2BIG: no room). */
+ * when it cannot be (*ret_error -ENOENT: not allowed; -E2BIG: no room,
+ * before the next map prunes the table). */
 static Shard *shard_get(RedisIo *io, const char *host, uint16_t port, int *ret_error) {
         Shard *sh;
 
@@ -89,7 +67,7 @@ static Shard *shard_get(RedisIo *io, const char *host, uint16_t port, int *ret_e
                 return NULL;
         }
         *ret_error = -E2BIG;
-        sh = shard_new(io, host, port) ?: shard_reuse(io, host, port);
+        sh = shard_new(io, host, port);
         if (sh) {
                 log_info("Redis Cluster: master %s is new to this agent; connecting.", sh->name);
                 shard_connect(sh);
@@ -128,6 +106,39 @@ static void epochs_follow(RedisIo *io) {
                 (void) redis_conn_command(sh->cmd, redis_fire_and_forget, (void *) "SET (epoch)", 3,
                                           (const char *[]) { "SET", key, value }, NULL);
                 sh->epoch_slot = first;
+        }
+}
+
+/* Masters the map just read does not name (a node that moved, was
+ * replaced, or only answered an ASK): their connections closed, their
+ * places given up, the others' kept in order (slot_shard follows). Nodes
+ * come and go over a Cluster's life; the table holds those of one map. */
+static void shards_prune(RedisIo *io) {
+        Topology *t = io->topo_state;
+        Shard *gone[SHARDS_MAX];
+        uint8_t to[SHARDS_MAX];
+        size_t n = 0, n_gone = 0;
+
+        for (size_t i = 0; i < io->n_shards; i++) {
+                Shard *sh = io->shards[i];
+
+                if (sh->map_pass != t->map_pass) {
+                        to[i] = SLOT_NONE;
+                        gone[n_gone++] = sh;
+                        continue;
+                }
+                to[i] = (uint8_t) n;
+                sh->index = (uint8_t) n;
+                io->shards[n++] = sh;
+        }
+        io->n_shards = n;
+        for (unsigned s = 0; s < REDIS_CLUSTER_SLOTS; s++)
+                if (t->slot_shard[s] != SLOT_NONE)
+                        t->slot_shard[s] = to[t->slot_shard[s]];
+        /* Freed once the table is whole again: their calls hear Redis went. */
+        for (size_t i = 0; i < n_gone; i++) {
+                log_info("Redis Cluster: %s is no master of the map any more; disconnecting.", gone[i]->name);
+                shard_free(gone[i]);
         }
 }
 
@@ -193,6 +204,7 @@ static int map_apply(RedisIo *io, const RedisReply *reply) {
                 return -EBADMSG;
         changed = !t->map_known || memcmp(owner, t->slot_shard, REDIS_CLUSTER_SLOTS) != 0;
         memcpy(t->slot_shard, owner, REDIS_CLUSTER_SLOTS);
+        shards_prune(io);
         if (changed)
                 map_changed(io, covered);
         t->map_known = true;
