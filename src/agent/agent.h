@@ -158,7 +158,6 @@ struct Agent {
         sd_event_source *finished_source;
         char host_key[IDENT_MAX_LEN * 2 + 16];
         char names_key[IDENT_MAX_LEN + 16];
-        char owner[IDENT_MAX_LEN + 16]; /* "HOST" as scripts record it, without the uid */
         bool status_dirty;
         sd_bus *bus;                    /* to systemd, opened when first needed */
 
