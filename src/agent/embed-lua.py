@@ -17,8 +17,9 @@
 # KEYS.list holds one key suffix per line; KEYS[n] of every name script is
 # P:{NAME}:<line n>. ARGS.list holds a line per script: its name, then its
 # arguments in order. The prelude starts with the Lua locals K_<SUFFIX> for
-# the keys and the table ARGS for the arguments, so each list lives in one
-# file.
+# the keys; A_<SCRIPT>_<NAME> in the scripts is written as that argument's
+# place in ARGV. So each list lives in one file.
+import re
 import sys
 
 
@@ -61,16 +62,27 @@ def script_args(path):
     return scripts
 
 
-# ARGS.<script>: its argument names in order; `need` how many it cannot do
-# without, `rest` the name of a rest argument.
-def lua_args(args_path):
-    rows = []
+# For each script, A_<SCRIPT>_<NAME>: where that argument is in ARGV (a
+# rest argument: where it starts), and A_<SCRIPT>_NEED: how many a call
+# cannot do without. Written into the text as numbers, as a C macro would
+# be: a name costs a script nothing per call.
+def arg_places(args_path):
+    places = {}
     for script, args in script_args(args_path).items():
-        fields = ["need = %d" % sum(1 for _, kind in args if kind == "")]
-        fields += ["'%s'" % name for name, kind in args if kind != "..."]
-        fields += ["rest = '%s'" % name for name, kind in args if kind == "..."]
-        rows.append("  %s = {%s}," % (script, ", ".join(fields)))
-    return "local ARGS = {\n%s\n}\n" % "\n".join(rows)
+        for i, (name, _) in enumerate(args):
+            places["A_%s_%s" % (script.upper(), name.upper())] = i + 1
+        places["A_%s_NEED" % script.upper()] = sum(1 for _, kind in args if kind == "")
+    return places
+
+
+def with_arg_places(text, args_path):
+    places = arg_places(args_path)
+
+    def place(m):
+        if m.group(0) not in places:
+            sys.exit("%r is not in %s" % (m.group(0), args_path))
+        return str(places[m.group(0)])
+    return re.sub(r"\bA_[A-Z][A-Z_]*\b", place, text)
 
 
 def prelude_text(keys_path, args_path, prelude_path):
@@ -82,8 +94,8 @@ def prelude_text(keys_path, args_path, prelude_path):
             "local %s = %s\n"
             "local NAME_KEYS = {%s}\n"
             "local K_FLEET_CLOCK = KEYS[%d]\n"
-            "-- Generated from args.list: each script's arguments, in order (see args()).\n"
-            % (names, values, names, len(suffixes) + 1)) + lua_args(args_path) + read(prelude_path)
+            "-- ARGV[A_<SCRIPT>_<NAME>] is that argument of args.list, written here as a number.\n"
+            % (names, values, names, len(suffixes) + 1)) + read(prelude_path)
 
 
 def write_args_h(out_h, args_path):
@@ -124,10 +136,11 @@ def write_c(out_c, out_h, args_h, keys_path, args_path, prelude_path, scripts):
         for s in suffixes:
             f.write('        "%s",\n' % s)
         f.write("};\n\n")
-        f.write("const char *const lua_prelude =\n%s;\n\n" % c_string(prelude_text(keys_path, args_path, prelude_path)))
+        f.write("const char *const lua_prelude =\n%s;\n\n" %
+                c_string(with_arg_places(prelude_text(keys_path, args_path, prelude_path), args_path)))
         f.write("const char *const lua_scripts[N_SCRIPTS] = {\n")
         for s in scripts:
-            f.write("%s,\n" % c_string(read(s)))
+            f.write("%s,\n" % c_string(with_arg_places(read(s), args_path)))
         f.write("};\n")
 
 
@@ -135,7 +148,7 @@ def main(argv):
     if len(argv) >= 8 and argv[1] == "--c":
         write_c(argv[2], argv[3], argv[4], argv[5], argv[6], argv[7], argv[8:])
     elif len(argv) == 6 and argv[1] == "--lua":
-        sys.stdout.write(prelude_text(argv[2], argv[3], argv[4]) + "\n" + read(argv[5]))
+        sys.stdout.write(with_arg_places(prelude_text(argv[2], argv[3], argv[4]) + "\n" + read(argv[5]), argv[3]))
     elif len(argv) == 3 and argv[1] == "--keys":
         sys.stdout.write("".join(s + "\n" for s in key_suffixes(argv[2])))
     elif len(argv) == 4 and argv[1] == "--args":

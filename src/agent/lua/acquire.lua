@@ -1,2 +1,2 @@
 -- One acquire_call (prelude.lua).
-return idle(args('acquire', ARGV).idle_ms, acquire_call(ARGV))
+return idle(ARGV[A_ACQUIRE_IDLE_MS], acquire_call(ARGV))

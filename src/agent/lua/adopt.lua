@@ -1,2 +1,2 @@
 -- One adopt_call (prelude.lua).
-return idle(args('adopt', ARGV).idle_ms, adopt_call(ARGV))
+return idle(ARGV[A_ADOPT_IDLE_MS], adopt_call(ARGV))

@@ -2,26 +2,32 @@
 -- kind ("acquire", "release", "renew" or "adopt"), its number of arguments, then its
 -- ARGV. Runs them in order, as that many scripts would, and returns their
 -- replies in order; a malformed batch runs none of them.
--- Each kind's function (its arguments: args.list).
-local kinds = {acquire = acquire_call, release = release_call, renew = renew_call, adopt = adopt_call}
+-- Each kind: its function, the fewest arguments it takes and which one is
+-- idle_ms (args.list).
+local kinds = {
+  acquire = {acquire_call, A_ACQUIRE_NEED, A_ACQUIRE_IDLE_MS},
+  release = {release_call, A_RELEASE_NEED, A_RELEASE_IDLE_MS},
+  renew = {renew_call, A_RENEW_NEED, A_RENEW_IDLE_MS},
+  adopt = {adopt_call, A_ADOPT_NEED, A_ADOPT_IDLE_MS},
+}
 local calls, i = {}, 1
 while i <= #ARGV do
-  local name, n = ARGV[i], tonumber(ARGV[i + 1])
-  if not kinds[name] or not n or n < ARGS[name].need or i + 1 + n > #ARGV then
+  local kind, n = kinds[ARGV[i]], tonumber(ARGV[i + 1])
+  if not kind or not n or n < kind[2] or i + 1 + n > #ARGV then
     return redis.error_reply('batch: malformed call at argument ' .. i)
   end
   local argv = {}
   for k = i + 2, i + 1 + n do argv[#argv + 1] = ARGV[k] end
-  calls[#calls + 1] = {name, argv}
+  calls[#calls + 1] = {kind, argv}
   i = i + 2 + n
 end
 -- The idle time is the calls' own (one agent's: the same in all but
 -- adopt's, which asks for none): the longest.
 local replies, idle_ms, all = {}, 0, false
 for _, c in ipairs(calls) do
-  local name, argv = c[1], c[2]
-  replies[#replies + 1] = kinds[name](argv)
-  idle_ms = math.max(idle_ms, tonumber(args(name, argv).idle_ms) or 0)
-  all = all or name == 'renew'
+  local kind, argv = c[1], c[2]
+  replies[#replies + 1] = kind[1](argv)
+  idle_ms = math.max(idle_ms, tonumber(argv[kind[3]]) or 0)
+  all = all or kind[1] == renew_call
 end
 return idle(idle_ms, replies, all)

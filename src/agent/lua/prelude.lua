@@ -13,19 +13,6 @@
 -- Every time comes from the server's clock: no client clock is trusted.
 -- Only functions here: the epoch script has other KEYS and uses none of them.
 
--- A script's arguments by name, as args.list gives them in order:
--- args('acquire', ARGV).lease; a rest argument is a table of what is left.
-local function args(script, argv)
-  local spec, a = ARGS[script], {}
-  for i, name in ipairs(spec) do a[name] = argv[i] end
-  if spec.rest then
-    local rest = {}
-    for i = #spec + 1, #argv do rest[#rest + 1] = argv[i] end
-    a[spec.rest] = rest
-  end
-  return a
-end
-
 -- The server's clock in ms and in µs, read once a call (a batch of calls
 -- happens at one time).
 local now_ms_, now_us_
@@ -351,18 +338,19 @@ local function idle(idle_ms, reply, all)
 end
 
 -- ---- The calls a batch can hold (batch.lua); each script of the same name
--- is one of them alone. Each takes its ARGV (args.list names them) and
--- returns its reply; the caller ends with idle().
+-- is one of them alone. Each takes its ARGV (A_<SCRIPT>_<NAME> from
+-- args.list) and returns its reply; the caller ends with idle().
 
 -- The proof (optional) is kept while the lease waits, for the grant
 -- message. Returns {-1} when the lease is another host's or user's;
 -- {1, token, since_ms, held, limit} when it holds a slot (now or already);
 -- else {0, position, held, limit, ms until the first holder expires or -1}.
 local function acquire_call(argv)
-  local a = args('acquire', argv)
-  local lease, slots, ttl, desc = a.lease, tonumber(a.slots), tonumber(a.ttl_ms), a.description
-  local me, grace_until = a.host .. ' ' .. a.uid, tonumber(a.grace_until_ms) or 0
-  local proof = a.proof
+  local lease, slots = argv[A_ACQUIRE_LEASE], tonumber(argv[A_ACQUIRE_SLOTS])
+  local ttl, desc = tonumber(argv[A_ACQUIRE_TTL_MS]), argv[A_ACQUIRE_DESCRIPTION]
+  local me = argv[A_ACQUIRE_HOST] .. ' ' .. argv[A_ACQUIRE_UID]
+  local grace_until = tonumber(argv[A_ACQUIRE_GRACE_UNTIL_MS]) or 0
+  local proof = argv[A_ACQUIRE_PROOF]
   local now_ms, now_us = now()
   expire(now_ms, ttl, grace_until)
 
@@ -423,9 +411,8 @@ end
 -- user's, else {held, lease, token, since, ...}: 1 if it held, then each
 -- waiter granted.
 local function release_call(argv)
-  local a = args('release', argv)
-  local lease, me = a.lease, a.host .. ' ' .. a.uid
-  local grace_until = tonumber(a.grace_until_ms) or 0
+  local lease, me = argv[A_RELEASE_LEASE], argv[A_RELEASE_HOST] .. ' ' .. argv[A_RELEASE_UID]
+  local grace_until = tonumber(argv[A_RELEASE_GRACE_UNTIL_MS]) or 0
   local now_ms, now_us = now()
   expire(now_ms, nil, grace_until)
 
@@ -454,12 +441,12 @@ end
 -- returns the leases that are neither (expired or evicted) or that belong
 -- to another host.
 local function renew_call(argv)
-  local a = args('renew', argv)
-  local ttl, host = tonumber(a.ttl_ms), a.host
+  local ttl, host = tonumber(argv[A_RENEW_TTL_MS]), argv[A_RENEW_HOST]
   local now_ms = now()
-  expire(now_ms, ttl, a.grace_until_ms)
+  expire(now_ms, ttl, argv[A_RENEW_GRACE_UNTIL_MS])
   local missing = {}
-  for _, lease in ipairs(a.leases) do
+  for i = A_RENEW_LEASES, #argv do
+    local lease = argv[i]
     local owner = redis.call('HGET', K_OWNER, lease)
     if owner and string.sub(owner, 1, #host + 1) ~= host .. ' ' then
       missing[#missing + 1] = lease
@@ -478,10 +465,10 @@ end
 -- since_ms, description}, {0} when only queued, {-1} when gone or another
 -- host's or user's.
 local function adopt_call(argv)
-  local a = args('adopt', argv)
-  local lease, ttl, me = a.lease, tonumber(a.ttl_ms), a.host .. ' ' .. a.uid
+  local lease, ttl = argv[A_ADOPT_LEASE], tonumber(argv[A_ADOPT_TTL_MS])
+  local me = argv[A_ADOPT_HOST] .. ' ' .. argv[A_ADOPT_UID]
   local now_ms = now()
-  expire(now_ms, ttl, a.grace_until_ms)
+  expire(now_ms, ttl, argv[A_ADOPT_GRACE_UNTIL_MS])
   if foreign(lease, me) then return {-1} end
   if redis.call('ZSCORE', K_HOLDERS, lease) then
     write('ZADD', K_HOLDERS, now_ms + ttl, lease)

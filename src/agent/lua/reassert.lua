@@ -2,13 +2,14 @@
 -- a failover lost it): puts it back if a slot is free, also during the grace
 -- period. Returns 1 if it holds, 0 if lost, -1 if the lease is another
 -- host's or user's.
-local a = args('reassert', ARGV)
-local lease, slots, token, since = a.lease, tonumber(a.slots), tonumber(a.token), a.since_ms
-local ttl, desc, me, idle_ms = tonumber(a.ttl_ms), a.description, a.host .. ' ' .. a.uid, a.idle_ms
+local lease, slots = ARGV[A_REASSERT_LEASE], tonumber(ARGV[A_REASSERT_SLOTS])
+local token, since = tonumber(ARGV[A_REASSERT_TOKEN]), ARGV[A_REASSERT_SINCE_MS]
+local ttl, desc = tonumber(ARGV[A_REASSERT_TTL_MS]), ARGV[A_REASSERT_DESCRIPTION]
+local me, idle_ms = ARGV[A_REASSERT_HOST] .. ' ' .. ARGV[A_REASSERT_UID], ARGV[A_REASSERT_IDLE_MS]
 local now_ms, now_us = now()
 -- Only after a reset, of which grace_until tells: what Redis has from
 -- before it is old data, not a clock step.
-expire(now_ms, ttl, a.grace_until_ms)
+expire(now_ms, ttl, ARGV[A_REASSERT_GRACE_UNTIL_MS])
 
 if foreign(lease, me) then return idle(idle_ms, -1) end
 if redis.call('ZSCORE', K_HOLDERS, lease) then

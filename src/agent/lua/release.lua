@@ -1,2 +1,2 @@
 -- One release_call (prelude.lua).
-return idle(args('release', ARGV).idle_ms, release_call(ARGV))
+return idle(ARGV[A_RELEASE_IDLE_MS], release_call(ARGV))
