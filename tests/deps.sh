@@ -9,6 +9,7 @@ FLEETSEM_DEPS=(
         libpam-wrapper libnss-wrapper pamtester openssh-client
         bash-completion
         prometheus
+        openssl stunnel4
         debhelper dpkg-dev lintian
 )
 # The fuzz targets (tests/fuzz/run.sh), on top: clang and its libFuzzer.

@@ -100,7 +100,7 @@ static int parse_argv(int argc, char *argv[]) {
                         help();
                         return 0;
                 case ARG_VERSION:
-                        printf("fleetsemd %s\n", FLEETSEM_VERSION);
+                        printf("fleetsemd %s\n%s\n", FLEETSEM_VERSION, redis_build_features());
                         return 0;
                 case 'c':
                         arg_config = optarg;

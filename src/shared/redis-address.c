@@ -128,6 +128,10 @@ int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why
                 *ret = a;
                 return 0;
         }
+        if (strneq(url, "rediss://", 9) || strneq(url, "sentinel+tls://", 15) || strneq(url, "cluster+tls://", 14))
+                return conf_why(ret_why, "TLS to Redis needs hiredis 1.0 or later with TLS (hiredis_ssl), which this "
+                               "build lacks (Debian 12 has hiredis 0.14): connect through a local TLS client such as "
+                               "stunnel4 and point redis= at it (fleetsem.conf(5), TLS)");
         sentinel = strneq(url, "sentinel://", 11);
         cluster = strneq(url, "cluster://", 10);
         if (!strneq(url, "redis://", 8) && !sentinel && !cluster)

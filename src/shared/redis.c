@@ -412,3 +412,10 @@ int redis_reply_array_string(const RedisReply *r, size_t i, char *buf, size_t si
 int redis_reply_array_integer(const RedisReply *r, size_t i, long long *ret) {
         return redis_reply_integer(redis_reply_array_get(r, i), ret);
 }
+
+const char *redis_build_features(void) {
+        /* hiredis_ssl (hiredis 1.0 and later) is not used: rediss:// is
+         * refused, and the docs give a local TLS client instead. */
+        return "hiredis " STRINGIFY(HIREDIS_MAJOR) "." STRINGIFY(HIREDIS_MINOR) "." STRINGIFY(HIREDIS_PATCH)
+               "; TLS to Redis: no (through a local TLS client: fleetsem.conf(5), TLS)";
+}

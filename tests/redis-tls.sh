@@ -1,0 +1,106 @@
+#!/bin/bash
+# TLS to Redis on a build without it (hiredis 0.14): a TLS URL is refused
+# with the reason and the way out, and that way out, the stunnel4 recipe of
+# fleetsem.conf(5), works against a real redis-server --tls-port with
+# certificates made here: grants pass over TLS with a client certificate
+# Redis asks for, and a server whose certificate does not verify (another
+# CA) never receives the password.
+. "$(dirname "$0")/lib.sh"
+require openssl
+require stunnel4
+
+# ---- The build says what it can do ---------------------------------------------
+ver=$("$FLEETSEMD" --version)
+like "$ver" 'hiredis [0-9]+\.[0-9]+\.[0-9]+; TLS to Redis: no' "fleetsemd --version names hiredis and says TLS is not in"
+for url in rediss://redis.example.net:6380 sentinel+tls://s1:26379/m cluster+tls://c1:7000; do
+        out=$("$FLEETSEMD" --redis "$url" --check-config 2>&1); rc=$?
+        is "$rc" 1 "--check-config refuses ${url%%:*}://"
+        like "$out" 'TLS to Redis needs hiredis 1\.0 or later .*stunnel4 .*fleetsem\.conf\(5\), TLS' \
+                "... saying why, and where the alternative is"
+done
+
+# ---- Certificates: a CA, Redis' server certificate, a client's; another CA ------
+cert() {    # NAME CN [CA]: NAME.key and NAME.crt, signed by CA (self-signed without)
+        openssl req -newkey rsa:2048 -nodes -keyout "$T/$1.key" -subj "/CN=$2" -out "$T/$1.csr" 2>/dev/null &&
+        if [ -n "${3:-}" ]; then
+                openssl x509 -req -in "$T/$1.csr" -CA "$T/$3.crt" -CAkey "$T/$3.key" -CAcreateserial -days 2 \
+                        -extfile <(printf 'subjectAltName=DNS:%s\n' "$2") -out "$T/$1.crt" 2>/dev/null
+        else
+                openssl x509 -req -in "$T/$1.csr" -signkey "$T/$1.key" -days 2 \
+                        -extfile <(printf 'basicConstraints=critical,CA:TRUE\n') -out "$T/$1.crt" 2>/dev/null
+        fi
+}
+cert ca "fleetsem test CA" && cert server localhost ca && cert client fleetsem-agent ca &&
+        cert other "another CA" && cert impostor localhost other || bail "openssl could not make the certificates"
+chmod 600 "$T"/*.key
+
+# ---- Redis on TLS only, asking for client certificates --------------------------
+PW="tls-$$-pw"
+printf '%s\n' "$PW" >"$T/pw"
+chmod 600 "$T/pw"
+TLS_PORT=$(free_port)
+REDIS_AUTH=$PW
+start_redis --requirepass "$PW" --tls-port "$TLS_PORT" --tls-cert-file "$T/server.crt" --tls-key-file "$T/server.key" \
+        --tls-ca-cert-file "$T/ca.crt" --tls-auth-clients yes
+tcli() { redis-cli --tls --cacert "$T/ca.crt" --cert "$T/client.crt" --key "$T/client.key" -p "$TLS_PORT" \
+        -a "$PW" --no-auth-warning "$@"; }
+is "$(tcli PING)" PONG "redis-server answers on its TLS port"
+is "$(redis-cli --tls --cacert "$T/ca.crt" -p "$TLS_PORT" -a "$PW" --no-auth-warning PING 2>&1 | grep -c PONG)" 0 \
+        "... and only to a client with a certificate"
+
+port_open() { python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$1" 2>/dev/null; }
+
+# stunnel_up NAME PORT: the recipe, to 127.0.0.1:PORT, accepting on a port
+# of its own ($LOCAL_PORT), logging to $T/stunnel-NAME.log.
+stunnel_up() {
+        local name=$1 port=$2
+        LOCAL_PORT=$(free_port)
+        {
+                printf 'foreground = yes\npid =\nsyslog = no\ndebug = info\noutput = %s\n' "$T/stunnel-$name.log"
+                printf '[fleetsem-redis]\nclient = yes\naccept = 127.0.0.1:%s\nconnect = 127.0.0.1:%s\n' \
+                        "$LOCAL_PORT" "$port"
+                printf 'CAfile = %s\nverifyChain = yes\ncheckHost = localhost\n' "$T/ca.crt"
+                printf 'cert = %s\nkey = %s\n' "$T/client.crt" "$T/client.key"
+        } >"$T/stunnel-$name.conf"
+        stunnel4 "$T/stunnel-$name.conf" &
+        wait_for 10 port_open "$LOCAL_PORT" || bail "stunnel ($name) did not start"
+}
+
+stunnel_up good "$TLS_PORT"
+run_agent a --redis "redis://127.0.0.1:$LOCAL_PORT" --redis-password-file "$T/pw"
+check "the agent reaches Redis through stunnel" wait_for 10 redis_state_is a up
+fs a run --slots 1 --no-wait over-tls -- true
+is "$?" 0 "a slot is granted over TLS"
+check "... Redis has the name's keys" sh -c "[ \"\$(redis-cli --tls --cacert '$T/ca.crt' --cert '$T/client.crt' \
+        --key '$T/client.key' -p $TLS_PORT -a '$PW' --no-auth-warning EXISTS 'fleetsem:{over-tls}:token')\" = 1 ]"
+like "$(cat "$T/stunnel-good.log")" 'Certificate accepted' "stunnel checked Redis' certificate"
+
+# ---- Servers whose certificate does not verify: another CA, another name -------
+# impostor NAME CERT HOST: an openssl s_server with CERT.crt, stunnel to it,
+# an agent HOST through that; nothing the agent sends may reach it.
+impostor() {
+        local name=$1 crt=$2 host=$3 port
+        port=$(free_port)
+        openssl s_server -accept "$port" -cert "$T/$crt.crt" -key "$T/$crt.key" -quiet \
+                >"$T/$name.out" 2>"$T/$name.err" </dev/null &
+        wait_for 10 port_open "$port" || bail "openssl s_server ($name) did not start"
+        stunnel_up "$name" "$port"
+        run_agent "$host" --redis "redis://127.0.0.1:$LOCAL_PORT" --redis-password-file "$T/pw"
+        check "$name: stunnel reached the server" \
+                wait_for 10 grep -q "s_connect: connected 127.0.0.1:$port" "$T/stunnel-$name.log"
+        check "$name: ... and refused its certificate" \
+                wait_for 10 grep -q 'certificate verify failed' "$T/stunnel-$name.log"
+        check "$name: the agent takes Redis for down" wait_for 10 redis_state_is "$host" down
+        fs "$host" run --no-wait over-tls -- true 2>/dev/null
+        is "$?" 69 "$name: a request on that agent is refused (Redis unavailable: exit 69)"
+        check "$name: stunnel forwarded none of the agent's bytes" \
+                sh -c "grep -q '0 byte(s) sent to TLS' '$T/stunnel-$name.log' &&
+                       ! grep -qE '[1-9][0-9]* byte\(s\) sent to TLS' '$T/stunnel-$name.log'"
+        check "$name: the server received neither the password nor a command" \
+                sh -c "! grep -qE '$PW|AUTH|SCRIPT' '$T/$name.out'"
+}
+impostor other-ca impostor b
+cert elsewhere elsewhere.example.net ca || bail "openssl could not make the certificate"
+impostor other-name elsewhere c
+check "the password is in no log" sh -c "! grep -qF -- '$PW' '$T'/agent-*.log '$T'/stunnel-*.log"
+done_testing
