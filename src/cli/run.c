@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
+/* fleetsem run: the anchor, the request and its answers, the slot's
+ * renewals heard from the agent and the self-fence without them, and when
+ * COMMAND starts and is told to stop (run-job.c runs it). */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -8,24 +10,19 @@
 #include <stdio.h>
 #include <string.h>
 #include <poll.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "client.h"
 #include "log.h"
 #include "macro.h"
+#include "run-job.h"
 
 #define KILL_AFTER (10 * USEC_PER_SEC)
 #define SEND_TIMEOUT (5 * USEC_PER_SEC)
 #define RECONNECT_MAX (5 * USEC_PER_SEC)
 #define ANSWER_GRACE (800 * USEC_PER_MSEC)     /* past --wait, for the agent's DENIED to arrive */
-
-/* The signals whose disposition run changes for itself, and gives COMMAND
- * back as its caller had them. */
-static const int restored_signals[] = { SIGINT, SIGTERM, SIGPIPE };
 
 typedef enum OnLost {
         ON_LOST_TERM,
@@ -46,7 +43,6 @@ typedef struct Run {
         usec_t started;
         bool verbose;
         OnLost on_lost;
-        char **command;
         uid_t agent_uid;
 
         char lease[LEASE_ID_LEN + 1];
@@ -62,15 +58,12 @@ typedef struct Run {
         bool limit_told;
         bool grace_told;
 
-        int tty_fd;             /* the terminal whose foreground COMMAND gets, or -EBADF */
-        sigset_t caller_mask;
-        struct sigaction caller_action[ELEMENTSOF(restored_signals)];
+        Job job;                /* COMMAND */
 
         bool granted;
         bool lost;
         uint64_t token;
         uint32_t position;
-        pid_t child;
         usec_t kill_at;         /* SIGKILL after a SIGTERM for a lost slot */
         uint64_t ttl_ms;        /* the lease TTL the agent told; 0: no self-fencing */
         usec_t fence_at;        /* no GRANTED or RENEWED by then: the slot is lost */
@@ -166,7 +159,7 @@ static int parse_argv(Run *r, int argc, char *argv[]) {
                 optind++;
         if (optind >= argc)
                 return log_error_errno(EINVAL, "Missing COMMAND; usage: fleetsem run [OPTIONS] NAME -- COMMAND [ARG...]");
-        r->command = argv + optind;
+        r->job.command = argv + optind;
         return 1;
 }
 
@@ -190,11 +183,6 @@ static void progress(Run *r, const char *format, ...) {
         fprintf(stderr, "fleetsem: %s: %s\n", r->name, msg);
 }
 
-static void kill_group(Run *r, int sig) {
-        if (r->child > 0)
-                (void) kill(-r->child, sig);
-}
-
 static const char *on_lost_to_string(OnLost o) {
         return o == ON_LOST_KILL ? "kill" : o == ON_LOST_IGNORE ? "ignore" : "term";
 }
@@ -204,12 +192,12 @@ static void act_on_lost(Run *r) {
         r->fence_at = USEC_INFINITY;
         switch (r->on_lost) {
         case ON_LOST_TERM:
-                kill_group(r, SIGTERM);
-                kill_group(r, SIGCONT);
+                job_signal(&r->job, SIGTERM);
+                job_signal(&r->job, SIGCONT);
                 r->kill_at = now_usec(CLOCK_MONOTONIC) + KILL_AFTER;
                 break;
         case ON_LOST_KILL:
-                kill_group(r, SIGKILL);
+                job_signal(&r->job, SIGKILL);
                 break;
         case ON_LOST_IGNORE:
                 log_warning("%s: COMMAND keeps running without a slot (--on-lost=ignore).", r->name);
@@ -233,7 +221,7 @@ static void fence(Run *r) {
         char buf[FORMAT_DURATION_MAX];
 
         r->fence_at = USEC_INFINITY;
-        if (r->lost || r->child <= 0)
+        if (r->lost || r->job.child <= 0)
                 return;
         log_error("no word from the agent for %s: assuming the slot of %s is lost (on-lost=%s)",
                   format_duration(buf, sizeof(buf), r->ttl_ms * 2 / 3 * USEC_PER_MSEC), r->name, on_lost_to_string(r->on_lost));
@@ -255,137 +243,22 @@ static void confirmed(Run *r, uint64_t ttl_ms) {
                 r->fence_at = now_usec(CLOCK_MONOTONIC) + r->ttl_ms * 2 / 3 * USEC_PER_MSEC;
 }
 
-/* Hands the terminal's foreground to pgrp (ours back, or COMMAND's). */
-static void give_terminal(const Run *r, pid_t pgrp) {
-        if (r->tty_fd >= 0)
-                (void) tcsetpgrp(r->tty_fd, pgrp);      /* SIGTTOU is blocked: allowed from the background */
-}
-
-/* COMMAND stopped (Ctrl-Z on the terminal it had): stop as a shell job does,
- * and when our caller continues us, give COMMAND the terminal back and
- * continue it too. */
-static void job_stopped(Run *r) {
-        give_terminal(r, getpgrp());
-        (void) raise(SIGSTOP);
-        give_terminal(r, r->child);
-        kill_group(r, SIGCONT);
-}
-
+/* COMMAND ended, or stopped (then run stops too, as a shell job would). */
 static void reap_child(Run *r) {
-        int status, code;
+        int code;
 
-        for (;;) {
-                if (r->child <= 0 || waitpid(r->child, &status, WNOHANG | (r->tty_fd >= 0 ? WUNTRACED : 0)) != r->child)
-                        return;
-                if (!WIFSTOPPED(status))
-                        break;
-                job_stopped(r);
-        }
-        code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (job_reap(&r->job, &code) <= 0)
+                return;
         if (r->lost && r->on_lost != ON_LOST_IGNORE) {
                 /* We exit now, so nobody would send the SIGKILL later:
                  * what remains of the job (its process group outlives its
                  * first process) goes at once. */
-                kill_group(r, SIGKILL);
+                job_signal(&r->job, SIGKILL);
                 code = EXIT_TEMPFAIL;
         }
-        r->child = 0;
-        give_terminal(r, getpgrp());
+        r->job.child = 0;
+        job_take_terminal(&r->job);
         finish(r, code);
-}
-
-typedef struct CommandEnv {
-        char **env;             /* ours plus the inherited ones */
-        char *ours[4];          /* FLEETSEM_NAME=, FLEETSEM_TOKEN=, FLEETSEM_LEASE=, FLEETSEM_ANCHOR_FD= */
-} CommandEnv;
-
-static void command_env_done(CommandEnv *ce) {
-        for (size_t i = 0; i < ELEMENTSOF(ce->ours); i++)
-                free(ce->ours[i]);
-        free(ce->env);
-}
-
-/* Whether "KEY=value" sets the KEY of "KEY=...". */
-static bool env_same_key(const char *assignment, const char *other) {
-        return strneq(assignment, other, strcspn(other, "=") + 1);
-}
-
-/* The environment of COMMAND: ours, with FLEETSEM_NAME, FLEETSEM_TOKEN,
- * FLEETSEM_LEASE and FLEETSEM_ANCHOR_FD set. Built before vfork(), which
- * allows nothing but system calls in the child. */
-static int command_env_build(Run *r, CommandEnv *ret) {
-        extern char **environ;
-        CommandEnv ce = {};
-        size_t n = 0, k = 0;
-
-        while (environ[n])
-                n++;
-        ce.env = calloc(n + ELEMENTSOF(ce.ours) + 1, sizeof(char *));
-        if (!ce.env ||
-            asprintf(&ce.ours[0], "FLEETSEM_NAME=%s", r->name) < 0 ||
-            asprintf(&ce.ours[1], "FLEETSEM_TOKEN=%" PRIu64, r->token) < 0 ||
-            asprintf(&ce.ours[2], "FLEETSEM_LEASE=%s", r->lease) < 0 ||
-            asprintf(&ce.ours[3], "FLEETSEM_ANCHOR_FD=%i", r->anchor_fd) < 0) {
-                command_env_done(&ce);
-                return -ENOMEM;
-        }
-        for (size_t i = 0; i < n; i++) {
-                bool replaced = false;
-
-                for (size_t j = 0; j < ELEMENTSOF(ce.ours); j++)
-                        replaced = replaced || env_same_key(environ[i], ce.ours[j]);
-                if (!replaced)
-                        ce.env[k++] = environ[i];
-        }
-        for (size_t i = 0; i < ELEMENTSOF(ce.ours); i++)
-                ce.env[k++] = ce.ours[i];
-        *ret = ce;
-        return 0;
-}
-
-static void write_str(const char *s) {
-        (void) !write(STDERR_FILENO, s, strlen(s));
-}
-
-static int spawn_command(Run *r, char **env) {
-        pid_t parent = getpid(), pid;
-        int e;
-
-        pid = vfork();
-        if (pid < 0)
-                return log_error_errno(errno, "Failed to start %s: %m", r->command[0]);
-        if (pid == 0) {
-                /* Own process group, so signals reach the whole job, in the
-                 * terminal's foreground if we had it; told when we die.
-                 * The job holds a copy of the anchor (our copy of the fd
-                 * table is the child's own under vfork), so the slot lives
-                 * as long as any of its processes keeps it, even when we
-                 * are killed. Then the caller's signal dispositions and
-                 * mask, as if run were not there. */
-                (void) setpgid(0, 0);
-                if (r->tty_fd >= 0)
-                        (void) tcsetpgrp(r->tty_fd, getpid());
-                (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
-                if (getppid() != parent)
-                        _exit(EXIT_TEMPFAIL);
-                if (fcntl(r->anchor_fd, F_SETFD, 0) < 0)
-                        _exit(EXIT_SOFTWARE);
-                for (size_t i = 0; i < ELEMENTSOF(restored_signals); i++)
-                        (void) sigaction(restored_signals[i], &r->caller_action[i], NULL);
-                (void) sigprocmask(SIG_SETMASK, &r->caller_mask, NULL);
-                execvpe(r->command[0], r->command, env);
-                e = errno;
-                write_str("fleetsem: ");
-                write_str(r->name);
-                write_str(": failed to run ");
-                write_str(r->command[0]);
-                write_str(": ");
-                write_str(strerror(e));
-                write_str("\n");
-                _exit(e == ENOENT ? 127 : 126);
-        }
-        r->child = pid;
-        return 0;
 }
 
 static int ask(Run *r);
@@ -433,8 +306,6 @@ static void tell_grace(Run *r, const Reply *rep) {
 
 static int handle_reply(Run *r, const Reply *rep) {
         char buf[FORMAT_DURATION_MAX];
-        CommandEnv ce;
-        int k;
 
         switch (rep->kind) {
         case REPLY_QUEUED:
@@ -464,14 +335,7 @@ static int handle_reply(Run *r, const Reply *rep) {
                                                  (now_usec(CLOCK_MONOTONIC) - r->started) / USEC_PER_MSEC * USEC_PER_MSEC));
                 else
                         progress(r, "got a slot (token %" PRIu64 ")", r->token);
-                k = command_env_build(r, &ce);
-                if (k < 0)
-                        log_error_errno(k, "Out of memory.");
-                else {
-                        k = spawn_command(r, ce.env);
-                        command_env_done(&ce);
-                }
-                if (k < 0)
+                if (job_spawn(&r->job, r->name, r->token, r->lease, r->anchor_fd) < 0)
                         finish(r, EXIT_SOFTWARE);
                 return 0;
         case REPLY_RENEWED:
@@ -605,8 +469,8 @@ static void on_signal(Run *r) {
                         reap_child(r);
                         continue;
                 }
-                if (r->child > 0) {
-                        kill_group(r, (int) si.ssi_signo);
+                if (r->job.child > 0) {
+                        job_signal(&r->job, (int) si.ssi_signo);
                         continue;
                 }
                 /* Still waiting: leaving closes the anchor and the connection,
@@ -636,7 +500,7 @@ static void on_timers(Run *r) {
         if (now >= r->kill_at) {
                 r->kill_at = USEC_INFINITY;
                 log_warning("%s: COMMAND still running 10s after SIGTERM; sending SIGKILL.", r->name);
-                kill_group(r, SIGKILL);
+                job_signal(&r->job, SIGKILL);
         }
         if (now >= r->fence_at) {
                 /* A word may be waiting unread (we were stopped, or busy). */
@@ -684,42 +548,6 @@ static int loop(Run *r) {
         return r->exit_code;
 }
 
-/* The terminal run was started in the foreground of, if any: COMMAND gets
- * the foreground instead, as a shell's job would. */
-static int foreground_terminal(void) {
-        for (int fd = STDIN_FILENO; fd <= STDERR_FILENO; fd++)
-                if (isatty(fd) && tcgetpgrp(fd) == getpgrp())
-                        return fd;
-        return -EBADF;
-}
-
-/* Saves what COMMAND must get back (the caller's mask and the dispositions
- * we change), then sets up ours: SIGINT and SIGTERM reach us even when the
- * caller ignored them (a background job in a script), SIGPIPE does not
- * kill us, SIGTTOU does not stop us when we take the terminal back, and
- * the signals we wait for arrive on a signalfd. */
-static int setup_signals(Run *r) {
-        sigset_t mask, block;
-
-        for (size_t i = 0; i < ELEMENTSOF(restored_signals); i++)
-                if (sigaction(restored_signals[i], NULL, &r->caller_action[i]) < 0)
-                        return -errno;
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGINT);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGHUP);
-        sigaddset(&mask, SIGCHLD);
-        block = mask;
-        sigaddset(&block, SIGTTOU);
-        if (sigprocmask(SIG_BLOCK, &block, &r->caller_mask) < 0)
-                return -errno;
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGPIPE, SIG_IGN);
-        r->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-        return r->signal_fd < 0 ? -errno : 0;
-}
-
 int verb_run(int argc, char *argv[]) {
         Run r = {
                 .slots = 1,
@@ -733,7 +561,7 @@ int verb_run(int argc, char *argv[]) {
                 .fence_at = USEC_INFINITY,
                 .give_up_at = USEC_INFINITY,
                 .verbose = isatty(STDERR_FILENO),
-                .tty_fd = foreground_terminal(),
+                .job.tty_fd = job_foreground_terminal(),
         };
         int k, code;
 
@@ -751,7 +579,7 @@ int verb_run(int argc, char *argv[]) {
         } else
                 r.deadline = USEC_INFINITY;
 
-        k = setup_signals(&r);
+        k = job_setup_signals(&r.job, &r.signal_fd);
         if (k < 0) {
                 log_error_errno(k, "Failed to set up signal handling: %m");
                 return EXIT_SOFTWARE;
