@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Inside the agent's Redis layer (redis-io.h is its face to the rest of
- * the agent). From the bottom up, each file calling only those below it;
+/* Inside the agent's Redis layer (its face to the rest of the agent is in
+ * agent.h). From the bottom up, each file calling only those below it;
  * what happens below is reported up through the callbacks of RedisEvents,
  * which redis-io.c sets:
  *
