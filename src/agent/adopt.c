@@ -12,8 +12,16 @@
 #include "log.h"
 #include "lua-args.h"
 
+/* One re-adoption: this host's index read once, each entry asked of Redis. */
+typedef struct AdoptRound {
+        size_t pending;         /* replies still awaited, and the index itself */
+        size_t count;           /* slots re-adopted */
+        usec_t started;
+} AdoptRound;
+
 typedef struct Adoption {
         Agent *agent;
+        AdoptRound *round;
         int watch_fd;
         uint32_t slots;
         bool stop_on_lost;
@@ -23,13 +31,14 @@ typedef struct Adoption {
         char id[LEASE_ID_LEN + 1];
 } Adoption;
 
-static void adopt_done_one(Agent *a) {
+static void adopt_done_one(AdoptRound *round) {
         char buf[FORMAT_DURATION_MAX];
 
-        if (--a->adopt_pending > 0)
+        if (--round->pending > 0)
                 return;
-        log_full(a->adopt_count > 0 ? LOG_INFO : LOG_DEBUG, "Re-adopted %zu held slot(s) of this host in %s.",
-                 a->adopt_count, format_duration(buf, sizeof(buf), now_usec(CLOCK_MONOTONIC) - a->adopt_started));
+        log_full(round->count > 0 ? LOG_INFO : LOG_DEBUG, "Re-adopted %zu held slot(s) of this host in %s.",
+                 round->count, format_duration(buf, sizeof(buf), now_usec(CLOCK_MONOTONIC) - round->started));
+        free(round);
 }
 
 static void forget_index_entry(Agent *a, const char *id) {
@@ -65,7 +74,7 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                         ad->watch_fd = -EBADF;
                         if (lease_io_attach(io, l) < 0)
                                 slots_release(&a->slots, l, "cannot watch its anchor", now_mono());
-                        a->adopt_count++;
+                        ad->round->count++;
                 } else if (io) {
                         ad->watch_fd = -EBADF;  /* closed with io */
                         lease_io_free(io);
@@ -76,11 +85,11 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 
         safe_close(ad->watch_fd);
         free(ad->unit);
+        adopt_done_one(ad->round);
         free(ad);
-        adopt_done_one(a);
 }
 
-static void adopt_entry(Agent *a, const char *id, const char *value) {
+static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char *value) {
         char name[NAME_MAX_LEN + 1], unit[UNIT_NAME_MAX + 1] = "-", on_lost[8] = "ignore";
         unsigned slots, uid;
         int watch = -EBADF, n = 0, r, k;
@@ -128,7 +137,7 @@ static void adopt_entry(Agent *a, const char *id, const char *value) {
                 safe_close(watch);
                 return;
         }
-        *ad = (Adoption) { .agent = a, .watch_fd = watch, .slots = slots, .owner = owner,
+        *ad = (Adoption) { .agent = a, .round = round, .watch_fd = watch, .slots = slots, .owner = owner,
                            .stop_on_lost = streq(on_lost, "stop") };
         if (!streq(unit, "-") && !(ad->unit = strdup(unit))) {
                 safe_close(watch);
@@ -148,12 +157,12 @@ static void adopt_entry(Agent *a, const char *id, const char *value) {
                 snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
                 snprintf(uid_s, sizeof(uid_s), UID_FMT, (uid_t) uid);
                 snprintf(grace, sizeof(grace), "%" PRIu64, redis_grace_until(a, name));
-                a->adopt_pending++;
+                round->pending++;
                 if (script_call(a, SCRIPT_ADOPT, name, adopt_reply, ad, ELEMENTSOF(args), args, NULL) < 0) {
                         safe_close(ad->watch_fd);
                         free(ad->unit);
                         free(ad);
-                        adopt_done_one(a);
+                        adopt_done_one(round);
                 }
         }
 }
@@ -162,6 +171,7 @@ static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         Agent *a = userdata;
         size_t n = redis_reply_array_len(reply);
         const char *err = redis_reply_error(reply);
+        AdoptRound *round;
 
         (void) conn;
         if (!reply)
@@ -170,19 +180,22 @@ static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 log_error("Failed to read this host's leases from %s: %s", a->host_key, err);
                 return;
         }
+        round = calloc(1, sizeof(*round));
+        if (!round) {
+                log_error("Out of memory: this host's leases are re-adopted on the next connection to Redis.");
+                return;
+        }
+        *round = (AdoptRound) { .pending = 1, .started = now_usec(CLOCK_MONOTONIC) };
         a->adopted = true;
-        a->adopt_pending = 1;
-        a->adopt_count = 0;
-        a->adopt_started = now_usec(CLOCK_MONOTONIC);
         for (size_t i = 0; i + 1 < n; i += 2) {
                 char id[LEASE_ID_LEN + 1], value[NAME_MAX_LEN + UNIT_NAME_MAX + 64];
 
                 if (redis_reply_array_string(reply, i, id, sizeof(id)) < 0 ||
                     redis_reply_array_string(reply, i + 1, value, sizeof(value)) < 0)
                         continue;
-                adopt_entry(a, id, value);
+                adopt_entry(a, round, id, value);
         }
-        adopt_done_one(a);
+        adopt_done_one(round);
 }
 
 void adopt_start(Agent *a) {

@@ -40,6 +40,7 @@ enum {
 typedef struct Client Client;
 typedef struct StatusJob StatusJob;
 typedef struct UserUse UserUse;
+typedef struct Server Server;
 
 /* What one uid holds of the agent: connections in every state, the bytes
  * of output queued for them, STATUS requests under way; and what it may
@@ -131,9 +132,8 @@ struct Agent {
         sd_event *event;
         Config *config;
         int listen_fd;
-        sd_event_source *listen_source;
         int root_fd;                    /* root's own socket (socket-util.h), or -EBADF */
-        sd_event_source *root_source;
+        Server *server;                 /* the listening side's own (server.c) */
         Slots slots;
 
         struct RedisIo *redis_io;       /* the Redis layer's own (redis-layer.h) */
@@ -147,10 +147,7 @@ struct Agent {
          * of the agent does then, set by main.c, so that redis-io.c calls
          * nothing above it. */
         void (*redis_changed)(Agent *a);
-        bool adopted;
-        size_t adopt_pending;           /* re-adoption: replies still awaited */
-        size_t adopt_count;
-        usec_t adopt_started;
+        bool adopted;                   /* this host's leases re-adopted (adopt.c), once */
 
         Client *clients;
         size_t n_clients;
@@ -167,7 +164,6 @@ struct Agent {
         size_t n_pidfds;                /* held for clients (kernels without SO_PEERPIDFD) */
         size_t fd_limit;                /* RLIMIT_NOFILE */
         size_t fd_base;                 /* the agent's own (Redis, journal, …) */
-        sd_event_source *housekeeping_source;
 };
 
 /* The Redis layer (redis-layer.h): redis-io.c */

@@ -125,6 +125,14 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
         return 0;
 }
 
+/* What the listening side keeps: the sources of the two sockets and of
+ * housekeeping. */
+struct Server {
+        sd_event_source *listen_source;
+        sd_event_source *root_source;
+        sd_event_source *housekeeping_source;
+};
+
 static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
         Agent *a = userdata;
 
@@ -133,7 +141,7 @@ static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
         lease_io_check_names(a);
         log_limit_flush(now_mono());
         /* Accepting again after running out of file descriptors. */
-        (void) sd_event_source_set_enabled(a->listen_source, SD_EVENT_ON);
+        (void) sd_event_source_set_enabled(a->server->listen_source, SD_EVENT_ON);
         (void) sd_event_source_set_time_relative(s, HOUSEKEEPING_EVERY);
         return 0;
 }
@@ -179,13 +187,13 @@ static void root_listen(Agent *a) {
                 return;
         r = agent_listen_root(a->config->namespace, &a->root_fd);
         if (r >= 0)
-                r = sd_event_add_io(a->event, &a->root_source, a->root_fd, EPOLLIN, on_accept, a);
+                r = sd_event_add_io(a->event, &a->server->root_source, a->root_fd, EPOLLIN, on_accept, a);
         if (r >= 0)
-                r = sd_event_source_set_priority(a->root_source, PRIORITY_ROOT);
+                r = sd_event_source_set_priority(a->server->root_source, PRIORITY_ROOT);
         if (r < 0) {
                 log_full_errno(LOG_NOTICE, r, "Not listening on root's own socket in " AGENT_ROOT_DIR ": %m; root is served at @%s/agent.",
                                  a->config->namespace);
-                a->root_source = sd_event_source_disable_unref(a->root_source);
+                a->server->root_source = sd_event_source_disable_unref(a->server->root_source);
                 a->root_fd = safe_close(a->root_fd);
         }
 }
@@ -195,7 +203,7 @@ static void root_unlisten(Agent *a) {
 
         if (a->root_fd < 0)
                 return;
-        a->root_source = sd_event_source_disable_unref(a->root_source);
+        a->server->root_source = sd_event_source_disable_unref(a->server->root_source);
         a->root_fd = safe_close(a->root_fd);
         if (agent_root_path(a->config->namespace, path, sizeof(path)) >= 0)
                 (void) unlink(path);
@@ -204,6 +212,9 @@ static void root_unlisten(Agent *a) {
 int server_start(Agent *a) {
         int r, n;
 
+        a->server = calloc(1, sizeof(Server));
+        if (!a->server)
+                return log_error_errno(ENOMEM, "Out of memory.");
         n = sd_listen_fds(true);
         if (n < 0)
                 return log_error_errno(n, "Failed to read sockets passed by systemd: %m");
@@ -228,9 +239,9 @@ int server_start(Agent *a) {
                         return log_error_errno(r, "Failed to listen on @%s/agent: %m", a->config->namespace);
         }
 
-        r = sd_event_add_io(a->event, &a->listen_source, a->listen_fd, EPOLLIN, on_accept, a);
+        r = sd_event_add_io(a->event, &a->server->listen_source, a->listen_fd, EPOLLIN, on_accept, a);
         if (r >= 0)
-                r = sd_event_source_set_priority(a->listen_source, PRIORITY_ACCEPT);
+                r = sd_event_source_set_priority(a->server->listen_source, PRIORITY_ACCEPT);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch the listening socket: %m");
         r = sd_event_add_defer(a->event, &a->finished_source, on_clients_finished, a);
@@ -238,12 +249,12 @@ int server_start(Agent *a) {
                 r = sd_event_source_set_enabled(a->finished_source, SD_EVENT_OFF);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up closing clients: %m");
-        r = sd_event_add_time_relative(a->event, &a->housekeeping_source, CLOCK_MONOTONIC, HOUSEKEEPING_EVERY, 0,
+        r = sd_event_add_time_relative(a->event, &a->server->housekeeping_source, CLOCK_MONOTONIC, HOUSEKEEPING_EVERY, 0,
                                        on_housekeeping, a);
         if (r >= 0)
-                r = sd_event_source_set_priority(a->housekeeping_source, PRIORITY_LEASES);
+                r = sd_event_source_set_priority(a->server->housekeeping_source, PRIORITY_LEASES);
         if (r >= 0)
-                r = sd_event_source_set_enabled(a->housekeeping_source, SD_EVENT_ON);
+                r = sd_event_source_set_enabled(a->server->housekeeping_source, SD_EVENT_ON);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up timers: %m");
         root_listen(a);
@@ -252,11 +263,14 @@ int server_start(Agent *a) {
 }
 
 void server_stop(Agent *a) {
-        a->housekeeping_source = sd_event_source_disable_unref(a->housekeeping_source);
+        if (!a->server)
+                return;
+        a->server->housekeeping_source = sd_event_source_disable_unref(a->server->housekeeping_source);
         while (a->clients)
                 client_free(a->clients);
         a->finished_source = sd_event_source_disable_unref(a->finished_source);
-        a->listen_source = sd_event_source_disable_unref(a->listen_source);
+        a->server->listen_source = sd_event_source_disable_unref(a->server->listen_source);
         a->listen_fd = safe_close(a->listen_fd);
         root_unlisten(a);
+        a->server = mfree(a->server);
 }
