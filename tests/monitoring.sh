@@ -23,29 +23,23 @@ for a in FleetsemNameSaturated FleetsemLongWait FleetsemRedisDown FleetsemRenewa
 done
 
 # ---- Dashboard --------------------------------------------------------------------
-# Each query, one a line ($__rate_interval and the variables as Prometheus
-# would get them from Grafana).
-exprs=$(python3 - "$DASH" <<'EOF'
+# Each query as a recording rule of a rules file promtool can check
+# ($__rate_interval and the variables as Prometheus would get them from
+# Grafana); the number of queries on stdout.
+n=$(python3 - "$DASH" "$T/dashboard-rules.yml" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
-for p in d["panels"]:
-    for t in p["targets"]:
-        print(t["expr"].replace("$__rate_interval", "5m").replace("$instance", ".*").replace("$name", ".*"))
+exprs = [t["expr"].replace("$__rate_interval", "5m").replace("$instance", ".*").replace("$name", ".*")
+         for p in d["panels"] for t in p["targets"]]
+with open(sys.argv[2], "w") as f:
+    f.write("groups:\n  - name: dashboard\n    rules:\n")
+    for i, e in enumerate(exprs):
+        f.write("      - record: dashboard:query%d\n        expr: %s\n" % (i + 1, json.dumps(e)))
+print(len(exprs))
 EOF
 )
 is "$?" 0 "the dashboard is valid JSON"
-n=$(printf '%s\n' "$exprs" | grep -c .)
 check "... with a query in each of its panels ($n queries)" [ "$n" -ge 8 ]
-{
-        echo 'groups:'
-        echo '  - name: dashboard'
-        echo '    rules:'
-        i=0
-        while IFS= read -r e; do
-                i=$((i + 1))
-                printf '      - record: dashboard:query%d\n        expr: %s\n' "$i" "$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1]))' "$e")"
-        done <<<"$exprs"
-} >"$T/dashboard-rules.yml"
 out=$(promtool check rules "$T/dashboard-rules.yml" 2>&1)
 is "$?" 0 "every dashboard query is valid PromQL (promtool)"
 like "$out" "SUCCESS: $n rules found" "... all $n of them"

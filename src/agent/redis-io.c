@@ -73,11 +73,10 @@ static void on_shard_ready(Shard *sh, bool reset, usec_t grace, const char *why)
  * engine; in a Cluster only when no shard is left up, else only the names
  * sh holds are unreachable (their calls fail, their holders are told in
  * time when renewals fail). */
-static void on_shard_down(Shard *sh, RedisState was) {
+static void on_shard_down(Shard *sh) {
         RedisIo *io = sh->io;
         Agent *a = io->agent;
 
-        (void) was;
         if (io->topo->shard_lost)
                 io->topo->shard_lost(io, sh);
         if (!io->topo->sharded || a->state != REDIS_READY || !shards_any_ready(io)) {

@@ -20,6 +20,7 @@
 #include "agent.h"
 
 #define SHARDS_MAX 64                   /* masters of a Cluster */
+#define REDIS_CONNECT_TIMEOUT (2 * USEC_PER_SEC)        /* every connection: a server, a Sentinel, a node */
 
 typedef struct RedisIo RedisIo;
 typedef struct Shard Shard;
@@ -100,7 +101,7 @@ int topology_one_epoch(const RedisIo *io, const Shard *sh);
 typedef struct RedisEvents {
         void (*shard_ready)(Shard *sh, bool reset, usec_t grace, const char *why);
         /* After sh's connections were dropped and it is left DOWN. */
-        void (*shard_down)(Shard *sh, RedisState was);
+        void (*shard_down)(Shard *sh);
         /* sh's connections dropped (calls parked on it hear Redis went). */
         void (*shard_disconnected)(Shard *sh);
         void (*sub_ready)(Shard *sh);
@@ -137,11 +138,6 @@ struct RedisIo {
 extern const char *const script_name[N_SCRIPTS];
 
 /* shard.c */
-/* A host name or address as a peer may give it: what hiredis is asked to
- * connect to, nothing else. */
-bool host_is_valid(const char *host);
-/* "host:port", "[v6]:port". */
-void host_port_format(char *buf, size_t size, const char *host, unsigned port);
 /* A shard for host:port (NULL: the one server), at the end of io->shards. */
 Shard *shard_new(RedisIo *io, const char *host, uint16_t port);
 void shard_free(Shard *sh);
@@ -154,6 +150,8 @@ void shard_down(Shard *sh, int error, const char *why);
 Shard *shard_of_conn(RedisIo *io, const RedisConn *conn);
 /* Whether any shard that counts is up. */
 bool shards_any_ready(const RedisIo *io);
+/* Connects the shards that count and are not within their backoff. */
+void shards_connect_due(RedisIo *io);
 /* ROLE: whether it says master; the replicas attached are recorded. */
 bool shard_role_parse(Shard *sh, const RedisReply *reply);
 /* ROLE asked again (a master demoted without word goes down). */

@@ -15,22 +15,10 @@
 #include "lua-args.h"
 #include "redis-layer.h"
 
-#define CONNECT_TIMEOUT (2 * USEC_PER_SEC)
 #define COMMAND_TIMEOUT (5 * USEC_PER_SEC)
 #define BACKOFF_MIN (100 * USEC_PER_MSEC)
 #define BACKOFF_MAX (2 * USEC_PER_SEC)
 #define FAILOVER_GRACE_WAIT (500 * USEC_PER_MSEC)       /* grace after a failover, grants confirmed by WAIT */
-
-bool host_is_valid(const char *host) {
-        return host[0] && strlen(host) <= 253 &&
-               strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") == strlen(host);
-}
-
-void host_port_format(char *buf, size_t size, const char *host, unsigned port) {
-        bool v6 = strchr(host, ':');
-
-        snprintf(buf, size, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", port);
-}
 
 void redis_fire_and_forget(RedisConn *conn, const RedisReply *reply, void *userdata) {
         const char *err = redis_reply_error(reply);
@@ -102,6 +90,14 @@ bool shards_any_ready(const RedisIo *io) {
         return false;
 }
 
+void shards_connect_due(RedisIo *io) {
+        usec_t now = now_mono();
+
+        for (size_t i = 0; i < io->n_shards; i++)
+                if (io->topo->shard_counts(io, io->shards[i]) && now >= io->shards[i]->retry_at)
+                        shard_connect(io->shards[i]);
+}
+
 Shard *shard_of_conn(RedisIo *io, const RedisConn *conn) {
         for (size_t i = 0; i < io->n_shards; i++)
                 if (io->shards[i]->cmd == conn)
@@ -142,7 +138,7 @@ void shard_down(Shard *sh, int error, const char *why) {
         else if (was == REDIS_CONNECTING || sh->backoff >= BACKOFF_MAX)
                 log_warning("Failed to connect to Redis at %s: %s; retrying in %s.", sh->name, sh->error,
                             format_duration(buf, sizeof(buf), sh->backoff));
-        io->ev.shard_down(sh, was);
+        io->ev.shard_down(sh);
 }
 
 /* grace: what is left of the time after a reset in which nobody is
@@ -492,7 +488,7 @@ void shard_connect(Shard *sh) {
         if (!sh->cmd) {
                 sh->state = REDIS_CONNECTING;
                 sh->setup_failed = false;
-                r = redis_conn_new(io->agent->event, &addr, CONNECT_TIMEOUT, on_cmd_state, sh, &sh->cmd);
+                r = redis_conn_new(io->agent->event, &addr, REDIS_CONNECT_TIMEOUT, on_cmd_state, sh, &sh->cmd);
                 if (r < 0) {
                         sh->cmd = NULL;
                         shard_down(sh, r, NULL);
@@ -500,7 +496,7 @@ void shard_connect(Shard *sh) {
                 }
         }
         if (!sh->sub) {
-                r = redis_conn_new(io->agent->event, &addr, CONNECT_TIMEOUT, on_sub_state, sh, &sh->sub);
+                r = redis_conn_new(io->agent->event, &addr, REDIS_CONNECT_TIMEOUT, on_sub_state, sh, &sh->sub);
                 if (r < 0) {
                         sh->sub = NULL;
                         redis_reconnect_later(io);
@@ -516,7 +512,7 @@ static int shard_init(Shard *sh, RedisIo *io, uint8_t index, const char *host, u
         *sh = (Shard) { .io = io, .index = index, .host = h, .port = port, .state = REDIS_DOWN, .n_replicas = -1,
                         .epoch_slot = -1 };
         if (host)
-                host_port_format(sh->name, sizeof(sh->name), host, port);
+                redis_host_port_format(sh->name, sizeof(sh->name), host, port);
         else
                 snprintf(sh->name, sizeof(sh->name), "%s", io->agent->redis_name);
         return 0;

@@ -13,7 +13,6 @@
 #include "log.h"
 #include "redis-layer.h"
 
-#define CONNECT_TIMEOUT (2 * USEC_PER_SEC)
 #define SLOT_NONE UINT8_MAX
 
 struct Topology {
@@ -42,7 +41,7 @@ static bool node_allowed(RedisIo *io, const char *host, uint16_t port) {
 
         if (config_cluster_allows(io->agent->config, host))
                 return true;
-        host_port_format(name, sizeof(name), host, port);
+        redis_host_port_format(name, sizeof(name), host, port);
         if (!streq(name, t->refused))
                 log_warning("Redis Cluster: not connecting to %s, which a node named: it is outside cluster_allow "
                             "(or, without it, the seed nodes' networks).", name);
@@ -57,7 +56,7 @@ static Shard *shard_get(RedisIo *io, const char *host, uint16_t port, int *ret_e
         Shard *sh;
 
         *ret_error = -EINVAL;
-        if (!host_is_valid(host) || port == 0)
+        if (!redis_host_is_valid(host) || port == 0)
                 return NULL;
         for (size_t i = 0; i < io->n_shards; i++)
                 if (io->shards[i]->port == port && io->shards[i]->host && streq(io->shards[i]->host, host))
@@ -189,7 +188,7 @@ static int map_apply(RedisIo *io, const RedisReply *reply) {
                     redis_reply_array_string(node, 0, host, sizeof(host)) < 0 ||
                     redis_reply_array_integer(node, 1, &port) < 0 || port < 1 || port > 65535)
                         return -EBADMSG;
-                if (!host_is_valid(host))
+                if (!redis_host_is_valid(host))
                         continue;       /* "?": a node whose address is not known yet */
                 sh = shard_get(io, host, (uint16_t) port, &r);
                 if (!sh && r == -ENOENT)
@@ -227,9 +226,7 @@ static void map_reply(RedisConn *conn, const RedisReply *reply, void *userdata) 
                 return;
         }
         /* New masters at once; those that went, after their backoff. */
-        for (size_t i = 0; i < io->n_shards; i++)
-                if (io->shards[i]->n_slots > 0 && now_mono() >= io->shards[i]->retry_at)
-                        shard_connect(io->shards[i]);
+        shards_connect_due(io);
         /* (A master that was not up may own nothing now.) */
         io->ev.maybe_up(io);
 }
@@ -326,7 +323,7 @@ static void map_ask(RedisIo *io) {
         /* No master up: one of the nodes the URL names. */
         h = map_node(io);
         addr = (RedisAddress) { .host = h->host, .port = h->port };
-        if (redis_conn_new(io->agent->event, &addr, CONNECT_TIMEOUT, on_map_query_state, io, &t->map_query) < 0) {
+        if (redis_conn_new(io->agent->event, &addr, REDIS_CONNECT_TIMEOUT, on_map_query_state, io, &t->map_query) < 0) {
                 t->map_query = NULL;
                 t->map_next++;
                 redis_reconnect_later(io);
@@ -374,9 +371,7 @@ static void cluster_connect(RedisIo *io) {
         map_ask(io);            /* the masters may have changed meanwhile */
         if (!io->topo_state->map_known)
                 return;         /* connected to once a node gave the map */
-        for (size_t i = 0; i < io->n_shards; i++)
-                if (io->shards[i]->n_slots > 0 && now_mono() >= io->shards[i]->retry_at)
-                        shard_connect(io->shards[i]);
+        shards_connect_due(io);
 }
 
 static RedisAddress cluster_address(RedisIo *io, const Shard *sh) {

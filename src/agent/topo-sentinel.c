@@ -12,8 +12,6 @@
 #include "log.h"
 #include "redis-layer.h"
 
-#define CONNECT_TIMEOUT (2 * USEC_PER_SEC)
-
 /* Asking every Sentinel of the URL for the master. The address is taken
  * once a quorum of them (sentinel_quorum, by default a majority) name the
  * same: one Sentinel, or whoever answers at its address, names nothing
@@ -55,14 +53,14 @@ static int master_set(RedisIo *io, const char *host, const char *port_s) {
         Topology *t = io->topo_state;
         uint64_t port;
 
-        if (parse_uint64(port_s, 1, 65535, &port) < 0 || !host_is_valid(host))
+        if (parse_uint64(port_s, 1, 65535, &port) < 0 || !redis_host_is_valid(host))
                 return -EBADMSG;
         free(t->master.host);
         t->master.host = strdup(host);
         if (!t->master.host)
                 return -ENOMEM;
         t->master.port = (uint16_t) port;
-        host_port_format(io->agent->master_name, sizeof(io->agent->master_name), host, t->master.port);
+        redis_host_port_format(io->agent->master_name, sizeof(io->agent->master_name), host, t->master.port);
         return 0;
 }
 
@@ -129,7 +127,7 @@ static void sentinel_watch(RedisIo *io) {
 
         if (t->watch)
                 return;
-        if (redis_conn_new(io->agent->event, &addr, CONNECT_TIMEOUT, on_watch_state, io, &t->watch) < 0) {
+        if (redis_conn_new(io->agent->event, &addr, REDIS_CONNECT_TIMEOUT, on_watch_state, io, &t->watch) < 0) {
                 t->watch = NULL;
                 t->watch_next++;
         }
@@ -173,7 +171,8 @@ static void sentinel_tally(RedisIo *io) {
         const Config *c = io->agent->config;
         size_t n = c->redis.n_hosts, best = 0, answered = 0;
         const char *winner = NULL;
-        char host[256], port[8], name[sizeof(io->agent->master_name)];
+        char host[256], port[8];
+        uint64_t p;
 
         for (size_t i = 0; i < n; i++) {
                 size_t k = 0;
@@ -196,8 +195,8 @@ static void sentinel_tally(RedisIo *io) {
                         shard_down(io->shards[0], -EHOSTUNREACH, "no quorum of Sentinels named the master");
                 return;
         }
-        snprintf(name, sizeof(name), "%s%s%s:%s", strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", port);
-        if (t->master.host && streq(name, io->agent->master_name))
+        if (t->master.host && streq(host, t->master.host) && parse_uint64(port, 1, 65535, &p) >= 0 &&
+            p == t->master.port)
                 return;         /* the quorum names the master followed */
         master_move(io, host, port, best);
 }
@@ -228,7 +227,7 @@ static void sentinel_master_reply(RedisConn *conn, const RedisReply *reply, void
         if (!reply || redis_reply_error(reply) || redis_reply_array_len(reply) != 2 ||
             redis_reply_array_string(reply, 0, host, sizeof(host)) < 0 ||
             redis_reply_array_string(reply, 1, port, sizeof(port)) < 0 || parse_uint64(port, 1, 65535, &p) < 0 ||
-            !host_is_valid(host)) {
+            !redis_host_is_valid(host)) {
                 log_warning("Sentinel %s:%u does not name master %s%s%s.", query_host(q)->host, query_host(q)->port,
                             q->io->agent->config->redis.master_name, redis_reply_error(reply) ? ": " : "",
                             redis_reply_error(reply) ?: "");
@@ -271,7 +270,7 @@ static void sentinel_ask(RedisIo *io) {
                 const RedisHost *h = query_host(q);
                 RedisAddress addr = { .host = h->host, .port = h->port };
 
-                if (redis_conn_new(io->agent->event, &addr, CONNECT_TIMEOUT, on_query_state, q, &q->conn) < 0) {
+                if (redis_conn_new(io->agent->event, &addr, REDIS_CONNECT_TIMEOUT, on_query_state, q, &q->conn) < 0) {
                         q->conn = NULL;
                         sentinel_vote(q, "");
                 }

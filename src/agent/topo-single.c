@@ -18,9 +18,7 @@ void topology_connect_shards(RedisIo *io) {
 
         if (!io->shards[0]->cmd && a->state != REDIS_DOWN)
                 a->state = REDIS_CONNECTING;
-        for (size_t i = 0; i < io->n_shards; i++)
-                if (io->topo->shard_counts(io, io->shards[i]) && now_mono() >= io->shards[i]->retry_at)
-                        shard_connect(io->shards[i]);
+        shards_connect_due(io);
 }
 
 static RedisAddress single_address(RedisIo *io, const Shard *sh) {

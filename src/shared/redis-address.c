@@ -30,6 +30,17 @@ void redis_address_done(RedisAddress *a) {
 }
 
 
+bool redis_host_is_valid(const char *host) {
+        return host[0] && strlen(host) <= 253 &&
+               strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") == strlen(host);
+}
+
+int redis_host_port_format(char *buf, size_t size, const char *host, unsigned port) {
+        bool v6 = strchr(host, ':');
+
+        return snprintf(buf, size, "%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", port);
+}
+
 /* "host", "host:port", "[v6]", "[v6]:port" (port unchanged when absent). */
 static int parse_host_port(char *p, char **ret_host, uint16_t *ret_port, const char **ret_why) {
         char *colon;
@@ -53,7 +64,7 @@ static int parse_host_port(char *p, char **ret_host, uint16_t *ret_port, const c
                         return conf_why(ret_why, "port must be 1-65535");
                 *ret_port = (uint16_t) v;
         }
-        if (*p == '\0' || strlen(p) > 253 || strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:") != strlen(p))
+        if (!redis_host_is_valid(p))
                 return conf_why(ret_why, "invalid host");
         *ret_host = strdup(p);
         return *ret_host ? 0 : -ENOMEM;
@@ -198,10 +209,12 @@ const char *redis_address_to_string(const RedisAddress *a, char *buf, size_t siz
                 size_t n = (size_t) snprintf(buf, size, "%s://%s%s", a->cluster ? "cluster" : "sentinel", a->user ?: "",
                                              a->user ? "@" : "");
 
-                for (size_t i = 0; i < a->n_hosts && n < size; i++)
-                        n += (size_t) snprintf(buf + n, size - n, "%s%s%s%s:%u", i ? "," : "",
-                                               strchr(a->hosts[i].host, ':') ? "[" : "", a->hosts[i].host,
-                                               strchr(a->hosts[i].host, ':') ? "]" : "", a->hosts[i].port);
+                for (size_t i = 0; i < a->n_hosts && n < size; i++) {
+                        if (i > 0)
+                                n += (size_t) snprintf(buf + n, size - n, ",");
+                        if (n < size)
+                                n += (size_t) redis_host_port_format(buf + n, size - n, a->hosts[i].host, a->hosts[i].port);
+                }
                 if (n < size && a->master_name)
                         snprintf(buf + n, size - n, "/%s", a->master_name);
         } else if (a->unix_path)
@@ -210,9 +223,11 @@ const char *redis_address_to_string(const RedisAddress *a, char *buf, size_t siz
                 snprintf(buf, size, "unix:%s%s", a->unix_path[1] == '/' ? "//" : "", a->unix_path);
         else if (!a->host)
                 snprintf(buf, size, "(none)");
-        else
-                snprintf(buf, size, "redis://%s%s%s%s%s:%u/%u", a->user ?: "", a->user ? "@" : "",
-                         strchr(a->host, ':') ? "[" : "", a->host, strchr(a->host, ':') ? "]" : "",
-                         a->port, a->db);
+        else {
+                char hp[300];
+
+                redis_host_port_format(hp, sizeof(hp), a->host, a->port);
+                snprintf(buf, size, "redis://%s%s%s/%u", a->user ?: "", a->user ? "@" : "", hp, a->db);
+        }
         return buf;
 }

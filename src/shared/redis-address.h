@@ -32,5 +32,10 @@ typedef struct RedisAddress {
  * NULL) tells why a URL is refused. */
 int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why);
 void redis_address_done(RedisAddress *a);
+/* A host name or address as a URL or a peer may give it: what hiredis is
+ * asked to connect to, nothing else. */
+bool redis_host_is_valid(const char *host);
+/* "host:port", "[v6]:port"; snprintf()'s count. */
+int redis_host_port_format(char *buf, size_t size, const char *host, unsigned port);
 /* For logs and status: never includes the password. */
 const char *redis_address_to_string(const RedisAddress *a, char *buf, size_t size);
