@@ -512,6 +512,76 @@ static double floor_redis_throughput(void) {
         return rate;
 }
 
+/* L5, the peer floor: redis-semaphore's algorithm (acquire: one script of
+ * ZREMRANGEBYSCORE, ZCARD, ZADD, PEXPIRE on the caller's clock; release: a
+ * ZREM), driven as L4 is: 64 clients, each on a name of its own, through
+ * the same loop. */
+static const char peer_acquire_script[] =
+        "local expired = tonumber(ARGV[4]) - tonumber(ARGV[3]) "
+        "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', expired) "
+        "if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then "
+        "  redis.call('ZADD', KEYS[1], ARGV[4], ARGV[2]) "
+        "  redis.call('PEXPIRE', KEYS[1], ARGV[3]) "
+        "  return 1 "
+        "end "
+        "return 0";
+
+typedef struct Peer {
+        char sha[41];
+        char lease[SATURATE_CLIENTS][LEASE_ID_LEN + 1];
+        char key[SATURATE_CLIENTS][64];
+} Peer;
+
+static int send_peer(redisContext *c, int i, unsigned long round, void *userdata) {
+        Peer *p = userdata;
+        char now[32];
+
+        if (round == 0)
+                snprintf(p->key[i], sizeof(p->key[i]), "bench-peer:{r%d}", i);
+        if (round % 2 == 1)
+                return redisAppendCommand(c, "ZREM %s %s", p->key[i], p->lease[i]) == REDIS_OK ? 1 : 0;
+        (void) lease_id_new(p->lease[i]);
+        snprintf(now, sizeof(now), "%" PRIu64, now_usec(CLOCK_REALTIME) / USEC_PER_MSEC);
+        return redisAppendCommand(c, "EVALSHA %s 1 %s 8 %s 15000 %s", p->sha, p->key[i], p->lease[i], now) ==
+               REDIS_OK ? 1 : 0;
+}
+
+static void floor_peer(void) {
+        static Peer p;
+        redisContext *rc = redisConnectUnix(redis_socket);
+        redisReply *r = NULL;
+        unsigned long grants;
+        RedisUse u0, u1;
+        int ok0, ok1;
+        GrantCost cost;
+
+        if (rc && !rc->err)
+                r = redisCommand(rc, "SCRIPT LOAD %s", peer_acquire_script);
+        if (!r || r->type != REDIS_REPLY_STRING || r->len != 40) {
+                freeReplyObject(r);
+                if (rc)
+                        redisFree(rc);
+                return;
+        }
+        memcpy(p.sha, r->str, 41);
+        freeReplyObject(r);
+        ok0 = redis_use(rc, &u0);
+        grants = redis_saturate(5 * USEC_PER_SEC, send_peer, &p) / 2;
+        ok1 = redis_use(rc, &u1);
+        redisFree(rc);
+        cost = grant_cost(ok0, &u0, ok1, &u1, grants);
+        printf("%-4s %-52s %9.0f grants/s  Redis CPU %.1f us/grant, %.1f commands/grant\n", "L5",
+               "peer floor: redis-semaphore's algorithm, 64 clients", grants / 5.0, cost.cpu_us, cost.commands);
+        if (cost.cpu_us > 0 && floor_cost.cpu_us > 0)
+                printf("     L4 / L5: Redis CPU a grant %.2fx, commands a grant %.2fx\n", floor_cost.cpu_us / cost.cpu_us,
+                       floor_cost.commands / cost.commands);
+        printf("@json {\"id\":\"L5\",\"what\":\"peer floor: redis-semaphore's algorithm, 64 clients\",\"grants_per_s\":%.0f,"
+               "\"redis_cpu_us_per_grant\":%.1f,\"redis_commands_per_grant\":%.1f,\"l4_over_l5_cpu\":%.2f}\n",
+               grants / 5.0, cost.cpu_us, cost.commands,
+               cost.cpu_us > 0 && floor_cost.cpu_us > 0 ? floor_cost.cpu_us / cost.cpu_us : -1);
+        fflush(stdout);
+}
+
 /* Asks without waiting for an answer: D's clients all ask at once. */
 static int send_acquire(const char *n, const char *name, uint32_t slots, int *ret_anchor, int *ret_fd) {
         Request req = { .verb = REQUEST_ACQUIRE, .slots = slots, .wait = USEC_INFINITY };
@@ -1444,7 +1514,7 @@ static void scenario_h(const char *fleetsemd, double floor_us) {
                 (void) h_phase(fleetsemd, attack, true, seconds, floor_us, quiet_p99);
 }
 
-/* $BENCH_ONLY=AD runs the floors and scenarios A and D only. */
+/* $BENCH_ONLY=AD runs the floors and scenarios A and D only (D with L4 and L5). */
 static bool wanted(char scenario) {
         const char *only = getenv("BENCH_ONLY");
 
@@ -1474,6 +1544,8 @@ int main(int argc, char *argv[]) {
                 scenario_c();
         if (wanted('D')) {
                 double floor_rate = floor_redis_throughput();
+
+                floor_peer();
 
                 scenario_d("D1", 1, 64, 1, floor_rate);
                 if (n_ns == 3)

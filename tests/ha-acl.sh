@@ -87,7 +87,7 @@ check "the holder's lease is renewed" wait_for 10 sh -c \
 
 # ---- Forgeries by another client, refused ---------------------------------------
 epoch=$(as_admin GET fleetsem:epoch)
-token=$(as_admin GET 'fleetsem:{acl-w}:token')
+token=$(as_admin HGET 'fleetsem:{acl-w}:clock' .)
 like "$(as_app SET app:own 1)" '^OK$' "the app user works on its own keys"
 like "$(as_app EVAL "return redis.call('INCR', KEYS[1])" 1 app:n)" '^1$' "and may run scripts on them"
 # shellcheck disable=SC2016
@@ -96,11 +96,11 @@ for attempt in \
         "DEL fleetsem:epoch" \
         "ZADD fleetsem:{acl-w}:holders 99999999999999 forged" \
         "ZREM fleetsem:{acl-w}:holders forged" \
-        "INCR fleetsem:{acl-w}:token" \
+        "HSET fleetsem:{acl-w}:clock . 0" \
         "HSET fleetsem:host:{a} forged x" \
         "ZADD fleetsem:names 1 forged" \
-        "RENAME app:own fleetsem:{acl-w}:token" \
-        "COPY app:own fleetsem:{acl-w}:token REPLACE" \
+        "RENAME app:own fleetsem:{acl-w}:clock" \
+        "COPY app:own fleetsem:{acl-w}:clock REPLACE" \
         "EVAL x 1 fleetsem:{acl-w}:holders" \
         "PUBLISH fleetsem:{acl-w}:wake 1" \
         "SCRIPT FLUSH" \
@@ -122,7 +122,7 @@ like "$(as_app EVAL "return redis.call('PUBLISH', 'fleetsem:{acl-w}:wake', 'g fo
 like "$(as_app EVAL "return redis.call('DEL', KEYS[1])" 1 'fleetsem:{acl-w}:holders' 2>&1)" '^NOPERM' \
         "app: a script that declares a fleetsem key: refused"
 is "$(as_admin GET fleetsem:epoch)" "$epoch" "the epoch is untouched"
-is "$(as_admin GET 'fleetsem:{acl-w}:token')" "$token" "the fencing token is untouched"
+is "$(as_admin HGET 'fleetsem:{acl-w}:clock' .)" "$token" "the name's state (the fencing token) is untouched"
 is "$(as_admin ZCARD 'fleetsem:{acl-w}:holders')" 1 "the holders are untouched"
 is "$(as_admin EXISTS app:own fleetsem:names)" 2 "nothing was renamed away"
 is "$(refused_users | sort -u | tr '\n' ' ')" "app " "ACL LOG: every refusal so far is the app user's"

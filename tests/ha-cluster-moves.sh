@@ -28,7 +28,7 @@ check "the agent follows the map to the real node" \
         wait_for 20 sh -c "FLEETSEM_NAMESPACE=$NSBASE-a $FLEETSEM metrics | grep -qx 'fleetsem_redis_up 1'"
 fs a run --slots 1 moved -- true
 is "$?" 0 "a job gets a slot there"
-is "$(ccli "$P" EXISTS 'fleetsem:{moved}:token')" 1 "... in the real node's keys"
+is "$(ccli "$P" EXISTS 'fleetsem:{moved}:clock')" 1 "... in the real node's keys"
 
 # Each master the agent connected to: as many connections closed as made.
 open_to() { awk '$1 == "accepted" { n[$2]++ } $1 == "closed" { n[$2]-- } END { for (p in n) if (n[p]) print p }' \

@@ -177,7 +177,7 @@ done | sort -n | tail -n 1)
 echo "# $started jobs ran under load; $during entered on E's names during the reshard; longest gap between grants on one of them: $((gap / 1000000))ms"
 
 for n in "${moved[@]}"; do
-        is "$(ccli "$R" EXISTS "fleetsem:{$n}:token")" 1 "$n: its keys moved to R"
+        is "$(ccli "$R" EXISTS "fleetsem:{$n}:clock")" 1 "$n: its keys moved to R"
         is "$(name_keys "$O" "$n")" "" "$n: none on O"
         out=$(fs a run --wait 20s "$n" -- redis-cli -p "$R" ZCARD "fleetsem:{$n}:holders")
         is "$out" 1 "$n: a new job is served, its holder on R"

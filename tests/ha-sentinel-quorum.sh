@@ -30,7 +30,7 @@ HA_URL="sentinel://127.0.0.1:$FS,127.0.0.1:${HA_S[0]},127.0.0.1:${HA_S[1]}/$HA_M
 ha_agent a
 fs a run --wait 20s --slots 1 quorum -- true
 is "$?" 0 "with a fake Sentinel first of three, a job gets a slot"
-is "$(redis-cli -p "$HA_M" EXISTS 'fleetsem:{quorum}:token')" 1 "... on the real master"
+is "$(redis-cli -p "$HA_M" EXISTS 'fleetsem:{quorum}:clock')" 1 "... on the real master"
 check "the fake Sentinel says +switch-master to its master" wait_for 10 grep -q '^switched' "$T/fake-sentinel.out"
 check "the agent hears it and asks every Sentinel" \
         wait_for 10 grep -q "says the master $HA_MASTER moved from 127.0.0.1:1 to 127.0.0.1:$FM; asking every Sentinel" "$T/agent-a.log"

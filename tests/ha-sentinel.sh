@@ -18,7 +18,7 @@ fs a run --no-wait warmup -- true
 is "$?" 0 "an agent finds the master through the Sentinels and grants"
 like "$(cat "$T/agent-a.log")" "Connected to Redis master 127.0.0.1:$HA_M \\($HA_MASTER, from the Sentinels\\)" \
         "it logs which master it uses"
-is "$(redis-cli -p "$HA_R" EXISTS 'fleetsem:{warmup}:token')" 1 "the grant reached the replica (WAIT)"
+is "$(redis-cli -p "$HA_R" EXISTS 'fleetsem:{warmup}:clock')" 1 "the grant reached the replica (WAIT)"
 
 # ---- Failover while a job holds the only slot and another waits ---------------
 # A new master that started less than a lease ago may have lost grants made

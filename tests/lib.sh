@@ -244,6 +244,9 @@ redis_state_is() { [ "$(redis_state "$1")" = "$2" ]; }
 # so that a check that a message is absent from that log has read it.
 started() { grep -q "fleetsemd .* listening on @$NSBASE-$1/agent as host $1 " "$T/agent-$1.log"; }
 
+# record NAME LEASE [FIELDS]: the lease's record in Redis, "HOST UID SLOTS
+# TOKEN SINCE_MS PROOF DESCRIPTION" (cut -f FIELDS of it).
+record() { rcli HGET "fleetsem:{$1}:clock" "$2" | cut -d' ' -f"${3:-1-}"; }
 # holders NAME / waiters NAME: counts in Redis itself.
 holders() { rcli ZCARD "fleetsem:{$1}:holders"; }
 waiters() { rcli ZCARD "fleetsem:{$1}:queue"; }

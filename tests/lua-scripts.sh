@@ -46,6 +46,24 @@ key() {
 }
 EPOCH_KEY=fleetsem:epoch
 FLEET_CLOCK=fleetsem:clock
+# rec NAME LEASE [FIELDS]: the lease's record in the name's hash, "HOST UID
+# SLOTS TOKEN SINCE_MS PROOF DESCRIPTION" (cut -f FIELDS of it).
+rec() { rcli HGET "$(key "$1" clock)" "$2" | cut -d' ' -f"${3:-1-}"; }
+# state NAME FIELD: a field of the name's state, "HELD LINE LIMIT AT_LIMIT
+# TOKEN TICKET TTL_MS OFFSET_MS EXPIRES_MS"; state_set NAME FIELD VALUE.
+state() { rcli HGET "$(key "$1" clock)" . | cut -d' ' -f"$2"; }
+state_set() {
+        rcli HSET "$(key "$1" clock)" . "$(rcli HGET "$(key "$1" clock)" . | awk -v f="$2" -v v="$3" '{ $f = v; print }')" \
+                >/dev/null
+}
+# counted NAME: the state's counts against the ZSETs and the records
+# ("HELD LINE" twice when they agree).
+counted() {
+        local k
+        k=$(key "$1" clock)
+        echo "$(state "$1" 1-2) / $(rcli ZCARD "$(key "$1" holders)") $(rcli ZCARD "$(key "$1" queue)")" \
+                "$(( $(rcli HLEN "$k") - 1 ))"
+}
 
 # lua NAME SCRIPT ARGV...: the reply as JSON.
 lua() {
@@ -163,6 +181,9 @@ is "$(release fifo w2)" "[0]" "fifo: a waiter that leaves the line held nothing"
 r=$(release fifo w1)
 is "$(j "$r" '[r[0], r[1], len(r)]')" '[1,"w3",4]' "fifo: the next release skips the one that left"
 is "$(j "$(status fifo)" '[h[0] for h in r[1]] + [w[0] for w in r[2]]')" '["w3"]' "fifo: w3 holds, nobody waits"
+# The counts a call reads instead of counting: after each kind of change
+# they are what the ZSETs and the records say ("HELD LINE / holders queue records").
+is "$(counted fifo)" "1 0 / 1 0 1" "fifo: the name's counts are its ZSETs' after grants, hand-overs, leavers"
 
 # ---- One limit per name --------------------------------------------------------
 acquire lim h 1 >/dev/null
@@ -178,12 +199,14 @@ is "$(j "$(acquire lim y 5)" 'r[:4]')" "[0,2,2,1]" "limit: slots=5 behind it see
 is "$(release lim w1)" "[1]" "limit: one of 2 holders leaves: still 1 ≥ limit 1, nobody granted"
 r=$(release lim w2)
 is "$(j "$r" '[r[0]] + r[1::3]')" '[1,"x"]' "limit: the last leaves: x is granted, y (behind the limit 1) is not"
+is "$(counted lim)" "1 1 / 1 1 2" "limit: counted right (x holds, y waits)"
+is "$(state lim 3-4)" "1 1" "limit: the limit in force 1, asked for by one"
 
 # ---- Owners ------------------------------------------------------------------
 acquire own L 1 >/dev/null
-snap() { rcli ZSCORE "$(key own holders)" L; rcli HGET "$(key own grant)" L; rcli HGET "$(key own owner)" L; rcli ZSCORE "$(key own limits)" L; }
+snap() { rcli ZSCORE "$(key own holders)" L; rec own L; state own 1-4; }
 before=$(snap)
-is "$(rcli HGET "$(key own owner)" L)" "a 1000" "owner: the lease belongs to 'a 1000'"
+is "$(rec own L 1-2)" "a 1000" "owner: the lease belongs to 'a 1000'"
 is "$(AS_HOST=b acquire own L 1)" "[-1]" "owner: acquire from another host: -1"
 is "$(AS_UID=1001 acquire own L 1)" "[-1]" "owner: acquire from another uid: -1"
 is "$(AS_HOST=b release own L)" "[-1]" "owner: release from another host: -1"
@@ -193,12 +216,12 @@ is "$(AS_HOST=b reassert own L 1 5 1)" "-1" "owner: reassert from another host: 
 is "$(AS_UID=1001 reassert own L 1 5 1)" "-1" "owner: reassert from another uid: -1"
 is "$(AS_HOST=b adopt own L)" "[-1]" "owner: adopt from another host: -1"
 is "$(AS_UID=1001 adopt own L)" "[-1]" "owner: adopt from another uid: -1"
-is "$(snap)" "$before" "owner: the owner's lease is untouched (expiry, grant, owner, limit)"
+is "$(snap)" "$before" "owner: the owner's lease is untouched (expiry, record, counts, limit)"
 is "$(TTL_MS=600000 AS_UID=0 renew own L)" "[]" "owner: the owner's host renews (any uid)"
 is "$(j "$(rcli ZSCORE "$(key own holders)" L)" "r - $(redis_ms) > 500000")" true "owner: ... and the expiry moved"
 r=$(adopt own L)
 is "$(j "$r" '[r[0], r[3]]')" '[1,"INFO lease=L"]' "owner: the owner adopts it"
-is "$(j "$r" '"%d %d" % (r[1], r[2])')" "$(rcli HGET "$(key own grant)" L)" "owner: adopt tells its token and since"
+is "$(j "$r" '"%d %d" % (r[1], r[2])')" "$(rec own L 4-5)" "owner: adopt tells its token and since"
 is "$(adopt own nobody)" "[-1]" "adopt: an unknown lease is gone"
 acquire own Q 1 >/dev/null
 is "$(adopt own Q)" "[0]" "adopt: a waiter is only queued"
@@ -210,7 +233,7 @@ tokens=()
 for i in 1 2 3 4 5; do
         r=$(acquire tok "t$i" 5)
         tokens+=("$(j "$r" 'r[1]')")
-        is "$(rcli HGET "$(key tok grant)" "t$i" | cut -d' ' -f1)" "${tokens[-1]}" "tokens: grant $i: the grant hash has the same digits"
+        is "$(rec tok "t$i" 4)" "${tokens[-1]}" "tokens: grant $i: its record has the same digits"
 done
 is "$(j "$(list "${tokens[@]}")" "all($t0 < t < $TWO53 for t in r) and r == sorted(set(r))")" true \
         "tokens: 5 grants rise, above the clock in µs before them ($t0), below 2^53: ${tokens[*]}"
@@ -218,10 +241,10 @@ rcli FLUSHALL >/dev/null
 r=$(acquire tok t6 5)
 t6=$(j "$r" 'r[1]')
 is "$(j "$t6" "r > ${tokens[4]} and r < $TWO53")" true "tokens: after FLUSHALL the next token $t6 is above all 5"
-is "$(rcli HGET "$(key tok grant)" t6 | cut -d' ' -f1)" "$t6" "tokens: ... its digits in the grant hash, not rounded"
-is "$(rcli GET "$(key tok token)")" "$t6" "tokens: ... and in the counter"
+is "$(rec tok t6 4)" "$t6" "tokens: ... its digits in its record, not rounded"
+is "$(state tok 5)" "$t6" "tokens: ... and in the counter"
 # Redis back with an older counter (a restored snapshot): still above all.
-rcli SET "$(key tok token)" 7 >/dev/null
+state_set tok 5 7
 t7=$(j "$(acquire tok T7 5)" 'r[1]')
 is "$(j "$t7" "r > $t6")" true "tokens: with the counter set back to 7 (old data), the next token $t7 is above all before, $t6 too"
 
@@ -242,15 +265,16 @@ G=$(( $(redis_ms) + 60000 ))
 big=$(( $(redis_us) + 1000000000 ))
 is "$(j "$(GRACE=$G acquire ra W 2)" 'r[:4]')" "[0,1,0,2]" "grace: a new request on a free name waits"
 is "$(reassert ra L 2 "$big" 1234)" 1 "grace: reassert works meanwhile"
-is "$(rcli GET "$(key ra token)")" "$big" "grace: ... and raises the counter to its token"
-is "$(rcli HGET "$(key ra grant)" L)" "$big 1234" "grace: ... and keeps its token and since"
+is "$(state ra 5)" "$big" "grace: ... and raises the counter to its token"
+is "$(rec ra L 4-5)" "$big 1234" "grace: ... and keeps its token and since"
 is "$(reassert ra N 2 5 1234)" 1 "reassert: a second holder fits slots=2"
-is "$(rcli GET "$(key ra token)")" "$big" "reassert: a lower token does not lower the counter"
+is "$(state ra 5)" "$big" "reassert: a lower token does not lower the counter"
 is "$(reassert ra M 2 5 1234)" 0 "reassert: a third is lost (2 hold, limit 2)"
 is "$(reassert ra L 2 5 1234)" 1 "reassert: a holder already there stays"
 t0=$(redis_us)
 reassert ra2 L 1 5 1234 >/dev/null
-is "$(j "$(rcli GET "$(key ra2 token)")" "r > $t0")" true "reassert: a lost counter starts from the clock, not from a low token"
+is "$(j "$(state ra2 5)" "r > $t0")" true "reassert: a lost counter starts from the clock, not from a low token"
+is "$(counted ra)" "2 1 / 2 1 3" "reassert: the counts are the ZSETs' (2 hold, W waits, 3 records)"
 
 # ---- Idle names leave Redis ----------------------------------------------------
 mapfile -t idle_keys < <(keys_of idle)
@@ -262,18 +286,23 @@ pttls() {
 }
 IDLE=1500 acquire idle L 1 >/dev/null
 p=$(pttls)
-is "$(j "$p" 'len(r) >= 6 and all(0 < t <= 1500 for t in r)')" true "idle: the keys that exist live 1500 ms: $p"
+is "$(j "$p" 'len(r) == 2 and all(0 < t <= 1500 for t in r)')" true "idle: the keys that exist (holders, the hash) live 1500 ms: $p"
 IDLE=60000 renew idle L >/dev/null
 p=$(pttls)
-is "$(j "$p" 'len(r) >= 6 and all(1500 < t <= 60000 for t in r)')" true "idle: a renewal refreshes them: $p"
+is "$(j "$p" 'len(r) == 2 and all(1500 < t <= 60000 for t in r)')" true "idle: a renewal that asks for longer refreshes them: $p"
+IDLE=60000 renew idle L >/dev/null
+is "$(j "$(pttls)" "r == $p")" false "idle: (time passes: the PTTLs change)"
+p2=$(pttls)
+IDLE=60000 renew idle L >/dev/null
+is "$(j "$(pttls)" "all(t <= q for t, q in zip(r, $p2))")" true "idle: one just after, with the same idle time, writes no expiry"
 # Its last renewal (idle_ms as configured: 1500), then the release, which
 # writes nothing that needs time to live: the name leaves 1500 ms after.
 IDLE=1500 renew idle L >/dev/null
 is "$(IDLE=1500 release idle L)" "[1]" "idle: released"
 left=$(for k in "${idle_keys[@]}"; do [ "$(rcli EXISTS "$k")" = 1 ] && echo "${k##*:}"; done | paste -sd, -)
-is "$left" "token,clock" "idle: only the token counter and the clock are left (straight in: no ticket)"
+is "$left" "clock" "idle: only the name's hash is left (its state: the counters)"
 p=$(pttls)
-is "$(j "$p" 'len(r) == 2 and all(0 < t <= 1500 for t in r)')" true "idle: they live 1500 ms from the last renewal: $p"
+is "$(j "$p" 'len(r) == 1 and all(0 < t <= 1500 for t in r)')" true "idle: it lives 1500 ms from the last renewal: $p"
 gone() { [ "$(rcli EXISTS "${idle_keys[@]}")" = 0 ]; }
 check "idle: all keys of the released name are gone after 1500 ms" wait_for 5 gone
 IDLE=0 acquire idle0 L 1 >/dev/null
@@ -290,14 +319,17 @@ acquire exp w 1 >/dev/null
 expired() { [ "$(j "$(status exp)" '[h[0] for h in r[1] if h[0] == "h"]')" = "[]" ]; }
 check "expiry: h is dropped once Redis's clock passes its expiry" wait_for 5 expired
 check "expiry: that wakes the waiters ('1')" wait_for 5 heard exp 1
-is "$(rcli ZSCORE "$(key exp limits)" h)$(rcli HGET "$(key exp owner)" h)" "" "expiry: h is forgotten (limits, owner)"
+is "$(rcli HEXISTS "$(key exp clock)" h)" 0 "expiry: h is forgotten (its record)"
+r=$(counted exp)
+is "$(j "\"$r\"" 'r.split(" / ")[0] == r.split(" / ")[1][:3] and int(r[-1]) == sum(map(int, r.split()[:2]))')" true \
+        "expiry: the counts follow the ZSETs and records ($r)"
 
 # ---- Clock steps ---------------------------------------------------------------
 # The fleet's clock key says when a script last ran on any name; setting it
 # back (or ahead) is what a step of Redis' clock looks like to the next one.
 fleet_offset() { rcli GET "$FLEET_CLOCK" | awk '{ print $2 }'; }
 fleet_is() { rcli SET "$FLEET_CLOCK" "$1 $(fleet_offset)" >/dev/null; }
-name_offset() { rcli GET "$(key "$1" clock)" | awk '{ print $3 }'; }
+name_offset() { state "$1" 8; }
 acquire fwd h 1 >/dev/null
 acquire fwd w 1 >/dev/null
 acquire other o 1 >/dev/null
@@ -334,7 +366,6 @@ is "$(j "$(acquire fwd x 1)" 'r[0]')" 1 "clock: x, first in line, gets in"
 acquire cut c 1 >/dev/null
 t=$(redis_ms)
 rcli ZADD "$(key cut holders)" $((t - 1000)) c >/dev/null
-rcli SET "$(key cut clock)" "$((t - 9000)) ${TTL_MS:-10000} $(fleet_offset)" KEEPTTL >/dev/null
 is "$(j "$(acquire cut q 1)" 'r[0]')" 1 "clock: a name alone unseen is no step: c ran out, q gets in"
 # Redis restored from a snapshot 9 s old, its new state's grace ended 5 s
 # ago: what it has is old data, not a step; its dead leases run out.
@@ -408,7 +439,7 @@ tc=$(j "$r" 'r[1]')
 is "$(j "$r" 'r[0]')" 1 "clock step: put right, c is granted"
 is "$(j "$tc" "$tb < r < $(redis_us) + 1000000")" true "clock step: c's token $tc is above b's, and not ahead of Redis' clock by the step"
 restart_from before-step
-is "$(rcli GET "$(key step token)")" "$ta" "clock step: Redis restarted from the snapshot: its counter is a's again"
+is "$(state step 5)" "$ta" "clock step: Redis restarted from the snapshot: its counter is a's again"
 r=$(GRACE=$(( $(redis_ms) - 1 )) acquire step d 5)
 is "$(j "$r" 'r[0]')" 1 "clock step: after the restart (a reset whose grace is over) d is granted"
 is "$(j "$r" "r[1] > $tc")" true "clock step: d's token $(j "$r" 'r[1]') is above every token before the restart, c's ($tc) too"
@@ -427,7 +458,7 @@ rcli FLUSHALL >/dev/null
 TTL_MS=2000 acquire quiet-a a 5 >/dev/null
 tq=$(j "$(TTL_MS=2000 acquire quiet-b b 5)" 'r[1]')
 quiet_for_a_second
-rcli DEL "$(key quiet-b token)" >/dev/null
+rcli HDEL "$(key quiet-b clock)" . >/dev/null
 r=$(TTL_MS=2000 acquire quiet-b c 5)
 is "$(j "$r" "r[1] > $tq")" true "silence: a counter that left Redis starts above its last token ($(j "$r" 'r[1]') > $tq)"
 # A release on a name with no keys (a lease Redis lost) knows no lease: it
@@ -468,7 +499,7 @@ snapshot in-step "restart: a snapshot during a step"
 step_clock 0
 te=$(j "$(TTL_MS=10000 acquire quiet-e b 5)" 'r[1]')
 restart_from in-step
-rcli DEL "$(key quiet-e token)" >/dev/null
+rcli HDEL "$(key quiet-e clock)" . >/dev/null
 r=$(TTL_MS=10000 acquire quiet-e c 5)
 is "$(j "$r" "r[0] == 1 and r[1] > $te")" true "restart: from a snapshot saved during the step, the next token is above those after it"
 
@@ -477,25 +508,25 @@ P1=00112233445566778899aabbccddeeff
 P2=ffeeddccbbaa99887766554433221100
 sub pub
 acquire pub h 1 "$P2" >/dev/null
-is "$(rcli HEXISTS "$(key pub proof)" h)" 0 "proof: a lease granted at once keeps none"
+is "$(rec pub h 6)" - "proof: a lease granted at once keeps none"
 acquire pub w 1 "$P1" >/dev/null
-is "$(rcli HGET "$(key pub proof)" w)" "$P1" "proof: a waiter's is kept while it waits"
+is "$(rec pub w 6)" "$P1" "proof: a waiter's is kept while it waits"
 acquire pub w3 1 >/dev/null
 r=$(status pub)
 check "proof: status lists the waiters, but no proof" eval '[[ $r == *\"w3\"* && $r != *$P1* ]]'
 r=$(release pub h)
 msg=$(j "$r" '"g %s %d %d '"$P1"'" % (r[1], r[2], r[3])')
 check "release publishes '$msg': the grant with the waiter's proof" wait_for 5 heard pub "$msg"
-is "$(rcli HEXISTS "$(key pub proof)" w)" 0 "proof: gone once used"
+is "$(rec pub w 6)" - "proof: gone once used"
 r=$(release pub w)
 msg2=$(j "$r" '"g %s %d %d -" % (r[1], r[2], r[3])')
 check "a waiter that gave no proof: '$msg2'" wait_for 5 heard pub "$msg2"
 acquire pub w2 1 "$P2" >/dev/null
-is "$(rcli HGET "$(key pub proof)" w2)" "$P2" "proof: w2 waits with its proof"
+is "$(rec pub w2 6)" "$P2" "proof: w2 waits with its proof"
 is "$(wakes pub)" "$msg"$'\n'"$msg2" "... and nothing else: no '1' for a hand-over"
 is "$(release pub w2)" "[0]" "a waiter leaves the line"
 check "that publishes '1' (look again)" wait_for 5 heard pub 1
-is "$(rcli HEXISTS "$(key pub proof)" w2)" 0 "proof: gone with the waiter that left"
+is "$(rcli HEXISTS "$(key pub clock)" w2)" 0 "proof: gone with the waiter that left"
 
 # ---- Group commit ----------------------------------------------------------------
 # Calls as the agent batches them: kind, number of args, args; the replies
@@ -516,6 +547,7 @@ is "$(j "$r" '[r[0][0], r[1][:2], r[2][:2]]')" "[1,[0,1],[0,2]]" "batch: b1 gets
 is "$(j "$r" 'r[3][:2]')" '[1,"b2"]' "batch: b1's release hands the slot to b2 in the same call"
 is "$(j "$r" 'r[4]')" "[]" "batch: b2's renewal finds it held"
 is "$(j "$(status bat)" '[h[0] for h in r[1]] + [q[0] for q in r[2]]')" '["b2","b3"]' "batch: Redis has what the calls did"
+is "$(counted bat)" "1 1 / 1 1 2" "batch: counted right"
 # An agent that restarted adopts its leases in batches too.
 BATCH=()
 for l in b2 b3 nobody; do batched adopt lease=$l ttl_ms=10000 host=a uid=1000 grace_until_ms=0 idle_ms=0; done
@@ -552,6 +584,42 @@ is "$(j "$e6" '[r[0], r[1].split()[0], r[1].split()[2]]')" '[2,"0000000000000000
         "epoch: another master (a failover) replaces it, and says so"
 is "$(j "$e6" "$t0 + 3000 <= int(r[1].split()[1]) <= $(redis_ms) + 3000")" true "epoch: ... with the longer grace"
 
+# ---- The name's state --------------------------------------------------------------
+# Many leases of one agent on one name: one renewal, read and written a
+# few thousand at a time.
+BATCH=()
+for i in $(seq 1 4500); do batched acquire lease="m$i" slots=5000 ttl_ms=10000 description=- host=a uid=1000 \
+        grace_until_ms=0 idle_ms=600000; done
+is "$(lua many batch "${BATCH[@]}" | grep -o '\[1,' | wc -l)" 4500 "many: 4500 grants in one batch"
+leases=(); for i in $(seq 1 4500); do leases+=("m$i"); done
+is "$(renew many "${leases[@]}" gone1 gone2)" '["gone1","gone2"]' "many: one renewal of 4502 leases extends 4500"
+is "$(counted many)" "4500 0 / 4500 0 4500" "many: counted right"
+# A holder's entry removed by hand (as eviction would): its renewal says it
+# is missing, and the counts follow the ZSETs again.
+acquire gone-by-hand h 1 >/dev/null
+acquire gone-by-hand h2 2 >/dev/null
+rcli ZREM "$(key gone-by-hand holders)" h >/dev/null
+is "$(renew gone-by-hand h h2)" '["h"]' "lost entry: a holder removed by hand is missing at its renewal"
+is "$(counted gone-by-hand)" "0 1 / 0 1 1" "lost entry: its record went, the counts are the ZSETs'"
+is "$(j "$(acquire gone-by-hand h2 2)" 'r[0]')" 1 "lost entry: so the waiter behind it gets in"
+# A lease named as the state's field is refused (the agent never sends one).
+like "$(acquire dot . 1 2>&1)" "FLEETSEM a lease may not be named" "state: a lease named '.' is refused"
+is "$(rcli HGET "$(key dot clock)" .)" "" "... and writes nothing"
+# The first data model's keys: a name whose `clock` is a string that an
+# agent of it wrote within two of its leases is refused, by name; after
+# that, the name starts again (its dead holders gone).
+t=$(redis_ms)
+rcli SET "$(key old1 clock)" "$((t - 5000)) 10000 0" >/dev/null
+rcli ZADD "$(key old1 holders)" $((t + 5000)) oldlease >/dev/null
+r=$(acquire old1 n 1 2>&1)
+like "$r" "FLEETSEM fleetsem:\\{old1\\}:clock is of the first data model" "first model: a name an earlier agent uses is refused: $r"
+is "$(rcli TYPE "$(key old1 clock)") $(rcli ZCARD "$(key old1 holders)")" "string 1" "... and left as it was"
+rcli SET "$(key old1 clock)" "$((t - 25000)) 10000 0" >/dev/null
+r=$(acquire old1 n 1)
+is "$(j "$r" 'r[:1]')" "[1]" "first model: two leases after its last use the name is taken over: granted"
+is "$(rcli ZRANGE "$(key old1 holders)" 0 -1)" n "... the old holder gone"
+is "$(counted old1)" "1 0 / 1 0 1" "... and counted"
+
 # ---- Status --------------------------------------------------------------------
 is "$(j "$(status st)" 'r[1:]')" "[[],[],0]" "status: an unknown name: nobody, limit 0"
 acquire st h1 2 >/dev/null
@@ -560,7 +628,7 @@ acquire st w 4 >/dev/null
 r=$(status st)
 is "$(j "$r" '[[h[0], 0 < h[1] <= 10000, h[3], h[4]] for h in r[1]]')" \
         '[["h1",true,"INFO lease=h1","a 1000"],["h2",true,"INFO lease=h2","b 7"]]' "status: holders, expiry, desc, owner"
-is "$(j "$r" 'r[1][0][2]')" "$(rcli HGET "$(key st grant)" h1)" "status: holder's 'TOKEN SINCE'"
+is "$(j "$r" 'r[1][0][2]')" "$(rec st h1 4-5)" "status: holder's 'TOKEN SINCE'"
 is "$(j "$r" 'r[2:]')" '[[["w","INFO lease=w","a 1000"]],2]' "status: the queue, and the limit in force"
 is "$(j "$r" "abs(r[0] - $(redis_ms)) < 60000")" true "status: now_ms is Redis's clock"
 

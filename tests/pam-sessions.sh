@@ -63,7 +63,7 @@ open a2 ssh daemon
 is "$(result a1) $(result a2)" "0 0" "two sessions for daemon open"
 like "$(cat "$T/out-a1")" $'env: FLEETSEM_NAME=login:daemon' "the session's environment names the slot (pam_putenv)"
 a1_lease=$(sed -n 's/^env: FLEETSEM_LEASE=//p' "$T/out-a1")
-a1_token=$(rcli HGET 'fleetsem:{login:daemon}:grant' "$a1_lease" | cut -d' ' -f1)
+a1_token=$(record login:daemon "$a1_lease" 4)
 like "$(cat "$T/out-a1")" "env: FLEETSEM_TOKEN=$a1_token"'$' "... with its fencing token, the one Redis granted"
 like "$(cat "$T/out-a1")" 'env: FLEETSEM_LEASE=[0-9a-f]{32}' "... and lease"
 is "$(holders login:daemon)" 2 "Redis holds 2 slots of login:daemon"

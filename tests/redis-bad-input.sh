@@ -103,6 +103,17 @@ like "$out" 'WRONGTYPE' "wrong-type key: Redis' error is shown"
 fs a run --no-wait fine -- true
 is "$?" 0 "other names still work"
 
+# A name an agent of the first data model uses (its `clock` a string it
+# wrote just now): refused, saying why and what to do; others still served.
+rcli SET 'fleetsem:{model1}:clock' "$(( $(rcli TIME | head -n 1) * 1000 )) 15000 0" >/dev/null
+out=$(fs a run --no-wait model1 -- true 2>&1); rc=$?
+is "$rc" 69 "a name of the first data model in use: exit 69"
+like "$out" 'model1: FLEETSEM fleetsem:\{model1\}:clock is of the first data model, in use by an agent of an earlier fleetsem: upgrade every agent' \
+        "... saying why and what to do"
+is "$(rcli TYPE 'fleetsem:{model1}:clock')" string "... and leaving the old agent's keys alone"
+fs a run --no-wait fine -- true
+is "$?" 0 "other names still work"
+
 # Redis forgets our scripts (SCRIPT FLUSH): loaded again, nobody notices.
 # What the agent sends is what Redis' MONITOR shows, the first run's and the
 # second's parted by an ECHO.

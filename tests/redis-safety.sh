@@ -45,13 +45,13 @@ touch "$T/go-capped-x"; wait "$capped"
 job a owned & holder=$!
 check "a job holds owned on host a" wait_for 5 grep -q "^enter" "$T/events-owned"
 lease=$(lease_of owned)
-token_before=$(rcli HGET 'fleetsem:{owned}:grant' "$lease")
+token_before=$(record owned "$lease" 4-5)
 out=$(python3 "$(dirname "$0")/anchor-ask.py" "$NSBASE-b" "$lease" owned 1)
 like "$out" '^ERROR code=permission' "host b asking with host a's lease id is refused"
 out=$(python3 "$(dirname "$0")/anchor-ask.py" "$NSBASE-b" "$lease" owned 5)
 like "$out" '^ERROR code=permission' "so is asking with a higher limit"
-is "$(rcli HGET 'fleetsem:{owned}:owner' "$lease")" "a 0" "Redis records the lease as host a's, uid 0"
-is "$(rcli HGET 'fleetsem:{owned}:grant' "$lease")" "$token_before" "the holder's grant is untouched"
+is "$(record owned "$lease" 1-2)" "a 0" "Redis records the lease as host a's, uid 0"
+is "$(record owned "$lease" 4-5)" "$token_before" "the holder's grant is untouched"
 is "$(rcli ZCARD 'fleetsem:{owned}:holders')" 1 "and it still holds"
 is "$(metric a fleetsem_lost_total)" 0 "and is not told it lost anything"
 fs b run --no-wait owned -- true 2>/dev/null
@@ -78,13 +78,13 @@ rcli PUBLISH 'fleetsem:{wake}:wake' "g $wlease 999 1 -" >/dev/null
 rcli PUBLISH 'fleetsem:{wake}:wake' "g $wlease 999 1 0123456789abcdef0123456789abcdef $wlease 1000 1 -" >/dev/null
 rcli PUBLISH 'fleetsem:{wake}:wake' "g $wlease 999 1" >/dev/null
 # What the agent does with it: it asks Redis (an acquire call, the one
-# call that sends the description) for the lease the message names.
+# call whose arguments have the description) for the lease the message names.
 check "the forged wake-up makes the waiter's agent ask Redis" \
-        wait_for 5 sh -c "sed -n '/PUBLISH/,\$p' $T/monitor | grep '$wlease' | grep -q 'INFO host=b'"
+        wait_for 5 sh -c "sed -n '/PUBLISH/,\$p' $T/monitor | grep EVALSHA | grep '$wlease' | grep -q 'INFO host=b'"
 kill "$monitor"
 is "$(entered wake)" 1 "a forged wake message naming the waiter lets nobody in"
 is "$(rcli ZSCORE 'fleetsem:{wake}:queue' "$wlease" | grep -c .)" 1 "Redis still lists it as waiting"
-is "$(rcli HGET 'fleetsem:{wake}:grant' "$wlease")" "" "Redis holds no grant for it"
+is "$(record wake "$wlease" 4)" 0 "Redis holds no grant for it (token 0: it waits)"
 rcli MONITOR >"$T/monitor2" & monitor=$!
 wait_for 5 test -s "$T/monitor2"
 touch "$T/go-wake"; wait "$holder"; wait "$waiter"
@@ -97,15 +97,15 @@ check "with a token of Redis', not the forged 999 ($t_waiter after the holder's 
 check "the release's wake message names the waiter with a proof" \
         grep -Eq "PUBLISH.*\"g $wlease [0-9]+ [0-9]+ [0-9a-f]{32}\"" "$T/monitor2"
 check "b's agent grants on it without asking Redis again" \
-        sh -c "! sed -n '/PUBLISH.*g $wlease/,\$p' $T/monitor2 | grep 'INFO host=b' | grep -q '$wlease'"
+        sh -c "! sed -n '/PUBLISH.*g $wlease/,\$p' $T/monitor2 | grep EVALSHA | grep 'INFO host=b' | grep -q '$wlease'"
 check "and says so in its log" grep -q "Granted slot of wake to .* on the release's wake message" "$T/agent-b.log"
 check "and the proof left Redis with the grant" \
-        sh -c "[ -z \"\$(redis-cli -s $REDIS_SOCK HGET 'fleetsem:{wake}:proof' '$wlease')\" ]"
+        sh -c "! redis-cli -s $REDIS_SOCK HGET 'fleetsem:{wake}:clock' '$wlease' | cut -d' ' -f6 | grep -q '[0-9a-f]\{32\}'"
 kill "$monitor"
 
 # ---- 7. Idle names leave Redis ---------------------------------------------------
 t1=$(fs c run idle-x -- sh -c 'echo $FLEETSEM_TOKEN')
-pttl=$(rcli PTTL 'fleetsem:{idle-x}:token')
+pttl=$(rcli PTTL 'fleetsem:{idle-x}:clock')
 check "an idle name's keys get the idle time to live (${pttl}ms)" [ "$pttl" -gt 0 -a "$pttl" -le 4000 ]
 check "an idle name leaves Redis after idle_time (4s)" \
         wait_for 10 sh -c "[ -z \"\$(redis-cli -s $REDIS_SOCK --scan --pattern 'fleetsem:{idle-x}:*')\" ]"

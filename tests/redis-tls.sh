@@ -72,7 +72,7 @@ check "the agent reaches Redis through stunnel" wait_for 10 redis_state_is a up
 fs a run --slots 1 --no-wait over-tls -- true
 is "$?" 0 "a slot is granted over TLS"
 check "... Redis has the name's keys" sh -c "[ \"\$(redis-cli --tls --cacert '$T/ca.crt' --cert '$T/client.crt' \
-        --key '$T/client.key' -p $TLS_PORT -a '$PW' --no-auth-warning EXISTS 'fleetsem:{over-tls}:token')\" = 1 ]"
+        --key '$T/client.key' -p $TLS_PORT -a '$PW' --no-auth-warning EXISTS 'fleetsem:{over-tls}:clock')\" = 1 ]"
 like "$(cat "$T/stunnel-good.log")" 'Certificate accepted' "stunnel checked Redis' certificate"
 
 # ---- Servers whose certificate does not verify: another CA, another name -------

@@ -41,7 +41,7 @@ python3 "$(dirname "$0")/holder-raw.py" "$NSBASE-a" stuffed victim >"$T/victim.o
 victim=$!
 check "the victim holds" wait_for 5 grep -q held "$T/victim.out"
 lease=$(rcli ZRANGE 'fleetsem:{stuffed}:holders' 0 -1)
-grant=$(rcli HGET 'fleetsem:{stuffed}:grant' "$lease")
+grant=$(record stuffed "$lease" 4-5)
 
 like "$(attack a stuff "$lease")" '^full after [0-9]+' "nobody fills the backlog of root's anchor"
 kill -TERM "$(agent_pid a)"
@@ -53,7 +53,7 @@ check "the new agent re-adopts the slot" wait_for 10 grep -q "Re-adopted 1 held 
 check "it watches the anchor by name" grep -q "watching it by name" "$T/agent-a.log"
 sleep 3         # longer than the lease: a slot given up would be gone
 is "$(rcli ZRANGE 'fleetsem:{stuffed}:holders' 0 -1)" "$lease" "Redis still lists the victim's lease"
-is "$(rcli HGET 'fleetsem:{stuffed}:grant' "$lease")" "$grant" "with the same token"
+is "$(record stuffed "$lease" 4-5)" "$grant" "with the same token"
 fs a run --no-wait --slots 1 stuffed -- true 2>/dev/null
 is "$?" 75 "a second job is refused (--no-wait: 75)"
 check "the victim still runs" kill -0 "$victim"

@@ -84,7 +84,7 @@ ns pkg fleetsem run hold -- sh -c 'read x </run/fleetsem-test/go' >"$T/hold.log"
 hold=$!
 check "a job holds a slot" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{hold}:holders') = 1 ]"
 lease=$(rcli ZRANGE 'fleetsem:{hold}:holders' 0 -1)
-htoken=$(rcli HGET 'fleetsem:{hold}:grant' "$lease" | cut -d' ' -f1)
+htoken=$(record hold "$lease" 4)
 agent=$(ns_prop pkg fleetsemd.service MainPID)
 ns pkg env DEBIAN_FRONTEND=noninteractive dpkg -i /run/fleetsem-debs/"$(basename "$DEB_FS")" >"$T/dpkg-upgrade.log" 2>&1
 is "$?" 0 "dpkg -i of the same version again (the upgrade path)"

@@ -57,7 +57,7 @@ is "$(ns_prop h3 worker@b.service StatusText)" "Waiting for fleet slot worker: p
 like "$(ns h3 systemctl status worker@b.service --no-pager 2>&1)" 'Status: "Waiting for fleet slot worker: position 4' \
         "... in systemctl status itself"
 # The token Redis granted h1's worker@a (tokens start from Redis' clock).
-t1=$(rcli HGET 'fleetsem:{worker}:grant' "$(lease_of h1 worker@a.service)" | cut -d' ' -f1)
+t1=$(record worker "$(lease_of h1 worker@a.service)" 4)
 is "$(ns_prop h1 worker@a.service StatusText)" "Holding fleet slot worker (token $t1)" "a holder's status names its token"
 like "$(ns h1 cat /run/fleetsem/worker@a.service.env)" "FLEETSEM_NAME=worker"$'\n'"FLEETSEM_TOKEN=$t1"$'\n''FLEETSEM_LEASE=[0-9a-f]{32}' \
         "/run/fleetsem/UNIT.env names the slot"
@@ -133,7 +133,7 @@ ns h2 systemctl start --no-block crashy.service
 check "h2 crashy waits" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{crashy}:queue') = 1 ]"
 check "h1 crashy crashed and restarted 3 times" wait_for 10 sh -c "[ \$(nsenter -t $(ns_leader h1) -a systemctl show -P NRestarts crashy.service) -ge 3 ]"
 is "$(rcli ZRANGE 'fleetsem:{crashy}:holders' 0 -1)" "$lease" "through the restarts it kept the same lease"
-crashy_token=$(rcli HGET 'fleetsem:{crashy}:grant' "$lease" | cut -d' ' -f1)
+crashy_token=$(record crashy "$lease" 4)
 is "$(awk '$2 == "h1" { print $4 }' "$EV" | sort -u | tr '\n' ' ')" "$crashy_token " "... and the same token, every run"
 is "$(grep -c '^start h2 ' "$EV")" 0 "h2 never got in"
 is "$(state h2 crashy.service)" activating "h2 still waits"

@@ -484,7 +484,9 @@ class Harness:
         now = self.rcmd(m, "TIME")
         expiry = int(now[0]) * 1000 + int(now[1]) // 1000 + 2 * ttl_ms
         self.rcmd(m, "ZADD", "fleetsem:{%s}:holders" % CANARY, expiry, "0" * 32)
-        self.rcmd(m, "HSET", "fleetsem:{%s}:owner" % CANARY, "0" * 32, "h1 0", "f" * 32, "h2 0")
+        # Records only: the first call on the name counts its state from the ZSETs.
+        self.rcmd(m, "HSET", "fleetsem:{%s}:clock" % CANARY, "0" * 32, "h1 0 1 1 0 - canary", "f" * 32,
+                  "h2 0 1 0 0 - canary")
         self.rcmd(m, "ZADD", "fleetsem:{%s}:queue" % CANARY, 1, "f" * 32)
         a, b = (socket.create_connection((STORE_IP, STORE_PORT), 5) for _ in range(2))
         for sock, text in ((a, "BEGIN %s 10 canary.a term %s\n" % (CANARY, "0" * 32)),

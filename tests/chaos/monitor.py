@@ -66,7 +66,7 @@ def main():
             for n in names:
                 cmds += [("ZRANGE", "fleetsem:{%s}:holders" % n, 0, -1, "WITHSCORES"),
                          ("ZRANGE", "fleetsem:{%s}:queue" % n, 0, -1),
-                         ("HGETALL", "fleetsem:{%s}:owner" % n)]
+                         ("HGETALL", "fleetsem:{%s}:clock" % n)]
             r = conn.multi(cmds)
         except (OSError, RedisError, ConnectionError):
             if conn:
@@ -80,7 +80,7 @@ def main():
         seen_orphans, seen_stuck = set(), set()
         for i, n in enumerate(names):
             hz, queue, ow = r[1 + 3 * i], r[2 + 3 * i], r[3 + 3 * i]
-            owner = dict(zip(ow[0::2], ow[1::2]))
+            owner = dict(zip(ow[0::2], ow[1::2]))     # lease -> "HOST UID ..." (and "." -> the state)
             held = [(hz[j], float(hz[j + 1])) for j in range(0, len(hz), 2) if float(hz[j + 1]) > now_ms]
             for lease, _ in held:
                 host = owner.get(lease, "? ?").split()[0]

@@ -23,11 +23,10 @@ while i <= #ARGV do
 end
 -- The idle time is the calls' own (one agent's: the same in all but
 -- adopt's, which asks for none): the longest.
-local replies, idle_ms, all = {}, 0, false
+local replies, idle_ms = {}, 0
 for _, c in ipairs(calls) do
   local kind, argv = c[1], c[2]
   replies[#replies + 1] = kind[1](argv)
   idle_ms = math.max(idle_ms, tonumber(argv[kind[3]]) or 0)
-  all = all or kind[1] == renew_call
 end
-return idle(idle_ms, replies, all)
+return idle(idle_ms, replies)

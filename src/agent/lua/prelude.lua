@@ -1,14 +1,9 @@
 -- Shared by every script; the K_ locals above it come from keys.list.
 -- Per name, all with the hash tag {NAME}:
 --   holders (ZSET lease -> expiry ms)   queue (ZSET lease -> ticket)
---   waiters (ZSET lease -> expiry ms)   info (HASH lease -> description)
---   grant (HASH lease -> "TOKEN SINCE_MS")   token (fencing counter)
---   ticket (queue counter)   limits (ZSET lease -> slots it asked for)
---   owner (HASH lease -> "HOST UID")
---   proof (HASH lease -> a secret of the waiter's agent, until its grant)
---   clock ("NOW_MS TTL_MS OFFSET_MS": the server's clock when a script
---   last saw the name, the lease of the agent that called it, and the
---   fleet clock's offset its expiries are on)
+--   waiters (ZSET lease -> expiry ms)
+--   clock (HASH): the name's state and a record of each lease that holds
+--   or waits; see "The name's hash" below.
 -- and one key for all names, K_FLEET_CLOCK (the last KEY; see observe()).
 -- Every time comes from the server's clock: no client clock is trusted.
 -- Only functions here: the epoch script has other KEYS and uses none of them.
@@ -23,18 +18,6 @@ local function now()
     now_ms_, now_us_ = sec * 1000 + math.floor(usec / 1000), sec * 1000000 + usec
   end
   return now_ms_, now_us_
-end
-
--- The keys this call wrote, and whether they need their idle time again
--- (see idle()): `fresh` when the call made a key (the name was empty, a
--- counter is new), `due` when it rewrote the clock key, which it does at
--- most every twentieth of a lease and then gives every key its idle time
--- again. So a key that exists has nearly all of idle_ms left, and a call
--- that only changes keys that exist writes no expiry at all.
-local written, fresh, due = {}, false, false
-local function write(cmd, key, ...)
-  written[key] = true
-  return redis.call(cmd, key, ...)
 end
 
 -- How wake-ups are published: in a Redis Cluster the agent makes this
@@ -55,18 +38,194 @@ local function wake(message)
   redis.call(WAKE_COMMAND, string.sub(K_HOLDERS, 1, -#'holders' - 1) .. 'wake', message or '1')
 end
 
+-- One command on many members or fields, a few thousand at a time (Lua's
+-- unpack() has a limit). Returns the sum of the replies.
+local function each_chunk(cmd, key, list)
+  local sum = 0
+  for i = 1, #list, 4000 do
+    sum = sum + redis.call(cmd, key, unpack(list, i, math.min(i + 3999, #list)))
+  end
+  return sum
+end
+
+-- ---- The name's hash, K_CLOCK --------------------------------------------
+-- Field '.' holds the name's state,
+--   "HELD LINE LIMIT AT_LIMIT TOKEN TICKET TTL_MS OFFSET_MS EXPIRES_MS":
+-- how many hold and how many are in line (the sizes of holders and queue,
+-- kept with every change to those, so that no call has to count them),
+-- the limit in force and how many of them asked for exactly it (LIMIT -1:
+-- not known since the last of those left; read again from the records
+-- when asked), the last fencing token and ticket handed out, the lease of
+-- the last caller that knew one, the fleet clock's offset the expiries are
+-- on (see observe()), and when the name's keys leave Redis (0: never).
+-- Every other field is a lease that holds or waits, with its record
+--   "HOST UID SLOTS TOKEN SINCE_MS PROOF DESCRIPTION"
+-- (TOKEN and SINCE_MS 0 while it waits; PROOF, a secret of the waiter's
+-- agent for the grant message, '-' when none). So a call reads what it
+-- needs of the name in one HMGET and writes it back in one HSET.
+-- The key keeps the name of the first data model's clock key, a string
+-- that that model's scripts read (GET) before anything else: an agent of
+-- that model fails on a name this model holds, and this one refuses a
+-- name that model holds (first_model()), so the two never count one
+-- name's slots apart.
+local STATE = '.'
+local st                -- the name's state, once read
+local st_new = false    -- it was not in Redis: counted from the ZSETs
+local st_dirty = false
+local rec = {}          -- lease -> its record, false: none (read or written this call)
+local dirty = {}        -- lease -> true: its record changed (rec has it, false: deleted)
+local created = {}      -- ZSETs this call made (they need the name's expiry)
+
+local function parse_record(v)
+  local host, uid, slots, token, since, proof, desc =
+    string.match(v or '', '^(%S+) (%d+) (%d+) (%d+) (%d+) (%S+) (.*)$')
+  if not host then return false end
+  return {host = host, uid = uid, slots = tonumber(slots), token = tonumber(token), since = tonumber(since),
+    proof = proof, desc = desc}
+end
+local function record_text(r)
+  return table.concat({r.host, r.uid, digits(r.slots), digits(r.token), digits(r.since), r.proof, r.desc}, ' ')
+end
+local function parse_state(v)
+  local n = {}
+  for f in string.gmatch(v or '', '%S+') do n[#n + 1] = tonumber(f) end
+  if #n ~= 9 then return nil end
+  return {held = n[1], line = n[2], limit = n[3], at_limit = n[4], token = n[5], ticket = n[6], ttl = n[7],
+    offset = n[8], expires = n[9]}
+end
+local function state_text(s)
+  return table.concat({digits(s.held), digits(s.line), digits(s.limit), digits(s.at_limit), digits(s.token or 0),
+    digits(s.ticket), digits(s.ttl or 0), digits(s.offset or 0), digits(s.expires)}, ' ')
+end
+
+-- The name's keys are of the first data model: an agent of an earlier
+-- fleetsem uses this name, or did. Its string "LAST_MS TTL_MS OFFSET_MS"
+-- says when it last did: within two of its leases, its holders may live,
+-- and the call is refused (an error naming the key); after that none can,
+-- and the name's keys start again (tokens stay above the old ones: a
+-- missing counter starts from the tokens' clock).
+local function first_model()
+  local last, ttl = string.match(redis.call('GET', K_CLOCK) or '', '^(%d+) (%d+)')
+  local now_ms = now()
+  if last and now_ms - tonumber(last) < 2 * tonumber(ttl) then
+    error({err = 'FLEETSEM ' .. K_CLOCK .. ' is of the first data model, in use by an agent of an earlier ' ..
+      'fleetsem: upgrade every agent (fleetsemd(8), UPGRADING); the name is taken over two leases after its last use'})
+  end
+  redis.call('DEL', K_CLOCK, K_HOLDERS, K_QUEUE, K_WAITERS)
+end
+
+-- Reads the state (once) and the records of `leases` not read yet, in one
+-- HMGET (a few thousand fields at a time).
+local function fetch(leases)
+  local fields = {}
+  if not st then fields[1] = STATE end
+  for _, lease in ipairs(leases) do
+    if lease == STATE then error({err = 'FLEETSEM a lease may not be named "' .. STATE .. '"'}) end
+    if rec[lease] == nil then fields[#fields + 1] = lease end
+  end
+  for i = 1, #fields, 4000 do
+    local part = {unpack(fields, i, math.min(i + 3999, #fields))}
+    local got = redis.pcall('HMGET', K_CLOCK, unpack(part))
+    if got.err then
+      first_model()
+      got = redis.call('HMGET', K_CLOCK, unpack(part))
+    end
+    for j, f in ipairs(part) do
+      if f == STATE then st = parse_state(got[j]) else rec[f] = parse_record(got[j]) end
+    end
+  end
+end
+
+-- The state, counted from the ZSETs when Redis has none (a new name, or
+-- one whose hash left before its other keys).
+local function state()
+  if not st then
+    st = {held = redis.call('ZCARD', K_HOLDERS), line = redis.call('ZCARD', K_QUEUE), limit = -1, at_limit = 0,
+      ticket = 0, expires = 0}
+    st_new, st_dirty = true, true
+  end
+  return st
+end
+
+-- `lease`'s record says it holds or waits, but its ZSET entry is gone (not
+-- by a script: evicted, or removed by hand). Its record goes too, and the
+-- counts are taken again from the ZSETs, so they stay right.
+local function entry_lost(lease)
+  rec[lease], dirty[lease] = false, true
+  redis.call('ZREM', K_HOLDERS, lease)
+  redis.call('ZREM', K_QUEUE, lease)
+  redis.call('ZREM', K_WAITERS, lease)
+  st.held, st.line, st.limit, st_dirty = redis.call('ZCARD', K_HOLDERS), redis.call('ZCARD', K_QUEUE), -1, true
+end
+
 -- The limit in force: the lowest number of slots any holder or waiter of
 -- the name asked for; `default` when there is none.
 local function limit_in_force(default)
-  local lowest = redis.call('ZRANGE', K_LIMITS, 0, 0, 'WITHSCORES')
-  if lowest[2] then return tonumber(lowest[2]) end
+  if st.limit < 0 then
+    local low, n = 0, 0
+    local function count(r)
+      if not r then return end
+      if low == 0 or r.slots < low then low, n = r.slots, 1 elseif r.slots == low then n = n + 1 end
+    end
+    local all = redis.call('HGETALL', K_CLOCK)
+    for i = 1, #all, 2 do
+      if all[i] ~= STATE and rec[all[i]] == nil then count(parse_record(all[i + 1])) end
+    end
+    for _, r in pairs(rec) do count(r) end
+    st.limit, st.at_limit, st_dirty = low, n, true
+  end
+  if st.limit > 0 then return st.limit end
   return default
 end
 
--- true when the lease belongs to another host or user than `me` ("HOST UID").
-local function foreign(lease, me)
-  local owner = redis.call('HGET', K_OWNER, lease)
-  return owner and owner ~= me
+-- A new holder or waiter's record, counted in the limit in force.
+local function newcomer(lease, slots, host, uid, desc)
+  local r = {host = host, uid = uid, slots = slots, token = 0, since = 0, proof = '-', desc = desc}
+  rec[lease], dirty[lease], st_dirty = r, true, true
+  if st.limit == 0 or (st.limit > 0 and slots < st.limit) then
+    st.limit, st.at_limit = slots, 1
+  elseif slots == st.limit then
+    st.at_limit = st.at_limit + 1
+  end
+  return r
+end
+local function put(lease, r)
+  rec[lease], dirty[lease] = r, true
+end
+-- Everything about `lease` but its ZSET entries.
+local function forget(lease)
+  local r = rec[lease]
+  if r and r.slots == st.limit then
+    st.at_limit = st.at_limit - 1
+    if st.at_limit <= 0 then st.limit = -1 end
+  end
+  rec[lease], dirty[lease], st_dirty = false, true, true
+end
+
+-- Writes what the call changed in the hash: one HSET, one HDEL.
+local function flush()
+  local set, del = {}, {}
+  for lease in pairs(dirty) do
+    if rec[lease] then
+      set[#set + 1] = lease
+      set[#set + 1] = record_text(rec[lease])
+    else
+      del[#del + 1] = lease
+    end
+  end
+  if st and st_dirty then
+    if st.held + st.line == 0 then st.limit, st.at_limit = 0, 0 end
+    set[#set + 1] = STATE
+    set[#set + 1] = state_text(st)
+  end
+  if #set > 0 then each_chunk('HSET', K_CLOCK, set) end
+  if #del > 0 then each_chunk('HDEL', K_CLOCK, del) end
+  dirty, st_dirty = {}, false
+end
+
+-- true when `r` belongs to another host or user.
+local function foreign(r, host, uid)
+  return r.host ~= host or r.uid ~= uid
 end
 
 -- The fleet's clock key, K_FLEET_CLOCK (the last KEY, one for all names):
@@ -116,9 +275,12 @@ end
 -- the restart was quicker and its data that recent), so across any loss
 -- of data it is at least what the server's clock alone would give. (INFO
 -- costs Redis about as much as a grant: not asked on every one.)
--- Every call that hands out a token makes LAST_MS its own time, so that
--- after a step (or silence, which looks the same) that clock goes on from
--- just past the last token: see observe().
+-- A call that hands out a token makes LAST_MS its own time unless that is
+-- less than TOKEN_GRAIN_MS old, so that after a step (or silence, which
+-- looks the same) that clock goes on from LAST_MS + TOKEN_GRAIN_MS, past
+-- the last token: see observe(). (One write of the key in that time, not
+-- one a grant.)
+local TOKEN_GRAIN_MS = 50
 local function token_offset_move(id, by)
   if id == '' or id ~= fleet.run_id then
     fleet.token_offset = 0
@@ -129,42 +291,18 @@ local function token_offset_move(id, by)
 end
 local function token_clock(now_us)
   local now_ms = now()
-  if fleet.last ~= now_ms then
+  if not fleet.last or now_ms >= fleet.last + TOKEN_GRAIN_MS or now_ms < fleet.last then
     fleet.last, fleet_due = now_ms, true
   end
   return math.max(1, now_us - fleet.token_offset * 1000)
 end
 
--- A missing counter starts from the tokens' clock.
-local function start_token(now_us)
-  if redis.call('EXISTS', K_TOKEN) == 0 then
-    write('SET', K_TOKEN, digits(token_clock(now_us)))
-    fresh = true
-  end
-end
 
+-- Tokens never go back: one above the last, and never below the tokens'
+-- clock, from which a missing counter starts.
 local function next_token(now_us)
-  local token, floor = write('INCR', K_TOKEN), token_clock(now_us)
-  if token == 1 then fresh = true end
-  if token < floor then
-    token = floor
-    write('SET', K_TOKEN, digits(token))
-  end
-  return token
-end
-
--- Everything about `lease` but its holders entry. A `holder` (it was one:
--- a grant takes it out of the line) is in neither the queue nor waiters.
-local function forget(lease, holder)
-  if not holder then
-    redis.call('ZREM', K_QUEUE, lease)
-    redis.call('ZREM', K_WAITERS, lease)
-  end
-  redis.call('HDEL', K_INFO, lease)
-  redis.call('HDEL', K_GRANT, lease)
-  redis.call('ZREM', K_LIMITS, lease)
-  redis.call('HDEL', K_OWNER, lease)
-  redis.call('HDEL', K_PROOF, lease)
+  st.token, st_dirty = math.max((st.token or 0) + 1, token_clock(now_us)), true
+  return st.token
 end
 
 -- Adds `by` ms to every expiry in the ZSET `key`.
@@ -186,7 +324,7 @@ end
 -- a lease ahead of the last call's on any name (the fleet's clock key,
 -- K_FLEET_CLOCK: LAST_MS, OFFSET_MS, ERA), or behind it, sees a step, not
 -- time passing: it adds the step to the fleet's offset. Each name keeps
--- the offset its expiries are on ("LAST_MS TTL_MS OFFSET_MS"), and the
+-- the offset its expiries are on (its state's OFFSET_MS), and the
 -- first script on it after a step moves them by what the offset moved:
 -- a step never ends a lease early, nor makes one last longer. (A gap in
 -- every agent's calls, when no agent could reach Redis, counts as a step:
@@ -203,12 +341,11 @@ end
 -- the steps seen within one Redis process only: across a restart or a
 -- failover, time has passed, and old data is no step. Silence in every
 -- agent's calls counts (a step and silence look the same), so after a step
--- the tokens' clock goes on from 1 ms past LAST_MS, the time of the last
--- call that handed out a token, if not later. A caller that knows no lease
--- (a release on a name without a clock key) sees no step forward.
+-- the tokens' clock goes on from TOKEN_GRAIN_MS past LAST_MS, past the
+-- last token, if not later. A caller that knows no lease
+-- (a release on a name Redis lost) sees no step forward.
 local function observe(now_ms, ttl, grace_until, looker)
-  local last, last_ttl, offset = string.match(redis.call('GET', K_CLOCK) or '', '^(%d+) (%d+) (%-?%d+)$')
-  last, last_ttl, offset = tonumber(last), tonumber(last_ttl), tonumber(offset)
+  local offset, last_ttl = st.offset, st.ttl
   ttl = tonumber(ttl) or last_ttl or 0
   fleet_read()
   local fleet_last, fleet_offset = fleet.last, fleet.offset
@@ -221,63 +358,79 @@ local function observe(now_ms, ttl, grace_until, looker)
   -- Written again after a twentieth of a lease at most, not every call;
   -- never by a caller that knows no lease (it would swallow a step).
   local id = (stale or stepped or not fleet_last or (ttl > 0 and now_ms - fleet_last >= ttl / 20)) and run_id()
-  if id then token_offset_move(id, stepped and now_ms - fleet_last - 1 or 0) end
+  if id then
+    token_offset_move(id, stepped and now_ms - fleet_last - (now_ms > fleet_last and TOKEN_GRAIN_MS or 1) or 0)
+  end
   if moved then
-    shift(K_HOLDERS, fleet_offset - offset)
-    shift(K_WAITERS, fleet_offset - offset)
+    if st.held > 0 then shift(K_HOLDERS, fleet_offset - offset) end
+    if st.line > 0 then shift(K_WAITERS, fleet_offset - offset) end
   end
   if id then
     fleet.last, fleet.offset, fleet.era = now_ms, fleet_offset, math.max(fleet.era, grace_until)
     fleet_write()
   end
-  if moved or not last or now_ms - last >= ttl / 20 or ttl ~= last_ttl then
-    write('SET', K_CLOCK, digits(now_ms) .. ' ' .. digits(ttl) .. ' ' .. digits(fleet_offset), 'KEEPTTL')
-    due = true
+  if offset ~= fleet_offset or (ttl > 0 and ttl ~= last_ttl) then
+    st.offset, st.ttl, st_dirty = fleet_offset, ttl, true
   end
+  return true
+end
+
+-- Drops the holders (key K_HOLDERS) or waiters (K_WAITERS) in `gone`,
+-- whose leases ran out; true if there were any.
+local function ran_out(key, gone)
+  if #gone == 0 then return false end
+  if key == K_HOLDERS then
+    st.held = st.held - each_chunk('ZREM', K_HOLDERS, gone)
+  else
+    st.line = st.line - each_chunk('ZREM', K_QUEUE, gone)
+    each_chunk('ZREM', K_WAITERS, gone)
+  end
+  fetch(gone)
+  for _, lease in ipairs(gone) do forget(lease) end
   return true
 end
 
 -- Drops holders and waiters whose lease ran out (their agent stopped
 -- renewing), and wakes the waiters if that freed anything. Every script
--- that changes a name starts here, with its caller's lease if it has one.
+-- that needs the time calls it (after fetch()), with its caller's lease if
+-- it has one.
+-- (`lazy`: only when someone waits, whom it may concern; the caller checks
+-- the expiry of the leases it names.)
 local expired = false
-local function expire(now_ms, ttl, grace_until, looker)
+local function expire(now_ms, ttl, grace_until, looker, lazy)
   -- Once a call: nothing added since runs out at the same time.
   if expired then return end
   expired = true
+  state()
   if not observe(now_ms, ttl, grace_until, looker) then return end
+  if lazy and st.line == 0 then return end
   local freed = false
-  for _, lease in ipairs(redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now_ms)) do
-    redis.call('ZREM', K_HOLDERS, lease)
-    forget(lease, true)
-    freed = true
-  end
-  for _, lease in ipairs(redis.call('ZRANGEBYSCORE', K_WAITERS, '-inf', now_ms)) do
-    forget(lease)
-    freed = true
-  end
+  if st.held > 0 then freed = ran_out(K_HOLDERS, redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now_ms)) end
+  if st.line > 0 then freed = ran_out(K_WAITERS, redis.call('ZRANGEBYSCORE', K_WAITERS, '-inf', now_ms)) or freed end
   if freed then wake() end
 end
 
-local function grant_of(lease)
-  local g = redis.call('HGET', K_GRANT, lease)
-  local token, since = string.match(g or '', '^(%d+) (%d+)$')
-  return tonumber(token) or 0, tonumber(since) or 0
+-- Puts `lease` at the end of the line (a new ticket), waiting until `expiry`.
+local function enqueue(lease, expiry)
+  st.ticket = st.ticket + 1
+  if st.line == 0 then created[K_QUEUE], created[K_WAITERS] = true, true end
+  st.line, st_dirty = st.line + redis.call('ZADD', K_QUEUE, st.ticket, lease), true
+  redis.call('ZADD', K_WAITERS, expiry, lease)
 end
 
--- Makes `lease` a holder until `expiry`, out of the line if `queued`,
--- beside `held` others; it keeps its limits entry. Returns its token.
-local function grant(lease, expiry, now_ms, now_us, queued, held)
-  if held == 0 then fresh = true end
+-- Makes `lease` (record r) a holder until `expiry`, out of the line if
+-- `queued`. Returns its token.
+local function grant(lease, r, expiry, now_ms, now_us, queued)
   if queued then
-    redis.call('ZREM', K_QUEUE, lease)
+    st.line = st.line - redis.call('ZREM', K_QUEUE, lease)
     redis.call('ZREM', K_WAITERS, lease)
-    redis.call('HDEL', K_PROOF, lease)
+    r.proof = '-'
   end
-  local token = next_token(now_us)
-  write('ZADD', K_HOLDERS, expiry, lease)
-  write('HSET', K_GRANT, lease, digits(token) .. ' ' .. digits(now_ms))
-  return token
+  r.token, r.since = next_token(now_us), now_ms
+  if st.held == 0 then created[K_HOLDERS] = true end
+  st.held, st_dirty = st.held + redis.call('ZADD', K_HOLDERS, expiry, lease), true
+  put(lease, r)
+  return r.token
 end
 
 -- Hands the free slots to the first in line, in ticket order, while the
@@ -286,23 +439,22 @@ end
 -- and its proof to proofs; returns false if the head of the line could not
 -- be judged (its agent must look again).
 local function grant_next(now_ms, now_us, granted, proofs)
-  local head = redis.call('ZRANGE', K_QUEUE, 0, 0)[1]
-  if not head then return true end
-  local held = redis.call('ZCARD', K_HOLDERS)
+  if st.line == 0 then return true end
   -- Nobody leaves on the way: the limit stays what it is.
   local limit = limit_in_force(nil)
-  while head do
+  if not limit then return false end
+  if st.held >= limit then return true end
+  local heads = redis.call('ZRANGE', K_QUEUE, 0, limit - st.held - 1)
+  fetch(heads)
+  for _, head in ipairs(heads) do
     -- Its agent renewed it as a waiter until now: no longer, not anew.
-    local expiry = redis.call('ZSCORE', K_WAITERS, head)
-    if not limit or not expiry then return false end
-    if held >= limit then return true end
-    proofs[#proofs + 1] = redis.call('HGET', K_PROOF, head) or '-'
-    local token = grant(head, expiry, now_ms, now_us, true, held)
-    held = held + 1
+    local expiry, r = redis.call('ZSCORE', K_WAITERS, head), rec[head]
+    if not expiry or not r then return false end
+    proofs[#proofs + 1] = r.proof
+    local token = grant(head, r, expiry, now_ms, now_us, true)
     granted[#granted + 1] = head
     granted[#granted + 1] = token
     granted[#granted + 1] = now_ms
-    head = redis.call('ZRANGE', K_QUEUE, 0, 0)[1]
   end
   return true
 end
@@ -321,18 +473,29 @@ local function granted_message(granted, proofs)
 end
 
 -- Every script but status ends here: a name nobody touches for idle_ms
--- leaves Redis. Gives the keys their idle time again: all of them if `all`
--- (renew) or the clock key was rewritten, those this call wrote if it made
--- one; else none (they have it). Returns reply.
-local function idle(idle_ms, reply, all)
+-- leaves Redis. All its keys leave at one time, the state's EXPIRES_MS:
+-- set again (on every key) when a call that knows the time finds it more
+-- than a quarter of idle_ms off now + idle_ms, and given to each key a
+-- call made. So most calls write no expiry, and the hash never outlives
+-- the ZSETs it counts. Writes what the call changed; returns reply.
+local function idle(idle_ms, reply)
   if fleet_due then fleet_write() end
-  idle_ms = tonumber(idle_ms)
-  if idle_ms and idle_ms > 0 and (all or due or fresh) then
-    for _, key in ipairs(NAME_KEYS) do
-      if all or due or written[key] then
-        redis.call('PEXPIRE', key, idle_ms)
-      end
+  idle_ms = tonumber(idle_ms) or 0
+  local again = false
+  if st and now_ms_ and idle_ms > 0 and
+      (st_new or math.abs(st.expires - (now_ms_ + idle_ms)) > idle_ms / 4) then
+    st.expires, st_dirty, again = now_ms_ + idle_ms, true, true
+  end
+  flush()
+  if again then
+    redis.call('PEXPIREAT', K_CLOCK, st.expires)
+    if st.held > 0 then redis.call('PEXPIREAT', K_HOLDERS, st.expires) end
+    if st.line > 0 then
+      redis.call('PEXPIREAT', K_QUEUE, st.expires)
+      redis.call('PEXPIREAT', K_WAITERS, st.expires)
     end
+  elseif st and st.expires > 0 then
+    for key in pairs(created) do redis.call('PEXPIREAT', key, st.expires) end
   end
   return reply
 end
@@ -348,57 +511,59 @@ end
 local function acquire_call(argv)
   local lease, slots = argv[A_ACQUIRE_LEASE], tonumber(argv[A_ACQUIRE_SLOTS])
   local ttl, desc = tonumber(argv[A_ACQUIRE_TTL_MS]), argv[A_ACQUIRE_DESCRIPTION]
-  local me = argv[A_ACQUIRE_HOST] .. ' ' .. argv[A_ACQUIRE_UID]
+  local host, uid = argv[A_ACQUIRE_HOST], argv[A_ACQUIRE_UID]
   local grace_until = tonumber(argv[A_ACQUIRE_GRACE_UNTIL_MS]) or 0
   local proof = argv[A_ACQUIRE_PROOF]
   local now_ms, now_us = now()
+  fetch({lease})
   expire(now_ms, ttl, grace_until)
 
-  if foreign(lease, me) then return {-1} end
+  local r = rec[lease]
+  if r and foreign(r, host, uid) then return {-1} end
 
-  if redis.call('ZSCORE', K_HOLDERS, lease) then
-    write('ZADD', K_HOLDERS, now_ms + ttl, lease)
-    local token, since = grant_of(lease)
-    return {1, token, since, redis.call('ZCARD', K_HOLDERS), limit_in_force(slots)}
+  if r and r.token > 0 then
+    if redis.call('ZSCORE', K_HOLDERS, lease) then
+      redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
+      return {1, r.token, r.since, st.held, limit_in_force(slots)}
+    end
+    entry_lost(lease)
+    r = nil
   end
 
   -- First come, first served: granted while among the first (limit - held)
   -- in line, so a newcomer never overtakes anyone queued before it. During
   -- the grace period after a reset nobody is granted anything.
-  local held = redis.call('ZCARD', K_HOLDERS)
-  local function newcomer()
-    write('HSET', K_INFO, lease, desc)
-    write('HSET', K_OWNER, lease, me)
-    write('ZADD', K_LIMITS, slots, lease)
-  end
+  local held = st.held
 
   -- Nobody in line and a slot free: straight in, without a ticket.
-  local line = redis.call('ZCARD', K_QUEUE)
-  if line == 0 then
+  if st.line == 0 then
     local limit = math.min(slots, limit_in_force(slots))
     if now_ms >= grace_until and held < limit then
-      newcomer()
-      local token = grant(lease, now_ms + ttl, now_ms, now_us, false, held)
+      r = newcomer(lease, slots, host, uid, desc)
+      local token = grant(lease, r, now_ms + ttl, now_ms, now_us, false)
       return {1, token, now_ms, held + 1, limit}
     end
-    fresh = true
   end
 
-  if line == 0 or not redis.call('ZSCORE', K_QUEUE, lease) then
-    local ticket = write('INCR', K_TICKET)
-    if ticket == 1 then fresh = true end
-    write('ZADD', K_QUEUE, ticket, lease)
-    newcomer()
+  -- In line already (its record says it waits), or at its end.
+  local rank = r and redis.call('ZRANK', K_QUEUE, lease)
+  if not r then r = newcomer(lease, slots, host, uid, desc) end
+  if rank then
+    redis.call('ZADD', K_WAITERS, now_ms + ttl, lease)
+  else
+    enqueue(lease, now_ms + ttl)
+    rank = redis.call('ZRANK', K_QUEUE, lease)
   end
-  write('ZADD', K_WAITERS, now_ms + ttl, lease)
 
   local limit = limit_in_force(slots)
-  local rank = redis.call('ZRANK', K_QUEUE, lease)
   if now_ms >= grace_until and held < limit and rank < limit - held then
-    local token = grant(lease, now_ms + ttl, now_ms, now_us, true, held)
+    local token = grant(lease, r, now_ms + ttl, now_ms, now_us, true)
     return {1, token, now_ms, held + 1, limit}
   end
-  if proof and proof ~= '' then write('HSET', K_PROOF, lease, proof) end
+  if proof and proof ~= '' and proof ~= r.proof then
+    r.proof = proof
+    put(lease, r)
+  end
 
   local first = redis.call('ZRANGE', K_HOLDERS, 0, 0, 'WITHSCORES')
   local next_expiry = -1
@@ -409,23 +574,32 @@ end
 -- Gives the slot back (or leaves the queue) and hands what that frees to
 -- the next in line. Returns {-1} when the lease is another host's or
 -- user's, else {held, lease, token, since, ...}: 1 if it held, then each
--- waiter granted.
+-- waiter granted. Needs the time only when someone waits.
 local function release_call(argv)
-  local lease, me = argv[A_RELEASE_LEASE], argv[A_RELEASE_HOST] .. ' ' .. argv[A_RELEASE_UID]
+  local lease, host, uid = argv[A_RELEASE_LEASE], argv[A_RELEASE_HOST], argv[A_RELEASE_UID]
   local grace_until = tonumber(argv[A_RELEASE_GRACE_UNTIL_MS]) or 0
-  local now_ms, now_us = now()
-  expire(now_ms, nil, grace_until)
+  fetch({lease})
+  local r = rec[lease]
+  if not r then return {0} end
+  if foreign(r, host, uid) then return {-1} end
+  state()
 
-  if foreign(lease, me) then return {-1} end
-
-  local held = redis.call('ZREM', K_HOLDERS, lease)
-  local queued = 0
-  if held == 0 then queued = redis.call('ZREM', K_QUEUE, lease) end
-  forget(lease, held == 1)
+  local held, queued = 0, 0
+  if r.token > 0 then
+    held = redis.call('ZREM', K_HOLDERS, lease)
+    st.held = st.held - held
+  else
+    queued = redis.call('ZREM', K_QUEUE, lease)
+    st.line = st.line - queued
+    redis.call('ZREM', K_WAITERS, lease)
+  end
+  if held + queued == 1 then forget(lease) else entry_lost(lease) end
   local granted, proofs = {}, {}
   -- A place in line also matters: those behind it may now be first. During
   -- the grace period after a reset the slot stays free.
-  if held == 1 or queued == 1 then
+  if (held == 1 and st.line > 0) or queued == 1 then
+    local now_ms, now_us = now()
+    expire(now_ms, nil, grace_until)
     local judged = true
     if now_ms >= grace_until then judged = grant_next(now_ms, now_us, granted, proofs) end
     if #granted > 0 then wake(granted_message(granted, proofs)) end
@@ -442,21 +616,42 @@ end
 -- to another host.
 local function renew_call(argv)
   local ttl, host = tonumber(argv[A_RENEW_TTL_MS]), argv[A_RENEW_HOST]
+  local leases = {}
+  for i = A_RENEW_LEASES, #argv do leases[#leases + 1] = argv[i] end
   local now_ms = now()
-  expire(now_ms, ttl, argv[A_RENEW_GRACE_UNTIL_MS])
-  local missing = {}
-  for i = A_RENEW_LEASES, #argv do
-    local lease = argv[i]
-    local owner = redis.call('HGET', K_OWNER, lease)
-    if owner and string.sub(owner, 1, #host + 1) ~= host .. ' ' then
+  fetch(leases)
+  expire(now_ms, ttl, argv[A_RENEW_GRACE_UNTIL_MS], false, true)
+  local missing, kinds = {}, {[K_HOLDERS] = {}, [K_WAITERS] = {}}
+  for _, lease in ipairs(leases) do
+    local r = rec[lease]
+    if not r or r.host ~= host then
       missing[#missing + 1] = lease
-    elseif redis.call('ZSCORE', K_HOLDERS, lease) then
-      write('ZADD', K_HOLDERS, now_ms + ttl, lease)
-    elseif redis.call('ZSCORE', K_WAITERS, lease) then
-      write('ZADD', K_WAITERS, now_ms + ttl, lease)
     else
-      missing[#missing + 1] = lease
+      local list = kinds[r.token > 0 and K_HOLDERS or K_WAITERS]
+      list[#list + 1] = lease
     end
+  end
+  -- Each kind's expiries in one ZMSCORE: those run out (not swept: nobody
+  -- waits) or gone are missing; the others get their new expiry.
+  for key, list in pairs(kinds) do
+    local scores, renewed, gone = {}, {}, {}
+    for i = 1, #list, 4000 do
+      for _, v in ipairs(redis.call('ZMSCORE', key, unpack(list, i, math.min(i + 3999, #list)))) do
+        scores[#scores + 1] = v
+      end
+    end
+    for i, lease in ipairs(list) do
+      local score = tonumber(scores[i])
+      if score and score > now_ms then
+        renewed[#renewed + 1] = now_ms + ttl
+        renewed[#renewed + 1] = lease
+      else
+        missing[#missing + 1] = lease
+        if score then gone[#gone + 1] = lease else entry_lost(lease) end
+      end
+    end
+    ran_out(key, gone)
+    if #renewed > 0 then each_chunk('ZADD', key, renewed) end
   end
   return missing
 end
@@ -466,15 +661,18 @@ end
 -- host's or user's.
 local function adopt_call(argv)
   local lease, ttl = argv[A_ADOPT_LEASE], tonumber(argv[A_ADOPT_TTL_MS])
-  local me = argv[A_ADOPT_HOST] .. ' ' .. argv[A_ADOPT_UID]
   local now_ms = now()
+  fetch({lease})
   expire(now_ms, ttl, argv[A_ADOPT_GRACE_UNTIL_MS])
-  if foreign(lease, me) then return {-1} end
-  if redis.call('ZSCORE', K_HOLDERS, lease) then
-    write('ZADD', K_HOLDERS, now_ms + ttl, lease)
-    local token, since = grant_of(lease)
-    return {1, token, since, redis.call('HGET', K_INFO, lease) or ''}
+  local r = rec[lease]
+  if not r or foreign(r, argv[A_ADOPT_HOST], argv[A_ADOPT_UID]) then return {-1} end
+  if r.token > 0 then
+    if redis.call('ZSCORE', K_HOLDERS, lease) then
+      redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
+      return {1, r.token, r.since, r.desc}
+    end
+    entry_lost(lease)
+    return {-1}
   end
-  if redis.call('ZSCORE', K_QUEUE, lease) then return {0} end
-  return {-1}
+  return {0}
 end

@@ -2,17 +2,25 @@
 --          {{lease, description, "HOST UID"}...}, limit}, the queue in
 -- ticket order, limit 0 when nobody holds or waits.
 local now_ms = now()
+fetch({})
 expire(now_ms, nil, nil, true)
-local holders, queue = {}, {}
 local h = redis.call('ZRANGE', K_HOLDERS, 0, -1, 'WITHSCORES')
+local q = redis.call('ZRANGE', K_QUEUE, 0, -1)
+local leases = {}
+for i = 1, #h, 2 do leases[#leases + 1] = h[i] end
+for _, lease in ipairs(q) do leases[#leases + 1] = lease end
+fetch(leases)
+local holders, queue = {}, {}
 for i = 1, #h, 2 do
-  local lease = h[i]
-  holders[#holders + 1] = {lease, math.max(0, tonumber(h[i + 1]) - now_ms),
-    redis.call('HGET', K_GRANT, lease) or '', redis.call('HGET', K_INFO, lease) or '',
-    redis.call('HGET', K_OWNER, lease) or ''}
+  local r = rec[h[i]]
+  holders[#holders + 1] = {h[i], math.max(0, tonumber(h[i + 1]) - now_ms),
+    r and digits(r.token) .. ' ' .. digits(r.since) or '', r and r.desc or '', r and r.host .. ' ' .. r.uid or ''}
 end
-for _, lease in ipairs(redis.call('ZRANGE', K_QUEUE, 0, -1)) do
-  queue[#queue + 1] = {lease, redis.call('HGET', K_INFO, lease) or '',
-    redis.call('HGET', K_OWNER, lease) or ''}
+for _, lease in ipairs(q) do
+  local r = rec[lease]
+  queue[#queue + 1] = {lease, r and r.desc or '', r and r.host .. ' ' .. r.uid or ''}
 end
-return {now_ms, holders, queue, limit_in_force(0)}
+local limit = limit_in_force(0)
+-- What the sweep dropped (never a new name's state).
+if next(dirty) then flush() end
+return {now_ms, holders, queue, limit}
