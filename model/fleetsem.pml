@@ -27,6 +27,8 @@
  *   SYNC      the clock waits for live agents to finish their work (no
  *             pauses): the liveness configuration
  *   GIVEUP    waiters may give up (default on, off under SYNC)
+ *   NO_COUNT_CHECK  no assertion that the name's counters match its sets
+ *             (for the counter mutants: they must fail the properties)
  */
 
 #ifndef NJ
@@ -134,7 +136,15 @@ byte r_token;           /* token STRING */
 bool r_token_set;
 byte r_epoch;           /* P:epoch: 0 = missing, else its id */
 byte r_grace;           /* ticks until grace_until */
-/* limits ZSET: lease -> SLOTS(lease) for every lease present (spec 1, key 8) */
+/* The name's state in its hash (field '.'): counters kept with every
+ * change to the sets, which the scripts read instead of counting.  Each
+ * lease's record there holds its slots (SLOTS(lease)). */
+#define L_NONE 0        /* LIMIT when nobody holds or waits */
+#define L_UNKNOWN 255   /* LIMIT not known since the last lease asking it left */
+byte c_held;            /* HELD: holders */
+byte c_line;            /* LINE: the queue's length */
+byte c_lim;             /* LIMIT: the lowest slots asked by a holder or waiter */
+byte c_at;              /* AT_LIMIT: how many ask exactly LIMIT */
 
 /* ghosts, not Redis state */
 byte g_gen;             /* epoch ids made so far */
@@ -213,7 +223,7 @@ byte fr_gs;             /* ghost: latest grant order among accepted writers */
 byte n_crash, n_reset, n_loss, n_dup, n_stray, n_step;
 
 /* scratch for scripts; not part of the state */
-hidden byte ri, rk, rlim, rheld, rrank, rmask;
+hidden byte ri, rk, rlim, rn, rrank, rmask;
 hidden byte rfreed, rwas, rpf;
 hidden short rdl;
 
@@ -238,29 +248,71 @@ inline check_safe() {
 
 /* ------------------------------------------------------- Redis scripts */
 
-/* limit in force: the lowest slots among holders and waiters (spec 2) */
+/* What the sets say (for the properties and the counters' assertion,
+ * never for a script's decision): holders, waiters, the lowest slots
+ * asked (255: none) and how many ask exactly that. */
+#define PRES(j) ((j) < NJ && r_st[j] != ABSENT)
+#define S_HELD ((r_st[0] == HOLDER) + (r_st[1] == HOLDER) + (NJ > 2 && r_st[2] == HOLDER))
+#define S_WAIT ((r_st[0] == WAITING) + (r_st[1] == WAITING) + (NJ > 2 && r_st[2] == WAITING))
+#define LOW(j) (PRES(j) -> SLOTS(j) : 255)
+#define MIN2(a, b) ((a) < (b) -> (a) : (b))
+#define S_LIM MIN2(LOW(0), MIN2(LOW(1), LOW(2)))
+#define S_AT ((PRES(0) && SLOTS(0) == S_LIM) + (PRES(1) && SLOTS(1) == S_LIM) + (PRES(2) && SLOTS(2) == S_LIM))
+
+/* The end of every script (flush): nobody left, no limit.  The counters
+ * are what the sets say: the invariant the scripts rely on. */
+inline r_flush() {
+	if
+	:: c_held + c_line == 0 -> c_lim = L_NONE; c_at = 0
+	:: else
+	fi;
+#ifndef NO_COUNT_CHECK
+	assert(c_held == S_HELD && c_line == qn && c_line == S_WAIT &&
+		(c_lim == L_UNKNOWN && c_held + c_line > 0 ||
+		 c_lim == L_NONE && c_held + c_line == 0 && c_at == 0 ||
+		 c_lim == S_LIM && c_at == S_AT))
+#else
+	skip
+#endif
+}
+
+/* limit_in_force (spec 2): LIMIT, read again from the records (the one
+ * scan left) when not known; `own` when nobody holds or waits */
 inline r_limit(own) {
-	rlim = 255;
-	for (ri : 0 .. NJ - 1) {
+	if
+	:: c_lim == L_UNKNOWN ->
+		c_lim = 255; c_at = 0;
+		for (ri : 0 .. NJ - 1) {
+			if
+			:: r_st[ri] != ABSENT && SLOTS(ri) < c_lim -> c_lim = SLOTS(ri); c_at = 1
+			:: r_st[ri] != ABSENT && SLOTS(ri) == c_lim -> c_at++
+			:: else
+			fi
+		}
 		if
-		:: r_st[ri] != ABSENT && SLOTS(ri) < rlim -> rlim = SLOTS(ri)
+		:: c_at == 0 -> c_lim = L_NONE
 		:: else
 		fi
-	}
-	if
-	:: rlim == 255 -> rlim = own
 	:: else
+	fi;
+	if
+	:: c_lim != L_NONE -> rlim = c_lim
+	:: else -> rlim = own
 	fi
 }
 
-inline r_held() {
-	rheld = 0;
-	for (ri : 0 .. NJ - 1) {
-		if
-		:: r_st[ri] == HOLDER -> rheld++
-		:: else
-		fi
-	}
+/* newcomer: a new holder or waiter asking `slots` is counted in LIMIT */
+inline r_join(slots) {
+	if
+#ifdef MUT_COUNT_NEWCOMER
+	:: c_lim == L_NONE ->                   /* not lowered by fewer slots */
+#else
+	:: c_lim == L_NONE || (c_lim != L_UNKNOWN && slots < c_lim) ->
+#endif
+		c_lim = slots; c_at = 1
+	:: slots == c_lim -> c_at++
+	:: else
+	fi
 }
 
 inline r_rank(j) {
@@ -282,10 +334,35 @@ inline r_dequeue(j) {
 	fi
 }
 
-/* forget a lease everywhere (holders, queue, waiters, limits, owner...) */
+/* forget a lease everywhere (holders, queue, waiters, its record...) */
 inline r_forget(j) {
 	r_dequeue(j);
 	r_st[j] = ABSENT; r_ttl[j] = 0; r_own[j] = 0; r_tok[j] = 0; FR(r_gs[j] = 0); r_pf[j] = 0
+}
+
+/* a holder or waiter leaves: HELD or LINE less one; the last one asking
+ * LIMIT takes it with it (unknown, read again when next needed) */
+inline r_uncount(j) {
+	if
+	:: r_st[j] == HOLDER -> c_held--
+	:: r_st[j] == WAITING -> c_line--
+	:: else
+	fi;
+	if
+	:: r_st[j] != ABSENT && SLOTS(j) == c_lim ->
+		c_at--;
+		if
+		:: c_at == 0 -> c_lim = L_UNKNOWN
+		:: else
+		fi
+	:: else
+	fi
+}
+
+/* release, expiry */
+inline r_leave(j) {
+	r_uncount(j);
+	r_forget(j)
 }
 
 /* next_token (spec 2): a missing counter starts from the tokens' clock
@@ -308,18 +385,20 @@ inline next_token() {
 	fi
 }
 
-/* Move a waiter to the holders.  No overtaking (design "Fair"): whoever
- * is granted, every lease ahead of it in the queue fits too. */
+/* Move a waiter to the holders: LINE less one, HELD one more.  No
+ * overtaking (design "Fair"): whoever is granted, every lease ahead of it
+ * in the queue fits too, beside the holders Redis has (its set, not the
+ * counter), under the limit the script applied. */
 inline r_grant(j) {
 	r_rank(j);
-	assert(rrank < qn && rheld + rrank < rlim);
+	assert(rrank < qn && S_HELD + rrank < rlim);
 	r_dequeue(j);
 	r_st[j] = HOLDER;
+	c_line--; c_held++;
 	next_token();
 	r_tok[j] = r_token;
 	g_gs++;
-	FR(r_gs[j] = g_gs);
-	rheld++
+	FR(r_gs[j] = g_gs)
 }
 
 /* publish on the wake channel: every connected agent gets it; a g
@@ -345,17 +424,22 @@ inline publish(gmask, one) {
 	}
 }
 
-/* grant_next (spec 2): while the head exists and holders < limit */
+/* grant_next (spec 2): when someone is in line and HELD < LIMIT, the
+ * first LIMIT - HELD in line (those the queue has) */
 inline grant_next() {
 	rmask = 0;
 	if
-	:: r_grace == 0 ->
-		r_held();
+	:: r_grace == 0 && c_line > 0 ->
 		r_limit(0);
+		if
+		:: c_held < rlim -> rn = rlim - c_held
+		:: else -> rn = 0
+		fi;
 		do
-		:: qn > 0 && rheld < rlim -> rk = q[0]; rmask = rmask | BIT(rk); r_grant(rk)
+		:: rn > 0 && qn > 0 -> rk = q[0]; rmask = rmask | BIT(rk); r_grant(rk); rn--
 		:: else -> break
-		od
+		od;
+		rn = 0
 	:: else
 	fi
 }
@@ -370,11 +454,14 @@ inline s_acquire(h, j, slots, pf) {
 	:: else ->
 		if
 		:: r_st[j] == HOLDER ->                 /* idempotent: renew, same grant */
-			r_ttl[j] = TTL; rp_val[h] = 1; rp_tok[h] = r_tok[j]; FR(rp_gs[h] = r_gs[j])
+			r_ttl[j] = TTL; rp_val[h] = 1; rp_tok[h] = r_tok[j]; FR(rp_gs[h] = r_gs[j]);
+			r_limit(slots)                  /* in the reply */
 		:: else ->
+			/* (straight in when nobody is in line: the same as
+			 * queued first and granted at once) */
 			if
 			:: r_st[j] == ABSENT ->
-				q[qn] = j; qn++; r_st[j] = WAITING; r_own[j] = h
+				q[qn] = j; qn++; r_st[j] = WAITING; r_own[j] = h; c_line++; r_join(slots)
 			:: else
 			fi;
 			r_ttl[j] = TTL;
@@ -383,15 +470,14 @@ inline s_acquire(h, j, slots, pf) {
 #else
 			r_limit(slots);
 #endif
-			r_held();
 			r_rank(j);
 			if
 #ifdef MUT_NO_GRACE
-			:: rheld < rlim && rrank < rlim - rheld ->
+			:: c_held < rlim && rrank < rlim - c_held ->
 #elif defined(MUT_ANY_ORDER)
-			:: r_grace == 0 && rheld < rlim ->   /* retry until it fits */
+			:: r_grace == 0 && c_held < rlim ->   /* retry until it fits */
 #else
-			:: r_grace == 0 && rheld < rlim && rrank < rlim - rheld ->
+			:: r_grace == 0 && c_held < rlim && rrank < rlim - c_held ->
 #endif
 				r_grant(j); r_ttl[j] = TTL; r_pf[j] = 0;
 				rp_val[h] = 1; rp_tok[h] = r_tok[j]; FR(rp_gs[h] = r_gs[j])
@@ -404,6 +490,7 @@ inline s_acquire(h, j, slots, pf) {
 			fi
 		fi
 	fi;
+	r_flush();
 	printf("MSC: redis: acquire(%d) by host %d -> %d (0 queued, 1 granted, 2 permission) token %d\n", j, h, rp_val[h], rp_tok[h])
 }
 
@@ -416,11 +503,12 @@ inline s_release(h, j) {
 	:: r_st[j] == ABSENT -> skip
 	:: else ->
 		rwas = (r_st[j] == WAITING);
-		r_forget(j);
+		r_leave(j);
 		grant_next();
 		printf("MSC: redis: release(%d) by host %d, granted mask %d\n", j, h, rmask);
 		publish(rmask, qn > 0 || rwas)
-	fi
+	fi;
+	r_flush()
 }
 
 /* renew (spec 3): all leases agent h has of the name, one call */
@@ -441,6 +529,7 @@ inline s_renew(h) {
 		:: else
 		fi
 	};
+	r_flush();
 	printf("MSC: redis: renew by host %d: renewed mask %d, missing mask %d\n", h, rp_ok[h], rp_miss[h])
 }
 
@@ -451,15 +540,23 @@ inline s_reassert(h, j, tok) {
 	:: r_st[j] != ABSENT && r_own[j] != h -> rp_val[h] = 0
 	:: r_st[j] == HOLDER -> r_ttl[j] = TTL; rp_val[h] = 1
 	:: else ->
-		r_held();
 		r_limit(SLOTS(j));
 		if
 		:: SLOTS(j) < rlim -> rlim = SLOTS(j)
 		:: else
 		fi;
 		if
-		:: rheld < rlim ->
-			r_dequeue(j);
+		:: c_held < rlim ->
+			/* a waiter it was: out of the line (LINE less one, and
+			 * out of LIMIT); then counted anew, as a holder */
+			if
+			:: r_st[j] == WAITING -> r_uncount(j); r_dequeue(j)
+			:: else
+			fi;
+			r_join(SLOTS(j));
+#ifndef MUT_COUNT_REASSERT
+			c_held++;
+#endif
 			r_st[j] = HOLDER; r_ttl[j] = TTL; r_own[j] = h; r_tok[j] = tok;
 			/* raise the counter to at least the token; a missing
 			 * counter first starts from the clock as next_token does */
@@ -481,6 +578,7 @@ inline s_reassert(h, j, tok) {
 		:: else -> rp_val[h] = 0
 		fi
 	fi;
+	r_flush();
 	printf("MSC: redis: reassert(%d) token %d by host %d -> %d\n", j, tok, h, rp_val[h])
 }
 
@@ -557,6 +655,7 @@ inline s_connect(h) {
 		}
 	:: else
 	fi;
+	r_flush();
 	a_epoch[h] = r_epoch;
 	a_conn[h] = true;
 	printf("MSC: agent %d: connected, epoch %d, grace %d ticks\n", h, r_epoch, r_grace)
@@ -876,12 +975,13 @@ proctype clock()
 			:: r_st[j] != ABSENT ->
 				r_ttl[j]--;
 				if
-				:: r_ttl[j] == 0 -> r_forget(j); rfreed = true; printf("MSC: redis: lease %d expires\n", j)
+				:: r_ttl[j] == 0 -> r_leave(j); rfreed = true; printf("MSC: redis: lease %d expires\n", j)
 				:: else
 				fi
 			:: else
 			fi
 		}
+		r_flush();
 		if
 		:: r_grace > 0 -> r_grace--
 		:: else
@@ -954,6 +1054,7 @@ proctype env()
 		n_reset++; printf("MSC: redis: reset (all state lost)\n");
 		for (h : 0 .. NJ - 1) { r_forget(h) }
 		qn = 0; r_token = 0; r_token_set = false; r_epoch = 0; r_grace = 0;
+		c_held = 0; c_line = 0; c_lim = L_NONE; c_at = 0;
 		for (h : 0 .. NH - 1) { a_conn[h] = false }
 		if
 		:: rp_clear(0)

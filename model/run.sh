@@ -195,6 +195,10 @@ else
 	queue mutant token-raw-clock "tokens follow Redis' TIME, steps and all, not the tokens' clock" "$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1 -DSTEPS=1 -DMUT_TOKEN_RAW_CLOCK"
 	queue mutant no-token-check "frozen holder, resource without the token check" "$BASE -DGIVEUP=0 -DFREEZE -DMUT_NO_TOKEN_CHECK"
 	queue mutant frozen-overlap "by design: a frozen holder overlaps the next (believers > N)" "$BASE -DGIVEUP=0 -DFREEZE -DCHECK_CROWD"
+	# The name's counters gone wrong: built without the assertion that they
+	# match the sets (NO_COUNT_CHECK), so a property has to catch them.
+	queue mutant count-reassert "a re-assertion does not count its holder in HELD" "$BASE -DRESETS=1 -DNO_COUNT_CHECK -DMUT_COUNT_REASSERT"
+	queue mutant count-newcomer "LIMIT not lowered when a newcomer asks for fewer slots" "$BASE -DSL0=2 -DNO_COUNT_CHECK -DMUT_COUNT_NEWCOMER"
 fi
 t0=$EPOCHREALTIME
 run_all
