@@ -2,7 +2,7 @@
 # Sourced by tests/run.sh, tests/demo.sh and .ci/run.
 FLEETSEM_DEPS=(
         meson ninja-build pkg-config gcc
-        libsystemd-dev libhiredis-dev libpam0g-dev
+        libsystemd-dev libhiredis-dev libssl-dev libpam0g-dev
         redis-server redis-tools redis-sentinel
         python3 procps util-linux systemd
         systemd-container debootstrap

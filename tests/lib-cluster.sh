@@ -18,9 +18,6 @@
 #                             "redis = cluster://..." in a configuration file
 #   redirects PORT            "MOVED ASK TRYAGAIN ASKING": the redirections
 #                             that node answered and the ASKINGs it was sent
-require redis-server
-require redis-cli
-
 declare -A C_ID C_BUS C_NAMES
 C_PORTS=()
 
@@ -33,7 +30,7 @@ cluster_server() {
         bus=$(free_port)
         C_BUS[$port]=$bus
         mkdir -p "$T/c$port"
-        redis-server --port "$port" --bind 127.0.0.1 --dir "$T/c$port" \
+        "$REDIS_SERVER" --port "$port" --bind 127.0.0.1 --dir "$T/c$port" \
                 --cluster-enabled yes --cluster-config-file "$T/nodes$port.conf" \
                 --cluster-port "$bus" --cluster-node-timeout 2000 \
                 --save '' --appendonly no --pidfile "$T/c$port/pid" --daemonize yes \

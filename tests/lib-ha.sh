@@ -8,12 +8,10 @@
 HA_MASTER=fsm
 HA_DOWN_AFTER=${HA_DOWN_AFTER:-1000}
 
-require redis-server
-
 ha_server() {
         local port=$1; shift
         mkdir -p "$T/r$port"
-        redis-server --port "$port" --bind 127.0.0.1 --dir "$T/r$port" --save '' --appendonly no \
+        "$REDIS_SERVER" --port "$port" --bind 127.0.0.1 --dir "$T/r$port" --save '' --appendonly no \
                 --pidfile "$T/r$port/pid" --daemonize yes --logfile "$T/r$port/log" "$@" >/dev/null ||
                 bail "redis-server on $port did not start"
         wait_for 10 redis-cli -p "$port" ping || bail "redis-server on $port does not answer"
@@ -33,8 +31,8 @@ sentinel down-after-milliseconds $HA_MASTER $HA_DOWN_AFTER
 sentinel failover-timeout $HA_MASTER 4000
 sentinel parallel-syncs $HA_MASTER 1
 EOF
-        if command -v redis-sentinel >/dev/null; then redis-sentinel "$conf" >/dev/null
-        else redis-server "$conf" --sentinel >/dev/null; fi || bail "Sentinel on $port did not start"
+        if command -v "$REDIS_SENTINEL" >/dev/null; then "$REDIS_SENTINEL" "$conf" >/dev/null
+        else "$REDIS_SERVER" "$conf" --sentinel >/dev/null; fi || bail "Sentinel on $port did not start"
         wait_for 10 redis-cli -p "$port" ping || bail "Sentinel on $port does not answer"
 }
 

@@ -124,7 +124,14 @@ pam_setup() {
         [ -n "$asan" ] && export PAM_WRAPPER_DISABLE_DEEPBIND=1
         return 0
 }
-require redis-server
+# The server the tests run: Redis (the default) or Valkey
+# (FLEETSEM_TEST_SERVER=valkey); redis-cli talks to either.
+case ${FLEETSEM_TEST_SERVER:-redis} in
+redis) REDIS_SERVER=redis-server REDIS_SENTINEL=redis-sentinel ;;
+valkey) REDIS_SERVER=valkey-server REDIS_SENTINEL=valkey-sentinel ;;
+*) bail "FLEETSEM_TEST_SERVER is redis or valkey, not '$FLEETSEM_TEST_SERVER'" ;;
+esac
+require "$REDIS_SERVER"
 require redis-cli
 require python3
 
@@ -166,9 +173,9 @@ start_redis() {
                 acl_audit_setup
                 acl=(--port "$ACL_PORT" --bind 127.0.0.1 --include "$T/acl.conf")
         fi
-        redis-server --port 0 --unixsocket "$REDIS_SOCK" --unixsocketperm 700 --dir "$T" \
+        "$REDIS_SERVER" --port 0 --unixsocket "$REDIS_SOCK" --unixsocketperm 700 --dir "$T" \
                 --save '' --appendonly no --pidfile "$T/redis.pid" --daemonize yes \
-                --logfile "$T/redis.log" "${acl[@]}" "$@" >/dev/null || bail "redis-server did not start"
+                --logfile "$T/redis.log" "${acl[@]}" "$@" >/dev/null || bail "$REDIS_SERVER did not start"
         wait_for 10 rcli ${REDIS_AUTH:+-a "$REDIS_AUTH" --no-auth-warning} ping || bail "redis-server does not answer"
         # A Redis that never held fleetsem's state: agents that find no
         # epoch take it for one that lost its data and grant nothing for a

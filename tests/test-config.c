@@ -263,6 +263,49 @@ static void test_cluster_allow(void) {
         free(err);
 }
 
+/* The tls_* keys: only with a TLS URL; a client key only its owner reads. */
+static void test_tls(void) {
+        const char *why = NULL;
+        char *err = NULL;
+        Config c;
+
+        config_init(&c);
+        CHECK_INT(config_set(&c, "redis", "redis://10.1.2.3", &why), 0, "a plain URL");
+        CHECK_INT(config_set(&c, "tls_ca_file", "/etc/ssl/ca.crt", &why), 0, "tls_ca_file");
+        CHECK(config_finish(&c, &err) < 0 && err && strstr(err, "tls_* is set, but redis is not a TLS URL"),
+              "tls_* with a plain URL is an error: %s", err ? err : "(none)");
+        config_done(&c);
+        free(err);
+        err = NULL;
+        config_init(&c);
+        CHECK(config_set(&c, "tls_ca_file", "relative.crt", &why) < 0 && why && strstr(why, "absolute path"),
+              "a relative tls_ca_file is refused: %s", why ? why : "(none)");
+        CHECK(config_set(&c, "tls_server_name", "bad name!", &why) < 0 && why && strstr(why, "host name"),
+              "a tls_server_name that is no host name is refused: %s", why ? why : "(none)");
+        CHECK_INT(config_set(&c, "tls_server_name", "redis.example.net", &why), 0, "a host name is taken");
+#if !FLEETSEM_TLS
+        CHECK(config_set(&c, "redis", "rediss://redis.example.net", &why) < 0 && why && strstr(why, "stunnel4"),
+              "without TLS in the build, rediss:// is refused: %s", why ? why : "");
+        config_done(&c);
+        return;
+#endif
+        CHECK_INT(config_set(&c, "redis", "rediss://redis.example.net", &why), 0, "with TLS, rediss:// is taken");
+        CHECK(c.redis.tls && c.redis.port == 6379, "... as TLS to the same host and port");
+        CHECK_INT(config_set(&c, "tls_cert_file", write_file("client.crt", "x\n", 0644), &why), 0, "a cert");
+        CHECK(config_finish(&c, &err) < 0 && err && strstr(err, "go together"), "a cert without its key is an error");
+        free(err);
+        err = NULL;
+        CHECK_INT(config_set(&c, "tls_key_file", write_file("client.key", "x\n", 0640), &why), 0, "a key");
+        CHECK(config_finish(&c, &err) < 0 && err && strstr(err, "chmod 600"),
+              "a key its group may read is refused: %s", err ? err : "(none)");
+        free(err);
+        err = NULL;
+        CHECK_INT(config_set(&c, "tls_key_file", write_file("client2.key", "x\n", 0600), &why), 0, "a key 0600");
+        CHECK_INT(config_finish(&c, &err), 0, "mode 0600: taken");
+        config_done(&c);
+        free(err);
+}
+
 /* ---- Users and groups, from files of our own through nss_wrapper ---------------- */
 
 #define MANY_GROUPS 300                 /* more than an array of 256 held */
@@ -413,6 +456,7 @@ int main(int argc, char *argv[]) {
         test_password_file();
         test_keys();
         test_cluster_allow();
+        test_tls();
         if (nss_wrapped()) {
                 _cleanup_free_ char *nss_dir = strdup(getenv("NSS_WRAPPER_GROUP"));
 

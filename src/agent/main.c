@@ -9,6 +9,7 @@
 #include "agent.h"
 #include "log-journal.h"
 #include "log-limit.h"
+#include "redis-tls.h"
 
 static const char *arg_config = NULL;
 static bool arg_config_explicit = false;
@@ -175,6 +176,22 @@ static int load_config(Config *c) {
         return 0;
 }
 
+/* A TLS URL: the context every connection to Redis will use, made now so
+ * that a file it cannot use fails the start (and --check-config). */
+static int setup_tls(const Config *c) {
+        char err[512];
+        int r;
+
+        if (!c->redis.tls)
+                return 0;
+        r = redis_tls_setup(&(RedisTlsConfig) { .ca_file = c->tls_ca_file, .cert_file = c->tls_cert_file,
+                                                .key_file = c->tls_key_file, .server_name = c->tls_server_name },
+                            err, sizeof(err));
+        if (r < 0)
+                return log_error_errno(r, "TLS to Redis: %s", err);
+        return 0;
+}
+
 /* Every held slot costs one watch fd: lift the soft limit (1024 by default,
  * under systemd too) to the hard one. */
 static void raise_fd_limit(void) {
@@ -235,6 +252,9 @@ static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void
         }
         if (!streq(redis_address_to_string(&c->redis, x, sizeof(x)), redis_address_to_string(&n.redis, y, sizeof(y))))
                 log_warning("Reload: redis changed (%s); it takes effect at the next restart.", y);
+        if (str_differs(c->tls_ca_file, n.tls_ca_file) || str_differs(c->tls_cert_file, n.tls_cert_file) ||
+            str_differs(c->tls_key_file, n.tls_key_file) || str_differs(c->tls_server_name, n.tls_server_name))
+                log_warning("Reload: tls_* changed; it takes effect at the next restart.");
         if (!streq(c->namespace, n.namespace) || !streq(c->host_id, n.host_id) || !streq(c->key_prefix, n.key_prefix) ||
             c->lease_ttl != n.lease_ttl || c->min_replicas_acked != n.min_replicas_acked ||
             c->sentinel_quorum != n.sentinel_quorum || c->n_cluster_allow != n.n_cluster_allow ||
@@ -352,6 +372,11 @@ static int run(int argc, char *argv[]) {
                 return r;
         }
         apply_log_level(&config);
+        r = setup_tls(&config);
+        if (r < 0) {
+                config_done(&config);
+                return r;
+        }
         if (arg_check_config) {
                 printf("Configuration OK: redis=%s namespace=%s host_id=%s key_prefix=%s lease_ttl=%llums%s\n",
                        redis_address_to_string(&config.redis, redis, sizeof(redis)), config.namespace,

@@ -34,12 +34,16 @@ static void map_refresh_soon(RedisIo *io) {
 
 /* A node outside cluster_allow (or the seeds' networks) is never
  * connected to: whoever answers at an address a peer names would get the
- * password. Said once per address in a row, and in status. */
+ * password. Over TLS (cluster+tls://) the node's certificate is what
+ * proves it, before the password goes out: any address is tried (so a new
+ * master anywhere is reached), unless cluster_allow is set. Said once per
+ * address in a row, and in status. */
 static bool node_allowed(RedisIo *io, const char *host, uint16_t port) {
         Topology *t = io->topo_state;
+        const Config *c = io->agent->config;
         char name[sizeof(t->refused)];
 
-        if (config_cluster_allows(io->agent->config, host))
+        if ((c->redis.tls && !c->cluster_allow_set) || config_cluster_allows(c, host))
                 return true;
         redis_host_port_format(name, sizeof(name), host, port);
         if (!streq(name, t->refused))

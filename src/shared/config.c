@@ -10,6 +10,7 @@
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "log.h"
@@ -59,6 +60,10 @@ void config_done(Config *c) {
         redis_address_done(&c->redis);
         free(c->redis_password_file);
         free(c->sentinel_password_file);
+        free(c->tls_ca_file);
+        free(c->tls_cert_file);
+        free(c->tls_key_file);
+        free(c->tls_server_name);
         for (size_t i = 0; i < c->n_allow; i++)
                 allow_rule_done(&c->allow[i]);
         free(c->allow);
@@ -83,17 +88,27 @@ static int parse_redis(Config *c, const ConfigKey *k, const char *value, const c
         return 0;
 }
 
-static int parse_path(Config *c, const ConfigKey *k, const char *value, const char **ret_why) {
+/* A string key: value, once `valid` says so. */
+static int set_string(Config *c, const ConfigKey *k, const char *value, bool valid, const char *why,
+                      const char **ret_why) {
         char **dest = field(c, k), *s;
 
-        if (value[0] != '/')
-                return conf_why(ret_why, "expected an absolute path");
+        if (!valid)
+                return conf_why(ret_why, why);
         s = strdup(value);
         if (!s)
                 return -ENOMEM;
         free(*dest);
         *dest = s;
         return 0;
+}
+
+static int parse_path(Config *c, const ConfigKey *k, const char *value, const char **ret_why) {
+        return set_string(c, k, value, value[0] == '/', "expected an absolute path", ret_why);
+}
+
+static int parse_host(Config *c, const ConfigKey *k, const char *value, const char **ret_why) {
+        return set_string(c, k, value, redis_host_is_valid(value), "expected a host name or address", ret_why);
 }
 
 static int parse_number(const ConfigKey *k, const char *value, uint64_t *ret, const char **ret_why) {
@@ -269,6 +284,10 @@ static const ConfigKey config_keys[] = {
         { "redis", parse_redis, FIELD(redis, RedisAddress) },
         { "redis_password_file", parse_path, FIELD(redis_password_file, char *) },
         { "sentinel_password_file", parse_path, FIELD(sentinel_password_file, char *) },
+        { "tls_ca_file", parse_path, FIELD(tls_ca_file, char *) },
+        { "tls_cert_file", parse_path, FIELD(tls_cert_file, char *) },
+        { "tls_key_file", parse_path, FIELD(tls_key_file, char *) },
+        { "tls_server_name", parse_host, FIELD(tls_server_name, char *) },
         { "min_replicas_acked", parse_int, FIELD(min_replicas_acked, int), 0, 16, "expected a number from 0 to 16" },
         { "sentinel_quorum", parse_unsigned, FIELD(sentinel_quorum, unsigned), 1, REDIS_HOSTS_MAX,
           "expected a number from 1 to 16" },
@@ -315,6 +334,30 @@ static int replace_secret(char **dest, char *secret) {
         return 0;
 }
 
+/* The tls_* keys go with a TLS URL; a client key is the agent's alone. */
+static int tls_finish(const Config *c, char **ret_error) {
+        struct stat st;
+
+        if (!c->redis.tls) {
+                if (c->tls_ca_file || c->tls_cert_file || c->tls_key_file || c->tls_server_name)
+                        return conf_error(ret_error, -EINVAL, "tls_* is set, but redis is not a TLS URL "
+                                          "(rediss://, sentinel+tls://, cluster+tls://)");
+                return 0;
+        }
+        if (!c->tls_cert_file != !c->tls_key_file)
+                return conf_error(ret_error, -EINVAL, "tls_cert_file and tls_key_file go together");
+        if (c->tls_key_file) {
+                if (stat(c->tls_key_file, &st) < 0)
+                        return conf_error(ret_error, -errno, "tls_key_file %s: %s", c->tls_key_file, strerror(errno));
+                if (!S_ISREG(st.st_mode))
+                        return conf_error(ret_error, -EINVAL, "tls_key_file %s is not a regular file", c->tls_key_file);
+                if (st.st_mode & 0077)
+                        return conf_error(ret_error, -EPERM, "tls_key_file %s is readable by others than its owner "
+                                          "(mode %04o); chmod 600 it", c->tls_key_file, (unsigned) st.st_mode & 07777);
+        }
+        return 0;
+}
+
 int config_finish(Config *c, char **ret_error) {
         int r;
 
@@ -350,6 +393,9 @@ int config_finish(Config *c, char **ret_error) {
                         return r;
                 replace_secret(&c->redis.sentinel_password, pw);
         }
+        r = tls_finish(c, ret_error);
+        if (r < 0)
+                return r;
         if (c->min_replicas_acked < 0)
                 c->min_replicas_acked = c->redis.master_name ? 1 : 0;
         if (c->sentinel_quorum > 0 && !c->redis.master_name)

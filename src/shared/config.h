@@ -34,6 +34,12 @@ typedef struct Config {
         RedisAddress redis;
         char *redis_password_file;
         char *sentinel_password_file;
+        /* TLS (a TLS URL only): the CAs, the client's certificate and key,
+         * the name servers' certificates must carry; NULL: none given. */
+        char *tls_ca_file;
+        char *tls_cert_file;
+        char *tls_key_file;
+        char *tls_server_name;
         int min_replicas_acked;  /* -1: the default (1 with Sentinel, else 0) */
         unsigned sentinel_quorum; /* Sentinels that must name a master; 0: a majority of the URL's */
         int log_level;          /* LOG_*; -1: unset (info, or --log-level) */

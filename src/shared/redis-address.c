@@ -139,10 +139,25 @@ int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why
                 *ret = a;
                 return 0;
         }
-        if (strneq(url, "rediss://", 9) || strneq(url, "sentinel+tls://", 15) || strneq(url, "cluster+tls://", 14))
+        if (strneq(url, "rediss://", 9) || strneq(url, "sentinel+tls://", 15) || strneq(url, "cluster+tls://", 14)) {
+#if FLEETSEM_TLS
+                /* The same, each connection in TLS: read as the plain scheme. */
+                const char *rest = strstr(url, "://") + 3;
+
+                r = asprintf(&copy, "%s://%s", strneq(url, "rediss", 6) ? "redis" : strneq(url, "sentinel", 8) ?
+                             "sentinel" : "cluster", rest);
+                if (r < 0)
+                        return -ENOMEM;
+                r = redis_address_parse(copy, ret, ret_why);
+                if (r >= 0)
+                        ret->tls = true;
+                return r;
+#else
                 return conf_why(ret_why, "TLS to Redis needs hiredis 1.0 or later with TLS (hiredis_ssl), which this "
                                "build lacks (Debian 12 has hiredis 0.14): connect through a local TLS client such as "
                                "stunnel4 and point redis= at it (fleetsem.conf(5), TLS)");
+#endif
+        }
         sentinel = strneq(url, "sentinel://", 11);
         cluster = strneq(url, "cluster://", 10);
         if (!strneq(url, "redis://", 8) && !sentinel && !cluster)
@@ -206,8 +221,8 @@ int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why
 
 const char *redis_address_to_string(const RedisAddress *a, char *buf, size_t size) {
         if (a->master_name || a->cluster) {
-                size_t n = (size_t) snprintf(buf, size, "%s://%s%s", a->cluster ? "cluster" : "sentinel", a->user ?: "",
-                                             a->user ? "@" : "");
+                size_t n = (size_t) snprintf(buf, size, "%s%s://%s%s", a->cluster ? "cluster" : "sentinel",
+                                             a->tls ? "+tls" : "", a->user ?: "", a->user ? "@" : "");
 
                 for (size_t i = 0; i < a->n_hosts && n < size; i++) {
                         if (i > 0)
@@ -227,7 +242,8 @@ const char *redis_address_to_string(const RedisAddress *a, char *buf, size_t siz
                 char hp[300];
 
                 redis_host_port_format(hp, sizeof(hp), a->host, a->port);
-                snprintf(buf, size, "redis://%s%s%s/%u", a->user ?: "", a->user ? "@" : "", hp, a->db);
+                snprintf(buf, size, "%s://%s%s%s/%u", a->tls ? "rediss" : "redis", a->user ?: "", a->user ? "@" : "", hp,
+                         a->db);
         }
         return buf;
 }

@@ -24,12 +24,14 @@ typedef struct RedisAddress {
         char *user;             /* Redis 6 ACL user, or NULL */
         char *password;         /* never logged, never in argv */
         unsigned db;
+        bool tls;               /* rediss://, sentinel+tls://, cluster+tls://: every TCP connection speaks TLS */
 } RedisAddress;
 
 /* "redis://[user[:password]@]host[:port][/db]", "unix:/path/to/redis.sock",
  * "sentinel://[user[:password]@]host:port[,host:port…]/MASTER" or
- * "cluster://[user[:password]@]host:port[,host:port…]". ret_why (may be
- * NULL) tells why a URL is refused. */
+ * "cluster://[user[:password]@]host:port[,host:port…]"; with TLS (in a
+ * build that has it) "rediss://…", "sentinel+tls://…", "cluster+tls://…".
+ * ret_why (may be NULL) tells why a URL is refused. */
 int redis_address_parse(const char *url, RedisAddress *ret, const char **ret_why);
 void redis_address_done(RedisAddress *a);
 /* A host name or address as a URL or a peer may give it: what hiredis is

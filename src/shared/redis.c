@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "macro.h"
+#include "redis-tls.h"
 #include "redis.h"
 
 typedef struct Pending {
@@ -34,6 +35,7 @@ struct RedisConn {
         void *message_userdata;
         redis_state_cb state_cb;
         void *userdata;
+        void *tls;                      /* the TLS connection (hiredis owns it), or NULL */
 };
 
 static int errno_from_hiredis(int err, int saved_errno) {
@@ -124,6 +126,7 @@ static void on_connect(const redisAsyncContext *ac, int status) {
                 int r = errno_from_hiredis(ac->err, errno);
 
                 log_debug("Redis connection failed: %s", ac->errstr);
+                c->tls = NULL;
                 conn_report(c, r, ac->errstr);
                 return;                 /* hiredis frees the context */
         }
@@ -134,12 +137,16 @@ static void on_connect(const redisAsyncContext *ac, int status) {
 
 static void on_disconnect(const redisAsyncContext *ac, int status) {
         RedisConn *c = ac->data;
+        char buf[512];
+        const char *why = status == REDIS_OK ? "connection closed" : ac->errstr;
 
         c->connected = false;
+        if (status != REDIS_OK && c->tls)
+                why = redis_tls_why(c->tls, buf, sizeof(buf)) ?: why;
+        c->tls = NULL;                  /* hiredis frees it with the context, next */
         if (status != REDIS_OK)
-                log_debug("Redis connection lost: %s", ac->errstr);
-        conn_report(c, status == REDIS_OK ? -ECONNRESET : errno_from_hiredis(ac->err, errno),
-                    status == REDIS_OK ? "connection closed" : ac->errstr);
+                log_debug("Redis connection lost: %s", why);
+        conn_report(c, status == REDIS_OK ? -ECONNRESET : errno_from_hiredis(ac->err, errno), why);
 }
 
 static int on_connect_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -157,6 +164,7 @@ static int on_connect_timeout(sd_event_source *s, uint64_t usec, void *userdata)
 int redis_conn_new(sd_event *e, const RedisAddress *a, usec_t connect_timeout,
                    redis_state_cb cb, void *userdata, RedisConn **ret) {
         redisAsyncContext *ac;
+        void *tls = NULL;
         RedisConn *c;
         int r;
 
@@ -169,6 +177,15 @@ int redis_conn_new(sd_event *e, const RedisAddress *a, usec_t connect_timeout,
                 redisAsyncFree(ac);
                 return r;
         }
+        if (!a->unix_path && redis_tls_active()) {
+                /* Before any command is queued: nothing leaves in clear. */
+                r = redis_tls_start(&ac->c, a->host, &tls);
+                if (r < 0) {
+                        log_debug("Cannot start TLS to %s: %s", a->host, ac->c.errstr[0] ? ac->c.errstr : "no TLS");
+                        redisAsyncFree(ac);
+                        return r;
+                }
+        }
         if (!a->unix_path)
                 (void) redisEnableKeepAlive(&ac->c);
 
@@ -179,6 +196,7 @@ int redis_conn_new(sd_event *e, const RedisAddress *a, usec_t connect_timeout,
         }
         c->event = sd_event_ref(e);
         c->ac = ac;
+        c->tls = tls;
         c->state_cb = cb;
         c->userdata = userdata;
         ac->data = c;
@@ -414,8 +432,10 @@ int redis_reply_array_integer(const RedisReply *r, size_t i, long long *ret) {
 }
 
 const char *redis_build_features(void) {
-        /* hiredis_ssl (hiredis 1.0 and later) is not used: rediss:// is
-         * refused, and the docs give a local TLS client instead. */
-        return "hiredis " STRINGIFY(HIREDIS_MAJOR) "." STRINGIFY(HIREDIS_MINOR) "." STRINGIFY(HIREDIS_PATCH)
-               "; TLS to Redis: no (through a local TLS client: fleetsem.conf(5), TLS)";
+        static char buf[256];
+
+        snprintf(buf, sizeof(buf), "hiredis %d.%d.%d; TLS to Redis: %s%s", HIREDIS_MAJOR, HIREDIS_MINOR, HIREDIS_PATCH,
+                 redis_tls_available() ? "yes, " : "no (through a local TLS client: fleetsem.conf(5), TLS)",
+                 redis_tls_available() ? redis_tls_version() : "");
+        return buf;
 }

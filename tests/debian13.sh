@@ -1,0 +1,90 @@
+#!/bin/bash
+# Debian 13 (trixie: hiredis 1.2, systemd 257, Linux-PAM 1.7, Redis 8.0,
+# Valkey 8.1), as root:  bash tests/debian13.sh
+# In a Debian 13 root that it builds with debootstrap from the machine's
+# Debian mirror (once; kept in $FLEETSEM_TEST_ROOT, default
+# /var/cache/fleetsem-tests, beside the Debian 12 root of the systemd
+# tests), under systemd-nspawn with a throw-away overlay:
+#   1. builds fleetsem from this tree (warnings are errors);
+#   2. runs the unit, redis, lua, security and ha suites against Redis 8;
+#   3. runs the redis, lua and ha suites again against Valkey 8
+#      (FLEETSEM_TEST_SERVER=valkey);
+#   4. builds the Debian packages (dpkg-buildpackage) and checks them with
+#      lintian --fail-on error,warning.
+# Prints what each step printed (meson's own summaries), then TAP, one line
+# a step, and exits non-zero when one failed.
+set -uo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+[ "$(id -u)" -eq 0 ] || { echo "1..0 # SKIP needs root (debootstrap, systemd-nspawn)"; exit 77; }
+for c in debootstrap systemd-nspawn; do
+        command -v "$c" >/dev/null || { echo "Bail out! $c is not installed"; exit 1; }
+done
+
+PACKAGES=gcc,libc6-dev,meson,ninja-build,pkg-config,python3,libhiredis-dev,libssl-dev,libsystemd-dev,libpam0g-dev
+PACKAGES+=,redis-server,redis-tools,redis-sentinel,valkey-server,valkey-sentinel
+PACKAGES+=,procps,util-linux,systemd,openssl,stunnel4,libpam-wrapper,libnss-wrapper,pamtester,openssh-client
+PACKAGES+=,bash-completion,prometheus,debhelper,dpkg-dev,fakeroot,lintian
+ROOT_REV=1              # bump when what the root is built from changes
+CACHE=${FLEETSEM_TEST_ROOT:-/var/cache/fleetsem-tests}
+MIRROR=${FLEETSEM_TEST_MIRROR:-$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n1)}
+MIRROR=${MIRROR:-http://deb.debian.org/debian}
+ROOT=$CACHE/trixie-$(echo "$PACKAGES $ROOT_REV" | md5sum | cut -c1-8)
+
+mkdir -p "$CACHE"
+(
+        flock 9
+        [ -x "$ROOT/usr/bin/meson" ] && exit 0
+        rm -rf "$ROOT.new"
+        echo "# building the Debian 13 root in $ROOT (debootstrap, a minute or two)"
+        debootstrap --variant=minbase --include="$PACKAGES" trixie "$ROOT.new" "$MIRROR" >"$CACHE/trixie.log" 2>&1 ||
+                { tail -n 20 "$CACHE/trixie.log"; exit 1; }
+        mv "$ROOT.new" "$ROOT"
+) 9>"$CACHE/.lock" || { echo "Bail out! cannot build the Debian 13 root"; exit 1; }
+
+versions=$(chroot "$ROOT" dpkg-query -W -f='${Package} ${Version}\n' libhiredis-dev systemd libpam0g-dev redis-server \
+        valkey-server | awk '{ printf "%s%s %s", sep, $1, $2; sep = ", " }')
+echo "# Debian $(cat "$ROOT/etc/debian_version"): $versions"
+
+# What runs inside: each step's status on a line "step NAME RC" for the TAP
+# below; everything else is each step's own output.
+inside='
+set -u
+step() { local name=$1; shift; "$@"; echo "step $name $?"; }
+build() { meson setup /tmp/build /src >/tmp/setup.log 2>&1 || { tail -n 30 /tmp/setup.log; return 1; }
+          meson compile -C /tmp/build >/tmp/compile.log 2>&1 || { tail -n 30 /tmp/compile.log; return 1; }; }
+suites() { meson test -C /tmp/build --print-errorlogs "$@" 2>&1 | grep -v "^ *[0-9]*/[0-9]* .* OK "; return "${PIPESTATUS[0]}"; }
+packages() {
+        mkdir -p /tmp/pkg/src &&
+        tar -C /src --exclude-vcs --exclude-tag-all=build.ninja --exclude=./debian/tmp -cf - . | tar -C /tmp/pkg/src -xf - &&
+        (cd /tmp/pkg/src && dpkg-buildpackage -us -uc -b >/tmp/pkg.log 2>&1) || { tail -n 30 /tmp/pkg.log; return 1; }
+        ls /tmp/pkg/*.deb
+        lintian --fail-on error,warning /tmp/pkg/*.changes
+}
+build; rc=$?; echo "step build $rc"; [ "$rc" -eq 0 ] || exit 0
+step redis suites --suite unit --suite redis --suite lua --suite security --suite ha
+FLEETSEM_TEST_SERVER=valkey step valkey suites --suite redis --suite lua --suite ha
+step packages packages
+'
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+systemd-nspawn -q --register=no --keep-unit -M "fleetsem13-$$" --volatile=overlay -D "$ROOT" \
+        --bind-ro="$SRC:/src" --setenv=LC_ALL=C.UTF-8 --setenv=CI="${CI:-}" bash -c "$inside" 2>&1 | tee "$out"
+
+steps=(build "Debian 13: builds, warnings as errors"
+       redis "Debian 13: the unit, redis, lua, security and ha suites pass against Redis 8"
+       valkey "Debian 13: the redis, lua and ha suites pass against Valkey 8"
+       packages "Debian 13: dpkg-buildpackage builds both packages, lintian clean of errors and warnings")
+echo "1..$(( ${#steps[@]} / 2 ))"
+failed=0 n=0
+for ((i = 0; i < ${#steps[@]}; i += 2)); do
+        n=$((n + 1))
+        rc=$(awk -v s="${steps[i]}" '$1 == "step" && $2 == s { print $3 }' "$out" | tail -n 1)
+        if [ "$rc" = 0 ]; then
+                echo "ok $n - ${steps[i + 1]}"
+        else
+                echo "not ok $n - ${steps[i + 1]} ($([ -n "$rc" ] && echo "exit $rc" || echo "did not run"))"
+                failed=$((failed + 1))
+        fi
+done
+echo "# $((n - failed)) passed, $failed failed"
+[ "$failed" -eq 0 ]
