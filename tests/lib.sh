@@ -254,6 +254,18 @@ started() { grep -q "fleetsemd .* listening on @$NSBASE-$1/agent as host $1 " "$
 # record NAME LEASE [FIELDS]: the lease's record in Redis, "HOST UID SLOTS
 # TOKEN SINCE_MS PROOF DESCRIPTION" (cut -f FIELDS of it).
 record() { rcli HGET "fleetsem:{$1}:clock" "$2" | cut -d' ' -f"${3:-1-}"; }
+# make_cert NAME CN [CA]: $T/NAME.key and $T/NAME.crt for the name CN (a
+# DNS name in it), signed by $T/CA.crt; a self-signed CA without CA.
+make_cert() {
+        openssl req -newkey rsa:2048 -nodes -keyout "$T/$1.key" -subj "/CN=$2" -out "$T/$1.csr" 2>/dev/null &&
+        if [ -n "${3:-}" ]; then
+                openssl x509 -req -in "$T/$1.csr" -CA "$T/$3.crt" -CAkey "$T/$3.key" -CAcreateserial -days 2 \
+                        -extfile <(printf 'subjectAltName=DNS:%s\n' "$2") -out "$T/$1.crt" 2>/dev/null
+        else
+                openssl x509 -req -in "$T/$1.csr" -signkey "$T/$1.key" -days 2 \
+                        -extfile <(printf 'basicConstraints=critical,CA:TRUE\n') -out "$T/$1.crt" 2>/dev/null
+        fi && chmod 600 "$T/$1.key"
+}
 # holders NAME / waiters NAME: counts in Redis itself.
 holders() { rcli ZCARD "fleetsem:{$1}:holders"; }
 waiters() { rcli ZCARD "fleetsem:{$1}:queue"; }

@@ -25,18 +25,8 @@ if [ "$TLS" = no ]; then
 fi
 
 # ---- Certificates: a CA, Redis' server certificate, a client's; another CA ------
-cert() {    # NAME CN [CA]: NAME.key and NAME.crt, signed by CA (self-signed without)
-        openssl req -newkey rsa:2048 -nodes -keyout "$T/$1.key" -subj "/CN=$2" -out "$T/$1.csr" 2>/dev/null &&
-        if [ -n "${3:-}" ]; then
-                openssl x509 -req -in "$T/$1.csr" -CA "$T/$3.crt" -CAkey "$T/$3.key" -CAcreateserial -days 2 \
-                        -extfile <(printf 'subjectAltName=DNS:%s\n' "$2") -out "$T/$1.crt" 2>/dev/null
-        else
-                openssl x509 -req -in "$T/$1.csr" -signkey "$T/$1.key" -days 2 \
-                        -extfile <(printf 'basicConstraints=critical,CA:TRUE\n') -out "$T/$1.crt" 2>/dev/null
-        fi
-}
-cert ca "fleetsem test CA" && cert server localhost ca && cert client fleetsem-agent ca &&
-        cert other "another CA" && cert impostor localhost other || bail "openssl could not make the certificates"
+make_cert ca "fleetsem test CA" && make_cert server localhost ca && make_cert client fleetsem-agent ca &&
+        make_cert other "another CA" && make_cert impostor localhost other || bail "openssl could not make the certificates"
 chmod 600 "$T"/*.key
 
 # ---- Redis on TLS only, asking for client certificates --------------------------
@@ -108,7 +98,7 @@ if [ "$TLS" = yes ]; then
         check "native, another CA: the agent takes Redis for down" wait_for 10 redis_state_is h down
         check "native, another CA: the server received neither the password nor a command" \
                 sh -c "! grep -qE '$PW|AUTH|SCRIPT|EVAL' '$T/native-other-ca.out'"
-        cert elsewhere2 elsewhere.example.net ca || bail "openssl could not make the certificate"
+        make_cert elsewhere2 elsewhere.example.net ca || bail "openssl could not make the certificate"
         server_sees native-other-name elsewhere2
         run_agent i --config "$conf" --redis "rediss://localhost:$IMP_PORT" --redis-password-file "$T/pw"
         check "native, another name: the agent takes Redis for down" wait_for 10 redis_state_is i down
@@ -169,7 +159,7 @@ impostor() {
                 sh -c "! grep -qE '$PW|AUTH|SCRIPT' '$T/$name.out'"
 }
 impostor other-ca impostor b
-cert elsewhere elsewhere.example.net ca || bail "openssl could not make the certificate"
+make_cert elsewhere elsewhere.example.net ca || bail "openssl could not make the certificate"
 impostor other-name elsewhere c
 check "the password is in no log" sh -c "! grep -qF -- '$PW' '$T'/agent-*.log '$T'/stunnel-*.log"
 done_testing

@@ -84,7 +84,11 @@ static void on_switch_master(RedisConn *conn, const RedisReply *reply, void *use
         if (conn != t->watch)
                 return;
         if (!reply) {
-                log_warning("Lost the connection to Sentinel %s:%u; watching through the next one.", h->host, h->port);
+                char why[512];
+                const char *e = redis_conn_error(conn, why, sizeof(why));
+
+                log_warning("Lost the connection to Sentinel %s:%u%s%s; watching through the next one.", h->host,
+                            h->port, e[0] ? ": " : "", e);
                 conn_drop(&t->watch);
                 t->watch_next++;
                 sentinel_watch(io);
@@ -228,9 +232,11 @@ static void sentinel_master_reply(RedisConn *conn, const RedisReply *reply, void
             redis_reply_array_string(reply, 0, host, sizeof(host)) < 0 ||
             redis_reply_array_string(reply, 1, port, sizeof(port)) < 0 || parse_uint64(port, 1, 65535, &p) < 0 ||
             !redis_host_is_valid(host)) {
+                char why[512];
+                const char *e = reply ? redis_reply_error(reply) : redis_conn_error(conn, why, sizeof(why));
+
                 log_warning("Sentinel %s:%u does not name master %s%s%s.", query_host(q)->host, query_host(q)->port,
-                            q->io->agent->config->redis.master_name, redis_reply_error(reply) ? ": " : "",
-                            redis_reply_error(reply) ?: "");
+                            q->io->agent->config->redis.master_name, e && e[0] ? ": " : "", e ?: "");
                 sentinel_vote(q, "");
                 return;
         }

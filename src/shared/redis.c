@@ -221,6 +221,14 @@ int redis_conn_new(sd_event *e, const RedisAddress *a, usec_t connect_timeout,
         return 0;
 }
 
+const char *redis_conn_error(RedisConn *c, char *buf, size_t size) {
+        const char *why = c->tls ? redis_tls_why(c->tls, buf, size) : NULL;
+
+        if (why)
+                return why;
+        return c->ac && c->ac->err ? c->ac->errstr : "";
+}
+
 void redis_conn_free(RedisConn *c) {
         if (!c)
                 return;

@@ -20,6 +20,11 @@ typedef void (*redis_reply_cb)(RedisConn *c, const RedisReply *reply, void *user
 /* error == 0: connected; <0: failed or lost, message says why. */
 typedef void (*redis_state_cb)(RedisConn *c, int error, const char *message, void *userdata);
 
+/* Why c failed, for a reply callback that got no reply (the connection
+ * went): TLS' reason when it has one, else hiredis' words; "" when it
+ * has not failed. */
+const char *redis_conn_error(RedisConn *c, char *buf, size_t size);
+
 int redis_conn_new(sd_event *e, const RedisAddress *a, usec_t connect_timeout,
                    redis_state_cb cb, void *userdata, RedisConn **ret);
 /* Closes (pending callbacks run with NULL, no state callback) and frees.
