@@ -22,7 +22,7 @@ done
 
 PACKAGES=gcc,libc6-dev,meson,ninja-build,pkg-config,python3,libhiredis-dev,libssl-dev,libsystemd-dev,libpam0g-dev
 PACKAGES+=,redis-server,redis-tools,redis-sentinel,valkey-server,valkey-sentinel
-PACKAGES+=,procps,util-linux,systemd,openssl,stunnel4,libpam-wrapper,libnss-wrapper,pamtester,openssh-client
+PACKAGES+=,procps,util-linux,systemd,systemd-dev,openssl,stunnel4,libpam-wrapper,libnss-wrapper,pamtester,openssh-client
 PACKAGES+=,bash-completion,prometheus,debhelper,dpkg-dev,fakeroot,lintian
 ROOT_REV=1              # bump when what the root is built from changes
 CACHE=${FLEETSEM_TEST_ROOT:-/var/cache/fleetsem-tests}
