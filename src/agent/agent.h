@@ -11,7 +11,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
-#include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
 #include "config.h"
@@ -41,6 +40,9 @@ typedef struct Client Client;
 typedef struct StatusJob StatusJob;
 typedef struct UserUse UserUse;
 typedef struct Server Server;
+typedef struct Conns Conns;
+typedef struct StatusLine StatusLine;
+typedef struct Anchors Anchors;
 
 /* What one uid holds of the agent: connections in every state, the bytes
  * of output queued for them, STATUS requests under way; and what it may
@@ -131,8 +133,6 @@ struct LeaseIo {
 struct Agent {
         sd_event *event;
         Config *config;
-        int listen_fd;
-        int root_fd;                    /* root's own socket (socket-util.h), or -EBADF */
         Server *server;                 /* the listening side's own (server.c) */
         Slots slots;
 
@@ -142,7 +142,6 @@ struct Agent {
         RedisState state;               /* cluster: up while any shard is */
         char redis_error[600];
         char redis_name[300];           /* address without password, for logs */
-        sd_event_source *status_source;
         /* Redis' state changed (up, down, another master): what the rest
          * of the agent does then, set by main.c, so that redis-io.c calls
          * nothing above it. */
@@ -151,19 +150,14 @@ struct Agent {
 
         Client *clients;
         size_t n_clients;
-        Client *finished;               /* clients to close on the next turn of the loop */
-        sd_event_source *finished_source;
+        Conns *conns;                   /* the connections' own (conn.c) */
+        StatusLine *status_line;        /* the systemd status line's own (status.c) */
         char host_key[IDENT_MAX_LEN * 2 + 16];
         char names_key[IDENT_MAX_LEN + 16];
-        bool status_dirty;
-        sd_bus *bus;                    /* to systemd, opened when first needed */
 
-        LeaseIo *by_name;               /* anchors alive by name only */
-        size_t n_by_name;
+        Anchors *anchors;               /* the anchors' own (lease-io.c) */
         size_t n_watch_fds;             /* held for anchors */
         size_t n_pidfds;                /* held for clients (kernels without SO_PEERPIDFD) */
-        size_t fd_limit;                /* RLIMIT_NOFILE */
-        size_t fd_base;                 /* the agent's own (Redis, journal, …) */
 };
 
 /* The Redis layer (redis-layer.h): redis-io.c */
@@ -217,6 +211,8 @@ int lease_io_attach(LeaseIo *io, Lease *l);
 int anchor_probe(Agent *a, const char *lease, int *ret_fd, uid_t *ret_uid);
 /* Anchors alive by name: a watch connection again, or gone by name. */
 void lease_io_check_names(Agent *a);
+int lease_io_start(Agent *a);
+void lease_io_stop(Agent *a);
 
 /* server.c: the listening sockets, accepting, housekeeping */
 int server_start(Agent *a);
@@ -233,8 +229,10 @@ int client_flush(Client *c);
 void client_update_events(Client *c);
 /* After its request: reads to the end; -ECONNRESET when it went (freed). */
 int client_drain(Client *c);
-/* The defer source that frees finished clients, all at once. */
-int on_clients_finished(sd_event_source *s, void *userdata);
+/* Clients done with nothing left to write: freed on the next turn of
+ * the loop, all at once. */
+int conns_start(Agent *a);
+void conns_stop(Agent *a);
 
 /* requests.c: a client's request */
 int client_io(sd_event_source *s, int fd, uint32_t revents, void *userdata);
@@ -259,7 +257,7 @@ bool agent_too_many_clients(const Agent *a, uid_t uid);
 /* Whether a request of uid must be refused as busy: the agent is near its
  * file descriptor limit (a reserve is kept, a smaller one for root). */
 bool agent_short_of_fds(const Agent *a, uid_t uid);
-void fd_budget_init(Agent *a);
+void fd_budget_init(void);
 
 /* describe.c */
 char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit);
@@ -276,7 +274,8 @@ void adopt_start(Agent *a);
  * too), without holders and waiters. */
 void status_request(Agent *a, Client *c, const char *name, bool summary);
 void status_mark_dirty(Agent *a);
-int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata);
+int status_start(Agent *a);
+void status_stop(Agent *a);
 
 /* metrics.c */
 void metrics_request(Agent *a, Client *c);
@@ -291,7 +290,7 @@ int unit_of_client(Client *c, char **ret);
 void unit_stop(Agent *a, const char *unit, const char *why);
 /* The uid a service runs as, from systemd (User=; root when unset). */
 int unit_user(Agent *a, const char *unit, uid_t *ret_uid);
-void units_close(Agent *a);
+void units_close(void);
 
 /* lua-scripts.c (generated) */
 extern const char *const lua_prelude;

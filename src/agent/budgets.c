@@ -18,6 +18,8 @@
 #define NAME_LOOK_EVERY USEC_PER_SEC
 
 static void *user_uses;         /* tsearch(): uid → UserUse */
+static size_t fd_limit;         /* RLIMIT_NOFILE */
+static size_t fd_base;          /* the agent's own (Redis, journal, …) */
 
 static int user_use_cmp(const void *x, const void *y) {
         uid_t a = ((const UserUse *) x)->uid, b = ((const UserUse *) y)->uid;
@@ -82,9 +84,9 @@ bool user_may_look_by_name(UserUse *u, usec_t now) {
 /* File descriptors left before the limit: the agent's own (counted once
  * at start, with slack), one per client, one per anchor watch. */
 static size_t fds_free(const Agent *a) {
-        size_t used = a->fd_base + a->n_clients + a->n_watch_fds + a->n_pidfds;
+        size_t used = fd_base + a->n_clients + a->n_watch_fds + a->n_pidfds;
 
-        return used < a->fd_limit ? a->fd_limit - used : 0;
+        return used < fd_limit ? fd_limit - used : 0;
 }
 
 bool agent_short_of_fds(const Agent *a, uid_t uid) {
@@ -114,9 +116,9 @@ static size_t count_fds(void) {
         return n;
 }
 
-void fd_budget_init(Agent *a) {
+void fd_budget_init(void) {
         struct rlimit rl;
 
-        a->fd_limit = getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ? 1024 * 1024 : (size_t) rl.rlim_cur;
-        a->fd_base = count_fds() + FD_BASE_SLACK;
+        fd_limit = getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ? 1024 * 1024 : (size_t) rl.rlim_cur;
+        fd_base = count_fds() + FD_BASE_SLACK;
 }

@@ -19,6 +19,13 @@
 #define CLIENT_REQUEST_TIMEOUT (10 * USEC_PER_SEC)
 #define CLIENT_SLOW_READER (10 * USEC_PER_SEC)  /* output pending this long without progress */
 
+/* What the connections keep together: the clients done with nothing left
+ * to write, and the wake-up that frees them. */
+struct Conns {
+        Client *finished;               /* clients to close on the next turn of the loop */
+        sd_event_source *finished_source;
+};
+
 static size_t client_out_max(const Client *c) {
         return c->cred.uid == 0 ? CLIENT_OUT_MAX_ROOT : CLIENT_OUT_MAX_USER;
 }
@@ -36,7 +43,7 @@ void client_free(Client *c) {
         }
         LIST_REMOVE(clients, a->clients, c);
         if (c->in_finished)
-                LIST_REMOVE(finished, a->finished, c);
+                LIST_REMOVE(finished, a->conns->finished, c);
         a->n_clients--;
         if (c->user) {
                 c->user->n_clients--;
@@ -230,12 +237,12 @@ void client_send_error(Client *c, const char *code, const char *format, ...) {
 /* Clients finished with nothing left to write go on the next turn of the
  * loop, all at once: not at once (the engine may be in the middle of
  * telling it and others), and not through a wake-up of their own. */
-int on_clients_finished(sd_event_source *s, void *userdata) {
+static int on_clients_finished(sd_event_source *s, void *userdata) {
         Agent *a = userdata;
 
         (void) s;
-        while (a->finished)
-                client_free(a->finished);
+        while (a->conns->finished)
+                client_free(a->conns->finished);
         return 0;
 }
 
@@ -245,13 +252,34 @@ void client_finish(Client *c) {
         c->close_after_flush = true;
         if (c->out_len > 0 || c->in_finished)
                 return;         /* EPOLLOUT is on: it goes once its output is out */
-        if (sd_event_source_set_enabled(a->finished_source, SD_EVENT_ONESHOT) < 0) {
+        if (sd_event_source_set_enabled(a->conns->finished_source, SD_EVENT_ONESHOT) < 0) {
                 /* Then through the socket, as for output. */
                 client_set_events(c, EPOLLIN | EPOLLOUT | EPOLLET);
                 return;
         }
         c->in_finished = true;
-        LIST_PREPEND(finished, a->finished, c);
+        LIST_PREPEND(finished, a->conns->finished, c);
+}
+
+int conns_start(Agent *a) {
+        int r;
+
+        a->conns = calloc(1, sizeof(Conns));
+        if (!a->conns)
+                return log_error_errno(ENOMEM, "Out of memory.");
+        r = sd_event_add_defer(a->event, &a->conns->finished_source, on_clients_finished, a);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(a->conns->finished_source, SD_EVENT_OFF);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up closing clients: %m");
+        return 0;
+}
+
+void conns_stop(Agent *a) {
+        if (!a->conns)
+                return;
+        a->conns->finished_source = sd_event_source_disable_unref(a->conns->finished_source);
+        a->conns = mfree(a->conns);
 }
 
 /* The engine's effects on clients. */

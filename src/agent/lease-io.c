@@ -20,19 +20,37 @@
 #define REWATCHES_MAX 4
 #define REWATCH_WINDOW USEC_PER_SEC
 
+/* What is kept of the anchors together: those without a watch
+ * connection, looked for by name at housekeeping. */
+struct Anchors {
+        LeaseIo *by_name;               /* anchors alive by name only */
+        size_t n_by_name;
+};
+
+int lease_io_start(Agent *a) {
+        a->anchors = calloc(1, sizeof(Anchors));
+        if (!a->anchors)
+                return log_error_errno(ENOMEM, "Out of memory.");
+        return 0;
+}
+
+void lease_io_stop(Agent *a) {
+        a->anchors = mfree(a->anchors);
+}
+
 static void watch_by_name(LeaseIo *io) {
         if (io->by_name)
                 return;
         io->by_name = true;
-        LIST_PREPEND(by_name, io->agent->by_name, io);
-        io->agent->n_by_name++;
+        LIST_PREPEND(by_name, io->agent->anchors->by_name, io);
+        io->agent->anchors->n_by_name++;
 }
 
 static void unwatch_by_name(LeaseIo *io) {
         if (!io->by_name)
                 return;
-        LIST_REMOVE(by_name, io->agent->by_name, io);
-        io->agent->n_by_name--;
+        LIST_REMOVE(by_name, io->agent->anchors->by_name, io);
+        io->agent->anchors->n_by_name--;
         io->by_name = false;
 }
 
@@ -196,6 +214,7 @@ static int on_anchor_event(sd_event_source *s, int fd, uint32_t revents, void *u
  * walk of the kernel's table (whatever else listens on the host, the
  * agent walks it once a turn, not once a lease). */
 void lease_io_check_names(Agent *a) {
+        Anchors *an = a->anchors;
         _cleanup_free_ Lease **leases = NULL;
         _cleanup_free_ const char **ids = NULL;
         _cleanup_free_ bool *alive = NULL;
@@ -205,20 +224,20 @@ void lease_io_check_names(Agent *a) {
         int r;
 
         /* Releasing a lease frees its io (and takes it off the list). */
-        LIST_FOREACH_SAFE(by_name, io, next, a->by_name)
+        LIST_FOREACH_SAFE(by_name, io, next, an->by_name)
                 if (io->lease)
                         rewatch(io);
-        if (a->n_by_name == 0)
+        if (an->n_by_name == 0)
                 return;
 
-        leases = calloc(a->n_by_name, sizeof(Lease *));
-        ids = calloc(a->n_by_name, sizeof(char *));
-        alive = calloc(a->n_by_name, sizeof(bool));
-        uids = calloc(a->n_by_name, sizeof(uid_t));
+        leases = calloc(an->n_by_name, sizeof(Lease *));
+        ids = calloc(an->n_by_name, sizeof(char *));
+        alive = calloc(an->n_by_name, sizeof(bool));
+        uids = calloc(an->n_by_name, sizeof(uid_t));
         if (!leases || !ids || !alive || !uids)
                 return;         /* again at the next turn */
-        LIST_FOREACH(by_name, io, a->by_name)
-                if (io->lease && n < a->n_by_name) {
+        LIST_FOREACH(by_name, io, an->by_name)
+                if (io->lease && n < an->n_by_name) {
                         leases[n] = lease_ref(io->lease);
                         ids[n++] = io->lease->id;
                 }

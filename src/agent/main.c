@@ -355,7 +355,7 @@ static void on_redis_changed(Agent *a) {
 static int run(int argc, char *argv[]) {
         _cleanup_(sd_event_unrefp) sd_event *e = NULL;
         Config config;
-        Agent agent = { .listen_fd = -EBADF, .root_fd = -EBADF, .redis_changed = on_redis_changed };
+        Agent agent = { .redis_changed = on_redis_changed };
         char redis[300];
         int r;
 
@@ -406,16 +406,15 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 goto finish;
 
+        r = lease_io_start(&agent);
+        if (r < 0)
+                goto finish;
         r = server_start(&agent);
         if (r < 0)
                 goto finish;
-        r = sd_event_add_time_relative(e, &agent.status_source, CLOCK_MONOTONIC, 0, 0, on_status_timer, &agent);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(agent.status_source, SD_EVENT_OFF);
-        if (r < 0) {
-                log_error_errno(r, "Failed to set up timers: %m");
+        r = status_start(&agent);
+        if (r < 0)
                 goto finish;
-        }
         r = redis_io_start(&agent);
         if (r < 0)
                 goto finish;
@@ -432,8 +431,9 @@ finish:
         slots_done(&agent.slots);
         server_stop(&agent);
         redis_io_stop(&agent);
-        agent.status_source = sd_event_source_disable_unref(agent.status_source);
-        units_close(&agent);
+        status_stop(&agent);
+        lease_io_stop(&agent);
+        units_close();
         user_cache_clear();
         log_limit_done();
         config_done(&config);

@@ -125,9 +125,11 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
         return 0;
 }
 
-/* What the listening side keeps: the sources of the two sockets and of
- * housekeeping. */
+/* What the listening side keeps: the two sockets, their sources and
+ * housekeeping's. */
 struct Server {
+        int listen_fd;
+        int root_fd;                    /* root's own socket (socket-util.h), or -EBADF */
         sd_event_source *listen_source;
         sd_event_source *root_source;
         sd_event_source *housekeeping_source;
@@ -182,29 +184,29 @@ static int namespace_from_socket(Agent *a, int fd) {
 static void root_listen(Agent *a) {
         int r;
 
-        a->root_fd = -EBADF;
+        a->server->root_fd = -EBADF;
         if (geteuid() != 0)
                 return;
-        r = agent_listen_root(a->config->namespace, &a->root_fd);
+        r = agent_listen_root(a->config->namespace, &a->server->root_fd);
         if (r >= 0)
-                r = sd_event_add_io(a->event, &a->server->root_source, a->root_fd, EPOLLIN, on_accept, a);
+                r = sd_event_add_io(a->event, &a->server->root_source, a->server->root_fd, EPOLLIN, on_accept, a);
         if (r >= 0)
                 r = sd_event_source_set_priority(a->server->root_source, PRIORITY_ROOT);
         if (r < 0) {
                 log_full_errno(LOG_NOTICE, r, "Not listening on root's own socket in " AGENT_ROOT_DIR ": %m; root is served at @%s/agent.",
                                  a->config->namespace);
                 a->server->root_source = sd_event_source_disable_unref(a->server->root_source);
-                a->root_fd = safe_close(a->root_fd);
+                a->server->root_fd = safe_close(a->server->root_fd);
         }
 }
 
 static void root_unlisten(Agent *a) {
         char path[sizeof(((struct sockaddr_un *) NULL)->sun_path)];
 
-        if (a->root_fd < 0)
+        if (a->server->root_fd < 0)
                 return;
         a->server->root_source = sd_event_source_disable_unref(a->server->root_source);
-        a->root_fd = safe_close(a->root_fd);
+        a->server->root_fd = safe_close(a->server->root_fd);
         if (agent_root_path(a->config->namespace, path, sizeof(path)) >= 0)
                 (void) unlink(path);
 }
@@ -215,23 +217,24 @@ int server_start(Agent *a) {
         a->server = calloc(1, sizeof(Server));
         if (!a->server)
                 return log_error_errno(ENOMEM, "Out of memory.");
+        a->server->listen_fd = a->server->root_fd = -EBADF;
         n = sd_listen_fds(true);
         if (n < 0)
                 return log_error_errno(n, "Failed to read sockets passed by systemd: %m");
         if (n > 1)
                 return log_error_errno(EINVAL, "Expected one socket from systemd, got %d.", n);
         if (n == 1) {
-                a->listen_fd = SD_LISTEN_FDS_START;
-                if (sd_is_socket_unix(a->listen_fd, SOCK_STREAM, 1, NULL, 0) <= 0)
+                a->server->listen_fd = SD_LISTEN_FDS_START;
+                if (sd_is_socket_unix(a->server->listen_fd, SOCK_STREAM, 1, NULL, 0) <= 0)
                         return log_error_errno(EINVAL, "The socket passed by systemd is not a listening AF_UNIX stream socket.");
-                r = fd_set_nonblock(a->listen_fd);
+                r = fd_set_nonblock(a->server->listen_fd);
                 if (r < 0)
                         return log_error_errno(r, "Failed to make the listening socket non-blocking: %m");
-                r = namespace_from_socket(a, a->listen_fd);
+                r = namespace_from_socket(a, a->server->listen_fd);
                 if (r < 0)
                         return r;
         } else {
-                r = agent_listen(a->config->namespace, &a->listen_fd);
+                r = agent_listen(a->config->namespace, &a->server->listen_fd);
                 if (r == -EADDRINUSE)
                         return log_error_errno(r, "Another process already listens on @%s/agent; is an agent running?",
                                                a->config->namespace);
@@ -239,16 +242,14 @@ int server_start(Agent *a) {
                         return log_error_errno(r, "Failed to listen on @%s/agent: %m", a->config->namespace);
         }
 
-        r = sd_event_add_io(a->event, &a->server->listen_source, a->listen_fd, EPOLLIN, on_accept, a);
+        r = sd_event_add_io(a->event, &a->server->listen_source, a->server->listen_fd, EPOLLIN, on_accept, a);
         if (r >= 0)
                 r = sd_event_source_set_priority(a->server->listen_source, PRIORITY_ACCEPT);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch the listening socket: %m");
-        r = sd_event_add_defer(a->event, &a->finished_source, on_clients_finished, a);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(a->finished_source, SD_EVENT_OFF);
+        r = conns_start(a);
         if (r < 0)
-                return log_error_errno(r, "Failed to set up closing clients: %m");
+                return r;
         r = sd_event_add_time_relative(a->event, &a->server->housekeeping_source, CLOCK_MONOTONIC, HOUSEKEEPING_EVERY, 0,
                                        on_housekeeping, a);
         if (r >= 0)
@@ -258,7 +259,7 @@ int server_start(Agent *a) {
         if (r < 0)
                 return log_error_errno(r, "Failed to set up timers: %m");
         root_listen(a);
-        fd_budget_init(a);
+        fd_budget_init();
         return 0;
 }
 
@@ -268,9 +269,9 @@ void server_stop(Agent *a) {
         a->server->housekeeping_source = sd_event_source_disable_unref(a->server->housekeeping_source);
         while (a->clients)
                 client_free(a->clients);
-        a->finished_source = sd_event_source_disable_unref(a->finished_source);
+        conns_stop(a);
         a->server->listen_source = sd_event_source_disable_unref(a->server->listen_source);
-        a->listen_fd = safe_close(a->listen_fd);
+        a->server->listen_fd = safe_close(a->server->listen_fd);
         root_unlisten(a);
         a->server = mfree(a->server);
 }

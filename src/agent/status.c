@@ -295,17 +295,24 @@ void status_request(Agent *a, Client *c, const char *name, bool summary) {
 
 /* ---- sd_notify STATUS= ---------------------------------------------------------- */
 
+/* The agent's status line for systemd: a change marks it dirty, and it is
+ * sent a quarter of a second later, with whatever else changed meanwhile. */
+struct StatusLine {
+        sd_event_source *timer_source;
+        bool dirty;
+};
+
 void io_changed(void *ctx) {
         status_mark_dirty(ctx);
 }
 
-int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Agent *a = userdata;
         char text[1400], buf[sizeof("STATUS=") + TEXT_ESCAPE_SIZE(sizeof(text))];
 
         (void) s;
         (void) usec;
-        a->status_dirty = false;
+        a->status_line->dirty = false;
         char master[440] = "";
 
         if (a->config->redis.master_name && a->state == REDIS_READY) {
@@ -336,9 +343,32 @@ int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 void status_mark_dirty(Agent *a) {
-        if (a->status_dirty || !a->status_source)
+        StatusLine *sl = a->status_line;
+
+        if (!sl || sl->dirty || !sl->timer_source)
                 return;
-        a->status_dirty = true;
-        (void) sd_event_source_set_time_relative(a->status_source, 250 * USEC_PER_MSEC);
-        (void) sd_event_source_set_enabled(a->status_source, SD_EVENT_ONESHOT);
+        sl->dirty = true;
+        (void) sd_event_source_set_time_relative(sl->timer_source, 250 * USEC_PER_MSEC);
+        (void) sd_event_source_set_enabled(sl->timer_source, SD_EVENT_ONESHOT);
+}
+
+int status_start(Agent *a) {
+        int r;
+
+        a->status_line = calloc(1, sizeof(StatusLine));
+        if (!a->status_line)
+                return log_error_errno(ENOMEM, "Out of memory.");
+        r = sd_event_add_time_relative(a->event, &a->status_line->timer_source, CLOCK_MONOTONIC, 0, 0, on_status_timer, a);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(a->status_line->timer_source, SD_EVENT_OFF);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up timers: %m");
+        return 0;
+}
+
+void status_stop(Agent *a) {
+        if (!a->status_line)
+                return;
+        a->status_line->timer_source = sd_event_source_disable_unref(a->status_line->timer_source);
+        a->status_line = mfree(a->status_line);
 }

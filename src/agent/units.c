@@ -20,6 +20,7 @@
 #endif
 
 static int peerpidfd_supported = -1;    /* -1 not known yet */
+static sd_bus *bus;                     /* to systemd, opened when first needed */
 
 /* When the process started, in clock ticks since boot (/proc/PID/stat,
  * field 22): a pid reused by another process starts later. */
@@ -157,16 +158,16 @@ static int user_uid(const char *user, uid_t *ret) {
 static int bus_get(Agent *a) {
         int r;
 
-        if (a->bus)
+        if (bus)
                 return 0;
-        r = sd_bus_open_system(&a->bus);
+        r = sd_bus_open_system(&bus);
         if (r >= 0)
-                r = sd_bus_attach_event(a->bus, a->event, SD_EVENT_PRIORITY_NORMAL);
+                r = sd_bus_attach_event(bus, a->event, SD_EVENT_PRIORITY_NORMAL);
         /* A synchronous look (unit_user) waits this long at most. */
         if (r >= 0)
-                r = sd_bus_set_method_call_timeout(a->bus, UNIT_LOOK_TIMEOUT);
+                r = sd_bus_set_method_call_timeout(bus, UNIT_LOOK_TIMEOUT);
         if (r < 0)
-                a->bus = sd_bus_flush_close_unref(a->bus);
+                bus = sd_bus_flush_close_unref(bus);
         return r;
 }
 
@@ -182,7 +183,7 @@ int unit_user(Agent *a, const char *unit, uid_t *ret_uid) {
         r = sd_bus_path_encode("/org/freedesktop/systemd1/unit", unit, &path);
         if (r < 0)
                 return r;
-        r = sd_bus_get_property_string(a->bus, "org.freedesktop.systemd1", path, "org.freedesktop.systemd1.Service",
+        r = sd_bus_get_property_string(bus, "org.freedesktop.systemd1", path, "org.freedesktop.systemd1.Service",
                                        "User", &error, &user);
         if (r < 0)
                 return r;
@@ -211,7 +212,7 @@ void unit_stop(Agent *a, const char *unit, const char *why) {
                 log_error("Cannot stop %s (it lost its slot: %s): out of memory.", unit, why);
                 return;
         }
-        r = sd_bus_call_method_async(a->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+        r = sd_bus_call_method_async(bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                      "org.freedesktop.systemd1.Manager", "StopUnit", stop_reply, u,
                                      "ss", unit, "replace");
         if (r < 0) {
@@ -224,6 +225,6 @@ void io_stop_unit(void *ctx, const char *unit, const char *why) {
         unit_stop(ctx, unit, why);
 }
 
-void units_close(Agent *a) {
-        a->bus = sd_bus_flush_close_unref(a->bus);
+void units_close(void) {
+        bus = sd_bus_flush_close_unref(bus);
 }
