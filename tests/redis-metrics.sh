@@ -24,6 +24,7 @@ fs b run --slots 2 m1 -- sleep 600 &
 check "b holds the other" wait_for 10 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{m1}:holders') = 2 ]"
 fs a run --slots 2 m1 -- sleep 600 &
 check "a third waits on a" wait_for 10 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{m1}:queue') = 1 ]"
+waiting_since=$(date +%s.%N)
 # Two denials on a: no wait (full), and a wait that runs out (timeout).
 fs a run --slots 2 --no-wait m1 -- true 2>/dev/null
 is "$?" 75 "no wait and no free slot: denied"
@@ -77,6 +78,13 @@ for series in \
         is "$(val "$out" "${series% *}")" "${series##* }" "a: ${series% *} is ${series##* }"
 done
 is "$(grep -c '^fleetsem_limit{' <<<"$out")" 1 "no limit for names nobody holds or waits for"
+# The oldest waiter's age: m1's has waited since it queued (the metrics
+# were read after), nobody waits for r1.
+oldest=$(val "$out" 'fleetsem_oldest_wait_seconds{name="m1"}')
+upper=$(python3 -c "import time; print(time.time() - $waiting_since + 1)")
+check "a: fleetsem_oldest_wait_seconds{name=\"m1\"} is how long its waiter has waited ($oldest s, under $upper)" \
+        python3 -c "import sys; v = float(sys.argv[1]); sys.exit(not (0.2 < v < float(sys.argv[2])))" "$oldest" "$upper"
+is "$(val "$out" 'fleetsem_oldest_wait_seconds{name="r1"}')" "" "a: no oldest wait for a name nobody asks for here"
 like "$(val "$out" 'fleetsem_redis_rtt_seconds_count')" '^[1-9][0-9]*$' "renewal round trips are sampled"
 check "the wait histogram's buckets never go down" awk '
         /^fleetsem_wait_seconds_bucket/ { if ($2 < last) exit 1; last = $2 } END { exit 0 }' <<<"$out"

@@ -76,7 +76,20 @@ static void send_counters(Client *c, const Agent *a) {
         send_histogram(c, "LATENESS", &st->lateness);
 }
 
+/* How long the request waiting longest for n here has waited, in ms; 0
+ * when none waits (re-adopted waiters, whose start is unknown, count from
+ * their re-adoption: never). */
+static uint64_t oldest_wait_ms(const Name *n, usec_t now) {
+        usec_t oldest = USEC_INFINITY;
+
+        for (const Lease *l = n->leases; l; l = l->by_name_next)
+                if (l->state == LEASE_WAITING && l->asked != USEC_INFINITY && l->asked < oldest)
+                        oldest = l->asked;
+        return oldest == USEC_INFINITY || oldest > now ? 0 : (now - oldest) / USEC_PER_MSEC;
+}
+
 static void send_names(Client *c, const Agent *a) {
+        usec_t now = now_mono();
         char line[PROTO_REPLY_MAX];
         MessageBuilder b;
 
@@ -85,6 +98,7 @@ static void send_names(Client *c, const Agent *a) {
                 message_add(&b, "name", n->name);
                 message_add_u64(&b, "held", n->n_held);
                 message_add_u64(&b, "waiting", n->n_waiting);
+                message_add_u64(&b, "oldest_wait", oldest_wait_ms(n, now));
                 client_send(c, line, message_finish(&b));
         }
         for (const NameStats *s = a->slots.name_stats; s; s = s->lru_next) {

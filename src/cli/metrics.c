@@ -32,6 +32,7 @@ typedef struct Row {
         char verb[PROTO_VERB_MAX + 1];
         char name[NAME_MAX_LEN + 1];
         uint64_t held, waiting, limit, total;
+        uint64_t oldest_wait;           /* HOST: ms the longest waiter here has waited (0: none) */
 } Row;
 
 /* A histogram of times, as the agent counts it (buckets cumulative). */
@@ -136,7 +137,9 @@ static int take_row(Metrics *mt, const Message *m) {
                 if (get_u64(m, "total", &r->total) < 0)
                         return -EBADMSG;
         } else if (get_u64(m, "held", &r->held) < 0 || get_u64(m, "waiting", &r->waiting) < 0 ||
-                   (streq(m->verb, "NAME") && get_u64(m, "limit", &r->limit) < 0))
+                   (streq(m->verb, "NAME") && get_u64(m, "limit", &r->limit) < 0) ||
+                   (streq(m->verb, "HOST") && message_get(m, "oldest_wait") &&
+                    get_u64(m, "oldest_wait", &r->oldest_wait) < 0))
                 return -EBADMSG;
         mt->n_rows++;
         return 0;
@@ -342,6 +345,13 @@ static void print_metrics(FILE *f, Metrics *mt) {
         name_samples(f, mt, "fleetsem_waiters", ROW_WAITING);
         family(f, "fleetsem_limit", "gauge", "The limit in force of a name across the fleet, while anyone holds or waits.");
         name_samples(f, mt, "fleetsem_limit", ROW_LIMIT);
+        family(f, "fleetsem_oldest_wait_seconds", "gauge",
+               "How long the request waiting longest for a name on this host has waited so far, while one waits.");
+        for (size_t i = 0; i < mt->n_rows; i++)
+                if (streq(mt->rows[i].verb, "HOST") && mt->rows[i].waiting > 0)
+                        sample(f, "fleetsem_oldest_wait_seconds",
+                               seconds(mt->rows[i].oldest_wait * USEC_PER_MSEC, a, sizeof(a)), "name", mt->rows[i].name,
+                               NULL);
         family(f, "fleetsem_grants_total", "counter", "Slots of a name granted on this host.");
         for (size_t i = 0; i < mt->n_rows; i++)
                 if (streq(mt->rows[i].verb, "GRANTS"))
