@@ -24,7 +24,7 @@ start_stepped_redis
 declare -A SHA
 load_scripts() {
         local s
-        for s in acquire release renew reassert adopt status epoch batch; do
+        for s in acquire release renew reassert adopt status epoch batch drain; do
                 SHA[$s]=$(embed --lua "$SRC/keys.list" "$SRC/args.list" "$SRC/lua/prelude.lua" "$SRC/lua/$s.lua" |
                         rcli -x SCRIPT LOAD)
                 [[ ${SHA[$s]} =~ ^[0-9a-f]{40}$ ]] || bail "$s.lua does not load: ${SHA[$s]}"
@@ -89,7 +89,7 @@ print(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))' "$1" "
 # left out. A name the list does not have, or a required one missing, is a
 # mistake of this test.
 declare -A ARG_SPEC
-for s in acquire release renew reassert adopt epoch; do
+for s in acquire release renew reassert adopt epoch drain; do
         ARG_SPEC[$s]=$(embed --args "$SRC/args.list" "$s" | tr '\n' ' ')
         [ -n "${ARG_SPEC[$s]}" ] || bail "args.list has no $s"
 done
@@ -146,6 +146,11 @@ adopt() {           # NAME LEASE
         lua "$1" adopt "${ARGS_OUT[@]}"
 }
 status() { lua "$1" status; }
+drain() {           # NAME 1|0 [REASON]
+        args drain on="$2" host="${AS_HOST:-a}" uid=0 user=root reason="${3:-}" grace_until_ms="${GRACE:-0}" \
+                idle_ms="${IDLE:-600000}"
+        lua "$1" drain "${ARGS_OUT[@]}"
+}
 
 redis_ms() { rcli TIME | { read -r s; read -r us; echo $((s * 1000 + us / 1000)); }; }
 redis_us() { rcli TIME | { read -r s; read -r us; echo $((s * 1000000 + us)); }; }
@@ -620,8 +625,40 @@ is "$(j "$r" 'r[:1]')" "[1]" "first model: two leases after its last use the nam
 is "$(rcli ZRANGE "$(key old1 holders)" 0 -1)" n "... the old holder gone"
 is "$(counted old1)" "1 0 / 1 0 1" "... and counted"
 
+# ---- Drain -----------------------------------------------------------------------
+# A drained name grants nothing new: its holders run on, newcomers and
+# waiters queue in line order (and hear why); undrained, the waiters that
+# fit are granted at once, in line order, with the release's wake message.
+sub dr
+acquire dr h 2 >/dev/null
+r=$(drain dr 1 "incident 42: disk full")
+is "$(j "$r" 'r[:2]')" '[1,""]' "drain: a name not drained before is drained"
+like "$(rcli HGET "$(key dr clock)" '!')" '^a 0 [0-9]+ root incident 42: disk full$' "drain: the record says by whom, when and why"
+is "$(rcli PTTL "$(key dr clock)") $(rcli PTTL "$(key dr holders)")" "-1 -1" "drain: its keys no longer expire"
+r=$(acquire dr w1 2)
+is "$(j "$r" 'r[:3]')" "[0,1,1]" "drain: a newcomer with a free slot queues (1st, 1 holds)"
+like "$(j "$r" 'r[5]')" '^a 0 [0-9]+ root incident 42: disk full$' "drain: ... and is told the drain"
+is "$(j "$(acquire dr w2 2)" 'r[:2]')" "[0,2]" "drain: a second queues behind it"
+is "$(j "$(renew dr h)" 'r')" "[]" "drain: the holder is renewed"
+is "$(j "$(TTL_MS=600000 renew dr w1 w2)" 'r')" "[]" "drain: the waiters keep their places"
+is "$(j "$(release dr h)" 'r')" "[1]" "drain: the holder leaves: nobody is granted"
+is "$(j "$(status dr)" '[len(r[1]), len(r[2]), r[4].split()[4:]]')" '[0,2,["incident","42:","disk","full"]]' \
+        "drain: status shows no holder, 2 waiters and the drain"
+is "$(j "$(drain dr 1 again)" 'r[0]')" 0 "drain: draining a drained name changes nothing but its reason"
+r=$(drain dr 0)
+is "$(j "$r" '[r[0], r[2], r[5]]')" '[1,"w1","w2"]' "undrain: both waiters are granted at once, in line order"
+check "undrain: with the release's wake message" wait_for 5 sh -c "grep -q '^g w1 ' '$T/wake-dr'"
+is "$(rcli HEXISTS "$(key dr clock)" '!')" 0 "undrain: the record is gone"
+like "$(rcli PTTL "$(key dr clock)")" '^[1-9][0-9]*$' "undrain: the keys expire again when idle"
+is "$(j "$(drain dr 0)" 'r[:2]')" '[0,""]' "undrain: of a name not drained changes nothing"
+is "$(counted dr)" "2 0 / 2 0 2" "drain: counted right"
+drain gr-dr 1 x >/dev/null
+is "$(j "$(acquire gr-dr q 1)" 'r[0]')" 0 "drain: q queues"
+r=$(GRACE=$(( $(redis_ms) + 60000 )) drain gr-dr 0)
+is "$(j "$r" '[r[0], len(r)]')" "[1,2]" "undrain during a reset's grace: nobody is granted yet"
+
 # ---- Status --------------------------------------------------------------------
-is "$(j "$(status st)" 'r[1:]')" "[[],[],0]" "status: an unknown name: nobody, limit 0"
+is "$(j "$(status st)" 'r[1:]')" '[[],[],0,""]' "status: an unknown name: nobody, limit 0, not drained"
 acquire st h1 2 >/dev/null
 AS_HOST=b AS_UID=7 acquire st h2 3 >/dev/null
 acquire st w 4 >/dev/null
@@ -629,7 +666,7 @@ r=$(status st)
 is "$(j "$r" '[[h[0], 0 < h[1] <= 10000, h[3], h[4]] for h in r[1]]')" \
         '[["h1",true,"INFO lease=h1","a 1000"],["h2",true,"INFO lease=h2","b 7"]]' "status: holders, expiry, desc, owner"
 is "$(j "$r" 'r[1][0][2]')" "$(rec st h1 4-5)" "status: holder's 'TOKEN SINCE'"
-is "$(j "$r" 'r[2:]')" '[[["w","INFO lease=w","a 1000"]],2]' "status: the queue, and the limit in force"
+is "$(j "$r" 'r[2:]')" '[[["w","INFO lease=w","a 1000"]],2,""]' "status: the queue, the limit in force, no drain"
 is "$(j "$r" "abs(r[0] - $(redis_ms)) < 60000")" true "status: now_ms is Redis's clock"
 
 # (Those from before a restart of Redis ended with it.)

@@ -50,6 +50,22 @@ static void test_roundtrip(void) {
         CHECK_STR(line, "METRICS", "METRICS has no fields");
         CHECK_INT(request_parse(line, (size_t) n, &out, NULL), 0, "parse METRICS");
         CHECK_INT(out.verb, REQUEST_METRICS, "METRICS survives");
+
+        in = (Request) { .verb = REQUEST_DRAIN, .drain = true };
+        strcpy(in.name, "backup");
+        strcpy(in.reason, "incident 42: disk full, caf\xc3\xa9");
+        n = request_format(&in, line, sizeof(line));
+        CHECK_STR(line, "DRAIN name=backup on=1 reason=incident%2042:%20disk%20full,%20caf%C3%A9",
+                  "DRAIN with its reason, spaces and UTF-8 encoded");
+        CHECK_INT(request_parse(line, (size_t) n, &out, NULL), 0, "parse DRAIN");
+        CHECK(out.verb == REQUEST_DRAIN && out.drain && streq(out.name, "backup") &&
+              streq(out.reason, "incident 42: disk full, caf\xc3\xa9"), "DRAIN survives, reason and all");
+        in = (Request) { .verb = REQUEST_DRAIN };
+        strcpy(in.name, "backup");
+        n = request_format(&in, line, sizeof(line));
+        CHECK_STR(line, "DRAIN name=backup on=0", "undrain: on=0, no reason");
+        CHECK(request_parse(line, (size_t) n, &out, NULL) == 0 && out.verb == REQUEST_DRAIN && !out.drain,
+              "undrain survives");
 }
 
 static void test_malformed(void) {
@@ -92,6 +108,16 @@ static void test_malformed(void) {
                 "METRICS name=x",                                               /* no fields */
                 "METRICS ",
                 "METRICSX",
+                "DRAIN on=1",                                                   /* no name */
+                "DRAIN name=x",                                                 /* no on= */
+                "DRAIN name=x on=yes",
+                "DRAIN name=x on=0 reason=why",                                 /* a reason goes with on=1 */
+                "DRAIN name=x on=1 reason=",                                    /* empty */
+                "DRAIN name=x on=1 reason=a%0Ab",                               /* a newline */
+                "DRAIN name=x on=1 reason=a%1Bb",                               /* ESC */
+                "DRAIN name=x on=1 reason=%E2%80%AEevil",                       /* right-to-left override */
+                "DRAIN name=x on=1 reason=%FF",                                 /* not UTF-8 */
+                "DRAIN name=x on=1 lease=" LEASE,
         };
 
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

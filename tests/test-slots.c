@@ -351,6 +351,42 @@ static void test_wait_deadline_and_no_wait(void) {
         teardown();
 }
 
+/* A drained name: a waiter is told by whom and why, once it changes; one
+ * that does not wait is denied as "drained"; the drain's end is told too. */
+static void test_drained(void) {
+        Client c1 = {}, c2 = {};
+        AcquireResult r = { .outcome = ACQUIRE_QUEUED, .position = 1, .held = 1, .limit = 2, .next_expiry_ms = -1,
+                            .drain = "h1 0 1795000000000 root incident 42: disk full" };
+        char text[256];
+        Lease *a, *b;
+
+        CHECK_INT(slots_drain_text(r.drain, text, sizeof(text)), 0, "a drain record reads");
+        CHECK_STR(text, "by root (uid 0) on h1 since 2026-11-18 11:06 UTC: incident 42: disk full", "... for people");
+        CHECK_INT(slots_drain_text("h1 0 x root why", text, sizeof(text)), -EBADMSG, "a record with no time is none");
+        CHECK_INT(slots_drain_text("h!1 0 1 root why", text, sizeof(text)), -EBADMSG, "nor one with a bad host");
+
+        setup(0);
+        a = ask(1, "x", 2, 60 * USEC_PER_SEC, &c1, 0);
+        acquire_done(a, &r, 100);
+        CHECK(has_line(&c1, "QUEUED position=1 held=1 slots=2 limit=2 drained=by%20root%20%28uid%200%29%20on%20h1"),
+              "a waiter is told the name is drained, by whom");
+        slots_lease_timer(&e, a, SLOTS_RECHECK_SAFETY + 200);      /* it looks again */
+        acquire_done(a, &r, SLOTS_RECHECK_SAFETY + 201);
+        CHECK_INT(c1.n_lines, 1, "... once, while nothing changes");
+        r.drain = NULL;
+        slots_lease_timer(&e, a, 2 * SLOTS_RECHECK_SAFETY + 300);
+        acquire_done(a, &r, 2 * SLOTS_RECHECK_SAFETY + 301);
+        CHECK_INT(c1.n_lines, 2, "... and again when the drain ends");
+        CHECK(strstr(c1.lines[1], "drained=") == NULL, "... without it");
+        b = ask(2, "x", 2, 0, &c2, 2 * SLOTS_RECHECK_SAFETY + 400);
+        r.drain = "h1 0 1795000000000 root again";
+        acquire_done(b, &r, 2 * SLOTS_RECHECK_SAFETY + 500);
+        CHECK(has_line(&c2, "DENIED reason=drained"), "no wait, drained: denied as drained");
+        CHECK(strstr(c2.lines[c2.n_lines - 1], "again") != NULL, "... with the drain's reason");
+        CHECK_U64(e.stats.denials[SLOTS_DENIAL_DRAINED], 1, "counted as a drained denial");
+        teardown();
+}
+
 /* Grants reach an agent in the order Redis made them, but an earlier
  * lease may still be waiting here for its answer (another host's release
  * granted it): the later grant must not be told first. */
@@ -1351,6 +1387,7 @@ int main(void) {
         log_set_max_level(LOG_EMERG);
         test_grant_and_limit();
         test_wait_deadline_and_no_wait();
+        test_drained();
         test_grants_in_token_order();
         test_wake_is_a_hint();
         test_foreign_grant_asks_nothing();

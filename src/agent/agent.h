@@ -43,6 +43,7 @@ typedef struct Server Server;
 typedef struct Conns Conns;
 typedef struct StatusLine StatusLine;
 typedef struct Anchors Anchors;
+typedef struct DrainCall DrainCall;
 
 /* What one uid holds of the agent: connections in every state, the bytes
  * of output queued for them, STATUS requests under way; and what it may
@@ -67,6 +68,7 @@ typedef enum Script {
         SCRIPT_STATUS,
         SCRIPT_EPOCH,
         SCRIPT_BATCH,
+        SCRIPT_DRAIN,
         N_SCRIPTS,
 } Script;
 
@@ -104,6 +106,7 @@ struct Client {
         bool close_after_flush;
         Lease *lease;
         StatusJob *status;
+        DrainCall *drain;               /* DRAIN under way */
         bool status_deferred;           /* STATUS or METRICS asked while the first connection to Redis is made */
         bool metrics;                   /* … METRICS */
         char status_name[NAME_MAX_LEN + 1];
@@ -186,6 +189,12 @@ int io_call_acquire(void *ctx, Lease *l);
 int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid);
 int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids);
 int io_call_reassert(void *ctx, Lease *l);
+/* The drain script for root's DRAIN request (drain.c). */
+int io_call_drain(Agent *a, const char *name, bool on, uid_t uid, const char *user, const char *reason,
+                  redis_reply_cb cb, void *userdata);
+/* DRAIN name= on= [reason=]: root only. */
+void drain_request(Agent *a, Client *c, const Request *req);
+void drain_client_gone(Client *c);
 void io_index(void *ctx, const Lease *l, bool add);
 void io_name_waiting(void *ctx, Name *n);
 void io_lease_timer(void *ctx, Lease *l, usec_t when);

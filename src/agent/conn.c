@@ -35,6 +35,7 @@ void client_free(Client *c) {
 
         if (c->status)
                 c->status->client = NULL;
+        drain_client_gone(c);
         if (c->lease) {
                 Lease *l = c->lease;
 

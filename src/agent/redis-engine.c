@@ -168,6 +168,7 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
         Agent *a = agent_of(l->slots_engine->ctx);
         AcquireResult r = { .outcome = ACQUIRE_FAILED, .error = "unexpected reply from Redis", .next_expiry_ms = -1 };
         long long v[5] = {};
+        char drain[SLOTS_DRAIN_RECORD_MAX + 1];
         size_t len = redis_reply_array_len(reply);
 
         if (!reply) {
@@ -188,11 +189,12 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
                         r = (AcquireResult) { .outcome = ACQUIRE_GRANTED, .token = (uint64_t) v[1],
                                               .since_ms = (uint64_t) v[2], .held = (uint32_t) v[3],
                                               .limit = (uint32_t) v[4] };
-                else if (ok && v[0] == 0 && len == 5 && v[1] > 0 && v[2] >= 0 && v[3] >= 0 && v[4] >= -1 &&
-                         v[1] <= UINT32_MAX && v[2] <= SLOTS_MAX && v[3] <= SLOTS_MAX)
+                else if (ok && v[0] == 0 && (len == 5 || len == 6) && v[1] > 0 && v[2] >= 0 && v[3] >= 0 &&
+                         v[4] >= -1 && v[1] <= UINT32_MAX && v[2] <= SLOTS_MAX && v[3] <= SLOTS_MAX &&
+                         (len == 5 || redis_reply_array_string(reply, 5, drain, sizeof(drain)) >= 0))
                         r = (AcquireResult) { .outcome = ACQUIRE_QUEUED, .position = (uint32_t) v[1],
                                               .held = (uint32_t) v[2], .limit = (uint32_t) v[3],
-                                              .next_expiry_ms = v[4] };
+                                              .next_expiry_ms = v[4], .drain = len == 6 ? drain : NULL };
         }
         if (r.outcome == ACQUIRE_GRANTED && a->config->min_replicas_acked > 0) {
                 if (wait_for_replicas(a, conn, l, &r) >= 0)
@@ -428,6 +430,22 @@ int io_call_reassert(void *ctx, Lease *l) {
                                    [ARG_REASSERT_TTL_MS] = c.ttl, [ARG_REASSERT_DESCRIPTION] = l->desc,
                                    [ARG_REASSERT_HOST] = a->config->host_id, [ARG_REASSERT_UID] = c.uid,
                                    [ARG_REASSERT_GRACE_UNTIL_MS] = c.grace, [ARG_REASSERT_IDLE_MS] = c.idle,
+                           },
+                           NULL);
+}
+
+/* ---- An operator's drain --------------------------------------------------------- */
+
+int io_call_drain(Agent *a, const char *name, bool on, uid_t uid, const char *user, const char *reason,
+                  redis_reply_cb cb, void *userdata) {
+        CommonArgs c;
+
+        common_args(a, name, uid, &c);
+        return script_call(a, SCRIPT_DRAIN, name, cb, userdata, N_DRAIN_ARGS,
+                           (const char *[N_DRAIN_ARGS]) {
+                                   [ARG_DRAIN_ON] = on ? "1" : "0", [ARG_DRAIN_HOST] = a->config->host_id,
+                                   [ARG_DRAIN_UID] = c.uid, [ARG_DRAIN_USER] = user, [ARG_DRAIN_REASON] = reason,
+                                   [ARG_DRAIN_GRACE_UNTIL_MS] = c.grace, [ARG_DRAIN_IDLE_MS] = c.idle,
                            },
                            NULL);
 }

@@ -299,6 +299,9 @@ static void client_handle_request(Client *c, const char *line, size_t len) {
         case REQUEST_METRICS:
                 metrics_request(a, c);
                 return;
+        case REQUEST_DRAIN:
+                drain_request(a, c, &req);
+                return;
         }
 }
 

@@ -22,6 +22,7 @@ const char *const slots_denial_name[N_SLOTS_DENIALS] = {
         [SLOTS_DENIAL_TIMEOUT] = "timeout",
         [SLOTS_DENIAL_FULL] = "full",
         [SLOTS_DENIAL_UNCONFIRMED] = "unconfirmed",
+        [SLOTS_DENIAL_DRAINED] = "drained",
 };
 
 const usec_t slots_histogram_bounds[SLOTS_HISTOGRAM_BUCKETS] = {

@@ -92,9 +92,27 @@ void report_position(Lease *l, usec_t now) {
         l->slots_engine->ops->name_timer(l->slots_engine->ctx, n, n->positions_at);
 }
 
+/* What Redis said of n's drain (record, or NULL): kept for people; true
+ * when it changed. */
+static bool name_drained(Name *n, const char *record) {
+        char text[512];
+        char *d = NULL;
+
+        if (record && slots_drain_text(record, text, sizeof(text)) >= 0)
+                d = strdup(text);
+        if ((!d && !n->drained) || (d && n->drained && streq(d, n->drained))) {
+                free(d);
+                return false;
+        }
+        free(n->drained);
+        n->drained = d;
+        return true;
+}
+
 void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) {
         uint64_t check_id = l->check_id;
         LogFields f;
+        bool drain_changed = false;
 
         l->check_inflight = false;
         if (l->state != LEASE_WAITING || !r)
@@ -151,6 +169,7 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                  * of since (a wake message) came after it. */
                 if (l->pending_heard <= l->check_sent)
                         l->grant_pending = false;
+                drain_changed = name_drained(l->name, r->drain);
                 break;
         }
 
@@ -165,14 +184,17 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 if (l->state != LEASE_WAITING)
                         goto finish;
         }
-        if (r->position != l->position || (r->limit != l->limit && r->limit > 0)) {
+        if (r->position != l->position || (r->limit != l->limit && r->limit > 0) || drain_changed) {
                 l->position = r->position;
                 if (r->limit > 0)
                         l->limit = r->limit;
                 send_queued(l, now);
         }
         if (l->no_wait) {
-                lease_deny(l, SLOTS_DENIAL_FULL, "no slot free and no wait", now);
+                if (l->name->drained)
+                        lease_deny(l, SLOTS_DENIAL_DRAINED, "drained, and no wait", now);
+                else
+                        lease_deny(l, SLOTS_DENIAL_FULL, "no slot free and no wait", now);
                 goto finish;
         }
         /* Woken by pub/sub on release; besides, look again when the first

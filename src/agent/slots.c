@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "macro.h"
@@ -89,8 +90,26 @@ static void name_free(Name *n) {
         tdelete(n, &e->name_tree, name_cmp);
         LIST_REMOVE(all, e->names, n);
         e->n_names--;
+        free(n->drained);
         free(n->name);
         free(n);
+}
+
+int slots_drain_text(const char *record, char *buf, size_t size) {
+        char host[IDENT_MAX_LEN + 1], user[64], when[32];
+        unsigned long long uid, since;
+        struct tm tm;
+        time_t t;
+        int off = 0;
+
+        if (!record || sscanf(record, "%64s %llu %llu %63s %n", host, &uid, &since, user, &off) < 4 || off == 0 ||
+            !ident_is_valid(host))
+                return -EBADMSG;
+        t = (time_t) (since / 1000);
+        if (!gmtime_r(&t, &tm) || strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", &tm) == 0)
+                return -EBADMSG;
+        snprintf(buf, size, "by %s (uid %llu) on %s since %s: %s", user, uid, host, when, record + off);
+        return 0;
 }
 
 /* A name without leases stays a while: asking for it again then costs no
@@ -376,6 +395,8 @@ void send_queued(Lease *l, usec_t now) {
         message_add_u64(&b, "held", l->held_seen);
         message_add_u64(&b, "slots", l->slots);
         message_add_u64(&b, "limit", l->limit);
+        if (l->name && l->name->drained)
+                message_add(&b, "drained", l->name->drained);
         if (grace > 0) {
                 message_add_u64(&b, "grace", grace / USEC_PER_MSEC);
                 message_add(&b, "why", l->slots_engine->grace_why);
@@ -411,6 +432,8 @@ void send_denied(Lease *l, const char *reason) {
         message_add_u64(&b, "held", l->held_seen);
         message_add_u64(&b, "slots", l->slots);
         message_add_u64(&b, "limit", l->limit);
+        if (l->name && l->name->drained)
+                message_add(&b, "drained", l->name->drained);
         lease_send(l, line, message_finish(&b));
 }
 

@@ -100,7 +100,16 @@ struct Name {
         usec_t positions_at;    /* when moved-up places are reported (USEC_INFINITY: none due) */
         unsigned io_generation; /* the adapter's: pub/sub connection it subscribed on */
         void *io;               /* the adapter's: its timer */
+        /* Drained (no new grant fleet-wide), as Redis last said: "by WHO
+         * since WHEN: REASON" for people; NULL: not drained. */
+        char *drained;
 };
+
+#define SLOTS_DRAIN_RECORD_MAX 512
+/* A drain record of Redis' ("HOST UID SINCE_MS USER REASON") for people:
+ * "by USER (uid UID) on HOST since YYYY-MM-DD HH:MM UTC: REASON"; -EBADMSG
+ * when it is none. */
+int slots_drain_text(const char *record, char *buf, size_t size);
 
 /* What a script call reported, decoded and checked by the adapter. */
 typedef enum AcquireOutcome {
@@ -117,6 +126,7 @@ typedef struct AcquireResult {
         uint32_t position;              /* QUEUED */
         uint32_t held, limit;
         int64_t next_expiry_ms;         /* QUEUED: until the first holder's lease runs out, -1 unknown */
+        const char *drain;              /* QUEUED: Redis' drain record "HOST UID SINCE_MS USER REASON", or NULL */
         const char *error;              /* FAILED */
 } AcquireResult;
 
@@ -142,6 +152,7 @@ typedef enum SlotsDenial {
         SLOTS_DENIAL_TIMEOUT,           /* DENIED reason=timeout */
         SLOTS_DENIAL_FULL,              /* DENIED reason=full (no wait) */
         SLOTS_DENIAL_UNCONFIRMED,       /* DENIED reason=unconfirmed (no wait; no replica took the grant) */
+        SLOTS_DENIAL_DRAINED,           /* DENIED reason=drained (no wait; the name is drained) */
         N_SLOTS_DENIALS,
 } SlotsDenial;
 

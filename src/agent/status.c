@@ -93,6 +93,7 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         const RedisReply *holders, *queue;
         char line[PROTO_REPLY_MAX];
         long long now = 0, limit = 0;
+        char drain[SLOTS_DRAIN_RECORD_MAX + 1] = "", drained[512];
         MessageBuilder b;
 
         (void) conn;
@@ -110,7 +111,8 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         if (redis_reply_array_integer(reply, 0, &now) < 0 || !holders || !queue ||
             redis_reply_array_integer(reply, 3, &limit) < 0 || limit < 0 || limit > SLOTS_MAX)
                 goto finish;
-        if (redis_reply_array_len(holders) == 0 && redis_reply_array_len(queue) == 0 && !job->summary)
+        (void) redis_reply_array_string(reply, 4, drain, sizeof(drain));
+        if (redis_reply_array_len(holders) == 0 && redis_reply_array_len(queue) == 0 && !job->summary && !drain[0])
                 goto finish;
 
         message_start(&b, line, sizeof(line), "NAME");
@@ -118,6 +120,8 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         message_add_u64(&b, "held", redis_reply_array_len(holders));
         message_add_u64(&b, "waiting", redis_reply_array_len(queue));
         message_add_u64(&b, "limit", (uint64_t) limit);
+        if (drain[0] && slots_drain_text(drain, drained, sizeof(drained)) >= 0)
+                message_add(&b, "drained", drained);
         client_send(job->client, line, message_finish(&b));
         if (job->summary)
                 goto finish;

@@ -345,7 +345,7 @@ static int on_signal(const Acquire *a, int sig) {
 static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *lease, int anchor_fd) {
         usec_t started = now_usec(CLOCK_MONOTONIC), deadline = USEC_INFINITY;
         char note[TEXT_ESCAPE_SIZE(sizeof(((Reply *) NULL)->message))];
-        bool replied = false, limit_told = false, grace_told = false;
+        bool replied = false, limit_told = false, grace_told = false, drain_told = false;
         LineReader lr;
         Reply rep;
         int r;
@@ -390,7 +390,12 @@ static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *l
                 switch (rep.kind) {
                 case REPLY_QUEUED:
                         /* The note begins with the name. */
-                        if (grace_note(a->name, &rep, note, sizeof(note))) {
+                        if (drain_note(a->name, &rep, note, sizeof(note))) {
+                                if (!drain_told)
+                                        log_notice("%s.", note);
+                                drain_told = true;
+                                notify("STATUS=Waiting for fleet slot %s", note);
+                        } else if (grace_note(a->name, &rep, note, sizeof(note))) {
                                 if (!grace_told)
                                         log_notice("%s.", note);
                                 grace_told = true;
@@ -419,6 +424,15 @@ static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *l
                         notify("STATUS=Holding fleet slot %s (token %" PRIu64 ")", a->name, rep.token);
                         return 0;
                 case REPLY_DENIED:
+                        if (drain_note(a->name, &rep, note, sizeof(note))) {
+                                log_notice("%s.", note);
+                                if (a->skip) {
+                                        notify("STATUS=Skipped: %s", note);
+                                        return EXIT_SKIP;
+                                }
+                                notify("STATUS=%s", note);
+                                return EXIT_TEMPFAIL;
+                        }
                         if (limit_note(a->name, rep.limit, a->slots, "you asked for", note, sizeof(note)) && !limit_told)
                                 log_notice("%s.", note);
                         if (a->skip) {

@@ -19,3 +19,5 @@ int verb_acquire(int argc, char *argv[]);
 int verb_release(int argc, char *argv[]);
 int verb_limit(int argc, char *argv[]);
 int verb_metrics(int argc, char *argv[]);
+int verb_drain(int argc, char *argv[]);
+int verb_undrain(int argc, char *argv[]);

@@ -22,7 +22,9 @@ static void help(void) {
                "  limit UNIT SLOTS [--wait DURATION|--skip] | limit UNIT --remove\n"
                "                  Write (or remove) the drop-in that limits a service\n"
                "  metrics [--output FILE]\n"
-               "                  Print the agent's metrics in the Prometheus text format\n\n"
+               "                  Print the agent's metrics in the Prometheus text format\n"
+               "  drain NAME [--reason TEXT] | undrain NAME\n"
+               "                  As root: stop new grants of NAME fleet-wide, or allow them again\n\n"
                "Options common to all commands:\n"
                "  -h --help       Show help (fleetsem COMMAND --help for a command's)\n"
                "     --version    Show the version\n"
@@ -62,6 +64,10 @@ int main(int argc, char *argv[]) {
                 return verb_limit(argc - 1, argv + 1);
         if (streq(argv[1], "metrics"))
                 return verb_metrics(argc - 1, argv + 1);
+        if (streq(argv[1], "drain"))
+                return verb_drain(argc - 1, argv + 1);
+        if (streq(argv[1], "undrain"))
+                return verb_undrain(argc - 1, argv + 1);
 
         log_error("Unknown command \"%s\"; see fleetsem --help.", argv[1]);
         return EXIT_USAGE;

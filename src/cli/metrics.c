@@ -33,6 +33,7 @@ typedef struct Row {
         char name[NAME_MAX_LEN + 1];
         uint64_t held, waiting, limit, total;
         uint64_t oldest_wait;           /* HOST: ms the longest waiter here has waited (0: none) */
+        bool drained;                   /* NAME: drained fleet-wide */
 } Row;
 
 /* A histogram of times, as the agent counts it (buckets cumulative). */
@@ -141,6 +142,7 @@ static int take_row(Metrics *mt, const Message *m) {
                    (streq(m->verb, "HOST") && message_get(m, "oldest_wait") &&
                     get_u64(m, "oldest_wait", &r->oldest_wait) < 0))
                 return -EBADMSG;
+        r->drained = streq(m->verb, "NAME") && message_get(m, "drained");
         mt->n_rows++;
         return 0;
 }
@@ -345,6 +347,11 @@ static void print_metrics(FILE *f, Metrics *mt) {
         name_samples(f, mt, "fleetsem_waiters", ROW_WAITING);
         family(f, "fleetsem_limit", "gauge", "The limit in force of a name across the fleet, while anyone holds or waits.");
         name_samples(f, mt, "fleetsem_limit", ROW_LIMIT);
+        family(f, "fleetsem_drained", "gauge",
+               "Whether a name is drained fleet-wide (1: no new slot is granted until it is undrained) or not (0).");
+        for (size_t i = 0; i < mt->n_rows; i++)
+                if (streq(mt->rows[i].verb, "NAME"))
+                        sample(f, "fleetsem_drained", mt->rows[i].drained ? "1" : "0", "name", mt->rows[i].name, NULL);
         family(f, "fleetsem_oldest_wait_seconds", "gauge",
                "How long the request waiting longest for a name on this host has waited so far, while one waits.");
         for (size_t i = 0; i < mt->n_rows; i++)

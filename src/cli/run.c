@@ -57,6 +57,7 @@ typedef struct Run {
         int connect_error;      /* why the last attempt to reach it failed */
         bool limit_told;
         bool grace_told;
+        bool drain_told;
 
         Job job;                /* COMMAND */
 
@@ -304,6 +305,19 @@ static void tell_grace(Run *r, const Reply *rep) {
         log_notice("%s.", note);
 }
 
+/* Once, while it waits: the name is drained, by whom and why. */
+static void tell_drain(Run *r, const Reply *rep) {
+        char note[NAME_MAX_LEN + 1024];
+
+        if (!drain_note(r->name, rep, note, sizeof(note))) {
+                r->drain_told = false;
+                return;
+        }
+        if (!r->drain_told)
+                log_notice("%s; waiting.", note);
+        r->drain_told = true;
+}
+
 static int handle_reply(Run *r, const Reply *rep) {
         char buf[FORMAT_DURATION_MAX];
 
@@ -317,6 +331,7 @@ static int handle_reply(Run *r, const Reply *rep) {
                 }
                 tell_limit(r, rep);
                 tell_grace(r, rep);
+                tell_drain(r, rep);
                 if (rep->position != r->position)
                         progress(r, "waiting for a slot: position %" PRIu32 " in line, %" PRIu32 " of %" PRIu32 " in use",
                                  rep->position, rep->held, reply_limit(rep, r->slots));
@@ -342,9 +357,13 @@ static int handle_reply(Run *r, const Reply *rep) {
                 if (r->granted)
                         confirmed(r, rep->ttl_ms);
                 return 0;
-        case REPLY_DENIED:
+        case REPLY_DENIED: {
+                char note[NAME_MAX_LEN + 1024];
+
                 tell_limit(r, rep);
-                if (r->wait == 0)
+                if (drain_note(r->name, rep, note, sizeof(note)))
+                        log_error("%s.", note);
+                else if (r->wait == 0)
                         log_error("%s: no free slot (all %" PRIu32 " in use, or others are first in line).", r->name,
                                   reply_limit(rep, r->slots));
                 else
@@ -352,6 +371,7 @@ static int handle_reply(Run *r, const Reply *rep) {
                                   format_duration(buf, sizeof(buf), r->wait), rep->position);
                 finish(r, EXIT_TEMPFAIL);
                 return 0;
+        }
         case REPLY_ERROR:
                 log_error("%s: %s", r->name, rep->message);
                 if (r->granted)

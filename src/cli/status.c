@@ -259,6 +259,8 @@ static void print_json(const StatusOutput *out) {
                 json_field("waiting", get(e, "waiting"), true, &first);
                 if (message_get(&e->m, "limit"))        /* the limit in force, when the agent says it */
                         json_field("limit", get(e, "limit"), true, &first);
+                if (message_get(&e->m, "drained"))      /* "by WHO since WHEN: REASON" */
+                        json_field("drained", get(e, "drained"), false, &first);
                 printf(",\"holders\":");
                 json_entries(out, i, "HOLDER");
                 printf(",\"waiters\":");
@@ -354,7 +356,8 @@ static void print_table(const StatusOutput *out) {
         for (size_t i = 0; i < out->n; i++) {
                 const Entry *e = &out->entries[i];
                 char name[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], held[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)],
-                        waiting[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], limit[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
+                        waiting[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], limit[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)],
+                        drained[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
                 size_t end = i + 1;
 
                 if (!streq(e->m.verb, "NAME"))
@@ -366,6 +369,8 @@ static void print_table(const StatusOutput *out) {
                        text_escape(get(e, "waiting"), waiting, sizeof(waiting)));
                 if (message_get(&e->m, "limit"))        /* the limit in force, when the agent says it */
                         printf(", limit %s", text_escape(get(e, "limit"), limit, sizeof(limit)));
+                if (message_get(&e->m, "drained"))
+                        printf("; DRAINED %s", text_escape(get(e, "drained"), drained, sizeof(drained)));
                 putchar('\n');
                 print_name_table(out, i + 1, end);
                 any = true;

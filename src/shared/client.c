@@ -221,6 +221,7 @@ int reply_parse(const char *line, size_t len, Reply *ret) {
         r.grace_why = grace > 0 ? grace_why_text(message_get(&m, "why")) : NULL;
         r.grace_ms = r.grace_why ? grace : 0;
         field_copy(&m, "lease", r.lease, sizeof(r.lease));
+        field_copy(&m, "drained", r.drained, sizeof(r.drained));
         if (r.kind == REPLY_GRANTED && !lease_id_is_valid(r.lease))
                 return -EBADMSG;
         field_copy(&m, r.kind == REPLY_ERROR ? "code" : "reason", r.code, sizeof(r.code));
@@ -302,6 +303,16 @@ bool grace_note(const char *name, const Reply *rep, char *buf, size_t size) {
         snprintf(buf, size, "%s: no slot is granted for another %s: %s; slots held before may still be in use until "
                  "their leases run out", name, format_duration(d, sizeof(d), rep->grace_ms * USEC_PER_MSEC),
                  rep->grace_why);
+        return true;
+}
+
+bool drain_note(const char *name, const Reply *rep, char *buf, size_t size) {
+        char text[TEXT_ESCAPE_SIZE(sizeof(rep->drained))];
+
+        if ((rep->kind != REPLY_QUEUED && rep->kind != REPLY_DENIED) || !rep->drained[0])
+                return false;
+        snprintf(buf, size, "%s is drained (%s); no new slot is granted until \"fleetsem undrain %s\"", name,
+                 text_escape(rep->drained, text, sizeof(text)), name);
         return true;
 }
 

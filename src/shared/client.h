@@ -55,6 +55,7 @@ typedef struct Reply {
         char lease[LEASE_ID_LEN + 1];   /* GRANTED */
         char code[32];          /* ERROR code=, DENIED/LOST reason= */
         char message[512];      /* ERROR message=, DENIED/LOST reason= in full */
+        char drained[512];      /* QUEUED, DENIED: the name is drained: "by WHO since WHEN: REASON"; "" not */
 } Reply;
 
 /* The namespace clients use: explicit, else $FLEETSEM_NAMESPACE, else the default. */
@@ -102,5 +103,8 @@ bool limit_note(const char *name, uint32_t limit, uint32_t asked, const char *as
  * its state, writes why and for how long into buf and returns true. */
 bool grace_note(const char *name, const Reply *rep, char *buf, size_t size);
 
+/* "NAME is drained by …: no new slot is granted until …" when rep says the
+ * name is drained; false otherwise. */
+bool drain_note(const char *name, const Reply *rep, char *buf, size_t size);
 /* The exit code for an ERROR reply's code. */
 int exit_code_for_error(const char *code);

@@ -16,6 +16,16 @@ void log_journal_sink(int level, const LogFields *f, const char *msg) {
         if (f->token > 0)
                 snprintf(token, sizeof(token), "%" PRIu64, f->token);
 
+        if (f->action) {
+                sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%i", level,
+                                "SYSLOG_IDENTIFIER=%s", log_get_ident(),
+                                "FLEETSEM_NAME=%s", f->name ?: "",
+                                "FLEETSEM_ACTION=%s", f->action,
+                                "FLEETSEM_OPERATOR=%s", f->operator ?: "",
+                                "FLEETSEM_REASON=%s", f->reason ?: "",
+                                NULL);
+                return;
+        }
         /* Empty fields are sent as empty values rather than left out, so the
          * argument list stays fixed. */
         sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%i", level,

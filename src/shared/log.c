@@ -70,7 +70,10 @@ static void log_to_stderr(int level, const LogFields *f, const char *msg) {
 
         if (stderr_level_prefix)
                 fprintf(stderr, "<%i>", level);
-        if (f && f->name)
+        if (f && f->name && f->action)
+                fprintf(stderr, "%s: %s%s [name=%s action=%s operator=%s reason=%s]\n", log_ident, p, msg, f->name,
+                        f->action, f->operator ?: "", f->reason ?: "");
+        else if (f && f->name)
                 fprintf(stderr, "%s: %s%s [name=%s%s%s]\n", log_ident, p, msg, f->name,
                         f->lease ? " lease=" : "", f->lease ?: "");
         else
@@ -88,6 +91,7 @@ int log_internal(int level, int error, const LogFields *fields, const char *form
         int saved = errno;
         char raw[2048], msg[TEXT_ESCAPE_SIZE(sizeof(raw))];
         char name[FIELD_ESCAPED_MAX], lease[FIELD_ESCAPED_MAX], holder[FIELD_ESCAPED_MAX];
+        char operator[FIELD_ESCAPED_MAX], reason[FIELD_ESCAPED_MAX];
         LogFields escaped;
         va_list ap;
 
@@ -112,6 +116,9 @@ int log_internal(int level, int error, const LogFields *fields, const char *form
                         .lease = escape_field(fields->lease, lease),
                         .token = fields->token,
                         .holder = escape_field(fields->holder, holder),
+                        .action = fields->action,
+                        .operator = escape_field(fields->operator, operator),
+                        .reason = escape_field(fields->reason, reason),
                 };
                 fields = &escaped;
         }

@@ -18,6 +18,10 @@ typedef struct LogFields {
         const char *lease;
         uint64_t token;         /* 0: none */
         const char *holder;
+        /* An operator's action (drain, undrain): what, by whom, why. */
+        const char *action;
+        const char *operator;   /* "USER (uid N) on HOST" */
+        const char *reason;
 } LogFields;
 
 /* Writes one message to the journal; see log-journal.h. Kept apart so that

@@ -166,10 +166,27 @@ static int fail(const char **ret_error, const char *why) {
         return fail_with(ret_error, why, -EINVAL);
 }
 
+bool drain_reason_is_valid(const char *s) {
+        size_t n = strlen(s);
+
+        if (n == 0 || n > DRAIN_REASON_MAX)
+                return false;
+        for (const char *p = s; *p;) {
+                uint32_t cp;
+                size_t k = utf8_decode(p, &cp);
+
+                if (k == 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || (cp >= 0x200b && cp <= 0x200f) ||
+                    (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069))
+                        return false;
+                p += k;
+        }
+        return true;
+}
+
 int request_parse(const char *line, size_t len, Request *ret, const char **ret_error) {
         Request r = {};
         Message m;
-        const char *name, *lease, *slots, *wait, *unit, *on_lost;
+        const char *name, *lease, *slots, *wait, *unit, *on_lost, *on, *reason;
         size_t expected;
         uint64_t v;
         int k;
@@ -186,6 +203,8 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
         wait = message_get(&m, "wait");
         unit = message_get(&m, "unit");
         on_lost = message_get(&m, "on_lost");
+        on = message_get(&m, "on");
+        reason = message_get(&m, "reason");
 
         if (streq(m.verb, "ACQUIRE")) {
                 r.verb = REQUEST_ACQUIRE;
@@ -205,6 +224,20 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
         } else if (streq(m.verb, "METRICS")) {
                 r.verb = REQUEST_METRICS;
                 expected = 0;
+        } else if (streq(m.verb, "DRAIN")) {
+                r.verb = REQUEST_DRAIN;
+                if (!name || !on)
+                        return fail(ret_error, "DRAIN needs name= and on=");
+                if (!streq(on, "1") && !streq(on, "0"))
+                        return fail(ret_error, "invalid on (1 or 0)");
+                r.drain = streq(on, "1");
+                expected = 2 + !!reason;
+                if (reason && !r.drain)
+                        return fail(ret_error, "reason= goes with on=1");
+                if (reason && !drain_reason_is_valid(reason))
+                        return fail(ret_error, "invalid reason (1-200 bytes of printable UTF-8)");
+                if (reason)
+                        strcpy(r.reason, reason);
         } else
                 return fail(ret_error, "unknown request");
 
@@ -283,6 +316,13 @@ int request_format(const Request *r, char *buf, size_t size) {
                 break;
         case REQUEST_METRICS:
                 message_start(&b, buf, size, "METRICS");
+                break;
+        case REQUEST_DRAIN:
+                message_start(&b, buf, size, "DRAIN");
+                message_add(&b, "name", r->name);
+                message_add(&b, "on", r->drain ? "1" : "0");
+                if (r->reason[0])
+                        message_add(&b, "reason", r->reason);
                 break;
         default:
                 return -EINVAL;

@@ -94,7 +94,10 @@ typedef enum RequestVerb {
         REQUEST_RELEASE,
         REQUEST_STATUS,
         REQUEST_METRICS,
+        REQUEST_DRAIN,
 } RequestVerb;
+
+#define DRAIN_REASON_MAX 200            /* bytes of a drain's reason */
 
 typedef struct Request {
         RequestVerb verb;
@@ -104,9 +107,15 @@ typedef struct Request {
         usec_t wait;                            /* ACQUIRE: 0 = do not wait */
         bool unit;                              /* ACQUIRE, RELEASE: bound to the requester's unit */
         bool stop_on_lost;                      /* ACQUIRE: stop that unit when the slot is lost */
+        bool drain;                             /* DRAIN: on (true) or off */
+        char reason[DRAIN_REASON_MAX + 1];      /* DRAIN: why ("" none) */
 } Request;
 
 #define SLOTS_MAX 1000000U
+
+/* A drain's reason: 1 to DRAIN_REASON_MAX bytes of UTF-8 without control
+ * characters or the invisible ones that reorder text. */
+bool drain_reason_is_valid(const char *s);
 
 /* Parses and validates a request; on error ret_error points to a static
  * human-readable reason. */

@@ -58,6 +58,8 @@ end
 -- when asked), the last fencing token and ticket handed out, the lease of
 -- the last caller that knew one, the fleet clock's offset the expiries are
 -- on (see observe()), and when the name's keys leave Redis (0: never).
+-- Field '!', while the name is drained (no new grant: drain.lua), says by
+-- whom and why: "HOST UID SINCE_MS USER REASON".
 -- Every other field is a lease that holds or waits, with its record
 --   "HOST UID SLOTS TOKEN SINCE_MS PROOF DESCRIPTION"
 -- (TOKEN and SINCE_MS 0 while it waits; PROOF, a secret of the waiter's
@@ -68,10 +70,12 @@ end
 -- that model fails on a name this model holds, and this one refuses a
 -- name that model holds (first_model()), so the two never count one
 -- name's slots apart.
-local STATE = '.'
-local st                -- the name's state, once read
+local STATE, DRAIN = '.', '!'
+local st                -- the name's state, once read (st.drain: the drain record, or false)
 local st_new = false    -- it was not in Redis: counted from the ZSETs
+local st_drain_         -- the drain record read with the state (false: none)
 local st_dirty = false
+local drain_dirty = false
 local rec = {}          -- lease -> its record, false: none (read or written this call)
 local dirty = {}        -- lease -> true: its record changed (rec has it, false: deleted)
 local created = {}      -- ZSETs this call made (they need the name's expiry)
@@ -118,9 +122,11 @@ end
 -- HMGET (a few thousand fields at a time).
 local function fetch(leases)
   local fields = {}
-  if not st then fields[1] = STATE end
+  if not st then fields[1], fields[2] = STATE, DRAIN end
   for _, lease in ipairs(leases) do
-    if lease == STATE then error({err = 'FLEETSEM a lease may not be named "' .. STATE .. '"'}) end
+    if lease == STATE or lease == DRAIN then
+      error({err = 'FLEETSEM a lease may not be named "' .. lease .. '"'})
+    end
     if rec[lease] == nil then fields[#fields + 1] = lease end
   end
   for i = 1, #fields, 4000 do
@@ -131,9 +137,16 @@ local function fetch(leases)
       got = redis.call('HMGET', K_CLOCK, unpack(part))
     end
     for j, f in ipairs(part) do
-      if f == STATE then st = parse_state(got[j]) else rec[f] = parse_record(got[j]) end
+      if f == STATE then
+        st = parse_state(got[j])
+      elseif f == DRAIN then
+        st_drain_ = got[j] or false
+      else
+        rec[f] = parse_record(got[j])
+      end
     end
   end
+  if st and st.drain == nil then st.drain = st_drain_ or false end
 end
 
 -- The state, counted from the ZSETs when Redis has none (a new name, or
@@ -141,10 +154,16 @@ end
 local function state()
   if not st then
     st = {held = redis.call('ZCARD', K_HOLDERS), line = redis.call('ZCARD', K_QUEUE), limit = -1, at_limit = 0,
-      ticket = 0, expires = 0}
+      ticket = 0, expires = 0, drain = st_drain_ or false}
     st_new, st_dirty = true, true
   end
   return st
+end
+
+-- Whether a slot may be handed out now: not in the grace after a reset,
+-- not while the name is drained.
+local function may_grant(now_ms, grace_until)
+  return now_ms >= grace_until and not st.drain
 end
 
 -- `lease`'s record says it holds or waits, but its ZSET entry is gone (not
@@ -169,7 +188,7 @@ local function limit_in_force(default)
     end
     local all = redis.call('HGETALL', K_CLOCK)
     for i = 1, #all, 2 do
-      if all[i] ~= STATE and rec[all[i]] == nil then count(parse_record(all[i + 1])) end
+      if all[i] ~= STATE and all[i] ~= DRAIN and rec[all[i]] == nil then count(parse_record(all[i + 1])) end
     end
     for _, r in pairs(rec) do count(r) end
     st.limit, st.at_limit, st_dirty = low, n, true
@@ -218,9 +237,17 @@ local function flush()
     set[#set + 1] = STATE
     set[#set + 1] = state_text(st)
   end
+  if drain_dirty then
+    if st.drain then
+      set[#set + 1] = DRAIN
+      set[#set + 1] = st.drain
+    else
+      del[#del + 1] = DRAIN
+    end
+  end
   if #set > 0 then each_chunk('HSET', K_CLOCK, set) end
   if #del > 0 then each_chunk('HDEL', K_CLOCK, del) end
-  dirty, st_dirty = {}, false
+  dirty, st_dirty, drain_dirty = {}, false, false
 end
 
 -- true when `r` belongs to another host or user.
@@ -473,7 +500,7 @@ local function granted_message(granted, proofs)
 end
 
 -- Every script but status ends here: a name nobody touches for idle_ms
--- leaves Redis. All its keys leave at one time, the state's EXPIRES_MS:
+-- leaves Redis (not while it is drained: drain.lua takes its expiry away). All its keys leave at one time, the state's EXPIRES_MS:
 -- set again (on every key) when a call that knows the time finds it more
 -- than a quarter of idle_ms off now + idle_ms, and given to each key a
 -- call made. So most calls write no expiry, and the hash never outlives
@@ -482,7 +509,7 @@ local function idle(idle_ms, reply)
   if fleet_due then fleet_write() end
   idle_ms = tonumber(idle_ms) or 0
   local again = false
-  if st and now_ms_ and idle_ms > 0 and
+  if st and now_ms_ and idle_ms > 0 and not st.drain and
       (st_new or math.abs(st.expires - (now_ms_ + idle_ms)) > idle_ms / 4) then
     st.expires, st_dirty, again = now_ms_ + idle_ms, true, true
   end
@@ -507,7 +534,8 @@ end
 -- The proof (optional) is kept while the lease waits, for the grant
 -- message. Returns {-1} when the lease is another host's or user's;
 -- {1, token, since_ms, held, limit} when it holds a slot (now or already);
--- else {0, position, held, limit, ms until the first holder expires or -1}.
+-- else {0, position, held, limit, ms until the first holder expires or -1,
+-- and the drain record while the name is drained}.
 local function acquire_call(argv)
   local lease, slots = argv[A_ACQUIRE_LEASE], tonumber(argv[A_ACQUIRE_SLOTS])
   local ttl, desc = tonumber(argv[A_ACQUIRE_TTL_MS]), argv[A_ACQUIRE_DESCRIPTION]
@@ -532,13 +560,14 @@ local function acquire_call(argv)
 
   -- First come, first served: granted while among the first (limit - held)
   -- in line, so a newcomer never overtakes anyone queued before it. During
-  -- the grace period after a reset nobody is granted anything.
+  -- the grace period after a reset, and while the name is drained, nobody
+  -- is granted anything (a drained name's waiters keep their places).
   local held = st.held
 
   -- Nobody in line and a slot free: straight in, without a ticket.
   if st.line == 0 then
     local limit = math.min(slots, limit_in_force(slots))
-    if now_ms >= grace_until and held < limit then
+    if may_grant(now_ms, grace_until) and held < limit then
       r = newcomer(lease, slots, host, uid, desc)
       local token = grant(lease, r, now_ms + ttl, now_ms, now_us, false)
       return {1, token, now_ms, held + 1, limit}
@@ -556,7 +585,7 @@ local function acquire_call(argv)
   end
 
   local limit = limit_in_force(slots)
-  if now_ms >= grace_until and held < limit and rank < limit - held then
+  if may_grant(now_ms, grace_until) and held < limit and rank < limit - held then
     local token = grant(lease, r, now_ms + ttl, now_ms, now_us, true)
     return {1, token, now_ms, held + 1, limit}
   end
@@ -568,7 +597,7 @@ local function acquire_call(argv)
   local first = redis.call('ZRANGE', K_HOLDERS, 0, 0, 'WITHSCORES')
   local next_expiry = -1
   if first[2] then next_expiry = tonumber(first[2]) - now_ms end
-  return {0, rank + 1, held, limit, next_expiry}
+  return {0, rank + 1, held, limit, next_expiry, st.drain or nil}
 end
 
 -- Gives the slot back (or leaves the queue) and hands what that frees to
@@ -596,12 +625,12 @@ local function release_call(argv)
   if held + queued == 1 then forget(lease) else entry_lost(lease) end
   local granted, proofs = {}, {}
   -- A place in line also matters: those behind it may now be first. During
-  -- the grace period after a reset the slot stays free.
+  -- the grace period after a reset, and while drained, the slot stays free.
   if (held == 1 and st.line > 0) or queued == 1 then
     local now_ms, now_us = now()
     expire(now_ms, nil, grace_until)
     local judged = true
-    if now_ms >= grace_until then judged = grant_next(now_ms, now_us, granted, proofs) end
+    if may_grant(now_ms, grace_until) then judged = grant_next(now_ms, now_us, granted, proofs) end
     if #granted > 0 then wake(granted_message(granted, proofs)) end
     -- Those behind a lease that left the line have a new place.
     if not judged or queued == 1 then wake() end

@@ -1,6 +1,7 @@
 -- Returns {now_ms, {{lease, expires_in_ms, "TOKEN SINCE", description, "HOST UID"}...},
---          {{lease, description, "HOST UID"}...}, limit}, the queue in
--- ticket order, limit 0 when nobody holds or waits.
+--          {{lease, description, "HOST UID"}...}, limit, drain}, the queue in
+-- ticket order, limit 0 when nobody holds or waits, drain the drain record
+-- ("HOST UID SINCE_MS USER REASON"; "" when not drained).
 local now_ms = now()
 fetch({})
 expire(now_ms, nil, nil, true)
@@ -23,4 +24,4 @@ end
 local limit = limit_in_force(0)
 -- What the sweep dropped (never a new name's state).
 if next(dirty) then flush() end
-return {now_ms, holders, queue, limit}
+return {now_ms, holders, queue, limit, st.drain or ''}

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/* `fleetsem drain NAME [--reason TEXT]` and `fleetsem undrain NAME`: root
+ * stops new grants of a name across the fleet (holders run on, waiters keep
+ * their places), or lets it grant again. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "log.h"
+#include "macro.h"
+
+#define DRAIN_TIMEOUT (10 * USEC_PER_SEC)
+#define DRAIN_TIMEOUT_TEXT "10 s"
+
+static void help(bool on) {
+        if (on)
+                printf("Usage: fleetsem drain NAME [--reason TEXT]\n\n"
+                       "Stops new grants of NAME across the whole fleet, as root: jobs that hold a\n"
+                       "slot run on, and those waiting keep their places in line; a request that\n"
+                       "does not wait is refused, saying who drained NAME and why. Lasts until\n"
+                       "\"fleetsem undrain NAME\" (or Redis loses its data); a drained name does not\n"
+                       "leave Redis when idle. The agent's journal records who drained it, from\n"
+                       "which host, and why.\n\n"
+                       "Options:\n"
+                       "  -r --reason=TEXT  Why (up to 200 bytes), shown to those refused or waiting\n"
+                       "     --namespace=NS Talk to the agent on @NS/agent\n"
+                       "  -h --help         Show this help\n\n"
+                       "Exit codes: 0 drained (or drained already), 64 usage, 69 agent or Redis\n"
+                       "unavailable, 77 not root.\n");
+        else
+                printf("Usage: fleetsem undrain NAME\n\n"
+                       "Lets NAME be granted again across the fleet, as root: the waiters that fit\n"
+                       "under its limit are granted at once, in the order they came.\n\n"
+                       "Options:\n"
+                       "     --namespace=NS Talk to the agent on @NS/agent\n"
+                       "  -h --help         Show this help\n\n"
+                       "Exit codes: 0 undrained (or not drained), 64 usage, 69 agent or Redis\n"
+                       "unavailable, 77 not root.\n");
+}
+
+static int drain(int argc, char *argv[], bool on) {
+        enum { ARG_NAMESPACE = 0x100 };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "reason", required_argument, NULL, 'r' },
+                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                {}
+        };
+        Request req = { .verb = REQUEST_DRAIN, .drain = on };
+        const char *ns = NULL, *reason = NULL, *verb = on ? "drain" : "undrain";
+        _cleanup_close_ int fd = -EBADF;
+        char text[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
+        LineReader lr;
+        uid_t agent_uid;
+        Message m;
+        int c, r;
+
+        while ((c = getopt_long(argc, argv, on ? "hr:" : "h", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        help(on);
+                        return 0;
+                case 'r':
+                        reason = optarg;
+                        break;
+                case ARG_NAMESPACE:
+                        ns = optarg;
+                        break;
+                default:
+                        return EXIT_USAGE;
+                }
+        }
+        if (optind != argc - 1) {
+                log_error("Expected one NAME; see fleetsem %s --help.", verb);
+                return EXIT_USAGE;
+        }
+        if (cli_parse_name(argv[optind]) < 0)
+                return EXIT_USAGE;
+        snprintf(req.name, sizeof(req.name), "%s", argv[optind]);
+        if (reason) {
+                if (!drain_reason_is_valid(reason)) {
+                        log_error("Invalid --reason: 1 to %d bytes of printable text, on one line.", DRAIN_REASON_MAX);
+                        return EXIT_USAGE;
+                }
+                snprintf(req.reason, sizeof(req.reason), "%s", reason);
+        }
+        if (cli_parse_namespace(client_namespace(ns), &ns) < 0 || cli_agent_uid(&agent_uid) < 0)
+                return EXIT_USAGE;
+        if (geteuid() != 0)
+                log_notice("Only root may %s a name; the agent will refuse.", verb);
+
+        r = client_send_request(ns, agent_uid, DRAIN_TIMEOUT, &req, &fd);
+        if (r < 0)
+                return cli_request_failed(ns, r);
+        line_reader_init(&lr, PROTO_REPLY_MAX);
+        r = cli_read_message(fd, &lr, now_usec(CLOCK_MONOTONIC) + DRAIN_TIMEOUT, verb, DRAIN_TIMEOUT_TEXT, &m);
+        if (r != 0)
+                return r;
+        if (streq(m.verb, "ERROR")) {
+                const char *code = message_get(&m, "code") ?: "";
+
+                log_error("%s: %s", req.name, text_escape(message_get(&m, "message") ?: "error", text, sizeof(text)));
+                return exit_code_for_error(code);
+        }
+        if (!streq(m.verb, on ? "DRAINED" : "UNDRAINED")) {
+                log_error("Unexpected reply from the agent.");
+                return EXIT_SOFTWARE;
+        }
+        if (on)
+                printf("%s is drained fleet-wide%s: no new slot is granted until \"fleetsem undrain %s\".\n",
+                       req.name, streq(message_get(&m, "changed") ?: "", "1") ? "" : " (it was already)", req.name);
+        else if (streq(message_get(&m, "changed") ?: "", "1"))
+                printf("%s is granted again; %s waiter(s) granted at once.\n", req.name,
+                       text_escape(message_get(&m, "granted") ?: "0", text, sizeof(text)));
+        else
+                printf("%s was not drained.\n", req.name);
+        return 0;
+}
+
+int verb_drain(int argc, char *argv[]) {
+        return drain(argc, argv, true);
+}
+
+int verb_undrain(int argc, char *argv[]) {
+        return drain(argc, argv, false);
+}
