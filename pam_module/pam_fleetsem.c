@@ -198,6 +198,20 @@ static void tell_grace(pam_handle_t *pamh, const Options *o, int flags, const ch
                 pam_info(pamh, "fleetsem: %s.", note);
 }
 
+/* That the name is drained (no new session is let in anywhere until an
+ * operator undrains it), by whom and why: told once. */
+static void tell_drain(pam_handle_t *pamh, const Options *o, int flags, const char *name, const Reply *rep, int style,
+                       bool *told) {
+        char note[NAME_MAX_LEN + 1024];
+
+        if (*told || !drain_note(name, rep, note, sizeof(note)))
+                return;
+        *told = true;
+        pam_syslog(pamh, LOG_NOTICE, "%s", note);
+        if (!silent(o, flags))
+                pam_prompt(pamh, style, NULL, "fleetsem: %s.", note);
+}
+
 static int refused(pam_handle_t *pamh, const Options *o, int flags, const Who *w, const char *name, const Reply *rep,
                    usec_t deadline) {
         char holders[512], what[NAME_MAX_LEN + 64];
@@ -217,7 +231,7 @@ static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w
         _cleanup_close_ int anchor_fd = -EBADF, fd = -EBADF;
         Request req = { .verb = REQUEST_ACQUIRE, .slots = o->slots, .wait = o->wait };
         usec_t start = now_usec(CLOCK_MONOTONIC), deadline;
-        bool told = false, limit_told = false, grace_told = false;
+        bool told = false, limit_told = false, grace_told = false, drain_told = false;
         LineReader lr;
         Held *h;
         Reply rep;
@@ -254,6 +268,7 @@ static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w
                 if (o->wait > 0) {
                         tell_limit(pamh, o, flags, name, &rep, PAM_TEXT_INFO, &limit_told);
                         tell_grace(pamh, o, flags, name, &rep, &grace_told);
+                        tell_drain(pamh, o, flags, name, &rep, PAM_TEXT_INFO, &drain_told);
                 }
                 if (!told && o->wait > 0 && !silent(o, flags)) {
                         char what[NAME_MAX_LEN + 64];
@@ -270,6 +285,7 @@ static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w
                 break;
         case REPLY_DENIED:
                 tell_limit(pamh, o, flags, name, &rep, PAM_ERROR_MSG, &limit_told);
+                tell_drain(pamh, o, flags, name, &rep, PAM_ERROR_MSG, &drain_told);
                 return refused(pamh, o, flags, w, name, &rep, deadline);
         case REPLY_ERROR: {
                 char msg[TEXT_ESCAPE_SIZE(sizeof(rep.message))];
