@@ -657,6 +657,14 @@ is "$(j "$(acquire gr-dr q 1)" 'r[0]')" 0 "drain: q queues"
 r=$(GRACE=$(( $(redis_ms) + 60000 )) drain gr-dr 0)
 is "$(j "$r" '[r[0], len(r)]')" "[1,2]" "undrain during a reset's grace: nobody is granted yet"
 
+# Waiters already in line when the name is drained look again (and hear why).
+sub dw
+acquire dw h 1 >/dev/null
+acquire dw w 1 >/dev/null
+is "$(wakes dw | grep -c .)" 0 "drain: no wake message before the drain"
+drain dw 1 y >/dev/null
+check "drain: those in line are told to look again ('1')" wait_for 5 heard dw 1
+
 # ---- Status --------------------------------------------------------------------
 is "$(j "$(status st)" 'r[1:]')" '[[],[],0,""]' "status: an unknown name: nobody, limit 0, not drained"
 acquire st h1 2 >/dev/null

@@ -19,6 +19,8 @@ if on then
   redis.call('PERSIST', K_QUEUE)
   redis.call('PERSIST', K_WAITERS)
   redis.call('PERSIST', K_CLOCK)
+  -- Those in line look again, and hear of it.
+  if st.line > 0 and was == '' then wake() end
 elseif st.drain then
   st.drain, drain_dirty = false, true
   local grace_until = tonumber(ARGV[A_DRAIN_GRACE_UNTIL_MS]) or 0
