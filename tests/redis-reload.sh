@@ -35,7 +35,7 @@ is "$?" 77 "without an allow rule nobody is refused (exit 77)"
 # An allow rule, added live.
 conf "allow = rl-* nobody" >"$T/a.conf"
 kill -HUP "$pid"
-check "the reload is logged" wait_for 5 sh -c "[ \$(grep -c 'Reloaded $T/a.conf: 1 allow' '$T/agent-a.log') -ge 1 ]"
+check "the reload is logged, with who sent the signal" wait_for 5 sh -c "[ \$(grep -c 'Reloaded $T/a.conf for uid 0, pid [0-9]* (SIGHUP): 1 allow.* action=reload operator=uid 0' '$T/agent-a.log') -ge 1 ]"
 as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run --no-wait rl-1 -- true
 is "$?" 0 "... and nobody's request is granted at once"
 

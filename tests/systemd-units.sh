@@ -201,7 +201,7 @@ echo "allow = reload-* nobody" >>"$T/h1/etc/fleetsem.conf"
 ns h1 systemctl reload fleetsemd.service
 is "$?" 0 "systemctl reload fleetsemd succeeds"
 check "... the agent read the file again (its journal says so)" \
-        wait_for 5 sh -c "nsenter -t $(ns_leader h1) -a -- journalctl -q -u fleetsemd.service | grep -q 'Reloaded /etc/fleetsem/fleetsem.conf: 1 allow'"
+        wait_for 5 sh -c "nsenter -t $(ns_leader h1) -a -- journalctl -q -u fleetsemd.service | grep -q 'Reloaded /etc/fleetsem/fleetsem.conf for uid 0, pid [0-9]* (SIGHUP): 1 allow'"
 is "$(ns_prop h1 fleetsemd.service MainPID)" "$pid" "... without a restart"
 echo "lease_ttl = forever" >>"$T/h1/etc/fleetsem.conf"
 ns h1 systemctl reload fleetsemd.service 2>/dev/null

@@ -240,11 +240,10 @@ static void secret_take(char **dest, char **src) {
 static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Agent *a = userdata;
         Config *c = a->config, n;
-        char x[300], y[300];
+        char x[300], y[300], who[64];
         bool new_password;
 
         (void) s;
-        (void) si;
         if (load_config(&n) < 0) {
                 log_error("Reload refused: the configuration above has errors; the running one is kept.");
                 config_done(&n);
@@ -281,8 +280,11 @@ static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void
         secret_take(&c->redis.sentinel_password, &n.redis.sentinel_password);
         config_done(&n);
 
-        log_notice("Reloaded %s: %zu allow and %zu limit rule(s)%s.", arg_config, c->n_allow, c->n_limits,
-                   new_password ? "; connecting to Redis again with the new password" : "");
+        /* An operator's action: who sent the signal, in the journal's fields. */
+        snprintf(who, sizeof(who), "uid %u, pid %u (SIGHUP)", (unsigned) si->ssi_uid, (unsigned) si->ssi_pid);
+        log_internal(LOG_NOTICE, 0, &(LogFields) { .name = "-", .action = "reload", .operator = who },
+                     "Reloaded %s for %s: %zu allow and %zu limit rule(s)%s.", arg_config, who, c->n_allow, c->n_limits,
+                     new_password ? "; connecting to Redis again with the new password" : "");
         if (new_password)
                 redis_io_reconnect(a, "reconnecting with the new password");
         return 0;
