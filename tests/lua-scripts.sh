@@ -644,7 +644,7 @@ is "$(j "$(TTL_MS=600000 renew dr w1 w2)" 'r')" "[]" "drain: the waiters keep th
 is "$(j "$(release dr h)" 'r')" "[1]" "drain: the holder leaves: nobody is granted"
 is "$(j "$(status dr)" '[len(r[1]), len(r[2]), r[4].split()[4:]]')" '[0,2,["incident","42:","disk","full"]]' \
         "drain: status shows no holder, 2 waiters and the drain"
-is "$(j "$(drain dr 1 again)" 'r[0]')" 0 "drain: draining a drained name changes nothing but its reason"
+is "$(j "$(drain dr 1 again)" 'r[0]')" 0 "drain: draining a drained name again only replaces its record (who, when, why)"
 r=$(drain dr 0)
 is "$(j "$r" '[r[0], r[2], r[5]]')" '[1,"w1","w2"]' "undrain: both waiters are granted at once, in line order"
 check "undrain: with the release's wake message" wait_for 5 sh -c "grep -q '^g w1 ' '$T/wake-dr'"

@@ -488,11 +488,11 @@ static void test_foreign_grant_asks_nothing(void) {
  * queued: granted without a second call, on the expiry of the call that
  * queued it; and only then. */
 static void test_wake_grant_with_proof(void) {
-        Client c1 = {}, c2 = {}, c3 = {};
+        Client c1 = {}, c2 = {}, c3 = {}, c4 = {};
         char msg[160], old[LEASE_ID_LEN + 1];
         char one[1][LEASE_ID_LEN + 1];
         bool missing = true;
-        Lease *a, *b, *c;
+        Lease *a, *b, *c, *d;
         unsigned before;
 
         setup(0);
@@ -530,6 +530,23 @@ static void test_wake_grant_with_proof(void) {
         CHECK_INT(count_calls("acquire", id(2)), before + 2, "it asks Redis");
         reply_granted(b, 44, 1, 7 + TTL / 3);
         CHECK(has_line(&c2, "GRANTED token=44"), "and Redis' answer grants it");
+
+        /* Asked again while in the same place (its safety look): a new
+         * proof too, so a grant message of the time before (a grant that
+         * ran out while this agent was paused, the lease queued again
+         * since) matches nothing. */
+        d = ask(4, "w", 1, USEC_INFINITY, &c4, 0);
+        reply_queued(d, 1, 1, -1, 1);
+        memcpy(old, d->proof, sizeof(old));
+        slots_lease_timer(&e, d, 2 + SLOTS_RECHECK_SAFETY);
+        CHECK(!streq(d->proof, old), "every look at Redis, a new proof");
+        reply_queued(d, 1, 1, -1, 3 + SLOTS_RECHECK_SAFETY);
+        before = count_calls("acquire", id(4));
+        snprintf(msg, sizeof(msg), "g %s 45 1700 %s", id(4), old);
+        slots_wake(&e, "w", msg, 4 + SLOTS_RECHECK_SAFETY);
+        CHECK(!has_line(&c4, "GRANTED"), "the proof of the look before grants nothing");
+        CHECK_INT(count_calls("acquire", id(4)), before + 1, "it asks Redis");
+        reply_queued(d, 1, 1, -1, 5 + SLOTS_RECHECK_SAFETY);
 
         /* With replicas to wait for, every grant is asked for. */
         c = ask(3, "z", 1, USEC_INFINITY, &c3, 0);

@@ -549,9 +549,12 @@ void lease_check(Lease *l, usec_t now) {
                 l->check_again = true;
                 return;
         }
-        /* A new place in line, a new proof (none if the kernel gives no
-         * random bytes: its grants are then asked for). */
-        if (!l->enqueued && e->ops->random_id(e->ctx, l->proof) < 0)
+        /* A new proof with every call (none if the kernel gives no random
+         * bytes: its grants are then asked for), not only with a new place
+         * in line: a grant message of an earlier place (its grant since run
+         * out, the lease queued again while this agent was paused) must
+         * not match the new one. */
+        if (e->ops->random_id(e->ctx, l->proof) < 0)
                 l->proof[0] = '\0';
         if (e->ops->call_acquire(e->ctx, lease_ref(l)) < 0) {
                 lease_unref(l);
