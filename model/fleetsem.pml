@@ -8,9 +8,10 @@
  * Faults: agent crash and restart, Redis reset or failover, wake messages
  * lost or duplicated, agents paused (they simply take no step while the
  * clock runs), a stranger using another host's lease id, frozen holders,
- * Redis' wall clock stepped forward and put right again.
+ * Redis' wall clock stepped forward and put right again.  An operator may
+ * drain the name (no new grant) and undrain it (DRAIN).
  * A wake message that names a waiter with the proof its agent gave Redis
- * with its place in line grants it (spec: wake messages); proofs are
+ * with its last acquire call grants it (spec: wake messages); proofs are
  * modelled as small numbers, each new one unlike any still in the system
  * (as 128 random bits are).
  *
@@ -29,6 +30,8 @@
  *   GIVEUP    waiters may give up (default on, off under SYNC)
  *   NO_COUNT_CHECK  no assertion that the name's counters match its sets
  *             (for the counter mutants: they must fail the properties)
+ *   DRAIN     1: an operator drains the name once and undrains it once,
+ *             at any time (drain.lua); 0 (default): no operator
  */
 
 #ifndef NJ
@@ -92,6 +95,9 @@
 #ifndef MAXG
 #define MAXG 4
 #endif
+#ifndef DRAIN
+#define DRAIN 0
+#endif
 
 /* Time, in ticks of Redis' clock.  Lease TTL = 3 ticks; the agent renews
  * every tick (TTL/3, design "Leases"); a holder that has no confirmation
@@ -145,6 +151,17 @@ byte c_held;            /* HELD: holders */
 byte c_line;            /* LINE: the queue's length */
 byte c_lim;             /* LIMIT: the lowest slots asked by a holder or waiter */
 byte c_at;              /* AT_LIMIT: how many ask exactly LIMIT */
+/* The drain record (field '!' of the name's hash): while it is there no
+ * slot is handed out anew (drain.lua); a reset loses it with the rest.
+ * may_grant (prelude.lua): not in the grace after a reset, not drained. */
+#if DRAIN
+bool r_drain;
+byte op_st;             /* the operator: 0 not yet drained, 1 drained, 2 undrained */
+#define DRAINED r_drain
+#else
+#define DRAINED 0
+#endif
+#define MAY_GRANT (r_grace == 0 && !DRAINED)
 
 /* ghosts, not Redis state */
 byte g_gen;             /* epoch ids made so far */
@@ -166,7 +183,7 @@ byte a_kn[MAXJ];        /* what the job's agent knows of its lease */
 byte a_tok[MAXJ];
 byte a_age[MAXJ];       /* ticks since the agent sent the call that last confirmed the lease */
 byte a_gs[MAXJ];        /* ghost: grant order of that token */
-byte a_pf[MAXJ];        /* the proof it gave with the lease's place in line, 0 = none */
+byte a_pf[MAXJ];        /* the proof it gave with its last acquire call, 0 = none */
 bool a_renew[NH];       /* the renewal timer fired */
 byte a_ask[NH];         /* leases to ask Redis about (wake or safety tick) */
 /* one script call in flight per agent: its reply, and its age in ticks
@@ -392,6 +409,15 @@ inline next_token() {
 inline r_grant(j) {
 	r_rank(j);
 	assert(rrank < qn && S_HELD + rrank < rlim);
+#if DRAIN
+	/* No new grant while the name is drained (a re-assertion is none:
+	 * s_reassert does not come here). */
+	if
+	:: r_drain -> printf("MSC: redis: grants lease %d while drained\n", j)
+	:: else
+	fi;
+	assert(!r_drain);
+#endif
 	r_dequeue(j);
 	r_st[j] = HOLDER;
 	c_line--; c_held++;
@@ -425,11 +451,12 @@ inline publish(gmask, one) {
 }
 
 /* grant_next (spec 2): when someone is in line and HELD < LIMIT, the
- * first LIMIT - HELD in line (those the queue has) */
-inline grant_next() {
+ * first LIMIT - HELD in line (those the queue has); only if `may` (the
+ * caller's may_grant: not in grace, not drained) */
+inline grant_next(may) {
 	rmask = 0;
 	if
-	:: r_grace == 0 && c_line > 0 ->
+	:: (may) && c_line > 0 ->
 		r_limit(0);
 		if
 		:: c_held < rlim -> rn = rlim - c_held
@@ -459,6 +486,9 @@ inline s_acquire(h, j, slots, pf) {
 		:: else ->
 			/* (straight in when nobody is in line: the same as
 			 * queued first and granted at once) */
+#ifdef MUT_DRAIN_STRAIGHT_IN
+			rwas = (c_line == 0);           /* the straight-in path */
+#endif
 			if
 			:: r_st[j] == ABSENT ->
 				q[qn] = j; qn++; r_st[j] = WAITING; r_own[j] = h; c_line++; r_join(slots)
@@ -473,11 +503,14 @@ inline s_acquire(h, j, slots, pf) {
 			r_rank(j);
 			if
 #ifdef MUT_NO_GRACE
-			:: c_held < rlim && rrank < rlim - c_held ->
+			:: !DRAINED && c_held < rlim && rrank < rlim - c_held ->
 #elif defined(MUT_ANY_ORDER)
-			:: r_grace == 0 && c_held < rlim ->   /* retry until it fits */
+			:: MAY_GRANT && c_held < rlim ->   /* retry until it fits */
+#elif defined(MUT_DRAIN_STRAIGHT_IN)
+			/* nobody in line: straight in, drained or not */
+			:: r_grace == 0 && (!DRAINED || rwas) && c_held < rlim && rrank < rlim - c_held ->
 #else
-			:: r_grace == 0 && c_held < rlim && rrank < rlim - c_held ->
+			:: MAY_GRANT && c_held < rlim && rrank < rlim - c_held ->
 #endif
 				r_grant(j); r_ttl[j] = TTL; r_pf[j] = 0;
 				rp_val[h] = 1; rp_tok[h] = r_tok[j]; FR(rp_gs[h] = r_gs[j])
@@ -504,7 +537,11 @@ inline s_release(h, j) {
 	:: else ->
 		rwas = (r_st[j] == WAITING);
 		r_leave(j);
-		grant_next();
+#ifdef MUT_DRAIN_RELEASE
+		grant_next(r_grace == 0);       /* drained or not */
+#else
+		grant_next(MAY_GRANT);
+#endif
 		printf("MSC: redis: release(%d) by host %d, granted mask %d\n", j, h, rmask);
 		publish(rmask, qn > 0 || rwas)
 	fi;
@@ -581,6 +618,32 @@ inline s_reassert(h, j, tok) {
 	r_flush();
 	printf("MSC: redis: reassert(%d) token %d by host %d -> %d\n", j, tok, h, rp_val[h])
 }
+
+#if DRAIN
+/* drain (drain.lua, on = 1): the record is set; nothing else changes */
+inline s_drain() {
+	r_drain = true;
+	r_flush();
+	printf("MSC: redis: drain\n")
+}
+
+/* undrain (drain.lua, on = 0), one script: the record goes, expired
+ * leases are swept (here at the tick), and unless in a reset's grace the
+ * heads of the line that fit are granted, in line order, with the wake
+ * message a release publishes.  A name not drained (a reset lost the
+ * record): nothing. */
+inline s_undrain() {
+	if
+	:: r_drain ->
+		r_drain = false;
+		grant_next(MAY_GRANT);
+		printf("MSC: redis: undrain, granted mask %d\n", rmask);
+		publish(rmask, false)
+	:: else -> printf("MSC: redis: undrain of a name not drained\n")
+	fi;
+	r_flush()
+}
+#endif
 
 /* LOST, or QUEUED to a job that held: it stops believing */
 inline lose(j) {
@@ -661,9 +724,13 @@ inline s_connect(h) {
 	printf("MSC: agent %d: connected, epoch %d, grace %d ticks\n", h, r_epoch, r_grace)
 }
 
-/* A new place in line, a new proof: unlike any the lease has anywhere
- * (as 128 random bits would be). Without wake messages nobody reads a
- * proof: none is drawn, which keeps those searches as small as before. */
+/* A new acquire call, a new proof (lease_check() in src/agent/slots.c):
+ * unlike any the lease has anywhere (as 128 random bits would be); Redis
+ * keeps the latest one given, so a g message carrying an earlier call's
+ * proof grants nothing (the agent asks Redis).  MUT_PROOF_PER_PLACE: the
+ * old rule, a new proof only with a new place in line.  Without wake
+ * messages nobody reads a proof: none is drawn, which keeps those
+ * searches as small as before. */
 inline new_proof(j) {
 	if
 	:: WAKES ->
@@ -813,10 +880,14 @@ proctype agent(byte h)
 		:: a_kn[j] == K_NONE -> a_kn[j] = K_REQUEUE
 		:: else
 		fi;
+#ifdef MUT_PROOF_PER_PLACE
 		if
 		:: a_kn[j] == K_REQUEUE -> new_proof(j)
 		:: else
 		fi;
+#else
+		new_proof(j);
+#endif
 		s_acquire(h, j, SLOTS(j), a_pf[j]); j = 0 }
 	/* after a reset: re-assert holders, queue waiters again */
 	:: atomic { a_up[h] && a_conn[h] && rp_kind[h] == RP_NONE && ANY(FIX, h) ->
@@ -838,7 +909,7 @@ proctype agent(byte h)
 		:: else
 		fi }
 	/* a wake message: a grant only with the proof this agent gave with
-	 * the waiter's place in line, and while the waiter's last confirmation
+	 * its last acquire call for the waiter, and while the waiter's last confirmation
 	 * is younger than a tick (TTL/3); else a hint to ask Redis. Redis
 	 * grants a waiter on the expiry of that confirmation, and the holder's
 	 * belief counts from it too (confirm with its age), so the age rule is
@@ -877,6 +948,9 @@ proctype agent(byte h)
 		:: ASKQ(2, h) -> j = 2
 		fi;
 		a_ask[h] = a_ask[h] & ~BIT(j);
+#ifndef MUT_PROOF_PER_PLACE
+		new_proof(j);
+#endif
 		s_acquire(h, j, SLOTS(j), a_pf[j]); j = 0 }
 	od
 }
@@ -1055,6 +1129,9 @@ proctype env()
 		for (h : 0 .. NJ - 1) { r_forget(h) }
 		qn = 0; r_token = 0; r_token_set = false; r_epoch = 0; r_grace = 0;
 		c_held = 0; c_line = 0; c_lim = L_NONE; c_at = 0;
+#if DRAIN
+		r_drain = false;
+#endif
 		for (h : 0 .. NH - 1) { a_conn[h] = false }
 		if
 		:: rp_clear(0)
@@ -1096,6 +1173,21 @@ proctype env()
 	od
 }
 
+#if DRAIN
+/* The operator (root on some host) drains the name once and undrains it
+ * once, at any time, through an agent that is connected (one that has
+ * read the epoch, so the grace it passes is Redis' own). */
+#define OP_AGENT ((a_up[0] && a_conn[0]) || (a_up[1] && a_conn[1]))
+proctype operator()
+{
+	end:
+	do
+	:: atomic { op_st == 0 && OP_AGENT -> op_st = 1; s_drain() }
+	:: atomic { op_st == 1 && OP_AGENT -> op_st = 2; s_undrain() }
+	od
+}
+#endif
+
 init {
 	atomic {
 		run clock();
@@ -1108,6 +1200,9 @@ init {
 		:: NJ > 2 -> run job(2)
 		:: else
 		fi;
+#if DRAIN
+		run operator();
+#endif
 		a_up[0] = true; a_up[1] = true
 	}
 }

@@ -72,23 +72,23 @@ report() {
 	fi
 }
 
-# check NAME PROPERTY CONFIG DEFINES KIND SECONDS
+# check NAME PROPERTY CONFIG DEFINES KIND SECONDS [DEPTH]
 #   KIND: safety (exhaustive, assertions), bitstate, liveness (acceptance
-#   cycles under weak fairness)
+#   cycles under weak fairness); DEPTH: pan's -m (default 300000)
 check() {
-	local name=$1 prop=$2 conf=$3 defs=$4 kind=$5 secs=$6 out ok=1
+	local name=$1 prop=$2 conf=$3 defs=$4 kind=$5 secs=$6 depth=${7:-300000} out ok=1
 	echo "== $name"
 	echo "  property: $prop"
 	echo "  configuration: $conf"
 	case $kind in
 	safety) compile "$name" "$defs" "-O2 -DSAFETY -DCOLLAPSE" || ok=0
 		echo "  search: exhaustive (collapse compression)"
-		args="-m300000 -w25" ;;
+		args="-m$depth -w25" ;;
 	bitstate) compile "$name" "$defs" "-O2 -DSAFETY -DBITSTATE" || ok=0
-		args="-m300000 -w31 -k3" ;;
+		args="-m$depth -w31 -k3" ;;
 	liveness) compile "$name" "$defs" "-O2 -DCOLLAPSE -DNFAIR=4" || ok=0
 		echo "  search: exhaustive, acceptance cycles, weak fairness (-a -f)"
-		args="-a -f -N live -m300000 -w25" ;;
+		args="-a -f -N live -m$depth -w25" ;;
 	esac
 	out=$work/$name/pan.out
 	if [ $ok = 1 ]; then
@@ -159,8 +159,12 @@ run_all() {
 N1="N=1, 2 jobs on 2 hosts, TTL 3 ticks, fence at 2, drift 1, agents paused at will, at most 3 grants"
 if [ $mode = checks ]; then
 	# The longest first, so that both cores stay busy to the end.
+	queue check wakes-3 "at most N believers; no overtaking" "$N1 but 3 jobs (2 on host 0), waiters do not give up; pub/sub on (a late g message and a waiter asked again)" \
+		"$BASE -DGIVEUP=0 -DNJ=3 -DWAKES=1" bitstate 300 1000000
 	queue check liveness "every waiter eventually holds (LTL, weak fairness)" "N=1, 2 jobs, no pauses (the clock waits for live agents), holders end; one crash, one reset, one wake lost" \
 		"-DLIVENESS -DSYNC -DWAKES=1 -DCRASHES=1 -DRESETS=1 -DLOSSES=1 -DDUPS=0 -DSTRAYS=0" liveness 150
+	queue check liveness-drain "every waiter eventually holds, the operator's undrain under fairness (LTL, weak fairness)" "N=1, 2 jobs, no pauses, holders end; an operator drains once and undrains once; one reset (the drain goes with it), one wake lost" \
+		"-DLIVENESS -DSYNC -DWAKES=1 -DCRASHES=0 -DRESETS=1 -DLOSSES=1 -DDUPS=0 -DSTRAYS=0 -DDRAIN=1" liveness 150
 	queue check crash-reset "at most N believers; no overtaking" "$N1, waiters do not give up; one crash and one reset" \
 		"$BASE -DGIVEUP=0 -DCRASHES=1 -DRESETS=1" safety 150
 	queue check pause "at most N believers; no overtaking (asserts)" "$N1, waiters may give up" \
@@ -169,6 +173,8 @@ if [ $mode = checks ]; then
 		"$BASE -DCRASHES=1" safety 90
 	queue check reset "at most N believers; no overtaking" "$N1, waiters may give up; one Redis reset or failover, re-assertion, grace" \
 		"$BASE -DRESETS=1" safety 90
+	queue check drain "no new grant while drained; at most N believers; no overtaking" "$N1, waiters do not give up; an operator drains once and undrains once, at any time; one Redis reset (the drain goes with it), re-assertion while drained" \
+		"$BASE -DGIVEUP=0 -DRESETS=1 -DDRAIN=1" safety 90
 	queue check wakes "at most N believers; no overtaking" "$N1, waiters do not give up; pub/sub on, one wake lost, one duplicated" \
 		"$BASE -DGIVEUP=0 -DWAKES=1 -DLOSSES=1 -DDUPS=1" safety 90
 	queue check wakes-reset "at most N believers; no overtaking" "$N1, waiters do not give up; pub/sub on, one wake lost, one Redis reset (the proofs go with it)" \
@@ -188,6 +194,7 @@ else
 	queue mutant release-no-owner "release without the owner check" "$BASE -DSTRAYS=1 -DMUT_NO_OWNER_RELEASE"
 	queue mutant renew-no-owner "acquire/renew of a held lease without the owner check" "$BASE -DSTRAYS=1 -DMUT_NO_OWNER_ACQUIRE"
 	queue mutant wake-grants "a wake message taken as a grant" "$BASE -DGIVEUP=0 -DNJ=3 -DWAKES=1 -DMUT_WAKE_GRANTS"
+	queue mutant proof-per-place "a new proof only with a new place in line, not with every acquire call" "$BASE -DGIVEUP=0 -DNJ=3 -DWAKES=1 -DMUT_PROOF_PER_PLACE"
 	queue mutant fence-from-receipt "RENEWED vouches 2/3 TTL from when it is heard, not from the call" "$BASE -DMUT_FENCE_FROM_RECEIPT"
 	queue mutant reassert-stale "re-assert a lease not confirmed within a TTL" "$BASE -DRESETS=1 -DMUT_REASSERT_STALE"
 	queue mutant any-order "grant whoever asks when a slot is free (no FIFO)" "$BASE -DMUT_ANY_ORDER"
@@ -199,6 +206,9 @@ else
 	# match the sets (NO_COUNT_CHECK), so a property has to catch them.
 	queue mutant count-reassert "a re-assertion does not count its holder in HELD" "$BASE -DRESETS=1 -DNO_COUNT_CHECK -DMUT_COUNT_REASSERT"
 	queue mutant count-newcomer "LIMIT not lowered when a newcomer asks for fewer slots" "$BASE -DSL0=2 -DNO_COUNT_CHECK -DMUT_COUNT_NEWCOMER"
+	# Drain: no new grant while the name is drained.
+	queue mutant drain-straight-in "acquire's straight-in path (nobody in line) ignores the drain" "$BASE -DDRAIN=1 -DMUT_DRAIN_STRAIGHT_IN"
+	queue mutant drain-release "a release while drained hands the slot to the next in line" "$BASE -DDRAIN=1 -DMUT_DRAIN_RELEASE"
 fi
 t0=$EPOCHREALTIME
 run_all
