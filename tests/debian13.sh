@@ -20,15 +20,18 @@ for c in debootstrap systemd-nspawn; do
         command -v "$c" >/dev/null || { echo "Bail out! $c is not installed"; exit 1; }
 done
 
-PACKAGES=gcc,libc6-dev,meson,ninja-build,pkg-config,python3,libhiredis-dev,libssl-dev,libsystemd-dev,libpam0g-dev
+# debootstrap installs the base; apt-get the rest, whose maintainer
+# scripts (perl's, for lintian) debootstrap does not order well.
+PACKAGES=gcc,libc6-dev,meson,ninja-build,pkg-config,python3,libhiredis-dev,libsystemd-dev,libpam0g-dev
 PACKAGES+=,redis-server,redis-tools,redis-sentinel,valkey-server,valkey-sentinel
-PACKAGES+=,procps,util-linux,systemd,systemd-dev,openssl,stunnel4,libpam-wrapper,libnss-wrapper,pamtester,openssh-client
-PACKAGES+=,bash-completion,prometheus,debhelper,dpkg-dev,fakeroot,lintian
-ROOT_REV=1              # bump when what the root is built from changes
+PACKAGES+=,procps,util-linux,systemd,openssl,stunnel4,libpam-wrapper,pamtester,iproute2
+EXTRA=(libssl-dev systemd-dev libnss-wrapper openssh-client bash-completion prometheus debhelper dpkg-dev fakeroot
+       lintian)
+ROOT_REV=2              # bump when what the root is built from changes
 CACHE=${FLEETSEM_TEST_ROOT:-/var/cache/fleetsem-tests}
 MIRROR=${FLEETSEM_TEST_MIRROR:-$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n1)}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
-ROOT=$CACHE/trixie-$(echo "$PACKAGES $ROOT_REV" | md5sum | cut -c1-8)
+ROOT=$CACHE/trixie-$(echo "$PACKAGES ${EXTRA[*]} $ROOT_REV" | md5sum | cut -c1-8)
 
 mkdir -p "$CACHE"
 (
@@ -38,6 +41,8 @@ mkdir -p "$CACHE"
         echo "# building the Debian 13 root in $ROOT (debootstrap, a minute or two)"
         debootstrap --variant=minbase --include="$PACKAGES" trixie "$ROOT.new" "$MIRROR" >"$CACHE/trixie.log" 2>&1 ||
                 { tail -n 20 "$CACHE/trixie.log"; exit 1; }
+        chroot "$ROOT.new" sh -c "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+                --no-install-recommends ${EXTRA[*]}" >>"$CACHE/trixie.log" 2>&1 || { tail -n 20 "$CACHE/trixie.log"; exit 1; }
         mv "$ROOT.new" "$ROOT"
 ) 9>"$CACHE/.lock" || { echo "Bail out! cannot build the Debian 13 root"; exit 1; }
 
