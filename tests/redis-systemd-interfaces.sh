@@ -40,5 +40,5 @@ check "STATUS= follows the release" wait_for 5 grep -q 'STATUS=0 slot(s) held, 0
 kill -TERM "$activator"
 wait "$activator"
 is "$?" 0 "the agent exits cleanly on SIGTERM"
-check "STOPPING=1 is sent" grep -q 'STOPPING=1' "$T/notify.log"
+check "STOPPING=1 is sent" wait_for 5 grep -q 'STOPPING=1' "$T/notify.log"
 done_testing
