@@ -43,7 +43,6 @@ typedef struct Server Server;
 typedef struct Conns Conns;
 typedef struct StatusLine StatusLine;
 typedef struct Anchors Anchors;
-typedef struct DrainCall DrainCall;
 
 /* What one uid holds of the agent: connections in every state, the bytes
  * of output queued for them, STATUS requests under way; and what it may
@@ -106,7 +105,7 @@ struct Client {
         bool close_after_flush;
         Lease *lease;
         StatusJob *status;
-        DrainCall *drain;               /* DRAIN under way */
+        Client **drain_ref;             /* DRAIN under way: its pointer to this client, cleared when it goes */
         bool status_deferred;           /* STATUS or METRICS asked while the first connection to Redis is made */
         bool metrics;                   /* … METRICS */
         char status_name[NAME_MAX_LEN + 1];
@@ -194,7 +193,6 @@ int io_call_drain(Agent *a, const char *name, bool on, uid_t uid, const char *us
                   redis_reply_cb cb, void *userdata);
 /* DRAIN name= on= [reason=]: root only. */
 void drain_request(Agent *a, Client *c, const Request *req);
-void drain_client_gone(Client *c);
 void io_index(void *ctx, const Lease *l, bool add);
 void io_name_waiting(void *ctx, Name *n);
 void io_lease_timer(void *ctx, Lease *l, usec_t when);

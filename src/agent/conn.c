@@ -35,7 +35,8 @@ void client_free(Client *c) {
 
         if (c->status)
                 c->status->client = NULL;
-        drain_client_gone(c);
+        if (c->drain_ref)
+                *c->drain_ref = NULL;
         if (c->lease) {
                 Lease *l = c->lease;
 

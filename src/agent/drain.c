@@ -13,7 +13,7 @@
 #include "log.h"
 #include "log-limit.h"
 
-struct DrainCall {
+typedef struct DrainCall {
         Agent *agent;
         Client *client;                 /* NULL once it went */
         bool on;
@@ -21,12 +21,7 @@ struct DrainCall {
         char user[64];
         char operator[IDENT_MAX_LEN + 128];
         char reason[DRAIN_REASON_MAX + 1];
-};
-
-void drain_client_gone(Client *c) {
-        if (c->drain)
-                c->drain->client = NULL;
-}
+} DrainCall;
 
 static void drain_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         DrainCall *d = userdata;
@@ -75,7 +70,7 @@ static void drain_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         }
 finish:
         if (d->client)
-                d->client->drain = NULL;
+                d->client->drain_ref = NULL;
         free(d);
 }
 
@@ -114,5 +109,5 @@ void drain_request(Agent *a, Client *c, const Request *req) {
                 free(d);
                 return;
         }
-        c->drain = d;
+        c->drain_ref = &d->client;
 }
