@@ -25,8 +25,8 @@ done
 PACKAGES=gcc,libc6-dev,meson,ninja-build,pkg-config,python3,libhiredis-dev,libsystemd-dev,libpam0g-dev
 PACKAGES+=,redis-server,redis-tools,redis-sentinel,valkey-server,valkey-sentinel
 PACKAGES+=,procps,util-linux,systemd,openssl,stunnel4,libpam-wrapper,pamtester,iproute2
-EXTRA=(libssl-dev systemd-dev libnss-wrapper openssh-client bash-completion prometheus debhelper dpkg-dev fakeroot
-       lintian)
+EXTRA=(libssl-dev systemd-dev libnss-wrapper openssh-client bash-completion prometheus build-essential debhelper
+       dpkg-dev fakeroot lintian)
 ROOT_REV=2              # bump when what the root is built from changes
 CACHE=${FLEETSEM_TEST_ROOT:-/var/cache/fleetsem-tests}
 MIRROR=${FLEETSEM_TEST_MIRROR:-$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n1)}
@@ -85,7 +85,7 @@ echo "1..$(( ${#steps[@]} / 2 ))"
 failed=0 n=0
 for ((i = 0; i < ${#steps[@]}; i += 2)); do
         n=$((n + 1))
-        rc=$(awk -v s="${steps[i]}" '$1 == "step" && $2 == s { print $3 }' "$out" | tail -n 1)
+        rc=$(tr -d '\r' <"$out" | awk -v s="${steps[i]}" '$1 == "step" && $2 == s { print $3 }' | tail -n 1)
         if [ "$rc" = 0 ]; then
                 echo "ok $n - ${steps[i + 1]}"
         else
