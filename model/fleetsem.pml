@@ -8,7 +8,8 @@
  * Faults: agent crash and restart, Redis reset or failover, wake messages
  * lost or duplicated, agents paused (they simply take no step while the
  * clock runs), a stranger using another host's lease id, frozen holders,
- * Redis' wall clock stepped forward and put right again.  An operator may
+ * Redis' wall clock stepped forward and put right again, a failover back
+ * to a master that never caught up (REVERTS).  An operator may
  * drain the name (no new grant) and undrain it (DRAIN).
  * A wake message that names a waiter with the proof its agent gave Redis
  * with its last acquire call grants it (spec: wake messages); proofs are
@@ -22,7 +23,7 @@
  * Configuration (all -D on the spin command line):
  *   NJ        jobs (2 or 3), job j runs on host j % 2
  *   SL0..SL2  slots each job asks for (default N = 1)
- *   CRASHES RESETS LOSSES DUPS STRAYS STEPS   fault budgets
+ *   CRASHES RESETS LOSSES DUPS STRAYS STEPS REVERTS   fault budgets
  *   FREEZE    holders may freeze (miss their own timer); adds the fenced
  *             resource and turns the "at most N believers" check off
  *   SYNC      the clock waits for live agents to finish their work (no
@@ -65,6 +66,18 @@
 #endif
 #ifndef STRAYS
 #define STRAYS 1
+#endif
+/* A failover back to a master that never caught up (fault harness,
+ * finding 9): a master's data is kept as it is (it stops following), a
+ * reset follows (another master takes over), and later the kept one is
+ * master again, the same process with its old data, its epoch in it.  Its
+ * promotion gave it a new replication id, which the epoch names beside
+ * the run id (shard.c), so to the first agent that connects, whichever,
+ * its epoch is another master's: a new epoch, with a grace, before any
+ * other script runs there.  MUT_REVERT_SAME_EPOCH: the epoch names the
+ * run id only (the code before): the old epoch holds, with no grace. */
+#ifndef REVERTS
+#define REVERTS 0
 #endif
 /* Steps of Redis' wall clock (TIME): the scripts take them out of the
  * tokens' clock (and out of expiries); here only a mutant's tokens see
@@ -162,6 +175,22 @@ byte op_st;             /* the operator: 0 not yet drained, 1 drained, 2 undrain
 #define DRAINED 0
 #endif
 #define MAY_GRANT (r_grace == 0 && !DRAINED)
+
+#if REVERTS
+byte k_st[MAXJ];        /* the kept data (k_state 1) */
+byte k_own[MAXJ];
+byte k_tok[MAXJ];
+byte k_gs[MAXJ];
+byte k_pf[MAXJ];
+byte k_q[MAXJ];
+byte k_qn, k_token, k_epoch, k_held, k_line, k_lim, k_at;
+bool k_token_set;
+#if DRAIN
+bool k_drain;
+#endif
+byte k_ttl[MAXJ];       /* its expiries, as ticks left (they run on) */
+byte k_state;           /* 0 nothing kept, 1 kept, 2 its master is back */
+#endif
 
 /* ghosts, not Redis state */
 byte g_gen;             /* epoch ids made so far */
@@ -1042,6 +1071,15 @@ proctype clock()
 			fi
 		:: else
 		fi;
+#if REVERTS
+		/* the kept data's expiries run on with the clock */
+		for (j : 0 .. NJ - 1) {
+			if
+			:: k_state == 1 && k_ttl[j] > 0 -> k_ttl[j]--
+			:: else
+			fi
+		}
+#endif
 		/* Redis: expiry (design "Leases": lost after the TTL, never before) */
 		rfreed = false;
 		for (j : 0 .. NJ - 1) {
@@ -1142,6 +1180,62 @@ proctype env()
 		:: skip
 		fi;
 		h = 0 }
+#if REVERTS
+	/* a master's data kept as it is: it stops following (a reset must
+	 * come between, as another master takes over, for it to matter) */
+	:: atomic { k_state == 0 && r_epoch != 0 -> k_state = 1;
+		printf("MSC: redis: the master's data is kept (it will stop following)\n");
+		for (h : 0 .. NJ - 1) {
+			k_st[h] = r_st[h]; k_own[h] = r_own[h]; k_tok[h] = r_tok[h]; FR(k_gs[h] = r_gs[h]); k_pf[h] = r_pf[h]; k_q[h] = q[h];
+			k_ttl[h] = r_ttl[h]
+		}
+		k_qn = qn; k_token = r_token; k_token_set = r_token_set; k_epoch = r_epoch;
+		k_held = c_held; k_line = c_line; k_lim = c_lim; k_at = c_at;
+#if DRAIN
+		k_drain = r_drain;
+#endif
+		h = 0 }
+	/* ... and a failover makes it master again after another one: its
+	 * leases as they were, those whose expiry has passed swept (as the
+	 * first script there does, granting nothing).  Tokens: the tokens'
+	 * clock is above every token issued (the time since its data was
+	 * written is no step in a new epoch's era); the mutant's clock went
+	 * back with the data. */
+	:: atomic { k_state == 1 && n_reset > 0 && r_epoch != k_epoch -> k_state = 2;
+		printf("MSC: redis: a failover back to the master that never caught up\n");
+		for (h : 0 .. NJ - 1) {
+			r_st[h] = k_st[h]; r_own[h] = k_own[h]; r_tok[h] = k_tok[h]; FR(r_gs[h] = k_gs[h]); r_pf[h] = k_pf[h]; q[h] = k_q[h];
+			r_ttl[h] = k_ttl[h]
+		}
+		qn = k_qn;
+		c_held = k_held; c_line = k_line; c_lim = k_lim; c_at = k_at;
+		for (h : 0 .. NJ - 1) {
+			if
+			:: r_st[h] != ABSENT && r_ttl[h] == 0 -> r_uncount(h); r_forget(h)
+			:: else
+			fi
+		}
+#if DRAIN
+		r_drain = k_drain;
+#endif
+#ifdef MUT_REVERT_SAME_EPOCH
+		r_epoch = k_epoch; r_grace = 0;
+		r_token = k_token; r_token_set = k_token_set;
+#else
+		g_gen++; r_epoch = g_gen; r_grace = GRACE;
+		r_token = (k_token > g_clock + RAW -> k_token : g_clock + RAW); r_token_set = true;
+#endif
+		for (h : 0 .. NH - 1) { a_conn[h] = false }
+		if
+		:: rp_clear(0)
+		:: skip
+		fi;
+		if
+		:: rp_clear(1)
+		:: skip
+		fi;
+		h = 0 }
+#endif
 	/* Redis' wall clock stepped forward (an NTP step, a restored VM), and
 	 * later put right: tokens on TIME run ahead of the tokens' clock */
 	:: atomic { n_step < STEPS && g_step == 0 -> n_step++; g_step = STEP;

@@ -165,6 +165,8 @@ if [ $mode = checks ]; then
 		"-DLIVENESS -DSYNC -DWAKES=1 -DCRASHES=1 -DRESETS=1 -DLOSSES=1 -DDUPS=0 -DSTRAYS=0" liveness 150
 	queue check liveness-drain "every waiter eventually holds, the operator's undrain under fairness (LTL, weak fairness)" "N=1, 2 jobs, no pauses, holders end; an operator drains once and undrains once; one reset (the drain goes with it), one wake lost" \
 		"-DLIVENESS -DSYNC -DWAKES=1 -DCRASHES=0 -DRESETS=1 -DLOSSES=1 -DDUPS=0 -DSTRAYS=0 -DDRAIN=1" liveness 150
+	queue check revert "at most N believers; no overtaking" "$N1, waiters do not give up; a master's data kept, one reset, then a failover back to that master (finding 9 of the fault harness)" \
+		"$BASE -DGIVEUP=0 -DRESETS=1 -DREVERTS=1" safety 300
 	queue check crash-reset "at most N believers; no overtaking" "$N1, waiters do not give up; one crash and one reset" \
 		"$BASE -DGIVEUP=0 -DCRASHES=1 -DRESETS=1" safety 150
 	queue check pause "at most N believers; no overtaking (asserts)" "$N1, waiters may give up" \
@@ -196,6 +198,7 @@ else
 	queue mutant wake-grants "a wake message taken as a grant" "$BASE -DGIVEUP=0 -DNJ=3 -DWAKES=1 -DMUT_WAKE_GRANTS"
 	queue mutant proof-per-place "a new proof only with a new place in line, not with every acquire call" "$BASE -DGIVEUP=0 -DNJ=3 -DWAKES=1 -DMUT_PROOF_PER_PLACE"
 	queue mutant fence-from-receipt "RENEWED vouches 2/3 TTL from when it is heard, not from the call" "$BASE -DMUT_FENCE_FROM_RECEIPT"
+	queue mutant revert-same-epoch "a failover back to a master that never caught up keeps its old epoch (no reset, no grace)" "$BASE -DGIVEUP=0 -DRESETS=1 -DREVERTS=1 -DMUT_REVERT_SAME_EPOCH"
 	queue mutant reassert-stale "re-assert a lease not confirmed within a TTL" "$BASE -DRESETS=1 -DMUT_REASSERT_STALE"
 	queue mutant any-order "grant whoever asks when a slot is free (no FIFO)" "$BASE -DMUT_ANY_ORDER"
 	queue mutant token-restart "the token counter restarts from 0 after a reset" "$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1 -DMUT_TOKEN_RESTART"

@@ -41,9 +41,6 @@ entered=$(awk '/^enter/ { print substr($3, 1, 13) }' "$T/events-fo")
 echo "# the holder was granted $((t0 - entered))ms before the kill; it keeps its slot if the agent re-asserts it within 10000ms of its last renewal (two thirds of the lease)"
 check "the Sentinels promote the replica" wait_for 20 sh -c \
         "for s in ${HA_S[*]}; do [ \"\$(redis-cli -p \$s SENTINEL get-master-addr-by-name $HA_MASTER | sed -n 2p)\" = $HA_R ] || exit 1; done"
-# redis_now HOST: the Redis HOST's agent says it uses (fleetsem status --json).
-redis_now() { fs "$1" status --json | sed -n 's/^{"now_ms":[0-9]*,"redis":"\([^"]*\)".*/\1/p'; }
-redis_now_is() { [ "$(redis_now "$1")" = "$2" ]; }
 check "agent a follows the new master" wait_for 20 redis_now_is a "127.0.0.1:$HA_R"
 switched=$(( $(now_ms) - t0 ))
 reconnects=$(metric a fleetsem_redis_reconnects_total)

@@ -47,11 +47,15 @@ ha_start() {
         wait_for 20 sh -c "for p in ${HA_S[*]}; do redis-cli -p \$p SENTINEL replicas $HA_MASTER | grep -q $HA_R || exit 1; done" ||
                 bail "the Sentinels do not see the replica"
         # A new Redis: nobody held anything before it (see start_redis).
-        redis-cli -p "$HA_M" SET fleetsem:epoch "$(printf '%032x' $$) 0 $(ha_run_id "$HA_M")" >/dev/null
+        redis-cli -p "$HA_M" SET fleetsem:epoch "$(printf '%032x' $$) 0 $(ha_master_id "$HA_M")" >/dev/null
         HA_URL="sentinel://127.0.0.1:${HA_S[0]},127.0.0.1:${HA_S[1]},127.0.0.1:${HA_S[2]}/$HA_MASTER"
 }
 
-ha_run_id() { redis-cli -p "$1" INFO server | sed -n 's/^run_id:\([0-9a-f]*\).*/\1/p'; }
+# ha_master_id PORT: how the epoch names a master: its run id and replication id.
+ha_master_id() {
+        redis-cli -p "$1" INFO default | tr -d '\r' |
+                awk -F: '$1 == "run_id" { r = $2 } $1 == "master_replid" { m = $2 } END { print r m }'
+}
 ha_master_port() { timeout 5 redis-cli -p "${HA_S[0]}" SENTINEL get-master-addr-by-name "$HA_MASTER" | sed -n 2p; }
 
 # ha_agree: true when all three Sentinels name one master, which says it
@@ -79,6 +83,10 @@ ha_kill() { kill -KILL "$(cat "$T/r$1/pid")"; wait_for 10 sh -c "! redis-cli -p 
 
 # ha_agent HOST [fleetsemd options...]: an agent that finds Redis through the Sentinels.
 ha_agent() { local host=$1; shift; run_agent "$host" --redis "$HA_URL" "$@"; }
+
+# redis_now HOST: the Redis HOST's agent says it uses (fleetsem status --json).
+redis_now() { fs "$1" status --json | sed -n 's/^{"now_ms":[0-9]*,"redis":"\([^"]*\)".*/\1/p'; }
+redis_now_is() { [ "$(redis_now "$1")" = "$2" ]; }
 
 ha_cleanup() {
         local f

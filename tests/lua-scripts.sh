@@ -72,8 +72,8 @@ lua() {
         mapfile -t k < <(keys_of "$name"; echo "$FLEET_CLOCK")
         rcli --json EVALSHA "${SHA[$script]}" "${#k[@]}" "${k[@]}" "$@"
 }
-epoch() {          # ID GRACE_MS [RUN_ID [FAILOVER_GRACE_MS]]
-        args epoch id="$1" grace_ms="$2" ${3:+run_id="$3"} ${4:+failover_grace_ms="$4"}
+epoch() {          # ID GRACE_MS [MASTER_ID [FAILOVER_GRACE_MS]]
+        args epoch id="$1" grace_ms="$2" ${3:+master_id="$3"} ${4:+failover_grace_ms="$4"}
         rcli --json EVALSHA "${SHA[epoch]}" 1 "$EPOCH_KEY" "${ARGS_OUT[@]}"
 }
 # j JSON EXPR: EXPR over the reply r, strings bare, the rest as JSON.
@@ -588,6 +588,50 @@ e6=$(epoch 00000000000000000000000000000006 100 bbbb 3000)
 is "$(j "$e6" '[r[0], r[1].split()[0], r[1].split()[2]]')" '[2,"00000000000000000000000000000006","bbbb"]' \
         "epoch: another master (a failover) replaces it, and says so"
 is "$(j "$e6" "$t0 + 3000 <= int(r[1].split()[1]) <= $(redis_ms) + 3000")" true "epoch: ... with the longer grace"
+
+# A failover that flaps back to a master that never caught up (chaos
+# finding 9): the same Redis process, its run id and its epoch come back
+# with data older than an epoch the agents knew, and the time since that
+# data was written looks like a clock step within one process. The agents
+# pass the epoch they knew: older data is a reset (a new epoch and grace),
+# and the next token is above every token of the lost state.
+# keep_state / back_to_kept: this Redis' data copied aside (database 1)
+# and back, the same process.
+keep_state() { rcli -n 1 FLUSHDB >/dev/null; local k; for k in $(rcli KEYS '*'); do rcli COPY "$k" "$k" DB 1 >/dev/null; done; }
+back_to_kept() { rcli FLUSHDB >/dev/null; local k; for k in $(rcli -n 1 KEYS '*'); do rcli -n 1 COPY "$k" "$k" DB 0 >/dev/null; done; }
+epoch_knowing() {  # ID KNOWN_ID KNOWN_GRACE_UNTIL_MS: as a standalone agent calls it, grace 0
+        args epoch id="$1" grace_ms=0 master_id= failover_grace_ms=0 known_id="$2" known_grace_until_ms="$3"
+        rcli --json EVALSHA "${SHA[epoch]}" 1 "$EPOCH_KEY" "${ARGS_OUT[@]}"
+}
+until_of() { j "$1" 'r[1].split()[1]'; }
+rcli FLUSHALL >/dev/null
+ea=$(epoch_knowing aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa "" "")
+ga=$(until_of "$ea")
+TTL_MS=1000 GRACE=$ga acquire flap h1 5 >/dev/null
+keep_state                                   # the master that stops following
+rcli FLUSHDB >/dev/null                      # the other one takes over and lost it
+quiet_for_a_second
+eb=$(epoch_knowing bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa "$ga")
+gb=$(until_of "$eb")
+is "$(j "$eb" 'r[0]')" 1 "flapping failover: the master that took over lost the epoch: a new one"
+tb=$(j "$(TTL_MS=1000 GRACE=$gb acquire flap h2 5)" 'r[1]')
+r=$(epoch_knowing cccccccccccccccccccccccccccccccc aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa "$ga")
+is "$(j "$r" '[r[0], r[1].split()[0]]')" '[0,"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"]' \
+        "flapping failover: an agent that knew an older epoch finds the newer one holding (no new reset)"
+back_to_kept                                 # the first master is back, its old data with it
+t0=$(redis_ms)
+r=$(epoch_knowing dddddddddddddddddddddddddddddddd bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb "$gb")
+is "$(j "$r" '[r[0], r[1].split()[0]]')" '[3,"dddddddddddddddddddddddddddddddd"]' \
+        "flapping failover: an epoch older than the one the agent knew is a reset, and says so"
+gd=$(until_of "$r")
+is "$(j "$gd" "r >= $t0")" true "flapping failover: ... whose grace ends no earlier than Redis' time now"
+r=$(TTL_MS=1000 GRACE=$gd acquire flap h3 5)
+is "$(j "$r" "r[0] == 1 and r[1] > $tb")" true \
+        "flapping failover: the next token is above those of the lost state ($(j "$r" 'r[1]') > $tb)"
+r=$(epoch_knowing eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee "" "")
+is "$(j "$r" '[r[0], r[1].split()[0]]')" '[0,"dddddddddddddddddddddddddddddddd"]' \
+        "flapping failover: a fresh agent (no epoch known) finds the new one"
+rcli -n 1 FLUSHDB >/dev/null
 
 # ---- The name's state --------------------------------------------------------------
 # Many leases of one agent on one name: one renewal, read and written a

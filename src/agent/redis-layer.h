@@ -45,7 +45,8 @@ struct Shard {
         char error[256];
         char epoch[LEASE_ID_LEN + 1];   /* the Redis state this agent knows ("" before the first) */
         uint64_t grace_until_ms;        /* Redis clock: nobody is granted anything before */
-        char run_id[48];
+        char master_id[81];             /* its run id and replication id (INFO): another
+                                         * process, or the same one promoted again, has another */
         Call *parked;                   /* calls redirected here before it was up (calls.c) */
         size_t n_slots;                 /* cluster: hash slots the map gives it */
         unsigned map_pass;              /* cluster: the last map that named it */

@@ -229,7 +229,7 @@ static void setup_send(Shard *sh, const char *what, int script, int argc, const 
  * from before are re-asserted or told they lost their slot by then. */
 static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Shard *sh = userdata;
-        char value[128], id[LEASE_ID_LEN + 1];
+        char value[160], id[LEASE_ID_LEN + 1];
         long long created = -1, now_ms = -1;
         uint64_t grace_until = 0;
         const char *why;
@@ -249,11 +249,16 @@ static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 return;
         }
         reset = created >= 1 || (sh->epoch[0] && !streq(sh->epoch, id));
-        if (reset)
+        if (created == 3)
+                log_warning("Redis at %s holds older state than this agent last saw (epoch %s): a failover back to a "
+                            "master that had not caught up, or data restored from a copy; new epoch %s.",
+                            sh->name, sh->epoch, id);
+        else if (reset)
                 log_full(sh->epoch[0] ? LOG_WARNING : LOG_INFO, "Redis at %s %s (epoch %s).", sh->name,
                          sh->epoch[0] ? "lost its state since this agent last saw it" : "holds no fleetsem state yet", id);
         /* 2: the epoch named another master; 1: there was none, which is
-         * news to an agent that knew one; else this agent knows no better
+         * news to an agent that knew one; 3: it was older than the one
+         * this agent knew (a reset too); else this agent knows no better
          * than that Redis' state is new. */
         why = created == 2 ? GRACE_WHY_FAILOVER
               : sh->epoch[0] && (created == 1 || !streq(sh->epoch, id)) ? GRACE_WHY_RESET
@@ -267,16 +272,34 @@ static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 /* EVALSHA of the epoch script, loaded just before on this connection. */
 static int epoch_send(Shard *sh, const char *key, const char *id, const char *grace, const char *failover) {
         RedisIo *io = sh->io;
+        char known_until[24] = "";
+
+        if (sh->epoch[0])
+                snprintf(known_until, sizeof(known_until), "%" PRIu64, sh->grace_until_ms);
 
         enum { HEAD = 4 };      /* EVALSHA SHA 1 KEY */
         const char *argv[HEAD + N_EPOCH_ARGS] = {
                 "EVALSHA", io->sha[SCRIPT_EPOCH], "1", key,
                 [HEAD + ARG_EPOCH_ID] = id, [HEAD + ARG_EPOCH_GRACE_MS] = grace,
-                [HEAD + ARG_EPOCH_RUN_ID] = io->topo->failover ? sh->run_id : "",
+                [HEAD + ARG_EPOCH_MASTER_ID] = io->topo->failover ? sh->master_id : "",
                 [HEAD + ARG_EPOCH_FAILOVER_GRACE_MS] = failover,
+                [HEAD + ARG_EPOCH_KNOWN_ID] = sh->epoch, [HEAD + ARG_EPOCH_KNOWN_GRACE_UNTIL_MS] = known_until,
         };
 
         return redis_conn_command(sh->cmd, epoch_reply, sh, ELEMENTSOF(argv), argv, NULL);
+}
+
+/* info_hex40: the 40 hex digits after FIELD (with its newline before it)
+ * in an INFO reply, into out[0..40]. */
+static int info_hex40(const char *s, size_t len, const char *field, char out[static 41]) {
+        size_t n = strlen(field);
+        const char *p = memmem(s, len, field, n);
+
+        if (!p || (size_t) (s + len - (p + n)) < 40 || strspn(p + n, "0123456789abcdef") < 40)
+                return -EBADMSG;
+        memcpy(out, p + n, 40);
+        out[40] = '\0';
+        return 0;
 }
 
 static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
@@ -292,15 +315,14 @@ static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
 
         if (!reply || conn != sh->cmd)
                 return;
-        sh->run_id[0] = '\0';
+        sh->master_id[0] = '\0';
         if (redis_reply_string(reply, &s, &len) >= 0) {
                 if ((p = memmem(s, len, "uptime_in_seconds:", 18)))
                         uptime = strtoll(p + 18, NULL, 10);
-                if ((p = memmem(s, len, "run_id:", 7)) && (size_t) (s + len - p) > 7 + 40 &&
-                    strspn(p + 7, "0123456789abcdef") == 40) {
-                        memcpy(sh->run_id, p + 7, 40);
-                        sh->run_id[40] = '\0';
-                }
+                /* Both, or neither: a master without them is named by none. */
+                if (info_hex40(s, len, "\nrun_id:", sh->master_id) < 0 ||
+                    info_hex40(s, len, "\nmaster_replid:", sh->master_id + 40) < 0)
+                        sh->master_id[0] = '\0';
         }
         /* Whole seconds, rounded down: the grace is never too short. */
         grace_ms = uptime >= 0 && (uint64_t) uptime * 1000 < ttl_ms ? ttl_ms - (uint64_t) uptime * 1000 : 0;
@@ -385,7 +407,7 @@ void shard_role_refresh(Shard *sh) {
 }
 
 static void info_send(Shard *sh) {
-        if (redis_conn_command(sh->cmd, info_reply, sh, 2, (const char *[]) { "INFO", "server" }, NULL) < 0)
+        if (redis_conn_command(sh->cmd, info_reply, sh, 2, (const char *[]) { "INFO", "default" }, NULL) < 0)
                 shard_down(sh, -EIO, "cannot send commands");
 }
 

@@ -94,7 +94,7 @@ static int cluster_epoch_slot(const RedisIo *io, const Shard *sh) {
 static void epochs_follow(RedisIo *io) {
         for (size_t i = 0; i < io->n_shards; i++) {
                 Shard *sh = io->shards[i];
-                char key[IDENT_MAX_LEN + 16], value[LEASE_ID_LEN + 80];
+                char key[IDENT_MAX_LEN + 16], value[LEASE_ID_LEN + 128];
                 int first;
 
                 if (sh->state != REDIS_READY || !sh->epoch[0] || sh->epoch_slot < 0)
@@ -105,7 +105,7 @@ static void epochs_follow(RedisIo *io) {
                 snprintf(key, sizeof(key), "%s:epoch:{%s}", io->agent->config->key_prefix,
                          redis_slot_tag((unsigned) first));
                 snprintf(value, sizeof(value), "%s %" PRIu64 "%s%s", sh->epoch, sh->grace_until_ms,
-                         sh->run_id[0] ? " " : "", sh->run_id);
+                         sh->master_id[0] ? " " : "", sh->master_id);
                 (void) redis_conn_command(sh->cmd, redis_fire_and_forget, (void *) "SET (epoch)", 3,
                                           (const char *[]) { "SET", key, value }, NULL);
                 sh->epoch_slot = first;

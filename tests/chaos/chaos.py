@@ -448,9 +448,11 @@ class Harness:
                       "the replica to sync")
         self.start_sentinels()
         # A new Redis: nobody held anything before it (tests/lib-ha.sh).
-        run_id = [ln.split(":")[1].strip() for ln in self.rcmd(REDIS_PORTS[0], "INFO", "server").splitlines()
-                  if ln.startswith("run_id:")][0]
-        self.rcmd(REDIS_PORTS[0], "SET", "fleetsem:epoch", "%032x 0 %s" % (os.getpid(), run_id))
+        # The epoch names the master by its run id and replication id.
+        info = dict(ln.strip().split(":", 1) for ln in self.rcmd(REDIS_PORTS[0], "INFO", "default").splitlines()
+                    if ":" in ln)
+        self.rcmd(REDIS_PORTS[0], "SET", "fleetsem:epoch",
+                  "%032x 0 %s%s" % (os.getpid(), info["run_id"], info["master_replid"]))
         self.spawn(self.nsexec("store", "python3", os.path.join(HERE, "store.py"), STORE_IP, str(STORE_PORT),
                                self.records, CANARY, *[n for n, k in NAMES.items() if k == 1]),
                    os.path.join(self.T, "store.out"))

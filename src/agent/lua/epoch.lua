@@ -1,25 +1,43 @@
 -- KEYS: P:epoch (in a Cluster P:epoch:{TAG}, one per master, in the first
 -- hash slot it owns). ARGV (args.list): the new id (32 hex), grace_ms, the
--- master's run id, and the grace when the epoch names another master
--- (failover_grace_ms). The reset detector: the
--- key is gone when Redis lost its data (restarted empty), and under
--- Sentinel and in a Cluster it names the master it was made on, so that a
--- failover (which may have lost the last writes) starts a new one.
+-- master's id (its run id and replication id, from INFO: another process,
+-- or the same one promoted again, has another; empty when one Redis
+-- serves alone), and the grace when the epoch names another master
+-- (failover_grace_ms), then the epoch the calling agent last knew: its id
+-- and grace_until (known_id, known_grace_until_ms; empty for none). The
+-- reset detector: the key is gone when Redis lost its data (restarted
+-- empty), and under Sentinel and in a Cluster it names the master it was
+-- made on, so that a failover (which may have lost the last writes) starts
+-- a new one; a master that was a replica and is promoted again has a new
+-- replication id, so that a failover back to a master that never caught up
+-- (the same process, its old data and epoch) is one too. An epoch other
+-- than the one the agent knew, and older than it (its grace ends earlier),
+-- means as well that Redis' data went back to before a state that agent
+-- saw (data restored from a copy, say): a loss, which starts a new epoch
+-- with the longer grace. Either way its holders re-assert, and the time
+-- since the old data was written is no clock step.
 -- Returns {0, value, now_ms} when it holds; else sets it to
--- "NEW_ID GRACE_UNTIL_MS [RUN_ID]" (no expiry) and returns {1, value, now_ms}
--- when there was none, {2, value, now_ms} when it named another master.
+-- "NEW_ID GRACE_UNTIL_MS [MASTER_ID]" (no expiry) and returns {1, value, now_ms}
+-- when there was none, {2, value, now_ms} when it named another master,
+-- {3, value, now_ms} when it was older than the one the agent knew.
 local now_ms = now()
 local value = redis.call('GET', KEYS[1])
-local run_id = ARGV[A_EPOCH_RUN_ID] or ''
-if value and (run_id == '' or string.match(value, '^%x+ %d+ (%x+)$') == run_id) then
-  return {0, value, now_ms}
+local master_id = ARGV[A_EPOCH_MASTER_ID] or ''
+local known_id, known_until = ARGV[A_EPOCH_KNOWN_ID] or '', tonumber(ARGV[A_EPOCH_KNOWN_GRACE_UNTIL_MS] or '')
+local went_back = false
+if value and (master_id == '' or string.match(value, '^%x+ %d+ (%x+)$') == master_id) then
+  local id, grace_until = string.match(value, '^(%x+) (%d+)')
+  went_back = known_id ~= '' and known_until ~= nil and id ~= nil and id ~= known_id and
+    tonumber(grace_until) < known_until
+  if not went_back then return {0, value, now_ms} end
 end
--- Another run id: a failover, or the same master restarted (from a file
--- that may miss the last writes): the longer of the two graces.
+-- Another master id (a failover, the same master restarted from a file
+-- that may miss the last writes, or promoted again), or older data: the
+-- longer of the two graces.
 local grace, value_was = tonumber(ARGV[A_EPOCH_GRACE_MS]), value
 local failover_grace = ARGV[A_EPOCH_FAILOVER_GRACE_MS]
 if value and failover_grace then grace = math.max(grace, tonumber(failover_grace)) end
 value = ARGV[A_EPOCH_ID] .. ' ' .. digits(now_ms + tonumber(grace))
-if run_id ~= '' then value = value .. ' ' .. run_id end
+if master_id ~= '' then value = value .. ' ' .. master_id end
 redis.call('SET', KEYS[1], value)
-return {value_was and 2 or 1, value, now_ms}
+return {went_back and 3 or value_was and 2 or 1, value, now_ms}
