@@ -57,12 +57,11 @@ state_set() {
                 >/dev/null
 }
 # counted NAME: the state's counts against the ZSETs and the records
-# ("HELD LINE" twice when they agree).
+# ("HELD LINE" twice when they agree): every field but the state ('.'),
+# the drain ('!') and the last action ('@').
 counted() {
-        local k
-        k=$(key "$1" clock)
         echo "$(state "$1" 1-2) / $(rcli ZCARD "$(key "$1" holders)") $(rcli ZCARD "$(key "$1" queue)")" \
-                "$(( $(rcli HLEN "$k") - 1 ))"
+                "$(rcli HKEYS "$(key "$1" clock)" | grep -cvxE '[.!@]')"
 }
 
 # lua NAME SCRIPT ARGV...: the reply as JSON.
@@ -678,6 +677,8 @@ acquire dr h 2 >/dev/null
 r=$(drain dr 1 "incident 42: disk full")
 is "$(j "$r" 'r[:2]')" '[1,""]' "drain: a name not drained before is drained"
 like "$(rcli HGET "$(key dr clock)" '!')" '^a 0 [0-9]+ root incident 42: disk full$' "drain: the record says by whom, when and why"
+is "$(rcli HGET "$(key dr clock)" '@' | cut -d' ' -f1-3,5-)" 'drain a 0 root incident 42: disk full' \
+        "drain: the last action says what, by whom and why"
 is "$(rcli PTTL "$(key dr clock)") $(rcli PTTL "$(key dr holders)")" "-1 -1" "drain: its keys no longer expire"
 r=$(acquire dr w1 2)
 is "$(j "$r" 'r[:3]')" "[0,1,1]" "drain: a newcomer with a free slot queues (1st, 1 holds)"
@@ -689,12 +690,15 @@ is "$(j "$(release dr h)" 'r')" "[1]" "drain: the holder leaves: nobody is grant
 is "$(j "$(status dr)" '[len(r[1]), len(r[2]), r[4].split()[4:]]')" '[0,2,["incident","42:","disk","full"]]' \
         "drain: status shows no holder, 2 waiters and the drain"
 is "$(j "$(drain dr 1 again)" 'r[0]')" 0 "drain: draining a drained name again only replaces its record (who, when, why)"
-r=$(drain dr 0)
+is "$(rcli HGET "$(key dr clock)" '@' | cut -d' ' -f1,6-)" 'drain again' "drain: ... and is the last action"
+r=$(AS_HOST=b drain dr 0)
 is "$(j "$r" '[r[0], r[2], r[5]]')" '[1,"w1","w2"]' "undrain: both waiters are granted at once, in line order"
 check "undrain: with the release's wake message" wait_for 5 sh -c "grep -q '^g w1 ' '$T/wake-dr'"
 is "$(rcli HEXISTS "$(key dr clock)" '!')" 0 "undrain: the record is gone"
 like "$(rcli PTTL "$(key dr clock)")" '^[1-9][0-9]*$' "undrain: the keys expire again when idle"
+is "$(rcli HGET "$(key dr clock)" '@' | cut -d' ' -f1-2,5-)" 'undrain b root ' "undrain: the last action, from host b, no reason"
 is "$(j "$(drain dr 0)" 'r[:2]')" '[0,""]' "undrain: of a name not drained changes nothing"
+is "$(rcli HGET "$(key dr clock)" '@' | cut -d' ' -f1-2)" 'undrain b' "undrain: ... and is no action"
 is "$(counted dr)" "2 0 / 2 0 2" "drain: counted right"
 drain gr-dr 1 x >/dev/null
 is "$(j "$(acquire gr-dr q 1)" 'r[0]')" 0 "drain: q queues"
@@ -710,7 +714,7 @@ drain dw 1 y >/dev/null
 check "drain: those in line are told to look again ('1')" wait_for 5 heard dw 1
 
 # ---- Status --------------------------------------------------------------------
-is "$(j "$(status st)" 'r[1:]')" '[[],[],0,""]' "status: an unknown name: nobody, limit 0, not drained"
+is "$(j "$(status st)" 'r[1:]')" '[[],[],0,"",""]' "status: an unknown name: nobody, limit 0, not drained, no action"
 acquire st h1 2 >/dev/null
 AS_HOST=b AS_UID=7 acquire st h2 3 >/dev/null
 acquire st w 4 >/dev/null
@@ -718,7 +722,7 @@ r=$(status st)
 is "$(j "$r" '[[h[0], 0 < h[1] <= 10000, h[3], h[4]] for h in r[1]]')" \
         '[["h1",true,"INFO lease=h1","a 1000"],["h2",true,"INFO lease=h2","b 7"]]' "status: holders, expiry, desc, owner"
 is "$(j "$r" 'r[1][0][2]')" "$(rec st h1 4-5)" "status: holder's 'TOKEN SINCE'"
-is "$(j "$r" 'r[2:]')" '[[["w","INFO lease=w","a 1000"]],2,""]' "status: the queue, the limit in force, no drain"
+is "$(j "$r" 'r[2:]')" '[[["w","INFO lease=w","a 1000"]],2,"",""]' "status: the queue, the limit in force, no drain, no action"
 is "$(j "$r" "abs(r[0] - $(redis_ms)) < 60000")" true "status: now_ms is Redis's clock"
 
 # (Those from before a restart of Redis ended with it.)

@@ -54,9 +54,13 @@ check "h1 runs on" kill -0 "$h1"
 is "$(holders d) $(waiters d)" "1 2" "Redis: 1 holder, 2 waiters"
 
 st=$(fs b status d)
-like "$st" '^d: 1 held, 2 waiting, limit 2; DRAINED by root \(uid 0\) on a since [0-9-]+ [0-9:]+ UTC: again$' \
+is "$(head -n 1 <<<"$st" | sed 's/since [0-9-]* [0-9:]* UTC/since WHEN/')" \
+        'd: 1 held, 2 waiting, limit 2; DRAINED by root (uid 0) on a since WHEN: again' \
         "status shows the drain, on the other host too"
-like "$(fs b status --json d)" '"drained":"by root \(uid 0\) on a since [0-9-]+ [0-9:]+ UTC: again"' "... and its JSON"
+is "$(sed -n 2p <<<"$st" | sed 's/at [0-9-]* [0-9:]* UTC/at WHEN/')" '  Last action: drain by root (uid 0) on a at WHEN: again' \
+        "... and the last action on d: the second drain"
+like "$(fs b status --json d)" '"drained":"by root \(uid 0\) on a since [0-9-]+ [0-9:]+ UTC: again","last_action":"drain by root \(uid 0\) on a at [0-9-]+ [0-9:]+ UTC: again"' \
+        "... and its JSON"
 like "$(fs b metrics)" 'fleetsem_drained\{name="d"\} 1' "the metrics: fleetsem_drained{name=\"d\"} 1"
 
 # Nobody else may drain or undrain.
@@ -93,8 +97,12 @@ check "the journal of b says who undrained d" grep -q \
 touch "$T/go-h1"
 check "w2 gets in when h1 leaves" wait_for 5 grep -qx 'enter w2' "$T/order"
 is "$(fs a undrain d)" "d was not drained." "undraining it again changes nothing"
+is "$(fs a status d | sed -n 's/at [0-9-]* [0-9:]* UTC/at WHEN/; s/^  Last action: //p')" 'undrain by root (uid 0) on b at WHEN' \
+        "status: the last action on d is b's undrain (no reason given; the undrain that changed nothing is none)"
 like "$(fs a metrics)" 'fleetsem_drained\{name="d"\} 0' "the metrics: fleetsem_drained{name=\"d\"} 0"
 touch "$T/go-w1" "$T/go-w2"
 for p in "$h1" "$w1" "$w2"; do wait "$p"; done
 is "$(holders d) $(waiters d)" "0 0" "all released"
+is "$(fs a status | grep -c 'Last action: undrain by root (uid 0) on b')" 1 \
+        "status of all names lists d, nobody holding or waiting, for its last action"
 done_testing

@@ -95,7 +95,9 @@ static void name_free(Name *n) {
         free(n);
 }
 
-int slots_drain_text(const char *record, char *buf, size_t size) {
+/* "HOST UID MS USER REASON" for people, after PREFIX: "PREFIXby USER (uid
+ * UID) on HOST WHEN_WORD YYYY-MM-DD HH:MM UTC[: REASON]". */
+static int record_text(const char *record, const char *prefix, const char *when_word, char *buf, size_t size) {
         char host[IDENT_MAX_LEN + 1], user[64], when[32];
         unsigned long long uid, since;
         struct tm tm;
@@ -108,8 +110,24 @@ int slots_drain_text(const char *record, char *buf, size_t size) {
         t = (time_t) (since / 1000);
         if (!gmtime_r(&t, &tm) || strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", &tm) == 0)
                 return -EBADMSG;
-        snprintf(buf, size, "by %s (uid %llu) on %s since %s: %s", user, uid, host, when, record + off);
+        snprintf(buf, size, "%sby %s (uid %llu) on %s %s %s%s%s", prefix, user, uid, host, when_word, when,
+                 record[off] ? ": " : "", record + off);
         return 0;
+}
+
+int slots_drain_text(const char *record, char *buf, size_t size) {
+        return record_text(record, "", "since", buf, size);
+}
+
+int slots_action_text(const char *record, char *buf, size_t size) {
+        char action[16], prefix[24];
+        int off = 0;
+
+        if (!record || sscanf(record, "%15s %n", action, &off) < 1 || off == 0 ||
+            (!streq(action, "drain") && !streq(action, "undrain")))
+                return -EBADMSG;
+        snprintf(prefix, sizeof(prefix), "%s ", action);
+        return record_text(record + off, prefix, "at", buf, size);
 }
 
 /* A name without leases stays a while: asking for it again then costs no

@@ -93,7 +93,8 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         const RedisReply *holders, *queue;
         char line[PROTO_REPLY_MAX];
         long long now = 0, limit = 0;
-        char drain[SLOTS_DRAIN_RECORD_MAX + 1] = "", drained[512];
+        char drain[SLOTS_DRAIN_RECORD_MAX + 1] = "", drained[512], action[SLOTS_DRAIN_RECORD_MAX + 16] = "",
+                last[512];
         MessageBuilder b;
 
         (void) conn;
@@ -112,7 +113,9 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
             redis_reply_array_integer(reply, 3, &limit) < 0 || limit < 0 || limit > SLOTS_MAX)
                 goto finish;
         (void) redis_reply_array_string(reply, 4, drain, sizeof(drain));
-        if (redis_reply_array_len(holders) == 0 && redis_reply_array_len(queue) == 0 && !job->summary && !drain[0])
+        (void) redis_reply_array_string(reply, 5, action, sizeof(action));
+        if (redis_reply_array_len(holders) == 0 && redis_reply_array_len(queue) == 0 && !job->summary && !drain[0] &&
+            !action[0])
                 goto finish;
 
         message_start(&b, line, sizeof(line), "NAME");
@@ -122,6 +125,8 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         message_add_u64(&b, "limit", (uint64_t) limit);
         if (drain[0] && slots_drain_text(drain, drained, sizeof(drained)) >= 0)
                 message_add(&b, "drained", drained);
+        if (action[0] && slots_action_text(action, last, sizeof(last)) >= 0)
+                message_add(&b, "last_action", last);
         client_send(job->client, line, message_finish(&b));
         if (job->summary)
                 goto finish;

@@ -261,6 +261,8 @@ static void print_json(const StatusOutput *out) {
                         json_field("limit", get(e, "limit"), true, &first);
                 if (message_get(&e->m, "drained"))      /* "by WHO since WHEN: REASON" */
                         json_field("drained", get(e, "drained"), false, &first);
+                if (message_get(&e->m, "last_action"))  /* "ACTION by WHO at WHEN[: REASON]" */
+                        json_field("last_action", get(e, "last_action"), false, &first);
                 printf(",\"holders\":");
                 json_entries(out, i, "HOLDER");
                 printf(",\"waiters\":");
@@ -357,7 +359,7 @@ static void print_table(const StatusOutput *out) {
                 const Entry *e = &out->entries[i];
                 char name[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], held[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)],
                         waiting[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], limit[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)],
-                        drained[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
+                        drained[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], last[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
                 size_t end = i + 1;
 
                 if (!streq(e->m.verb, "NAME"))
@@ -372,6 +374,8 @@ static void print_table(const StatusOutput *out) {
                 if (message_get(&e->m, "drained"))
                         printf("; DRAINED %s", text_escape(get(e, "drained"), drained, sizeof(drained)));
                 putchar('\n');
+                if (message_get(&e->m, "last_action"))
+                        printf("  Last action: %s\n", text_escape(get(e, "last_action"), last, sizeof(last)));
                 print_name_table(out, i + 1, end);
                 any = true;
                 i = end - 1;

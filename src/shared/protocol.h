@@ -37,6 +37,7 @@
  *   ← HOST name=N held=H waiting=W          (each name this agent has leases of, or had lately)
  *   ← GRANTS name=N total=G                 (each name this agent counts grants of)
  *   ← NAME name=N held=H waiting=W limit=L  (fleet-wide, from Redis; none while Redis is away)
+ *          [drained=TEXT] [last_action=TEXT]  (STATUS: the drain, the last operator action)
  *   ← END now=<ms>
  * STATUS's END also carries grace=<ms> why=… while a grace lasts.
  */

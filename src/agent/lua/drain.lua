@@ -2,7 +2,9 @@
 -- keep their places, a caller that does not wait is told why) or lets it
 -- grant again (on "0": the waiters that fit are granted at once, in line
 -- order, and told as a release tells them). Only agents call it, for root
--- on their host. A drained name does not leave Redis when idle.
+-- on their host. A drained name does not leave Redis when idle. A call
+-- that drains, or undrains a drained name, records itself as its last
+-- action (field '@').
 -- Returns {changed (1: it was the other way, 0: as asked already), the
 -- drain record before ("" none), lease, token, since, ... granted}.
 local on = ARGV[A_DRAIN_ON] == '1'
@@ -31,6 +33,11 @@ elseif st.drain then
     if not judged then wake() end
   end
 end
-local reply = {((was ~= '') ~= on) and 1 or 0, was}
+local changed = (was ~= '') ~= on
+if on or changed then
+  redis.call('HSET', K_CLOCK, ACTION, table.concat({on and 'drain' or 'undrain', ARGV[A_DRAIN_HOST], ARGV[A_DRAIN_UID],
+    digits(now_ms), ARGV[A_DRAIN_USER], ARGV[A_DRAIN_REASON]}, ' '))
+end
+local reply = {changed and 1 or 0, was}
 for _, v in ipairs(granted) do reply[#reply + 1] = v end
 return idle(ARGV[A_DRAIN_IDLE_MS], reply)

@@ -59,7 +59,9 @@ end
 -- the last caller that knew one, the fleet clock's offset the expiries are
 -- on (see observe()), and when the name's keys leave Redis (0: never).
 -- Field '!', while the name is drained (no new grant: drain.lua), says by
--- whom and why: "HOST UID SINCE_MS USER REASON".
+-- whom and why: "HOST UID SINCE_MS USER REASON". Field '@' is the last
+-- operator action that changed the name, "ACTION HOST UID AT_MS USER
+-- REASON" (drain.lua), for status; no other script reads it.
 -- Every other field is a lease that holds or waits, with its record
 --   "HOST UID SLOTS TOKEN SINCE_MS PROOF DESCRIPTION"
 -- (TOKEN and SINCE_MS 0 while it waits; PROOF, a secret of the waiter's
@@ -70,7 +72,7 @@ end
 -- that model fails on a name this model holds, and this one refuses a
 -- name that model holds (first_model()), so the two never count one
 -- name's slots apart.
-local STATE, DRAIN = '.', '!'
+local STATE, DRAIN, ACTION = '.', '!', '@'
 local st                -- the name's state, once read (st.drain: the drain record, or false)
 local st_new = false    -- it was not in Redis: counted from the ZSETs
 local st_drain_         -- the drain record read with the state (false: none)
@@ -188,7 +190,9 @@ local function limit_in_force(default)
     end
     local all = redis.call('HGETALL', K_CLOCK)
     for i = 1, #all, 2 do
-      if all[i] ~= STATE and all[i] ~= DRAIN and rec[all[i]] == nil then count(parse_record(all[i + 1])) end
+      if all[i] ~= STATE and all[i] ~= DRAIN and all[i] ~= ACTION and rec[all[i]] == nil then
+        count(parse_record(all[i + 1]))
+      end
     end
     for _, r in pairs(rec) do count(r) end
     st.limit, st.at_limit, st_dirty = low, n, true

@@ -1,7 +1,9 @@
 -- Returns {now_ms, {{lease, expires_in_ms, "TOKEN SINCE", description, "HOST UID"}...},
---          {{lease, description, "HOST UID"}...}, limit, drain}, the queue in
--- ticket order, limit 0 when nobody holds or waits, drain the drain record
--- ("HOST UID SINCE_MS USER REASON"; "" when not drained).
+--          {{lease, description, "HOST UID"}...}, limit, drain, action}, the
+-- queue in ticket order, limit 0 when nobody holds or waits, drain the
+-- drain record ("HOST UID SINCE_MS USER REASON"; "" when not drained),
+-- action the last operator action ("ACTION HOST UID AT_MS USER REASON";
+-- "" when none).
 local now_ms = now()
 fetch({})
 expire(now_ms, nil, nil, true)
@@ -24,4 +26,4 @@ end
 local limit = limit_in_force(0)
 -- What the sweep dropped (never a new name's state).
 if next(dirty) then flush() end
-return {now_ms, holders, queue, limit, st.drain or ''}
+return {now_ms, holders, queue, limit, st.drain or '', redis.call('HGET', K_CLOCK, ACTION) or ''}
