@@ -24,7 +24,7 @@ start_stepped_redis
 declare -A SHA
 load_scripts() {
         local s
-        for s in acquire release renew reassert adopt status epoch batch drain; do
+        for s in acquire release renew reassert adopt status epoch batch drain revoke; do
                 SHA[$s]=$(embed --lua "$SRC/keys.list" "$SRC/args.list" "$SRC/lua/prelude.lua" "$SRC/lua/$s.lua" |
                         rcli -x SCRIPT LOAD)
                 [[ ${SHA[$s]} =~ ^[0-9a-f]{40}$ ]] || bail "$s.lua does not load: ${SHA[$s]}"
@@ -88,7 +88,7 @@ print(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))' "$1" "
 # left out. A name the list does not have, or a required one missing, is a
 # mistake of this test.
 declare -A ARG_SPEC
-for s in acquire release renew reassert adopt epoch drain; do
+for s in acquire release renew reassert adopt epoch drain revoke; do
         ARG_SPEC[$s]=$(embed --args "$SRC/args.list" "$s" | tr '\n' ' ')
         [ -n "${ARG_SPEC[$s]}" ] || bail "args.list has no $s"
 done
@@ -149,6 +149,11 @@ drain() {           # NAME 1|0 [REASON]
         args drain on="$2" host="${AS_HOST:-a}" uid=0 user=root reason="${3:-}" grace_until_ms="${GRACE:-0}" \
                 idle_ms="${IDLE:-600000}"
         lua "$1" drain "${ARGS_OUT[@]}"
+}
+revoke() {          # NAME LEASE [REASON]: root on AS_HOST
+        args revoke lease="$2" host="${AS_HOST:-a}" uid=0 user=root reason="${3:-}" grace_until_ms="${GRACE:-0}" \
+                idle_ms="${IDLE:-600000}"
+        lua "$1" revoke "${ARGS_OUT[@]}"
 }
 
 redis_ms() { rcli TIME | { read -r s; read -r us; echo $((s * 1000 + us / 1000)); }; }
@@ -712,6 +717,30 @@ acquire dw w 1 >/dev/null
 is "$(wakes dw | grep -c .)" 0 "drain: no wake message before the drain"
 drain dw 1 y >/dev/null
 check "drain: those in line are told to look again ('1')" wait_for 5 heard dw 1
+
+# ---- Revoke ----------------------------------------------------------------------
+# Root frees a held slot, whoever holds it: the next in line is granted as
+# a release grants (a higher token, the wake message); the holder's next
+# renewal finds its lease missing. A waiter is left alone.
+sub rv
+acquire rv h 1 >/dev/null
+acquire rv w 1 "$P1" >/dev/null
+th=$(rec rv h 4)
+is "$(revoke rv w)" '[2,"a 1000"]' "revoke: a lease that waits is not revoked (and says whose it is)"
+r=$(AS_HOST=b revoke rv h "host a is dead")
+is "$(j "$r" 'r[:4]')" "[1,\"a 1000\",$th,\"w\"]" "revoke: another host's holder is revoked, and w granted in its place"
+is "$(j "$r" "r[4] > $th")" true "revoke: w's token $(j "$r" 'r[4]') is above the revoked one's ($th)"
+check "revoke: with the release's wake message and w's proof" wait_for 5 sh -c "grep -q '^g w .* $P1\$' '$T/wake-rv'"
+is "$(rcli HGET "$(key rv clock)" '@' | cut -d' ' -f1-3,5-)" 'revoke b 0 root host a is dead' \
+        "revoke: the last action says what, by whom and why"
+is "$(renew rv h)" '["h"]' "revoke: the holder's renewal finds its lease missing"
+is "$(revoke rv h)" '[0]' "revoke: a lease that holds nothing any more: nothing to do"
+is "$(counted rv)" "1 0 / 1 0 1" "revoke: counted right"
+acquire rv w2 1 >/dev/null
+drain rv 1 maintenance >/dev/null
+tw=$(rec rv w 4)
+is "$(revoke rv w)" "[1,\"a 1000\",$tw]" "revoke: while drained, w is revoked and nobody is granted in its place"
+is "$(rcli ZCARD "$(key rv queue)")" 1 "revoke: ... and w2 keeps its place"
 
 # ---- Status --------------------------------------------------------------------
 is "$(j "$(status st)" 'r[1:]')" '[[],[],0,"",""]' "status: an unknown name: nobody, limit 0, not drained, no action"

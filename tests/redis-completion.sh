@@ -42,14 +42,15 @@ comp() {
 }
 
 # --- commands and options ----------------------------------------------------
-is "$(comp 'fleetsem ')" "--help --version acquire drain help limit metrics release run status undrain" "the commands"
-is "$(comp 'fleetsem re')" "release" "a command from its start"
+is "$(comp 'fleetsem ')" "--help --version acquire drain help limit metrics release revoke run status undrain" "the commands"
+is "$(comp 'fleetsem rel')" "release" "a command from its start"
 is "$(comp 'fleetsem run -')" "--help --namespace --no-wait --on-lost --slots --verbose --wait" "run's options"
 is "$(comp 'fleetsem status --')" "--help --json --namespace" "status' options"
 is "$(comp 'fleetsem limit --r')" "--remove" "limit's options"
 is "$(comp 'fleetsem metrics -')" "--help --namespace --output" "metrics' options"
 is "$(comp 'fleetsem drain -')" "--help --namespace --reason" "drain's options"
 is "$(comp 'fleetsem undrain -')" "--help --namespace" "undrain's: no --reason"
+is "$(comp 'fleetsem revoke -')" "--help --host --namespace --reason" "revoke's"
 is "$(comp 'fleetsem drain --reason ')" "" "nothing to offer for --reason TEXT"
 mkdir -p "$T/textfile" && touch "$T/textfile/fleetsem.prom"
 is "$(comp "fleetsem metrics --output $T/textfile/fl")" "$T/textfile/fleetsem.prom" "metrics --output FILE: files"

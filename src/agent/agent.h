@@ -68,6 +68,7 @@ typedef enum Script {
         SCRIPT_EPOCH,
         SCRIPT_BATCH,
         SCRIPT_DRAIN,
+        SCRIPT_REVOKE,
         N_SCRIPTS,
 } Script;
 
@@ -105,7 +106,7 @@ struct Client {
         bool close_after_flush;
         Lease *lease;
         StatusJob *status;
-        Client **drain_ref;             /* DRAIN under way: its pointer to this client, cleared when it goes */
+        Client **op_ref;                /* DRAIN, REVOKE under way: its pointer to this client, cleared when it goes */
         bool status_deferred;           /* STATUS or METRICS asked while the first connection to Redis is made */
         bool metrics;                   /* … METRICS */
         char status_name[NAME_MAX_LEN + 1];
@@ -188,11 +189,14 @@ int io_call_acquire(void *ctx, Lease *l);
 int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid);
 int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids);
 int io_call_reassert(void *ctx, Lease *l);
-/* The drain script for root's DRAIN request (drain.c). */
+/* The drain and revoke scripts for root's DRAIN and REVOKE (operator.c). */
 int io_call_drain(Agent *a, const char *name, bool on, uid_t uid, const char *user, const char *reason,
                   redis_reply_cb cb, void *userdata);
-/* DRAIN name= on= [reason=]: root only. */
+int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, const char *user, const char *reason,
+                   redis_reply_cb cb, void *userdata);
+/* DRAIN name= on= [reason=], REVOKE name= lease= [reason=]: root only. */
 void drain_request(Agent *a, Client *c, const Request *req);
+void revoke_request(Agent *a, Client *c, const Request *req);
 void io_index(void *ctx, const Lease *l, bool add);
 void io_name_waiting(void *ctx, Name *n);
 void io_lease_timer(void *ctx, Lease *l, usec_t when);

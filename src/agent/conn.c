@@ -35,8 +35,8 @@ void client_free(Client *c) {
 
         if (c->status)
                 c->status->client = NULL;
-        if (c->drain_ref)
-                *c->drain_ref = NULL;
+        if (c->op_ref)
+                *c->op_ref = NULL;
         if (c->lease) {
                 Lease *l = c->lease;
 

@@ -450,6 +450,22 @@ int io_call_drain(Agent *a, const char *name, bool on, uid_t uid, const char *us
                            NULL);
 }
 
+/* ---- An operator's revoke -------------------------------------------------------- */
+
+int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, const char *user, const char *reason,
+                   redis_reply_cb cb, void *userdata) {
+        CommonArgs c;
+
+        common_args(a, name, uid, &c);
+        return script_call(a, SCRIPT_REVOKE, name, cb, userdata, N_REVOKE_ARGS,
+                           (const char *[N_REVOKE_ARGS]) {
+                                   [ARG_REVOKE_LEASE] = lease, [ARG_REVOKE_HOST] = a->config->host_id,
+                                   [ARG_REVOKE_UID] = c.uid, [ARG_REVOKE_USER] = user, [ARG_REVOKE_REASON] = reason,
+                                   [ARG_REVOKE_GRACE_UNTIL_MS] = c.grace, [ARG_REVOKE_IDLE_MS] = c.idle,
+                           },
+                           NULL);
+}
+
 /* ---- This host's index ---------------------------------------------------------- */
 
 /* "NAME SLOTS UID UNIT ON-LOST", UNIT "-" when not bound to one. */

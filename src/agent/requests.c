@@ -302,6 +302,9 @@ static void client_handle_request(Client *c, const char *line, size_t len) {
         case REQUEST_DRAIN:
                 drain_request(a, c, &req);
                 return;
+        case REQUEST_REVOKE:
+                revoke_request(a, c, &req);
+                return;
         }
 }
 

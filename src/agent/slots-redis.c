@@ -231,7 +231,7 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                 else if (l->state == LEASE_WAITING)
                         requeue(l, now);
                 else
-                        lease_lost(l, "its lease expired or was evicted in Redis", now);
+                        lease_lost(l, "its lease is gone from Redis (it ran out, was evicted, or was revoked)", now);
         }
         /* Waiters whose places expired (this host was away longer than a
          * lease) join the line again in the order they came: a batch lists

@@ -111,7 +111,7 @@ struct Name {
  * when it is none. */
 int slots_drain_text(const char *record, char *buf, size_t size);
 /* The last operator action on a name, as Redis keeps it ("ACTION HOST UID
- * AT_MS USER REASON", ACTION drain or undrain) for people: "ACTION by USER
+ * AT_MS USER REASON", ACTION drain, undrain or revoke) for people: "ACTION by USER
  * (uid UID) on HOST at YYYY-MM-DD HH:MM UTC[: REASON]"; -EBADMSG when it is
  * none. */
 int slots_action_text(const char *record, char *buf, size_t size);

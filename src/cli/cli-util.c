@@ -35,6 +35,30 @@ int cli_request_failed(const char *ns, int error) {
         return EXIT_UNAVAILABLE;
 }
 
+#define ONE_REQUEST_TIMEOUT (10 * USEC_PER_SEC)
+#define ONE_REQUEST_TIMEOUT_TEXT "10 s"
+
+int cli_one_request(const char *ns, uid_t agent_uid, const Request *req, const char *what, const char *expect,
+                    Message *m) {
+        _cleanup_close_ int fd = -EBADF;
+        LineReader lr;
+        int r;
+
+        r = client_send_request(ns, agent_uid, ONE_REQUEST_TIMEOUT, req, &fd);
+        if (r < 0)
+                return cli_request_failed(ns, r);
+        line_reader_init(&lr, PROTO_REPLY_MAX);
+        r = cli_read_message(fd, &lr, now_usec(CLOCK_MONOTONIC) + ONE_REQUEST_TIMEOUT, what, ONE_REQUEST_TIMEOUT_TEXT,
+                             m);
+        if (r != 0)
+                return r;
+        if (!streq(m->verb, expect)) {
+                log_error("Unexpected reply from the agent.");
+                return EXIT_SOFTWARE;
+        }
+        return 0;
+}
+
 int cli_read_message(int fd, LineReader *lr, usec_t deadline, const char *what, const char *timeout_text, Message *m) {
         char *line;
         size_t len;
@@ -77,6 +101,13 @@ int cli_parse_wait(const char *s, usec_t *ret) {
         if (parse_duration(s, ret) < 0)
                 return log_error_errno(EINVAL, "Invalid --wait \"%s\": expected a duration such as 30s, "
                                        "5min, \"1h 30min\", 500ms or infinity.", s);
+        return 0;
+}
+
+int cli_parse_reason(const char *s) {
+        if (!drain_reason_is_valid(s))
+                return log_error_errno(EINVAL, "Invalid --reason: 1 to %d bytes of printable text, on one line.",
+                                       DRAIN_REASON_MAX);
         return 0;
 }
 

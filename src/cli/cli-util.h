@@ -16,9 +16,14 @@ int cli_request_failed(const char *ns, int error);
  * or the exit code when the agent went, sent nonsense, took longer than
  * deadline or answered with an ERROR (each logged, naming what). */
 int cli_read_message(int fd, LineReader *lr, usec_t deadline, const char *what, const char *timeout_text, Message *m);
+/* An operator's request (drain, revoke) and its one reply line into m,
+ * which must be EXPECT: 0, or the exit code (logged). */
+int cli_one_request(const char *ns, uid_t agent_uid, const Request *req, const char *what, const char *expect,
+                    Message *m);
 
 /* Option values, checked alike by every command; each logs what is wrong. */
 int cli_parse_slots(const char *s, uint32_t *ret);
 int cli_parse_wait(const char *s, usec_t *ret);
 int cli_parse_name(const char *s);
+int cli_parse_reason(const char *s);          /* an operator's --reason */
 int cli_parse_namespace(const char *s, const char **ret);

@@ -11,8 +11,8 @@
 #include "time-util.h"
 
 /* The commands, each in its file; fleetsem.c dispatches to them. The
- * helpers they share are cli-util.c's and atomic-file.c's, and call none
- * of them back. */
+ * helpers they share are cli-util.c's, atomic-file.c's and
+ * status-fetch.c's, and call none of them back. */
 int verb_run(int argc, char *argv[]);
 int verb_status(int argc, char *argv[]);
 int verb_acquire(int argc, char *argv[]);
@@ -21,3 +21,4 @@ int verb_limit(int argc, char *argv[]);
 int verb_metrics(int argc, char *argv[]);
 int verb_drain(int argc, char *argv[]);
 int verb_undrain(int argc, char *argv[]);
+int verb_revoke(int argc, char *argv[]);

@@ -11,8 +11,6 @@
 #include "log.h"
 #include "macro.h"
 
-#define DRAIN_TIMEOUT (10 * USEC_PER_SEC)
-#define DRAIN_TIMEOUT_TEXT "10 s"
 
 static void help(bool on) {
         if (on)
@@ -50,9 +48,7 @@ static int drain(int argc, char *argv[], bool on) {
         };
         Request req = { .verb = REQUEST_DRAIN, .drain = on };
         const char *ns = NULL, *reason = NULL, *verb = on ? "drain" : "undrain";
-        _cleanup_close_ int fd = -EBADF;
         char text[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
-        LineReader lr;
         uid_t agent_uid;
         Message m;
         int c, r;
@@ -80,10 +76,8 @@ static int drain(int argc, char *argv[], bool on) {
                 return EXIT_USAGE;
         snprintf(req.name, sizeof(req.name), "%s", argv[optind]);
         if (reason) {
-                if (!drain_reason_is_valid(reason)) {
-                        log_error("Invalid --reason: 1 to %d bytes of printable text, on one line.", DRAIN_REASON_MAX);
+                if (cli_parse_reason(reason) < 0)
                         return EXIT_USAGE;
-                }
                 snprintf(req.reason, sizeof(req.reason), "%s", reason);
         }
         if (cli_parse_namespace(client_namespace(ns), &ns) < 0 || cli_agent_uid(&agent_uid) < 0)
@@ -91,23 +85,9 @@ static int drain(int argc, char *argv[], bool on) {
         if (geteuid() != 0)
                 log_notice("Only root may %s a name; the agent will refuse.", verb);
 
-        r = client_send_request(ns, agent_uid, DRAIN_TIMEOUT, &req, &fd);
-        if (r < 0)
-                return cli_request_failed(ns, r);
-        line_reader_init(&lr, PROTO_REPLY_MAX);
-        r = cli_read_message(fd, &lr, now_usec(CLOCK_MONOTONIC) + DRAIN_TIMEOUT, verb, DRAIN_TIMEOUT_TEXT, &m);
+        r = cli_one_request(ns, agent_uid, &req, verb, on ? "DRAINED" : "UNDRAINED", &m);
         if (r != 0)
                 return r;
-        if (streq(m.verb, "ERROR")) {
-                const char *code = message_get(&m, "code") ?: "";
-
-                log_error("%s: %s", req.name, text_escape(message_get(&m, "message") ?: "error", text, sizeof(text)));
-                return exit_code_for_error(code);
-        }
-        if (!streq(m.verb, on ? "DRAINED" : "UNDRAINED")) {
-                log_error("Unexpected reply from the agent.");
-                return EXIT_SOFTWARE;
-        }
         if (on)
                 printf("%s is drained fleet-wide%s: no new slot is granted until \"fleetsem undrain %s\".\n",
                        req.name, streq(message_get(&m, "changed") ?: "", "1") ? "" : " (it was already)", req.name);

@@ -24,7 +24,9 @@ static void help(void) {
                "  metrics [--output FILE]\n"
                "                  Print the agent's metrics in the Prometheus text format\n"
                "  drain NAME [--reason TEXT] | undrain NAME\n"
-               "                  As root: stop new grants of NAME fleet-wide, or allow them again\n\n"
+               "                  As root: stop new grants of NAME fleet-wide, or allow them again\n"
+               "  revoke [--reason TEXT] LEASE... | revoke --host HOST [NAME...]\n"
+               "                  As root: free held slots now, whoever holds them\n\n"
                "Options common to all commands:\n"
                "  -h --help       Show help (fleetsem COMMAND --help for a command's)\n"
                "     --version    Show the version\n"
@@ -32,7 +34,7 @@ static void help(void) {
                "                  Talk to the agent on @NS/agent (default: $FLEETSEM_NAMESPACE\n"
                "                  or \"fleetsem\")\n\n"
                "Exit codes: 0 success (run: COMMAND's status), 1 skipped (acquire --skip),\n"
-               "64 usage, 69 agent or Redis unavailable, 75 no slot within the wait,\n"
+               "64 usage, 65 revoke: no such lease holds a slot, 69 agent or Redis unavailable, 75 no slot within the wait,\n"
                "77 not permitted, 78 unit lacks the settings acquire needs.\n"
                "See fleetsem(1).\n");
 }
@@ -68,6 +70,8 @@ int main(int argc, char *argv[]) {
                 return verb_drain(argc - 1, argv + 1);
         if (streq(argv[1], "undrain"))
                 return verb_undrain(argc - 1, argv + 1);
+        if (streq(argv[1], "revoke"))
+                return verb_revoke(argc - 1, argv + 1);
 
         log_error("Unknown command \"%s\"; see fleetsem --help.", argv[1]);
         return EXIT_USAGE;

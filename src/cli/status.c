@@ -10,27 +10,7 @@
 #include "client.h"
 #include "log.h"
 #include "macro.h"
-
-#define STATUS_TIMEOUT (10 * USEC_PER_SEC)     /* for the whole status, however many names */
-#define STATUS_TIMEOUT_TEXT "10s"
-#define ENTRIES_MAX 1000000
-
-/* One NAME, HOLDER or WAITER line from the agent, kept as its fields. */
-typedef struct Entry {
-        char verb[8];
-        Message m;
-} Entry;
-
-typedef struct StatusOutput {
-        Entry *entries;
-        size_t n;
-        size_t size;
-        long long now_ms;
-        char redis[300];                /* which Redis answered (under Sentinel: the master) */
-        uint64_t master_since_ms;       /* under Sentinel: when that master took over, 0 unknown */
-        uint64_t grace_ms;              /* no slot granted for that long after a reset; 0: none */
-        const char *grace_why;          /* why, in words (static), with grace_ms */
-} StatusOutput;
+#include "status-fetch.h"
 
 static void help(void) {
         printf("Usage: fleetsem status [OPTIONS] [NAME...]\n\n"
@@ -41,62 +21,6 @@ static void help(void) {
                "                        \"held\", \"waiting\", \"holders\", \"waiters\"}]}; see fleetsem(1)\n"
                "     --namespace=NS     Agent namespace (default: $FLEETSEM_NAMESPACE or fleetsem)\n"
                "  -h --help             Show this help\n");
-}
-
-static const char *get(const Entry *e, const char *key) {
-        return message_get(&e->m, key) ?: "";
-}
-
-static int fetch(const char *ns, uid_t agent_uid, const char *name, usec_t deadline, StatusOutput *out) {
-        _cleanup_close_ int fd = -EBADF;
-        Request req = { .verb = REQUEST_STATUS };
-        LineReader lr;
-        int r;
-
-        snprintf(req.name, sizeof(req.name), "%s", name ?: "");
-        r = client_send_request_until(ns, agent_uid, deadline, -EBADF, &req, &fd);
-        if (r < 0)
-                return cli_request_failed(ns, r);
-        line_reader_init(&lr, PROTO_REPLY_MAX);
-
-        for (;;) {
-                Entry *e;
-
-                if (out->n >= out->size) {
-                        size_t size = out->size ? out->size * 2 : 64;
-                        Entry *p;
-
-                        if (size > ENTRIES_MAX || !(p = reallocarray(out->entries, size, sizeof(Entry)))) {
-                                log_error("Status too large.");
-                                return EXIT_SOFTWARE;
-                        }
-                        out->entries = p;
-                        out->size = size;
-                }
-                e = &out->entries[out->n];
-                r = cli_read_message(fd, &lr, deadline, "status", STATUS_TIMEOUT_TEXT, &e->m);
-                if (r != 0)
-                        return r;
-                if (streq(e->m.verb, "END")) {
-                        const char *now = message_get(&e->m, "now");
-                        uint64_t v = 0;
-
-                        if (now && parse_uint64(now, 0, UINT64_MAX / 2, &v) >= 0 && (long long) v > out->now_ms)
-                                out->now_ms = (long long) v;
-                        snprintf(out->redis, sizeof(out->redis), "%s", message_get(&e->m, "redis") ?: "");
-                        if (parse_uint64(message_get(&e->m, "master_since") ?: "", 1, UINT64_MAX / 2, &v) >= 0)
-                                out->master_since_ms = v;
-                        /* (A reason this client does not know of is not told.) */
-                        if (parse_uint64(message_get(&e->m, "grace") ?: "", 1, TTL_MS_MAX, &v) >= 0 &&
-                            grace_why_text(message_get(&e->m, "why"))) {
-                                out->grace_ms = v;
-                                out->grace_why = grace_why_text(message_get(&e->m, "why"));
-                        }
-                        return 0;
-                }
-                if (streq(e->m.verb, "NAME") || streq(e->m.verb, "HOLDER") || streq(e->m.verb, "WAITER"))
-                        out->n++;
-        }
 }
 
 /* A JSON string that any parser takes, whatever bytes Redis or another
@@ -155,15 +79,15 @@ static void json_entry(const Entry *e) {
         bool first = true;
 
         putchar('{');
-        json_field("lease", get(e, "lease"), false, &first);
+        json_field("lease", status_get(e, "lease"), false, &first);
         if (streq(e->m.verb, "HOLDER")) {
-                json_field("token", get(e, "token"), true, &first);
-                json_field("since_ms", get(e, "since"), true, &first);
-                json_field("expires_in_ms", get(e, "expires_in"), true, &first);
+                json_field("token", status_get(e, "token"), true, &first);
+                json_field("since_ms", status_get(e, "since"), true, &first);
+                json_field("expires_in_ms", status_get(e, "expires_in"), true, &first);
         } else
-                json_field("position", get(e, "position"), true, &first);
+                json_field("position", status_get(e, "position"), true, &first);
         for (size_t i = 0; i < ELEMENTSOF(person_keys); i++)
-                json_field(person_keys[i], get(e, person_keys[i]), person_numeric[i], &first);
+                json_field(person_keys[i], status_get(e, person_keys[i]), person_numeric[i], &first);
         putchar('}');
 }
 
@@ -254,15 +178,15 @@ static void print_json(const StatusOutput *out) {
                         continue;
                 printf("%s{", first_name ? "" : ",");
                 first_name = false;
-                json_field("name", get(e, "name"), false, &first);
-                json_field("held", get(e, "held"), true, &first);
-                json_field("waiting", get(e, "waiting"), true, &first);
+                json_field("name", status_get(e, "name"), false, &first);
+                json_field("held", status_get(e, "held"), true, &first);
+                json_field("waiting", status_get(e, "waiting"), true, &first);
                 if (message_get(&e->m, "limit"))        /* the limit in force, when the agent says it */
-                        json_field("limit", get(e, "limit"), true, &first);
+                        json_field("limit", status_get(e, "limit"), true, &first);
                 if (message_get(&e->m, "drained"))      /* "by WHO since WHEN: REASON" */
-                        json_field("drained", get(e, "drained"), false, &first);
+                        json_field("drained", status_get(e, "drained"), false, &first);
                 if (message_get(&e->m, "last_action"))  /* "ACTION by WHO at WHEN[: REASON]" */
-                        json_field("last_action", get(e, "last_action"), false, &first);
+                        json_field("last_action", status_get(e, "last_action"), false, &first);
                 printf(",\"holders\":");
                 json_entries(out, i, "HOLDER");
                 printf(",\"waiters\":");
@@ -314,21 +238,21 @@ static const char *const header[COLUMNS] = { "STATE", "TOKEN", "HOST", "PID", "U
 
 /* The cells of a HOLDER or WAITER entry; t1 and t2 hold those made here. */
 static void entry_cells(const Entry *e, char t1[static 32], char t2[static 32], const char *cells[static COLUMNS]) {
-        const char *where = get(e, "unit")[0] ? get(e, "unit") : get(e, "session")[0] ? get(e, "session") : get(e, "comm");
+        const char *where = status_get(e, "unit")[0] ? status_get(e, "unit") : status_get(e, "session")[0] ? status_get(e, "session") : status_get(e, "comm");
         bool held = streq(e->m.verb, "HOLDER");
 
         if (!held)
-                snprintf(t1, 32, "#%.16s", get(e, "position"));
+                snprintf(t1, 32, "#%.16s", status_get(e, "position"));
         cells[0] = held ? "held" : t1;
-        cells[1] = held ? get(e, "token") : "-";
-        cells[2] = get(e, "host");
-        cells[3] = get(e, "pid");
-        cells[4] = get(e, "user");
-        cells[5] = get(e, "slots");
+        cells[1] = held ? status_get(e, "token") : "-";
+        cells[2] = status_get(e, "host");
+        cells[3] = status_get(e, "pid");
+        cells[4] = status_get(e, "user");
+        cells[5] = status_get(e, "slots");
         cells[6] = where;
-        cells[7] = held ? clock_time(get(e, "since"), t1, 32) : "-";
-        cells[8] = held ? seconds(get(e, "expires_in"), t2, 32) : "-";
-        cells[9] = get(e, "lease");
+        cells[7] = held ? clock_time(status_get(e, "since"), t1, 32) : "-";
+        cells[8] = held ? seconds(status_get(e, "expires_in"), t2, 32) : "-";
+        cells[9] = status_get(e, "lease");
 }
 
 /* A name's table: its holders and waiters (entries first to end), each
@@ -366,16 +290,16 @@ static void print_table(const StatusOutput *out) {
                         continue;
                 while (end < out->n && !streq(out->entries[end].m.verb, "NAME"))
                         end++;
-                printf("%s%s: %s held, %s waiting", any ? "\n" : "", text_escape(get(e, "name"), name, sizeof(name)),
-                       text_escape(get(e, "held"), held, sizeof(held)),
-                       text_escape(get(e, "waiting"), waiting, sizeof(waiting)));
+                printf("%s%s: %s held, %s waiting", any ? "\n" : "", text_escape(status_get(e, "name"), name, sizeof(name)),
+                       text_escape(status_get(e, "held"), held, sizeof(held)),
+                       text_escape(status_get(e, "waiting"), waiting, sizeof(waiting)));
                 if (message_get(&e->m, "limit"))        /* the limit in force, when the agent says it */
-                        printf(", limit %s", text_escape(get(e, "limit"), limit, sizeof(limit)));
+                        printf(", limit %s", text_escape(status_get(e, "limit"), limit, sizeof(limit)));
                 if (message_get(&e->m, "drained"))
-                        printf("; DRAINED %s", text_escape(get(e, "drained"), drained, sizeof(drained)));
+                        printf("; DRAINED %s", text_escape(status_get(e, "drained"), drained, sizeof(drained)));
                 putchar('\n');
                 if (message_get(&e->m, "last_action"))
-                        printf("  Last action: %s\n", text_escape(get(e, "last_action"), last, sizeof(last)));
+                        printf("  Last action: %s\n", text_escape(status_get(e, "last_action"), last, sizeof(last)));
                 print_name_table(out, i + 1, end);
                 any = true;
                 i = end - 1;
@@ -424,9 +348,9 @@ int verb_status(int argc, char *argv[]) {
 
         deadline = now_usec(CLOCK_MONOTONIC) + STATUS_TIMEOUT;
         if (optind >= argc)
-                code = fetch(ns, agent_uid, NULL, deadline, &out);
+                code = status_fetch(ns, agent_uid, NULL, deadline, &out);
         for (int i = optind; i < argc && code == 0; i++)
-                code = fetch(ns, agent_uid, argv[i], deadline, &out);
+                code = status_fetch(ns, agent_uid, argv[i], deadline, &out);
 
         if (code == 0) {
                 if (json)
@@ -436,6 +360,6 @@ int verb_status(int argc, char *argv[]) {
                         print_redis(&out);
                 }
         }
-        free(out.entries);
+        status_output_free(&out);
         return code;
 }

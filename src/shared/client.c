@@ -321,5 +321,7 @@ int exit_code_for_error(const char *code) {
                 return EXIT_NOPERM;
         if (streq(code, ERROR_CODE_USAGE) || streq(code, ERROR_CODE_INVALID))
                 return EXIT_USAGE;
+        if (streq(code, ERROR_CODE_NOT_HELD))
+                return EXIT_DATAERR;
         return EXIT_UNAVAILABLE;
 }

@@ -13,6 +13,7 @@
 
 /* sysexits.h codes, which `fleetsem` returns. */
 #define EXIT_USAGE 64           /* EX_USAGE */
+#define EXIT_DATAERR 65         /* EX_DATAERR: revoke: no such lease holds a slot */
 #define EXIT_UNAVAILABLE 69     /* EX_UNAVAILABLE: agent or Redis unavailable */
 #define EXIT_SOFTWARE 70        /* EX_SOFTWARE */
 #define EXIT_CANTCREAT 73       /* EX_CANTCREAT */

@@ -23,6 +23,8 @@ void log_journal_sink(int level, const LogFields *f, const char *msg) {
                                 "FLEETSEM_ACTION=%s", f->action,
                                 "FLEETSEM_OPERATOR=%s", f->operator ?: "",
                                 "FLEETSEM_REASON=%s", f->reason ?: "",
+                                "FLEETSEM_LEASE=%s", f->lease ?: "",
+                                "FLEETSEM_TOKEN=%s", token,
                                 NULL);
                 return;
         }

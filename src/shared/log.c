@@ -70,7 +70,10 @@ static void log_to_stderr(int level, const LogFields *f, const char *msg) {
 
         if (stderr_level_prefix)
                 fprintf(stderr, "<%i>", level);
-        if (f && f->name && f->action)
+        if (f && f->name && f->action && f->lease)
+                fprintf(stderr, "%s: %s%s [name=%s action=%s lease=%s token=%" PRIu64 " operator=%s reason=%s]\n",
+                        log_ident, p, msg, f->name, f->action, f->lease, f->token, f->operator ?: "", f->reason ?: "");
+        else if (f && f->name && f->action)
                 fprintf(stderr, "%s: %s%s [name=%s action=%s operator=%s reason=%s]\n", log_ident, p, msg, f->name,
                         f->action, f->operator ?: "", f->reason ?: "");
         else if (f && f->name)

@@ -234,10 +234,11 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
                 expected = 2 + !!reason;
                 if (reason && !r.drain)
                         return fail(ret_error, "reason= goes with on=1");
-                if (reason && !drain_reason_is_valid(reason))
-                        return fail(ret_error, "invalid reason (1-200 bytes of printable UTF-8)");
-                if (reason)
-                        strcpy(r.reason, reason);
+        } else if (streq(m.verb, "REVOKE")) {
+                r.verb = REQUEST_REVOKE;
+                if (!name || !lease)
+                        return fail(ret_error, "REVOKE needs name= and lease=");
+                expected = 2 + !!reason;
         } else
                 return fail(ret_error, "unknown request");
 
@@ -264,6 +265,11 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
                 if (!lease_id_is_valid(lease))
                         return fail(ret_error, "invalid lease id (32 lower-case hex digits)");
                 strcpy(r.lease, lease);
+        }
+        if (reason) {   /* DRAIN, REVOKE */
+                if (!drain_reason_is_valid(reason))
+                        return fail(ret_error, "invalid reason (1-200 bytes of printable UTF-8)");
+                strcpy(r.reason, reason);
         }
         if (slots) {
                 if (parse_uint64(slots, 1, SLOTS_MAX, &v) < 0)
@@ -321,6 +327,13 @@ int request_format(const Request *r, char *buf, size_t size) {
                 message_start(&b, buf, size, "DRAIN");
                 message_add(&b, "name", r->name);
                 message_add(&b, "on", r->drain ? "1" : "0");
+                if (r->reason[0])
+                        message_add(&b, "reason", r->reason);
+                break;
+        case REQUEST_REVOKE:
+                message_start(&b, buf, size, "REVOKE");
+                message_add(&b, "name", r->name);
+                message_add(&b, "lease", r->lease);
                 if (r->reason[0])
                         message_add(&b, "reason", r->reason);
                 break;

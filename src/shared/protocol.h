@@ -96,25 +96,26 @@ typedef enum RequestVerb {
         REQUEST_STATUS,
         REQUEST_METRICS,
         REQUEST_DRAIN,
+        REQUEST_REVOKE,
 } RequestVerb;
 
-#define DRAIN_REASON_MAX 200            /* bytes of a drain's reason */
+#define DRAIN_REASON_MAX 200            /* bytes of an operator's reason (drain, revoke) */
 
 typedef struct Request {
         RequestVerb verb;
         char name[NAME_MAX_LEN + 1];            /* ACQUIRE; STATUS: "" = all */
-        char lease[LEASE_ID_LEN + 1];           /* ACQUIRE, RELEASE */
+        char lease[LEASE_ID_LEN + 1];           /* ACQUIRE, RELEASE, REVOKE */
         uint32_t slots;                         /* ACQUIRE */
         usec_t wait;                            /* ACQUIRE: 0 = do not wait */
         bool unit;                              /* ACQUIRE, RELEASE: bound to the requester's unit */
         bool stop_on_lost;                      /* ACQUIRE: stop that unit when the slot is lost */
         bool drain;                             /* DRAIN: on (true) or off */
-        char reason[DRAIN_REASON_MAX + 1];      /* DRAIN: why ("" none) */
+        char reason[DRAIN_REASON_MAX + 1];      /* DRAIN, REVOKE: why ("" none) */
 } Request;
 
 #define SLOTS_MAX 1000000U
 
-/* A drain's reason: 1 to DRAIN_REASON_MAX bytes of UTF-8 without control
+/* An operator's reason: 1 to DRAIN_REASON_MAX bytes of UTF-8 without control
  * characters or the invisible ones that reorder text. */
 bool drain_reason_is_valid(const char *s);
 
@@ -131,6 +132,7 @@ int request_format(const Request *r, char *buf, size_t size);
 #define ERROR_CODE_UNAVAILABLE "unavailable"    /* Redis is unreachable */
 #define ERROR_CODE_REDIS "redis"                /* Redis answered with an error */
 #define ERROR_CODE_BUSY "busy"                  /* too many clients */
+#define ERROR_CODE_NOT_HELD "not_held"          /* REVOKE: the lease holds no slot of the name */
 #define ERROR_CODE_LIMIT "limit"                /* past a per-user limit of the host (max_leases_per_user, max_names_per_user) */
 
 /* Why no slot is granted for a while (QUEUED's why=, a token of the

@@ -61,7 +61,7 @@ end
 -- Field '!', while the name is drained (no new grant: drain.lua), says by
 -- whom and why: "HOST UID SINCE_MS USER REASON". Field '@' is the last
 -- operator action that changed the name, "ACTION HOST UID AT_MS USER
--- REASON" (drain.lua), for status; no other script reads it.
+-- REASON" (drain.lua, revoke.lua), for status; no other script reads it.
 -- Every other field is a lease that holds or waits, with its record
 --   "HOST UID SLOTS TOKEN SINCE_MS PROOF DESCRIPTION"
 -- (TOKEN and SINCE_MS 0 while it waits; PROOF, a secret of the waiter's

@@ -1,0 +1,100 @@
+#!/bin/bash
+# Revoke, on two agents ("hosts") and Redis: root on a frees the slot a job
+# on b holds; a's waiter is granted at once with a higher token; b's job is
+# told at its agent's next renewal and acts on the lost slot (SIGTERM);
+# the journal and status say who did it and why; a lease that waits, or
+# holds nothing, is not revoked; --host frees every slot of one host (of
+# the names given); nobody else may revoke; bad input changes nothing.
+TTL=2s
+. "$(dirname "$0")/lib.sh"
+
+start_redis
+start_agent a
+start_agent b
+
+# hold HOST NAME TAG: a job that notes "enter TAG TOKEN" in $T/order when it
+# gets its slot, runs until $T/go-TAG exists, and notes "term TAG" when it
+# is told to stop.
+hold() {
+        local host=$1 name=$2 tag=$3
+        fs "$host" run "$name" -- sh -c "trap 'echo term $tag >>$T/order; exit 143' TERM; \
+                echo enter $tag \$FLEETSEM_TOKEN >>'$T/order'; \
+                while [ ! -e '$T/go-$tag' ]; do sleep 0.05; done" 2>>"$T/run-$tag.err"
+}
+entered() { grep -q "^enter $1 " "$T/order"; }
+token_of() { awk -v t="$1" '$1 == "enter" && $2 == t { print $3 }' "$T/order"; }
+holder_of() { rcli ZRANGE "fleetsem:{$1}:holders" 0 -1; }
+
+hold b r hb & hb=$!
+check "b's job holds r" wait_for 10 entered hb
+hold a r wa & wa=$!
+check "a's job waits for r" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{r}:queue') = 1 ]"
+lease=$(holder_of r)
+like "$lease" '^[0-9a-f]{32}$' "Redis: b's lease holds r"
+waiting=$(rcli ZRANGE 'fleetsem:{r}:queue' 0 -1)
+
+# Nobody else may revoke: the agent checks.
+if prereq "root, setpriv and the user nobody" sh -c '[ "$(id -u)" = 0 ] && command -v setpriv && id nobody'; then
+        out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 "$(dirname "$0")/agent-raw.py" "$NSBASE-a" \
+                "REVOKE name=r lease=$lease" 2>&1)
+        like "$out" '^ERROR code=permission message=only%20root%20may%20revoke%20a%20slot' "the agent refuses nobody's REVOKE"
+        out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" \
+                revoke "$lease" 2>&1); rc=$?
+        is "$rc" 77 "fleetsem revoke as nobody: 77"
+        is "$(holder_of r)" "$lease" "... and b's job still holds r"
+        check "the journal says who was refused" grep -q 'Refused to revoke a slot of r for uid 65534: root only\.' \
+                "$T/agent-a.log"
+fi
+
+# Bad input: refused, nothing changed.
+fs a revoke not-a-lease >/dev/null 2>&1
+is "$?" 64 "a malformed lease id: 64"
+fs a revoke --reason "$(printf 'two\nlines')" "$lease" >/dev/null 2>&1
+is "$?" 64 "a reason on two lines: 64"
+like "$(raw a "REVOKE lease=$lease")" '^ERROR code=invalid message=REVOKE%20needs%20name=%20and%20lease=' \
+        "a raw REVOKE without name= is refused"
+like "$(raw a "REVOKE name=r lease=$lease reason=%01")" '^ERROR code=invalid message=invalid%20reason' \
+        "... and one with a control character in its reason"
+out=$(fs a revoke "$waiting" 2>&1); rc=$?
+is "$rc" 65 "a lease that waits is not revoked: 65"
+like "$out" 'holds no slot \(it waits; only held slots are revoked\)' "... and says so"
+is "$(holder_of r) $(rcli ZRANGE 'fleetsem:{r}:queue' 0 -1)" "$lease $waiting" "nothing changed"
+
+# Root on a revokes b's slot.
+out=$(fs a revoke --reason "host b is being replaced" "$lease"); rc=$?
+is "$rc" 0 "root on a revokes b's lease"
+like "$out" "^Revoked $lease of r \\(held on b, uid 0, token [0-9]+\\); 1 waiter\\(s\\) granted at once\\.\$" "... and is told so"
+check "a's waiter gets in at once" wait_for 5 entered wa
+check "with a higher token ($(token_of wa) > $(token_of hb))" [ "$(token_of wa)" -gt "$(token_of hb)" ]
+check "b's job is told to stop (on-lost=term) at its agent's next renewal" wait_for 5 grep -q '^term hb' "$T/order"
+wait "$hb"
+is "$?" 75 "and fleetsem run exits 75 (slot lost)"
+check "b's agent says the slot was lost, and why" grep -q \
+        "LOST slot of r (token $(token_of hb)): its lease is gone from Redis (it ran out, was evicted, or was revoked)\\." \
+        "$T/agent-b.log"
+check "the journal of a says who revoked what, and why" grep -q \
+        "Revoked the slot of r held by lease $lease on b (uid 0, token $(token_of hb)) for root (uid 0, pid [0-9]*) on a (host b is being replaced); 1 waiter(s) granted at once\\..*\\[name=r action=revoke lease=$lease token=$(token_of hb) operator=root (uid 0, pid [0-9]*) on a reason=host b is being replaced\\]" \
+        "$T/agent-a.log"
+is "$(fs b status r | sed -n 's/at [0-9-]* [0-9:]* UTC/at WHEN/; s/^  Last action: //p')" \
+        'revoke by root (uid 0) on a at WHEN: host b is being replaced' "status on b: the last action on r"
+out=$(fs a revoke "$lease" 2>&1); rc=$?
+is "$rc" 65 "revoking it again: 65"
+like "$out" "$lease holds no slot" "... it holds nothing"
+touch "$T/go-wa"
+wait "$wa"
+is "$?" 0 "a's job ends well"
+
+# --host: every slot of one host, or of the names given.
+hold b r2 h2 & h2=$!
+hold b r3 h3 & h3=$!
+check "b's jobs hold r2 and r3" wait_for 10 sh -c "grep -q '^enter h2 ' $T/order && grep -q '^enter h3 ' $T/order"
+out=$(fs a revoke --host b r2); rc=$?
+is "$rc" 0 "revoke --host b r2"
+like "$out" '^Revoked [0-9a-f]{32} of r2 \(held on b, uid 0, token [0-9]+\); 0 waiter\(s\) granted at once\.$' "... revokes b's slot of r2 alone"
+is "$(holder_of r2 | wc -w) $(holder_of r3 | wc -w)" "0 1" "Redis: r2 free, r3 still held"
+out=$(fs a revoke --host b); rc=$?
+is "$rc $(holder_of r3 | wc -w)" "0 0" "revoke --host b: the rest (r3)"
+check "both jobs stop" wait_for 5 sh -c "grep -q '^term h2' $T/order && grep -q '^term h3' $T/order"
+wait "$h2" "$h3"
+is "$(fs a revoke --host b)" "b holds no slot." "revoke --host b again: nothing held"
+done_testing
