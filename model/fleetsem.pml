@@ -9,7 +9,8 @@
  * lost or duplicated, agents paused (they simply take no step while the
  * clock runs), a stranger using another host's lease id, frozen holders,
  * Redis' wall clock stepped forward and put right again, a failover back
- * to a master that never caught up (REVERTS).  An operator may
+ * to a master that never caught up (REVERTS), root revoking a held slot
+ * (REVOKES).  An operator may
  * drain the name (no new grant) and undrain it (DRAIN).
  * A wake message that names a waiter with the proof its agent gave Redis
  * with its last acquire call grants it (spec: wake messages); proofs are
@@ -23,7 +24,7 @@
  * Configuration (all -D on the spin command line):
  *   NJ        jobs (2 or 3), job j runs on host j % 2
  *   SL0..SL2  slots each job asks for (default N = 1)
- *   CRASHES RESETS LOSSES DUPS STRAYS STEPS REVERTS   fault budgets
+ *   CRASHES RESETS LOSSES DUPS STRAYS STEPS REVERTS REVOKES   fault budgets
  *   FREEZE    holders may freeze (miss their own timer); adds the fenced
  *             resource and turns the "at most N believers" check off
  *   SYNC      the clock waits for live agents to finish their work (no
@@ -78,6 +79,17 @@
  * run id only (the code before): the old epoch holds, with no grace. */
 #ifndef REVERTS
 #define REVERTS 0
+#endif
+/* Root revokes a held lease (revoke.lua: released as its owner would, so
+ * the next in line is granted with a higher token, unless drained or in a
+ * grace).  Its holder may go on believing until its agent's next renewal
+ * finds the lease missing, or until it fences itself: two believers for a
+ * while, by design (fleetsem(1), "revoke"), so a revoked holder does not
+ * count among the believers; instead its belief must end within FENCE +
+ * DRIFT ticks of the revoke.  MUT_RENEW_MISSING_CONFIRMS: the agent takes
+ * a renewal that says the lease is missing for a confirmation. */
+#ifndef REVOKES
+#define REVOKES 0
 #endif
 /* Steps of Redis' wall clock (TIME): the scripts take them out of the
  * tokens' clock (and out of expiries); here only a mutant's tokens see
@@ -192,6 +204,12 @@ byte k_ttl[MAXJ];       /* its expiries, as ticks left (they run on) */
 byte k_state;           /* 0 nothing kept, 1 kept, 2 its master is back */
 #endif
 
+#if REVOKES
+bool g_rv[MAXJ];        /* ghost: its held lease was revoked */
+byte g_rvt[MAXJ];       /* ghost: ticks it has believed since */
+byte n_revoke;
+#endif
+
 /* ghosts, not Redis state */
 byte g_gen;             /* epoch ids made so far */
 byte g_clock;           /* the tokens' clock in us (Redis TIME less its steps)
@@ -278,7 +296,11 @@ hidden short rdl;
 #define BIT(j) (1 << (j))
 
 /* ------------------------------------------------------- the properties */
+#if REVOKES
+#define BEL(j) ((j) < NJ && j_st[j] == J_HOLD && !g_rv[j])
+#else
 #define BEL(j) ((j) < NJ && j_st[j] == J_HOLD)
+#endif
 #define BELIEVERS (BEL(0) + BEL(1) + BEL(2) + (th_st == 1))
 /* Nobody is ever more crowded than the limit it asked for (design "One
  * limit per name"); with every job asking N this is "at most N holders
@@ -839,7 +861,11 @@ inline process_reply(h) {
 			:: MINE(ri, h) && (rp_ok[h] & BIT(ri)) && a_kn[ri] == K_WAIT && rp_age[h] == 0 ->
 				a_age[ri] = 0
 			:: MINE(ri, h) && (rp_miss[h] & BIT(ri)) && a_kn[ri] == K_HOLD ->
+#ifdef MUT_RENEW_MISSING_CONFIRMS
+				confirm(ri, a_tok[ri], a_gs[ri], rp_age[h])
+#else
 				gone(ri)
+#endif
 			:: MINE(ri, h) && (rp_miss[h] & BIT(ri)) && a_kn[ri] == K_WAIT ->
 				a_kn[ri] = K_REQUEUE
 			:: else
@@ -1080,6 +1106,16 @@ proctype clock()
 			fi
 		}
 #endif
+#if REVOKES
+		/* a revoked holder believes FENCE + DRIFT ticks at most (unless
+		 * frozen: its own timer stops with it; FREEZE) */
+		for (j : 0 .. NJ - 1) {
+			if
+			:: g_rv[j] && j_st[j] == J_HOLD && !j_frz[j] -> g_rvt[j]++; assert(g_rvt[j] <= FENCE + DRIFT)
+			:: else
+			fi
+		}
+#endif
 		/* Redis: expiry (design "Leases": lost after the TTL, never before) */
 		rfreed = false;
 		for (j : 0 .. NJ - 1) {
@@ -1247,6 +1283,13 @@ proctype env()
 	/* a wake message delivered again (late), as it was */
 	:: atomic { n_dup < DUPS && wk_seen[0] != 0 -> n_dup++; wake_again(0); wk_g[0] = wk_g[0] | wk_seen[0] }
 	:: atomic { n_dup < DUPS && wk_seen[1] != 0 -> n_dup++; wake_again(1); wk_g[1] = wk_g[1] | wk_seen[1] }
+#if REVOKES
+	/* root (on any host) revokes job 0's held lease: released as its
+	 * owner would */
+	:: atomic { n_revoke < REVOKES && r_st[0] == HOLDER && j_st[0] == J_HOLD ->
+		n_revoke++; g_rv[0] = true; printf("MSC: root: revokes lease 0\n");
+		s_release(r_own[0], 0) }
+#endif
 	/* a user on host 1 names job 0's lease (seen in status): release it */
 	:: atomic { n_stray < STRAYS && a_up[1] && a_conn[1] && r_st[0] != ABSENT ->
 		n_stray++; s_release(1, 0) }

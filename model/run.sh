@@ -189,6 +189,10 @@ if [ $mode = checks ]; then
 		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=2 -DSL2=2" safety 90
 	queue check fenced-resource "no stale write accepted (token check downstream)" "$N1, waiters do not give up; holders freeze (timers stop), one reset" \
 		"$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1" safety 90
+	queue check revoke "a revoked holder stops believing within the fence; at most N believers besides it; no overtaking; no new grant while drained" "$N1, waiters do not give up; root revokes job 0's held slot once, at any time; an operator drains once and undrains once" \
+		"$BASE -DGIVEUP=0 -DREVOKES=1 -DDRAIN=1" safety 60
+	queue check revoke-fenced "no stale write accepted after a revoke" "$N1, waiters do not give up; holders freeze (timers stop); root revokes job 0's held slot once" \
+		"$BASE -DGIVEUP=0 -DREVOKES=1 -DFREEZE" safety 60
 else
 	queue mutant no-grace "no grace after a reset" "$BASE -DRESETS=1 -DMUT_NO_GRACE"
 	queue mutant no-fence "holders never fence themselves" "$BASE -DMUT_NO_FENCE"
@@ -198,6 +202,7 @@ else
 	queue mutant wake-grants "a wake message taken as a grant" "$BASE -DGIVEUP=0 -DNJ=3 -DWAKES=1 -DMUT_WAKE_GRANTS"
 	queue mutant proof-per-place "a new proof only with a new place in line, not with every acquire call" "$BASE -DGIVEUP=0 -DNJ=3 -DWAKES=1 -DMUT_PROOF_PER_PLACE"
 	queue mutant fence-from-receipt "RENEWED vouches 2/3 TTL from when it is heard, not from the call" "$BASE -DMUT_FENCE_FROM_RECEIPT"
+	queue mutant renew-missing-confirms "a renewal that finds the lease missing taken for a confirmation (a revoke never heard)" "$BASE -DGIVEUP=0 -DREVOKES=1 -DMUT_RENEW_MISSING_CONFIRMS"
 	queue mutant revert-same-epoch "a failover back to a master that never caught up keeps its old epoch (no reset, no grace)" "$BASE -DGIVEUP=0 -DRESETS=1 -DREVERTS=1 -DMUT_REVERT_SAME_EPOCH"
 	queue mutant reassert-stale "re-assert a lease not confirmed within a TTL" "$BASE -DRESETS=1 -DMUT_REASSERT_STALE"
 	queue mutant any-order "grant whoever asks when a slot is free (no FIFO)" "$BASE -DMUT_ANY_ORDER"
