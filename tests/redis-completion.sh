@@ -45,7 +45,7 @@ comp() {
 is "$(comp 'fleetsem ')" "--help --version acquire drain help limit metrics release revoke run status undrain" "the commands"
 is "$(comp 'fleetsem rel')" "release" "a command from its start"
 is "$(comp 'fleetsem run -')" "--help --namespace --no-wait --on-lost --slots --verbose --wait" "run's options"
-is "$(comp 'fleetsem status --')" "--help --json --namespace" "status' options"
+is "$(comp 'fleetsem status --')" "--help --json --namespace --watch" "status' options"
 is "$(comp 'fleetsem limit --r')" "--remove" "limit's options"
 is "$(comp 'fleetsem metrics -')" "--help --namespace --output" "metrics' options"
 is "$(comp 'fleetsem drain -')" "--help --namespace --reason" "drain's options"

@@ -108,6 +108,7 @@ struct Client {
         StatusJob *status;
         Client **op_ref;                /* DRAIN, REVOKE under way: its pointer to this client, cleared when it goes */
         bool status_deferred;           /* STATUS or METRICS asked while the first connection to Redis is made */
+        bool watching;                  /* WATCH: told CHANGED until it goes */
         bool metrics;                   /* … METRICS */
         char status_name[NAME_MAX_LEN + 1];
         char *out;

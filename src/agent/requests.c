@@ -296,6 +296,10 @@ static void client_handle_request(Client *c, const char *line, size_t len) {
         case REQUEST_STATUS:
                 status_request(a, c, req.name, false);
                 return;
+        case REQUEST_WATCH:
+                c->watching = true;
+                client_send(c, "WATCHING", strlen("WATCHING"));
+                return;
         case REQUEST_METRICS:
                 metrics_request(a, c);
                 return;

@@ -305,7 +305,8 @@ void status_request(Agent *a, Client *c, const char *name, bool summary) {
 /* ---- sd_notify STATUS= ---------------------------------------------------------- */
 
 /* The agent's status line for systemd: a change marks it dirty, and it is
- * sent a quarter of a second later, with whatever else changed meanwhile. */
+ * sent a quarter of a second later, with whatever else changed meanwhile;
+ * so are the CHANGED lines of the clients that WATCH. */
 struct StatusLine {
         sd_event_source *timer_source;
         bool dirty;
@@ -318,6 +319,7 @@ void io_changed(void *ctx) {
 static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Agent *a = userdata;
         char text[1400], buf[sizeof("STATUS=") + TEXT_ESCAPE_SIZE(sizeof(text))];
+        Client *c;
 
         (void) s;
         (void) usec;
@@ -348,6 +350,10 @@ static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         memcpy(buf, "STATUS=", 7);
         text_escape(text, buf + 7, sizeof(buf) - 7);
         (void) sd_notify(false, buf);
+        /* One CHANGED unread is as good as many. */
+        LIST_FOREACH(clients, c, a->clients)
+                if (c->watching && c->out_len == 0)
+                        client_send(c, "CHANGED", strlen("CHANGED"));
         return 0;
 }
 

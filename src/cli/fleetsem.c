@@ -13,7 +13,7 @@ static void help(void) {
                "Commands:\n"
                "  run [--slots N] [--wait DURATION|--no-wait] NAME -- COMMAND [ARG...]\n"
                "                  Run COMMAND while holding one of N fleet-wide slots of NAME\n"
-               "  status [NAME...] [--json]\n"
+               "  status [NAME...] [--json|--watch]\n"
                "                  Show holders and waiters (all names, or the ones given)\n"
                "  acquire [--slots N] [--wait DURATION] [--skip] [NAME]\n"
                "                  From a systemd service's ExecStartPre=/ExecCondition=: wait\n"

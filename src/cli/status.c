@@ -2,9 +2,13 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <termios.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "client.h"
@@ -19,6 +23,10 @@ static void help(void) {
                "and the waiters in line, as Redis has them now.\n\n"
                "  -j --json             JSON: {\"now_ms\", \"redis\", \"grace\", \"names\":[{\"name\",\n"
                "                        \"held\", \"waiting\", \"holders\", \"waiters\"}]}; see fleetsem(1)\n"
+               "  -W --watch            On a terminal: show it again whenever this host's agent\n"
+               "                        sees something change (its own jobs' slots, a wake\n"
+               "                        message from Redis, Redis going or coming back), and\n"
+               "                        every 10 s for what it cannot see; q or Ctrl-C quits\n"
                "     --namespace=NS     Agent namespace (default: $FLEETSEM_NAMESPACE or fleetsem)\n"
                "  -h --help             Show this help\n");
 }
@@ -308,28 +316,165 @@ static void print_table(const StatusOutput *out) {
                 printf("No slots held or waited for.\n");
 }
 
+/* ---- --watch -------------------------------------------------------------------- */
+
+#define WATCH_REFRESH (10 * USEC_PER_SEC)       /* what the agent cannot see: a new holder on another host */
+
+static volatile sig_atomic_t watch_quit;
+
+static void on_quit_signal(int sig) {
+        (void) sig;
+        watch_quit = 1;
+}
+
+/* STATUS of the names (all: n_names 0), drawn over the screen. */
+static int watch_draw(const char *ns, uid_t agent_uid, char **names, int n_names) {
+        StatusOutput out = {};
+        usec_t deadline = now_usec(CLOCK_MONOTONIC) + STATUS_TIMEOUT;
+        char when[32];
+        time_t t = time(NULL);
+        struct tm tm;
+        int code = 0;
+
+        if (n_names == 0)
+                code = status_fetch(ns, agent_uid, NULL, deadline, &out);
+        for (int i = 0; i < n_names && code == 0; i++)
+                code = status_fetch(ns, agent_uid, names[i], deadline, &out);
+        if (code == 0) {
+                printf("\033[H\033[2J");
+                print_table(&out);
+                print_redis(&out);
+                if (!localtime_r(&t, &tm) || strftime(when, sizeof(when), "%H:%M:%S", &tm) == 0)
+                        when[0] = '\0';
+                printf("\n(%s; drawn again on every change this host's agent sees; q or Ctrl-C quits)\n", when);
+                fflush(stdout);
+        }
+        status_output_free(&out);
+        return code;
+}
+
+/* A WATCH connection to the agent into *fd (closing the one before): 0 or
+ * the exit code (said). */
+static int watch_connect(const char *ns, uid_t agent_uid, int *fd, LineReader *lr) {
+        Request req = { .verb = REQUEST_WATCH };
+        Message m;
+        int r;
+
+        *fd = safe_close(*fd);
+        r = client_send_request(ns, agent_uid, STATUS_TIMEOUT, &req, fd);
+        if (r < 0)
+                return cli_request_failed(ns, r);
+        line_reader_init(lr, PROTO_REPLY_MAX);
+        r = cli_read_message(*fd, lr, now_usec(CLOCK_MONOTONIC) + STATUS_TIMEOUT, "watch", STATUS_TIMEOUT_TEXT, &m);
+        if (r != 0)
+                return r;
+        if (!streq(m.verb, "WATCHING")) {
+                log_error("Unexpected reply from the agent (an agent older than this command?).");
+                return EXIT_UNAVAILABLE;
+        }
+        return 0;
+}
+
+/* --watch: a WATCH connection to the agent, whose CHANGED lines redraw
+ * (made again once if the agent closes it: a terminal suspended for long
+ * reads nothing, and the agent drops readers that slow); the terminal in
+ * non-canonical mode for q, as it was again at the end. */
+static int watch(const char *ns, uid_t agent_uid, char **names, int n_names) {
+        _cleanup_close_ int fd = -EBADF;
+        struct sigaction sa = { .sa_handler = on_quit_signal };
+        struct termios saved, raw;
+        bool tty = isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &saved) == 0;
+        usec_t next = 0;
+        LineReader lr;
+        int r, code = 0;
+
+        if (!isatty(STDOUT_FILENO)) {
+                log_error("--watch needs a terminal; without it, run fleetsem status again when needed.");
+                return EXIT_USAGE;
+        }
+        code = watch_connect(ns, agent_uid, &fd, &lr);
+        if (code != 0)
+                return code;
+        sigemptyset(&sa.sa_mask);
+        (void) sigaction(SIGINT, &sa, NULL);
+        (void) sigaction(SIGTERM, &sa, NULL);
+        (void) sigaction(SIGHUP, &sa, NULL);
+        if (tty) {
+                raw = saved;
+                raw.c_lflag &= ~(tcflag_t) (ICANON | ECHO);
+                raw.c_cc[VMIN] = 1;
+                raw.c_cc[VTIME] = 0;
+                (void) tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+        }
+
+        while (!watch_quit) {
+                struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = tty ? STDIN_FILENO : -1, .events = POLLIN } };
+                usec_t now = now_usec(CLOCK_MONOTONIC);
+
+                if (now >= next) {
+                        code = watch_draw(ns, agent_uid, names, n_names);
+                        if (code != 0)
+                                break;
+                        next = now + WATCH_REFRESH;
+                        continue;
+                }
+                r = poll(p, 2, (int) ((next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC));
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r < 0) {
+                        log_error_errno(errno, "poll() failed: %m");
+                        code = EXIT_SOFTWARE;
+                        break;
+                }
+                if (p[1].revents & POLLIN) {
+                        char ch;
+
+                        if (read(STDIN_FILENO, &ch, 1) == 1 && (ch == 'q' || ch == 'Q'))
+                                break;
+                }
+                if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+                        /* Every CHANGED that came: one redraw for them all. */
+                        r = client_read_line(fd, &lr, now_usec(CLOCK_MONOTONIC) + STATUS_TIMEOUT, &(char *) { NULL },
+                                             &(size_t) { 0 });
+                        if (r < 0 && r != -ETIMEDOUT) {
+                                code = watch_connect(ns, agent_uid, &fd, &lr);
+                                if (code != 0)
+                                        break;
+                        }
+                        next = 0;
+                }
+        }
+        if (tty)
+                (void) tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+        return code;
+}
+
 int verb_status(int argc, char *argv[]) {
         enum { ARG_NAMESPACE = 0x100 };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "json", no_argument, NULL, 'j' },
+                { "watch", no_argument, NULL, 'W' },
                 { "namespace", required_argument, NULL, ARG_NAMESPACE },
                 {}
         };
         StatusOutput out = {};
         const char *ns = NULL;
-        bool json = false;
+        bool json = false, watching = false;
         uid_t agent_uid;
         usec_t deadline;
         int c, code = 0;
 
-        while ((c = getopt_long(argc, argv, "hj", options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "hjW", options, NULL)) >= 0) {
                 switch (c) {
                 case 'h':
                         help();
                         return 0;
                 case 'j':
                         json = true;
+                        break;
+                case 'W':
+                        watching = true;
                         break;
                 case ARG_NAMESPACE:
                         ns = optarg;
@@ -345,6 +490,12 @@ int verb_status(int argc, char *argv[]) {
                         return EXIT_USAGE;
         if (cli_agent_uid(&agent_uid) < 0)
                 return EXIT_USAGE;
+        if (watching && json) {
+                log_error("--watch and --json do not go together.");
+                return EXIT_USAGE;
+        }
+        if (watching)
+                return watch(ns, agent_uid, argv + optind, argc - optind);
 
         deadline = now_usec(CLOCK_MONOTONIC) + STATUS_TIMEOUT;
         if (optind >= argc)

@@ -224,6 +224,9 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
         } else if (streq(m.verb, "METRICS")) {
                 r.verb = REQUEST_METRICS;
                 expected = 0;
+        } else if (streq(m.verb, "WATCH")) {
+                r.verb = REQUEST_WATCH;
+                expected = 0;
         } else if (streq(m.verb, "DRAIN")) {
                 r.verb = REQUEST_DRAIN;
                 if (!name || !on)
@@ -322,6 +325,9 @@ int request_format(const Request *r, char *buf, size_t size) {
                 break;
         case REQUEST_METRICS:
                 message_start(&b, buf, size, "METRICS");
+                break;
+        case REQUEST_WATCH:
+                message_start(&b, buf, size, "WATCH");
                 break;
         case REQUEST_DRAIN:
                 message_start(&b, buf, size, "DRAIN");

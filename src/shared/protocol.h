@@ -36,6 +36,9 @@
  *   ← WAIT count=N sum=<usec> bounds=<usec>,… buckets=N,…   (buckets: cumulative, then +Inf)
  *   ← HOST name=N held=H waiting=W          (each name this agent has leases of, or had lately)
  *   ← GRANTS name=N total=G                 (each name this agent counts grants of)
+ *   → WATCH                         ← WATCHING, then CHANGED whenever the agent saw something
+ *                                     change (its slots, a wake message, Redis), a quarter of a
+ *                                     second after it, until the client goes
  *   ← NAME name=N held=H waiting=W limit=L  (fleet-wide, from Redis; none while Redis is away)
  *          [drained=TEXT] [last_action=TEXT]  (STATUS: the drain, the last operator action)
  *   ← END now=<ms>
@@ -97,6 +100,7 @@ typedef enum RequestVerb {
         REQUEST_METRICS,
         REQUEST_DRAIN,
         REQUEST_REVOKE,
+        REQUEST_WATCH,
 } RequestVerb;
 
 #define DRAIN_REASON_MAX 200            /* bytes of an operator's reason (drain, revoke) */
