@@ -541,8 +541,5 @@ void engine_wake(RedisConn *conn, const RedisReply *reply, void *userdata) {
             redis_reply_array_string(reply, 2, payload, sizeof(payload)) < 0)
                 payload[0] = '\0';
         slots_wake(&a->slots, name, payload, now_mono());
-        /* What another host did: those who WATCH redraw. */
-        if (streq(kind, "message") || streq(kind, "smessage"))
-                io_changed(a);
 }
 

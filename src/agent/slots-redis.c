@@ -83,6 +83,9 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
 
         if (!n)
                 return;
+        /* Something changed (another host's hand-over, say): for whoever
+         * watches (fleetsem status --watch). */
+        e->ops->changed(e->ctx);
         /* Whoever sent it, the leases it names are granted only on Redis'
          * word: the proof only Redis and this host know (and only without
          * replicas to wait for), or else the answer when they ask. */
