@@ -150,9 +150,9 @@ drain() {           # NAME 1|0 [REASON]
                 idle_ms="${IDLE:-600000}"
         lua "$1" drain "${ARGS_OUT[@]}"
 }
-revoke() {          # NAME LEASE [REASON]: root on AS_HOST
+revoke() {          # NAME LEASE [REASON]: root on AS_HOST; WHICH: 0 holders (default), w waiters, 1 both
         args revoke lease="$2" host="${AS_HOST:-a}" uid=0 user=root reason="${3:-}" grace_until_ms="${GRACE:-0}" \
-                idle_ms="${IDLE:-600000}"
+                idle_ms="${IDLE:-600000}" waiters="${WHICH:-0}"
         lua "$1" revoke "${ARGS_OUT[@]}"
 }
 
@@ -741,6 +741,12 @@ drain rv 1 maintenance >/dev/null
 tw=$(rec rv w 4)
 is "$(revoke rv w)" "[1,\"a 1000\",$tw]" "revoke: while drained, w is revoked and nobody is granted in its place"
 is "$(rcli ZCARD "$(key rv queue)")" 1 "revoke: ... and w2 keeps its place"
+is "$(WHICH=w revoke rv w2)" '[3,"a 1000"]' "revoke: waiters only (a host's): w2 leaves the line"
+drain rv 0 >/dev/null
+acquire rv h3 1 >/dev/null
+is "$(WHICH=w revoke rv h3)" '[4,"a 1000"]' "revoke: waiters only: a holder is left"
+is "$(j "$(WHICH=1 revoke rv h3)" 'r[0]')" 1 "revoke: both: the holder goes"
+is "$(counted rv)" "0 0 / 0 0 0" "revoke: counted right after all that"
 
 # ---- Status --------------------------------------------------------------------
 is "$(j "$(status st)" 'r[1:]')" '[[],[],0,"",""]' "status: an unknown name: nobody, limit 0, not drained, no action"

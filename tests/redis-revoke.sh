@@ -84,17 +84,57 @@ touch "$T/go-wa"
 wait "$wa"
 is "$?" 0 "a's job ends well"
 
-# --host: every slot of one host, or of the names given.
+# --host: every lease of one host (read from the host's own index, not
+# from status), or of the names given; its waiters too, so that a host
+# known dead is not handed the slots its holders had.
 hold b r2 h2 & h2=$!
 hold b r3 h3 & h3=$!
 check "b's jobs hold r2 and r3" wait_for 10 sh -c "grep -q '^enter h2 ' $T/order && grep -q '^enter h3 ' $T/order"
-out=$(fs a revoke --host b r2); rc=$?
-is "$rc" 0 "revoke --host b r2"
-like "$out" '^Revoked [0-9a-f]{32} of r2 \(held on b, uid 0, token [0-9]+\); 0 waiter\(s\) granted at once\.$' "... revokes b's slot of r2 alone"
+hold b r3 h3w & h3w=$!
+check "another job of b waits for r3" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{r3}:queue') = 1 ]"
+hold a r3 a3 & a3=$!
+check "a job of a waits behind it" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{r3}:queue') = 2 ]"
+out=$(fs a revoke --host b r2 r2); rc=$?
+is "$rc" 0 "revoke --host b r2 (r2 given twice)"
+is "$out" "Revoked 1 held slot(s) and 0 waiting lease(s) of b on r2; 0 waiter(s) granted at once." \
+        "... revokes b's slot of r2 alone, once"
 is "$(holder_of r2 | wc -w) $(holder_of r3 | wc -w)" "0 1" "Redis: r2 free, r3 still held"
-out=$(fs a revoke --host b); rc=$?
-is "$rc $(holder_of r3 | wc -w)" "0 0" "revoke --host b: the rest (r3)"
-check "both jobs stop" wait_for 5 sh -c "grep -q '^term h2' $T/order && grep -q '^term h3' $T/order"
+# b stops answering (its agent frozen, as a dead host's): revoke all of it.
+bpid=$(agent_pid b)
+kill -STOP "$bpid"
+out=$(fs a revoke --host b --reason "b is gone"); rc=$?
+is "$rc" 0 "revoke --host b: the rest"
+is "$out" "Revoked 1 held slot(s) and 1 waiting lease(s) of b; 1 waiter(s) granted at once." \
+        "... b's holder of r3 and its waiter, and a's waiter granted"
+check "a's job gets r3, not b's waiter" wait_for 5 entered a3
+is "$(rcli ZCARD 'fleetsem:{r3}:queue')" 0 "nobody waits for r3 any more"
+check "the journal of a says which leases of b it revoked" grep -q \
+        "Revoked every lease of host b for root (uid 0, pid [0-9]*) on a (b is gone): 1 held slot(s), 1 waiting; 1 waiter(s) granted at once\\." \
+        "$T/agent-a.log"
+is "$(fs a revoke --host b)" "Revoked 0 held slot(s) and 0 waiting lease(s) of b; 0 waiter(s) granted at once." \
+        "revoke --host b again: nothing left"
+check "b's holders, hearing nothing from their agent, fence themselves" \
+        wait_for 5 sh -c "grep -q '^term h2' $T/order && grep -q '^term h3' $T/order"
 wait "$h2" "$h3"
-is "$(fs a revoke --host b)" "b holds no slot." "revoke --host b again: nothing held"
+# b comes back: its waiter still wants r3, and its agent queues it again.
+kill -CONT "$bpid"
+check "b's agent queues its waiter again" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{r3}:queue') = 1 ]"
+touch "$T/go-h3w"
+touch "$T/go-a3"
+wait "$a3"
+check "b's waiter gets r3 then" wait_for 10 entered h3w
+wait "$h3w"
+# A LEASE on a name outside the 1000 used most recently: found with --name.
+hold b old ho & ho=$!
+check "b's job holds old" wait_for 10 grep -q '^enter ho ' "$T/order"
+lease=$(holder_of old)
+now=$(rcli TIME | head -n 1)
+for i in $(seq 1 1001); do echo "ZADD fleetsem:names $(( (now + 600) * 1000 )) fake$i"; done | rcli >/dev/null
+out=$(fs a revoke "$lease" 2>&1); rc=$?
+is "$rc" 65 "past the 1000 names used most recently, a LEASE alone is not found: 65"
+like "$out" 'give its name with --name' "... and the message says what to do"
+out=$(fs a revoke --name old "$lease"); rc=$?
+is "$rc" 0 "revoke --name old LEASE finds it"
+check "b's job stops" wait_for 5 grep -q '^term ho' "$T/order"
+wait "$ho"
 done_testing

@@ -66,6 +66,27 @@ static void test_roundtrip(void) {
         CHECK_STR(line, "DRAIN name=backup on=0", "undrain: on=0, no reason");
         CHECK(request_parse(line, (size_t) n, &out, NULL) == 0 && out.verb == REQUEST_DRAIN && !out.drain,
               "undrain survives");
+
+        in = (Request) { .verb = REQUEST_REVOKE };
+        strcpy(in.name, "backup");
+        strcpy(in.lease, LEASE);
+        strcpy(in.reason, "host gone");
+        n = request_format(&in, line, sizeof(line));
+        CHECK_STR(line, "REVOKE name=backup lease=" LEASE " reason=host%20gone", "REVOKE of a lease");
+        CHECK(request_parse(line, (size_t) n, &out, NULL) == 0 && out.verb == REQUEST_REVOKE &&
+              streq(out.name, "backup") && streq(out.lease, LEASE) && !out.host[0] && streq(out.reason, "host gone"),
+              "REVOKE of a lease survives");
+        in = (Request) { .verb = REQUEST_REVOKE };
+        strcpy(in.host, "web-3");
+        n = request_format(&in, line, sizeof(line));
+        CHECK_STR(line, "REVOKE host=web-3", "REVOKE of a host's leases");
+        CHECK(request_parse(line, (size_t) n, &out, NULL) == 0 && out.verb == REQUEST_REVOKE &&
+              streq(out.host, "web-3") && !out.name[0] && !out.lease[0], "REVOKE of a host survives");
+
+        in = (Request) { .verb = REQUEST_WATCH };
+        n = request_format(&in, line, sizeof(line));
+        CHECK_STR(line, "WATCH", "WATCH has no fields");
+        CHECK(request_parse(line, (size_t) n, &out, NULL) == 0 && out.verb == REQUEST_WATCH, "WATCH survives");
 }
 
 static void test_malformed(void) {
@@ -118,6 +139,16 @@ static void test_malformed(void) {
                 "DRAIN name=x on=1 reason=%E2%80%AEevil",                       /* right-to-left override */
                 "DRAIN name=x on=1 reason=%FF",                                 /* not UTF-8 */
                 "DRAIN name=x on=1 lease=" LEASE,
+                "DRAIN name=x on=1 reason=a%E2%80%A8b",                         /* line separator */
+                "DRAIN name=x on=1 reason=%EF%BB%BFa",                          /* BOM */
+                "DRAIN name=x on=1 reason=a%D8%9Cb",                            /* Arabic letter mark */
+                "REVOKE lease=" LEASE,                                          /* no name */
+                "REVOKE name=x",                                                /* no lease nor host */
+                "REVOKE name=x lease=" LEASE " host=h",                         /* both */
+                "REVOKE host=bad%20host",
+                "REVOKE name=x lease=abc",
+                "REVOKE name=x lease=" LEASE " reason=%0A",
+                "WATCH name=x",
         };
 
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -194,8 +194,12 @@ int io_call_reassert(void *ctx, Lease *l);
 int io_call_drain(Agent *a, const char *name, bool on, uid_t uid, const char *user, const char *reason,
                   redis_reply_cb cb, void *userdata);
 int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, const char *user, const char *reason,
-                   redis_reply_cb cb, void *userdata);
-/* DRAIN name= on= [reason=], REVOKE name= lease= [reason=]: root only. */
+                   const char *which, redis_reply_cb cb, void *userdata);
+/* which: REVOKE_HOLDERS, REVOKE_WAITERS or both (revoke.lua) */
+#define REVOKE_HOLDERS "0"
+#define REVOKE_WAITERS "w"
+/* DRAIN name= on= [reason=], REVOKE name= lease= | host= [name=] [reason=]:
+ * root only. */
 void drain_request(Agent *a, Client *c, const Request *req);
 void revoke_request(Agent *a, Client *c, const Request *req);
 void io_index(void *ctx, const Lease *l, bool add);

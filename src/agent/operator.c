@@ -21,6 +21,11 @@ typedef struct OpCall {
         bool on;                        /* DRAIN: on */
         char name[NAME_MAX_LEN + 1];
         char lease[LEASE_ID_LEN + 1];   /* REVOKE */
+        char host[IDENT_MAX_LEN + 1];   /* REVOKE host=: every lease of that host */
+        size_t pending;                 /* … calls under way */
+        size_t held, waiting, granted;  /* … their outcome so far */
+        bool failed;
+        uid_t uid;
         char user[64];
         char operator[IDENT_MAX_LEN + 128];
         char reason[DRAIN_REASON_MAX + 1];
@@ -39,9 +44,10 @@ static void op_finish(OpCall *d, const char *line, int len) {
         free(d);
 }
 
-/* A call that failed in Redis: logged and told. */
-static void op_failed(OpCall *d, const LogFields *f, const RedisReply *reply, const char *what) {
-        const char *why = !reply ? "Redis went before it answered" : redis_reply_error(reply) ?: "unexpected reply from Redis";
+/* A call that failed in Redis: logged and told (why: NULL for what Redis
+ * said, or that it went). */
+static void op_failed(OpCall *d, const LogFields *f, const RedisReply *reply, const char *what, const char *why) {
+        why = why ?: !reply ? "Redis went before it answered" : redis_reply_error(reply) ?: "unexpected reply from Redis";
 
         log_internal(LOG_ERR, 0, f, "Failed to %s for %s: %s", what, d->operator, why);
         if (d->client)
@@ -66,7 +72,7 @@ static void drain_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         granted = redis_reply_array_len(reply) >= 2 ? (redis_reply_array_len(reply) - 2) / 3 : 0;
         if (!reply || redis_reply_error(reply) || changed < 0) {
                 snprintf(what, sizeof(what), "%s %s", f.action, d->name);
-                op_failed(d, &f, reply, what);
+                op_failed(d, &f, reply, what, NULL);
                 return;
         }
         if (d->on)
@@ -89,54 +95,197 @@ static void drain_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         op_finish(d, line, message_finish(&b));
 }
 
-/* {1, "HOST UID", token, granted...} revoked; {2, "HOST UID"} it waits;
- * {0} no such lease holds or waits. */
+/* A revoke script's reply: {1, "HOST UID", token, granted...} a holder
+ * revoked; {3, "HOST UID"} a waiter; {2, "HOST UID"} it waits, {4, "HOST
+ * UID"} it holds (left); {0} no such lease holds or waits. -1: not such a
+ * reply. */
+typedef struct RevokeOutcome {
+        long long status, token;
+        char host[IDENT_MAX_LEN + 1];
+        unsigned long long uid;
+        size_t granted;
+} RevokeOutcome;
+
+static int revoke_parse(const RedisReply *reply, RevokeOutcome *o) {
+        char owner[IDENT_MAX_LEN + 32] = "";
+
+        *o = (RevokeOutcome) { .status = -1 };
+        if (!reply || redis_reply_error(reply) || redis_reply_array_integer(reply, 0, &o->status) < 0 ||
+            o->status < 0 || o->status > 4 ||
+            (o->status >= 1 && (redis_reply_array_string(reply, 1, owner, sizeof(owner)) < 0 ||
+                                sscanf(owner, "%64s %llu", o->host, &o->uid) != 2 || !ident_is_valid(o->host))) ||
+            (o->status == 1 && (redis_reply_array_integer(reply, 2, &o->token) < 0 || o->token <= 0 ||
+                                redis_reply_array_len(reply) % 3 != 0))) {
+                o->status = -1;
+                return -EBADMSG;
+        }
+        if (o->status == 1)
+                o->granted = (redis_reply_array_len(reply) - 3) / 3;
+        return 0;
+}
+
+/* What a revoke that Redis did not answer as expected may have done. */
+static const char *revoke_unknown(const RedisReply *reply) {
+        return !reply ? "Redis went before it answered; the slot may have been revoked, see fleetsem status"
+               : redis_reply_error(reply) ?: "unexpected reply from Redis; the slot may have been revoked, see fleetsem status";
+}
+
+static void revoke_log(OpCall *d, const char *name, const char *lease, const RevokeOutcome *o) {
+        LogFields f = { .name = name, .lease = lease, .token = (uint64_t) o->token, .action = "revoke",
+                        .operator = d->operator, .reason = d->reason };
+
+        if (o->status == 1)
+                log_internal(LOG_NOTICE, 0, &f, "Revoked the slot of %s held by lease %s on %s (uid %llu, token %lld) "
+                             "for %s (%s); %zu waiter(s) granted at once. Its holder learns it at its agent's next "
+                             "renewal; until then, or its own fence, it may run on.", name, lease, o->host, o->uid,
+                             o->token, d->operator, d->reason[0] ? d->reason : "no reason given", o->granted);
+        else if (o->status == 3)
+                log_internal(LOG_NOTICE, 0, &f, "Revoked lease %s of %s, waiting on %s (uid %llu), for %s (%s).",
+                             lease, name, o->host, o->uid, d->operator, d->reason[0] ? d->reason : "no reason given");
+}
+
 static void revoke_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         OpCall *d = userdata;
         LogFields f = { .name = d->name, .lease = d->lease, .action = "revoke", .operator = d->operator,
                         .reason = d->reason };
-        char line[PROTO_REPLY_MAX], owner[IDENT_MAX_LEN + 32] = "", host[IDENT_MAX_LEN + 1], what[NAME_MAX_LEN + 64];
-        long long status = -1, token = 0;
-        unsigned long long uid = 0;
-        size_t granted = 0;
+        char line[PROTO_REPLY_MAX], what[NAME_MAX_LEN + 64];
+        RevokeOutcome o;
         MessageBuilder b;
 
         (void) conn;
-        if (reply && !redis_reply_error(reply) &&
-            (redis_reply_array_integer(reply, 0, &status) < 0 || status < 0 || status > 2 ||
-             (status >= 1 && (redis_reply_array_string(reply, 1, owner, sizeof(owner)) < 0 ||
-                              sscanf(owner, "%64s %llu", host, &uid) != 2 || !ident_is_valid(host))) ||
-             (status == 1 && (redis_reply_array_integer(reply, 2, &token) < 0 || token <= 0 ||
-                              redis_reply_array_len(reply) % 3 != 0))))
-                status = -1;
-        if (!reply || redis_reply_error(reply) || status < 0) {
+        if (revoke_parse(reply, &o) < 0) {
                 snprintf(what, sizeof(what), "revoke lease %s of %s", d->lease, d->name);
-                op_failed(d, &f, reply, what);
+                op_failed(d, &f, reply, what, revoke_unknown(reply));
                 return;
         }
-        if (status != 1) {
+        if (o.status != 1) {
                 log_internal(LOG_INFO, 0, &f, "Revoke of lease %s of %s for %s: %s; nothing revoked.", d->lease, d->name,
-                             d->operator, status == 2 ? "it waits, it holds no slot" : "no such lease holds a slot");
+                             d->operator, o.status == 2 ? "it waits, it holds no slot" : "no such lease holds a slot");
                 if (d->client)
                         client_send_error(d->client, ERROR_CODE_NOT_HELD, "lease %s holds no slot of %s%s", d->lease,
-                                          d->name, status == 2 ? " (it waits)" : "");
+                                          d->name, o.status == 2 ? " (it waits)" : "");
                 op_finish(d, NULL, 0);
                 return;
         }
-        granted = (redis_reply_array_len(reply) - 3) / 3;
-        f.token = (uint64_t) token;
-        log_internal(LOG_NOTICE, 0, &f, "Revoked the slot of %s held by lease %s on %s (uid %llu, token %lld) for %s "
-                     "(%s); %zu waiter(s) granted at once. Its holder learns it at its agent's next renewal; until "
-                     "then, or its own fence, it may run on.", d->name, d->lease, host, uid, token, d->operator,
-                     d->reason[0] ? d->reason : "no reason given", granted);
+        revoke_log(d, d->name, d->lease, &o);
         message_start(&b, line, sizeof(line), "REVOKED");
         message_add(&b, "name", d->name);
         message_add(&b, "lease", d->lease);
-        message_add(&b, "host", host);
-        message_add_u64(&b, "uid", uid);
-        message_add_u64(&b, "token", (uint64_t) token);
-        message_add_u64(&b, "granted", granted);
+        message_add(&b, "host", o.host);
+        message_add_u64(&b, "uid", o.uid);
+        message_add_u64(&b, "token", (uint64_t) o.token);
+        message_add_u64(&b, "granted", o.granted);
         op_finish(d, line, message_finish(&b));
+}
+
+/* ---- REVOKE host=: every lease of a host, holders and waiters --------------------- */
+
+typedef struct HostLease {
+        OpCall *op;
+        char name[NAME_MAX_LEN + 1];
+        char lease[LEASE_ID_LEN + 1];
+} HostLease;
+
+/* The last of a host's revokes answered: the summary. */
+static void host_revoke_done(OpCall *d) {
+        LogFields f = { .name = d->name[0] ? d->name : "*", .action = "revoke", .operator = d->operator,
+                        .reason = d->reason };
+        char line[PROTO_REPLY_MAX];
+        MessageBuilder b;
+
+        log_internal(d->failed ? LOG_WARNING : LOG_NOTICE, 0, &f,
+                     "Revoked every lease of host %s%s%s for %s (%s): %zu held slot(s), %zu waiting; %zu waiter(s) "
+                     "granted at once%s.", d->host, d->name[0] ? " on " : "", d->name, d->operator,
+                     d->reason[0] ? d->reason : "no reason given", d->held, d->waiting, d->granted,
+                     d->failed ? "; Redis did not say what became of some (see above)" : "");
+        if (d->failed && d->client) {
+                client_send_error(d->client, ERROR_CODE_REDIS, "Redis did not answer every revoke of %s's leases; "
+                                  "%zu held slot(s) and %zu waiting revoked as far as it did (see the journal)",
+                                  d->host, d->held, d->waiting);
+                op_finish(d, NULL, 0);
+                return;
+        }
+        message_start(&b, line, sizeof(line), "REVOKED");
+        message_add(&b, "host", d->host);
+        if (d->name[0])
+                message_add(&b, "name", d->name);
+        message_add_u64(&b, "held", d->held);
+        message_add_u64(&b, "waiting", d->waiting);
+        message_add_u64(&b, "granted", d->granted);
+        op_finish(d, line, message_finish(&b));
+}
+
+static void host_lease_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        HostLease *hl = userdata;
+        OpCall *d = hl->op;
+        RevokeOutcome o;
+
+        (void) conn;
+        if (revoke_parse(reply, &o) < 0) {
+                LogFields f = { .name = hl->name, .lease = hl->lease, .action = "revoke", .operator = d->operator,
+                                .reason = d->reason };
+
+                log_internal(LOG_ERR, 0, &f, "Failed to revoke lease %s of %s for %s: %s", hl->lease, hl->name,
+                             d->operator, revoke_unknown(reply));
+                d->failed = true;
+        } else {
+                revoke_log(d, hl->name, hl->lease, &o);
+                d->held += o.status == 1;
+                d->waiting += o.status == 3;
+                d->granted += o.granted;
+        }
+        free(hl);
+        if (--d->pending == 0)
+                host_revoke_done(d);
+}
+
+/* The host's index (PREFIX:host:{HOST}: lease -> "NAME SLOTS UID UNIT
+ * ON-LOST", kept by its agent): a revoke call for each of its leases, of
+ * the name asked for or all, twice: first for those that wait, then for
+ * those that hold, so that no slot the host held goes to its own waiters
+ * (one connection a shard keeps the order). Leases already gone answer
+ * {0}. */
+static void host_index_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        OpCall *d = userdata;
+        size_t n = redis_reply_array_len(reply) & ~(size_t) 1;  /* field, value, ... */
+
+        (void) conn;
+        if (!reply || redis_reply_error(reply)) {
+                LogFields f = { .name = d->name[0] ? d->name : "*", .action = "revoke", .operator = d->operator,
+                                .reason = d->reason };
+
+                op_failed(d, &f, reply, "read the leases of the host to revoke", NULL);
+                return;
+        }
+        d->pending = 1;         /* until every call is sent */
+        for (size_t j = 0; j < 2 * n; j += 2) {
+                size_t i = j % n;
+                const char *which = j < n ? REVOKE_WAITERS : REVOKE_HOLDERS;
+                char id[LEASE_ID_LEN + 1], value[NAME_MAX_LEN + UNIT_NAME_MAX + 64], name[NAME_MAX_LEN + 1];
+                HostLease *hl;
+
+                if (redis_reply_array_string(reply, i, id, sizeof(id)) < 0 || !lease_id_is_valid(id) ||
+                    redis_reply_array_string(reply, i + 1, value, sizeof(value)) < 0 ||
+                    sscanf(value, "%200s", name) != 1 || !name_is_valid(name) || (d->name[0] && !streq(name, d->name)))
+                        continue;
+                hl = calloc(1, sizeof(*hl));
+                if (!hl) {
+                        d->failed = true;
+                        break;
+                }
+                *hl = (HostLease) { .op = d };
+                snprintf(hl->name, sizeof(hl->name), "%s", name);
+                snprintf(hl->lease, sizeof(hl->lease), "%s", id);
+                if (io_call_revoke(d->agent, hl->name, hl->lease, d->uid, d->user, d->reason, which, host_lease_reply,
+                                   hl) < 0) {
+                        free(hl);
+                        d->failed = true;
+                        continue;
+                }
+                d->pending++;
+        }
+        if (--d->pending == 0)
+                host_revoke_done(d);
 }
 
 /* Root only, Redis up: a call under way for the client, or NULL (told
@@ -163,9 +312,10 @@ static OpCall *op_start(Agent *a, Client *c, const Request *req, const char *wha
                 client_send_error(c, ERROR_CODE_BUSY, "out of memory; try again");
                 return NULL;
         }
-        *d = (OpCall) { .agent = a, .client = c, .on = req->drain };
+        *d = (OpCall) { .agent = a, .client = c, .on = req->drain, .uid = c->cred.uid };
         snprintf(d->name, sizeof(d->name), "%s", req->name);
         snprintf(d->lease, sizeof(d->lease), "%s", req->lease);
+        snprintf(d->host, sizeof(d->host), "%s", req->host);
         snprintf(d->reason, sizeof(d->reason), "%s", req->reason);
         if (getpwuid_r(c->cred.uid, &pw, buf, sizeof(buf), &p) == 0 && p && ident_is_valid(p->pw_name))
                 snprintf(d->user, sizeof(d->user), "%s", p->pw_name);
@@ -193,7 +343,16 @@ void drain_request(Agent *a, Client *c, const Request *req) {
 
 void revoke_request(Agent *a, Client *c, const Request *req) {
         OpCall *d = op_start(a, c, req, "revoke a slot of", "revoke a slot");
+        char key[IDENT_MAX_LEN * 2 + 16];
 
-        if (d && io_call_revoke(a, d->name, d->lease, c->cred.uid, d->user, d->reason, revoke_reply, d) < 0)
+        if (!d)
+                return;
+        if (d->host[0]) {
+                snprintf(key, sizeof(key), "%s:host:{%s}", a->config->key_prefix, d->host);
+                if (redis_key_command(a, host_index_reply, d, 2, (const char *[]) { "HGETALL", key }) < 0)
+                        op_not_sent(c, d);
+                return;
+        }
+        if (io_call_revoke(a, d->name, d->lease, c->cred.uid, d->user, d->reason, REVOKE_HOLDERS, revoke_reply, d) < 0)
                 op_not_sent(c, d);
 }

@@ -453,7 +453,7 @@ int io_call_drain(Agent *a, const char *name, bool on, uid_t uid, const char *us
 /* ---- An operator's revoke -------------------------------------------------------- */
 
 int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, const char *user, const char *reason,
-                   redis_reply_cb cb, void *userdata) {
+                   const char *which, redis_reply_cb cb, void *userdata) {
         CommonArgs c;
 
         common_args(a, name, uid, &c);
@@ -462,6 +462,7 @@ int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, con
                                    [ARG_REVOKE_LEASE] = lease, [ARG_REVOKE_HOST] = a->config->host_id,
                                    [ARG_REVOKE_UID] = c.uid, [ARG_REVOKE_USER] = user, [ARG_REVOKE_REASON] = reason,
                                    [ARG_REVOKE_GRACE_UNTIL_MS] = c.grace, [ARG_REVOKE_IDLE_MS] = c.idle,
+                                   [ARG_REVOKE_WAITERS] = which,
                            },
                            NULL);
 }

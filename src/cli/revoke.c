@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* `fleetsem revoke LEASE...` and `fleetsem revoke --host HOST [NAME...]`:
  * root frees held slots now, fleet-wide, whoever holds them (a host known
- * dead, before its leases run out). The leases are found in the agent's
- * status; the agent revokes each one, checking that the caller is root. */
+ * dead, before its leases run out). A LEASE's name is found in the agent's
+ * status; a host's leases the agent reads from the host's own index. The
+ * agent checks that the caller is root. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,47 +16,55 @@
 #include "status-fetch.h"
 
 static void help(void) {
-        printf("Usage: fleetsem revoke [--reason TEXT] LEASE...\n"
+        printf("Usage: fleetsem revoke [--reason TEXT] [--name NAME] LEASE...\n"
                "       fleetsem revoke [--reason TEXT] --host HOST [NAME...]\n\n"
                "Frees held slots now, fleet-wide, whoever holds them (root only): those of\n"
                "the LEASEs given (\"fleetsem status\" lists them, as root), or every slot that\n"
-               "HOST's leases hold (of the NAMEs given, else of every name), as for a host\n"
-               "known to be dead, before its leases run out. The next waiters are granted\n"
-               "at once, with higher fencing tokens. A holder whose agent still reaches\n"
+               "HOST's leases hold, and its place of every lease of HOST that waits (of the\n"
+               "NAMEs given, else of every name), as for a host known to be dead, before\n"
+               "its leases run out. The next waiters are granted at once, with higher\n"
+               "fencing tokens. A holder whose agent still reaches\n"
                "Redis learns it at that agent's next renewal (a third of the lease) and is\n"
                "treated as having lost its slot (--on-lost; on-lost=stop units are\n"
                "stopped). A holder on a host that cannot hear it runs on until it fences\n"
                "itself, beside its successor: fencing tokens are what protect a resource\n"
-               "then. A lease that only waits is not revoked.\n\n"
-               "  -H --host=HOST        Every slot held by HOST's leases\n"
+               "then. A LEASE given that only waits is not revoked.\n\n"
+               "  -H --host=HOST        Every lease of HOST, held or waiting\n"
+               "  -N --name=NAME        The LEASEs are of NAME (else they are looked for\n"
+               "                        among the 1000 names used most recently)\n"
                "  -r --reason=TEXT      Why, for the journal and \"fleetsem status\" (up to 200\n"
                "                        bytes, one line)\n"
                "     --namespace=NS     Agent namespace (default: $FLEETSEM_NAMESPACE or fleetsem)\n"
                "  -h --help             Show this help\n\n"
-               "Exit codes: 0 revoked (or HOST held nothing), 64 usage, 65 a LEASE holds no\n"
+               "Exit codes: 0 revoked (or HOST had no lease), 64 usage, 65 a LEASE holds no\n"
                "slot, 69 agent or Redis unavailable, 77 not root.\n");
 }
 
-/* The HOLDER line of lease, or of the i-th holder on host after *from. */
-static const Entry *find_holder(const StatusOutput *out, const char *lease, const char *host, size_t *from) {
-        for (size_t i = *from; i < out->n; i++) {
-                const Entry *e = &out->entries[i];
-
-                if (!streq(e->m.verb, "HOLDER") || !message_get(&e->m, "lease"))
-                        continue;
-                if ((lease && streq(status_get(e, "lease"), lease)) || (host && streq(status_get(e, "host"), host))) {
-                        *from = i + 1;
-                        return e;
-                }
-        }
+/* The VERB (HOLDER, WAITER) line of lease. */
+static const Entry *find_lease(const StatusOutput *out, const char *verb, const char *lease) {
+        for (size_t i = 0; i < out->n; i++)
+                if (streq(out->entries[i].m.verb, verb) && streq(status_get(&out->entries[i], "lease"), lease))
+                        return &out->entries[i];
         return NULL;
 }
 
-static bool waits(const StatusOutput *out, const char *lease) {
-        for (size_t i = 0; i < out->n; i++)
-                if (streq(out->entries[i].m.verb, "WAITER") && streq(status_get(&out->entries[i], "lease"), lease))
-                        return true;
-        return false;
+/* REVOKE host= [name=]: every lease of the host; 0 or the exit code (said). */
+static int revoke_host(const char *ns, uid_t agent_uid, const char *host, const char *name, const char *reason) {
+        Request req = { .verb = REQUEST_REVOKE };
+        char text[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
+        Message m;
+        int r;
+
+        snprintf(req.host, sizeof(req.host), "%s", host);
+        snprintf(req.name, sizeof(req.name), "%s", name ?: "");
+        snprintf(req.reason, sizeof(req.reason), "%s", reason ?: "");
+        r = cli_one_request(ns, agent_uid, &req, "revoke", "REVOKED", &m);
+        if (r != 0)
+                return r;
+        printf("Revoked %s held slot(s) and %s waiting lease(s) of %s%s%s; %s waiter(s) granted at once.\n",
+               message_get(&m, "held") ?: "0", message_get(&m, "waiting") ?: "0", host, name ? " on " : "",
+               name ? text_escape(name, text, sizeof(text)) : "", message_get(&m, "granted") ?: "0");
+        return 0;
 }
 
 /* REVOKE of one held lease; 0 or the exit code (said). */
@@ -82,24 +91,26 @@ int verb_revoke(int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "host", required_argument, NULL, 'H' },
+                { "name", required_argument, NULL, 'N' },
                 { "reason", required_argument, NULL, 'r' },
                 { "namespace", required_argument, NULL, ARG_NAMESPACE },
                 {}
         };
-        const char *ns = NULL, *reason = NULL, *host = NULL;
+        const char *ns = NULL, *reason = NULL, *host = NULL, *name = NULL;
         StatusOutput out = {};
         uid_t agent_uid;
-        usec_t deadline;
-        size_t from = 0, revoked = 0;
         int c, code = 0;
 
-        while ((c = getopt_long(argc, argv, "hH:r:", options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "hH:N:r:", options, NULL)) >= 0) {
                 switch (c) {
                 case 'h':
                         help();
                         return 0;
                 case 'H':
                         host = optarg;
+                        break;
+                case 'N':
+                        name = optarg;
                         break;
                 case 'r':
                         reason = optarg;
@@ -119,6 +130,12 @@ int verb_revoke(int argc, char *argv[]) {
                 log_error("Expected a LEASE, or --host HOST; see fleetsem revoke --help.");
                 return EXIT_USAGE;
         }
+        if (host && name) {
+                log_error("--name goes with LEASEs; with --host, give the NAMEs after it.");
+                return EXIT_USAGE;
+        }
+        if (name && cli_parse_name(name) < 0)
+                return EXIT_USAGE;
         for (int i = optind; i < argc; i++)
                 if (host ? cli_parse_name(argv[i]) < 0 : !lease_id_is_valid(argv[i])) {
                         if (!host)
@@ -135,33 +152,35 @@ int verb_revoke(int argc, char *argv[]) {
                 return EXIT_NOPERM;
         }
 
-        deadline = now_usec(CLOCK_MONOTONIC) + STATUS_TIMEOUT;
-        if (!host || optind >= argc)
-                code = status_fetch(ns, agent_uid, NULL, deadline, &out);
-        for (int i = optind; host && i < argc && code == 0; i++)
-                code = status_fetch(ns, agent_uid, argv[i], deadline, &out);
+        if (host) {
+                if (optind >= argc)
+                        return revoke_host(ns, agent_uid, host, NULL, reason);
+                for (int i = optind; i < argc; i++) {
+                        bool again = false;
+
+                        for (int k = optind; k < i; k++)
+                                again = again || streq(argv[k], argv[i]);
+                        if (!again)
+                                code = MAX(code, revoke_host(ns, agent_uid, host, argv[i], reason));
+                }
+                return code;
+        }
+
+        code = status_fetch(ns, agent_uid, name, now_usec(CLOCK_MONOTONIC) + STATUS_TIMEOUT, &out);
         if (code != 0)
                 goto finish;
-
-        if (host) {
-                for (const Entry *e; (e = find_holder(&out, NULL, host, &from)); revoked++) {
-                        int r = revoke_one(ns, agent_uid, e, reason);
-
-                        code = MAX(code, r);
-                }
-                if (revoked == 0)
-                        printf("%s holds no slot%s.\n", host, optind < argc ? " of those names" : "");
-                goto finish;
-        }
         for (int i = optind; i < argc; i++) {
-                const Entry *e;
+                const Entry *e = find_lease(&out, "HOLDER", argv[i]);
+                bool again = false;
 
-                from = 0;
-                e = find_holder(&out, argv[i], NULL, &from);
+                for (int k = optind; k < i; k++)
+                        again = again || streq(argv[k], argv[i]);
+                if (again)
+                        continue;
                 if (!e) {
                         log_error("%s holds no slot%s.", argv[i],
-                                  waits(&out, argv[i]) ? " (it waits; only held slots are revoked)" :
-                                  " (\"fleetsem status\" lists the leases that hold)");
+                                  find_lease(&out, "WAITER", argv[i]) ? " (it waits; only held slots are revoked)" :
+                                  name ? "" : " among the 1000 names used most recently (give its name with --name)");
                         code = MAX(code, EXIT_DATAERR);
                         continue;
                 }

@@ -166,6 +166,13 @@ static int fail(const char **ret_error, const char *why) {
         return fail_with(ret_error, why, -EINVAL);
 }
 
+/* A format character that reorders or hides text: bidi controls and marks,
+ * zero-width characters, line and paragraph separators, BOM. */
+static bool hides_text(uint32_t cp) {
+        return (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x206f) ||
+               cp == 0xfeff || cp == 0x061c;
+}
+
 bool drain_reason_is_valid(const char *s) {
         size_t n = strlen(s);
 
@@ -175,8 +182,7 @@ bool drain_reason_is_valid(const char *s) {
                 uint32_t cp;
                 size_t k = utf8_decode(p, &cp);
 
-                if (k == 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || (cp >= 0x200b && cp <= 0x200f) ||
-                    (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069))
+                if (k == 0 || cp < 0x20 || (cp >= 0x7f && cp < 0xa0) || hides_text(cp))
                         return false;
                 p += k;
         }
@@ -186,7 +192,7 @@ bool drain_reason_is_valid(const char *s) {
 int request_parse(const char *line, size_t len, Request *ret, const char **ret_error) {
         Request r = {};
         Message m;
-        const char *name, *lease, *slots, *wait, *unit, *on_lost, *on, *reason;
+        const char *name, *lease, *slots, *wait, *unit, *on_lost, *on, *reason, *host;
         size_t expected;
         uint64_t v;
         int k;
@@ -205,6 +211,7 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
         on_lost = message_get(&m, "on_lost");
         on = message_get(&m, "on");
         reason = message_get(&m, "reason");
+        host = message_get(&m, "host");
 
         if (streq(m.verb, "ACQUIRE")) {
                 r.verb = REQUEST_ACQUIRE;
@@ -239,9 +246,13 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
                         return fail(ret_error, "reason= goes with on=1");
         } else if (streq(m.verb, "REVOKE")) {
                 r.verb = REQUEST_REVOKE;
-                if (!name || !lease)
-                        return fail(ret_error, "REVOKE needs name= and lease=");
-                expected = 2 + !!reason;
+                if (!!lease == !!host || (lease && !name))
+                        return fail(ret_error, "REVOKE needs name= and lease=, or host= [name=]");
+                expected = !!name + !!lease + !!host + !!reason;
+                if (host && !ident_is_valid(host))
+                        return fail(ret_error, "invalid host (1-64 of A-Z a-z 0-9 _ . -)");
+                if (host)
+                        strcpy(r.host, host);
         } else
                 return fail(ret_error, "unknown request");
 
@@ -338,8 +349,12 @@ int request_format(const Request *r, char *buf, size_t size) {
                 break;
         case REQUEST_REVOKE:
                 message_start(&b, buf, size, "REVOKE");
-                message_add(&b, "name", r->name);
-                message_add(&b, "lease", r->lease);
+                if (r->name[0])
+                        message_add(&b, "name", r->name);
+                if (r->lease[0])
+                        message_add(&b, "lease", r->lease);
+                if (r->host[0])
+                        message_add(&b, "host", r->host);
                 if (r->reason[0])
                         message_add(&b, "reason", r->reason);
                 break;
@@ -392,14 +407,12 @@ size_t utf8_decode(const char *s, uint32_t *ret_cp) {
 /* The length of the printable UTF-8 character at p (2 to 4 bytes), or 0 when
  * p starts no such character: ASCII, a bad or overlong sequence, a
  * surrogate, a C1 control, or a format character that reorders or hides
- * text (bidi controls, zero-width characters, line and paragraph
- * separators, BOM). */
+ * text. */
 static size_t utf8_printable(const unsigned char *p) {
         uint32_t cp;
         size_t n = utf8_decode((const char *) p, &cp);
 
-        if (n < 2 || cp < 0xa0 || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
-            (cp >= 0x2060 && cp <= 0x206f) || cp == 0xfeff)
+        if (n < 2 || cp < 0xa0 || hides_text(cp))
                 return 0;
         return n;
 }

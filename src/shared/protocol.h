@@ -109,6 +109,7 @@ typedef struct Request {
         RequestVerb verb;
         char name[NAME_MAX_LEN + 1];            /* ACQUIRE; STATUS: "" = all */
         char lease[LEASE_ID_LEN + 1];           /* ACQUIRE, RELEASE, REVOKE */
+        char host[IDENT_MAX_LEN + 1];           /* REVOKE: every lease of that host ("" none) */
         uint32_t slots;                         /* ACQUIRE */
         usec_t wait;                            /* ACQUIRE: 0 = do not wait */
         bool unit;                              /* ACQUIRE, RELEASE: bound to the requester's unit */
