@@ -45,7 +45,7 @@ CANARY = "canary"       # planted faults that the monitor and the checker must s
 # (README.md: "What is covered").
 KINDS = ["partition-short", "partition-long", "agent-kill-short", "agent-kill-long",
          "agent-stop-short", "agent-stop-long", "holder-kill", "host-freeze",
-         "master-kill", "restart-empty", "restart-stale", "clock-forward", "clock-back", "flood"]
+         "master-kill", "restart-empty", "restart-stale", "clock-forward", "clock-back", "flood", "revoke"]
 
 
 def sh(*args, check=True, **kw):
@@ -340,7 +340,7 @@ class Harness:
                                  os.path.join(self.T, "flood-%s.log" % h), host=h) for mode in ("garbage", "stall")]
             for p in floods:
                 p.wait()
-        elif kind == "holder-kill":
+        elif kind in ("holder-kill", "revoke"):
             victim = None
             for _ in range(100):
                 victim = self.running_holder(h)
@@ -350,9 +350,21 @@ class Harness:
             if not victim:
                 self.log("skip", kind=kind, target=h, why="no holder running")
                 return None
-            run_pid, job = victim
-            os.kill(run_pid, signal.SIGKILL)
-            self.log("inject", kind=kind, target=h, job=job, pid=run_pid)
+            run_pid, job, env = victim
+            if kind == "holder-kill":
+                os.kill(run_pid, signal.SIGKILL)
+                self.log("inject", kind=kind, target=h, job=job, pid=run_pid)
+            else:
+                # Root on another host revokes the job's slot (fleetsem
+                # revoke). Promised: a successor only with a higher token,
+                # the job told at its agent's next renewal; the overlap
+                # until then is the design's (check.py, "revoked").
+                by = self.rng.choice([x for x in HOSTS if x != h])
+                out = sh(*self.nsexec(by, self.o.fleetsem, "revoke", "--reason", "chaos",
+                                      env.get("FLEETSEM_LEASE", "")), check=False)
+                self.log("inject", kind=kind, target=h, job=job, by=by,
+                         token=int(env.get("FLEETSEM_TOKEN", "0") or 0), rc=out.returncode,
+                         said=out.stdout.strip()[-200:])
         else:
             # Redis' own faults hit the master the Sentinels name.
             m = self.master()
@@ -415,16 +427,18 @@ class Harness:
         self.log("snapshot", master=m)
 
     def running_holder(self, h):
-        """A `fleetsem run` on h whose job is running: (its pid, the job's id)."""
+        """A `fleetsem run` on h whose job is running: (its pid, the job's
+        id, the job's FLEETSEM_* environment)."""
         for w in self.workers[h]:
             for run in self.children(w.pid):
                 for job in self.children(run):
                     try:
                         argv = open("/proc/%d/cmdline" % job).read().split("\0")
+                        environ = open("/proc/%d/environ" % job).read().split("\0")
                     except OSError:
                         continue
                     if len(argv) > 5 and argv[1].endswith("job.sh"):
-                        return run, argv[5]
+                        return run, argv[5], dict(v.split("=", 1) for v in environ if v.startswith("FLEETSEM_"))
         return None
 
     @staticmethod

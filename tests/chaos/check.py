@@ -111,13 +111,29 @@ def main():
         return [f for f in faults if f["kind"] == "host-freeze" and f["target"] == s["host"]
                 and f["t"] < s["close"] and f["heal"] > s["open"]]
 
+    # Slots root revoked (fleetsem revoke): the holder overlaps its
+    # successor until its agent's next renewal tells it (or it fences itself).
+    revoked = {(f["detail"].get("job"), f["detail"].get("token")): f["t"] for f in faults
+               if f["kind"] == "revoke" and f["detail"].get("rc") == 0}
+
     def uncovered_why(s):
         why = []
         if s["mode"] == "ignore":
             why.append("--on-lost=ignore")
         if frozen(s):
             why.append("host frozen past the lease")
+        t = revoked.get((s["job"], s["token"]))
+        if t is not None and t <= s["close"]:
+            why.append("revoked")
         return why
+
+    # A revoked holder that is told (not --on-lost=ignore, not frozen) ends
+    # within a lease of the revoke: its agent renews every third of it.
+    revoked_late = []
+    for s in sessions.values():
+        t = revoked.get((s["job"], s["token"]))
+        if t is not None and s["mode"] != "ignore" and not frozen(s) and s["close"] - t > ttl + 1.0:
+            revoked_late.append(dict(job=s["job"], name=s["name"], token=s["token"], revoked=t, close=s["close"]))
 
     # ---- over-grants: more sessions open at once than the limit -----------------------------
     overgrants = {"covered": [], "uncovered": []}
@@ -275,6 +291,8 @@ def main():
         ("0 slots lost (%d)" % len(lost), not lost, lost[0]["since"] if lost else None),
         ("0 waiters stuck behind a free slot for more than 2 s (%d)" % len(stuck),
          not stuck, stuck[0]["since"] if stuck else None),
+        ("revoked holders ended within a lease of the revoke (%d revoked, %d not)" % (len(revoked), len(revoked_late)),
+         not revoked_late, revoked_late[0]["revoked"] if revoked_late else None),
         ("every fault was recovered from (%d not)" % sum(k["not_recovered"] for k in per_kind.values()),
          all(k["not_recovered"] == 0 for k in per_kind.values()),
          next((f["heal"] for f in faults if f["recovered"] is False), None)),
