@@ -26,4 +26,5 @@ end
 local limit = limit_in_force(0)
 -- What the sweep dropped (never a new name's state).
 if next(dirty) then flush() end
-return {now_ms, holders, queue, limit, st.drain or '', redis.call('HGET', K_CLOCK, ACTION) or ''}
+-- (HMGET, not HGET: the commands the agents' Redis user has stay as they were.)
+return {now_ms, holders, queue, limit, st.drain or '', redis.call('HMGET', K_CLOCK, ACTION)[1] or ''}
