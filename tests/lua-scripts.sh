@@ -612,6 +612,9 @@ rcli FLUSHALL >/dev/null
 ea=$(epoch_knowing aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa "" "")
 ga=$(until_of "$ea")
 TTL_MS=1000 GRACE=$ga acquire flap h1 5 >/dev/null
+quiet_for_a_second                           # a silence: its tokens' offset grows by it
+TTL_MS=1000 GRACE=$ga acquire flap h0 5 >/dev/null
+is "$(rcli GET "$FLEET_CLOCK" | awk '{ print ($4 >= 900) }')" 1 "flapping failover: the first master's tokens' offset grew by the silence"
 keep_state                                   # the master that stops following
 rcli FLUSHDB >/dev/null                      # the other one takes over and lost it
 quiet_for_a_second

@@ -251,8 +251,8 @@ static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         reset = created >= 1 || (sh->epoch[0] && !streq(sh->epoch, id));
         if (created == 3)
                 log_warning("Redis at %s holds older state than this agent last saw (epoch %s): a failover back to a "
-                            "master that had not caught up, or data restored from a copy; new epoch %s.",
-                            sh->name, sh->epoch, id);
+                            "master that had not caught up, data restored from a copy, or two resets close together; "
+                            "new epoch %s.", sh->name, sh->epoch, id);
         else if (reset)
                 log_full(sh->epoch[0] ? LOG_WARNING : LOG_INFO, "Redis at %s %s (epoch %s).", sh->name,
                          sh->epoch[0] ? "lost its state since this agent last saw it" : "holds no fleetsem state yet", id);
@@ -319,10 +319,14 @@ static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
         if (redis_reply_string(reply, &s, &len) >= 0) {
                 if ((p = memmem(s, len, "uptime_in_seconds:", 18)))
                         uptime = strtoll(p + 18, NULL, 10);
-                /* Both, or neither: a master without them is named by none. */
-                if (info_hex40(s, len, "\nrun_id:", sh->master_id) < 0 ||
-                    info_hex40(s, len, "\nmaster_replid:", sh->master_id + 40) < 0)
+                /* A server without a replication id (not Redis 6.2 or
+                 * later, nor Valkey) is named by its run id alone: a
+                 * failover back to it with old data is then no reset. */
+                if (info_hex40(s, len, "\nrun_id:", sh->master_id) < 0)
                         sh->master_id[0] = '\0';
+                else if (info_hex40(s, len, "\nmaster_replid:", sh->master_id + 40) < 0 && io->topo->failover)
+                        log_warning("Redis at %s gives no replication id in INFO: a failover back to it with old data "
+                                    "would not be seen as one.", sh->name);
         }
         /* Whole seconds, rounded down: the grace is never too short. */
         grace_ms = uptime >= 0 && (uint64_t) uptime * 1000 < ttl_ms ? ttl_ms - (uint64_t) uptime * 1000 : 0;

@@ -312,8 +312,11 @@ end
 -- the last token: see observe(). (One write of the key in that time, not
 -- one a grant.)
 local TOKEN_GRAIN_MS = 50
-local function token_offset_move(id, by)
-  if id == '' or id ~= fleet.run_id then
+-- In another era (a reset the caller knew of: the same process may be
+-- back with old data, whose offset it kept while tokens went on elsewhere)
+-- it starts again from 0 too.
+local function token_offset_move(id, by, stale)
+  if stale or id == '' or id ~= fleet.run_id then
     fleet.token_offset = 0
   else
     fleet.token_offset = math.max(0, fleet.token_offset + by)
@@ -390,7 +393,7 @@ local function observe(now_ms, ttl, grace_until, looker)
   -- never by a caller that knows no lease (it would swallow a step).
   local id = (stale or stepped or not fleet_last or (ttl > 0 and now_ms - fleet_last >= ttl / 20)) and run_id()
   if id then
-    token_offset_move(id, stepped and now_ms - fleet_last - (now_ms > fleet_last and TOKEN_GRAIN_MS or 1) or 0)
+    token_offset_move(id, stepped and now_ms - fleet_last - (now_ms > fleet_last and TOKEN_GRAIN_MS or 1) or 0, stale)
   end
   if moved then
     if st.held > 0 then shift(K_HOLDERS, fleet_offset - offset) end
