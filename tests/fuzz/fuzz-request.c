@@ -27,7 +27,17 @@ static void check_request(const Request *r) {
                 fuzz_assert(!r->name[0] || name_is_valid(r->name));
                 break;
         case REQUEST_METRICS:
-                fuzz_assert(!r->name[0] && !r->lease[0]);
+        case REQUEST_WATCH:
+                fuzz_assert(!r->name[0] && !r->lease[0] && !r->host[0]);
+                break;
+        case REQUEST_DRAIN:
+                fuzz_assert(name_is_valid(r->name) && !r->lease[0] && !r->host[0] && (r->drain || !r->reason[0]));
+                fuzz_assert(!r->reason[0] || drain_reason_is_valid(r->reason));
+                break;
+        case REQUEST_REVOKE:
+                fuzz_assert(r->host[0] ? ident_is_valid(r->host) && !r->lease[0] && (!r->name[0] || name_is_valid(r->name))
+                                       : lease_id_is_valid(r->lease) && name_is_valid(r->name));
+                fuzz_assert(!r->reason[0] || drain_reason_is_valid(r->reason));
                 break;
         default:
                 fuzz_assert(!"unknown verb");
@@ -39,6 +49,7 @@ static void check_request(const Request *r) {
         fuzz_assert(again.verb == r->verb && again.slots == r->slots && again.wait == r->wait);
         fuzz_assert(again.unit == r->unit && again.stop_on_lost == r->stop_on_lost);
         fuzz_assert(strcmp(again.name, r->name) == 0 && strcmp(again.lease, r->lease) == 0);
+        fuzz_assert(strcmp(again.host, r->host) == 0 && strcmp(again.reason, r->reason) == 0 && again.drain == r->drain);
 }
 
 static void on_line(char *line, size_t len) {
