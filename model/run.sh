@@ -99,6 +99,8 @@ check() {
 			echo "  did not finish within ${secs} s"; ok=0
 		elif grep -q "max search depth too small" "$out"; then
 			echo "  search depth too small: incomplete"; ok=0
+		elif grep -q -e "reached -DMEMLIM bound" -e "Search not completed" "$out"; then
+			echo "  out of memory (MEMLIM): incomplete"; ok=0
 		elif [ "$(field "$out" "errors:")" != 0 ]; then
 			echo "  VIOLATED: $(grep -m1 -E 'assertion violated|acceptance cycle|invalid end' "$out" | cut -c1-160)"
 			ok=0
@@ -165,8 +167,8 @@ if [ $mode = checks ]; then
 		"-DLIVENESS -DSYNC -DWAKES=1 -DCRASHES=1 -DRESETS=1 -DLOSSES=1 -DDUPS=0 -DSTRAYS=0" liveness 150
 	queue check liveness-drain "every waiter eventually holds, the operator's undrain under fairness (LTL, weak fairness)" "N=1, 2 jobs, no pauses, holders end; an operator drains once and undrains once; one reset (the drain goes with it), one wake lost" \
 		"-DLIVENESS -DSYNC -DWAKES=1 -DCRASHES=0 -DRESETS=1 -DLOSSES=1 -DDUPS=0 -DSTRAYS=0 -DDRAIN=1" liveness 150
-	queue check revert "at most N believers; no overtaking" "$N1, waiters do not give up; a master's data kept, one reset, then a failover back to that master (finding 9 of the fault harness)" \
-		"$BASE -DGIVEUP=0 -DRESETS=1 -DREVERTS=1" safety 300
+	queue check revert "at most N believers; no overtaking" "N=1, 2 jobs on 2 hosts, TTL 3 ticks, fence at 2, drift 1, agents paused at will, at most 2 grants, waiters do not give up; a master's data kept, one reset, then a failover back to that master (finding 9 of the fault harness)" \
+		"$BASE -DMAXG=2 -DGIVEUP=0 -DRESETS=1 -DREVERTS=1" safety 300
 	queue check crash-reset "at most N believers; no overtaking" "$N1, waiters do not give up; one crash and one reset" \
 		"$BASE -DGIVEUP=0 -DCRASHES=1 -DRESETS=1" safety 150
 	queue check pause "at most N believers; no overtaking (asserts)" "$N1, waiters may give up" \
