@@ -48,6 +48,14 @@ static const Entry *find_lease(const StatusOutput *out, const char *verb, const 
         return NULL;
 }
 
+/* Whether argv[i] was given before it, from argv[first] on. */
+static bool given_before(char *argv[], int first, int i) {
+        for (int k = first; k < i; k++)
+                if (streq(argv[k], argv[i]))
+                        return true;
+        return false;
+}
+
 /* REVOKE host= [name=]: every lease of the host; 0 or the exit code (said). */
 static int revoke_host(const char *ns, uid_t agent_uid, const char *host, const char *name, const char *reason) {
         Request req = { .verb = REQUEST_REVOKE };
@@ -155,27 +163,19 @@ int verb_revoke(int argc, char *argv[]) {
         if (host) {
                 if (optind >= argc)
                         return revoke_host(ns, agent_uid, host, NULL, reason);
-                for (int i = optind; i < argc; i++) {
-                        bool again = false;
-
-                        for (int k = optind; k < i; k++)
-                                again = again || streq(argv[k], argv[i]);
-                        if (!again)
+                for (int i = optind; i < argc; i++)
+                        if (!given_before(argv, optind, i))
                                 code = MAX(code, revoke_host(ns, agent_uid, host, argv[i], reason));
-                }
                 return code;
         }
 
-        code = status_fetch(ns, agent_uid, name, now_usec(CLOCK_MONOTONIC) + STATUS_TIMEOUT, &out);
+        code = status_fetch_names(ns, agent_uid, (char *[]) { (char *) name }, name ? 1 : 0, &out);
         if (code != 0)
                 goto finish;
         for (int i = optind; i < argc; i++) {
                 const Entry *e = find_lease(&out, "HOLDER", argv[i]);
-                bool again = false;
 
-                for (int k = optind; k < i; k++)
-                        again = again || streq(argv[k], argv[i]);
-                if (again)
+                if (given_before(argv, optind, i))
                         continue;
                 if (!e) {
                         log_error("%s holds no slot%s.", argv[i],

@@ -16,7 +16,7 @@ const char *status_get(const Entry *e, const char *key) {
         return message_get(&e->m, key) ?: "";
 }
 
-int status_fetch(const char *ns, uid_t agent_uid, const char *name, usec_t deadline, StatusOutput *out) {
+static int status_fetch(const char *ns, uid_t agent_uid, const char *name, usec_t deadline, StatusOutput *out) {
         _cleanup_close_ int fd = -EBADF;
         Request req = { .verb = REQUEST_STATUS };
         LineReader lr;
@@ -66,6 +66,17 @@ int status_fetch(const char *ns, uid_t agent_uid, const char *name, usec_t deadl
                 if (streq(e->m.verb, "NAME") || streq(e->m.verb, "HOLDER") || streq(e->m.verb, "WAITER"))
                         out->n++;
         }
+}
+
+int status_fetch_names(const char *ns, uid_t agent_uid, char *const *names, int n, StatusOutput *out) {
+        usec_t deadline = now_usec(CLOCK_MONOTONIC) + STATUS_TIMEOUT;
+        int code = 0;
+
+        if (n == 0)
+                return status_fetch(ns, agent_uid, NULL, deadline, out);
+        for (int i = 0; i < n && code == 0; i++)
+                code = status_fetch(ns, agent_uid, names[i], deadline, out);
+        return code;
 }
 
 void status_output_free(StatusOutput *out) {

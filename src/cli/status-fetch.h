@@ -31,7 +31,8 @@ typedef struct StatusOutput {
 
 /* A field of a line, "" when it has none. */
 const char *status_get(const Entry *e, const char *key);
-/* Appends the agent's STATUS of NAME (NULL: of every name) to out; 0, or
- * the exit code of what went wrong (said). */
-int status_fetch(const char *ns, uid_t agent_uid, const char *name, usec_t deadline, StatusOutput *out);
+/* Appends the agent's STATUS of each of the n names (n 0: of every name)
+ * to out, within one STATUS_TIMEOUT for them all; 0, or the exit code of
+ * what went wrong (said). */
+int status_fetch_names(const char *ns, uid_t agent_uid, char *const *names, int n, StatusOutput *out);
 void status_output_free(StatusOutput *out);

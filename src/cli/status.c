@@ -330,16 +330,11 @@ static void on_quit_signal(int sig) {
 /* STATUS of the names (all: n_names 0), drawn over the screen. */
 static int watch_draw(const char *ns, uid_t agent_uid, char **names, int n_names) {
         StatusOutput out = {};
-        usec_t deadline = now_usec(CLOCK_MONOTONIC) + STATUS_TIMEOUT;
         char when[32];
         time_t t = time(NULL);
         struct tm tm;
-        int code = 0;
+        int code = status_fetch_names(ns, agent_uid, names, n_names, &out);
 
-        if (n_names == 0)
-                code = status_fetch(ns, agent_uid, NULL, deadline, &out);
-        for (int i = 0; i < n_names && code == 0; i++)
-                code = status_fetch(ns, agent_uid, names[i], deadline, &out);
         if (code == 0) {
                 printf("\033[H\033[2J");
                 print_table(&out);
@@ -462,7 +457,6 @@ int verb_status(int argc, char *argv[]) {
         const char *ns = NULL;
         bool json = false, watching = false;
         uid_t agent_uid;
-        usec_t deadline;
         int c, code = 0;
 
         while ((c = getopt_long(argc, argv, "hjW", options, NULL)) >= 0) {
@@ -497,11 +491,7 @@ int verb_status(int argc, char *argv[]) {
         if (watching)
                 return watch(ns, agent_uid, argv + optind, argc - optind);
 
-        deadline = now_usec(CLOCK_MONOTONIC) + STATUS_TIMEOUT;
-        if (optind >= argc)
-                code = status_fetch(ns, agent_uid, NULL, deadline, &out);
-        for (int i = optind; i < argc && code == 0; i++)
-                code = status_fetch(ns, agent_uid, argv[i], deadline, &out);
+        code = status_fetch_names(ns, agent_uid, argv + optind, argc - optind, &out);
 
         if (code == 0) {
                 if (json)
