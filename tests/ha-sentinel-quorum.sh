@@ -4,8 +4,9 @@
 # default a majority) name it. Here the first Sentinel of the URL, the one
 # the agent watches, is a fake of the test's own: it names a master of its
 # own (a listener that records what it is sent) and then says
-# +switch-master to it. The agent stays on the real master and the fake
-# master hears nothing. With only the fake and one real Sentinel, no
+# +switch-master to it. The agent stops using the real master until the
+# quorum still names it (3 s), then stays on it; the fake master hears
+# nothing. With only the fake and one real Sentinel, no
 # quorum: the agent connects to neither; with sentinel_quorum = 1 it takes
 # the fake's word and the fake master gets the AUTH: the quorum is what
 # kept it out.
@@ -34,6 +35,10 @@ is "$(redis-cli -p "$HA_M" EXISTS 'fleetsem:{quorum}:clock')" 1 "... on the real
 check "the fake Sentinel says +switch-master to its master" wait_for 10 grep -q '^switched' "$T/fake-sentinel.out"
 check "the agent hears it and asks every Sentinel" \
         wait_for 10 grep -q "says the master $HA_MASTER moved from 127.0.0.1:1 to 127.0.0.1:$FM; asking every Sentinel" "$T/agent-a.log"
+check "... uses no master while no quorum confirms the move" \
+        grep -q "may have moved; not using 127.0.0.1:$HA_M until a quorum" "$T/agent-a.log"
+check "... and the real one again once the quorum still names it" \
+        wait_for 10 grep -q "still name 127.0.0.1:$HA_M the master of $HA_MASTER; using it again" "$T/agent-a.log"
 fs a run --wait 20s --slots 1 quorum -- true
 is "$?" 0 "... and stays on the real master: jobs still run"
 is "$(grep -c '^got' "$T/fake-master.out")" 0 "the fake master got no connection: no AUTH, no command"

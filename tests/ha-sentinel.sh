@@ -67,7 +67,9 @@ print(sum(int(n) * units[u] for n, u in re.findall(r"(\d+)(min|ms|s)", m.group(1
 EOF
 )
 echo "# new jobs served again ${served}ms after the master was killed (the Sentinels' failover: ${switched}ms; the agent: $((served - switched))ms, its grace ${grace}ms among them)"
-check "the agent's grace after the failover is the failover's half second ($grace ms), not a lease" [ "${grace:-99999}" -le 500 ]
+# Half a lease: an agent that missed the Sentinels' word finds the new
+# master by asking them again within 5/12 of a lease, and re-asserts then.
+check "the agent's grace after the failover is at most half a lease ($grace ms), not a whole one" [ "${grace:-99999}" -le 7500 ]
 # Once on the new master the agent waits for nothing but that grace: no
 # reconnection, no back-off (the figure above is what it took here).
 is "$(metric a fleetsem_redis_reconnects_total)" "$reconnects" \

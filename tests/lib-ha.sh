@@ -7,12 +7,13 @@
 #   ha_kill PORT / ha_restart PORT
 HA_MASTER=fsm
 HA_DOWN_AFTER=${HA_DOWN_AFTER:-1000}
+HA_SERVER_ARGS=()       # given to every redis-server ha_server starts
 
 ha_server() {
         local port=$1; shift
         mkdir -p "$T/r$port"
         "$REDIS_SERVER" --port "$port" --bind 127.0.0.1 --dir "$T/r$port" --save '' --appendonly no \
-                --pidfile "$T/r$port/pid" --daemonize yes --logfile "$T/r$port/log" "$@" >/dev/null ||
+                --pidfile "$T/r$port/pid" --daemonize yes --logfile "$T/r$port/log" "${HA_SERVER_ARGS[@]}" "$@" >/dev/null ||
                 bail "redis-server on $port did not start"
         wait_for 10 redis-cli -p "$port" ping || bail "redis-server on $port does not answer"
 }

@@ -83,6 +83,9 @@ typedef struct TopologyOps {
         /* The hash slot sh's epoch key is in: -1 none (it owns none yet),
          * -2 the one key P:epoch. */
         int (*epoch_slot)(const RedisIo *io, const Shard *sh);
+        /* How late an agent may hear that its master was failed over
+         * (NULL: at once): the grace after a failover lasts that long. */
+        usec_t (*failover_heard_within)(const RedisIo *io);
         void (*tick)(RedisIo *io, usec_t now);
         /* Drops connections to peers other than the shards (Sentinels). */
         void (*drop_peers)(RedisIo *io);

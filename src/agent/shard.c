@@ -18,7 +18,7 @@
 #define COMMAND_TIMEOUT (5 * USEC_PER_SEC)
 #define BACKOFF_MIN (100 * USEC_PER_MSEC)
 #define BACKOFF_MAX (2 * USEC_PER_SEC)
-#define FAILOVER_GRACE_WAIT (500 * USEC_PER_MSEC)       /* grace after a failover, grants confirmed by WAIT */
+#define FAILOVER_GRACE_WAIT (500 * USEC_PER_MSEC)       /* grace after a failover, grants confirmed by WAIT, at least */
 
 void redis_fire_and_forget(RedisConn *conn, const RedisReply *reply, void *userdata) {
         const char *err = redis_reply_error(reply);
@@ -332,13 +332,18 @@ static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
         grace_ms = uptime >= 0 && (uint64_t) uptime * 1000 < ttl_ms ? ttl_ms - (uint64_t) uptime * 1000 : 0;
         /* A master other than the one the epoch names means a failover,
          * which may have lost the last writes. With WAIT, every grant told
-         * to a holder is on the replica that took over, with an expiry no
-         * earlier than its agent stops believing in it (unless the replica
-         * missed two renewals in a row); agents hear of the failover at
-         * once and re-assert, within milliseconds of each other: half a
-         * second covers that. Without WAIT the failover may have lost
-         * grants: a whole lease. */
-        failover_ms = config->min_replicas_acked > 0 ? MIN(ttl_ms, FAILOVER_GRACE_WAIT / USEC_PER_MSEC) : ttl_ms;
+         * to a holder while its master had a replica is on the replica that
+         * took over, with an expiry no earlier than its agent stops
+         * believing in it (unless the replica missed two renewals in a
+         * row); what a master without one granted is re-asserted by its
+         * agent once it hears of the failover, which the topology bounds
+         * (failover_heard_within). Without WAIT the failover may have lost
+         * any grant: a whole lease. */
+        failover_ms = config->min_replicas_acked > 0
+                              ? MIN(ttl_ms, MAX(FAILOVER_GRACE_WAIT, io->topo->failover_heard_within
+                                                                             ? io->topo->failover_heard_within(io)
+                                                                             : 0) / USEC_PER_MSEC)
+                              : ttl_ms;
         /* A new master is a failover, also when the epoch is missing,
          * which is also what a master restarted empty looks like: the
          * longer of the two (the epoch script takes the longer too when

@@ -3,7 +3,9 @@
  * of connection to the Sentinels: one that stays, subscribed to
  * +switch-master, so a failover is heard of the moment it is decided;
  * and one to each, made to ask for the master's address whenever it is not
- * known or one of them says it moved. */
+ * known, one of them says it moved, and every third of a lease (a message
+ * missed, or Sentinels that disagreed when asked, must not leave an agent
+ * on a master the others left). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,11 +17,15 @@
 /* Asking every Sentinel of the URL for the master. The address is taken
  * once a quorum of them (sentinel_quorum, by default a majority) name the
  * same: one Sentinel, or whoever answers at its address, names nothing
- * alone. Asked when no master is known, and when one Sentinel says
- * +switch-master: the agent moves only when the quorum confirms it. */
+ * alone. A round ends once a quorum agrees or everyone answered, or after
+ * REDIS_CONNECT_TIMEOUT (a stopped Sentinel accepts and never answers).
+ * The connection to a Sentinel that answered is kept for the next round:
+ * asking every sixth of a lease costs each Sentinel one command, not a
+ * connection. */
 typedef struct SentinelQuery {
         RedisIo *io;
-        RedisConn *conn;
+        RedisConn *conn;                /* kept between rounds while it answers */
+        bool ready;                     /* conn is connected (and AUTH sent) */
         char vote[280];                 /* "HOST PORT" it named; "" none */
         bool done;
 } SentinelQuery;
@@ -29,8 +35,25 @@ struct Topology {
         unsigned watch_next;            /* which Sentinel watches next */
         SentinelQuery q[REDIS_HOSTS_MAX];
         size_t q_pending;               /* of the round under way; 0: none */
+        sd_event_source *round_timer;   /* ends the round under way */
+        usec_t asked_at;                /* CLOCK_MONOTONIC: the last round began */
         RedisAddress master;            /* host and port only */
+        /* A Sentinel said the master moved and no quorum agrees yet: the
+         * master is not used (it may be the one the others left) and the
+         * Sentinels are asked again until a quorum names one for longer
+         * than their news takes to spread. */
+        usec_t disputed_since;          /* CLOCK_MONOTONIC; 0: none */
+        /* What the journal was last told, so that asking every quarter of a
+         * lease says a Sentinel or the quorum failed once, not each time. */
+        bool silent[REDIS_HOSTS_MAX];   /* the Sentinel failed its last answer */
+        bool no_quorum;                 /* the last round named no master */
 };
+
+/* Sentinels tell each other of a new master every 2 s (their hello
+ * messages): after a +switch-master, a quorum naming the old master for
+ * longer than that means the message was wrong, not early. */
+#define SENTINEL_SETTLE (3 * USEC_PER_SEC)
+#define SENTINEL_DISPUTE_ASK (250 * USEC_PER_MSEC)
 
 static const RedisHost *sentinel_host(const RedisIo *io, unsigned i) {
         return &io->agent->config->redis.hosts[i % io->agent->config->redis.n_hosts];
@@ -75,6 +98,28 @@ static void sentinel_auth(RedisIo *io, RedisConn *c) {
 static void sentinel_watch(RedisIo *io);
 static void sentinel_ask(RedisIo *io);
 
+static bool master_is(const Topology *t, const char *host, const char *port_s) {
+        uint64_t p;
+
+        return t->master.host && streq(host, t->master.host) && parse_uint64(port_s, 1, 65535, &p) >= 0 &&
+               p == t->master.port;
+}
+
+/* Off the master followed until the Sentinels agree where it is: granting
+ * on a master the others left is two masters at once. Its holders keep
+ * their slots (the lease outlasts the dispute); nothing new is granted. */
+static void master_dispute(RedisIo *io) {
+        Topology *t = io->topo_state;
+
+        if (t->disputed_since)
+                return;
+        t->disputed_since = now_mono();
+        log_warning("Sentinel: the master of %s may have moved; not using %s until a quorum of Sentinels names the "
+                    "master.", io->agent->config->redis.master_name, io->agent->master_name);
+        shard_disconnect(io->shards[0], REDIS_CONNECTING);
+        io->ev.replaced(io, "the Sentinels disagree on the master");
+}
+
 static void on_switch_master(RedisConn *conn, const RedisReply *reply, void *userdata) {
         RedisIo *io = userdata;
         Topology *t = io->topo_state;
@@ -103,6 +148,8 @@ static void on_switch_master(RedisConn *conn, const RedisReply *reply, void *use
                 return;
         log_notice("Sentinel %s:%u says the master %s moved from %s:%s to %s:%s; asking every Sentinel.", h->host,
                    h->port, name, oldh, oldp, newh, newp);
+        if (t->master.host && !master_is(t, newh, newp))
+                master_dispute(io);
         sentinel_ask(io);
 }
 
@@ -155,6 +202,7 @@ static void master_move(RedisIo *io, const char *host, const char *port, size_t 
         snprintf(old, sizeof(old), "%s", a->master_name);
         if (master_set(io, host, port) < 0)
                 return;
+        io->topo_state->disputed_since = 0;
         if (had) {
                 log_warning("Sentinel: %zu of %zu Sentinels name %s the master of %s, no more %s; following it (a "
                             "failover counts as a reset: holders are re-asserted, and nobody is granted anything for a "
@@ -176,7 +224,6 @@ static void sentinel_tally(RedisIo *io) {
         size_t n = c->redis.n_hosts, best = 0, answered = 0;
         const char *winner = NULL;
         char host[256], port[8];
-        uint64_t p;
 
         for (size_t i = 0; i < n; i++) {
                 size_t k = 0;
@@ -192,33 +239,121 @@ static void sentinel_tally(RedisIo *io) {
                 }
         }
         if (!winner || best < sentinel_quorum(io) || sscanf(winner, "%255s %7s", host, port) != 2) {
-                log_warning("Sentinel: no quorum names the master of %s: %zu of %zu Sentinels answered, at most %zu "
-                            "agree%s%s (quorum %u).", c->redis.master_name, answered, n, best,
-                            winner ? " on " : "", winner ?: "", sentinel_quorum(io));
+                log_full(t->no_quorum && t->master.host ? LOG_DEBUG : LOG_WARNING,
+                         "Sentinel: no quorum names the master of %s: %zu of %zu Sentinels answered, at most %zu "
+                         "agree%s%s (quorum %u).", c->redis.master_name, answered, n, best,
+                         winner ? " on " : "", winner ?: "", sentinel_quorum(io));
+                t->no_quorum = true;
                 if (!t->master.host)
                         shard_down(io->shards[0], -EHOSTUNREACH, "no quorum of Sentinels named the master");
+                else if (t->disputed_since)
+                        redis_reconnect_in(io, SENTINEL_DISPUTE_ASK);
+                /* Otherwise the master followed stays: Sentinels out of
+                 * this agent's reach move nothing. A master they failed
+                 * over and can reach is made a replica, which ROLE shows
+                 * (fleetsemd(8): min-replicas-to-write for one they
+                 * cannot reach). */
                 return;
         }
-        if (t->master.host && streq(host, t->master.host) && parse_uint64(port, 1, 65535, &p) >= 0 &&
-            p == t->master.port)
-                return;         /* the quorum names the master followed */
-        master_move(io, host, port, best);
+        t->no_quorum = false;
+        if (!master_is(t, host, port)) {
+                master_move(io, host, port, best);
+                return;
+        }
+        /* The quorum names the master followed. */
+        if (!t->disputed_since)
+                return;
+        if (now_mono() - t->disputed_since < SENTINEL_SETTLE) {
+                redis_reconnect_in(io, SENTINEL_DISPUTE_ASK);
+                return;
+        }
+        t->disputed_since = 0;
+        log_notice("Sentinel: %zu of %zu Sentinels still name %s the master of %s; using it again.", best, n,
+                   io->agent->master_name, c->redis.master_name);
+        sentinel_connect(io);
+}
+
+static const RedisHost *query_host(const SentinelQuery *q) {
+        return &q->io->agent->config->redis.hosts[q - q->io->topo_state->q];
+}
+
+static void query_drop(SentinelQuery *q) {
+        q->ready = false;
+        conn_drop(&q->conn);
+}
+
+/* A Sentinel that did not name the master: said once, until it answers. */
+static void query_failed(SentinelQuery *q, const char *what, const char *why) {
+        bool *silent = &q->io->topo_state->silent[q - q->io->topo_state->q];
+
+        log_full(*silent ? LOG_DEBUG : LOG_WARNING, "Sentinel %s:%u %s%s%s", query_host(q)->host, query_host(q)->port,
+                 what, why && why[0] ? ": " : ".", why ?: "");
+        *silent = true;
+}
+
+/* The round ends: who has not answered names nothing. One still asked
+ * when a quorum agreed answers into the void; one that hangs is dropped. */
+static void round_end(RedisIo *io, bool hangs) {
+        Topology *t = io->topo_state;
+
+        for (size_t i = 0; i < REDIS_HOSTS_MAX; i++) {
+                if (!t->q[i].done && hangs)
+                        query_drop(&t->q[i]);
+                t->q[i].done = true;
+        }
+        t->q_pending = 0;
+        (void) sd_event_source_set_enabled(t->round_timer, SD_EVENT_OFF);
+        sentinel_tally(io);
+}
+
+static bool quorum_agrees(const RedisIo *io) {
+        const Topology *t = io->topo_state;
+        size_t n = io->agent->config->redis.n_hosts;
+
+        for (size_t i = 0; i < n; i++) {
+                size_t k = 0;
+
+                for (size_t j = 0; j < n && t->q[i].vote[0]; j++)
+                        k += streq(t->q[i].vote, t->q[j].vote);
+                if (k >= sentinel_quorum(io))
+                        return true;
+        }
+        return false;
 }
 
 static void sentinel_vote(SentinelQuery *q, const char *vote) {
-        Topology *t = q->io->topo_state;
+        RedisIo *io = q->io;
+        Topology *t = io->topo_state;
 
         if (q->done)
                 return;
         q->done = true;
         snprintf(q->vote, sizeof(q->vote), "%s", vote);
-        conn_drop(&q->conn);
-        if (--t->q_pending == 0)
-                sentinel_tally(q->io);
+        if (!vote[0])
+                query_drop(q);
+        if (--t->q_pending == 0 || quorum_agrees(io))
+                round_end(io, false);
 }
 
-static const RedisHost *query_host(const SentinelQuery *q) {
-        return &q->io->agent->config->redis.hosts[q - q->io->topo_state->q];
+static int on_round_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        RedisIo *io = userdata;
+        Topology *t = io->topo_state;
+
+        (void) s;
+        (void) usec;
+        if (t->q_pending == 0)
+                return 0;
+        for (size_t i = 0; i < io->agent->config->redis.n_hosts; i++)
+                if (!t->q[i].done) {
+                        char what[64];
+
+                        snprintf(what, sizeof(what), "did not answer within %s",
+                                 format_duration((char[FORMAT_DURATION_MAX]) {}, FORMAT_DURATION_MAX,
+                                                 REDIS_CONNECT_TIMEOUT));
+                        query_failed(&t->q[i], what, NULL);
+                }
+        round_end(io, true);
+        return 0;
 }
 
 static void sentinel_master_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
@@ -228,6 +363,11 @@ static void sentinel_master_reply(RedisConn *conn, const RedisReply *reply, void
 
         if (conn != q->conn)
                 return;
+        if (q->done) {          /* after its round: kept if it answered */
+                if (!reply || redis_reply_error(reply))
+                        query_drop(q);
+                return;
+        }
         if (!reply || redis_reply_error(reply) || redis_reply_array_len(reply) != 2 ||
             redis_reply_array_string(reply, 0, host, sizeof(host)) < 0 ||
             redis_reply_array_string(reply, 1, port, sizeof(port)) < 0 || parse_uint64(port, 1, 65535, &p) < 0 ||
@@ -235,13 +375,26 @@ static void sentinel_master_reply(RedisConn *conn, const RedisReply *reply, void
                 char why[512];
                 const char *e = reply ? redis_reply_error(reply) : redis_conn_error(conn, why, sizeof(why));
 
-                log_warning("Sentinel %s:%u does not name master %s%s%s.", query_host(q)->host, query_host(q)->port,
-                            q->io->agent->config->redis.master_name, e && e[0] ? ": " : "", e ?: "");
+                char what[NAME_MAX_LEN + 32];
+
+                snprintf(what, sizeof(what), "does not name master %s", q->io->agent->config->redis.master_name);
+                query_failed(q, what, e);
                 sentinel_vote(q, "");
                 return;
         }
         snprintf(vote, sizeof(vote), "%s %s", host, port);
+        if (q->io->topo_state->silent[q - q->io->topo_state->q])
+                log_info("Sentinel %s:%u answers again.", query_host(q)->host, query_host(q)->port);
+        q->io->topo_state->silent[q - q->io->topo_state->q] = false;
         sentinel_vote(q, vote);
+}
+
+static void query_send(SentinelQuery *q) {
+        if (redis_conn_command(q->conn, sentinel_master_reply, q, 3,
+                               (const char *[]) { "SENTINEL", "get-master-addr-by-name",
+                                                  q->io->agent->config->redis.master_name },
+                               NULL) < 0)
+                sentinel_vote(q, "");
 }
 
 static void on_query_state(RedisConn *conn, int error, const char *message, void *userdata) {
@@ -250,16 +403,17 @@ static void on_query_state(RedisConn *conn, int error, const char *message, void
         if (conn != q->conn)
                 return;
         if (error < 0) {
-                log_warning("Failed to reach Sentinel %s:%u: %s", query_host(q)->host, query_host(q)->port, message);
+                if (q->done) {          /* between rounds: made again at the next */
+                        query_drop(q);
+                        return;
+                }
+                query_failed(q, "cannot be reached", message);
                 sentinel_vote(q, "");
                 return;
         }
+        q->ready = true;
         sentinel_auth(q->io, conn);
-        if (redis_conn_command(conn, sentinel_master_reply, q, 3,
-                               (const char *[]) { "SENTINEL", "get-master-addr-by-name",
-                                                  q->io->agent->config->redis.master_name },
-                               NULL) < 0)
-                sentinel_vote(q, "");
+        query_send(q);
 }
 
 static void sentinel_ask(RedisIo *io) {
@@ -268,15 +422,26 @@ static void sentinel_ask(RedisIo *io) {
 
         if (t->q_pending > 0)
                 return;         /* a round is under way */
+        t->asked_at = now_mono();
+        (void) sd_event_source_set_time(t->round_timer, t->asked_at + REDIS_CONNECT_TIMEOUT);
+        (void) sd_event_source_set_enabled(t->round_timer, SD_EVENT_ONESHOT);
         t->q_pending = n;
-        for (size_t i = 0; i < n; i++)
-                t->q[i] = (SentinelQuery) { .io = io };
         for (size_t i = 0; i < n; i++) {
+                t->q[i].io = io;
+                t->q[i].vote[0] = '\0';
+                t->q[i].done = false;
+        }
+        for (size_t i = 0; i < n && t->q_pending > 0; i++) {
                 SentinelQuery *q = &t->q[i];
                 const RedisHost *h = query_host(q);
                 RedisAddress addr = { .host = h->host, .port = h->port };
 
-                if (redis_conn_new(io->agent->event, &addr, REDIS_CONNECT_TIMEOUT, on_query_state, q, &q->conn) < 0) {
+                if (q->ready && redis_conn_pending(q->conn) > 0)
+                        query_drop(q);  /* still silent since the last round */
+                if (q->ready)
+                        query_send(q);
+                else if (!q->conn &&
+                         redis_conn_new(io->agent->event, &addr, REDIS_CONNECT_TIMEOUT, on_query_state, q, &q->conn) < 0) {
                         q->conn = NULL;
                         sentinel_vote(q, "");
                 }
@@ -286,14 +451,23 @@ static void sentinel_ask(RedisIo *io) {
 /* ---- The topology's operations ----------------------------------------------------- */
 
 static int sentinel_start(RedisIo *io) {
+        int r;
+
         io->topo_state = calloc(1, sizeof(Topology));
         if (!io->topo_state || !shard_new(io, NULL, 0))
                 return -ENOMEM;
-        return 0;
+        r = sd_event_add_time(io->agent->event, &io->topo_state->round_timer, CLOCK_MONOTONIC, USEC_INFINITY, 0,
+                              on_round_timeout, io);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(io->topo_state->round_timer, SD_EVENT_OFF);
+        return r < 0 ? r : 0;
 }
 
 static void sentinel_drop_peers(RedisIo *io) {
         conn_drop(&io->topo_state->watch);
+        for (size_t i = 0; i < REDIS_HOSTS_MAX; i++)
+                if (io->topo_state->q[i].done)
+                        query_drop(&io->topo_state->q[i]);
 }
 
 static void sentinel_stop(RedisIo *io) {
@@ -303,7 +477,8 @@ static void sentinel_stop(RedisIo *io) {
                 return;
         conn_drop(&t->watch);
         for (size_t i = 0; i < REDIS_HOSTS_MAX; i++)
-                conn_drop(&t->q[i].conn);
+                query_drop(&t->q[i]);
+        sd_event_source_disable_unref(t->round_timer);
         master_forget(io);
         io->topo_state = mfree(t);
 }
@@ -312,7 +487,7 @@ static void sentinel_connect(RedisIo *io) {
         Agent *a = io->agent;
 
         sentinel_watch(io);
-        if (!io->topo_state->master.host) {
+        if (!io->topo_state->master.host || io->topo_state->disputed_since) {
                 sentinel_ask(io);
                 if (a->state != REDIS_DOWN)
                         a->state = REDIS_CONNECTING;
@@ -341,9 +516,24 @@ static void sentinel_shard_lost(RedisIo *io, Shard *sh) {
         master_forget(io);
 }
 
+/* The Sentinels asked again at each tick, every sixth of a lease: an
+ * agent that missed a +switch-master (its watching Sentinel went, or
+ * learnt late) follows the quorum within that and a round; one that heard
+ * it from a Sentinel the others do not yet believe stops using its master
+ * at once, and moves once their news spread (SENTINEL_SETTLE). */
 static void sentinel_tick(RedisIo *io, usec_t now) {
-        (void) now;
+        Topology *t = io->topo_state;
+
         sentinel_watch(io);     /* after the watching Sentinel went */
+        if (t->master.host && now - t->asked_at >= io->agent->config->lease_ttl / 8)
+                sentinel_ask(io);
+}
+
+/* A sixth of a lease, a round (ms, or REDIS_CONNECT_TIMEOUT when a
+ * Sentinel hangs), or the Sentinels' own news: a third of a lease covers
+ * the first two with a lease of 12 s or more. */
+static usec_t sentinel_failover_heard_within(const RedisIo *io) {
+        return MAX(io->agent->config->lease_ttl / 3, SENTINEL_SETTLE);
 }
 
 const TopologyOps topology_sentinel = {
@@ -358,6 +548,7 @@ const TopologyOps topology_sentinel = {
         .shard_counts = topology_every_shard_counts,
         .known = topology_always_known,
         .epoch_slot = topology_one_epoch,
+        .failover_heard_within = sentinel_failover_heard_within,
         .tick = sentinel_tick,
         .drop_peers = sentinel_drop_peers,
 };
