@@ -151,6 +151,4 @@ void parse_options(pam_handle_t *pamh, int argc, const char **argv, Options *o) 
                 if (option_set(key, eq ? eq + 1 : NULL, &p, &why) < 0)
                         set_error(o, "%s: %s", argv[i], why ?: "invalid");
         }
-        if (!o->error[0] && o->slots == 0)
-                set_error(o, "slots= is required");
 }

@@ -61,14 +61,14 @@ HA_URL="redis://fleetsem@127.0.0.1:$PORT/$DB"
 ha_agent a --redis-password-file "$T/fleetsem.pw"
 ha_agent b --redis-password-file "$T/fleetsem.pw"
 
-fs a run --no-wait acl-once -- true
+fs a run --slots 1 --no-wait acl-once -- true
 is "$?" 0 "an agent logged in as fleetsem grants a slot"
 check "every connection of the agents is the fleetsem user's" wait_for 10 sh -c \
         "[ \$(redis-cli -p $PORT --user admin --pass $ADMIN_PW --no-auth-warning CLIENT LIST | grep -c ' user=fleetsem ') -ge 4 ]"
 
 job() {
         local host=$1 name=$2
-        fs "$host" run --wait 60s "$name" -- sh -c '
+        fs "$host" run --slots 1 --wait 60s "$name" -- sh -c '
                 echo "enter $0" >>"$1"
                 while [ ! -f "$2" ]; do sleep 0.02; done
                 echo "exit $0" >>"$1"' "$host" "$T/events-$name" "$T/go-$name-$host"
@@ -136,7 +136,7 @@ check "b's job gets the slot when a's ends (wake-up on fleetsem's channel)" \
         wait_for 20 grep -q '^enter b' "$T/events-acl-w"
 wait "$holder"
 as_admin SCRIPT FLUSH >/dev/null
-fs b run --no-wait acl-flushed -- true
+fs b run --slots 1 --no-wait acl-flushed -- true
 is "$?" 0 "after SCRIPT FLUSH the agent sends its scripts again and grants"
 
 # ---- Agent restart: re-adoption --------------------------------------------------------
@@ -156,7 +156,7 @@ check "b's agent finds the new epoch and re-asserts its holder" \
         wait_for 30 grep -q 'Re-asserted slot of acl-w' "$T/agent-b.log"
 is "$(as_admin ZCARD 'fleetsem:{acl-w}:holders')" 1 "the holder is back in Redis"
 check "a's agent is back too" wait_for 30 grep -q 'lost its state since' "$T/agent-a.log"
-fs a run --wait 30s acl-after -- true
+fs a run --slots 1 --wait 30s acl-after -- true
 is "$?" 0 "after the grace, slots are granted again"
 touch "$T/go-acl-w-b"
 wait "$waiter"

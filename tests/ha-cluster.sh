@@ -46,9 +46,9 @@ cluster_agent_conf b
 
 # A new cluster: each master may hold back grants for up to one lease.
 t0=$(now_ms)
-fs a run --wait 20s warmup -- true
+fs a run --slots 1 --wait 20s warmup -- true
 is "$?" 0 "an agent on cluster:// grants a slot"
-fs b run --wait 20s warmup -- true
+fs b run --slots 1 --wait 20s warmup -- true
 is "$?" 0 "so does one with redis = cluster://... in its configuration file"
 echo "# first grants after $(( $(now_ms) - t0 ))ms"
 
@@ -179,7 +179,7 @@ echo "# $started jobs ran under load; $during entered on E's names during the re
 for n in "${moved[@]}"; do
         is "$(ccli "$R" EXISTS "fleetsem:{$n}:clock")" 1 "$n: its keys moved to R"
         is "$(name_keys "$O" "$n")" "" "$n: none on O"
-        out=$(fs a run --wait 20s "$n" -- redis-cli -p "$R" ZCARD "fleetsem:{$n}:holders")
+        out=$(fs a run --slots 1 --wait 20s "$n" -- redis-cli -p "$R" ZCARD "fleetsem:{$n}:holders")
         is "$out" 1 "$n: a new job is served, its holder on R"
 done
 # (E, emptied, becomes R's replica: cluster-allow-replica-migration.)
@@ -240,7 +240,7 @@ check "a's job kept its slot through the migration" sh -c "! grep -q '^exit' $T/
 touch "$T/go-$n"
 wait "$holder"; is "$?" 0 "a's job exited 0"
 wait "$asker"; is "$?" 0 "b's job exited 0"
-out=$(fs a run --wait 20s "$n" -- redis-cli -p "$R" ZCARD "fleetsem:{$n}:holders")
+out=$(fs a run --slots 1 --wait 20s "$n" -- redis-cli -p "$R" ZCARD "fleetsem:{$n}:holders")
 is "$out" 1 "a further request on $n is served, its holder on R"
 
 # ---- 6. A master that hangs: only its own names ------------------------------------
@@ -259,7 +259,7 @@ t_stop=$(now_ms)
 check "the job on O's name is told its slot is lost" wait_for 10 sh -c "! kill -0 $on_o 2>/dev/null"
 wait "$on_o"; is "$?" 75 "... and its fleetsem run exits 75 (no renewal for 2/3 of the lease)"
 echo "# O stopped; the job on its name stopped $(( $(now_ms) - t_stop ))ms later"
-fs a run --wait 5s "$nr2" -- true
+fs a run --slots 1 --wait 5s "$nr2" -- true
 is "$?" 0 "while O hangs, agent a still grants a name of R's"
 check "the job on R's name still holds (no LOST for it)" sh -c "kill -0 $on_r && ! grep -q 'LOST.*$nr\\b' $T/agent-b.log"
 maps=$(ccli "$R" INFO commandstats | sed -n 's/^cmdstat_cluster|slots:calls=\([0-9]*\),.*/\1/p')
@@ -269,7 +269,7 @@ kill -CONT "$(cat "$T/c$O/pid")"
 check "O answers again" wait_for 20 cluster_ok
 touch "$T/go-$nr"
 wait "$on_r"; is "$?" 0 "the job on R's name ran to its end"
-fs a run --wait 20s "$no" -- true
+fs a run --slots 1 --wait 20s "$no" -- true
 is "$?" 0 "O's names are served again once it is back"
 
 # ---- 7. Nodes of the URL that do not answer --------------------------------------
@@ -287,7 +287,7 @@ s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8); c = [s.accept()[0] for _ i
 silent_pid=$!
 wait_for 10 sh -c "ss -Hltn 'sport = :$silent' | grep -q LISTEN" || bail "the silent node does not listen"
 run_agent e --redis "cluster://fleetsem@127.0.0.1:$silent,127.0.0.1:$R" --redis-password-file "$T/acl.pw"
-fs e run --wait 30s "$nr2" -- true
+fs e run --slots 1 --wait 30s "$nr2" -- true
 is "$?" 0 "a first node that never answers is given up for the next: the agent grants"
 like "$(cat "$T/agent-e.log")" "127.0.0.1:$silent did not answer; asking the next one" "... and says so"
 kill "$silent_pid" 2>/dev/null

@@ -37,7 +37,7 @@ epoch_on() { redis-cli -p "$1" GET fleetsem:epoch; }
 check "the Sentinels fail over to the replica" failover_to "$HA_R"
 check "both agents follow it" wait_for 30 follows "$HA_R"
 check "the old master syncs from it" ha_settled
-fs a run --wait 10s warmup -- true
+fs a run --slots 1 --wait 10s warmup -- true
 is "$?" 0 "a job is granted on it"
 e_r=$(epoch_on "$HA_R")
 like "$e_r" "^[0-9a-f]{32} [0-9]+ $(ha_master_id "$HA_R")\$" "its epoch names it: its run id and replication id"

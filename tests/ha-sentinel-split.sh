@@ -19,7 +19,7 @@ TTL=6s
 HA_SERVER_ARGS=(--rename-command REPLICAOF fs-replicaof --rename-command SLAVEOF fs-slaveof)
 ha_start
 ha_agent a
-fs a run --no-wait warmup -- true
+fs a run --slots 1 --no-wait warmup -- true
 is "$?" 0 "an agent finds the master through the Sentinels and grants"
 check "... on $HA_M" redis_now_is a "127.0.0.1:$HA_M"
 

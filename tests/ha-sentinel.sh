@@ -14,7 +14,7 @@ ha_start
 ha_agent a
 ha_agent b
 
-fs a run --no-wait warmup -- true
+fs a run --slots 1 --no-wait warmup -- true
 is "$?" 0 "an agent finds the master through the Sentinels and grants"
 like "$(cat "$T/agent-a.log")" "Connected to Redis master 127.0.0.1:$HA_M \\($HA_MASTER, from the Sentinels\\)" \
         "it logs which master it uses"
@@ -49,7 +49,7 @@ like "$(cat "$T/agent-a.log")" "master $HA_MASTER moved from 127.0.0.1:$old to 1
         "and says the master changed"
 # The new master has no replica yet: grants are told without waiting for
 # one (no failover could promote a replica that lacks them).
-fs a run --wait 30s after-failover -- true
+fs a run --slots 1 --wait 30s after-failover -- true
 rc=$?
 served=$(( $(now_ms) - t0 ))
 is "$rc" 0 "new jobs are served again after the failover, before any replica is back"
@@ -104,14 +104,14 @@ echo "# master $m, replica $r"
 check "agent a knows the master has it (WAIT waits for it)" \
         wait_for 20 grep -q "Redis master 127.0.0.1:$m has 1 replica(s); grants are told once 1 of them has them" "$T/agent-a.log"
 kill -STOP "$(cat "$T/r$r/pid")"
-out=$(fs a run --no-wait lag -- sh -c 'echo ran >>"$0"' "$T/events-lag" 2>&1); rc=$?
+out=$(fs a run --slots 1 --no-wait lag -- sh -c 'echo ran >>"$0"' "$T/events-lag" 2>&1); rc=$?
 is "$rc" 75 "with the replica stopped, the grant is not confirmed (--no-wait: denied)"
 check "and the job did not run" [ ! -e "$T/events-lag" ]
 check "the agent says why" wait_for 5 grep -qE \
         "not confirmed \\(the grant reached 0 of the 1 replica\\(s\\) it waited for \\(min_replicas_acked 1\\); given back\\)" "$T/agent-a.log"
 check "and gave the slot back" wait_for 5 sh -c "[ \$(timeout 5 redis-cli -p $m ZCARD 'fleetsem:{lag}:holders') = 0 ]"
 kill -CONT "$(cat "$T/r$r/pid")"
-fs b run --wait 20s lag -- sh -c 'echo ran >>"$0"' "$T/events-lag"
+fs b run --slots 1 --wait 20s lag -- sh -c 'echo ran >>"$0"' "$T/events-lag"
 is "$?" 0 "once the replica is back, another host gets the slot"
 is "$(cat "$T/events-lag")" "ran" "and only that job ran"
 done_testing

@@ -230,10 +230,20 @@ raw() { local host=$1; shift; python3 "$(dirname "$0")/agent-raw.py" "$NSBASE-$h
 # $T/events-NAME, and holds until $T/go-NAME exists.
 job() {
         local host=$1 name=$2; shift 2
-        fs "$host" run "$@" "$name" -- sh -c '
+        fs "$host" run --slots 1 "$@" "$name" -- sh -c '
                 echo "enter $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"
                 while [ ! -f "$2" ]; do sleep 0.02; done
                 echo "exit $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"' "$host" "$T/events-$name" "$T/go-$name"
+}
+
+# tagged_job HOST NAME TAG [RUN OPTIONS...]: fleetsem run of a job that
+# notes "enter TAG" in $T/order when it gets its slot and holds until
+# $T/go-TAG exists; run's stderr goes to $T/run-TAG.err.
+tagged_job() {
+        local host=$1 name=$2 tag=$3
+        shift 3
+        fs "$host" run "$@" "$name" -- sh -c "echo enter $tag >>'$T/order'; \
+                while [ ! -e '$T/go-$tag' ]; do sleep 0.05; done" 2>>"$T/run-$tag.err"
 }
 
 # metric HOST SERIES: the value of SERIES (name and labels exactly as

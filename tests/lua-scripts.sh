@@ -24,7 +24,7 @@ start_stepped_redis
 declare -A SHA
 load_scripts() {
         local s
-        for s in acquire release renew reassert adopt status epoch batch drain revoke; do
+        for s in acquire release renew reassert adopt status epoch batch drain revoke limit; do
                 SHA[$s]=$(embed --lua "$SRC/keys.list" "$SRC/args.list" "$SRC/lua/prelude.lua" "$SRC/lua/$s.lua" |
                         rcli -x SCRIPT LOAD)
                 [[ ${SHA[$s]} =~ ^[0-9a-f]{40}$ ]] || bail "$s.lua does not load: ${SHA[$s]}"
@@ -58,10 +58,10 @@ state_set() {
 }
 # counted NAME: the state's counts against the ZSETs and the records
 # ("HELD LINE" twice when they agree): every field but the state ('.'),
-# the drain ('!') and the last action ('@').
+# the drain ('!'), the last action ('@') and the fleet limit ('#').
 counted() {
         echo "$(state "$1" 1-2) / $(rcli ZCARD "$(key "$1" holders)") $(rcli ZCARD "$(key "$1" queue)")" \
-                "$(rcli HKEYS "$(key "$1" clock)" | grep -cvxE '[.!@]')"
+                "$(rcli HKEYS "$(key "$1" clock)" | grep -cvxE '[.!@#]')"
 }
 
 # lua NAME SCRIPT ARGV...: the reply as JSON.
@@ -88,7 +88,7 @@ print(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))' "$1" "
 # left out. A name the list does not have, or a required one missing, is a
 # mistake of this test.
 declare -A ARG_SPEC
-for s in acquire release renew reassert adopt epoch drain revoke; do
+for s in acquire release renew reassert adopt epoch drain revoke limit; do
         ARG_SPEC[$s]=$(embed --args "$SRC/args.list" "$s" | tr '\n' ' ')
         [ -n "${ARG_SPEC[$s]}" ] || bail "args.list has no $s"
 done
@@ -154,6 +154,12 @@ revoke() {          # NAME LEASE [REASON]: root on AS_HOST; WHICH: 0 holders (de
         args revoke lease="$2" host="${AS_HOST:-a}" uid=0 user=root reason="${3:-}" grace_until_ms="${GRACE:-0}" \
                 idle_ms="${IDLE:-600000}" waiters="${WHICH:-0}"
         lua "$1" revoke "${ARGS_OUT[@]}"
+}
+
+fleet_limit() {     # NAME N [REASON]: root on AS_HOST sets the fleet limit (N 0: removes it)
+        args limit n="$2" host="${AS_HOST:-a}" uid=0 user=root reason="${3:-}" grace_until_ms="${GRACE:-0}" \
+                idle_ms="${IDLE:-600000}"
+        lua "$1" limit "${ARGS_OUT[@]}"
 }
 
 redis_ms() { rcli TIME | { read -r s; read -r us; echo $((s * 1000 + us / 1000)); }; }
@@ -713,6 +719,51 @@ is "$(j "$(acquire gr-dr q 1)" 'r[0]')" 0 "drain: q queues"
 r=$(GRACE=$(( $(redis_ms) + 60000 )) drain gr-dr 0)
 is "$(j "$r" '[r[0], len(r)]')" "[1,2]" "undrain during a reset's grace: nobody is granted yet"
 
+# The fleet limit: callers that ask for no number (slots 0) need it, and
+# take it; the limit in force is the lowest of it and what others asked;
+# lowered, it ends no holder; raised, it grants the waiters that fit at
+# once; removed, those that asked for none are refused.
+sub fl
+is "$(j "$(acquire fl n0 0)" 'r')" "[-2]" "fleet limit: a caller asking for none, with no fleet limit, is refused"
+is "$(counted fl)" "0 0 / 0 0 0" "fleet limit: ... and nothing of it is kept"
+r=$(fleet_limit fl 2 "two at most")
+is "$(j "$r" 'r')" '[""]' "fleet limit: set to 2 (none before)"
+like "$(rcli HGET "$(key fl clock)" '#')" '^2 a 0 [0-9]+ root two at most$' "fleet limit: the record says N, by whom, when and why"
+is "$(rcli HGET "$(key fl clock)" '@' | cut -d' ' -f1-3,5-)" 'limit a 0 root set to 2: two at most' \
+        "fleet limit: the last action says what, by whom and why"
+is "$(rcli PTTL "$(key fl clock)")" -1 "fleet limit: the name's keys no longer expire"
+is "$(j "$(acquire fl h1 0)" 'r[0], r[4]')" "[1,2]" "fleet limit: a caller asking for none is granted, limit 2"
+is "$(j "$(acquire fl h2 0)" 'r[0]')" 1 "fleet limit: a second is granted"
+is "$(j "$(acquire fl w1 0)" 'r[:4]')" "[0,1,2,2]" "fleet limit: a third waits (1st, 2 hold, limit 2)"
+is "$(j "$(acquire fl w2 5)" 'r[:4]')" "[0,2,2,2]" "fleet limit: one asking for 5 waits too: the fleet limit is lower"
+is "$(j "$(status fl)" 'r[3], r[6].split()[0]')" '[2,"2"]' "fleet limit: status gives the limit in force and the record"
+r=$(fleet_limit fl 1)
+is "$(j "$r" '[len(r), r[0].split()[0]]')" '[1,"2"]' "fleet limit: lowered to 1, nobody granted (it was 2)"
+is "$(j "$(renew fl h1 h2)" 'r')" "[]" "fleet limit: lowered, both holders are renewed"
+is "$(j "$(release fl h1)" 'r')" "[1]" "fleet limit: one holder leaves: with 1 holding of limit 1, nobody is granted"
+r=$(fleet_limit fl 4)
+is "$(j "$r" '[r[1], r[4]]')" '["w1","w2"]' "fleet limit: raised to 4, both waiters are granted at once, in line order"
+check "fleet limit: with the release's wake message" wait_for 5 sh -c "grep -q '^g w1 ' '$T/wake-fl'"
+is "$(j "$(acquire fl w3 0)" '[r[0], r[3], r[4]]')" "[1,4,4]" "fleet limit: a fourth is granted (4 hold, limit 4)"
+is "$(j "$(acquire fl w4 0)" 'r[:2]')" "[0,1]" "fleet limit: a fifth waits"
+is "$(j "$(acquire fl w5 0)" 'r[:2]')" "[0,2]" "fleet limit: a sixth waits behind it"
+r=$(fleet_limit fl 0 "back to the drop-ins")
+is "$(j "$r" '[len(r), r[0].split()[0], r[1]]')" '[4,"4","w4"]' \
+        "fleet limit: removed (it was 4): the limit in force is what w2 asked (5), and the next waiter is granted"
+is "$(rcli HEXISTS "$(key fl clock)" '#')" 0 "fleet limit: the record is gone"
+is "$(j "$(acquire fl w5 0)" 'r')" "[-2]" "fleet limit: removed, the waiter that asked for none is refused"
+like "$(rcli PTTL "$(key fl clock)")" '^[1-9][0-9]*$' "fleet limit: removed, the keys expire again when idle"
+is "$(j "$(reassert fl w6 0 9 1)" 'r')" 0 "fleet limit: a holder that asked for none is re-asserted within the limit in force (5 of 5 hold): lost"
+is "$(counted fl)" "5 1 / 5 1 6" "fleet limit: counted right after all that"
+# Redis lost the fleet limit with the data: holders that asked for none
+# are put back (nothing is granted without a limit).
+sub fr
+fleet_limit fr 1 >/dev/null
+acquire fr x 0 >/dev/null
+fleet_limit fr 0 >/dev/null
+is "$(j "$(reassert fr y 0 9 1)" 'r')" 1 "fleet limit gone, nobody asked a number: a holder that asked for none is re-asserted"
+is "$(j "$(acquire fr z 0)" 'r')" "[-2]" "... and a newcomer asking for none is refused"
+
 # Waiters already in line when the name is drained look again (and hear why).
 sub dw
 acquire dw h 1 >/dev/null
@@ -752,7 +803,7 @@ is "$(j "$(WHICH=1 revoke rv h3)" 'r[0]')" 1 "revoke: both: the holder goes"
 is "$(counted rv)" "0 0 / 0 0 0" "revoke: counted right after all that"
 
 # ---- Status --------------------------------------------------------------------
-is "$(j "$(status st)" 'r[1:]')" '[[],[],0,"",""]' "status: an unknown name: nobody, limit 0, not drained, no action"
+is "$(j "$(status st)" 'r[1:]')" '[[],[],0,"","",""]' "status: an unknown name: nobody, limit 0, not drained, no action, no fleet limit"
 acquire st h1 2 >/dev/null
 AS_HOST=b AS_UID=7 acquire st h2 3 >/dev/null
 acquire st w 4 >/dev/null
@@ -760,7 +811,7 @@ r=$(status st)
 is "$(j "$r" '[[h[0], 0 < h[1] <= 10000, h[3], h[4]] for h in r[1]]')" \
         '[["h1",true,"INFO lease=h1","a 1000"],["h2",true,"INFO lease=h2","b 7"]]' "status: holders, expiry, desc, owner"
 is "$(j "$r" 'r[1][0][2]')" "$(rec st h1 4-5)" "status: holder's 'TOKEN SINCE'"
-is "$(j "$r" 'r[2:]')" '[[["w","INFO lease=w","a 1000"]],2,"",""]' "status: the queue, the limit in force, no drain, no action"
+is "$(j "$r" 'r[2:]')" '[[["w","INFO lease=w","a 1000"]],2,"","",""]' "status: the queue, the limit in force, no drain, no action, no fleet limit"
 is "$(j "$r" "abs(r[0] - $(redis_ms)) < 60000")" true "status: now_ms is Redis's clock"
 
 # (Those from before a restart of Redis ended with it.)

@@ -248,10 +248,22 @@ like "$(cat "$T/pam-u2.log")" 'bad configuration: slots=two: expected a number' 
 service malformed-deny slots=two name=mal on_error=deny
 once u3 malformed-deny daemon
 is "$(result u3)" 14 "slots=two with on_error=deny: refused"
+# slots= may be left out when the name has a fleet limit (fleetsem limit --fleet).
 service noslots name=mal on_error=deny
 once u4 noslots daemon
-is "$(result u4)" 14 "slots= missing: refused with on_error=deny"
-like "$(cat "$T/pam-u4.log")" 'slots= is required' "... the log says so"
+is "$(result u4)" 14 "slots= missing and no fleet limit: refused with on_error=deny"
+like "$(cat "$T/pam-u4.log")" 'no fleet limit is set for this name' "... the log says so"
+# (mal is no template: one slot name for every user.)
+if prereq "root, to set a fleet limit" [ "$(id -u)" = 0 ]; then
+        fs h1 limit --fleet mal 1 >/dev/null
+        is "$?" 0 "root sets a fleet limit of 1 on mal"
+        open u4b noslots daemon
+        is "$(result u4b)" 0 "slots= missing with a fleet limit: the session opens"
+        once u4c noslots daemon
+        is "$(result u4c)" 6 "... and holds the one slot: another is refused (PAM_PERM_DENIED)"
+        close u4b
+        fs h1 limit --fleet mal none >/dev/null
+fi
 service badwait slots=1 wait=soon on_error=deny
 once u5 badwait daemon
 like "$(cat "$T/pam-u5.log")" 'wait=soon: expected a duration' "wait=soon: a malformed duration is named"
@@ -379,7 +391,7 @@ close l1
 kill "$fake"; wait "$fake" 2>/dev/null
 is "$(result l1)" 6 "refused"
 is "$(said l1 | grep -c 'limited')" 1 "the user is told the limit in force once"
-like "$(said l1)" "^fleetsem: mixed is limited to 1 at once by its current holders \(this service asks for 3\)\.$" \
+like "$(said l1)" "^fleetsem: mixed is limited to 1 at once by its current holders or its fleet limit \(this service asks for 3\)\.$" \
         "... in these words"
 like "$(said l1)" "fleetsem: all 1 sessions of mixed are in use" "... and the refusal counts the limit in force"
 

@@ -12,12 +12,12 @@ printf 'wrong\n' >"$T/wrong"
 chmod 600 "$T/wrong"
 
 start_agent a --redis-password-file "$T/pw"
-fs a run --no-wait authed -- true
+fs a run --slots 1 --no-wait authed -- true
 is "$?" 0 "with the right password, slots are granted"
 
 start_agent b --redis-password-file "$T/wrong"
 check "with the wrong password, the agent takes Redis for down" wait_for 5 redis_state_is b down
-out=$(fs b run --no-wait authed -- true 2>&1); rc=$?
+out=$(fs b run --slots 1 --no-wait authed -- true 2>&1); rc=$?
 is "$rc" 69 "wrong password: exit 69"
 like "$out" 'AUTH failed' "wrong password: the error says so"
 like "$(cat "$T/agent-b.log")" 'AUTH failed' "wrong password: the agent logs it"

@@ -18,7 +18,7 @@ check "... and the agent closes the connection after its answer ($((t1 - t0)) ms
 like "$(raw a 'ACQUIRE name=x')" '^ERROR code=invalid .*needs' "missing fields"
 like "$(raw a 'acquire name=x')" '^ERROR code=usage message=malformed' "lower-case verb is malformed"
 like "$(raw a "ACQUIRE name=a%20b slots=1 lease=$LEASE wait=0")" '^ERROR code=invalid message=invalid%20name' "invalid name"
-like "$(raw a "ACQUIRE name=x slots=0 lease=$LEASE wait=0")" '^ERROR code=invalid message=invalid%20slots' "zero slots"
+like "$(raw a "ACQUIRE name=x slots=-1 lease=$LEASE wait=0")" '^ERROR code=invalid message=invalid%20slots' "negative slots"
 like "$(raw a "ACQUIRE name=x slots=1 lease=$LEASE wait=later")" '^ERROR code=invalid message=invalid%20wait' "bad wait"
 like "$(raw a 'STATUS\x00 name=x')" '^ERROR code=usage' "NUL byte in a request"
 like "$(raw a --no-newline "$(head -c 5000 /dev/zero | tr '\0' A)")" '^ERROR code=usage message=request%20too%20long' \
@@ -39,7 +39,7 @@ idle=()
 for i in $(seq 1 20); do raw a --no-newline --hold 30 '' >/dev/null & idle+=($!); done
 idle_connected() { [ "$(conns a)" -ge $((n0 + 20)) ]; }
 check "20 idle clients are connected" wait_for 10 idle_connected
-fs a run --no-wait other -- true
+fs a run --slots 1 --no-wait other -- true
 is "$?" 0 "others are served while 20 clients sit idle"
 kill "${idle[@]}"
 wait "${idle[@]}" 2>/dev/null
@@ -77,7 +77,7 @@ with open(out, "w") as f:
 ' "$NSBASE-a" "$T/crowd/result" &
         crowd=$!
         check "that user holds 300 connections" wait_for 20 test -f "$T/crowd/result.connected"
-        fs a run --no-wait root-still -- true
+        fs a run --slots 1 --no-wait root-still -- true
         is "$?" 0 "root is served while one user holds 300 connections"
         # (Not asserted: what the crowd read is. A wrong count shows there
         # after this wait's 10 s.)
@@ -89,29 +89,29 @@ with open(out, "w") as f:
 fi
 
 # Names that are invalid on the command line.
-out=$(fs a run 'bad name' -- true 2>&1); rc=$?
+out=$(fs a run --slots 1 'bad name' -- true 2>&1); rc=$?
 is "$rc" 64 "invalid name: exit 64"
 like "$out" 'Invalid name "bad name"' "invalid name: clear message"
-out=$(fs a run "$(head -c 201 /dev/zero | tr '\0' x)" -- true 2>&1); rc=$?
+out=$(fs a run --slots 1 "$(head -c 201 /dev/zero | tr '\0' x)" -- true 2>&1); rc=$?
 is "$rc" 64 "201-character name: exit 64"
 
 # A key of the wrong type under the prefix: an error for that name only.
 rcli SET 'fleetsem:{wrongtype}:holders' 'not a zset' >/dev/null
-out=$(fs a run --no-wait wrongtype -- true 2>&1); rc=$?
+out=$(fs a run --slots 1 --no-wait wrongtype -- true 2>&1); rc=$?
 is "$rc" 69 "wrong-type key: exit 69"
 like "$out" 'WRONGTYPE' "wrong-type key: Redis' error is shown"
-fs a run --no-wait fine -- true
+fs a run --slots 1 --no-wait fine -- true
 is "$?" 0 "other names still work"
 
 # A name an agent of the first data model uses (its `clock` a string it
 # wrote just now): refused, saying why and what to do; others still served.
 rcli SET 'fleetsem:{model1}:clock' "$(( $(rcli TIME | head -n 1) * 1000 )) 15000 0" >/dev/null
-out=$(fs a run --no-wait model1 -- true 2>&1); rc=$?
+out=$(fs a run --slots 1 --no-wait model1 -- true 2>&1); rc=$?
 is "$rc" 69 "a name of the first data model in use: exit 69"
 like "$out" 'model1: FLEETSEM fleetsem:\{model1\}:clock is of the first data model, in use by an agent of an earlier fleetsem: upgrade every agent' \
         "... saying why and what to do"
 is "$(rcli TYPE 'fleetsem:{model1}:clock')" string "... and leaving the old agent's keys alone"
-fs a run --no-wait fine -- true
+fs a run --slots 1 --no-wait fine -- true
 is "$?" 0 "other names still work"
 
 # Redis forgets our scripts (SCRIPT FLUSH): loaded again, nobody notices.
@@ -120,11 +120,11 @@ is "$?" 0 "other names still work"
 rcli MONITOR >"$T/monitor" & monitor=$!
 check "MONITOR runs" wait_for 5 test -s "$T/monitor"
 rcli SCRIPT FLUSH >/dev/null
-fs a run --no-wait flushed -- true
+fs a run --slots 1 --no-wait flushed -- true
 is "$?" 0 "after SCRIPT FLUSH, requests still succeed"
 like "$(cat "$T/agent-a.log")" 'does not know the acquire script any more; loading it again' "the agent says why"
 rcli ECHO second-run >/dev/null
-fs a run --no-wait flushed -- true
+fs a run --slots 1 --no-wait flushed -- true
 is "$?" 0 "and again"
 rcli ECHO done >/dev/null
 check "MONITOR saw both runs" wait_for 5 grep -q '"ECHO" "done"' "$T/monitor"
@@ -143,7 +143,7 @@ is "$(grep -ci '"SCRIPT" "LOAD"' "$T/monitor")" "$(grep -ci '"EVAL" ' "$T/monito
 xpid=$!
 wait_for 5 agent_listening "$NSBASE-x" || bail "agent x did not start"
 check "agent x takes Redis for down" wait_for 5 redis_state_is x down
-out=$(fs x run --no-wait n -- true 2>&1); rc=$?
+out=$(fs x run --slots 1 --no-wait n -- true 2>&1); rc=$?
 is "$rc" 69 "unreachable Redis: exit 69"
 like "$out" "Redis at unix:$T/nowhere.sock is unreachable" "unreachable Redis: says where and why"
 check "the agent keeps running without Redis" kill -0 "$xpid"
@@ -202,7 +202,7 @@ wait "$at_once"
 is "$?" 0 "the at-once holder ended normally"
 
 # No agent at all.
-out=$(FLEETSEM_NAMESPACE="$NSBASE-none" "$FLEETSEM" run n -- true 2>&1); rc=$?
+out=$(FLEETSEM_NAMESPACE="$NSBASE-none" "$FLEETSEM" run --slots 1 n -- true 2>&1); rc=$?
 is "$rc" 69 "no agent: exit 69"
 like "$out" 'No agent listens' "no agent: clear message"
 

@@ -30,11 +30,11 @@ timed() { local var=$1 t0; shift; t0=$(now_ms); "$@"; rc=$?; eval "$var=$(( $(no
 
 # --- a stopped agent -------------------------------------------------------------
 kill -STOP "$agent"
-timed took fsn "$NS" run --wait 1s stopped -- true 2>"$T/err"
+timed took fsn "$NS" run --slots 1 --wait 1s stopped -- true 2>"$T/err"
 is "$rc" 75 "stopped agent: run --wait 1s exits 75 (it reached the agent, which did not answer)"
 check "... within 2 s ($took ms)" [ "$took" -lt 2000 ]
 like "$(cat "$T/err")" 'no slot within 1s \(the agent did not answer in time\)' "... saying so"
-timed took fsn "$NS" run --no-wait stopped -- true 2>/dev/null
+timed took fsn "$NS" run --slots 1 --no-wait stopped -- true 2>/dev/null
 is "$rc" 75 "stopped agent: run --no-wait exits 75"
 check "... within 1 s ($took ms)" [ "$took" -lt 1000 ]
 
@@ -42,17 +42,17 @@ check "... within 1 s ($took ms)" [ "$took" -lt 1000 ]
 "${NOBODY[@]}" "$PYN" "$HERE/fill-backlog.py" "$NS" >"$T/fill.out" &
 filler=$!
 check "nobody fills the stopped agent's backlog" wait_for 10 grep -q '^full [0-9]' "$T/fill.out"
-timed took fsn "$NS" run --wait 1s stopped -- true 2>"$T/err"
+timed took fsn "$NS" run --slots 1 --wait 1s stopped -- true 2>"$T/err"
 is "$rc" 69 "full backlog: run --wait 1s exits 69 (it never reached an agent)"
 check "... within 2 s ($took ms)" [ "$took" -lt 2000 ]
 like "$(cat "$T/err")" 'takes no connections \(stopped, or its queue is full\)' "... saying why"
-fs_exec a run stopped -- true 2>/dev/null &
+fs_exec a run --slots 1 stopped -- true 2>/dev/null &
 w=$!
 sleep 0.3
 t0=$(now_ms); kill -TERM "$w"; wait "$w"; rc=$?; took=$(( $(now_ms) - t0 ))
 is "$rc" 143 "SIGTERM while run connects: exits 143"
 check "... at once ($took ms)" [ "$took" -lt 500 ]
-fs_exec a run stopped -- true 2>/dev/null &
+fs_exec a run --slots 1 stopped -- true 2>/dev/null &
 w=$!
 sleep 0.3
 t0=$(now_ms); kill -INT "$w"; wait "$w"; rc=$?; took=$(( $(now_ms) - t0 ))
@@ -63,7 +63,7 @@ check "... within its own 10 s ($took ms)" [ "$took" -lt 11500 ]
 kill "$filler"; wait "$filler" 2>/dev/null
 kill -CONT "$agent"
 check "the agent serves nobody again once continued (and done with the filler's connections)" \
-        wait_for 20 fsn "$NS" run --no-wait stopped -- true
+        wait_for 20 fsn "$NS" run --slots 1 --no-wait stopped -- true
 
 # --- a squatter on the agent's name ----------------------------------------------
 "${NOBODY[@]}" "$PYN" "$HERE/agent-hung.py" "$NSBASE-squat" &
@@ -111,7 +111,7 @@ err=$(fs f1 run --slots 3 --wait 1s mixed -- true 2>&1); rc=$?
 unfake
 is "$rc" 75 "DENIED: exit 75"
 is "$(printf '%s\n' "$err" | grep -c 'limited')" 1 "the limit in force is told once"
-like "$err" '^fleetsem: mixed is limited to 1 at once by its current holders \(you asked for 3\)$' "... in these words"
+like "$err" '^fleetsem: mixed is limited to 1 at once by its current holders or its fleet limit \(you asked for 3\)$' "... in these words"
 fake "$NSBASE-f2" "QUEUED position=1 held=1 slots=3" "DENIED reason=timeout position=1 held=1 slots=3"
 err=$(fs f2 run --slots 3 --wait 1s mixed -- true 2>&1)
 unfake
@@ -139,7 +139,7 @@ like "$out" '"name":"lim","held":0,"waiting":0,"holders"' "an agent that does no
 
 # Self-fencing: GRANTED ttl=1500, then silence: run stops COMMAND after 1 s.
 fake "$NSBASE-f3" "GRANTED token=5 lease=$L since=1 ttl=1500 limit=1"
-timed took fs f3 run --on-lost=term fence -- sleep 30 2>"$T/err"
+timed took fs f3 run --slots 1 --on-lost=term fence -- sleep 30 2>"$T/err"
 unfake
 is "$rc" 75 "no RENEWED for 2/3 of ttl=1500: COMMAND is stopped, exit 75"
 check "... after 1 s ($took ms)" [ "$took" -ge 950 -a "$took" -lt 1900 ]
@@ -147,44 +147,44 @@ like "$(cat "$T/err")" 'no word from the agent for 1s: assuming the slot of fenc
 # RENEWED keeps it going.
 fake "$NSBASE-f4" "GRANTED token=5 lease=$L since=1 ttl=1500" sleep:0.6 "RENEWED ttl=1500" sleep:0.6 "RENEWED ttl=1500" \
         sleep:0.6 "RENEWED ttl=1500" sleep:0.6 "RENEWED ttl=1500"
-timed took fs f4 run fence -- sleep 30 2>/dev/null
+timed took fs f4 run --slots 1 fence -- sleep 30 2>/dev/null
 unfake
 is "$rc" 75 "RENEWED every 0.6 s for 2.4 s, then silence: stopped"
 check "... only 1 s after the last RENEWED ($took ms)" [ "$took" -ge 3300 -a "$took" -lt 4400 ]
 # The agent goes away (EOF): COMMAND is not stopped at once, but the clock runs.
 fake "$NSBASE-f5" "GRANTED token=5 lease=$L since=1 ttl=3000" sleep:0.2 close
-timed took fs f5 run fence -- sleep 30 2>/dev/null
+timed took fs f5 run --slots 1 fence -- sleep 30 2>/dev/null
 unfake
 is "$rc" 75 "the agent closes the connection: no RENEWED can come, stopped after 2/3 of ttl"
 check "... after 2 s, not at the EOF ($took ms)" [ "$took" -ge 1900 -a "$took" -lt 3000 ]
 # --on-lost=ignore: only said.
 fake "$NSBASE-f6" "GRANTED token=5 lease=$L since=1 ttl=900"
-fs f6 run --on-lost=ignore fence -- sleep 1.5 2>"$T/err"; rc=$?
+fs f6 run --slots 1 --on-lost=ignore fence -- sleep 1.5 2>"$T/err"; rc=$?
 unfake
 is "$rc" 0 "--on-lost=ignore: COMMAND runs to its end"
 like "$(cat "$T/err")" 'assuming the slot of fence is lost \(on-lost=ignore\)' "... and the loss is said"
 # No ttl= (an older agent): no self-fencing.
 fake "$NSBASE-f7" "GRANTED token=5 lease=$L since=1"
-fs f7 run fence -- sleep 1.5 2>/dev/null; rc=$?
+fs f7 run --slots 1 fence -- sleep 1.5 2>/dev/null; rc=$?
 unfake
 is "$rc" 0 "GRANTED without ttl=: COMMAND runs on (no self-fencing)"
 
 # --- run is transparent ---------------------------------------------------------------
 sigs() { grep -E '^Sig(Blk|Ign)' /proc/self/status; }
 direct=$(python3 "$HERE/with-signals.py" grep -E '^Sig(Blk|Ign)' /proc/self/status)
-through=$(python3 "$HERE/with-signals.py" "$FLEETSEM" run --namespace "$NS" sigs -- grep -E '^Sig(Blk|Ign)' /proc/self/status)
+through=$(python3 "$HERE/with-signals.py" "$FLEETSEM" run --slots 1 --namespace "$NS" sigs -- grep -E '^Sig(Blk|Ign)' /proc/self/status)
 is "$through" "$direct" "COMMAND gets its caller's signal mask and ignored signals"
 like "$direct" 'SigBlk:.*[1-9]' "(the caller blocks one)"
-is "$(fs a run pipe -- sh -c 'yes | head -n 1' 2>&1)" "y" "yes | head -1 under run: no 'Broken pipe' (SIGPIPE at its default)"
+is "$(fs a run --slots 1 pipe -- sh -c 'yes | head -n 1' 2>&1)" "y" "yes | head -1 under run: no 'Broken pipe' (SIGPIPE at its default)"
 
 pty() { FLEETSEM_NAMESPACE=$NS python3 "$HERE/pty-job.py" "$@"; }
-out=$(pty --expect READY --send 'hello\n' -- "$FLEETSEM" run tty -- sh -c 'echo READY; read x; echo "got:$x"')
+out=$(pty --expect READY --send 'hello\n' -- "$FLEETSEM" run --slots 1 tty -- sh -c 'echo READY; read x; echo "got:$x"')
 like "$out" 'got:hello' "on a terminal: COMMAND reads it (it has the foreground)"
 like "$out" 'SHELL: exit 0 terminal=job' "... and run gives the terminal back to its own group at the end"
-out=$(pty --expect READY --send '\x03' -- "$FLEETSEM" run tty -- sh -c 'echo READY; exec sleep 30')
+out=$(pty --expect READY --send '\x03' -- "$FLEETSEM" run --slots 1 tty -- sh -c 'echo READY; exec sleep 30')
 like "$out" 'SHELL: exit 130 ' "Ctrl-C ends COMMAND as without run (exit 130)"
 out=$(pty --expect READY --send '\x1a' --expect 'SHELL: fg' --send 'after\n' -- \
-        "$FLEETSEM" run tty -- sh -c 'echo READY; read x; echo "got:$x"')
+        "$FLEETSEM" run --slots 1 tty -- sh -c 'echo READY; read x; echo "got:$x"')
 like "$out" 'SHELL: stopped SIGSTOP' "Ctrl-Z stops COMMAND and run with it, as a shell job"
 like "$out" 'got:after' "... fg continues both, and COMMAND has the terminal again"
 like "$out" 'SHELL: exit 0 terminal=job' "... and exits normally"

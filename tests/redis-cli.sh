@@ -8,19 +8,19 @@ start_redis
 start_agent a
 
 # Exit status and environment.
-fs a run st -- sh -c 'exit 3'
+fs a run --slots 1 st -- sh -c 'exit 3'
 is "$?" 3 "COMMAND's exit status is passed on"
-fs a run st -- sh -c 'kill -KILL $$'
+fs a run --slots 1 st -- sh -c 'kill -KILL $$'
 is "$?" 137 "killed by a signal: 128+N"
-fs a run st -- /nonexistent/command 2>/dev/null
+fs a run --slots 1 st -- /nonexistent/command 2>/dev/null
 is "$?" 127 "a command that does not exist: 127"
-like "$(fs a run envt -- sh -c 'echo "$FLEETSEM_NAME $FLEETSEM_TOKEN $FLEETSEM_LEASE"')" \
+like "$(fs a run --slots 1 envt -- sh -c 'echo "$FLEETSEM_NAME $FLEETSEM_TOKEN $FLEETSEM_LEASE"')" \
         '^envt [0-9]+ [0-9a-f]{32}$' "FLEETSEM_NAME, FLEETSEM_TOKEN and FLEETSEM_LEASE are set"
 
 # Usage errors.
 for args in "" "onlyname" "--slots 0 n -- true" "--slots x n -- true" "--wait soon n -- true" "--on-lost=maybe n -- true" "--bogus n -- true"; do
         # shellcheck disable=SC2086
-        fs a run $args >/dev/null 2>&1
+        fs a run --slots 1 $args >/dev/null 2>&1
         is "$?" 64 "usage error exits 64: run $args"
 done
 "$FLEETSEM" frobnicate >/dev/null 2>&1
@@ -30,16 +30,16 @@ like "$("$FLEETSEM" run --help)" 'Exit status' "fleetsem run --help explains exi
 like "$("$FLEETSEMD" --help)" 'Usage: fleetsemd' "fleetsemd --help"
 
 # Waiting.
-fs_exec a run held -- sh -c 'while [ ! -f "$0" ]; do sleep 0.05; done' "$T/go" &
+fs_exec a run --slots 1 held -- sh -c 'while [ ! -f "$0" ]; do sleep 0.05; done' "$T/go" &
 holder=$!
 wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{held}:holders') = 1 ]"
 start=$(now_ms)
-out=$(fs a run --no-wait held -- true 2>&1); rc=$?
+out=$(fs a run --slots 1 --no-wait held -- true 2>&1); rc=$?
 is "$rc" 75 "--no-wait with no free slot: exit 75"
 like "$out" 'no free slot' "--no-wait says why"
 check "--no-wait answers at once" [ $(( $(now_ms) - start )) -lt 500 ]
 start=$(now_ms)
-out=$(fs a run --wait 1s held -- true 2>&1); rc=$?
+out=$(fs a run --slots 1 --wait 1s held -- true 2>&1); rc=$?
 took=$(( $(now_ms) - start ))
 is "$rc" 75 "--wait 1s with no free slot: exit 75"
 check "after about 1s (took $took ms)" [ "$took" -ge 950 -a "$took" -lt 2500 ]
@@ -47,7 +47,7 @@ like "$out" 'no slot within 1s' "--wait says why"
 is "$(waiters held)" 0 "a timed-out request leaves the queue"
 
 for sig in TERM INT; do
-        fs_exec a run held -- true &
+        fs_exec a run --slots 1 held -- true &
         w=$!
         wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{held}:queue') = 1 ]"
         kill -$sig "$w"
@@ -60,7 +60,7 @@ touch "$T/go"
 wait "$holder"
 
 # Signals reach the whole process group of COMMAND.
-fs_exec a run grp -- sh -c 'sleep 300 & echo $! >"$0"; wait' "$T/grandchild" &
+fs_exec a run --slots 1 grp -- sh -c 'sleep 300 & echo $! >"$0"; wait' "$T/grandchild" &
 r=$!
 wait_for 5 test -s "$T/grandchild"
 kill -TERM "$r"
@@ -70,7 +70,7 @@ check "the grandchild got it too" wait_for 2 sh -c "! kill -0 $(cat "$T/grandchi
 is "$(holders grp)" 0 "and the slot is free"
 
 # A lost slot (evicted in Redis): COMMAND is stopped, run exits 75.
-fs_exec a run lost -- sleep 300 &
+fs_exec a run --slots 1 lost -- sleep 300 &
 r=$!
 wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{lost}:holders') = 1 ]"
 rcli ZREM 'fleetsem:{lost}:holders' "$(rcli ZRANGE 'fleetsem:{lost}:holders' 0 0)" >/dev/null
@@ -90,14 +90,14 @@ CONF
         start_agent p --config "$T/agent.conf"
         chmod 755 "$T"
         asnobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups env FLEETSEM_NAMESPACE="$NSBASE-p" "$FLEETSEM" "$@"; }
-        asnobody run perm-ok -- true
+        asnobody run --slots 1 perm-ok -- true
         is "$?" 0 "an allowed user gets an allowed name"
-        asnobody run team-x -- true
+        asnobody run --slots 1 team-x -- true
         is "$?" 0 "a group rule lets its members in (@nogroup)"
-        out=$(asnobody run secret -- true 2>&1); rc=$?
+        out=$(asnobody run --slots 1 secret -- true 2>&1); rc=$?
         is "$rc" 77 "a name not granted to the user: exit 77"
         like "$out" 'may not ask for "secret"' "with the reason"
-        out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run perm-ok -- true 2>&1); rc=$?
+        out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run --slots 1 perm-ok -- true 2>&1); rc=$?
         is "$rc" 77 "without a rule, non-root users are refused"
 else
         not_ok "setpriv and user nobody are needed for the permission tests"

@@ -67,9 +67,9 @@ start_redis
 start_agent a
 export FLEETSEM_NAMESPACE=$NSBASE-a
 is "$(comp 'fleetsem status ')" "" "no names in use: none offered"
-fs a run backup-db -- sleep 60 &
-fs a run backup-web -- sleep 60 &
-fs a run login:alice -- sleep 60 &
+fs a run --slots 1 backup-db -- sleep 60 &
+fs a run --slots 1 backup-web -- sleep 60 &
+fs a run --slots 1 login:alice -- sleep 60 &
 check "three names are held" wait_for 10 sh -c "[ \$(FLEETSEM_NAMESPACE=$NSBASE-a $FLEETSEM status --json | grep -o '\"name\":' | wc -l) -ge 3 ]"
 is "$(comp 'fleetsem status ')" "backup-db backup-web login:alice" "status: the names in use"
 is "$(comp 'fleetsem run backup-w')" "backup-web" "run: a name from its start"

@@ -13,14 +13,8 @@ start_redis
 start_agent a
 start_agent b
 
-# job HOST NAME TAG [fleetsem run options]: runs until $T/go-TAG exists,
-# noting "enter TAG" in $T/order when it gets its slot.
-job() {
-        local host=$1 name=$2 tag=$3
-        shift 3
-        fs "$host" run --slots 2 "$@" "$name" -- sh -c "echo enter $tag >>'$T/order'; \
-                while [ ! -e '$T/go-$tag' ]; do sleep 0.05; done" 2>>"$T/run-$tag.err"
-}
+# job HOST NAME TAG [fleetsem run options]: tagged_job with a limit of 2.
+job() { tagged_job "$1" "$2" "$3" --slots 2 "${@:4}"; }
 
 job a d h1 & h1=$!
 check "h1 holds a slot of d (limit 2)" wait_for 10 grep -qx 'enter h1' "$T/order"

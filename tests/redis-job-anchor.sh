@@ -22,10 +22,10 @@ gone() { [ "$(sed -n 's/.*) \(.\) .*/\1/p' "/proc/$1/stat" 2>/dev/null)" = Z ] |
 alive() { ! gone "$1"; }
 lease_of() { rcli ZRANGE "fleetsem:{$1}:holders" 0 -1; }
 expiry_of() { rcli ZSCORE "fleetsem:{$1}:holders" "$2"; }
-no_wait() { fs "$1" run --no-wait "$2" -- true 2>/dev/null; echo $?; }
+no_wait() { fs "$1" run --slots 1 --no-wait "$2" -- true 2>/dev/null; echo $?; }
 
 # --- 1. kill -9 of run while the job's second process runs on ---------------
-fs_exec a run ja -- sh -c 'sh "$0" "$1" "$2"; echo after' "$T/hold.sh" "$T/bg1" "$T/stop1" &
+fs_exec a run --slots 1 ja -- sh -c 'sh "$0" "$1" "$2"; echo after' "$T/hold.sh" "$T/bg1" "$T/stop1" &
 run1=$!
 check "the job holds" wait_for 5 test -s "$T/bg1"
 bg1=$(cat "$T/bg1")
@@ -71,7 +71,7 @@ is "$(no_wait b ja)" 0 "a new run --no-wait is granted"
 
 # --- 2. flock(1) semantics, and a job that closes its copy -----------------
 # Normal exit with a background process: it keeps the slot.
-fs a run jb -- sh -c 'sh "$0" "$1" "$2" &' "$T/hold.sh" "$T/bg2" "$T/stop2"
+fs a run --slots 1 jb -- sh -c 'sh "$0" "$1" "$2" &' "$T/hold.sh" "$T/bg2" "$T/stop2"
 is "$?" 0 "run exits with COMMAND's status while a background process runs on"
 check "the background process runs" wait_for 5 test -s "$T/bg2"
 bg2=$(cat "$T/bg2")
@@ -82,7 +82,7 @@ check "the background process ends" wait_for 5 gone "$bg2"
 check "then the slot is free" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{jb}:holders') = 0 ]"
 
 # A background process that closed the anchor holds nothing.
-fs a run jc -- sh -c '(eval "exec $FLEETSEM_ANCHOR_FD>&-"; exec sh "$0" "$1" "$2") &' \
+fs a run --slots 1 jc -- sh -c '(eval "exec $FLEETSEM_ANCHOR_FD>&-"; exec sh "$0" "$1" "$2") &' \
         "$T/hold.sh" "$T/bg3" "$T/stop3"
 is "$?" 0 "run exits; its background process closed the anchor"
 check "the background process runs" wait_for 5 test -s "$T/bg3"
@@ -92,7 +92,7 @@ check "it still runs" alive "$(cat "$T/bg3")"
 touch "$T/stop3"
 
 # kill -9 of a run whose job closed the anchor: nobody holds it any more.
-fs_exec a run jd -- sh -c 'readlink /proc/$$/fd/$FLEETSEM_ANCHOR_FD >"$0/fd4"; eval "exec $FLEETSEM_ANCHOR_FD>&-"; sh "$0/hold.sh" "$1" "$2"' \
+fs_exec a run --slots 1 jd -- sh -c 'readlink /proc/$$/fd/$FLEETSEM_ANCHOR_FD >"$0/fd4"; eval "exec $FLEETSEM_ANCHOR_FD>&-"; sh "$0/hold.sh" "$1" "$2"' \
         "$T" "$T/bg4" "$T/stop4" &
 run4=$!
 check "the job holds" wait_for 5 test -s "$T/bg4"
@@ -111,14 +111,14 @@ touch "$T/stop4"
 # Agent a stopped: run hears no RENEWED for 2/3 of the lease and acts on
 # --on-lost=term: SIGTERM to the group, and SIGKILL to what is left of it
 # when its first process has ended (run does not stay to send it later).
-fs_exec a run --on-lost=term je -- sh -c \
+fs_exec a run --slots 1 --on-lost=term je -- sh -c \
         'sleep 300 & echo $! >"$0/gc1"; (trap "" TERM; exec sleep 301) & echo $! >"$0/gc2"; wait' "$T" \
         2>"$T/run-e.log" &
 run5=$!
 check "the job holds" wait_for 5 sh -c "test -s '$T/gc1' && test -s '$T/gc2'"
 gc1=$(cat "$T/gc1")
 gc2=$(cat "$T/gc2")
-fs_exec b run je -- sh -c 'date +%s%3N >"$0"' "$T/granted5" &
+fs_exec b run --slots 1 je -- sh -c 'date +%s%3N >"$0"' "$T/granted5" &
 waiter5=$!
 check "a job on b waits" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{je}:queue') = 1 ]"
 kill -STOP "$(agent_pid a)"
@@ -150,7 +150,7 @@ while time.monotonic() < end:
         pass
 open(sys.argv[1], "w").write(str(n))
 EOF
-fs_exec a run jf -- sh -c 'python3 "$0" "$1"; :' "$T/drop.py" "$T/dropped" &
+fs_exec a run --slots 1 jf -- sh -c 'python3 "$0" "$1"; :' "$T/drop.py" "$T/dropped" &
 run6=$!
 check "the job holds" wait_for 5 test -s "$T/dropped.pid"
 kill -KILL "$run6"

@@ -31,7 +31,7 @@ is "$?" 75 "no wait and no free slot: denied"
 fs a run --slots 2 --wait 300ms m1 -- true 2>/dev/null
 is "$?" 75 "no slot within the wait: denied"
 # r1: held and ended (anchor closed).
-fs a run r1 -- true
+fs a run --slots 1 r1 -- true
 is "$?" 0 "r1 ran"
 # rel: held (by a client that does not ask again), then given back on
 # request by its lease id.
@@ -42,7 +42,7 @@ check "rel is held" wait_for 10 grep -qx 'granted 1' "$T/rel.out"
 rel_id=$(rcli ZRANGE 'fleetsem:{rel}:holders' 0 -1)
 like "$(raw a "RELEASE lease=$rel_id")" '^RELEASED held=1' "rel released on request"
 # lost1: held, then gone from Redis: the next renewal finds it missing.
-fs_exec a run lost1 -- sleep 600 &
+fs_exec a run --slots 1 lost1 -- sleep 600 &
 lost_pid=$!
 check "lost1 is held" wait_for 10 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{lost1}:holders') = 1 ]"
 rcli ZREM 'fleetsem:{lost1}:holders' "$(rcli ZRANGE 'fleetsem:{lost1}:holders' 0 -1)" >/dev/null

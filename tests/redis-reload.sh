@@ -29,14 +29,14 @@ fs a run --slots 1 kept -- sleep 120 >"$T/kept.out" 2>&1 &
 holder=$!
 check "root's job holds a slot" wait_for 10 sh -c "[ \$(redis-cli -p $PORT --user fleetsem --pass old-secret --no-auth-warning ZCARD 'fleetsem:{kept}:holders') = 1 ]"
 
-as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run --no-wait rl-1 -- true 2>"$T/denied"
+as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run --slots 1 --no-wait rl-1 -- true 2>"$T/denied"
 is "$?" 77 "without an allow rule nobody is refused (exit 77)"
 
 # An allow rule, added live.
 conf "allow = rl-* nobody" >"$T/a.conf"
 kill -HUP "$pid"
 check "the reload is logged, with who sent the signal" wait_for 5 sh -c "[ \$(grep -c 'Reloaded $T/a.conf for uid 0, pid [0-9]* (SIGHUP): 1 allow.* action=reload operator=uid 0' '$T/agent-a.log') -ge 1 ]"
-as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run --no-wait rl-1 -- true
+as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run --slots 1 --no-wait rl-1 -- true
 is "$?" 0 "... and nobody's request is granted at once"
 
 # The log level, live: at notice a grant is not logged, back at info it is.
@@ -60,9 +60,9 @@ kill -HUP "$pid"
 check "a configuration with errors is refused, saying where" \
         wait_for 5 grep -q "$T/a.conf:5: lease_ttl: expected a duration" "$T/agent-a.log"
 like "$(cat "$T/agent-a.log")" "Reload refused: the configuration above has errors; the running one is kept" "... and that it keeps the running one"
-as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run --no-wait other -- true 2>/dev/null
+as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run --slots 1 --no-wait other -- true 2>/dev/null
 is "$?" 77 "... so the rule that came with the errors does not apply"
-as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run --no-wait rl-2 -- true
+as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run --slots 1 --no-wait rl-2 -- true
 is "$?" 0 "... and the running one still does"
 
 # A key that cannot change live.

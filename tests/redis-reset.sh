@@ -17,7 +17,7 @@ start_agent b
 
 job() {
         local host=$1 round=$2
-        fs "$host" run --wait 60s reset -- sh -c '
+        fs "$host" run --slots 1 --wait 60s reset -- sh -c '
                 echo "enter $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"
                 while [ ! -f "$2" ]; do sleep 0.02; done
                 echo "exit $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"' "$host" "$T/events-$round" "$T/go-$round-$host"

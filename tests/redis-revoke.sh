@@ -17,7 +17,7 @@ start_agent b
 # is told to stop.
 hold() {
         local host=$1 name=$2 tag=$3
-        fs "$host" run "$name" -- sh -c "trap 'echo term $tag >>$T/order; exit 143' TERM; \
+        fs "$host" run --slots 1 "$name" -- sh -c "trap 'echo term $tag >>$T/order; exit 143' TERM; \
                 echo enter $tag \$FLEETSEM_TOKEN >>'$T/order'; \
                 while [ ! -e '$T/go-$tag' ]; do sleep 0.05; done" 2>>"$T/run-$tag.err"
 }

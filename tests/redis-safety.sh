@@ -54,7 +54,7 @@ is "$(record owned "$lease" 1-2)" "a 0" "Redis records the lease as host a's, ui
 is "$(record owned "$lease" 4-5)" "$token_before" "the holder's grant is untouched"
 is "$(rcli ZCARD 'fleetsem:{owned}:holders')" 1 "and it still holds"
 is "$(metric a fleetsem_lost_total)" 0 "and is not told it lost anything"
-fs b run --no-wait owned -- true 2>/dev/null
+fs b run --slots 1 --no-wait owned -- true 2>/dev/null
 is "$?" 75 "nobody else gets in"
 like "$(raw b "RELEASE lease=$lease")" '^RELEASED held=0' "host b cannot release it either"
 is "$(rcli ZCARD 'fleetsem:{owned}:holders')" 1 "it still holds after that"
@@ -104,19 +104,19 @@ check "and the proof left Redis with the grant" \
 kill "$monitor"
 
 # ---- 7. Idle names leave Redis ---------------------------------------------------
-t1=$(fs c run idle-x -- sh -c 'echo $FLEETSEM_TOKEN')
+t1=$(fs c run --slots 1 idle-x -- sh -c 'echo $FLEETSEM_TOKEN')
 pttl=$(rcli PTTL 'fleetsem:{idle-x}:clock')
 check "an idle name's keys get the idle time to live (${pttl}ms)" [ "$pttl" -gt 0 -a "$pttl" -le 4000 ]
 check "an idle name leaves Redis after idle_time (4s)" \
         wait_for 10 sh -c "[ -z \"\$(redis-cli -s $REDIS_SOCK --scan --pattern 'fleetsem:{idle-x}:*')\" ]"
-t2=$(fs c run idle-x -- sh -c 'echo $FLEETSEM_TOKEN')
+t2=$(fs c run --slots 1 idle-x -- sh -c 'echo $FLEETSEM_TOKEN')
 check "its next token is still larger ($t2 > $t1)" [ "$t2" -gt "$t1" ]
 check "and the names index forgets it" wait_for 10 sh -c \
         "FLEETSEM_NAMESPACE=$NSBASE-c $FLEETSEM status >/dev/null; [ -z \"\$(redis-cli -s $REDIS_SOCK ZSCORE fleetsem:names idle-x)\" ]"
 
 # ---- 3. Tokens never go back, even when Redis loses its data -------------------------
 tokens=()
-for i in 1 2 3 4 5; do tokens+=("$(fs a run tok -- sh -c 'echo $FLEETSEM_TOKEN')"); done
+for i in 1 2 3 4 5; do tokens+=("$(fs a run --slots 1 tok -- sh -c 'echo $FLEETSEM_TOKEN')"); done
 highest=$(printf '%s\n' "${tokens[@]}" | sort -n | tail -n 1)
 is "$(printf '%s\n' "${tokens[@]}" | sort -n | uniq | wc -l)" 5 "5 grants, 5 tokens"
 kill -KILL "$(cat "$T/redis.pid")"
@@ -125,7 +125,7 @@ rm -f "$T/redis.pid"
 start_redis
 t0=$(now_ms)
 check "agent a is back on the new Redis" wait_for 10 sh -c "[ \$(grep -c 'Connected to Redis' $T/agent-a.log) -ge 2 ]"
-next=$(fs a run --wait 30s tok -- sh -c 'echo $FLEETSEM_TOKEN')
+next=$(fs a run --slots 1 --wait 30s tok -- sh -c 'echo $FLEETSEM_TOKEN')
 grace_ms=$(( $(now_ms) - t0 ))
 check "after Redis restarted empty, the next token ($next) is above all 5 (highest $highest)" [ "$next" -gt "$highest" ]
 check "and below 2^53" [ "$next" -lt 9007199254740992 ]

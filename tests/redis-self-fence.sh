@@ -20,12 +20,12 @@ agent_a=$(agent_pid a)
 for round in $(seq "$ROUNDS"); do
         rm -f "$T/a-start" "$T/a-end" "$T/b-start"
         # A's job notes when it starts and when the fence's SIGTERM reaches it.
-        fs_exec a run --on-lost=term sf -- sh -c \
+        fs_exec a run --slots 1 --on-lost=term sf -- sh -c \
                 'date +%s%3N >"$0/a-start"; trap "date +%s%3N >\"$0/a-end\"; exit 143" TERM; sleep 300 & wait' "$T" \
                 2>"$T/run-a.log" &
         job_a=$!
         wait_for 10 test -s "$T/a-start" || bail "round $round: the job on a did not start"
-        fs_exec b run sf -- sh -c 'date +%s%3N >"$0/b-start"' "$T" &
+        fs_exec b run --slots 1 sf -- sh -c 'date +%s%3N >"$0/b-start"' "$T" &
         job_b=$!
         wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{sf}:queue') = 1 ]" ||
                 bail "round $round: the job on b did not queue"

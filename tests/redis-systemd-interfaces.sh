@@ -21,7 +21,7 @@ systemd-socket-activate -l "@$NSBASE-sa/agent" -E NOTIFY_SOCKET="$T/notify" -E W
 activator=$!
 check "the socket is listening before the agent runs" wait_for 5 agent_listening "$NSBASE-sa"
 
-fs_exec sa run held -- sleep 300 &
+fs_exec sa run --slots 1 held -- sleep 300 &
 job=$!
 check "the first request starts the agent, which takes the socket from systemd" \
         wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{held}:holders') = 1 ]"

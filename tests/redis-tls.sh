@@ -89,7 +89,7 @@ if [ "$TLS" = yes ]; then
                 --redis-password-file "$T/pw"
         check "native: without a client certificate, which Redis asks for, no connection" \
                 wait_for 10 redis_state_is g down
-        fs g run --no-wait native-tls -- true 2>/dev/null
+        fs g run --slots 1 --no-wait native-tls -- true 2>/dev/null
         is "$?" 69 "native: ... a request there is refused (exit 69)"
         # Servers whose certificate does not verify hear nothing: not the
         # password, not a command.
@@ -150,7 +150,7 @@ impostor() {
         check "$name: ... and refused its certificate" \
                 wait_for 10 grep -q 'certificate verify failed' "$T/stunnel-$name.log"
         check "$name: the agent takes Redis for down" wait_for 10 redis_state_is "$host" down
-        fs "$host" run --no-wait over-tls -- true 2>/dev/null
+        fs "$host" run --slots 1 --no-wait over-tls -- true 2>/dev/null
         is "$?" 69 "$name: a request on that agent is refused (Redis unavailable: exit 69)"
         check "$name: stunnel forwarded none of the agent's bytes" \
                 sh -c "grep -q '0 byte(s) sent to TLS' '$T/stunnel-$name.log' &&

@@ -13,7 +13,7 @@ start_agent b
 
 # job HOST NAME TAG: holds a slot of NAME until $T/go-TAG exists.
 job() {
-        fs "$1" run "$2" -- sh -c "while [ ! -e '$T/go-$3' ]; do sleep 0.05; done"
+        fs "$1" run --slots 1 "$2" -- sh -c "while [ ! -e '$T/go-$3' ]; do sleep 0.05; done"
 }
 W=$T/watch
 mkdir -p "$W"

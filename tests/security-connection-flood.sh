@@ -29,7 +29,7 @@ ms=$(ms_of fs a run --slots 1 flood-root -- true)
 is "$?" 0 "root's run still succeeds"
 echo "# root's run took ${ms}ms during the flood"
 check "within 5s" test "$ms" -lt 5000
-out=$(setpriv --reuid=daemon --regid=daemon --clear-groups env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run flood-ok -- true 2>&1)
+out=$(setpriv --reuid=daemon --regid=daemon --clear-groups env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run --slots 1 flood-ok -- true 2>&1)
 is "$?" 0 "another permitted user is still served${out:+ ($out)}"
 
 # The idle and mid-request ones go after 10s without a request; the STATUS

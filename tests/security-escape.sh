@@ -59,7 +59,7 @@ mkdir -m 755 "$T/bin"
 evil=$'\e[2J\e[H\a\x01\xc3\xa9\xc3\e'
 cp "$FLEETSEM" "$T/bin/$evil"
 chmod 755 "$T/bin/$evil"
-as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$T/bin/$evil" run --wait 30s esc-exe -- \
+as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$T/bin/$evil" run --slots 1 --wait 30s esc-exe -- \
         sh -c 'while [ ! -e "$1" ]; do sleep 0.05; done' - "$T/go" >"$T/run.out" 2>&1 &
 runner=$!
 check "nobody holds a slot from fleetsem run named ESC[2J ESC[H BEL SOH é 0xc3 ESC" \

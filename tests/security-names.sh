@@ -21,7 +21,7 @@ is "$granted" 64 "nobody holds 64 names at once"
 is "$limited" 1 "the others are refused with code=limit, saying why"
 held=$(rcli --scan --pattern 'fleetsem:{atk*}:holders' | wc -l)
 is "$held" 64 "Redis holds 64 of its names"
-out=$(as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run atk-more -- true 2>&1)
+out=$(as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run --slots 1 atk-more -- true 2>&1)
 is "$?" 77 "fleetsem run past the cap exits 77 (EX_NOPERM) without running${out:+: $out}"
 exec {NAMES[1]}>&-
 wait "$NAMES_PID"

@@ -80,7 +80,7 @@ is "$(holders demo) $(waiters demo)" "0 0" "all slots back"
 
 # --- upgrade in place while a slot is held ------------------------------------------------
 mkfifo "$T/shared/go"
-ns pkg fleetsem run hold -- sh -c 'read x </run/fleetsem-test/go' >"$T/hold.log" 2>&1 &
+ns pkg fleetsem run --slots 1 hold -- sh -c 'read x </run/fleetsem-test/go' >"$T/hold.log" 2>&1 &
 hold=$!
 check "a job holds a slot" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{hold}:holders') = 1 ]"
 lease=$(rcli ZRANGE 'fleetsem:{hold}:holders' 0 -1)

@@ -83,6 +83,26 @@ static void test_roundtrip(void) {
         CHECK(request_parse(line, (size_t) n, &out, NULL) == 0 && out.verb == REQUEST_REVOKE &&
               streq(out.host, "web-3") && !out.name[0] && !out.lease[0], "REVOKE of a host survives");
 
+        in = (Request) { .verb = REQUEST_LIMIT, .slots = 5 };
+        strcpy(in.name, "backup");
+        strcpy(in.reason, "disk slow");
+        n = request_format(&in, line, sizeof(line));
+        CHECK_STR(line, "LIMIT name=backup slots=5 reason=disk%20slow", "LIMIT sets a fleet limit");
+        CHECK(request_parse(line, (size_t) n, &out, NULL) == 0 && out.verb == REQUEST_LIMIT && out.slots == 5 &&
+              streq(out.name, "backup") && streq(out.reason, "disk slow"), "LIMIT survives");
+        in = (Request) { .verb = REQUEST_LIMIT };
+        strcpy(in.name, "backup");
+        n = request_format(&in, line, sizeof(line));
+        CHECK_STR(line, "LIMIT name=backup slots=0", "LIMIT slots=0 removes it");
+        CHECK(request_parse(line, (size_t) n, &out, NULL) == 0 && out.verb == REQUEST_LIMIT && out.slots == 0,
+              "... and survives");
+        in = (Request) { .verb = REQUEST_ACQUIRE, .wait = 0 };
+        strcpy(in.name, "backup");
+        strcpy(in.lease, LEASE);
+        n = request_format(&in, line, sizeof(line));
+        CHECK(request_parse(line, (size_t) n, &out, NULL) == 0 && out.verb == REQUEST_ACQUIRE && out.slots == 0,
+              "ACQUIRE slots=0 (the fleet limit) survives");
+
         in = (Request) { .verb = REQUEST_WATCH };
         n = request_format(&in, line, sizeof(line));
         CHECK_STR(line, "WATCH", "WATCH has no fields");
@@ -102,7 +122,6 @@ static void test_malformed(void) {
                 "ACQUIRE name=x slots=1 lease=" LEASE " wait=0 extra=1",
                 "ACQUIRE name=x name=y slots=1 lease=" LEASE " wait=0",         /* duplicate */
                 "ACQUIRE name=a%20b slots=1 lease=" LEASE " wait=0",            /* invalid name */
-                "ACQUIRE name=x slots=0 lease=" LEASE " wait=0",
                 "ACQUIRE name=x slots=1000001 lease=" LEASE " wait=0",
                 "ACQUIRE name=x slots=-1 lease=" LEASE " wait=0",
                 "ACQUIRE name=x slots=1x lease=" LEASE " wait=0",
@@ -149,6 +168,12 @@ static void test_malformed(void) {
                 "REVOKE name=x lease=abc",
                 "REVOKE name=x lease=" LEASE " reason=%0A",
                 "WATCH name=x",
+                "LIMIT name=x",                                                 /* no slots */
+                "LIMIT slots=3",                                                /* no name */
+                "LIMIT name=x slots=1000001",
+                "LIMIT name=x slots=-1",
+                "LIMIT name=x slots=3 lease=" LEASE,
+                "LIMIT name=x slots=3 reason=%0A",
         };
 
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -226,7 +251,7 @@ static void test_reply_fields(void) {
                 CHECK(reply_parse(bad[i], strlen(bad[i]), &rep) == -EBADMSG, "refused: %s", bad[i]);
 
         CHECK(limit_note("mixed", 1, 3, "you asked for", note, sizeof(note)), "a limit below the request is noted");
-        CHECK_STR(note, "mixed is limited to 1 at once by its current holders (you asked for 3)", "the note");
+        CHECK_STR(note, "mixed is limited to 1 at once by its current holders or its fleet limit (you asked for 3)", "the note");
         CHECK(!limit_note("mixed", 3, 3, "you asked for", note, sizeof(note)), "the limit asked for: no note");
         CHECK(!limit_note("mixed", 5, 3, "you asked for", note, sizeof(note)), "a higher limit: no note");
         CHECK(!limit_note("mixed", 0, 3, "you asked for", note, sizeof(note)), "no limit said: no note");

@@ -100,7 +100,7 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
                 return;
         /* "NAME SLOTS UID UNIT ON-LOST"; older agents wrote the first three. */
         k = sscanf(value, "%200s %u %u%n %255s %7s%n", name, &slots, &uid, &n, unit, on_lost, &n);
-        if ((k != 3 && k != 5) || value[n] != '\0' || !name_is_valid(name) || slots < 1 || slots > SLOTS_MAX ||
+        if ((k != 3 && k != 5) || value[n] != '\0' || !name_is_valid(name) || slots > SLOTS_MAX ||
             (!streq(unit, "-") && !service_unit_is_valid(unit)) ||
             (!streq(on_lost, "stop") && !streq(on_lost, "ignore"))) {
                 log_warning("Ignoring malformed entry for lease %s in %s.", id, a->host_key);

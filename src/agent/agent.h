@@ -69,6 +69,7 @@ typedef enum Script {
         SCRIPT_BATCH,
         SCRIPT_DRAIN,
         SCRIPT_REVOKE,
+        SCRIPT_LIMIT,
         N_SCRIPTS,
 } Script;
 
@@ -190,11 +191,14 @@ int io_call_acquire(void *ctx, Lease *l);
 int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid);
 int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids);
 int io_call_reassert(void *ctx, Lease *l);
-/* The drain and revoke scripts for root's DRAIN and REVOKE (operator.c). */
+/* The drain, revoke and limit scripts for root's DRAIN, REVOKE and LIMIT (operator.c). */
 int io_call_drain(Agent *a, const char *name, bool on, uid_t uid, const char *user, const char *reason,
                   redis_reply_cb cb, void *userdata);
 int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, const char *user, const char *reason,
                    const char *which, redis_reply_cb cb, void *userdata);
+/* n 0: the fleet limit removed */
+int io_call_limit(Agent *a, const char *name, uint32_t n, uid_t uid, const char *user, const char *reason,
+                  redis_reply_cb cb, void *userdata);
 /* which: REVOKE_HOLDERS, REVOKE_WAITERS or both (revoke.lua) */
 #define REVOKE_HOLDERS "0"
 #define REVOKE_WAITERS "w"
@@ -202,6 +206,7 @@ int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, con
  * root only. */
 void drain_request(Agent *a, Client *c, const Request *req);
 void revoke_request(Agent *a, Client *c, const Request *req);
+void limit_request(Agent *a, Client *c, const Request *req);
 void io_index(void *ctx, const Lease *l, bool add);
 void io_name_waiting(void *ctx, Name *n);
 void io_lease_timer(void *ctx, Lease *l, usec_t when);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Operators' requests, root on this host only, each acting fleet-wide:
  * DRAIN (no new grant of a name anywhere; holders run on, waiters keep
- * their places) or undrain, and REVOKE (a held slot freed now, whoever
- * holds it). The journal says who did it, from where and why
+ * their places) or undrain, REVOKE (a held slot freed now, whoever
+ * holds it) and LIMIT (the name's fleet limit set or removed). The journal says who did it, from where and why
  * (FLEETSEM_ACTION, FLEETSEM_OPERATOR, FLEETSEM_REASON). */
 #include <errno.h>
 #include <inttypes.h>
@@ -19,6 +19,7 @@ typedef struct OpCall {
         Agent *agent;
         Client *client;                 /* NULL once it went */
         bool on;                        /* DRAIN: on */
+        uint32_t slots;                 /* LIMIT: the fleet limit (0: none) */
         char name[NAME_MAX_LEN + 1];
         char lease[LEASE_ID_LEN + 1];   /* REVOKE */
         char host[IDENT_MAX_LEN + 1];   /* REVOKE host=: every lease of that host */
@@ -92,6 +93,48 @@ static void drain_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 message_add_u64(&b, "granted", granted);
         if (was[0] && slots_drain_text(was, text, sizeof(text)) >= 0)
                 message_add(&b, "was", text);
+        op_finish(d, line, message_finish(&b));
+}
+
+static void limit_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        OpCall *d = userdata;
+        LogFields f = { .name = d->name, .action = "limit", .operator = d->operator, .reason = d->reason };
+        char line[PROTO_REPLY_MAX], was[SLOTS_DRAIN_RECORD_MAX + 32] = "", text[512] = "", what[NAME_MAX_LEN + 32];
+        unsigned long long before = 0;
+        int off = 0;
+        size_t granted;
+        MessageBuilder b;
+
+        (void) conn;
+        if (!reply || redis_reply_error(reply) || redis_reply_array_string(reply, 0, was, sizeof(was)) < 0 ||
+            redis_reply_array_len(reply) % 3 != 1 ||
+            (was[0] && (sscanf(was, "%llu %n", &before, &off) < 1 || off == 0 || before == 0 ||
+                        slots_drain_text(was + off, text, sizeof(text)) < 0))) {
+                snprintf(what, sizeof(what), "set the fleet limit of %s", d->name);
+                op_failed(d, &f, reply, what, reply && !redis_reply_error(reply) ? "unexpected reply from Redis" : NULL);
+                return;
+        }
+        granted = (redis_reply_array_len(reply) - 1) / 3;
+        if (before)
+                snprintf(was, sizeof(was), "%llu, set %s", before, text);
+        else
+                snprintf(was, sizeof(was), "none");
+        if (d->slots > 0)
+                log_internal(LOG_NOTICE, 0, &f, "Set the fleet limit of %s to %" PRIu32 " for %s (%s; it was %s); %zu "
+                             "waiter(s) granted at once.", d->name, d->slots, d->operator,
+                             d->reason[0] ? d->reason : "no reason given", was, granted);
+        else
+                log_internal(LOG_NOTICE, 0, &f, "Removed the fleet limit of %s for %s (%s; it was %s); %zu waiter(s) "
+                             "granted at once.", d->name, d->operator, d->reason[0] ? d->reason : "no reason given",
+                             was, granted);
+        message_start(&b, line, sizeof(line), "LIMITED");
+        message_add(&b, "name", d->name);
+        message_add_u64(&b, "slots", d->slots);
+        message_add_u64(&b, "granted", granted);
+        if (before) {
+                message_add_u64(&b, "was", before);
+                message_add(&b, "was_set", text);
+        }
         op_finish(d, line, message_finish(&b));
 }
 
@@ -312,7 +355,7 @@ static OpCall *op_start(Agent *a, Client *c, const Request *req, const char *wha
                 client_send_error(c, ERROR_CODE_BUSY, "out of memory; try again");
                 return NULL;
         }
-        *d = (OpCall) { .agent = a, .client = c, .on = req->drain, .uid = c->cred.uid };
+        *d = (OpCall) { .agent = a, .client = c, .on = req->drain, .slots = req->slots, .uid = c->cred.uid };
         snprintf(d->name, sizeof(d->name), "%s", req->name);
         snprintf(d->lease, sizeof(d->lease), "%s", req->lease);
         snprintf(d->host, sizeof(d->host), "%s", req->host);
@@ -338,6 +381,13 @@ void drain_request(Agent *a, Client *c, const Request *req) {
         OpCall *d = op_start(a, c, req, req->drain ? "drain" : "undrain", "drain or undrain a name");
 
         if (d && io_call_drain(a, d->name, d->on, c->cred.uid, d->user, d->reason, drain_reply, d) < 0)
+                op_not_sent(c, d);
+}
+
+void limit_request(Agent *a, Client *c, const Request *req) {
+        OpCall *d = op_start(a, c, req, "set the fleet limit of", "set a fleet limit");
+
+        if (d && io_call_limit(a, d->name, d->slots, c->cred.uid, d->user, d->reason, limit_reply, d) < 0)
                 op_not_sent(c, d);
 }
 

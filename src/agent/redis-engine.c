@@ -184,6 +184,8 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
                         ok = ok && redis_reply_array_integer(reply, i, &v[i]) >= 0;
                 if (v[0] == -1 && len == 1)
                         r.outcome = ACQUIRE_REFUSED;
+                else if (v[0] == -2 && len == 1)
+                        r.outcome = ACQUIRE_NO_LIMIT;
                 else if (ok && v[0] == 1 && len == 5 && v[1] > 0 && v[2] >= 0 && v[3] >= 0 && v[4] >= 0 &&
                          v[3] <= SLOTS_MAX && v[4] <= SLOTS_MAX)
                         r = (AcquireResult) { .outcome = ACQUIRE_GRANTED, .token = (uint64_t) v[1],
@@ -446,6 +448,22 @@ int io_call_drain(Agent *a, const char *name, bool on, uid_t uid, const char *us
                                    [ARG_DRAIN_ON] = on ? "1" : "0", [ARG_DRAIN_HOST] = a->config->host_id,
                                    [ARG_DRAIN_UID] = c.uid, [ARG_DRAIN_USER] = user, [ARG_DRAIN_REASON] = reason,
                                    [ARG_DRAIN_GRACE_UNTIL_MS] = c.grace, [ARG_DRAIN_IDLE_MS] = c.idle,
+                           },
+                           NULL);
+}
+
+int io_call_limit(Agent *a, const char *name, uint32_t n, uid_t uid, const char *user, const char *reason,
+                  redis_reply_cb cb, void *userdata) {
+        char slots[16];
+        CommonArgs c;
+
+        common_args(a, name, uid, &c);
+        snprintf(slots, sizeof(slots), "%" PRIu32, n);
+        return script_call(a, SCRIPT_LIMIT, name, cb, userdata, N_LIMIT_ARGS,
+                           (const char *[N_LIMIT_ARGS]) {
+                                   [ARG_LIMIT_N] = slots, [ARG_LIMIT_HOST] = a->config->host_id,
+                                   [ARG_LIMIT_UID] = c.uid, [ARG_LIMIT_USER] = user, [ARG_LIMIT_REASON] = reason,
+                                   [ARG_LIMIT_GRACE_UNTIL_MS] = c.grace, [ARG_LIMIT_IDLE_MS] = c.idle,
                            },
                            NULL);
 }

@@ -197,8 +197,11 @@ static void handle_acquire(Client *c, const Request *req) {
         spec = (LeaseSpec) {
                 .name = req->name, .id = req->lease, .uid = c->cred.uid, .pid = c->cred.pid, .unit = unit,
                 .stop_on_lost = req->stop_on_lost,
-                /* This host's administrator may cap what its users ask for. */
-                .slots = MIN(req->slots, config_limit_for(a->config, req->name)),
+                /* This host's administrator may cap what its users ask for
+                 * (also a caller that asks for none, the fleet limit's). */
+                .slots = req->slots > 0                                        ? MIN(req->slots, config_limit_for(a->config, req->name))
+                         : config_limit_for(a->config, req->name) <= SLOTS_MAX ? config_limit_for(a->config, req->name)
+                                                                               : 0,
         };
         desc = describe(a, &c->cred, spec.slots, unit);
         if (!desc) {
@@ -308,6 +311,9 @@ static void client_handle_request(Client *c, const char *line, size_t len) {
                 return;
         case REQUEST_REVOKE:
                 revoke_request(a, c, &req);
+                return;
+        case REQUEST_LIMIT:
+                limit_request(a, c, &req);
                 return;
         }
 }

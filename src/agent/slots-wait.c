@@ -126,6 +126,14 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 lease_send_error(l, ERROR_CODE_REDIS, r->error);
                 lease_release_at(l, "Redis error", now);
                 goto finish;
+        case ACQUIRE_NO_LIMIT:
+                f = lease_fields(l);
+                slots_say(e, LOG_NOTICE, l->uid, now, &f, "Refused %s for %s: it asks for no number of slots and %s "
+                    "has no fleet limit.", l->id, l->name->name, l->name->name);
+                lease_send_error(l, ERROR_CODE_NO_LIMIT, "no fleet limit is set for this name: ask for a number "
+                    "of slots, or set one (fleetsem limit --fleet NAME N)");
+                lease_release_at(l, "no fleet limit", now);
+                goto finish;
         case ACQUIRE_REFUSED:
                 l->grant_pending = false;
                 /* Someone else's lease id: touch nothing of it in Redis. */

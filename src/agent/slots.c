@@ -124,7 +124,7 @@ int slots_action_text(const char *record, char *buf, size_t size) {
         int off = 0;
 
         if (!record || sscanf(record, "%15s %n", action, &off) < 1 || off == 0 ||
-            (!streq(action, "drain") && !streq(action, "undrain") && !streq(action, "revoke")))
+            (!streq(action, "drain") && !streq(action, "undrain") && !streq(action, "revoke") && !streq(action, "limit")))
                 return -EBADMSG;
         snprintf(prefix, sizeof(prefix), "%s ", action);
         return record_text(record + off, prefix, "at", buf, size);

@@ -121,6 +121,7 @@ typedef enum AcquireOutcome {
         ACQUIRE_GRANTED,
         ACQUIRE_QUEUED,
         ACQUIRE_REFUSED,        /* the lease is owned by another host or user */
+        ACQUIRE_NO_LIMIT,       /* it asked for no number of slots, and the name has no fleet limit */
         ACQUIRE_FAILED,         /* Redis answered with an error or nonsense */
         ACQUIRE_RETRY,          /* granted, but not confirmed (no replica has it): given back, ask again */
 } AcquireOutcome;

@@ -94,7 +94,9 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         char line[PROTO_REPLY_MAX];
         long long now = 0, limit = 0;
         char drain[SLOTS_DRAIN_RECORD_MAX + 1] = "", drained[512], action[SLOTS_DRAIN_RECORD_MAX + 16] = "",
-                last[512];
+                last[512], cap[SLOTS_DRAIN_RECORD_MAX + 32] = "", cap_set[512];
+        unsigned long long cap_n = 0;
+        int off = 0;
         MessageBuilder b;
 
         (void) conn;
@@ -114,8 +116,12 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
                 goto finish;
         (void) redis_reply_array_string(reply, 4, drain, sizeof(drain));
         (void) redis_reply_array_string(reply, 5, action, sizeof(action));
+        /* The fleet limit: "N HOST UID SINCE_MS USER REASON". */
+        if (redis_reply_array_string(reply, 6, cap, sizeof(cap)) < 0 || sscanf(cap, "%llu %n", &cap_n, &off) < 1 ||
+            off == 0 || cap_n == 0 || cap_n > SLOTS_MAX || slots_drain_text(cap + off, cap_set, sizeof(cap_set)) < 0)
+                cap_n = 0;
         if (redis_reply_array_len(holders) == 0 && redis_reply_array_len(queue) == 0 && !job->summary && !drain[0] &&
-            !action[0])
+            !action[0] && !cap_n)
                 goto finish;
 
         message_start(&b, line, sizeof(line), "NAME");
@@ -123,6 +129,10 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         message_add_u64(&b, "held", redis_reply_array_len(holders));
         message_add_u64(&b, "waiting", redis_reply_array_len(queue));
         message_add_u64(&b, "limit", (uint64_t) limit);
+        if (cap_n) {
+                message_add_u64(&b, "fleet_limit", cap_n);
+                message_add(&b, "fleet_limit_set", cap_set);
+        }
         if (drain[0] && slots_drain_text(drain, drained, sizeof(drained)) >= 0)
                 message_add(&b, "drained", drained);
         if (action[0] && slots_action_text(action, last, sizeof(last)) >= 0)

@@ -60,9 +60,10 @@ static void help_acquire(void) {
                "  FileDescriptorStoreMax=1\n"
                "  ExecStartPre=+fleetsem acquire --slots 2\n"
                "  EnvironmentFile=-/run/fleetsem/%%n.env\n\n"
-               "(`fleetsem limit UNIT SLOTS` writes this drop-in.) NAME defaults to the unit's\n"
+               "(`fleetsem limit UNIT [SLOTS]` writes this drop-in.) NAME defaults to the unit's\n"
                "name without \".service\" (what %%N gives).\n\n"
-               "  -n --slots=N          At most N holders of NAME fleet-wide (default: 1)\n"
+               "  -n --slots=N          At most N holders of NAME fleet-wide (default: its\n"
+               "                        fleet limit, fleetsem limit --fleet; refused without)\n"
                "  -w --wait=DURATION    Give up after DURATION without a slot (default:\n"
                "                        infinity; with --skip: 0). The unit's start timeout\n"
                "                        is extended while it waits\n"
@@ -80,7 +81,8 @@ static void help_acquire(void) {
                "Exit status: 0 slot held (or Redis down with --on-error=allow); 1 skipped\n"
                "(--skip); 75 no slot within --wait; 69 agent or Redis unavailable\n"
                "(--on-error=deny); 64 usage; 77 not permitted; 78 the unit lacks\n"
-               "NotifyAccess=all or FileDescriptorStoreMax=.\n");
+               "NotifyAccess=all or FileDescriptorStoreMax=, or no --slots and NAME has no\n"
+               "fleet limit.\n");
 }
 
 static void help_release(void) {
@@ -457,7 +459,7 @@ static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *l
 }
 
 int verb_acquire(int argc, char *argv[]) {
-        _cleanup_(acquire_done) Acquire a = { .slots = 1, .wait = USEC_INFINITY };
+        _cleanup_(acquire_done) Acquire a = { .wait = USEC_INFINITY };
         _cleanup_close_ int anchor_fd = -EBADF, agent_fd = -EBADF;
         _cleanup_close_ int signal_fd = -EBADF;
         Request req = { .verb = REQUEST_ACQUIRE, .unit = true };

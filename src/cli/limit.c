@@ -35,12 +35,14 @@ typedef struct Limit {
 } Limit;
 
 static void help(void) {
-        printf("Usage: fleetsem limit UNIT SLOTS [OPTIONS]\n"
-               "       fleetsem limit UNIT --remove\n\n"
+        printf("Usage: fleetsem limit UNIT [SLOTS] [OPTIONS]\n"
+               "       fleetsem limit UNIT --remove\n"
+               "       fleetsem limit --fleet NAME [N|none] (see fleetsem limit --fleet --help)\n\n"
                "Lets at most SLOTS runs of the service UNIT run at once across the fleet, by\n"
                "writing the drop-in /etc/systemd/system/UNIT.d/" DROPIN_NAME " and reloading\n"
                "systemd. Starts beyond SLOTS wait in line (first come, first served), or with\n"
-               "--skip are skipped (the unit is not marked failed).\n\n"
+               "--skip are skipped (the unit is not marked failed). Without SLOTS, the slot\n"
+               "name's fleet limit applies (fleetsem limit --fleet NAME N).\n\n"
                "UNIT is a service: \"backup\" or \"backup.service\", a template \"worker@.service\"\n"
                "(all its instances share the slots) or one instance \"worker@3.service\". For a\n"
                "timer, limit the service the timer starts.\n\n"
@@ -154,7 +156,7 @@ static int parse_argv(Limit *l, int argc, char *argv[]) {
                 return 1;
         }
         if (optind >= argc)
-                return log_error_errno(EINVAL, "Missing SLOTS; usage: fleetsem limit UNIT SLOTS [OPTIONS]");
+                return 1;       /* the fleet limit's */
         if (cli_parse_slots(argv[optind], &l->slots) < 0)
                 return -EINVAL;
         if (++optind < argc)
@@ -203,13 +205,19 @@ static int write_dropin(const Limit *l, const char *dir, const char *path) {
         if (!f)
                 return -EIO;
 
-        fprintf(f, "# Written by `fleetsem limit`; `fleetsem limit %s --remove` takes it away.\n"
-                   "# At most %" PRIu32 " of \"%s\" run at once across the fleet; the rest %s.\n"
-                   "[Service]\n"
+        fprintf(f, "# Written by `fleetsem limit`; `fleetsem limit %s --remove` takes it away.\n", l->unit);
+        if (l->slots > 0)
+                fprintf(f, "# At most %" PRIu32 " of \"%s\" run at once across the fleet; the rest %s.\n", l->slots,
+                        l->name, l->skip ? "skip their run" : "wait in line");
+        else
+                fprintf(f, "# At most the fleet limit of \"%s\" (fleetsem limit --fleet) run at once across the\n"
+                           "# fleet; the rest %s.\n", l->name, l->skip ? "skip their run" : "wait in line");
+        fprintf(f, "[Service]\n"
                    "NotifyAccess=all\n"
-                   "FileDescriptorStoreMax=1\n",
-                l->unit, l->slots, l->name, l->skip ? "skip their run" : "wait in line");
-        fprintf(f, "%s=+%s acquire --slots %" PRIu32, l->skip ? "ExecCondition" : "ExecStartPre", self, l->slots);
+                   "FileDescriptorStoreMax=1\n");
+        fprintf(f, "%s=+%s acquire", l->skip ? "ExecCondition" : "ExecStartPre", self);
+        if (l->slots > 0)
+                fprintf(f, " --slots %" PRIu32, l->slots);
         if (l->skip)
                 fprintf(f, " --skip");
         if (l->wait)
@@ -231,6 +239,9 @@ int verb_limit(int argc, char *argv[]) {
         char dir[sizeof("/etc/systemd/system/") + UNIT_NAME_MAX + 2], path[sizeof(dir) + sizeof(DROPIN_NAME) + 1];
         int r;
 
+        for (int i = 1; i < argc && !streq(argv[i], "--"); i++)
+                if (streq(argv[i], "--fleet"))
+                        return verb_fleet_limit(argc, argv);
         r = parse_argv(&l, argc, argv);
         if (r <= 0)
                 return r < 0 ? EXIT_USAGE : 0;
@@ -251,7 +262,12 @@ int verb_limit(int argc, char *argv[]) {
         } else {
                 if (write_dropin(&l, dir, path) < 0)
                         return EXIT_CANTCREAT;
-                printf("Wrote %s: at most %" PRIu32 " of \"%s\" at once across the fleet.\n", path, l.slots, l.name);
+                if (l.slots > 0)
+                        printf("Wrote %s: at most %" PRIu32 " of \"%s\" at once across the fleet.\n", path, l.slots,
+                               l.name);
+                else
+                        printf("Wrote %s: at most the fleet limit of \"%s\" at once (fleetsem limit --fleet %s N).\n",
+                               path, l.name, l.name);
         }
         if (!l.reload)
                 return 0;

@@ -78,7 +78,8 @@ static void help(void) {
         printf("Usage: fleetsem run [OPTIONS] NAME -- COMMAND [ARG...]\n\n"
                "Runs COMMAND while holding one of the fleet-wide slots of NAME; waits in\n"
                "line (first come, first served) while all are in use.\n\n"
-               "  -n --slots=N          At most N holders of NAME fleet-wide (default: 1)\n"
+               "  -n --slots=N          At most N holders of NAME fleet-wide (default: its\n"
+               "                        fleet limit, fleetsem limit --fleet; refused without)\n"
                "  -w --wait=DURATION    Give up after DURATION without a slot: 30s, 5min,\n"
                "                        \"1h 30min\", 500ms, infinity (default)\n"
                "     --no-wait          Give up at once when no slot is free\n"
@@ -96,7 +97,8 @@ static void help(void) {
                "anchor (fd FLEETSEM_ANCHOR_FD): the slot is held while run or any process\n"
                "that keeps the anchor open lives, also after run exits or is killed.\n"
                "Exit status: COMMAND's (128+N if killed by signal N); 75 no slot within the\n"
-               "wait or slot lost; 69 agent or Redis unavailable; 64 usage; 77 not permitted.\n");
+               "wait or slot lost; 69 agent or Redis unavailable; 64 usage; 77 not permitted;\n"
+               "78 no --slots and NAME has no fleet limit.\n");
 }
 
 static int parse_argv(Run *r, int argc, char *argv[]) {
@@ -570,7 +572,6 @@ static int loop(Run *r) {
 
 int verb_run(int argc, char *argv[]) {
         Run r = {
-                .slots = 1,
                 .wait = USEC_INFINITY,
                 .anchor_fd = -EBADF,
                 .watch_fd = { -EBADF, -EBADF, -EBADF, -EBADF },

@@ -14,8 +14,7 @@
 
 /* One NAME, HOLDER or WAITER line from the agent, kept as its fields. */
 typedef struct Entry {
-        char verb[8];
-        Message m;
+        Message m;                      /* m.verb: NAME, HOLDER or WAITER */
 } Entry;
 
 typedef struct StatusOutput {

@@ -191,6 +191,10 @@ static void print_json(const StatusOutput *out) {
                 json_field("waiting", status_get(e, "waiting"), true, &first);
                 if (message_get(&e->m, "limit"))        /* the limit in force, when the agent says it */
                         json_field("limit", status_get(e, "limit"), true, &first);
+                if (message_get(&e->m, "fleet_limit")) {        /* set with fleetsem limit --fleet */
+                        json_field("fleet_limit", status_get(e, "fleet_limit"), true, &first);
+                        json_field("fleet_limit_set", status_get(e, "fleet_limit_set"), false, &first);
+                }
                 if (message_get(&e->m, "drained"))      /* "by WHO since WHEN: REASON" */
                         json_field("drained", status_get(e, "drained"), false, &first);
                 if (message_get(&e->m, "last_action"))  /* "ACTION by WHO at WHEN[: REASON]" */
@@ -256,7 +260,8 @@ static void entry_cells(const Entry *e, char t1[static 32], char t2[static 32], 
         cells[2] = status_get(e, "host");
         cells[3] = status_get(e, "pid");
         cells[4] = status_get(e, "user");
-        cells[5] = status_get(e, "slots");
+        /* 0: it asked for no number, the fleet limit's caller */
+        cells[5] = streq(status_get(e, "slots"), "0") ? "fleet" : status_get(e, "slots");
         cells[6] = where;
         cells[7] = held ? clock_time(status_get(e, "since"), t1, 32) : "-";
         cells[8] = held ? seconds(status_get(e, "expires_in"), t2, 32) : "-";
@@ -291,7 +296,8 @@ static void print_table(const StatusOutput *out) {
                 const Entry *e = &out->entries[i];
                 char name[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], held[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)],
                         waiting[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], limit[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)],
-                        drained[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], last[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
+                        drained[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], last[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)],
+                        cap[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], cap_set[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
                 size_t end = i + 1;
 
                 if (!streq(e->m.verb, "NAME"))
@@ -306,6 +312,9 @@ static void print_table(const StatusOutput *out) {
                 if (message_get(&e->m, "drained"))
                         printf("; DRAINED %s", text_escape(status_get(e, "drained"), drained, sizeof(drained)));
                 putchar('\n');
+                if (message_get(&e->m, "fleet_limit"))
+                        printf("  Fleet limit: %s, set %s\n", text_escape(status_get(e, "fleet_limit"), cap, sizeof(cap)),
+                               text_escape(status_get(e, "fleet_limit_set"), cap_set, sizeof(cap_set)));
                 if (message_get(&e->m, "last_action"))
                         printf("  Last action: %s\n", text_escape(status_get(e, "last_action"), last, sizeof(last)));
                 print_name_table(out, i + 1, end);

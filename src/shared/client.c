@@ -290,8 +290,8 @@ uint32_t reply_limit(const Reply *r, uint32_t asked) {
 bool limit_note(const char *name, uint32_t limit, uint32_t asked, const char *asked_what, char *buf, size_t size) {
         if (limit == 0 || limit >= asked)
                 return false;
-        snprintf(buf, size, "%s is limited to %" PRIu32 " at once by its current holders (%s %" PRIu32 ")", name, limit,
-                 asked_what, asked);
+        snprintf(buf, size, "%s is limited to %" PRIu32 " at once by its current holders or its fleet limit (%s %" PRIu32 ")",
+                 name, limit, asked_what, asked);
         return true;
 }
 
@@ -323,5 +323,7 @@ int exit_code_for_error(const char *code) {
                 return EXIT_USAGE;
         if (streq(code, ERROR_CODE_NOT_HELD))
                 return EXIT_DATAERR;
+        if (streq(code, ERROR_CODE_NO_LIMIT))
+                return EXIT_CONFIG;
         return EXIT_UNAVAILABLE;
 }

@@ -19,6 +19,7 @@
 #define EXIT_CANTCREAT 73       /* EX_CANTCREAT */
 #define EXIT_TEMPFAIL 75        /* EX_TEMPFAIL: no slot within the wait */
 #define EXIT_NOPERM 77          /* EX_NOPERM */
+#define EXIT_CONFIG 78          /* EX_CONFIG: no number of slots asked for, and no fleet limit */
 
 #define TTL_MS_MAX (24ULL * 3600 * 1000)       /* the longest lease TTL a reply may carry */
 

@@ -244,6 +244,11 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
                 expected = 2 + !!reason;
                 if (reason && !r.drain)
                         return fail(ret_error, "reason= goes with on=1");
+        } else if (streq(m.verb, "LIMIT")) {
+                r.verb = REQUEST_LIMIT;
+                if (!name || !slots)
+                        return fail(ret_error, "LIMIT needs name= and slots=");
+                expected = 2 + !!reason;
         } else if (streq(m.verb, "REVOKE")) {
                 r.verb = REQUEST_REVOKE;
                 if (!!lease == !!host || (lease && !name))
@@ -280,14 +285,14 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
                         return fail(ret_error, "invalid lease id (32 lower-case hex digits)");
                 strcpy(r.lease, lease);
         }
-        if (reason) {   /* DRAIN, REVOKE */
+        if (reason) {   /* DRAIN, REVOKE, LIMIT */
                 if (!drain_reason_is_valid(reason))
                         return fail(ret_error, "invalid reason (1-200 bytes of printable UTF-8)");
                 strcpy(r.reason, reason);
         }
         if (slots) {
-                if (parse_uint64(slots, 1, SLOTS_MAX, &v) < 0)
-                        return fail(ret_error, "invalid slots (1-1000000)");
+                if (parse_uint64(slots, 0, SLOTS_MAX, &v) < 0)
+                        return fail(ret_error, "invalid slots (0-1000000)");
                 r.slots = (uint32_t) v;
         }
         if (wait) {
@@ -344,6 +349,13 @@ int request_format(const Request *r, char *buf, size_t size) {
                 message_start(&b, buf, size, "DRAIN");
                 message_add(&b, "name", r->name);
                 message_add(&b, "on", r->drain ? "1" : "0");
+                if (r->reason[0])
+                        message_add(&b, "reason", r->reason);
+                break;
+        case REQUEST_LIMIT:
+                message_start(&b, buf, size, "LIMIT");
+                message_add(&b, "name", r->name);
+                message_add_u64(&b, "slots", r->slots);
                 if (r->reason[0])
                         message_add(&b, "reason", r->reason);
                 break;

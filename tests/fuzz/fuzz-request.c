@@ -17,7 +17,7 @@ static void check_request(const Request *r) {
         switch (r->verb) {
         case REQUEST_ACQUIRE:
                 fuzz_assert(name_is_valid(r->name) && lease_id_is_valid(r->lease));
-                fuzz_assert(r->slots >= 1 && r->slots <= SLOTS_MAX);
+                fuzz_assert(r->slots <= SLOTS_MAX);  /* 0: the fleet limit's */
                 fuzz_assert(!r->stop_on_lost || r->unit);
                 break;
         case REQUEST_RELEASE:
@@ -37,6 +37,10 @@ static void check_request(const Request *r) {
         case REQUEST_REVOKE:
                 fuzz_assert(r->host[0] ? ident_is_valid(r->host) && !r->lease[0] && (!r->name[0] || name_is_valid(r->name))
                                        : lease_id_is_valid(r->lease) && name_is_valid(r->name));
+                fuzz_assert(!r->reason[0] || drain_reason_is_valid(r->reason));
+                break;
+        case REQUEST_LIMIT:
+                fuzz_assert(name_is_valid(r->name) && !r->lease[0] && !r->host[0] && r->slots <= SLOTS_MAX);
                 fuzz_assert(!r->reason[0] || drain_reason_is_valid(r->reason));
                 break;
         default:

@@ -59,11 +59,15 @@ end
 -- the last caller that knew one, the fleet clock's offset the expiries are
 -- on (see observe()), and when the name's keys leave Redis (0: never).
 -- Field '!', while the name is drained (no new grant: drain.lua), says by
--- whom and why: "HOST UID SINCE_MS USER REASON". Field '@' is the last
+-- whom and why: "HOST UID SINCE_MS USER REASON". Field '#', while the
+-- name has a fleet limit (limit.lua), says it, who set it and why:
+-- "N HOST UID SINCE_MS USER REASON". Field '@' is the last
 -- operator action that changed the name, "ACTION HOST UID AT_MS USER
--- REASON" (drain.lua, revoke.lua), for status; no other script reads it.
+-- REASON" (drain.lua, revoke.lua, limit.lua), for status; no other script
+-- reads it.
 -- Every other field is a lease that holds or waits, with its record
 --   "HOST UID SLOTS TOKEN SINCE_MS PROOF DESCRIPTION"
+-- (SLOTS 0: it asked for no limit of its own, the fleet limit's caller)
 -- (TOKEN and SINCE_MS 0 while it waits; PROOF, a secret of the waiter's
 -- agent for the grant message, '-' when none). So a call reads what it
 -- needs of the name in one HMGET and writes it back in one HSET.
@@ -72,10 +76,12 @@ end
 -- that model fails on a name this model holds, and this one refuses a
 -- name that model holds (first_model()), so the two never count one
 -- name's slots apart.
-local STATE, DRAIN, ACTION = '.', '!', '@'
-local st                -- the name's state, once read (st.drain: the drain record, or false)
+local STATE, DRAIN, ACTION, CAP = '.', '!', '@', '#'
+local st                -- the name's state, once read (st.drain: the drain record, or false;
+                        -- st.cap: the fleet limit's record, or false)
 local st_new = false    -- it was not in Redis: counted from the ZSETs
 local st_drain_         -- the drain record read with the state (false: none)
+local st_cap_           -- the fleet limit's record read with it (false: none)
 local st_dirty = false
 local drain_dirty = false
 local rec = {}          -- lease -> its record, false: none (read or written this call)
@@ -124,9 +130,9 @@ end
 -- HMGET (a few thousand fields at a time).
 local function fetch(leases)
   local fields = {}
-  if not st then fields[1], fields[2] = STATE, DRAIN end
+  if not st then fields[1], fields[2], fields[3] = STATE, DRAIN, CAP end
   for _, lease in ipairs(leases) do
-    if lease == STATE or lease == DRAIN then
+    if lease == STATE or lease == DRAIN or lease == CAP or lease == ACTION then
       error({err = 'FLEETSEM a lease may not be named "' .. lease .. '"'})
     end
     if rec[lease] == nil then fields[#fields + 1] = lease end
@@ -143,12 +149,15 @@ local function fetch(leases)
         st = parse_state(got[j])
       elseif f == DRAIN then
         st_drain_ = got[j] or false
+      elseif f == CAP then
+        st_cap_ = got[j] or false
       else
         rec[f] = parse_record(got[j])
       end
     end
   end
   if st and st.drain == nil then st.drain = st_drain_ or false end
+  if st and st.cap == nil then st.cap = st_cap_ or false end
 end
 
 -- The state, counted from the ZSETs when Redis has none (a new name, or
@@ -156,7 +165,7 @@ end
 local function state()
   if not st then
     st = {held = redis.call('ZCARD', K_HOLDERS), line = redis.call('ZCARD', K_QUEUE), limit = -1, at_limit = 0,
-      ticket = 0, expires = 0, drain = st_drain_ or false}
+      ticket = 0, expires = 0, drain = st_drain_ or false, cap = st_cap_ or false}
     st_new, st_dirty = true, true
   end
   return st
@@ -179,32 +188,40 @@ local function entry_lost(lease)
   st.held, st.line, st.limit, st_dirty = redis.call('ZCARD', K_HOLDERS), redis.call('ZCARD', K_QUEUE), -1, true
 end
 
--- The limit in force: the lowest number of slots any holder or waiter of
--- the name asked for; `default` when there is none.
+-- The fleet limit (`fleetsem limit --fleet`), or nil.
+local function cap()
+  return st.cap and tonumber(string.match(st.cap, '^(%d+) ')) or nil
+end
+
+-- The limit in force: the lowest of the fleet limit and the number of
+-- slots any holder or waiter of the name asked for (0: none asked);
+-- `default` when there is none of these.
 local function limit_in_force(default)
   if st.limit < 0 then
     local low, n = 0, 0
     local function count(r)
-      if not r then return end
+      if not r or r.slots == 0 then return end
       if low == 0 or r.slots < low then low, n = r.slots, 1 elseif r.slots == low then n = n + 1 end
     end
     local all = redis.call('HGETALL', K_CLOCK)
     for i = 1, #all, 2 do
-      if all[i] ~= STATE and all[i] ~= DRAIN and all[i] ~= ACTION and rec[all[i]] == nil then
+      if all[i] ~= STATE and all[i] ~= DRAIN and all[i] ~= ACTION and all[i] ~= CAP and rec[all[i]] == nil then
         count(parse_record(all[i + 1]))
       end
     end
     for _, r in pairs(rec) do count(r) end
     st.limit, st.at_limit, st_dirty = low, n, true
   end
-  if st.limit > 0 then return st.limit end
-  return default
+  local limit, c = st.limit > 0 and st.limit or default, cap()
+  if c and (not limit or limit == 0 or c < limit) then return c end
+  return limit
 end
 
 -- A new holder or waiter's record, counted in the limit in force.
 local function newcomer(lease, slots, host, uid, desc)
   local r = {host = host, uid = uid, slots = slots, token = 0, since = 0, proof = '-', desc = desc}
   rec[lease], dirty[lease], st_dirty = r, true, true
+  if slots == 0 then return r end
   if st.limit == 0 or (st.limit > 0 and slots < st.limit) then
     st.limit, st.at_limit = slots, 1
   elseif slots == st.limit then
@@ -218,7 +235,7 @@ end
 -- Everything about `lease` but its ZSET entries.
 local function forget(lease)
   local r = rec[lease]
-  if r and r.slots == st.limit then
+  if r and r.slots > 0 and r.slots == st.limit then
     st.at_limit = st.at_limit - 1
     if st.at_limit <= 0 then st.limit = -1 end
   end
@@ -507,7 +524,8 @@ local function granted_message(granted, proofs)
 end
 
 -- Every script but status ends here: a name nobody touches for idle_ms
--- leaves Redis (not while it is drained: drain.lua takes its expiry away). All its keys leave at one time, the state's EXPIRES_MS:
+-- leaves Redis (not while it is drained or has a fleet limit: drain.lua
+-- and limit.lua take its expiry away). All its keys leave at one time, the state's EXPIRES_MS:
 -- set again (on every key) when a call that knows the time finds it more
 -- than a quarter of idle_ms off now + idle_ms, and given to each key a
 -- call made. So most calls write no expiry, and the hash never outlives
@@ -516,7 +534,7 @@ local function idle(idle_ms, reply)
   if fleet_due then fleet_write() end
   idle_ms = tonumber(idle_ms) or 0
   local again = false
-  if st and now_ms_ and idle_ms > 0 and not st.drain and
+  if st and now_ms_ and idle_ms > 0 and not st.drain and not st.cap and
       (st_new or math.abs(st.expires - (now_ms_ + idle_ms)) > idle_ms / 4) then
     st.expires, st_dirty, again = now_ms_ + idle_ms, true, true
   end
@@ -539,7 +557,8 @@ end
 -- args.list) and returns its reply; the caller ends with idle().
 
 -- The proof (optional) is kept while the lease waits, for the grant
--- message. Returns {-1} when the lease is another host's or user's;
+-- message. Returns {-1} when the lease is another host's or user's, {-2}
+-- when it asks for no number of slots (0) and the name has no fleet limit;
 -- {1, token, since_ms, held, limit} when it holds a slot (now or already);
 -- else {0, position, held, limit, ms until the first holder expires or -1,
 -- and the drain record while the name is drained}.
@@ -564,6 +583,7 @@ local function acquire_call(argv)
     entry_lost(lease)
     r = nil
   end
+  if slots == 0 and not cap() then return {-2} end
 
   -- First come, first served: granted while among the first (limit - held)
   -- in line, so a newcomer never overtakes anyone queued before it. During
@@ -573,7 +593,8 @@ local function acquire_call(argv)
 
   -- Nobody in line and a slot free: straight in, without a ticket.
   if st.line == 0 then
-    local limit = math.min(slots, limit_in_force(slots))
+    local limit = limit_in_force(slots)
+    if slots > 0 then limit = math.min(slots, limit) end
     if may_grant(now_ms, grace_until) and held < limit then
       r = newcomer(lease, slots, host, uid, desc)
       local token = grant(lease, r, now_ms + ttl, now_ms, now_us, false)

@@ -22,7 +22,12 @@ if r and r.token > 0 then
   entry_lost(lease)
   r = nil
 end
-if st.held >= math.min(slots, limit_in_force(slots)) then
+-- (A holder that asked for no number, when the fleet limit went with the
+-- data too, is put back: all such holders held within the limit then,
+-- and nobody is granted anything without one.)
+local limit = limit_in_force(slots)
+if slots > 0 then limit = math.min(slots, limit) end
+if limit and limit > 0 and st.held >= limit then
   return idle(idle_ms, 0)
 end
 -- A waiter it was: out of the line.

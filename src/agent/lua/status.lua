@@ -1,9 +1,10 @@
 -- Returns {now_ms, {{lease, expires_in_ms, "TOKEN SINCE", description, "HOST UID"}...},
---          {{lease, description, "HOST UID"}...}, limit, drain, action}, the
+--          {{lease, description, "HOST UID"}...}, limit, drain, action, cap}, the
 -- queue in ticket order, limit 0 when nobody holds or waits, drain the
 -- drain record ("HOST UID SINCE_MS USER REASON"; "" when not drained),
 -- action the last operator action ("ACTION HOST UID AT_MS USER REASON";
--- "" when none).
+-- "" when none), cap the fleet limit's record ("N HOST UID SINCE_MS USER
+-- REASON"; "" when none).
 local now_ms = now()
 fetch({})
 expire(now_ms, nil, nil, true)
@@ -27,4 +28,4 @@ local limit = limit_in_force(0)
 -- What the sweep dropped (never a new name's state).
 if next(dirty) then flush() end
 -- (HMGET, not HGET: the commands the agents' Redis user has stay as they were.)
-return {now_ms, holders, queue, limit, st.drain or '', redis.call('HMGET', K_CLOCK, ACTION)[1] or ''}
+return {now_ms, holders, queue, limit, st.drain or '', redis.call('HMGET', K_CLOCK, ACTION)[1] or '', st.cap or ''}
