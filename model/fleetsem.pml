@@ -52,6 +52,17 @@
 #define SL2 1
 #endif
 #define SLOTS(j) ((j) == 0 -> SL0 : ((j) == 1 -> SL1 : SL2))
+/* The units of the limit each job takes (fleetsem run --weight). */
+#ifndef W0
+#define W0 1
+#endif
+#ifndef W1
+#define W1 1
+#endif
+#ifndef W2
+#define W2 1
+#endif
+#define WT(j) ((j) == 0 -> W0 : ((j) == 1 -> W1 : W2))
 
 #ifndef CRASHES
 #define CRASHES 1
@@ -287,7 +298,7 @@ byte fr_gs;             /* ghost: latest grant order among accepted writers */
 byte n_crash, n_reset, n_loss, n_dup, n_stray, n_step;
 
 /* scratch for scripts; not part of the state */
-hidden byte ri, rk, rlim, rn, rrank, rmask;
+hidden byte ri, rk, rlim, rn, rrank, rmask, rahead;
 hidden byte rfreed, rwas, rpf;
 hidden short rdl;
 
@@ -301,10 +312,11 @@ hidden short rdl;
 #else
 #define BEL(j) ((j) < NJ && j_st[j] == J_HOLD)
 #endif
-#define BELIEVERS (BEL(0) + BEL(1) + BEL(2) + (th_st == 1))
+#define BELIEVERS (BEL(0) * W0 + BEL(1) * W1 + BEL(2) * W2 + (th_st == 1))
 /* Nobody is ever more crowded than the limit it asked for (design "One
  * limit per name"); with every job asking N this is "at most N holders
- * that believe they hold".  Belief only starts where this is called. */
+ * that believe they hold".  Belief only starts where this is called.
+ * Each believer counts its weight (a stranger 1). */
 #define CROWD_OK(j) (!BEL(j) || BELIEVERS <= SLOTS(j))
 inline check_safe() {
 #if !defined(FREEZE) || defined(CHECK_CROWD)
@@ -320,7 +332,7 @@ inline check_safe() {
  * never for a script's decision): holders, waiters, the lowest slots
  * asked (255: none) and how many ask exactly that. */
 #define PRES(j) ((j) < NJ && r_st[j] != ABSENT)
-#define S_HELD ((r_st[0] == HOLDER) + (r_st[1] == HOLDER) + (NJ > 2 && r_st[2] == HOLDER))
+#define S_HELD ((r_st[0] == HOLDER) * W0 + (r_st[1] == HOLDER) * W1 + (NJ > 2 && r_st[2] == HOLDER) * W2)
 #define S_WAIT ((r_st[0] == WAITING) + (r_st[1] == WAITING) + (NJ > 2 && r_st[2] == WAITING))
 #define LOW(j) (PRES(j) -> SLOTS(j) : 255)
 #define MIN2(a, b) ((a) < (b) -> (a) : (b))
@@ -391,6 +403,17 @@ inline r_rank(j) {
 	od
 }
 
+/* the units of those before j in line (rank rrank, from r_rank) */
+inline r_ahead() {
+	rahead = 0;
+	for (ri : 0 .. MAXJ - 1) {
+		if
+		:: ri < rrank -> rahead = rahead + WT(q[ri])
+		:: else
+		fi
+	}
+}
+
 inline r_dequeue(j) {
 	r_rank(j);
 	if
@@ -408,11 +431,11 @@ inline r_forget(j) {
 	r_st[j] = ABSENT; r_ttl[j] = 0; r_own[j] = 0; r_tok[j] = 0; FR(r_gs[j] = 0); r_pf[j] = 0
 }
 
-/* a holder or waiter leaves: HELD or LINE less one; the last one asking
+/* a holder or waiter leaves: HELD less its weight or LINE less one; the last one asking
  * LIMIT takes it with it (unknown, read again when next needed) */
 inline r_uncount(j) {
 	if
-	:: r_st[j] == HOLDER -> c_held--
+	:: r_st[j] == HOLDER -> c_held = c_held - WT(j)
 	:: r_st[j] == WAITING -> c_line--
 	:: else
 	fi;
@@ -453,13 +476,14 @@ inline next_token() {
 	fi
 }
 
-/* Move a waiter to the holders: LINE less one, HELD one more.  No
+/* Move a waiter to the holders: LINE less one, HELD its weight more.  No
  * overtaking (design "Fair"): whoever is granted, every lease ahead of it
  * in the queue fits too, beside the holders Redis has (its set, not the
- * counter), under the limit the script applied. */
+ * counter), under the limit the script applied, each with its weight. */
 inline r_grant(j) {
 	r_rank(j);
-	assert(rrank < qn && S_HELD + rrank < rlim);
+	r_ahead();
+	assert(rrank < qn && S_HELD + rahead + WT(j) <= rlim);
 #if DRAIN
 	/* No new grant while the name is drained (a re-assertion is none:
 	 * s_reassert does not come here). */
@@ -471,7 +495,7 @@ inline r_grant(j) {
 #endif
 	r_dequeue(j);
 	r_st[j] = HOLDER;
-	c_line--; c_held++;
+	c_line--; c_held = c_held + WT(j);
 	next_token();
 	r_tok[j] = r_token;
 	g_gs++;
@@ -501,23 +525,24 @@ inline publish(gmask, one) {
 	}
 }
 
-/* grant_next (spec 2): when someone is in line and HELD < LIMIT, the
- * first LIMIT - HELD in line (those the queue has); only if `may` (the
+/* grant_next (spec 2): when someone is in line, the heads of the line
+ * while each one's weight fits beside HELD under LIMIT; a head that does
+ * not fit stops it (nobody overtakes a heavy job); only if `may` (the
  * caller's may_grant: not in grace, not drained) */
 inline grant_next(may) {
 	rmask = 0;
 	if
 	:: (may) && c_line > 0 ->
 		r_limit(0);
-		if
-		:: c_held < rlim -> rn = rlim - c_held
-		:: else -> rn = 0
-		fi;
 		do
-		:: rn > 0 && qn > 0 -> rk = q[0]; rmask = rmask | BIT(rk); r_grant(rk); rn--
+#ifdef MUT_WEIGHT_COUNTS
+		:: qn > 0 && c_held < rlim ->   /* a holder counted as one, whatever its weight */
+#else
+		:: qn > 0 && c_held + WT(q[0]) <= rlim ->
+#endif
+			rk = q[0]; rmask = rmask | BIT(rk); r_grant(rk)
 		:: else -> break
-		od;
-		rn = 0
+		od
 	:: else
 	fi
 }
@@ -552,16 +577,17 @@ inline s_acquire(h, j, slots, pf) {
 			r_limit(slots);
 #endif
 			r_rank(j);
+			r_ahead();
 			if
 #ifdef MUT_NO_GRACE
-			:: !DRAINED && c_held < rlim && rrank < rlim - c_held ->
+			:: !DRAINED && c_held + rahead + WT(j) <= rlim ->
 #elif defined(MUT_ANY_ORDER)
-			:: MAY_GRANT && c_held < rlim ->   /* retry until it fits */
+			:: MAY_GRANT && c_held + WT(j) <= rlim ->   /* retry until it fits */
 #elif defined(MUT_DRAIN_STRAIGHT_IN)
 			/* nobody in line: straight in, drained or not */
-			:: r_grace == 0 && (!DRAINED || rwas) && c_held < rlim && rrank < rlim - c_held ->
+			:: r_grace == 0 && (!DRAINED || rwas) && c_held + rahead + WT(j) <= rlim ->
 #else
-			:: MAY_GRANT && c_held < rlim && rrank < rlim - c_held ->
+			:: MAY_GRANT && c_held + rahead + WT(j) <= rlim ->
 #endif
 				r_grant(j); r_ttl[j] = TTL; r_pf[j] = 0;
 				rp_val[h] = 1; rp_tok[h] = r_tok[j]; FR(rp_gs[h] = r_gs[j])
@@ -634,7 +660,7 @@ inline s_reassert(h, j, tok) {
 		:: else
 		fi;
 		if
-		:: c_held < rlim ->
+		:: c_held + WT(j) <= rlim ->
 			/* a waiter it was: out of the line (LINE less one, and
 			 * out of LIMIT); then counted anew, as a holder */
 			if
@@ -643,7 +669,7 @@ inline s_reassert(h, j, tok) {
 			fi;
 			r_join(SLOTS(j));
 #ifndef MUT_COUNT_REASSERT
-			c_held++;
+			c_held = c_held + WT(j);
 #endif
 			r_st[j] = HOLDER; r_ttl[j] = TTL; r_own[j] = h; r_tok[j] = tok;
 			/* raise the counter to at least the token; a missing

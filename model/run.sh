@@ -189,6 +189,8 @@ if [ $mode = checks ]; then
 		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=1 -DSL2=2" safety 90
 	queue check n2 "at most N believers; no overtaking" "N=2, 3 jobs (2 on host 0), TTL 3, fence at 2, drift 1, agents paused at will, at most 3 grants, waiters do not give up" \
 		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=2 -DSL2=2" safety 90
+	queue check weights "at most N units of believers (each its weight); no overtaking" "N=2, 3 jobs (2 on host 0), job 0 taking 2 units, TTL 3, fence at 2, drift 1, agents paused at will, at most 3 grants, waiters do not give up" \
+		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=2 -DSL2=2 -DW0=2" safety 90
 	queue check fenced-resource "no stale write accepted (token check downstream)" "$N1, waiters do not give up; holders freeze (timers stop), one reset" \
 		"$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1" safety 90
 	queue check revoke "a revoked holder stops believing within the fence; at most N believers besides it; no overtaking; no new grant while drained" "$N1, waiters do not give up; root revokes job 0's held slot once, at any time; an operator drains once and undrains once" \
@@ -208,6 +210,7 @@ else
 	queue mutant revert-same-epoch "a failover back to a master that never caught up keeps its old epoch (no reset, no grace)" "$BASE -DGIVEUP=0 -DRESETS=1 -DREVERTS=1 -DMUT_REVERT_SAME_EPOCH"
 	queue mutant reassert-stale "re-assert a lease not confirmed within a TTL" "$BASE -DRESETS=1 -DMUT_REASSERT_STALE"
 	queue mutant any-order "grant whoever asks when a slot is free (no FIFO)" "$BASE -DMUT_ANY_ORDER"
+	queue mutant weight-counts "hand-over counts holders, not their weights" "$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=2 -DSL2=2 -DW0=2 -DMUT_WEIGHT_COUNTS"
 	queue mutant token-restart "the token counter restarts from 0 after a reset" "$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1 -DMUT_TOKEN_RESTART"
 	queue mutant token-raw-clock "tokens follow Redis' TIME, steps and all, not the tokens' clock" "$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1 -DSTEPS=1 -DMUT_TOKEN_RAW_CLOCK"
 	queue mutant no-token-check "frozen holder, resource without the token check" "$BASE -DGIVEUP=0 -DFREEZE -DMUT_NO_TOKEN_CHECK"

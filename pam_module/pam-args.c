@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <inttypes.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,6 +58,12 @@ static int option_set(const char *key, const char *value, void *userdata, const 
                         return -EINVAL;
                 }
                 o->slots = (uint32_t) v;
+        } else if (streq(key, "weight")) {
+                if (!value || parse_uint64(value, 1, SLOTS_MAX, &v) < 0) {
+                        *why = "expected a number from 1 to 1000000";
+                        return -EINVAL;
+                }
+                o->weight = (uint32_t) v;
         } else if (streq(key, "name")) {
                 if (!value || !value[0] || strlen(value) >= TEMPLATE_MAX) {
                         *why = "expected a name template such as login:%u";
@@ -151,4 +158,6 @@ void parse_options(pam_handle_t *pamh, int argc, const char **argv, Options *o) 
                 if (option_set(key, eq ? eq + 1 : NULL, &p, &why) < 0)
                         set_error(o, "%s: %s", argv[i], why ?: "invalid");
         }
+        if (!o->error[0] && o->slots > 0 && o->weight > o->slots)
+                set_error(o, "weight=%" PRIu32 " is above slots=%" PRIu32 ": it would never fit", o->weight, o->slots);
 }

@@ -17,7 +17,8 @@
 #define TEMPLATE_MAX 256
 
 typedef struct Options {
-        uint32_t slots;                 /* 0: not given */
+        uint32_t slots;                 /* 0: not given (the fleet limit) */
+        uint32_t weight;                /* 0: not given (1) */
         usec_t wait;
         bool deny_on_error;
         bool exempt_root;

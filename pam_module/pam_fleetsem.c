@@ -229,7 +229,7 @@ static int refused(pam_handle_t *pamh, const Options *o, int flags, const Who *w
 
 static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w, const char *name) {
         _cleanup_close_ int anchor_fd = -EBADF, fd = -EBADF;
-        Request req = { .verb = REQUEST_ACQUIRE, .slots = o->slots, .wait = o->wait };
+        Request req = { .verb = REQUEST_ACQUIRE, .slots = o->slots, .weight = o->weight, .wait = o->wait };
         usec_t start = now_usec(CLOCK_MONOTONIC), deadline;
         bool told = false, limit_told = false, grace_told = false, drain_told = false;
         LineReader lr;

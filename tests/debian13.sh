@@ -7,7 +7,8 @@
 # tests), under systemd-nspawn with a throw-away overlay:
 #   1. builds fleetsem from this tree (warnings are errors);
 #   2. runs the unit, redis, lua, security and ha suites against Redis 8;
-#   3. runs the redis, lua and ha suites again against Valkey 8
+#   3. runs the redis, lua and ha suites again against Valkey 8 (but for
+#      the Sentinel flap and split tests);
 #      (FLEETSEM_TEST_SERVER=valkey);
 #   4. builds the Debian packages (dpkg-buildpackage) and checks them with
 #      lintian --fail-on error,warning.
@@ -67,7 +68,16 @@ packages() {
 }
 build; rc=$?; echo "step build $rc"; [ "$rc" -eq 0 ] || exit 0
 step redis suites --suite unit --suite redis --suite lua --suite security --suite ha
-FLEETSEM_TEST_SERVER=valkey step valkey suites --suite redis --suite lua --suite ha
+# Against Valkey, the ha suite but the two slow Sentinel failover tests
+# (flap, split: Sentinel's and the agent's code, the same with either
+# server, run against Redis 8 above): CI's time.
+valkey() {
+        suites --suite redis --suite lua; local rc=$?
+        suites $(meson test -C /tmp/build --suite ha --list 2>/dev/null | sed -n "s/^fleetsem:ha \/ //p" |
+                 grep -vx -e ha-sentinel-flap -e ha-sentinel-split) || rc=$?
+        return "$rc"
+}
+FLEETSEM_TEST_SERVER=valkey step valkey valkey
 step packages packages
 '
 out=$(mktemp)
@@ -79,7 +89,7 @@ systemd-nspawn -q --register=no --keep-unit -M "fleetsem13-$$" --volatile=overla
 
 steps=(build "Debian 13: builds, warnings as errors"
        redis "Debian 13: the unit, redis, lua, security and ha suites pass against Redis 8"
-       valkey "Debian 13: the redis, lua and ha suites pass against Valkey 8"
+       valkey "Debian 13: the redis, lua and ha suites (but ha-sentinel-flap and -split) pass against Valkey 8"
        packages "Debian 13: dpkg-buildpackage builds both packages, lintian clean of errors and warnings")
 echo "1..$(( ${#steps[@]} / 2 ))"
 failed=0 n=0

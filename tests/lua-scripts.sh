@@ -117,9 +117,10 @@ args() {
 
 # The callers, as the agent calls them; the caller is host a, uid 1000
 # unless AS_HOST / AS_UID say otherwise; TTL_MS, GRACE and IDLE likewise.
-acquire() {         # NAME LEASE SLOTS [PROOF]
+acquire() {         # NAME LEASE SLOTS [PROOF]; WEIGHT the units it takes (1)
         args acquire lease="$2" slots="$3" ttl_ms="${TTL_MS:-10000}" description="INFO lease=$2" host="${AS_HOST:-a}" \
-                uid="${AS_UID:-1000}" grace_until_ms="${GRACE:-0}" idle_ms="${IDLE:-600000}" ${4:+proof="$4"}
+                uid="${AS_UID:-1000}" grace_until_ms="${GRACE:-0}" idle_ms="${IDLE:-600000}" weight="${WEIGHT:-1}" \
+                ${4:+proof="$4"}
         lua "$1" acquire "${ARGS_OUT[@]}"
 }
 release() {         # NAME LEASE
@@ -135,9 +136,10 @@ renew() {           # NAME LEASE...
                 "${leases[@]}"
         lua "$name" renew "${ARGS_OUT[@]}"
 }
-reassert() {        # NAME LEASE SLOTS TOKEN SINCE
+reassert() {        # NAME LEASE SLOTS TOKEN SINCE; WEIGHT the units it takes (1)
         args reassert lease="$2" slots="$3" token="$4" since_ms="$5" ttl_ms="${TTL_MS:-10000}" description="INFO lease=$2" \
-                host="${AS_HOST:-a}" uid="${AS_UID:-1000}" grace_until_ms="${GRACE:-0}" idle_ms="${IDLE:-600000}"
+                host="${AS_HOST:-a}" uid="${AS_UID:-1000}" grace_until_ms="${GRACE:-0}" idle_ms="${IDLE:-600000}" \
+                weight="${WEIGHT:-1}"
         lua "$1" reassert "${ARGS_OUT[@]}"
 }
 adopt() {           # NAME LEASE
@@ -550,7 +552,7 @@ is "$(rcli HEXISTS "$(key pub clock)" w2)" 0 "proof: gone with the waiter that l
 batched() { args "$@"; BATCH+=("$1" "${#ARGS_OUT[@]}" "${ARGS_OUT[@]}"); }
 A() {
         batched acquire lease="$1" slots="$2" ttl_ms=10000 description="job-$1" host=a uid=1000 grace_until_ms=0 \
-                idle_ms=600000 proof="$P1"
+                idle_ms=600000 weight=1 proof="$P1"
 }
 R() { batched release lease="$1" host=a uid=1000 grace_until_ms=0 idle_ms=600000; }
 BATCH=()
@@ -651,7 +653,7 @@ rcli -n 1 FLUSHDB >/dev/null
 # few thousand at a time.
 BATCH=()
 for i in $(seq 1 4500); do batched acquire lease="m$i" slots=5000 ttl_ms=10000 description=- host=a uid=1000 \
-        grace_until_ms=0 idle_ms=600000; done
+        grace_until_ms=0 idle_ms=600000 weight=1; done
 is "$(lua many batch "${BATCH[@]}" | grep -o '\[1,' | wc -l)" 4500 "many: 4500 grants in one batch"
 leases=(); for i in $(seq 1 4500); do leases+=("m$i"); done
 is "$(renew many "${leases[@]}" gone1 gone2)" '["gone1","gone2"]' "many: one renewal of 4502 leases extends 4500"
@@ -764,6 +766,33 @@ fleet_limit fr 0 >/dev/null
 is "$(j "$(reassert fr y 0 9 1)" 'r')" 1 "fleet limit gone, nobody asked a number: a holder that asked for none is re-asserted"
 is "$(j "$(acquire fr z 0)" 'r')" "[-2]" "... and a newcomer asking for none is refused"
 
+# Weights: a lease takes WEIGHT units of the limit; HELD counts units; the
+# line stays first come, first served (a heavy head is not overtaken by a
+# light one behind it); a weight above the limit in force is refused; the
+# record keeps the weight ("*K" before the description), status shows it.
+sub wt
+is "$(j "$(WEIGHT=2 acquire wt big1 3)" '[r[0], r[3], r[4]]')" "[1,2,3]" "weights: a job of weight 2 is granted (2 units held of 3)"
+is "$(rec wt big1 7-)" "*2 INFO lease=big1" "weights: its record keeps the weight before the description"
+is "$(state wt 1)" 2 "weights: HELD counts units"
+is "$(j "$(WEIGHT=2 acquire wt big2 3)" 'r[:4]')" "[0,1,2,3]" "weights: a second of weight 2 does not fit beside it: it waits, first"
+is "$(j "$(acquire wt small 3)" 'r[:2]')" "[0,2]" "weights: a light one behind it waits too, though 1 unit is free: no overtaking"
+is "$(j "$(WEIGHT=4 acquire wt huge 3)" 'r')" "[-3,3]" "weights: a weight above the limit in force is refused, with the limit"
+is "$(j "$(status wt)" '[[h[0], h[5]] for h in r[1]] + [[q[0], q[3]] for q in r[2]]')" '[["big1",2],["big2",2],["small",1]]' \
+        "weights: status gives each one's weight"
+r=$(release wt big1)
+is "$(j "$r" '[r[0], r[1], r[4]]')" '[1,"big2","small"]' "weights: the heavy one leaves: both waiters fit (2 + 1 of 3) and are granted, in line order"
+is "$(state wt 1-2)" "3 0" "weights: 3 units held, nobody in line"
+is "$(j "$(renew wt big2 small)" 'r')" "[]" "weights: both renewed"
+is "$(j "$(acquire wt one 3)" 'r[:4]')" "[0,1,3,3]" "weights: a newcomer of weight 1 waits (3 of 3)"
+is "$(j "$(release wt small)" 'r[:2]')" '[1,"one"]' "weights: the light one leaves: the newcomer fits"
+is "$(j "$(reassert wt lost 3 9 1)" 'r')" 0 "weights: a re-assertion that does not fit is refused (3 of 3 held)"
+is "$(j "$(release wt one)" 'r')" "[1]" "weights: one leaves (2 of 3 held)"
+is "$(j "$(WEIGHT=2 reassert wt back 3 9 1)" 'r')" 0 "weights: a re-assertion of weight 2 does not fit beside 2 of 3"
+is "$(j "$(reassert wt back 3 9 1)" 'r')" 1 "weights: one of weight 1 does"
+is "$(counted wt)" "3 0 / 2 0 2" "weights: counted right (HELD is 3 units of 2 holders)"
+rcli HDEL "$(key wt clock)" . >/dev/null
+is "$(j "$(acquire wt after 3)" 'r[:4]')" "[0,1,3,3]" "weights: a state lost from the hash is counted again with the weights (3 of 3)"
+
 # Waiters already in line when the name is drained look again (and hear why).
 sub dw
 acquire dw h 1 >/dev/null
@@ -811,7 +840,7 @@ r=$(status st)
 is "$(j "$r" '[[h[0], 0 < h[1] <= 10000, h[3], h[4]] for h in r[1]]')" \
         '[["h1",true,"INFO lease=h1","a 1000"],["h2",true,"INFO lease=h2","b 7"]]' "status: holders, expiry, desc, owner"
 is "$(j "$r" 'r[1][0][2]')" "$(rec st h1 4-5)" "status: holder's 'TOKEN SINCE'"
-is "$(j "$r" 'r[2:]')" '[[["w","INFO lease=w","a 1000"]],2,"","",""]' "status: the queue, the limit in force, no drain, no action, no fleet limit"
+is "$(j "$r" 'r[2:]')" '[[["w","INFO lease=w","a 1000",1]],2,"","",""]' "status: the queue (weight 1), the limit in force, no drain, no action, no fleet limit"
 is "$(j "$r" "abs(r[0] - $(redis_ms)) < 60000")" true "status: now_ms is Redis's clock"
 
 # (Those from before a restart of Redis ended with it.)

@@ -264,6 +264,17 @@ if prereq "root, to set a fleet limit" [ "$(id -u)" = 0 ]; then
         close u4b
         fs h1 limit --fleet mal none >/dev/null
 fi
+# weight=: each session takes that many units of the limit.
+service weighted slots=3 weight=2 name=wtd
+open wt1 weighted daemon
+is "$(result wt1)" 0 "weight=2 of slots=3: a session opens"
+once wt2 weighted daemon
+is "$(result wt2)" 6 "... a second does not fit (2 + 2 > 3): refused (PAM_PERM_DENIED)"
+close wt1
+service heavy slots=2 weight=3 name=wtd on_error=deny
+once wt3 heavy daemon
+is "$(result wt3)" 14 "weight= above slots=: a configuration error, refused with on_error=deny"
+like "$(cat "$T/pam-wt3.log")" 'weight=3 is above slots=2: it would never fit' "... the log says so"
 service badwait slots=1 wait=soon on_error=deny
 once u5 badwait daemon
 like "$(cat "$T/pam-u5.log")" 'wait=soon: expected a duration' "wait=soon: a malformed duration is named"

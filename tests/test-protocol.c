@@ -102,6 +102,13 @@ static void test_roundtrip(void) {
         n = request_format(&in, line, sizeof(line));
         CHECK(request_parse(line, (size_t) n, &out, NULL) == 0 && out.verb == REQUEST_ACQUIRE && out.slots == 0,
               "ACQUIRE slots=0 (the fleet limit) survives");
+        CHECK_INT(out.weight, 1, "... and weighs 1 without weight=");
+        in.slots = 5;
+        in.weight = 3;
+        n = request_format(&in, line, sizeof(line));
+        CHECK_STR(line, "ACQUIRE name=backup slots=5 lease=" LEASE " wait=0 weight=3", "ACQUIRE weight=3");
+        CHECK(request_parse(line, (size_t) n, &out, NULL) == 0 && out.weight == 3 && out.slots == 5,
+              "... survives");
 
         in = (Request) { .verb = REQUEST_WATCH };
         n = request_format(&in, line, sizeof(line));
@@ -168,6 +175,11 @@ static void test_malformed(void) {
                 "REVOKE name=x lease=abc",
                 "REVOKE name=x lease=" LEASE " reason=%0A",
                 "WATCH name=x",
+                "ACQUIRE name=x slots=2 lease=" LEASE " wait=0 weight=3",      /* above slots */
+                "ACQUIRE name=x slots=2 lease=" LEASE " wait=0 weight=0",
+                "ACQUIRE name=x slots=2 lease=" LEASE " wait=0 weight=x",
+                "ACQUIRE name=x slots=2 lease=" LEASE " wait=0 weight=1000001",
+                "STATUS weight=2",
                 "LIMIT name=x",                                                 /* no slots */
                 "LIMIT slots=3",                                                /* no name */
                 "LIMIT name=x slots=1000001",

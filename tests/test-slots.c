@@ -686,6 +686,37 @@ static void test_refused_and_pending_release(void) {
         teardown();
 }
 
+/* A weighted request: the call carries its weight; Redis finds it above
+ * the limit in force: the client is told why and the lease leaves the
+ * line. One that asks for no number where the name has no fleet limit
+ * is refused alike. */
+static void test_weight_and_fleet_limit(void) {
+        Client c1 = {}, c2 = {};
+        LeaseSpec spec = { .name = "x", .id = id(1), .slots = 3, .weight = 2, .uid = 1000, .pid = 42,
+                           .desc = "INFO host=h pid=42 uid=1000 comm=job" };
+        AcquireResult heavy = { .outcome = ACQUIRE_TOO_HEAVY, .limit = 1 }, none = { .outcome = ACQUIRE_NO_LIMIT };
+        Lease *a = NULL, *b;
+
+        setup(0);
+        CHECK_INT(slots_acquire(&e, &spec, USEC_INFINITY, &c1, NULL, 0, &a), 0, "a weighted lease accepted");
+        CHECK(last_call() && last_call()->l == a && a->weight == 2, "its acquire call carries its weight (2)");
+        acquire_done(a, &heavy, 1);
+        CHECK(has_line(&c1, "ERROR code=too_heavy message=weight%202%20is%20above%20the%20limit%20in%20force%20%281%29"),
+              "above the limit in force: told so, with the limit");
+        CHECK(c1.finished, "and let go");
+        CHECK_INT(count_calls("release", id(1)), 1, "and it leaves the line in Redis");
+        CHECK(slots_lease_find(&e, id(1)) == NULL, "nor is it kept here");
+        CHECK(said("5 1000 Refused 10000000000000000000000000000000 for x: its weight 2 is above the limit of x (1)."),
+              "the journal says why, as the user's line");
+
+        b = ask(2, "y", 0, USEC_INFINITY, &c2, 2);
+        CHECK_INT(b->weight, 1, "a lease without a weight weighs 1");
+        acquire_done(b, &none, 3);
+        CHECK(has_line(&c2, "ERROR code=no_limit"), "asking for no number where there is no fleet limit: refused");
+        CHECK_INT(count_calls("release", id(2)), 1, "and it leaves the line in Redis");
+        teardown();
+}
+
 /* A grant no replica confirmed was given back: the waiter asks again
  * later; one that would not wait is denied. */
 static void test_unconfirmed_grant(void) {
@@ -1403,6 +1434,7 @@ int main(void) {
         log_setup("test-slots", LOG_TARGET_STDERR, NULL);
         log_set_max_level(LOG_EMERG);
         test_grant_and_limit();
+        test_weight_and_fleet_limit();
         test_wait_deadline_and_no_wait();
         test_drained();
         test_grants_in_token_order();

@@ -24,6 +24,7 @@ typedef struct Adoption {
         AdoptRound *round;
         int watch_fd;
         uint32_t slots;
+        uint32_t weight;
         bool stop_on_lost;
         char *unit;
         struct ucred owner;
@@ -65,7 +66,7 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 
         if (state == 1 && !slots_lease_find(&a->slots, ad->id)) {
                 LeaseSpec spec = {
-                        .name = ad->name, .id = ad->id, .slots = ad->slots, .uid = ad->owner.uid,
+                        .name = ad->name, .id = ad->id, .slots = ad->slots, .weight = ad->weight, .uid = ad->owner.uid,
                         .pid = ad->owner.pid, .desc = desc, .unit = ad->unit, .stop_on_lost = ad->stop_on_lost,
                 };
 
@@ -91,16 +92,18 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 
 static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char *value) {
         char name[NAME_MAX_LEN + 1], unit[UNIT_NAME_MAX + 1] = "-", on_lost[8] = "ignore";
-        unsigned slots, uid;
+        unsigned slots, uid, weight = 1;
         int watch = -EBADF, n = 0, r, k;
         struct ucred owner = { .pid = 0, .gid = (gid_t) -1 };
         Adoption *ad;
 
         if (!lease_id_is_valid(id) || slots_lease_find(&a->slots, id))
                 return;
-        /* "NAME SLOTS UID UNIT ON-LOST"; older agents wrote the first three. */
-        k = sscanf(value, "%200s %u %u%n %255s %7s%n", name, &slots, &uid, &n, unit, on_lost, &n);
-        if ((k != 3 && k != 5) || value[n] != '\0' || !name_is_valid(name) || slots > SLOTS_MAX ||
+        /* "NAME SLOTS UID UNIT ON-LOST[ WEIGHT]"; older agents wrote the
+         * first three. */
+        k = sscanf(value, "%200s %u %u%n %255s %7s%n %u%n", name, &slots, &uid, &n, unit, on_lost, &n, &weight, &n);
+        if ((k != 3 && k != 5 && k != 6) || value[n] != '\0' || !name_is_valid(name) || slots > SLOTS_MAX ||
+            weight < 1 || weight > SLOTS_MAX ||
             (!streq(unit, "-") && !service_unit_is_valid(unit)) ||
             (!streq(on_lost, "stop") && !streq(on_lost, "ignore"))) {
                 log_warning("Ignoring malformed entry for lease %s in %s.", id, a->host_key);
@@ -137,7 +140,7 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
                 safe_close(watch);
                 return;
         }
-        *ad = (Adoption) { .agent = a, .round = round, .watch_fd = watch, .slots = slots, .owner = owner,
+        *ad = (Adoption) { .agent = a, .round = round, .watch_fd = watch, .slots = slots, .weight = weight, .owner = owner,
                            .stop_on_lost = streq(on_lost, "stop") };
         if (!streq(unit, "-") && !(ad->unit = strdup(unit))) {
                 safe_close(watch);

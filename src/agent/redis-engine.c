@@ -186,6 +186,9 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
                         r.outcome = ACQUIRE_REFUSED;
                 else if (v[0] == -2 && len == 1)
                         r.outcome = ACQUIRE_NO_LIMIT;
+                else if (ok && v[0] == -3 && len == 2 && v[1] >= 0 && v[1] <= SLOTS_MAX)
+                        r = (AcquireResult) { .outcome = ACQUIRE_TOO_HEAVY, .limit = (uint32_t) v[1],
+                                              .next_expiry_ms = -1 };
                 else if (ok && v[0] == 1 && len == 5 && v[1] > 0 && v[2] >= 0 && v[3] >= 0 && v[4] >= 0 &&
                          v[3] <= SLOTS_MAX && v[4] <= SLOTS_MAX)
                         r = (AcquireResult) { .outcome = ACQUIRE_GRANTED, .token = (uint64_t) v[1],
@@ -209,18 +212,19 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
 
 int io_call_acquire(void *ctx, Lease *l) {
         Agent *a = agent_of(ctx);
-        char slots[16];
+        char slots[16], weight[16];
         CommonArgs c;
 
         common_args(a, l->name->name, l->uid, &c);
         snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
+        snprintf(weight, sizeof(weight), "%" PRIu32, l->weight);
         return script_call(a, SCRIPT_ACQUIRE, l->name->name, acquire_reply, l, N_ACQUIRE_ARGS,
                            (const char *[N_ACQUIRE_ARGS]) {
                                    [ARG_ACQUIRE_LEASE] = l->id, [ARG_ACQUIRE_SLOTS] = slots,
                                    [ARG_ACQUIRE_TTL_MS] = c.ttl, [ARG_ACQUIRE_DESCRIPTION] = l->desc,
                                    [ARG_ACQUIRE_HOST] = a->config->host_id, [ARG_ACQUIRE_UID] = c.uid,
                                    [ARG_ACQUIRE_GRACE_UNTIL_MS] = c.grace, [ARG_ACQUIRE_IDLE_MS] = c.idle_new,
-                                   [ARG_ACQUIRE_PROOF] = l->proof,
+                                   [ARG_ACQUIRE_WEIGHT] = weight, [ARG_ACQUIRE_PROOF] = l->proof,
                            },
                            NULL);
 }
@@ -418,11 +422,12 @@ static void reassert_reply(RedisConn *conn, const RedisReply *reply, void *userd
 
 int io_call_reassert(void *ctx, Lease *l) {
         Agent *a = agent_of(ctx);
-        char slots[16], token[24], since[24];
+        char slots[16], weight[16], token[24], since[24];
         CommonArgs c;
 
         common_args(a, l->name->name, l->uid, &c);
         snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
+        snprintf(weight, sizeof(weight), "%" PRIu32, l->weight);
         snprintf(token, sizeof(token), "%" PRIu64, l->token);
         snprintf(since, sizeof(since), "%" PRIu64, l->since_ms);
         return script_call(a, SCRIPT_REASSERT, l->name->name, reassert_reply, l, N_REASSERT_ARGS,
@@ -432,6 +437,7 @@ int io_call_reassert(void *ctx, Lease *l) {
                                    [ARG_REASSERT_TTL_MS] = c.ttl, [ARG_REASSERT_DESCRIPTION] = l->desc,
                                    [ARG_REASSERT_HOST] = a->config->host_id, [ARG_REASSERT_UID] = c.uid,
                                    [ARG_REASSERT_GRACE_UNTIL_MS] = c.grace, [ARG_REASSERT_IDLE_MS] = c.idle,
+                                   [ARG_REASSERT_WEIGHT] = weight,
                            },
                            NULL);
 }
@@ -487,7 +493,8 @@ int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, con
 
 /* ---- This host's index ---------------------------------------------------------- */
 
-/* "NAME SLOTS UID UNIT ON-LOST", UNIT "-" when not bound to one. */
+/* "NAME SLOTS UID UNIT ON-LOST[ WEIGHT]", UNIT "-" when not bound to one,
+ * WEIGHT only when above 1. */
 void io_index(void *ctx, const Lease *l, bool add) {
         Agent *a = agent_of(ctx);
         char value[NAME_MAX_LEN + UNIT_NAME_MAX + 64];
@@ -498,6 +505,8 @@ void io_index(void *ctx, const Lease *l, bool add) {
         }
         snprintf(value, sizeof(value), "%s %" PRIu32 " " UID_FMT " %s %s", l->name->name, l->slots, l->uid,
                  l->unit ?: "-", l->stop_on_lost ? "stop" : "ignore");
+        if (l->weight > 1)
+                snprintf(value + strlen(value), sizeof(value) - strlen(value), " %" PRIu32, l->weight);
         redis_command(a, "HSET", 4, (const char *[]) { "HSET", a->host_key, l->id, value });
         /* A name's first lease here: in the names index at once, not at the
          * next renewal. */

@@ -196,7 +196,7 @@ static void handle_acquire(Client *c, const Request *req) {
 
         spec = (LeaseSpec) {
                 .name = req->name, .id = req->lease, .uid = c->cred.uid, .pid = c->cred.pid, .unit = unit,
-                .stop_on_lost = req->stop_on_lost,
+                .stop_on_lost = req->stop_on_lost, .weight = req->weight,
                 /* This host's administrator may cap what its users ask for
                  * (also a caller that asks for none, the fleet limit's). */
                 .slots = req->slots > 0                                        ? MIN(req->slots, config_limit_for(a->config, req->name))

@@ -134,6 +134,18 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                     "of slots, or set one (fleetsem limit --fleet NAME N)");
                 lease_release_at(l, "no fleet limit", now);
                 goto finish;
+        case ACQUIRE_TOO_HEAVY: {
+                char msg[160];
+
+                f = lease_fields(l);
+                slots_say(e, LOG_NOTICE, l->uid, now, &f, "Refused %s for %s: its weight %" PRIu32 " is above the limit "
+                    "of %s (%" PRIu32 ").", l->id, l->name->name, l->weight, l->name->name, r->limit);
+                snprintf(msg, sizeof(msg), "weight %" PRIu32 " is above the limit in force (%" PRIu32 "): it would never fit",
+                         l->weight, r->limit);
+                lease_send_error(l, ERROR_CODE_TOO_HEAVY, msg);
+                lease_release_at(l, "too heavy", now);
+                goto finish;
+        }
         case ACQUIRE_REFUSED:
                 l->grant_pending = false;
                 /* Someone else's lease id: touch nothing of it in Redis. */

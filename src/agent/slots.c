@@ -343,7 +343,7 @@ int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret) {
         if (!l)
                 return -ENOMEM;
         *l = (Lease) {
-                .n_ref = 1, .slots_engine = e, .name = n, .slots = spec->slots, .limit = spec->slots,
+                .n_ref = 1, .slots_engine = e, .name = n, .slots = spec->slots, .weight = MAX(spec->weight, 1u), .limit = spec->slots,
                 .uid = spec->uid, .pid = spec->pid, .io = io, .state = LEASE_GONE, .stop_on_lost = spec->stop_on_lost,
                 .deadline = USEC_INFINITY, .recheck_at = USEC_INFINITY, .timer_armed = USEC_INFINITY,
                 .asked = USEC_INFINITY,

@@ -43,7 +43,8 @@ struct Lease {
         Name *name;
         LIST_FIELDS(Lease, by_name);
         LeaseState state;
-        uint32_t slots;         /* what it asked for (after the host's cap) */
+        uint32_t slots;         /* what it asked for (after the host's cap; 0: the fleet limit) */
+        uint32_t weight;        /* the units of the limit it takes (1 or more) */
         uint32_t limit;         /* the limit in force, as Redis last said */
         uid_t uid;
         pid_t pid;
@@ -122,6 +123,7 @@ typedef enum AcquireOutcome {
         ACQUIRE_QUEUED,
         ACQUIRE_REFUSED,        /* the lease is owned by another host or user */
         ACQUIRE_NO_LIMIT,       /* it asked for no number of slots, and the name has no fleet limit */
+        ACQUIRE_TOO_HEAVY,      /* its weight is above the limit in force (limit): it would never fit */
         ACQUIRE_FAILED,         /* Redis answered with an error or nonsense */
         ACQUIRE_RETRY,          /* granted, but not confirmed (no replica has it): given back, ask again */
 } AcquireOutcome;
@@ -282,6 +284,7 @@ typedef struct LeaseSpec {
         const char *name;
         const char *id;
         uint32_t slots;
+        uint32_t weight;                /* 0 counts as 1 */
         uid_t uid;
         pid_t pid;
         const char *desc;

@@ -87,6 +87,25 @@ static bool may_see_lease(const StatusJob *job, const char *owner) {
         return streq(owner, mine);
 }
 
+/* The weight status.lua gives a holder or waiter (at index i of its
+ * entry): 1 when missing or nonsense. */
+static uint64_t entry_weight(const RedisReply *entry, size_t i) {
+        long long w = 1;
+
+        if (redis_reply_array_integer(entry, i, &w) < 0 || w < 1 || w > SLOTS_MAX)
+                w = 1;
+        return (uint64_t) w;
+}
+
+/* The units the holders take: their weights summed. */
+static uint64_t held_units(const RedisReply *holders) {
+        uint64_t n = 0;
+
+        for (size_t i = 0; i < redis_reply_array_len(holders); i++)
+                n += entry_weight(redis_reply_array_get(holders, i), 5);
+        return n;
+}
+
 static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         StatusItem *item = userdata;
         StatusJob *job = item->job;
@@ -126,7 +145,7 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
 
         message_start(&b, line, sizeof(line), "NAME");
         message_add(&b, "name", item->name);
-        message_add_u64(&b, "held", redis_reply_array_len(holders));
+        message_add_u64(&b, "held", held_units(holders));
         message_add_u64(&b, "waiting", redis_reply_array_len(queue));
         message_add_u64(&b, "limit", (uint64_t) limit);
         if (cap_n) {
@@ -162,6 +181,7 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
                 message_add_u64(&b, "token", token);
                 message_add_u64(&b, "since", since);
                 message_addf(&b, "expires_in", "%lld", expires);
+                message_add_u64(&b, "weight", entry_weight(h, 5));
                 add_description(&b, desc);
                 client_send(job->client, line, message_finish(&b));
         }
@@ -178,6 +198,7 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
                 if (may_see_lease(job, owner))
                         message_add(&b, "lease", id);
                 message_add_u64(&b, "position", i + 1);
+                message_add_u64(&b, "weight", entry_weight(w, 3));
                 add_description(&b, desc);
                 client_send(job->client, line, message_finish(&b));
         }

@@ -38,6 +38,7 @@ typedef struct Acquire {
         const char *name;
         char name_buf[NAME_MAX_LEN + 1];
         uint32_t slots;
+        uint32_t weight;
         usec_t wait;
         bool wait_set;
         bool skip;
@@ -64,6 +65,7 @@ static void help_acquire(void) {
                "name without \".service\" (what %%N gives).\n\n"
                "  -n --slots=N          At most N holders of NAME fleet-wide (default: its\n"
                "                        fleet limit, fleetsem limit --fleet; refused without)\n"
+               "  -k --weight=K         Take K units of the limit (default 1)\n"
                "  -w --wait=DURATION    Give up after DURATION without a slot (default:\n"
                "                        infinity; with --skip: 0). The unit's start timeout\n"
                "                        is extended while it waits\n"
@@ -272,6 +274,7 @@ static int parse_acquire(Acquire *a, int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "slots", required_argument, NULL, 'n' },
+                { "weight", required_argument, NULL, 'k' },
                 { "wait", required_argument, NULL, 'w' },
                 { "skip", no_argument, NULL, ARG_SKIP },
                 { "on-error", required_argument, NULL, ARG_ON_ERROR },
@@ -281,13 +284,17 @@ static int parse_acquire(Acquire *a, int argc, char *argv[]) {
         };
         int c;
 
-        while ((c = getopt_long(argc, argv, "hn:w:", options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "hn:k:w:", options, NULL)) >= 0) {
                 switch (c) {
                 case 'h':
                         help_acquire();
                         return 0;
                 case 'n':
                         if (cli_parse_slots(optarg, &a->slots) < 0)
+                                return -EINVAL;
+                        break;
+                case 'k':
+                        if (cli_parse_weight(optarg, &a->weight) < 0)
                                 return -EINVAL;
                         break;
                 case 'w':
@@ -318,6 +325,8 @@ static int parse_acquire(Acquire *a, int argc, char *argv[]) {
         }
         if (argc - optind > 1)
                 return log_error_errno(EINVAL, "Too many arguments; usage: fleetsem acquire [OPTIONS] [NAME]");
+        if (cli_check_weight(a->slots, a->weight) < 0)
+                return -EINVAL;
         if (a->skip && !a->wait_set)
                 a->wait = 0;
         return 1;
@@ -495,6 +504,7 @@ int verb_acquire(int argc, char *argv[]) {
         }
         snprintf(req.name, sizeof(req.name), "%s", a.name);
         req.slots = a.slots;
+        req.weight = a.weight;
         req.wait = a.wait;
         req.stop_on_lost = a.stop_on_lost;
         r = client_send_request_until(a.ns, agent_uid, now_usec(CLOCK_MONOTONIC) + FIRST_REPLY_MAX, signal_fd, &req, &agent_fd);

@@ -3,6 +3,7 @@
  * reply of several lines, and the option values every command checks
  * alike. */
 #include <errno.h>
+#include <inttypes.h>
 #include <pwd.h>
 #include <stdlib.h>
 
@@ -94,6 +95,22 @@ int cli_parse_slots(const char *s, uint32_t *ret) {
         if (parse_uint64(s, 1, SLOTS_MAX, &v) < 0)
                 return log_error_errno(EINVAL, "Invalid slots \"%s\": expected a number from 1 to %u.", s, SLOTS_MAX);
         *ret = (uint32_t) v;
+        return 0;
+}
+
+int cli_parse_weight(const char *s, uint32_t *ret) {
+        uint64_t v;
+
+        if (parse_uint64(s, 1, SLOTS_MAX, &v) < 0)
+                return log_error_errno(EINVAL, "Invalid weight \"%s\": expected a number from 1 to %u.", s, SLOTS_MAX);
+        *ret = (uint32_t) v;
+        return 0;
+}
+
+int cli_check_weight(uint32_t slots, uint32_t weight) {
+        if (slots > 0 && weight > slots)
+                return log_error_errno(EINVAL, "A weight of %" PRIu32 " is above the %" PRIu32 " slot(s) asked for: it "
+                                       "would never fit.", weight, slots);
         return 0;
 }
 

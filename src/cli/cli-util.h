@@ -23,6 +23,9 @@ int cli_one_request(const char *ns, uid_t agent_uid, const Request *req, const c
 
 /* Option values, checked alike by every command; each logs what is wrong. */
 int cli_parse_slots(const char *s, uint32_t *ret);
+int cli_parse_weight(const char *s, uint32_t *ret);
+/* A weight above the slots asked for (0: the fleet limit's) never fits. */
+int cli_check_weight(uint32_t slots, uint32_t weight);
 int cli_parse_wait(const char *s, usec_t *ret);
 int cli_parse_name(const char *s);
 int cli_parse_reason(const char *s);          /* an operator's --reason */

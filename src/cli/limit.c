@@ -25,6 +25,7 @@ typedef struct Limit {
         char unit[UNIT_NAME_MAX + 1];
         char name[NAME_MAX_LEN + 1];
         uint32_t slots;
+        uint32_t weight;
         const char *wait;
         bool skip;
         bool remove;
@@ -48,6 +49,7 @@ static void help(void) {
                "timer, limit the service the timer starts.\n\n"
                "  -w --wait=DURATION    Give up after DURATION in line (default: infinity);\n"
                "                        the start then fails\n"
+               "  -k --weight=K         Each run takes K units of the limit (default 1)\n"
                "     --skip             Skip this run when no slot is free (ExecCondition=)\n"
                "     --name=NAME        Slot name (default: the unit's name without\n"
                "                        \".service\"; a template's prefix)\n"
@@ -92,6 +94,7 @@ static int parse_argv(Limit *l, int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "wait", required_argument, NULL, 'w' },
+                { "weight", required_argument, NULL, 'k' },
                 { "skip", no_argument, NULL, ARG_SKIP },
                 { "name", required_argument, NULL, ARG_NAME },
                 { "on-lost", required_argument, NULL, ARG_ON_LOST },
@@ -104,11 +107,15 @@ static int parse_argv(Limit *l, int argc, char *argv[]) {
         usec_t ignored;
         int c;
 
-        while ((c = getopt_long(argc, argv, "hw:", options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "hw:k:", options, NULL)) >= 0) {
                 switch (c) {
                 case 'h':
                         help();
                         return 0;
+                case 'k':
+                        if (cli_parse_weight(optarg, &l->weight) < 0)
+                                return -EINVAL;
+                        break;
                 case 'w':
                         if (cli_parse_wait(optarg, &ignored) < 0)
                                 return -EINVAL;
@@ -157,7 +164,7 @@ static int parse_argv(Limit *l, int argc, char *argv[]) {
         }
         if (optind >= argc)
                 return 1;       /* the fleet limit's */
-        if (cli_parse_slots(argv[optind], &l->slots) < 0)
+        if (cli_parse_slots(argv[optind], &l->slots) < 0 || cli_check_weight(l->slots, l->weight) < 0)
                 return -EINVAL;
         if (++optind < argc)
                 return log_error_errno(EINVAL, "Too many arguments; usage: fleetsem limit UNIT SLOTS [OPTIONS]");
@@ -218,6 +225,8 @@ static int write_dropin(const Limit *l, const char *dir, const char *path) {
         fprintf(f, "%s=+%s acquire", l->skip ? "ExecCondition" : "ExecStartPre", self);
         if (l->slots > 0)
                 fprintf(f, " --slots %" PRIu32, l->slots);
+        if (l->weight > 1)
+                fprintf(f, " --weight %" PRIu32, l->weight);
         if (l->skip)
                 fprintf(f, " --skip");
         if (l->wait)

@@ -37,6 +37,7 @@ typedef struct Run {
         const char *ns;
         const char *name;
         uint32_t slots;
+        uint32_t weight;
         usec_t wait;
         usec_t deadline;        /* CLOCK_MONOTONIC; USEC_INFINITY: none */
         usec_t give_up_at;      /* not granted by then: the agent did not answer */
@@ -80,6 +81,9 @@ static void help(void) {
                "line (first come, first served) while all are in use.\n\n"
                "  -n --slots=N          At most N holders of NAME fleet-wide (default: its\n"
                "                        fleet limit, fleetsem limit --fleet; refused without)\n"
+               "  -k --weight=K         Take K units of the limit (default 1): a big job\n"
+               "                        counts for more; the line stays first come, first\n"
+               "                        served (a heavy job at its head is not overtaken)\n"
                "  -w --wait=DURATION    Give up after DURATION without a slot: 30s, 5min,\n"
                "                        \"1h 30min\", 500ms, infinity (default)\n"
                "     --no-wait          Give up at once when no slot is free\n"
@@ -106,6 +110,7 @@ static int parse_argv(Run *r, int argc, char *argv[]) {
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "slots", required_argument, NULL, 'n' },
+                { "weight", required_argument, NULL, 'k' },
                 { "wait", required_argument, NULL, 'w' },
                 { "no-wait", no_argument, NULL, ARG_NO_WAIT },
                 { "on-lost", required_argument, NULL, ARG_ON_LOST },
@@ -115,13 +120,17 @@ static int parse_argv(Run *r, int argc, char *argv[]) {
         };
         int c;
 
-        while ((c = getopt_long(argc, argv, "+hn:w:v", options, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "+hn:k:w:v", options, NULL)) >= 0) {
                 switch (c) {
                 case 'h':
                         help();
                         return 0;
                 case 'n':
                         if (cli_parse_slots(optarg, &r->slots) < 0)
+                                return -EINVAL;
+                        break;
+                case 'k':
+                        if (cli_parse_weight(optarg, &r->weight) < 0)
                                 return -EINVAL;
                         break;
                 case 'w':
@@ -153,6 +162,8 @@ static int parse_argv(Run *r, int argc, char *argv[]) {
                 }
         }
 
+        if (cli_check_weight(r->slots, r->weight) < 0)
+                return -EINVAL;
         if (optind >= argc)
                 return log_error_errno(EINVAL, "Missing NAME; usage: fleetsem run [OPTIONS] NAME -- COMMAND [ARG...]");
         r->name = argv[optind++];
@@ -460,7 +471,7 @@ static usec_t next_deadline(const Run *r) {
 /* Connects and asks, bounded by our own clock and interrupted by any
  * signal (the loop then handles it); -ECANCELED when a signal came. */
 static int ask(Run *r) {
-        Request req = { .verb = REQUEST_ACQUIRE, .slots = r->slots };
+        Request req = { .verb = REQUEST_ACQUIRE, .slots = r->slots, .weight = r->weight };
         usec_t now = now_usec(CLOCK_MONOTONIC);
         int k;
 

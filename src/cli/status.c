@@ -80,8 +80,8 @@ static void json_field(const char *key, const char *value, bool number, bool *fi
                 json_string(value);
 }
 
-static const char *const person_keys[] = { "host", "pid", "uid", "user", "slots", "comm", "unit", "session" };
-static const bool person_numeric[] = { false, true, true, false, true, false, false, false };
+static const char *const person_keys[] = { "host", "pid", "uid", "user", "slots", "weight", "comm", "unit", "session" };
+static const bool person_numeric[] = { false, true, true, false, true, true, false, false, false };
 
 static void json_entry(const Entry *e) {
         bool first = true;
@@ -249,7 +249,8 @@ static const char *const header[COLUMNS] = { "STATE", "TOKEN", "HOST", "PID", "U
                                              "SINCE", "EXPIRES", "LEASE" };
 
 /* The cells of a HOLDER or WAITER entry; t1 and t2 hold those made here. */
-static void entry_cells(const Entry *e, char t1[static 32], char t2[static 32], const char *cells[static COLUMNS]) {
+static void entry_cells(const Entry *e, char t1[static 32], char t2[static 32], char t3[static 32],
+                        const char *cells[static COLUMNS]) {
         const char *where = status_get(e, "unit")[0] ? status_get(e, "unit") : status_get(e, "session")[0] ? status_get(e, "session") : status_get(e, "comm");
         bool held = streq(e->m.verb, "HOLDER");
 
@@ -260,8 +261,13 @@ static void entry_cells(const Entry *e, char t1[static 32], char t2[static 32], 
         cells[2] = status_get(e, "host");
         cells[3] = status_get(e, "pid");
         cells[4] = status_get(e, "user");
-        /* 0: it asked for no number, the fleet limit's caller */
+        /* 0: it asked for no number, the fleet limit's caller; " wK": it
+         * takes K units of the limit */
         cells[5] = streq(status_get(e, "slots"), "0") ? "fleet" : status_get(e, "slots");
+        if (status_get(e, "weight")[0] && !streq(status_get(e, "weight"), "1")) {
+                snprintf(t3, 32, "%.12s w%.12s", cells[5], status_get(e, "weight"));
+                cells[5] = t3;
+        }
         cells[6] = where;
         cells[7] = held ? clock_time(status_get(e, "since"), t1, 32) : "-";
         cells[8] = held ? seconds(status_get(e, "expires_in"), t2, 32) : "-";
@@ -273,18 +279,18 @@ static void entry_cells(const Entry *e, char t1[static 32], char t2[static 32], 
 static void print_name_table(const StatusOutput *out, size_t first, size_t end) {
         size_t widths[COLUMNS];
         const char *cells[COLUMNS];
-        char t1[32], t2[32];
+        char t1[32], t2[32], t3[32];
 
         for (size_t c = 0; c < COLUMNS; c++)
                 widths[c] = cell_width(header[c]);
         for (size_t i = first; i < end; i++) {
-                entry_cells(&out->entries[i], t1, t2, cells);
+                entry_cells(&out->entries[i], t1, t2, t3, cells);
                 for (size_t c = 0; c < COLUMNS; c++)
                         widths[c] = MAX(widths[c], cell_width(cells[c]));
         }
         print_row(header, widths);
         for (size_t i = first; i < end; i++) {
-                entry_cells(&out->entries[i], t1, t2, cells);
+                entry_cells(&out->entries[i], t1, t2, t3, cells);
                 print_row(cells, widths);
         }
 }

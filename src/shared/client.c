@@ -325,5 +325,7 @@ int exit_code_for_error(const char *code) {
                 return EXIT_DATAERR;
         if (streq(code, ERROR_CODE_NO_LIMIT))
                 return EXIT_CONFIG;
+        if (streq(code, ERROR_CODE_TOO_HEAVY))
+                return EXIT_USAGE;
         return EXIT_UNAVAILABLE;
 }

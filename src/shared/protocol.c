@@ -192,7 +192,7 @@ bool drain_reason_is_valid(const char *s) {
 int request_parse(const char *line, size_t len, Request *ret, const char **ret_error) {
         Request r = {};
         Message m;
-        const char *name, *lease, *slots, *wait, *unit, *on_lost, *on, *reason, *host;
+        const char *name, *lease, *slots, *wait, *unit, *on_lost, *on, *reason, *host, *weight;
         size_t expected;
         uint64_t v;
         int k;
@@ -212,12 +212,13 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
         on = message_get(&m, "on");
         reason = message_get(&m, "reason");
         host = message_get(&m, "host");
+        weight = message_get(&m, "weight");
 
         if (streq(m.verb, "ACQUIRE")) {
                 r.verb = REQUEST_ACQUIRE;
                 if (!name || !lease || !slots || !wait)
                         return fail(ret_error, "ACQUIRE needs name=, lease=, slots= and wait=");
-                expected = 4 + !!unit + !!on_lost;
+                expected = 4 + !!unit + !!on_lost + !!weight;
                 if (on_lost && !unit)
                         return fail(ret_error, "on_lost= needs unit=1");
         } else if (streq(m.verb, "RELEASE")) {
@@ -295,6 +296,14 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
                         return fail(ret_error, "invalid slots (0-1000000)");
                 r.slots = (uint32_t) v;
         }
+        r.weight = 1;
+        if (weight) {
+                if (parse_uint64(weight, 1, SLOTS_MAX, &v) < 0)
+                        return fail(ret_error, "invalid weight (1-1000000)");
+                if (r.slots > 0 && v > r.slots)
+                        return fail(ret_error, "weight above slots: it would never fit");
+                r.weight = (uint32_t) v;
+        }
         if (wait) {
                 if (streq(wait, "infinity"))
                         r.wait = USEC_INFINITY;
@@ -325,6 +334,8 @@ int request_format(const Request *r, char *buf, size_t size) {
                         message_add(&b, "unit", "1");
                 if (r->stop_on_lost)
                         message_add(&b, "on_lost", "stop");
+                if (r->weight > 1)
+                        message_add_u64(&b, "weight", r->weight);
                 break;
         case REQUEST_RELEASE:
                 message_start(&b, buf, size, "RELEASE");

@@ -112,6 +112,7 @@ typedef struct Request {
         char lease[LEASE_ID_LEN + 1];           /* ACQUIRE, RELEASE, REVOKE */
         char host[IDENT_MAX_LEN + 1];           /* REVOKE: every lease of that host ("" none) */
         uint32_t slots;                         /* ACQUIRE (0: the fleet limit); LIMIT (0: none) */
+        uint32_t weight;                        /* ACQUIRE: units of the limit it takes (1 when absent) */
         usec_t wait;                            /* ACQUIRE: 0 = do not wait */
         bool unit;                              /* ACQUIRE, RELEASE: bound to the requester's unit */
         bool stop_on_lost;                      /* ACQUIRE: stop that unit when the slot is lost */
@@ -140,6 +141,7 @@ int request_format(const Request *r, char *buf, size_t size);
 #define ERROR_CODE_BUSY "busy"                  /* too many clients */
 #define ERROR_CODE_NOT_HELD "not_held"          /* REVOKE: the lease holds no slot of the name */
 #define ERROR_CODE_NO_LIMIT "no_limit"          /* ACQUIRE slots=0: the name has no fleet limit */
+#define ERROR_CODE_TOO_HEAVY "too_heavy"        /* ACQUIRE weight= above the limit in force */
 #define ERROR_CODE_LIMIT "limit"                /* past a per-user limit of the host (max_leases_per_user, max_names_per_user) */
 
 /* Why no slot is granted for a while (QUEUED's why=, a token of the

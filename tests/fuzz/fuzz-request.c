@@ -18,6 +18,7 @@ static void check_request(const Request *r) {
         case REQUEST_ACQUIRE:
                 fuzz_assert(name_is_valid(r->name) && lease_id_is_valid(r->lease));
                 fuzz_assert(r->slots <= SLOTS_MAX);  /* 0: the fleet limit's */
+                fuzz_assert(r->weight >= 1 && r->weight <= SLOTS_MAX && (r->slots == 0 || r->weight <= r->slots));
                 fuzz_assert(!r->stop_on_lost || r->unit);
                 break;
         case REQUEST_RELEASE:
@@ -50,7 +51,7 @@ static void check_request(const Request *r) {
         n = request_format(r, line, sizeof(line));
         fuzz_assert(n > 0 && n <= PROTO_REQUEST_MAX);
         fuzz_assert(request_parse(line, (size_t) n, &again, &why) == 0);
-        fuzz_assert(again.verb == r->verb && again.slots == r->slots && again.wait == r->wait);
+        fuzz_assert(again.verb == r->verb && again.slots == r->slots && again.wait == r->wait && again.weight == r->weight);
         fuzz_assert(again.unit == r->unit && again.stop_on_lost == r->stop_on_lost);
         fuzz_assert(strcmp(again.name, r->name) == 0 && strcmp(again.lease, r->lease) == 0);
         fuzz_assert(strcmp(again.host, r->host) == 0 && strcmp(again.reason, r->reason) == 0 && again.drain == r->drain);

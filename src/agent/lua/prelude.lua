@@ -66,8 +66,10 @@ end
 -- REASON" (drain.lua, revoke.lua, limit.lua), for status; no other script
 -- reads it.
 -- Every other field is a lease that holds or waits, with its record
---   "HOST UID SLOTS TOKEN SINCE_MS PROOF DESCRIPTION"
--- (SLOTS 0: it asked for no limit of its own, the fleet limit's caller)
+--   "HOST UID SLOTS TOKEN SINCE_MS PROOF [*WEIGHT ]DESCRIPTION"
+-- (SLOTS 0: it asked for no limit of its own, the fleet limit's caller;
+-- WEIGHT, when above 1, the units of the limit it takes: HELD counts
+-- units, not holders)
 -- (TOKEN and SINCE_MS 0 while it waits; PROOF, a secret of the waiter's
 -- agent for the grant message, '-' when none). So a call reads what it
 -- needs of the name in one HMGET and writes it back in one HSET.
@@ -92,11 +94,13 @@ local function parse_record(v)
   local host, uid, slots, token, since, proof, desc =
     string.match(v or '', '^(%S+) (%d+) (%d+) (%d+) (%d+) (%S+) (.*)$')
   if not host then return false end
+  local weight, rest = string.match(desc, '^%*(%d+) (.*)$')
   return {host = host, uid = uid, slots = tonumber(slots), token = tonumber(token), since = tonumber(since),
-    proof = proof, desc = desc}
+    proof = proof, weight = tonumber(weight) or 1, desc = rest or desc}
 end
 local function record_text(r)
-  return table.concat({r.host, r.uid, digits(r.slots), digits(r.token), digits(r.since), r.proof, r.desc}, ' ')
+  return table.concat({r.host, r.uid, digits(r.slots), digits(r.token), digits(r.since), r.proof,
+    (r.weight > 1 and '*' .. digits(r.weight) .. ' ' or '') .. r.desc}, ' ')
 end
 local function parse_state(v)
   local n = {}
@@ -160,11 +164,21 @@ local function fetch(leases)
   if st and st.cap == nil then st.cap = st_cap_ or false end
 end
 
+-- The units the holders take: the sum of their weights (a holder without
+-- a record counts 1).
+local function count_held()
+  local holders = redis.call('ZRANGE', K_HOLDERS, 0, -1)
+  fetch(holders)
+  local n = 0
+  for _, lease in ipairs(holders) do n = n + (rec[lease] and rec[lease].weight or 1) end
+  return n
+end
+
 -- The state, counted from the ZSETs when Redis has none (a new name, or
 -- one whose hash left before its other keys).
 local function state()
   if not st then
-    st = {held = redis.call('ZCARD', K_HOLDERS), line = redis.call('ZCARD', K_QUEUE), limit = -1, at_limit = 0,
+    st = {held = count_held(), line = redis.call('ZCARD', K_QUEUE), limit = -1, at_limit = 0,
       ticket = 0, expires = 0, drain = st_drain_ or false, cap = st_cap_ or false}
     st_new, st_dirty = true, true
   end
@@ -185,7 +199,7 @@ local function entry_lost(lease)
   redis.call('ZREM', K_HOLDERS, lease)
   redis.call('ZREM', K_QUEUE, lease)
   redis.call('ZREM', K_WAITERS, lease)
-  st.held, st.line, st.limit, st_dirty = redis.call('ZCARD', K_HOLDERS), redis.call('ZCARD', K_QUEUE), -1, true
+  st.held, st.line, st.limit, st_dirty = count_held(), redis.call('ZCARD', K_QUEUE), -1, true
 end
 
 -- The fleet limit (`fleetsem limit --fleet`), or nil.
@@ -218,8 +232,8 @@ local function limit_in_force(default)
 end
 
 -- A new holder or waiter's record, counted in the limit in force.
-local function newcomer(lease, slots, host, uid, desc)
-  local r = {host = host, uid = uid, slots = slots, token = 0, since = 0, proof = '-', desc = desc}
+local function newcomer(lease, slots, host, uid, desc, weight)
+  local r = {host = host, uid = uid, slots = slots, token = 0, since = 0, proof = '-', weight = weight or 1, desc = desc}
   rec[lease], dirty[lease], st_dirty = r, true, true
   if slots == 0 then return r end
   if st.limit == 0 or (st.limit > 0 and slots < st.limit) then
@@ -430,14 +444,18 @@ end
 -- whose leases ran out; true if there were any.
 local function ran_out(key, gone)
   if #gone == 0 then return false end
+  fetch(gone)
   if key == K_HOLDERS then
-    st.held = st.held - each_chunk('ZREM', K_HOLDERS, gone)
+    local units = 0
+    for _, lease in ipairs(gone) do units = units + (rec[lease] and rec[lease].weight or 1) end
+    if each_chunk('ZREM', K_HOLDERS, gone) == #gone then st.held = st.held - units else st.held = nil end
   else
     st.line = st.line - each_chunk('ZREM', K_QUEUE, gone)
     each_chunk('ZREM', K_WAITERS, gone)
   end
-  fetch(gone)
   for _, lease in ipairs(gone) do forget(lease) end
+  -- (Some were gone already: counted again, without them.)
+  if not st.held then st.held = count_held() end
   return true
 end
 
@@ -479,16 +497,18 @@ local function grant(lease, r, expiry, now_ms, now_us, queued)
   end
   r.token, r.since = next_token(now_us), now_ms
   if st.held == 0 then created[K_HOLDERS] = true end
-  st.held, st_dirty = st.held + redis.call('ZADD', K_HOLDERS, expiry, lease), true
+  st.held, st_dirty = st.held + redis.call('ZADD', K_HOLDERS, expiry, lease) * r.weight, true
   put(lease, r)
   return r.token
 end
 
 -- Hands the free slots to the first in line, in ticket order, while the
--- holders are fewer than the limit in force: the hand-over needs no second
--- call from the waiter's agent. Appends lease, token, since to granted,
--- and its proof to proofs; returns false if the head of the line could not
--- be judged (its agent must look again).
+-- head's weight fits under the limit in force: the hand-over needs no
+-- second call from the waiter's agent. A head that does not fit stops the
+-- line (first come, first served: nobody overtakes a heavy job). Appends
+-- lease, token, since to granted, and its proof to proofs; returns false
+-- if the head of the line could not be judged (its agent must look again:
+-- gone, or heavier than the limit now is).
 local function grant_next(now_ms, now_us, granted, proofs)
   if st.line == 0 then return true end
   -- Nobody leaves on the way: the limit stays what it is.
@@ -500,7 +520,8 @@ local function grant_next(now_ms, now_us, granted, proofs)
   for _, head in ipairs(heads) do
     -- Its agent renewed it as a waiter until now: no longer, not anew.
     local expiry, r = redis.call('ZSCORE', K_WAITERS, head), rec[head]
-    if not expiry or not r then return false end
+    if not expiry or not r or r.weight > limit then return false end
+    if st.held + r.weight > limit then return true end
     proofs[#proofs + 1] = r.proof
     local token = grant(head, r, expiry, now_ms, now_us, true)
     granted[#granted + 1] = head
@@ -558,7 +579,9 @@ end
 
 -- The proof (optional) is kept while the lease waits, for the grant
 -- message. Returns {-1} when the lease is another host's or user's, {-2}
--- when it asks for no number of slots (0) and the name has no fleet limit;
+-- when it asks for no number of slots (0) and the name has no fleet limit,
+-- {-3, limit} when its weight is above the limit in force (it would never
+-- fit);
 -- {1, token, since_ms, held, limit} when it holds a slot (now or already);
 -- else {0, position, held, limit, ms until the first holder expires or -1,
 -- and the drain record while the name is drained}.
@@ -567,7 +590,7 @@ local function acquire_call(argv)
   local ttl, desc = tonumber(argv[A_ACQUIRE_TTL_MS]), argv[A_ACQUIRE_DESCRIPTION]
   local host, uid = argv[A_ACQUIRE_HOST], argv[A_ACQUIRE_UID]
   local grace_until = tonumber(argv[A_ACQUIRE_GRACE_UNTIL_MS]) or 0
-  local proof = argv[A_ACQUIRE_PROOF]
+  local proof, weight = argv[A_ACQUIRE_PROOF], tonumber(argv[A_ACQUIRE_WEIGHT]) or 1
   local now_ms, now_us = now()
   fetch({lease})
   expire(now_ms, ttl, grace_until)
@@ -584,27 +607,34 @@ local function acquire_call(argv)
     r = nil
   end
   if slots == 0 and not cap() then return {-2} end
+  do
+    local limit = limit_in_force(slots)
+    if slots > 0 then limit = math.min(slots, limit) end
+    if weight > limit then return {-3, limit} end
+  end
 
-  -- First come, first served: granted while among the first (limit - held)
-  -- in line, so a newcomer never overtakes anyone queued before it. During
-  -- the grace period after a reset, and while the name is drained, nobody
-  -- is granted anything (a drained name's waiters keep their places).
+  -- First come, first served: granted while the weights of those before
+  -- it in line and its own fit under the limit in force with the holders',
+  -- so a newcomer never overtakes anyone queued before it (nor a light job
+  -- a heavy one at the head). During the grace period after a reset, and
+  -- while the name is drained, nobody is granted anything (a drained
+  -- name's waiters keep their places).
   local held = st.held
 
-  -- Nobody in line and a slot free: straight in, without a ticket.
+  -- Nobody in line and room for it: straight in, without a ticket.
   if st.line == 0 then
     local limit = limit_in_force(slots)
     if slots > 0 then limit = math.min(slots, limit) end
-    if may_grant(now_ms, grace_until) and held < limit then
-      r = newcomer(lease, slots, host, uid, desc)
+    if may_grant(now_ms, grace_until) and held + weight <= limit then
+      r = newcomer(lease, slots, host, uid, desc, weight)
       local token = grant(lease, r, now_ms + ttl, now_ms, now_us, false)
-      return {1, token, now_ms, held + 1, limit}
+      return {1, token, now_ms, held + weight, limit}
     end
   end
 
   -- In line already (its record says it waits), or at its end.
   local rank = r and redis.call('ZRANK', K_QUEUE, lease)
-  if not r then r = newcomer(lease, slots, host, uid, desc) end
+  if not r then r = newcomer(lease, slots, host, uid, desc, weight) end
   if rank then
     redis.call('ZADD', K_WAITERS, now_ms + ttl, lease)
   else
@@ -613,9 +643,18 @@ local function acquire_call(argv)
   end
 
   local limit = limit_in_force(slots)
-  if may_grant(now_ms, grace_until) and held < limit and rank < limit - held then
-    local token = grant(lease, r, now_ms + ttl, now_ms, now_us, true)
-    return {1, token, now_ms, held + 1, limit}
+  if may_grant(now_ms, grace_until) and held + r.weight <= limit and rank < limit - held then
+    -- (Each before it weighs 1 at least: only then can it fit.)
+    local ahead = 0
+    if rank > 0 then
+      local before = redis.call('ZRANGE', K_QUEUE, 0, rank - 1)
+      fetch(before)
+      for _, l in ipairs(before) do ahead = ahead + (rec[l] and rec[l].weight or 1) end
+    end
+    if held + ahead + r.weight <= limit then
+      local token = grant(lease, r, now_ms + ttl, now_ms, now_us, true)
+      return {1, token, now_ms, held + r.weight, limit}
+    end
   end
   if proof and proof ~= '' and proof ~= r.proof then
     r.proof = proof
@@ -644,7 +683,7 @@ local function release_call(argv)
   local held, queued = 0, 0
   if r.token > 0 then
     held = redis.call('ZREM', K_HOLDERS, lease)
-    st.held = st.held - held
+    st.held = st.held - held * r.weight
   else
     queued = redis.call('ZREM', K_QUEUE, lease)
     st.line = st.line - queued

@@ -6,6 +6,7 @@ local lease, slots = ARGV[A_REASSERT_LEASE], tonumber(ARGV[A_REASSERT_SLOTS])
 local token, since = tonumber(ARGV[A_REASSERT_TOKEN]), tonumber(ARGV[A_REASSERT_SINCE_MS])
 local ttl, desc = tonumber(ARGV[A_REASSERT_TTL_MS]), ARGV[A_REASSERT_DESCRIPTION]
 local host, uid, idle_ms = ARGV[A_REASSERT_HOST], ARGV[A_REASSERT_UID], ARGV[A_REASSERT_IDLE_MS]
+local weight = tonumber(ARGV[A_REASSERT_WEIGHT]) or 1
 local now_ms, now_us = now()
 fetch({lease})
 -- Only after a reset, of which grace_until tells: what Redis has from
@@ -27,7 +28,7 @@ end
 -- and nobody is granted anything without one.)
 local limit = limit_in_force(slots)
 if slots > 0 then limit = math.min(slots, limit) end
-if limit and limit > 0 and st.held >= limit then
+if limit and limit > 0 and st.held + weight > limit then
   return idle(idle_ms, 0)
 end
 -- A waiter it was: out of the line.
@@ -36,10 +37,10 @@ if r then
   redis.call('ZREM', K_WAITERS, lease)
   forget(lease)
 end
-r = newcomer(lease, slots, host, uid, desc)
+r = newcomer(lease, slots, host, uid, desc, weight)
 r.token, r.since = token, since
 if st.held == 0 then created[K_HOLDERS] = true end
-st.held = st.held + redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
+st.held = st.held + redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease) * weight
 -- The fencing token never goes back: not below the tokens' clock, if the
 -- counter was lost, nor below the token this holder has.
 st.token = math.max(st.token or token_clock(now_us), token)

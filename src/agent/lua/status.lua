@@ -1,5 +1,5 @@
--- Returns {now_ms, {{lease, expires_in_ms, "TOKEN SINCE", description, "HOST UID"}...},
---          {{lease, description, "HOST UID"}...}, limit, drain, action, cap}, the
+-- Returns {now_ms, {{lease, expires_in_ms, "TOKEN SINCE", description, "HOST UID", weight}...},
+--          {{lease, description, "HOST UID", weight}...}, limit, drain, action, cap}, the
 -- queue in ticket order, limit 0 when nobody holds or waits, drain the
 -- drain record ("HOST UID SINCE_MS USER REASON"; "" when not drained),
 -- action the last operator action ("ACTION HOST UID AT_MS USER REASON";
@@ -18,11 +18,12 @@ local holders, queue = {}, {}
 for i = 1, #h, 2 do
   local r = rec[h[i]]
   holders[#holders + 1] = {h[i], math.max(0, tonumber(h[i + 1]) - now_ms),
-    r and digits(r.token) .. ' ' .. digits(r.since) or '', r and r.desc or '', r and r.host .. ' ' .. r.uid or ''}
+    r and digits(r.token) .. ' ' .. digits(r.since) or '', r and r.desc or '', r and r.host .. ' ' .. r.uid or '',
+    r and r.weight or 1}
 end
 for _, lease in ipairs(q) do
   local r = rec[lease]
-  queue[#queue + 1] = {lease, r and r.desc or '', r and r.host .. ' ' .. r.uid or ''}
+  queue[#queue + 1] = {lease, r and r.desc or '', r and r.host .. ' ' .. r.uid or '', r and r.weight or 1}
 end
 local limit = limit_in_force(0)
 -- What the sweep dropped (never a new name's state).
