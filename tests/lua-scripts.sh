@@ -600,6 +600,26 @@ e6=$(epoch 00000000000000000000000000000006 100 bbbb 3000)
 is "$(j "$e6" '[r[0], r[1].split()[0], r[1].split()[2]]')" '[2,"00000000000000000000000000000006","bbbb"]' \
         "epoch: another master (a failover) replaces it, and says so"
 is "$(j "$e6" "$t0 + 3000 <= int(r[1].split()[1]) <= $(redis_ms) + 3000")" true "epoch: ... with the longer grace"
+# The same process with a new replication id and no history (a master
+# creates its backlog for its first replica, or drops it): no failover.
+# Without that word (a promotion keeps the id it followed as its history)
+# the same run id with another replication id is one.
+RUN=$(printf 'r%.0s' $(seq 40) | tr r 1) R1=$(printf '2%.0s' $(seq 40)) R2=$(printf '3%.0s' $(seq 40)) R3=$(printf '4%.0s' $(seq 40))
+rcli FLUSHALL >/dev/null
+e7=$(epoch 00000000000000000000000000000007 0 "$RUN$R1" 3000)
+fresh_epoch() {    # ID MASTER_ID FRESH: as the agent calls it, knowing none
+        args epoch id="$1" grace_ms=0 master_id="$2" failover_grace_ms=3000 known_id= known_grace_until_ms= replid_fresh="$3"
+        rcli --json EVALSHA "${SHA[epoch]}" 1 "$EPOCH_KEY" "${ARGS_OUT[@]}"
+}
+e8=$(fresh_epoch 00000000000000000000000000000008 "$RUN$R2" 1)
+is "$(j "$e8" '[r[0], r[1].split()[0], r[1].split()[1] == "'"$(j "$e7" 'r[1].split()[1]')"'"]')" \
+        '[0,"00000000000000000000000000000007",true]' "epoch: a new replication id without history: the same epoch, its grace as it was"
+is "$(rcli GET "$EPOCH_KEY" | cut -d' ' -f3)" "$RUN$R2" "epoch: ... naming the master as it is now"
+e9=$(fresh_epoch 00000000000000000000000000000009 "$RUN$R3" 0)
+is "$(j "$e9" '[r[0], r[1].split()[0]]')" '[2,"00000000000000000000000000000009"]' \
+        "epoch: a new replication id with a history (a promotion), the same run id: a failover, a new epoch"
+e10=$(fresh_epoch 00000000000000000000000000000010 "$(printf '5%.0s' $(seq 40))$R1" 1)
+is "$(j "$e10" 'r[0]')" 2 "epoch: another run id is another master, history or none"
 
 # A failover that flaps back to a master that never caught up (chaos
 # finding 9): the same Redis process, its run id and its epoch come back

@@ -45,6 +45,8 @@ struct Shard {
         char error[256];
         char epoch[LEASE_ID_LEN + 1];   /* the Redis state this agent knows ("" before the first) */
         uint64_t grace_until_ms;        /* Redis clock: nobody is granted anything before */
+        bool replid_fresh;              /* INFO: a replication id with no history
+                                         * (master_replid2 all 0s): not a promotion */
         char master_id[81];             /* its run id and replication id (INFO): another
                                          * process, or the same one promoted again, has another */
         Call *parked;                   /* calls redirected here before it was up (calls.c) */

@@ -284,6 +284,7 @@ static int epoch_send(Shard *sh, const char *key, const char *id, const char *gr
                 [HEAD + ARG_EPOCH_MASTER_ID] = io->topo->failover ? sh->master_id : "",
                 [HEAD + ARG_EPOCH_FAILOVER_GRACE_MS] = failover,
                 [HEAD + ARG_EPOCH_KNOWN_ID] = sh->epoch, [HEAD + ARG_EPOCH_KNOWN_GRACE_UNTIL_MS] = known_until,
+                [HEAD + ARG_EPOCH_REPLID_FRESH] = sh->replid_fresh ? "1" : "0",
         };
 
         return redis_conn_command(sh->cmd, epoch_reply, sh, ELEMENTSOF(argv), argv, NULL);
@@ -316,7 +317,10 @@ static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
         if (!reply || conn != sh->cmd)
                 return;
         sh->master_id[0] = '\0';
+        sh->replid_fresh = false;
         if (redis_reply_string(reply, &s, &len) >= 0) {
+                char replid2[41];
+
                 if ((p = memmem(s, len, "uptime_in_seconds:", 18)))
                         uptime = strtoll(p + 18, NULL, 10);
                 /* A server without a replication id (not Redis 6.2 or
@@ -327,6 +331,12 @@ static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
                 else if (info_hex40(s, len, "\nmaster_replid:", sh->master_id + 40) < 0 && io->topo->failover)
                         log_warning("Redis at %s gives no replication id in INFO: a failover back to it with old data "
                                     "would not be seen as one.", sh->name);
+                /* A master makes a new replication id, with no history,
+                 * when it creates its backlog (its first replica since it
+                 * started) or drops it (repl-backlog-ttl): the same data.
+                 * A promotion keeps the id it followed as the history. */
+                sh->replid_fresh = info_hex40(s, len, "\nmaster_replid2:", replid2) >= 0 &&
+                                   strspn(replid2, "0") == 40;
         }
         /* Whole seconds, rounded down: the grace is never too short. */
         grace_ms = uptime >= 0 && (uint64_t) uptime * 1000 < ttl_ms ? ttl_ms - (uint64_t) uptime * 1000 : 0;

@@ -16,6 +16,10 @@
 -- saw (data restored from a copy, say): a loss, which starts a new epoch
 -- with the longer grace. Either way its holders re-assert, and the time
 -- since the old data was written is no clock step.
+-- A master that made a new replication id with no history (replid_fresh
+-- '1': it created its backlog for its first replica since it started, or
+-- dropped it after repl-backlog-ttl) is the same process with the same
+-- data, no failover: the epoch is kept, naming it as it is now.
 -- Returns {0, value, now_ms} when it holds; else sets it to
 -- "NEW_ID GRACE_UNTIL_MS [MASTER_ID]" (no expiry) and returns {1, value, now_ms}
 -- when there was none, {2, value, now_ms} when it named another master,
@@ -25,6 +29,13 @@ local value = redis.call('GET', KEYS[1])
 local master_id = ARGV[A_EPOCH_MASTER_ID] or ''
 local known_id, known_until = ARGV[A_EPOCH_KNOWN_ID] or '', tonumber(ARGV[A_EPOCH_KNOWN_GRACE_UNTIL_MS] or '')
 local went_back = false
+if value and ARGV[A_EPOCH_REPLID_FRESH] == '1' and #master_id == 80 then
+  local id, grace_until, was = string.match(value, '^(%x+) (%d+) (%x+)$')
+  if was and #was == 80 and was ~= master_id and string.sub(was, 1, 40) == string.sub(master_id, 1, 40) then
+    value = id .. ' ' .. grace_until .. ' ' .. master_id
+    redis.call('SET', KEYS[1], value)
+  end
+end
 if value and (master_id == '' or string.match(value, '^%x+ %d+ (%x+)$') == master_id) then
   local id, grace_until = string.match(value, '^(%x+) (%d+)')
   went_back = known_id ~= '' and known_until ~= nil and id ~= nil and id ~= known_id and
