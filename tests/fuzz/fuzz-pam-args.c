@@ -32,7 +32,9 @@ static pam_handle_t *handle(void) {
 }
 
 static void check_options(const Options *o) {
-        fuzz_assert(o->slots >= 1 && o->slots <= SLOTS_MAX);
+        /* slots 0: not given, the fleet limit's; weight 0: not given (1) */
+        fuzz_assert(o->slots <= SLOTS_MAX && o->weight <= SLOTS_MAX);
+        fuzz_assert(o->slots == 0 || o->weight <= o->slots);
         fuzz_assert(o->name_template[0] && strlen(o->name_template) < TEMPLATE_MAX);
         fuzz_assert(ident_is_valid(o->ns));
         fuzz_assert(o->n_exempt_users <= EXEMPT_MAX && o->n_exempt_groups <= EXEMPT_MAX);
