@@ -69,8 +69,8 @@ packages() {
 build; rc=$?; echo "step build $rc"; [ "$rc" -eq 0 ] || exit 0
 step redis suites --suite unit --suite redis --suite lua --suite security --suite ha
 # Against Valkey, the ha suite but the two slow Sentinel failover tests
-# (flap, split: Sentinel's and the agent's code, the same with either
-# server, run against Redis 8 above): CI's time.
+# (flap, split: the code of Sentinel and of the agent, the same with
+# either server, run against Redis 8 above), for the time of CI.
 valkey() {
         suites --suite redis --suite lua; local rc=$?
         suites $(meson test -C /tmp/build --suite ha --list 2>/dev/null | sed -n "s/^fleetsem:ha \/ //p" |
