@@ -100,23 +100,21 @@ static void limit_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         OpCall *d = userdata;
         LogFields f = { .name = d->name, .action = "limit", .operator = d->operator, .reason = d->reason };
         char line[PROTO_REPLY_MAX], was[SLOTS_DRAIN_RECORD_MAX + 32] = "", text[512] = "", what[NAME_MAX_LEN + 32];
-        unsigned long long before = 0;
-        int off = 0;
+        uint32_t before = 0;
         size_t granted;
         MessageBuilder b;
 
         (void) conn;
         if (!reply || redis_reply_error(reply) || redis_reply_array_string(reply, 0, was, sizeof(was)) < 0 ||
             redis_reply_array_len(reply) % 3 != 1 ||
-            (was[0] && (sscanf(was, "%llu %n", &before, &off) < 1 || off == 0 || before == 0 ||
-                        slots_drain_text(was + off, text, sizeof(text)) < 0))) {
+            (was[0] && slots_cap_text(was, &before, text, sizeof(text)) < 0)) {
                 snprintf(what, sizeof(what), "set the fleet limit of %s", d->name);
                 op_failed(d, &f, reply, what, reply && !redis_reply_error(reply) ? "unexpected reply from Redis" : NULL);
                 return;
         }
         granted = (redis_reply_array_len(reply) - 1) / 3;
         if (before)
-                snprintf(was, sizeof(was), "%llu, set %s", before, text);
+                snprintf(was, sizeof(was), "%" PRIu32 ", set %s", before, text);
         else
                 snprintf(was, sizeof(was), "none");
         if (d->slots > 0)

@@ -119,6 +119,17 @@ int slots_drain_text(const char *record, char *buf, size_t size) {
         return record_text(record, "", "since", buf, size);
 }
 
+int slots_cap_text(const char *record, uint32_t *ret_n, char *buf, size_t size) {
+        unsigned long long n = 0;
+        int off = 0;
+
+        if (!record || sscanf(record, "%llu %n", &n, &off) < 1 || off == 0 || n == 0 || n > SLOTS_MAX ||
+            slots_drain_text(record + off, buf, size) < 0)
+                return -EBADMSG;
+        *ret_n = (uint32_t) n;
+        return 0;
+}
+
 int slots_action_text(const char *record, char *buf, size_t size) {
         char action[16], prefix[24];
         int off = 0;

@@ -116,6 +116,10 @@ int slots_drain_text(const char *record, char *buf, size_t size);
  * (uid UID) on HOST at YYYY-MM-DD HH:MM UTC[: REASON]"; -EBADMSG when it is
  * none. */
 int slots_action_text(const char *record, char *buf, size_t size);
+/* A fleet limit's record ("N HOST UID SINCE_MS USER REASON"): N into
+ * *ret_n and the rest for people, as slots_drain_text(); -EBADMSG when it
+ * is none. */
+int slots_cap_text(const char *record, uint32_t *ret_n, char *buf, size_t size);
 
 /* What a script call reported, decoded and checked by the adapter. */
 typedef enum AcquireOutcome {

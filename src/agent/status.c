@@ -114,8 +114,7 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         long long now = 0, limit = 0;
         char drain[SLOTS_DRAIN_RECORD_MAX + 1] = "", drained[512], action[SLOTS_DRAIN_RECORD_MAX + 16] = "",
                 last[512], cap[SLOTS_DRAIN_RECORD_MAX + 32] = "", cap_set[512];
-        unsigned long long cap_n = 0;
-        int off = 0;
+        uint32_t cap_n = 0;
         MessageBuilder b;
 
         (void) conn;
@@ -136,8 +135,7 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         (void) redis_reply_array_string(reply, 4, drain, sizeof(drain));
         (void) redis_reply_array_string(reply, 5, action, sizeof(action));
         /* The fleet limit: "N HOST UID SINCE_MS USER REASON". */
-        if (redis_reply_array_string(reply, 6, cap, sizeof(cap)) < 0 || sscanf(cap, "%llu %n", &cap_n, &off) < 1 ||
-            off == 0 || cap_n == 0 || cap_n > SLOTS_MAX || slots_drain_text(cap + off, cap_set, sizeof(cap_set)) < 0)
+        if (redis_reply_array_string(reply, 6, cap, sizeof(cap)) < 0 || slots_cap_text(cap, &cap_n, cap_set, sizeof(cap_set)) < 0)
                 cap_n = 0;
         if (redis_reply_array_len(holders) == 0 && redis_reply_array_len(queue) == 0 && !job->summary && !drain[0] &&
             !action[0] && !cap_n)

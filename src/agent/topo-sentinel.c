@@ -218,26 +218,39 @@ static void master_move(RedisIo *io, const char *host, const char *port, size_t 
         sentinel_connect(io);
 }
 
-static void sentinel_tally(RedisIo *io) {
-        Topology *t = io->topo_state;
-        const Config *c = io->agent->config;
-        size_t n = c->redis.n_hosts, best = 0, answered = 0;
-        const char *winner = NULL;
-        char host[256], port[8];
+/* The round's votes so far: how many name the address most of them name
+ * (that address into *winner, NULL when none answered), and how many
+ * answered at all. */
+static size_t votes_best(const RedisIo *io, const char **winner, size_t *answered) {
+        const Topology *t = io->topo_state;
+        size_t n = io->agent->config->redis.n_hosts, best = 0;
 
+        *winner = NULL;
+        *answered = 0;
         for (size_t i = 0; i < n; i++) {
                 size_t k = 0;
 
                 if (!t->q[i].vote[0])
                         continue;
-                answered++;
+                (*answered)++;
                 for (size_t j = 0; j < n; j++)
                         k += streq(t->q[i].vote, t->q[j].vote);
                 if (k > best) {
                         best = k;
-                        winner = t->q[i].vote;
+                        *winner = t->q[i].vote;
                 }
         }
+        return best;
+}
+
+static void sentinel_tally(RedisIo *io) {
+        Topology *t = io->topo_state;
+        const Config *c = io->agent->config;
+        size_t n = c->redis.n_hosts, answered, best;
+        const char *winner;
+        char host[256], port[8];
+
+        best = votes_best(io, &winner, &answered);
         if (!winner || best < sentinel_quorum(io) || sscanf(winner, "%255s %7s", host, port) != 2) {
                 log_full(t->no_quorum && t->master.host ? LOG_DEBUG : LOG_WARNING,
                          "Sentinel: no quorum names the master of %s: %zu of %zu Sentinels answered, at most %zu "
@@ -307,18 +320,10 @@ static void round_end(RedisIo *io, bool hangs) {
 }
 
 static bool quorum_agrees(const RedisIo *io) {
-        const Topology *t = io->topo_state;
-        size_t n = io->agent->config->redis.n_hosts;
+        const char *winner;
+        size_t answered;
 
-        for (size_t i = 0; i < n; i++) {
-                size_t k = 0;
-
-                for (size_t j = 0; j < n && t->q[i].vote[0]; j++)
-                        k += streq(t->q[i].vote, t->q[j].vote);
-                if (k >= sentinel_quorum(io))
-                        return true;
-        }
-        return false;
+        return votes_best(io, &winner, &answered) >= sentinel_quorum(io);
 }
 
 static void sentinel_vote(SentinelQuery *q, const char *vote) {

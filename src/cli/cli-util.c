@@ -89,22 +89,22 @@ int cli_read_message(int fd, LineReader *lr, usec_t deadline, const char *what, 
         return 0;
 }
 
-int cli_parse_slots(const char *s, uint32_t *ret) {
+/* A count of slots or units, 1 to SLOTS_MAX; what: "slots", "weight". */
+static int parse_count(const char *s, const char *what, uint32_t *ret) {
         uint64_t v;
 
         if (parse_uint64(s, 1, SLOTS_MAX, &v) < 0)
-                return log_error_errno(EINVAL, "Invalid slots \"%s\": expected a number from 1 to %u.", s, SLOTS_MAX);
+                return log_error_errno(EINVAL, "Invalid %s \"%s\": expected a number from 1 to %u.", what, s, SLOTS_MAX);
         *ret = (uint32_t) v;
         return 0;
 }
 
-int cli_parse_weight(const char *s, uint32_t *ret) {
-        uint64_t v;
+int cli_parse_slots(const char *s, uint32_t *ret) {
+        return parse_count(s, "slots", ret);
+}
 
-        if (parse_uint64(s, 1, SLOTS_MAX, &v) < 0)
-                return log_error_errno(EINVAL, "Invalid weight \"%s\": expected a number from 1 to %u.", s, SLOTS_MAX);
-        *ret = (uint32_t) v;
-        return 0;
+int cli_parse_weight(const char *s, uint32_t *ret) {
+        return parse_count(s, "weight", ret);
 }
 
 int cli_check_weight(uint32_t slots, uint32_t weight) {

@@ -16,11 +16,8 @@ local granted, proofs = {}, {}
 if on then
   st.drain = table.concat({ARGV[A_DRAIN_HOST], ARGV[A_DRAIN_UID], digits(now_ms), ARGV[A_DRAIN_USER],
     ARGV[A_DRAIN_REASON]}, ' ')
-  st.expires, st_dirty, drain_dirty = 0, true, true
-  redis.call('PERSIST', K_HOLDERS)
-  redis.call('PERSIST', K_QUEUE)
-  redis.call('PERSIST', K_WAITERS)
-  redis.call('PERSIST', K_CLOCK)
+  drain_dirty = true
+  persist()
   -- Those in line look again, and hear of it.
   if st.line > 0 and was == '' then wake() end
 elseif st.drain then

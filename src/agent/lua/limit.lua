@@ -18,12 +18,8 @@ local granted, proofs = {}, {}
 if n > 0 then
   st.cap = table.concat({digits(n), ARGV[A_LIMIT_HOST], ARGV[A_LIMIT_UID], digits(now_ms), ARGV[A_LIMIT_USER],
     reason}, ' ')
-  st.expires, st_dirty = 0, true
   redis.call('HSET', K_CLOCK, CAP, st.cap)
-  redis.call('PERSIST', K_HOLDERS)
-  redis.call('PERSIST', K_QUEUE)
-  redis.call('PERSIST', K_WAITERS)
-  redis.call('PERSIST', K_CLOCK)
+  persist()
 else
   st.cap = false
   redis.call('HDEL', K_CLOCK, CAP)

@@ -544,6 +544,17 @@ local function granted_message(granted, proofs)
   return table.concat(words, ' ')
 end
 
+-- The name's keys no longer expire (drained, or with a fleet limit: what
+-- an operator set stays until taken back); idle() sets an expiry again
+-- once neither holds.
+local function persist()
+  st.expires, st_dirty = 0, true
+  redis.call('PERSIST', K_HOLDERS)
+  redis.call('PERSIST', K_QUEUE)
+  redis.call('PERSIST', K_WAITERS)
+  redis.call('PERSIST', K_CLOCK)
+end
+
 -- Every script but status ends here: a name nobody touches for idle_ms
 -- leaves Redis (not while it is drained or has a fleet limit: drain.lua
 -- and limit.lua take its expiry away). All its keys leave at one time, the state's EXPIRES_MS:
@@ -607,11 +618,10 @@ local function acquire_call(argv)
     r = nil
   end
   if slots == 0 and not cap() then return {-2} end
-  do
-    local limit = limit_in_force(slots)
-    if slots > 0 then limit = math.min(slots, limit) end
-    if weight > limit then return {-3, limit} end
-  end
+  -- The limit in force with its own ask, before it counts among them.
+  local own_limit = limit_in_force(slots)
+  if slots > 0 then own_limit = math.min(slots, own_limit) end
+  if weight > own_limit then return {-3, own_limit} end
 
   -- First come, first served: granted while the weights of those before
   -- it in line and its own fit under the limit in force with the holders',
@@ -622,14 +632,10 @@ local function acquire_call(argv)
   local held = st.held
 
   -- Nobody in line and room for it: straight in, without a ticket.
-  if st.line == 0 then
-    local limit = limit_in_force(slots)
-    if slots > 0 then limit = math.min(slots, limit) end
-    if may_grant(now_ms, grace_until) and held + weight <= limit then
-      r = newcomer(lease, slots, host, uid, desc, weight)
-      local token = grant(lease, r, now_ms + ttl, now_ms, now_us, false)
-      return {1, token, now_ms, held + weight, limit}
-    end
+  if st.line == 0 and may_grant(now_ms, grace_until) and held + weight <= own_limit then
+    r = newcomer(lease, slots, host, uid, desc, weight)
+    local token = grant(lease, r, now_ms + ttl, now_ms, now_us, false)
+    return {1, token, now_ms, held + weight, own_limit}
   end
 
   -- In line already (its record says it waits), or at its end.
