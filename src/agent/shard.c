@@ -90,12 +90,23 @@ bool shards_any_ready(const RedisIo *io) {
         return false;
 }
 
+/* Connects the shards whose backoff is over; for one still in its
+ * backoff the reconnect timer is armed for when it ends. Without that, a
+ * connect asked for early (under Sentinel: a quorum that named the master
+ * during the backoff) would leave the shard down for good. */
 void shards_connect_due(RedisIo *io) {
         usec_t now = now_mono();
 
-        for (size_t i = 0; i < io->n_shards; i++)
-                if (io->topo->shard_counts(io, io->shards[i]) && now >= io->shards[i]->retry_at)
-                        shard_connect(io->shards[i]);
+        for (size_t i = 0; i < io->n_shards; i++) {
+                Shard *sh = io->shards[i];
+
+                if (!io->topo->shard_counts(io, sh))
+                        continue;
+                if (now >= sh->retry_at)
+                        shard_connect(sh);
+                else
+                        redis_reconnect_in(io, sh->retry_at - now);
+        }
 }
 
 Shard *shard_of_conn(RedisIo *io, const RedisConn *conn) {
