@@ -7,7 +7,7 @@
 # $FLEETSEM_TEST_ROOT (default /var/cache/fleetsem-tests); containers boot
 # it read-only with a tmpfs overlay, so they share it and leave it as it was.
 
-NS_PACKAGES=systemd,systemd-sysv,dbus,libhiredis0.14,openssh-server,openssh-client,libpam-modules,libpam-runtime,procps
+NS_PACKAGES=systemd,systemd-sysv,dbus,libpam-systemd,libhiredis0.14,openssh-server,openssh-client,libpam-modules,libpam-runtime,procps
 NS_ROOT_REV=2          # bump when ns_root() changes what it builds
 NS_CACHE=${FLEETSEM_TEST_ROOT:-/var/cache/fleetsem-tests}
 NS_MIRROR=${FLEETSEM_TEST_MIRROR:-$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n1)}

@@ -103,6 +103,45 @@ limit_holds 'DOMAIN\user' login:DOMAIN_5Cuser 320
 limit_holds carol login:carol 330 Carol Carol
 is "$(holders login:Carol)" 0 "... Carol never had a name of her own"
 
+# --- a session whose slot is revoked is told so on its terminal ------------------
+# ssh with a terminal: sshd opens the session in a process with none of its
+# own (and logind does not know it yet), so the agent finds it on the
+# shell sshd started. su in a terminal (script(1) gives it one): its own
+# controlling terminal.
+# (stdin: a pipe that stays open and says nothing; /dev/zero would fill
+# the terminals with its echo.)
+sleep 60 | ns h1 sh -c 'ssh -tt -i /run/fleetsem-test/id_test -o BatchMode=yes -o StrictHostKeyChecking=no \
+        -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -p '"$(port h1)"' bob@127.0.0.1 "echo tty-in; exec sleep 3501"' \
+        >"$T/ssh-tty.out" 2>&1 &
+sleep 60 | ns h1 script -qfec "su -l bob -c 'echo tty-in; exec sleep 3502'" /dev/null >"$T/su-tty.out" 2>&1 &
+check "bob's ssh session with a terminal is in" wait_for 10 grep -q tty-in "$T/ssh-tty.out"
+check "bob's su session in a terminal is in" wait_for 10 grep -q tty-in "$T/su-tty.out"
+is "$(holders login:bob)" 2 "Redis: both hold slots of login:bob"
+for lease in $(rcli ZRANGE 'fleetsem:{login:bob}:holders' 0 -1); do
+        ns h2 fleetsem revoke --reason "terminal test" "$lease" >/dev/null 2>&1 || echo "# revoke of $lease failed"
+done
+is "$(holders login:bob)" 0 "both revoked from h2"
+check "the ssh session is told on its terminal" \
+        wait_for 10 grep -q 'fleetsem: this session no longer holds its slot of login:bob' "$T/ssh-tty.out"
+check "the su session is told on its terminal" \
+        wait_for 5 grep -q 'fleetsem: this session no longer holds its slot of login:bob' "$T/su-tty.out"
+journal h1 -u fleetsemd.service >"$T/h1-told.log"
+is "$(grep -cE 'Told root@h1 pid [0-9]+ \([^)]+\) on /dev/pts/[0-9]+ that its slot of login:bob is lost' "$T/h1-told.log")" 2 \
+        "h1's journal says whom it told, on which terminal, for each"
+check "the sessions go on (PAM ends no session)" nsenter -t "$(ns_leader h1)" -a pgrep -f 'sleep 3501'
+logout h1 3501
+logout h1 3502
+# A terminal that takes no messages (mesg n) is left alone; the journal says so.
+sleep 60 | ns h1 sh -c 'ssh -tt -i /run/fleetsem-test/id_test -o BatchMode=yes -o StrictHostKeyChecking=no \
+        -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -p '"$(port h1)"' bob@127.0.0.1 "mesg n; echo tty-in; exec sleep 3503"' \
+        >"$T/ssh-mesg.out" 2>&1 &
+check "bob's session with mesg n is in" wait_for 10 grep -q tty-in "$T/ssh-mesg.out"
+ns h2 fleetsem revoke --reason "mesg test" "$(rcli ZRANGE 'fleetsem:{login:bob}:holders' 0 0)" >/dev/null 2>&1
+check "... revoked: the agent says it did not tell it" \
+        wait_for 10 sh -c "nsenter -t $(ns_leader h1) -a journalctl --no-pager -q -u fleetsemd.service | grep -q 'Did not tell root@h1 pid [0-9]* ([^)]*) on /dev/pts/[0-9]* that its slot of login:bob is lost: it takes no messages (mesg n)'"
+check "... and its terminal shows nothing of it" sh -c "! grep -q 'fleetsem: this session' '$T/ssh-mesg.out'"
+logout h1 3503
+
 # --- su -l, the same limit ------------------------------------------------------
 out=$(ns h1 su -l alice -c 'echo su in' 2>&1); rc=$?
 check "su -l alice with 2 sessions open: refused (exit $rc)" [ "$rc" -ne 0 ]

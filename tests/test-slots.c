@@ -39,6 +39,7 @@ typedef struct World {
         Call *calls;
         unsigned n_calls, size_calls;
         char stopped[64];
+        char told[LEASE_ID_LEN + 1];    /* tell_lost: the last lease whose holder was told so */
         unsigned n_index_add;
         usec_t lease_timer[8];  /* by lease id's first digit */
         unsigned n_ids;         /* random ids made: "f000…1", "f000…2", … */
@@ -153,6 +154,12 @@ static void fx_stop_unit(void *ctx, const char *unit, const char *why) {
         snprintf(w.stopped, sizeof(w.stopped), "%s", unit);
 }
 
+static void fx_tell_lost(void *ctx, Lease *l, const char *why) {
+        (void) ctx;
+        (void) why;
+        snprintf(w.told, sizeof(w.told), "%s", l->id);
+}
+
 static void fx_changed(void *ctx) {
         (void) ctx;
 }
@@ -188,6 +195,7 @@ static const SlotsOps ops = {
         .call_renew = fx_call_renew, .call_reassert = fx_call_reassert, .index = fx_index,
         .lease_timer = fx_lease_timer, .name_timer = fx_name_timer, .name_waiting = fx_nop_name,
         .lease_drop = fx_lease_drop, .name_drop = fx_nop_name, .stop_unit = fx_stop_unit, .changed = fx_changed,
+        .tell_lost = fx_tell_lost,
         .random_id = fx_random_id, .log = fx_log,
 };
 
@@ -610,6 +618,7 @@ static void test_lost_when_not_renewed(void) {
         /* An agent paused past that: lost before Redis could re-grant. */
         slots_tick(&e, TTL / 3 + slots_lost_after(&e) + 1);
         CHECK(has_line(&c1, "LOST"), "lost just after two thirds of the lease without renewal");
+        CHECK_STR(w.told, "", "a holder that listens hears LOST, and is told nothing else");
         CHECK(said("3 -1 LOST slot of x (token 1): "),
               "a loss is said at LOG_ERR, caused by nobody (never held back by a budget)");
         CHECK_INT(count_calls("release", id(1)), 1, "and given back");
@@ -621,6 +630,7 @@ static void test_lost_when_not_renewed(void) {
         memcpy(one[0], id(3), sizeof(one[0]));
         slots_renew_done(&e, "svc", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 10 * TTL, 10 * TTL + 1);
         CHECK_STR(w.stopped, "job.service", "a unit whose slot Redis lost is stopped (on-lost=stop)");
+        CHECK_STR(w.told, id(3), "a holder that no longer listens (a login session) is told through the adapter");
         teardown();
 }
 

@@ -133,6 +133,7 @@ struct LeaseIo {
         LIST_FIELDS(LeaseIo, by_name);
         usec_t rewatch_window;          /* CLOCK_MONOTONIC: when the current window began */
         unsigned rewatches;             /* watches made again in it */
+        uint64_t requester_start;       /* the asking process' start time (0: unknown), for tell_lost */
 };
 
 struct Agent {
@@ -212,6 +213,7 @@ void io_name_waiting(void *ctx, Name *n);
 void io_lease_timer(void *ctx, Lease *l, usec_t when);
 void io_name_timer(void *ctx, Name *n, usec_t when);
 void io_lease_drop(void *ctx, Lease *l);
+void io_tell_lost(void *ctx, Lease *l, const char *why);
 int io_random_id(void *ctx, char ret[LEASE_ID_LEN + 1]);
 void io_log(void *ctx, int level, uid_t uid, usec_t now, const LogFields *fields, const char *message);
 void io_name_drop(void *ctx, Name *n);
@@ -280,8 +282,21 @@ bool agent_too_many_clients(const Agent *a, uid_t uid);
 bool agent_short_of_fds(const Agent *a, uid_t uid);
 void fd_budget_init(void);
 
+/* terminal.c */
+typedef struct ProcStat {
+        char comm[64];
+        dev_t tty;              /* the controlling terminal (0: none) */
+        uint64_t start;         /* clock ticks after boot: with the pid, one process */
+} ProcStat;
+int proc_stat_read(pid_t pid, ProcStat *ret);
+/* Writes text to the terminal of process pid if it is still the process
+ * that started at start; ret_path: the terminal, as far as it was found.
+ * -ESRCH: that process is gone; -ENXIO: it has no terminal. */
+int terminal_tell(pid_t pid, uint64_t start, const char *text, char *ret_path, size_t size);
+
 /* describe.c */
-char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit);
+/* ret_start: the requester's start time (proc(5), 0 when unknown). */
+char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit, uint64_t *ret_start);
 /* config_permits() with NSS answers cached (see describe.c): 1 yes, 0 no,
  * -errno when the user could not be looked up (answer "busy"). */
 int user_permits(Agent *a, uid_t uid, const char *name);

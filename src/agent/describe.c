@@ -116,6 +116,7 @@ typedef struct ProcEntry {
         uid_t uid;
         usec_t when;            /* 0: empty */
         bool looked_unit;       /* unit and session below are known */
+        uint64_t start;         /* its start time (0: unknown) */
         char comm[64];
         char unit[UNIT_NAME_MAX + 1];
         char session[64];
@@ -123,19 +124,13 @@ typedef struct ProcEntry {
 
 static ProcEntry proc_cache[PROC_CACHE_SIZE];
 
-static void proc_look_comm(ProcEntry *e) {
-        char path[64];
-        FILE *f;
+static void proc_look_stat(ProcEntry *e) {
+        ProcStat st;
 
-        snprintf(path, sizeof(path), "/proc/%i/comm", e->pid);
-        f = fopen(path, "re");
-        if (!f)
+        if (proc_stat_read(e->pid, &st) < 0)
                 return;
-        if (fgets(e->comm, sizeof(e->comm), f))
-                e->comm[strcspn(e->comm, "\n")] = '\0';
-        else
-                e->comm[0] = '\0';
-        fclose(f);
+        snprintf(e->comm, sizeof(e->comm), "%s", st.comm);
+        e->start = st.start;
 }
 
 /* One look at the cgroup; the session or user unit only where it points
@@ -161,7 +156,7 @@ static const ProcEntry *proc_lookup(const struct ucred *uc, bool want_unit) {
 
         if (e->when == 0 || e->pid != uc->pid || e->uid != uc->uid || now - e->when >= PROC_CACHE_TTL) {
                 *e = (ProcEntry) { .pid = uc->pid, .uid = uc->uid, .when = now };
-                proc_look_comm(e);
+                proc_look_stat(e);
         }
         if (want_unit && !e->looked_unit)
                 proc_look_unit(e);
@@ -169,11 +164,12 @@ static const ProcEntry *proc_lookup(const struct ucred *uc, bool want_unit) {
 }
 
 /* known_unit: the requester's service when the caller looked it up already. */
-char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit) {
+char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit, uint64_t *ret_start) {
         char user[64], line[SLOTS_DESC_MAX];
         const ProcEntry *e = proc_lookup(uc, !known_unit);
         MessageBuilder b;
 
+        *ret_start = e->start;
         message_start(&b, line, sizeof(line), "INFO");
         message_add(&b, "host", a->config->host_id);
         message_addf(&b, "pid", PID_FMT, uc->pid);

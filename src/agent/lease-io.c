@@ -7,6 +7,9 @@
  * still listens (the process that accepted it went, and the job it started
  * holds another copy of the anchor), the anchor is watched again. */
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -294,6 +297,34 @@ void io_lease_drop(void *ctx, Lease *l) {
         (void) ctx;
         lease_io_free(l->io);
         l->io = NULL;
+}
+
+/* A login session's slot lost: the session is told on its terminal, as
+ * wall(1) would, and goes on (the journal and its account decide what
+ * then). Other holders that went (a unit's helper, `fleetsem acquire`)
+ * have no process left to tell. */
+void io_tell_lost(void *ctx, Lease *l, const char *why) {
+        LeaseIo *io = l->io;
+        LogFields f = { .name = l->name->name, .lease = l->id, .token = l->token, .holder = l->holder };
+        char text[NAME_MAX_LEN + 512], tty[PATH_MAX];
+        int r;
+
+        (void) ctx;
+        if (!io || io->requester_start == 0)
+                return;
+        snprintf(text, sizeof(text),
+                 "\r\nfleetsem: this session no longer holds its slot of %s (token %" PRIu64 "): %s.\r\n"
+                 "fleetsem: see \"fleetsem status %s\".\r\n",
+                 l->name->name, l->token, why, l->name->name);
+        r = terminal_tell(l->pid, io->requester_start, text, tty, sizeof(tty));
+        if (r >= 0)
+                log_fields(LOG_NOTICE, &f, "Told %s on %s that its slot of %s is lost.", l->holder, tty, l->name->name);
+        else if (r == -EACCES)
+                log_fields(LOG_NOTICE, &f, "Did not tell %s on %s that its slot of %s is lost: it takes no messages "
+                           "(mesg n).", l->holder, tty, l->name->name);
+        else    /* -ESRCH, -ENXIO: nobody there to tell (a unit's helper, a daemon) */
+                log_internal(r == -ESRCH || r == -ENXIO ? LOG_DEBUG : LOG_WARNING, r, &f,
+                             "Could not tell %s on %s that its slot of %s is lost: %m", l->holder, tty, l->name->name);
 }
 
 static int on_name_timer(sd_event_source *s, uint64_t usec, void *userdata) {

@@ -339,6 +339,7 @@ static const SlotsOps agent_slots_ops = {
         .lease_drop = io_lease_drop,
         .name_drop = io_name_drop,
         .stop_unit = io_stop_unit,
+        .tell_lost = io_tell_lost,
         .changed = io_changed,
         .random_id = io_random_id,
         .log = io_log,

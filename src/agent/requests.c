@@ -136,6 +136,7 @@ static void handle_acquire(Client *c, const Request *req) {
         _cleanup_free_ char *unit = NULL, *desc = NULL;
         LeaseIo *io;
         LeaseSpec spec;
+        uint64_t start;
         Lease *l;
         int r;
 
@@ -203,7 +204,7 @@ static void handle_acquire(Client *c, const Request *req) {
                          : config_limit_for(a->config, req->name) <= SLOTS_MAX ? config_limit_for(a->config, req->name)
                                                                                : 0,
         };
-        desc = describe(a, &c->cred, spec.slots, unit);
+        desc = describe(a, &c->cred, spec.slots, unit, &start);
         if (!desc) {
                 client_send_error(c, ERROR_CODE_BUSY, "out of memory");
                 return;
@@ -214,6 +215,7 @@ static void handle_acquire(Client *c, const Request *req) {
                 return;
         }
         TAKE_FD(watch);
+        io->requester_start = start;
         spec.desc = desc;
         c->lease = NULL;
         r = slots_acquire(&a->slots, &spec, req->wait, c, io, now_mono(), &l);

@@ -323,7 +323,10 @@ void lease_lost(Lease *l, const char *why, usec_t now) {
                     "%s goes on running without its slot of %s (on-lost=ignore).", l->unit, l->name->name);
         message_start(&b, line, sizeof(line), "LOST");
         message_add(&b, "reason", why);
-        lease_send(l, line, message_finish(&b));
+        if (l->client)
+                lease_send(l, line, message_finish(&b));
+        else
+                e->ops->tell_lost(e->ctx, l, why);
         e->stats.lost++;
         count_release(l, SLOTS_RELEASE_LOST);
         lease_release_at(l, "lost", now);

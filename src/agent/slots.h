@@ -233,6 +233,9 @@ typedef struct SlotsOps {
         void (*lease_drop)(void *ctx, Lease *l);        /* gone here: close its watch, free l->io */
         void (*name_drop)(void *ctx, Name *n);          /* gone here: free n->io */
         void (*stop_unit)(void *ctx, const char *unit, const char *why);
+        /* A lost slot whose holder no longer listens for LOST (a login
+         * session keeps the anchor, not the connection): tell it otherwise. */
+        void (*tell_lost)(void *ctx, Lease *l, const char *why);
         void (*changed)(void *ctx);                     /* counts changed */
         /* A new random id (a waiter's proof); <0 when none can be made. */
         int (*random_id)(void *ctx, char ret[LEASE_ID_LEN + 1]);

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/* What /proc says of the process that asked (its name, terminal and start
+ * time), and telling that process on its terminal that its slot is lost
+ * when it no longer listens for LOST: a login session's (pam_fleetsem
+ * keeps the anchor with the session, not the connection to the agent).
+ *
+ * The process is the one that asked, known by its pid and its start time
+ * (a pid comes back; the pair does not). Its terminal is the kernel's
+ * controlling terminal of it or of its first descendant that has one
+ * (sshd opens the session in a process with no terminal of its own;
+ * logind learns the session's terminal only later, if at all). Nothing of
+ * the request names the terminal, and only a terminal is
+ * written to: a character device that isatty() accepts, opened without
+ * becoming anyone's controlling terminal and without blocking. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "log.h"
+#include "macro.h"
+
+int proc_stat_read(pid_t pid, ProcStat *ret) {
+        char path[64], buf[1024], *open_paren, *close_paren, *p;
+        unsigned long long tty = 0, start = 0;
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t k;
+        int field;
+
+        snprintf(path, sizeof(path), "/proc/%i/stat", pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        k = read(fd, buf, sizeof(buf) - 1);
+        if (k < 0)
+                return -errno;
+        buf[k] = '\0';
+        /* "PID (COMM) STATE PPID PGRP SESSION TTY_NR …", COMM may hold
+         * anything, ")" and spaces too: it ends at the last ")". */
+        open_paren = strchr(buf, '(');
+        close_paren = strrchr(buf, ')');
+        if (!open_paren || !close_paren || close_paren < open_paren)
+                return -EBADMSG;
+        *close_paren = '\0';
+        snprintf(ret->comm, sizeof(ret->comm), "%s", open_paren + 1);
+        ret->comm[strcspn(ret->comm, "\n")] = '\0';
+        /* Fields counted from STATE (3 in proc(5)): TTY_NR is 7, STARTTIME 22. */
+        p = close_paren + 1;
+        for (field = 3; field <= 22; field++) {
+                char *end;
+                unsigned long long v;
+
+                p += strspn(p, " ");
+                if (!*p)
+                        return -EBADMSG;
+                errno = 0;
+                v = strtoull(p, &end, 10);
+                if (field == 7)
+                        tty = v;
+                if (field == 22) {
+                        if (errno != 0 || end == p)
+                                return -EBADMSG;
+                        start = v;
+                }
+                p += strcspn(p, " ");
+        }
+        ret->tty = (dev_t) tty;
+        ret->start = start;
+        return 0;
+}
+
+/* A path of the terminal dev, from the process' own descriptors 0-2, or
+ * as the kernel names pseudo-terminals. 0 when it found one. */
+static int tty_path(pid_t pid, dev_t dev, char *buf, size_t size) {
+        for (int fd = 0; fd <= 2; fd++) {
+                char link[64];
+                struct stat st;
+                ssize_t k;
+
+                snprintf(link, sizeof(link), "/proc/%i/fd/%i", pid, fd);
+                k = readlink(link, buf, size - 1);
+                if (k <= 0)
+                        continue;
+                buf[k] = '\0';
+                if (strneq(buf, "/dev/", 5) && stat(buf, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == dev)
+                        return 0;
+        }
+        if (major(dev) >= 136 && major(dev) <= 143) {   /* Unix98 pseudo-terminals, devices.txt */
+                snprintf(buf, size, "/dev/pts/%u", (major(dev) - 136) * 256 + minor(dev));
+                return 0;
+        }
+        return -ENOENT;
+}
+
+/* Up to n children of pid, from the kernel's list of them (its main
+ * thread's: the login programs that open sessions have one). */
+static size_t children_of(pid_t pid, pid_t *ret, size_t n) {
+        char path[64], buf[512], *p, *end;
+        _cleanup_close_ int fd = -EBADF;
+        size_t k = 0;
+        ssize_t len;
+
+        snprintf(path, sizeof(path), "/proc/%i/task/%i/children", pid, pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        len = read(fd, buf, sizeof(buf) - 1);
+        if (len <= 0)
+                return 0;
+        buf[len] = '\0';
+        for (p = buf; k < n; p = end) {
+                long v = strtol(p, &end, 10);
+
+                if (end == p || v <= 0)
+                        break;
+                ret[k++] = (pid_t) v;
+        }
+        return k;
+}
+
+#define TERMINAL_LOOK_MAX 32    /* processes looked at: the requester and its first descendants */
+
+/* The terminal of pid's session: pid's controlling terminal, or else the
+ * first one among its descendants, breadth first (sshd opens the session
+ * in a process without one; the shell it starts for the user has the
+ * session's). A descendant can only have a terminal it could open, so
+ * nothing is written where its owner could not write. On success buf has
+ * the path and *ret_dev the device. */
+static int terminal_of(pid_t pid, const ProcStat *st, char *buf, size_t size, dev_t *ret_dev) {
+        pid_t look[TERMINAL_LOOK_MAX];
+        size_t n = 1;
+
+        look[0] = pid;
+        for (size_t i = 0; i < n; i++) {
+                ProcStat c;
+
+                if (i == 0)
+                        c = *st;
+                else if (proc_stat_read(look[i], &c) < 0)
+                        continue;
+                if (c.tty != 0) {
+                        *ret_dev = c.tty;
+                        snprintf(buf, size, "terminal %u:%u of pid %i", major(c.tty), minor(c.tty), look[i]);
+                        return tty_path(look[i], c.tty, buf, size);
+                }
+                n += children_of(look[i], look + n, TERMINAL_LOOK_MAX - n);
+        }
+        return -ENXIO;
+}
+
+int terminal_tell(pid_t pid, uint64_t start, const char *text, char *ret_path, size_t size) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        ProcStat now;
+        dev_t dev;
+        size_t len = strlen(text);
+        ssize_t k;
+        int r;
+
+        snprintf(ret_path, size, "the terminal of pid %i", pid);
+        if (start == 0)
+                return -ESRCH;
+        r = proc_stat_read(pid, &now);
+        if (r < 0)
+                return r == -ENOENT ? -ESRCH : r;
+        if (now.start != start)
+                return -ESRCH;          /* gone, and the pid given to another */
+        r = terminal_of(pid, &now, ret_path, size, &dev);
+        if (r == -ENOENT || r == -ENXIO)
+                return -ENXIO;          /* none: a daemon's, or ssh without a terminal */
+        if (r < 0)
+                return r;
+        fd = open(ret_path, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISCHR(st.st_mode) || st.st_rdev != dev || !isatty(fd))
+                return -ENOTTY;
+        k = write(fd, text, len);
+        if (k < 0)
+                return -errno;
+        return (size_t) k == len ? 0 : -EAGAIN;
+}
