@@ -24,10 +24,11 @@ watch_start() {
 }
 screen_has() { grep -qE -- "$1" "$W/screen" 2>/dev/null; }
 frames() { cat "$W/frames" 2>/dev/null || echo 0; }
-# redrawn_with REGEX: a new screen since the last call, and it matches.
+# redrawn_with REGEX [SECONDS]: a new screen since the last call, and it
+# matches (within 3 s, or SECONDS).
 redrawn_with() {
         local before=$FRAMES
-        wait_for 3 sh -c "[ \$(cat '$W/frames') -gt $before ] && grep -qE -- '$1' '$W/screen'" || return 1
+        wait_for "${2:-3}" sh -c "[ \$(cat '$W/frames') -gt $before ] && grep -qE -- '$1' '$W/screen'" || return 1
         FRAMES=$(frames)
 }
 
@@ -66,6 +67,33 @@ echo q >"$W/keys"
 check "q quits" wait_for 5 test -e "$W/rc"
 is "$(cat "$W/rc")" 0 "... with status 0"
 wait "$watcher"
+check "... and the agent stops hearing every name's wake messages" \
+        wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK PUBSUB NUMPAT) = 0 ]"
+
+# Every name, also one no job of this host ever asked for: while someone
+# watches, the agent hears every name's wake messages (one pattern).
+watch_start
+check "a watch of every name draws" wait_for 10 screen_has 'q or Ctrl-C quits'
+FRAMES=$(frames)
+is "$(redis-cli -s "$REDIS_SOCK" PUBSUB NUMPAT)" 1 "... and its agent hears every name's wake messages"
+# Four hand-overs on b, each drawn within 2 s: the 10 s refresh of
+# the watch would fall into all four windows about once in 600 runs.
+job b far hf1 & hf1=$!
+check "b's job holds far" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{far}:holders') = 1 ]"
+for i in 1 2 3 4; do
+        job b far hf$((i + 1)) & eval "hf$((i + 1))=\$!"
+        check "b's next job of far waits" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{far}:queue') = 1 ]"
+        FRAMES=$(frames)
+        touch "$T/go-hf$i"
+        check "b hands far over ($i), a name a never followed: drawn again within 2 s" redrawn_with '^far: 1 held, 0 waiting' 2
+        eval "wait \$hf$i"
+done
+touch "$T/go-hf5"
+wait "$hf5"
+echo q >"$W/keys"
+check "q quits" wait_for 5 test -e "$W/rc"
+wait "$watcher"
+check "... and the pattern goes with the last watcher" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK PUBSUB NUMPAT) = 0 ]"
 
 watch_start
 check "a second watch draws" wait_for 10 screen_has 'q or Ctrl-C quits'

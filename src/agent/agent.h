@@ -152,6 +152,9 @@ struct Agent {
          * of the agent does then, set by main.c, so that redis-io.c calls
          * nothing above it. */
         void (*redis_changed)(Agent *a);
+        /* A wake message of any name, heard while someone watches. */
+        void (*fleet_changed)(Agent *a);
+        size_t n_watching;              /* clients that WATCH */
         bool adopted;                   /* this host's leases re-adopted (adopt.c), once */
 
         Client *clients;
@@ -185,6 +188,9 @@ void redis_io_describe(Agent *a, char *buf, size_t size);
 /* Drops every connection to Redis and the Sentinels and makes them again
  * (a new password): held slots are kept, as after a lost connection. */
 void redis_io_reconnect(Agent *a, const char *why);
+/* Whether every name's wake-ups are wanted (someone watches), not only
+ * those of the names this host follows. */
+void redis_io_watch_all(Agent *a, bool on);
 
 /* The engine's effects (SlotsOps), by the file that carries them out:
  * Redis' in redis-engine.c, the rest in lease-io.c. */

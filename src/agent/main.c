@@ -358,7 +358,7 @@ static void on_redis_changed(Agent *a) {
 static int run(int argc, char *argv[]) {
         _cleanup_(sd_event_unrefp) sd_event *e = NULL;
         Config config;
-        Agent agent = { .redis_changed = on_redis_changed };
+        Agent agent = { .redis_changed = on_redis_changed, .fleet_changed = status_mark_dirty };
         char redis[300];
         int r;
 

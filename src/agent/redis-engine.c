@@ -540,6 +540,25 @@ void engine_subscribe_all(RedisIo *io) {
         for (Name *n = io->agent->slots.names; n; n = n->all_next)
                 if (n->n_waiting > 0)
                         io_name_waiting(io->agent, n);
+        engine_watch(io);
+}
+
+void engine_watch(RedisIo *io) {
+        Agent *a = io->agent;
+        char pattern[IDENT_MAX_LEN + 16];
+        Shard *sh = io->shards[0];
+        bool on = io->watch_subscribed && io->watch_generation == io->sub_generation;
+
+        /* In a Cluster each name's wake-ups go to its own node (SPUBLISH),
+         * and SSUBSCRIBE takes no pattern: status --watch redraws other
+         * names on its own timer there. */
+        if (io->topo->sharded || !sh || !sh->sub_ready || on == io->watch_all)
+                return;
+        snprintf(pattern, sizeof(pattern), "%s:{*}:wake", a->config->key_prefix);
+        if (redis_conn_psubscribe(sh->sub, pattern, io->watch_all) >= 0) {
+                io->watch_subscribed = io->watch_all;
+                io->watch_generation = io->sub_generation;
+        }
 }
 
 void engine_wake(RedisConn *conn, const RedisReply *reply, void *userdata) {
@@ -550,6 +569,11 @@ void engine_wake(RedisConn *conn, const RedisReply *reply, void *userdata) {
         const char *open, *close;
 
         (void) conn;
+        if (reply && redis_reply_array_len(reply) == 4 && redis_reply_array_string(reply, 0, kind, sizeof(kind)) >= 0 &&
+            streq(kind, "pmessage")) {
+                a->fleet_changed(a);    /* (any name's: who watches draws it again) */
+                return;
+        }
         if (!reply || redis_reply_array_len(reply) != 3 ||
             redis_reply_array_string(reply, 0, kind, sizeof(kind)) < 0 ||
             redis_reply_array_string(reply, 1, channel, sizeof(channel)) < 0)

@@ -188,6 +188,11 @@ static char *script_text_new(bool sharded, const char *script) {
         return text;
 }
 
+void redis_io_watch_all(Agent *a, bool on) {
+        a->redis_io->watch_all = on;
+        engine_watch(a->redis_io);
+}
+
 void redis_io_reconnect(Agent *a, const char *why) {
         RedisIo *io = a->redis_io;
 

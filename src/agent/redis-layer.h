@@ -133,6 +133,9 @@ struct RedisIo {
         char sha[N_SCRIPTS][41];
         char *script_text[N_SCRIPTS];
         unsigned sub_generation;        /* any subscription connection made again, or the layout changed */
+        bool watch_all;                 /* someone watches: every name's wake-ups (engine_watch()) */
+        bool watch_subscribed;          /* … subscribed to, on the connection of watch_generation */
+        unsigned watch_generation;
         usec_t backoff;                 /* the peers' (Sentinels, the map's nodes) */
         sd_event_source *reconnect_source;
         sd_event_source *tick_source;
@@ -194,4 +197,8 @@ void batch_flush_all(RedisIo *io);
 /* redis-engine.c */
 /* Every name with waiters subscribed to its wake-ups (where not yet). */
 void engine_subscribe_all(RedisIo *io);
+/* Every name's wake-ups while io->watch_all, or none of those the names
+ * here do not follow: a pattern subscription, where channels are not
+ * sharded. */
+void engine_watch(RedisIo *io);
 void engine_wake(RedisConn *conn, const RedisReply *reply, void *userdata);

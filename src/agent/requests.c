@@ -302,6 +302,8 @@ static void client_handle_request(Client *c, const char *line, size_t len) {
                 status_request(a, c, req.name, false);
                 return;
         case REQUEST_WATCH:
+                if (!c->watching && a->n_watching++ == 0)
+                        redis_io_watch_all(a, true);
                 c->watching = true;
                 client_send(c, "WATCHING", strlen("WATCHING"));
                 return;

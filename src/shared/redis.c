@@ -311,6 +311,16 @@ int redis_conn_subscribe(RedisConn *c, const char *channel) {
         return 0;
 }
 
+int redis_conn_psubscribe(RedisConn *c, const char *pattern, bool on) {
+        const char *argv[] = { on ? "PSUBSCRIBE" : "PUNSUBSCRIBE", pattern };
+
+        if (!redis_conn_is_connected(c))
+                return -ENOTCONN;
+        if (redisAsyncCommandArgv(c->ac, subscription_handler, c, 2, argv, NULL) != REDIS_OK)
+                return -ENOTCONN;
+        return 0;
+}
+
 int redis_conn_ssubscribe(RedisConn *c, const char *channel) {
         const char *argv[] = { "SSUBSCRIBE", channel };
         char *cmd = NULL;

@@ -46,6 +46,9 @@ int redis_conn_subscribe(RedisConn *c, const char *channel);
  * SUBSCRIBEd, so the channel is also subscribed plainly: nothing is ever
  * PUBLISHed on it, only SPUBLISHed.) */
 int redis_conn_ssubscribe(RedisConn *c, const char *channel);
+/* PSUBSCRIBE (on) or PUNSUBSCRIBE a pattern: its "pmessage"s (of four
+ * elements) to the same handler. */
+int redis_conn_psubscribe(RedisConn *c, const char *pattern, bool on);
 
 /* Redis Cluster: the hash slot of a key (its {tag} when it has one). */
 #define REDIS_CLUSTER_SLOTS 16384
