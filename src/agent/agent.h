@@ -100,7 +100,7 @@ struct Client {
         struct ucred cred;
         UserUse *user;                  /* what its uid holds of the agent */
         int pidfd;                      /* without SO_PEERPIDFD: the client's process, from accept */
-        unsigned long long start_time;  /* … and when it started */
+        uint64_t start_time;            /* … and when it started */
         usec_t accepted;
         usec_t out_progress;            /* the last time output pending was written, or queued */
         bool got_request;
@@ -291,13 +291,15 @@ void fd_budget_init(void);
 /* terminal.c */
 typedef struct ProcStat {
         char comm[64];
+        pid_t ppid;
         dev_t tty;              /* the controlling terminal (0: none) */
         uint64_t start;         /* clock ticks after boot: with the pid, one process */
 } ProcStat;
 int proc_stat_read(pid_t pid, ProcStat *ret);
 /* Writes text to the terminal of process pid if it is still the process
  * that started at start; ret_path: the terminal, as far as it was found.
- * -ESRCH: that process is gone; -ENXIO: it has no terminal. */
+ * -ESRCH: that process is gone; -ENXIO: it has no terminal; -EACCES: the
+ * terminal takes no messages (mesg n); -EPERM: it is not its user's. */
 int terminal_tell(pid_t pid, uint64_t start, const char *text, char *ret_path, size_t size);
 
 /* describe.c */
@@ -329,6 +331,10 @@ void unit_peer_accepted(Client *c);
 /* The service the client runs in, read race-free: -ESRCH when the process
  * that connected is gone (its pid may belong to another by now). */
 int unit_of_client(Client *c, char **ret);
+/* Whether the process behind c's pid is still the one that connected
+ * (its pidfd alive; on kernels before SO_PEERPIDFD also started at
+ * start, from proc_stat_read(), as it did when it connected). */
+bool client_is_peer(Client *c, uint64_t start);
 void unit_stop(Agent *a, const char *unit, const char *why);
 /* The uid a service runs as, from systemd (User=; root when unset). */
 int unit_user(Agent *a, const char *unit, uid_t *ret_uid);

@@ -215,7 +215,9 @@ static void handle_acquire(Client *c, const Request *req) {
                 return;
         }
         TAKE_FD(watch);
-        io->requester_start = start;
+        /* Only the process that asked is ever told (terminal.c): its pid
+         * may have gone to another since it connected. */
+        io->requester_start = client_is_peer(c, start) ? start : 0;
         spec.desc = desc;
         c->lease = NULL;
         r = slots_acquire(&a->slots, &spec, req->wait, c, io, now_mono(), &l);

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,7 @@
 
 int proc_stat_read(pid_t pid, ProcStat *ret) {
         char path[64], buf[1024], *open_paren, *close_paren, *p;
-        unsigned long long tty = 0, start = 0;
+        unsigned long long tty = 0, start = 0, ppid = 0;
         _cleanup_close_ int fd = -EBADF;
         ssize_t k;
         int field;
@@ -61,6 +62,8 @@ int proc_stat_read(pid_t pid, ProcStat *ret) {
                         return -EBADMSG;
                 errno = 0;
                 v = strtoull(p, &end, 10);
+                if (field == 4)
+                        ppid = v;
                 if (field == 7)
                         tty = v;
                 if (field == 22) {
@@ -70,26 +73,52 @@ int proc_stat_read(pid_t pid, ProcStat *ret) {
                 }
                 p += strcspn(p, " ");
         }
+        ret->ppid = (pid_t) ppid;
         ret->tty = (dev_t) tty;
         ret->start = start;
         return 0;
 }
 
-/* A path of the terminal dev, from the process' own descriptors 0-2, or
- * as the kernel names pseudo-terminals. 0 when it found one. */
+/* The real uid of pid, from its status ("Uid:\tREAL\tEFFECTIVE…"): who
+ * runs it, also in a set-uid program (su). */
+static int proc_real_uid(pid_t pid, uid_t *ret) {
+        char path[64], line[256];
+        unsigned long v;
+        FILE *f;
+        int r = -EBADMSG;
+
+        snprintf(path, sizeof(path), "/proc/%i/status", pid);
+        f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "Uid: %lu", &v) == 1) {
+                        *ret = (uid_t) v;
+                        r = 0;
+                        break;
+                }
+        fclose(f);
+        return r;
+}
+
+/* A path of the terminal dev: one of the process' descriptors 0-2 that
+ * is it (readable for root's own processes only: the agent may not trace
+ * others), or as the kernel names pseudo-terminals. 0 when it found one. */
 static int tty_path(pid_t pid, dev_t dev, char *buf, size_t size) {
         for (int fd = 0; fd <= 2; fd++) {
-                char link[64];
+                char link[64], target[PATH_MAX];
                 struct stat st;
                 ssize_t k;
 
                 snprintf(link, sizeof(link), "/proc/%i/fd/%i", pid, fd);
-                k = readlink(link, buf, size - 1);
+                k = readlink(link, target, sizeof(target) - 1);
                 if (k <= 0)
                         continue;
-                buf[k] = '\0';
-                if (strneq(buf, "/dev/", 5) && stat(buf, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == dev)
+                target[k] = '\0';
+                if (strneq(target, "/dev/", 5) && stat(target, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == dev) {
+                        snprintf(buf, size, "%s", target);
                         return 0;
+                }
         }
         if (major(dev) >= 136 && major(dev) <= 143) {   /* Unix98 pseudo-terminals, devices.txt */
                 snprintf(buf, size, "/dev/pts/%u", (major(dev) - 136) * 256 + minor(dev));
@@ -132,33 +161,56 @@ static size_t children_of(pid_t pid, pid_t *ret, size_t n) {
  * session's). A descendant can only have a terminal it could open, so
  * nothing is written where its owner could not write. On success buf has
  * the path and *ret_dev the device. */
-static int terminal_of(pid_t pid, const ProcStat *st, char *buf, size_t size, dev_t *ret_dev) {
-        pid_t look[TERMINAL_LOOK_MAX];
+static int terminal_of(pid_t pid, const ProcStat *st, char *buf, size_t size, dev_t *ret_dev, uid_t *ret_uid) {
+        pid_t look[TERMINAL_LOOK_MAX], parent[TERMINAL_LOOK_MAX];
         size_t n = 1;
 
         look[0] = pid;
+        parent[0] = st->ppid;
         for (size_t i = 0; i < n; i++) {
                 ProcStat c;
+                size_t k;
 
                 if (i == 0)
                         c = *st;
-                else if (proc_stat_read(look[i], &c) < 0)
-                        continue;
+                else if (proc_stat_read(look[i], &c) < 0 || c.ppid != parent[i])
+                        continue;       /* gone, and maybe its pid another's */
                 if (c.tty != 0) {
                         *ret_dev = c.tty;
                         snprintf(buf, size, "terminal %u:%u of pid %i", major(c.tty), minor(c.tty), look[i]);
+                        if (proc_real_uid(look[i], ret_uid) < 0)
+                                return -ESRCH;
                         return tty_path(look[i], c.tty, buf, size);
                 }
-                n += children_of(look[i], look + n, TERMINAL_LOOK_MAX - n);
+                k = children_of(look[i], look + n, TERMINAL_LOOK_MAX - n);
+                for (size_t j = n; j < n + k; j++)
+                        parent[j] = look[i];
+                n += k;
         }
         return -ENXIO;
 }
 
+/* path (or fd, when path is NULL): a terminal, dev, owned by owner, that
+ * its group may write to. */
+static int terminal_check(const char *path, int fd, dev_t dev, uid_t owner) {
+        struct stat st;
+
+        if ((path ? stat(path, &st) : fstat(fd, &st)) < 0)
+                return -errno;
+        if (!S_ISCHR(st.st_mode) || st.st_rdev != dev || (!path && !isatty(fd)))
+                return -ENOTTY;
+        if (st.st_uid != owner)
+                return -EPERM;
+        if (!(st.st_mode & S_IWGRP))
+                return -EACCES;
+        return 0;
+}
+
 int terminal_tell(pid_t pid, uint64_t start, const char *text, char *ret_path, size_t size) {
         _cleanup_close_ int fd = -EBADF;
-        struct stat st;
         ProcStat now;
-        dev_t dev;
+        dev_t dev = 0;
+        uid_t owner = (uid_t) -1;
         size_t len = strlen(text);
         ssize_t k;
         int r;
@@ -171,18 +223,26 @@ int terminal_tell(pid_t pid, uint64_t start, const char *text, char *ret_path, s
                 return r == -ENOENT ? -ESRCH : r;
         if (now.start != start)
                 return -ESRCH;          /* gone, and the pid given to another */
-        r = terminal_of(pid, &now, ret_path, size, &dev);
+        r = terminal_of(pid, &now, ret_path, size, &dev, &owner);
         if (r == -ENOENT || r == -ENXIO)
                 return -ENXIO;          /* none: a daemon's, or ssh without a terminal */
+        if (r < 0)
+                return r;
+        /* Looked at before it is opened, and again once open (the same
+         * device, the same owner). It must be the terminal of whoever
+         * runs that process (a pseudo-terminal of a devpts mounted
+         * elsewhere, a user namespace's, has the same number as another's
+         * here), and take messages: mesg n (no group write) is kept, also
+         * on root's terminals, which the agent owns. */
+        r = terminal_check(ret_path, -EBADF, dev, owner);
         if (r < 0)
                 return r;
         fd = open(ret_path, O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISCHR(st.st_mode) || st.st_rdev != dev || !isatty(fd))
-                return -ENOTTY;
+        r = terminal_check(NULL, fd, dev, owner);
+        if (r < 0)
+                return r;
         k = write(fd, text, len);
         if (k < 0)
                 return -errno;

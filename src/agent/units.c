@@ -22,31 +22,6 @@
 static int peerpidfd_supported = -1;    /* -1 not known yet */
 static sd_bus *bus;                     /* to systemd, opened when first needed */
 
-/* When the process started, in clock ticks since boot (/proc/PID/stat,
- * field 22): a pid reused by another process starts later. */
-static int pid_start_time(pid_t pid, unsigned long long *ret) {
-        char path[64], buf[1024], *p;
-        unsigned long long t;
-        FILE *f;
-        size_t n;
-
-        snprintf(path, sizeof(path), "/proc/%i/stat", pid);
-        f = fopen(path, "re");
-        if (!f)
-                return -errno;
-        n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        p = strrchr(buf, ')');
-        if (!p)
-                return -EIO;
-        /* After "(comm)": state is field 3, starttime field 22. */
-        if (sscanf(p + 1, " %*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu", &t) != 1)
-                return -EIO;
-        *ret = t;
-        return 0;
-}
-
 static int peer_pidfd(int fd) {
         int pidfd;
         socklen_t len = sizeof(pidfd);
@@ -72,9 +47,10 @@ void unit_peer_accepted(Client *c) {
         if (c->pidfd < 0)
                 c->pidfd = -EBADF;
         else {
+                ProcStat st;
+
                 c->agent->n_pidfds++;
-                if (pid_start_time(c->cred.pid, &c->start_time) < 0)
-                        c->start_time = 0;
+                c->start_time = proc_stat_read(c->cred.pid, &st) >= 0 ? st.start : 0;
         }
 }
 
@@ -85,21 +61,26 @@ static bool pidfd_alive(int pidfd) {
         return pidfd_send_signal(pidfd, 0, NULL, 0) == 0 || errno == EPERM;
 }
 
-int unit_of_client(Client *c, char **ret) {
+bool client_is_peer(Client *c, uint64_t start) {
         _cleanup_close_ int own = -EBADF;
-        _cleanup_free_ char *unit = NULL;
-        unsigned long long started = 0;
-        int pidfd, r;
+        int pidfd;
 
         if (peerpidfd_supported > 0) {
                 own = peer_pidfd(c->fd);
                 if (own < 0)
-                        return own == -ENOPROTOOPT ? -ESRCH : own;
+                        return false;
                 pidfd = own;
         } else if (c->pidfd >= 0)
                 pidfd = c->pidfd;
         else
-                return -ESRCH;
+                return false;
+        return pidfd_alive(pidfd) && (c->start_time == 0 || start == c->start_time);
+}
+
+int unit_of_client(Client *c, char **ret) {
+        _cleanup_free_ char *unit = NULL;
+        ProcStat st = {};
+        int r;
 
         /* From the kernel's view of the process (its cgroup), never from
          * anything the client says; then whether that pid is still the
@@ -108,9 +89,8 @@ int unit_of_client(Client *c, char **ret) {
         r = sd_pid_get_unit(c->cred.pid, &unit);
         if (r < 0)
                 return r;
-        if (!pidfd_alive(pidfd))
-                return -ESRCH;
-        if (c->start_time > 0 && (pid_start_time(c->cred.pid, &started) < 0 || started != c->start_time))
+        (void) proc_stat_read(c->cred.pid, &st);
+        if (!client_is_peer(c, st.start))
                 return -ESRCH;
         if (!service_unit_is_valid(unit))
                 return -ENXIO;
