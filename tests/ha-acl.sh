@@ -51,7 +51,8 @@ for cmd in $(grep -oh "redis\.call('[A-Za-z]*'" "$SRC"/src/agent/lua/*.lua | cut
         case $rules in *" +$cmd "*) ;; *) missing="$missing $cmd" ;; esac
 done
 is "$missing" "" "every command the Lua scripts call is allowed to the fleetsem user"
-for c in "WAIT 1 100" "ROLE" "SELECT 3" "INFO server" "SUBSCRIBE fleetsem:{x}:wake"; do
+for c in "WAIT 1 100" "ROLE" "SELECT 3" "INFO server" "SUBSCRIBE fleetsem:{x}:wake" "PSUBSCRIBE fleetsem:{*}:wake" \
+        "PUNSUBSCRIBE fleetsem:{*}:wake" "ZREVRANGEBYSCORE fleetsem:names +inf 0"; do
         # shellcheck disable=SC2086
         is "$(as_admin ACL DRYRUN fleetsem $c)" OK "and what the agent sends only sometimes: ${c%% *}"
 done
@@ -164,4 +165,36 @@ is "$(cat "$T/events-acl-w" | tr '\n' ' ')" "enter a exit a enter b exit b " "th
 check "nothing was lost" sh -c "! grep -q 'LOST\\|refused\\|NOPERM' $T/agent-a.log $T/agent-b.log"
 
 is "$(as_admin ACL LOG)" "" "nor after the restart"
+
+# ---- A watcher: every name's wake-ups, and an ACL without their pattern -------------
+# (agent-raw.py prints what it was told once it is done: 3 s after the last line.)
+python3 "$SRC/tests/agent-raw.py" "$NSBASE-a" --hold 3 WATCH >"$T/watch1.out" &
+watcher=$!
+check "a WATCH makes a's agent hear every name's wake-ups (one pattern)" \
+        wait_for 3 sh -c "[ \"\$(redis-cli -p $PORT --user admin --pass $ADMIN_PW --no-auth-warning PUBSUB NUMPAT)\" = 1 ]"
+wait "$watcher"
+like "$(cat "$T/watch1.out")" '^WATCHING' "... the WATCH was answered"
+check "... and the pattern goes with the watcher" \
+        wait_for 5 sh -c "[ \"\$(redis-cli -p $PORT --user admin --pass $ADMIN_PW --no-auth-warning PUBSUB NUMPAT)\" = 0 ]"
+is "$(as_admin ACL LOG)" "" "the shipped ACL allows it"
+# An ACL from before the pattern: Redis refuses it and hiredis closes the
+# pub/sub connection; the agent asks once, says so, and never again.
+as_admin ACL SETUSER fleetsem resetchannels '&fleetsem:*' >/dev/null
+for i in 1 2; do
+        python3 "$SRC/tests/agent-raw.py" "$NSBASE-a" --hold 2 WATCH >"$T/watch2.out"
+        like "$(cat "$T/watch2.out")" '^WATCHING' "without the pattern in the ACL, WATCH $i is still answered"
+done
+check "a's agent says Redis refused the pattern, and what the ACL needs" \
+        grep -q 'Redis refused the subscription to every name.s wake-ups (fleetsem:{\*}:wake): NOPERM.*needs &fleetsem:{\*}:wake' "$T/agent-a.log"
+is "$(grep -c 'Redis refused the subscription to every name' "$T/agent-a.log")" 1 "... once"
+is "$(as_admin ACL LOG | awk '/^count$/ { getline; n = $0 } /^fleetsem:\{\*\}:wake$/ { print n }')" 1 \
+        "Redis refused one PSUBSCRIBE of the pattern in all, for two watches"
+job b acl-w2 & holder=$!
+wait_for 10 grep -q '^enter b' "$T/events-acl-w2" || not_ok "b's job did not start"
+job a acl-w2 & waiter=$!
+check "a's job waits" wait_for 10 sh -c "[ \"\$(redis-cli -p $PORT --user admin --pass $ADMIN_PW --no-auth-warning -n $DB ZCARD 'fleetsem:{acl-w2}:queue')\" = 1 ]"
+touch "$T/go-acl-w2-b"
+check "a's wake-ups still come: its job gets the slot b's ends" wait_for 10 grep -q '^enter a' "$T/events-acl-w2"
+touch "$T/go-acl-w2-a"
+wait "$holder" "$waiter"
 done_testing

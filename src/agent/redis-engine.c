@@ -552,13 +552,29 @@ void engine_watch(RedisIo *io) {
         /* In a Cluster each name's wake-ups go to its own node (SPUBLISH),
          * and SSUBSCRIBE takes no pattern: status --watch redraws other
          * names on its own timer there. */
-        if (io->topo->sharded || !sh || !sh->sub_ready || on == io->watch_all)
+        if (io->topo->sharded || !sh || !sh->sub_ready || on == io->watch_all || io->watch_refused)
                 return;
         snprintf(pattern, sizeof(pattern), "%s:{*}:wake", a->config->key_prefix);
         if (redis_conn_psubscribe(sh->sub, pattern, io->watch_all) >= 0) {
                 io->watch_subscribed = io->watch_all;
                 io->watch_generation = io->sub_generation;
         }
+}
+
+/* Redis answers a refused subscription with an error that no callback
+ * waits for on a pub/sub connection, and hiredis closes the connection
+ * then: a pattern the Redis user may not have is not asked for again, or
+ * every watch would cut this host's wake-ups. */
+void engine_sub_lost(Shard *sh, const char *why) {
+        RedisIo *io = sh->io;
+
+        if (!io->watch_subscribed || io->watch_generation != io->sub_generation || !why || !strneq(why, "NOPERM", 6))
+                return;
+        io->watch_refused = true;
+        log_warning("Redis refused the subscription to every name's wake-ups (%s:{*}:wake): %s. fleetsem status "
+                    "--watch draws other hosts' changes of names no job here waits for every 10 s only; the agent's "
+                    "Redis user needs &%s:{*}:wake (fleetsem.conf(5), REDIS USERS). Not asked again until the agent "
+                    "restarts.", io->agent->config->key_prefix, why, io->agent->config->key_prefix);
 }
 
 void engine_wake(RedisConn *conn, const RedisReply *reply, void *userdata) {

@@ -252,6 +252,7 @@ int redis_io_start(Agent *a) {
                 .shard_down = on_shard_down,
                 .shard_disconnected = on_shard_disconnected,
                 .sub_ready = on_sub_ready,
+                .sub_lost = engine_sub_lost,
                 .wake = engine_wake,
                 .layout_changed = subscribe_again,
                 .maybe_up = on_maybe_up,

@@ -111,6 +111,9 @@ typedef struct RedisEvents {
         /* sh's connections dropped (calls parked on it hear Redis went). */
         void (*shard_disconnected)(Shard *sh);
         void (*sub_ready)(Shard *sh);
+        /* sh's pub/sub connection went (made again on the next reconnect),
+         * with Redis' word or the connection's. */
+        void (*sub_lost)(Shard *sh, const char *why);
         redis_reply_cb wake;            /* a message on a pub/sub connection */
         /* The topology's layout changed: subscriptions follow it. */
         void (*layout_changed)(RedisIo *io);
@@ -135,6 +138,7 @@ struct RedisIo {
         unsigned sub_generation;        /* any subscription connection made again, or the layout changed */
         bool watch_all;                 /* someone watches: every name's wake-ups (engine_watch()) */
         bool watch_subscribed;          /* … subscribed to, on the connection of watch_generation */
+        bool watch_refused;             /* Redis refused the pattern (its ACL): not asked again */
         unsigned watch_generation;
         usec_t backoff;                 /* the peers' (Sentinels, the map's nodes) */
         sd_event_source *reconnect_source;
@@ -201,4 +205,5 @@ void engine_subscribe_all(RedisIo *io);
  * here do not follow: a pattern subscription, where channels are not
  * sharded. */
 void engine_watch(RedisIo *io);
+void engine_sub_lost(Shard *sh, const char *why);
 void engine_wake(RedisConn *conn, const RedisReply *reply, void *userdata);

@@ -515,6 +515,7 @@ static void on_sub_state(RedisConn *conn, int error, const char *message, void *
                 sh->sub = NULL;
                 sh->sub_ready = false;
                 redis_conn_free(conn);
+                io->ev.sub_lost(sh, message);
                 /* (The map is asked for again on reconnection too: an
                  * SSUBSCRIBE told MOVED closes the connection, say.) */
                 if (sh->cmd)
