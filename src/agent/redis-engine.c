@@ -543,11 +543,16 @@ void engine_subscribe_all(RedisIo *io) {
         engine_watch(io);
 }
 
+/* The pattern subscribed to on the pub/sub connection there is now. */
+static bool watch_on(const RedisIo *io) {
+        return io->watch_subscribed && io->watch_generation == io->sub_generation;
+}
+
 void engine_watch(RedisIo *io) {
         Agent *a = io->agent;
         char pattern[IDENT_MAX_LEN + 16];
         Shard *sh = io->shards[0];
-        bool on = io->watch_subscribed && io->watch_generation == io->sub_generation;
+        bool on = watch_on(io);
 
         /* In a Cluster each name's wake-ups go to its own node (SPUBLISH),
          * and SSUBSCRIBE takes no pattern: status --watch redraws other
@@ -568,7 +573,7 @@ void engine_watch(RedisIo *io) {
 void engine_sub_lost(Shard *sh, const char *why) {
         RedisIo *io = sh->io;
 
-        if (!io->watch_subscribed || io->watch_generation != io->sub_generation || !why || !strneq(why, "NOPERM", 6))
+        if (!watch_on(io) || !why || !strneq(why, "NOPERM", 6))
                 return;
         io->watch_refused = true;
         log_warning("Redis refused the subscription to every name's wake-ups (%s:{*}:wake): %s. fleetsem status "

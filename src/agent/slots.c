@@ -321,11 +321,11 @@ void lease_lost(Lease *l, const char *why, usec_t now) {
         else if (l->unit)
                 slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f,
                     "%s goes on running without its slot of %s (on-lost=ignore).", l->unit, l->name->name);
-        message_start(&b, line, sizeof(line), "LOST");
-        message_add(&b, "reason", why);
-        if (l->client)
+        if (l->client) {
+                message_start(&b, line, sizeof(line), "LOST");
+                message_add(&b, "reason", why);
                 lease_send(l, line, message_finish(&b));
-        else
+        } else
                 e->ops->tell_lost(e->ctx, l, why);
         e->stats.lost++;
         count_release(l, SLOTS_RELEASE_LOST);
