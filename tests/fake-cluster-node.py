@@ -19,18 +19,11 @@ import sys
 import threading
 import time
 
-from resp import bulk, commands
+from resp import bulk, commands, say
 
 port, host, real_port, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-lock, out = threading.Lock(), threading.Lock()
+lock = threading.Lock()
 answers = 0
-
-
-def say(line):
-    """One line of output, whole, whichever thread says it."""
-    with out:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
 given = set()
 
 

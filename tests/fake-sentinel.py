@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-from resp import bulk, commands
+from resp import bulk, commands, say
 
 port, name, host, port2 = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 trap = sys.argv[6] if len(sys.argv) > 6 and sys.argv[5] == "--trap" else None
@@ -34,12 +34,12 @@ def serve(conn):
     with conn, conn.makefile("rb") as f:
         for args in commands(f):
             cmd = [a.upper() for a in args[:2]]
-            print("got %s" % cmd[0], flush=True)
+            say("got %s" % cmd[0])
             if cmd == ["SENTINEL", "GET-MASTER-ADDR-BY-NAME"]:
                 if trap and os.path.exists(trap):
                     spring()
                     conn.sendall(b"-ERR trapped\r\n")
-                    print("trapped", flush=True)
+                    say("trapped")
                 else:
                     conn.sendall(b"*2\r\n" + bulk(host) + bulk(port2))
             elif cmd[:1] == ["AUTH"]:
@@ -51,7 +51,7 @@ def serve(conn):
                 time.sleep(1)
                 msg = "%s 127.0.0.1 1 %s %s" % (name, host, port2)
                 conn.sendall(b"*3\r\n" + bulk("message") + bulk("+switch-master") + bulk(msg))
-                print("switched", flush=True)
+                say("switched")
             else:
                 conn.sendall(b"-ERR not a real Sentinel\r\n")
 
@@ -60,7 +60,7 @@ srv = socket.socket()
 srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 srv.bind(("127.0.0.1", port))
 srv.listen(16)
-print("listening", flush=True)
+say("listening")
 while True:
     c, _ = srv.accept()
     threading.Thread(target=serve, args=(c,), daemon=True).start()

@@ -15,13 +15,13 @@
 
 ha_start
 FM=$(free_port)
-python3 "$(dirname "$0")/fake-cluster-node.py" "$FM" 127.0.0.1 "$FM" 0 >"$T/fake-master.out" 2>&1 &
+python3 "$(dirname "$0")/fake-cluster-node.py" "$FM" 127.0.0.1 "$FM" 0 >"$T/fake-master.log" 2>&1 &
 FAKES=($!)
 FS=$(free_port)
-python3 "$(dirname "$0")/fake-sentinel.py" "$FS" "$HA_MASTER" 127.0.0.1 "$FM" >"$T/fake-sentinel.out" 2>&1 &
+python3 "$(dirname "$0")/fake-sentinel.py" "$FS" "$HA_MASTER" 127.0.0.1 "$FM" >"$T/fake-sentinel.log" 2>&1 &
 FAKES+=($!)
-wait_for 5 grep -q listening "$T/fake-master.out" || bail "the fake master did not start"
-wait_for 5 grep -q listening "$T/fake-sentinel.out" || bail "the fake Sentinel did not start"
+wait_for 5 grep -q listening "$T/fake-master.log" || bail "the fake master did not start"
+wait_for 5 grep -q listening "$T/fake-sentinel.log" || bail "the fake Sentinel did not start"
 # (The real servers have no password; only the last agent, which never
 # reaches them, is given one.)
 printf 'fleetsem-test\n' >"$T/pw"
@@ -32,7 +32,7 @@ ha_agent a
 fs a run --wait 20s --slots 1 quorum -- true
 is "$?" 0 "with a fake Sentinel first of three, a job gets a slot"
 is "$(redis-cli -p "$HA_M" EXISTS 'fleetsem:{quorum}:clock')" 1 "... on the real master"
-check "the fake Sentinel says +switch-master to its master" wait_for 10 grep -q '^switched' "$T/fake-sentinel.out"
+check "the fake Sentinel says +switch-master to its master" wait_for 10 grep -q '^switched' "$T/fake-sentinel.log"
 check "the agent hears it and asks every Sentinel" \
         wait_for 10 grep -q "says the master $HA_MASTER moved from 127.0.0.1:1 to 127.0.0.1:$FM; asking every Sentinel" "$T/agent-a.log"
 check "... uses no master while no quorum confirms the move" \
@@ -41,7 +41,7 @@ check "... and the real one again once the quorum still names it" \
         wait_for 10 grep -q "still name 127.0.0.1:$HA_M the master of $HA_MASTER; using it again" "$T/agent-a.log"
 fs a run --wait 20s --slots 1 quorum -- true
 is "$?" 0 "... and stays on the real master: jobs still run"
-is "$(grep -c '^got' "$T/fake-master.out")" 0 "the fake master got no connection: no AUTH, no command"
+is "$(grep -c '^got' "$T/fake-master.log")" 0 "the fake master got no connection: no AUTH, no command"
 
 # The fake and one real Sentinel: no majority names a master.
 HA_URL="sentinel://127.0.0.1:$FS,127.0.0.1:${HA_S[0]}/$HA_MASTER"
@@ -50,13 +50,13 @@ check "with the fake and one real Sentinel, the agent says no quorum names the m
         wait_for 10 grep -q "no quorum names the master of $HA_MASTER: 2 of 2 Sentinels answered, at most 1 agree" "$T/agent-b.log"
 fs b run --no-wait --slots 1 none -- true 2>/dev/null
 is "$?" 69 "... and grants nothing (Redis unavailable, exit 69)"
-is "$(grep -c '^got' "$T/fake-master.out")" 0 "... and the fake master still got nothing"
+is "$(grep -c '^got' "$T/fake-master.log")" 0 "... and the fake master still got nothing"
 
 # The same with sentinel_quorum = 1: one Sentinel's word is taken.
 printf 'redis = %s\nredis_password_file = %s\nsentinel_quorum = 1\n' "$HA_URL" "$T/pw" >"$T/c.conf"
 run_agent c -c "$T/c.conf"
 check "with sentinel_quorum = 1 the agent takes the fake's master, and sends it the password" \
-        wait_for 10 grep -q '^got AUTH' "$T/fake-master.out"
+        wait_for 10 grep -q '^got AUTH' "$T/fake-master.log"
 
 printf 'redis = %s\nsentinel_quorum = 3\n' "$HA_URL" >"$T/bad.conf"
 "$FLEETSEMD" --check-config -c "$T/bad.conf" >"$T/check.out" 2>&1

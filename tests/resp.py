@@ -1,5 +1,19 @@
 # The Redis protocol as the tests' fake servers speak it: commands in
-# (arrays of bulk strings), replies out.
+# (arrays of bulk strings), replies out; and what they print, a line at a
+# time.
+import sys
+import threading
+
+_out = threading.Lock()
+
+
+def say(line):
+    """One line of output, whole and flushed, whichever thread says it (a
+    print() writes the line and its newline apart: two threads' lines can
+    run together, and a test's grep for the start of a line miss it)."""
+    with _out:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def bulk(s):
