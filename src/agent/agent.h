@@ -295,6 +295,9 @@ typedef struct ProcStat {
         dev_t tty;              /* the controlling terminal (0: none) */
         uint64_t start;         /* clock ticks after boot: with the pid, one process */
 } ProcStat;
+/* One line of /proc/PID/stat (buf is changed); -EBADMSG when it is not
+ * one. */
+int proc_stat_parse(char *buf, ProcStat *ret);
 int proc_stat_read(pid_t pid, ProcStat *ret);
 /* Writes text to the terminal of process pid if it is still the process
  * that started at start; ret_path: the terminal, as far as it was found.

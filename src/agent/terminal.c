@@ -27,21 +27,11 @@
 #include "log.h"
 #include "macro.h"
 
-int proc_stat_read(pid_t pid, ProcStat *ret) {
-        char path[64], buf[1024], *open_paren, *close_paren, *p;
+int proc_stat_parse(char *buf, ProcStat *ret) {
+        char *open_paren, *close_paren, *p;
         unsigned long long tty = 0, start = 0, ppid = 0;
-        _cleanup_close_ int fd = -EBADF;
-        ssize_t k;
         int field;
 
-        snprintf(path, sizeof(path), "/proc/%i/stat", pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        k = read(fd, buf, sizeof(buf) - 1);
-        if (k < 0)
-                return -errno;
-        buf[k] = '\0';
         /* "PID (COMM) STATE PPID PGRP SESSION TTY_NR …", COMM may hold
          * anything, ")" and spaces too: it ends at the last ")". */
         open_paren = strchr(buf, '(');
@@ -77,6 +67,22 @@ int proc_stat_read(pid_t pid, ProcStat *ret) {
         ret->tty = (dev_t) tty;
         ret->start = start;
         return 0;
+}
+
+int proc_stat_read(pid_t pid, ProcStat *ret) {
+        char path[64], buf[1024];
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t k;
+
+        snprintf(path, sizeof(path), "/proc/%i/stat", pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        k = read(fd, buf, sizeof(buf) - 1);
+        if (k < 0)
+                return -errno;
+        buf[k] = '\0';
+        return proc_stat_parse(buf, ret);
 }
 
 /* The real uid of pid, from its status ("Uid:\tREAL\tEFFECTIVE…"): who
