@@ -82,7 +82,7 @@ static double floor_unix(void) {
         socklen_t len;
         pthread_t t;
         cpu_set_t saved;
-        Samples s = {};
+        _cleanup_samples_ Samples s = {};
         int lfd, fd;
 
         snprintf(name, sizeof(name), "bench-%d", getpid());
@@ -125,7 +125,7 @@ static double floor_redis(void) {
         redisContext *c = redisConnectUnix(redis_socket);
         redisReply *r;
         char sha[41];
-        Samples s = {};
+        _cleanup_samples_ Samples s = {};
 
         if (!c || c->err)
                 return 0;
@@ -206,7 +206,7 @@ static int acquire(const char *n, const char *name, uint32_t slots, usec_t wait,
 }
 
 static void scenario_a(double floor_sum) {
-        Samples s = {};
+        _cleanup_samples_ Samples s = {};
 
         for (int i = 0; i < 5000; i++) {
                 usec_t t0 = now_usec(CLOCK_MONOTONIC);
@@ -226,7 +226,7 @@ static void scenario_b(void) {
         char *run[] = { (char *) fleetsem_bin, "run", "bench-b", "--", "/bin/true", NULL };
         char *tru[] = { "/bin/true", NULL };
         char *flk[] = { "/usr/bin/flock", "/tmp/fleetsem-bench.lock", "/bin/true", NULL };
-        Samples sr = {}, st = {}, sf = {};
+        _cleanup_samples_ Samples sr = {}, st = {}, sf = {};
 
         setenv("FLEETSEM_NAMESPACE", ns[0], 1);
         for (int i = 0; i < 400; i++) {
@@ -244,7 +244,7 @@ static void scenario_b(void) {
 static double c_p50;      /* for the comparison with etcd in F */
 
 static void scenario_c(void) {
-        Samples s = {};
+        _cleanup_samples_ Samples s = {};
 
         for (int round = 0; round < 300; round++) {
                 int h_anchor = -EBADF, h_fd = -EBADF, w_anchor[3], w_fd[3];
@@ -312,8 +312,10 @@ static int append_script(redisContext *c, const char *sha, char keys[N_KEYS][96]
         for (int j = 0; j < N_KEYS; j++)
                 argv[k++] = keys[j];
         argv[k++] = BENCH_FLEET_CLOCK;
-        for (size_t j = 0; j < n; j++)
+        for (size_t j = 0; j < n; j++) {
+                assert(args[j]);        /* every argument args.list names */
                 argv[k++] = args[j];
+        }
         return redisAppendCommandArgv(c, (int) k, argv, NULL);
 }
 
@@ -323,7 +325,7 @@ static int append_acquire(redisContext *c, const char *sha, char keys[N_KEYS][96
                 [ARG_ACQUIRE_LEASE] = lease, [ARG_ACQUIRE_SLOTS] = slots, [ARG_ACQUIRE_TTL_MS] = "15000",
                 [ARG_ACQUIRE_DESCRIPTION] = "INFO host=bench pid=1 uid=0 user=root comm=bench",
                 [ARG_ACQUIRE_HOST] = host, [ARG_ACQUIRE_UID] = "0", [ARG_ACQUIRE_GRACE_UNTIL_MS] = "0",
-                [ARG_ACQUIRE_IDLE_MS] = "86400000", [ARG_ACQUIRE_PROOF] = "",
+                [ARG_ACQUIRE_IDLE_MS] = "86400000", [ARG_ACQUIRE_WEIGHT] = "1", [ARG_ACQUIRE_PROOF] = "",
         });
 }
 
@@ -363,6 +365,10 @@ static int load_script(Script which, char sha[41]) {
  * and returns how many replies it waits for. Returns the rounds done. */
 typedef int (*send_fn)(redisContext *c, int i, unsigned long round, void *userdata);
 enum { SATURATE_CLIENTS = 64 };
+/* How long each floor run by redis_saturate() lasts: 5 s, or
+ * $BENCH_SATURATE_MS (the tests' short run of the floors). */
+static usec_t saturate_for = 5 * USEC_PER_SEC;
+#define SATURATE_SECONDS ((double) saturate_for / USEC_PER_SEC)
 
 static unsigned long redis_saturate(usec_t duration, send_fn send, void *userdata) {
         enum { N = SATURATE_CLIENTS };
@@ -397,6 +403,13 @@ static unsigned long redis_saturate(usec_t duration, send_fn send, void *userdat
                         if (redisBufferRead(c[i]) != REDIS_OK)
                                 return 0;
                         while (redisGetReplyFromReader(c[i], &reply) == REDIS_OK && reply) {
+                                /* A refused call is no grant: the figures
+                                 * would count errors. */
+                                if (((redisReply *) reply)->type == REDIS_REPLY_ERROR) {
+                                        fprintf(stderr, "fleetsem-bench: Redis refused a call: %s\n",
+                                                ((redisReply *) reply)->str);
+                                        exit(EXIT_FAILURE);
+                                }
                                 freeReplyObject(reply);
                                 reply = NULL;
                                 if (--expect[i] > 0)
@@ -498,11 +511,11 @@ static double floor_redis_throughput(void) {
         if (!rc || rc->err)
                 return 0;
         ok0 = redis_use(rc, &u0);
-        grants = redis_saturate(5 * USEC_PER_SEC, send_churn, &ch) / 2;
+        grants = redis_saturate(saturate_for, send_churn, &ch) / 2;
         ok1 = redis_use(rc, &u1);
         redisFree(rc);
         floor_cost = grant_cost(ok0, &u0, ok1, &u1, grants);
-        rate = (double) grants / 5.0;
+        rate = (double) grants / SATURATE_SECONDS;
         printf("%-4s %-52s %9.0f grants/s  Redis CPU %.1f us/grant, %.1f commands/grant\n", "L4",
                "floor: Redis alone, acquire+release scripts, 64 clients", rate, floor_cost.cpu_us, floor_cost.commands);
         printf("@json {\"id\":\"L4\",\"what\":\"floor: Redis alone, acquire+release scripts, 64 clients\",\"grants_per_s\":%.0f,"
@@ -566,18 +579,18 @@ static void floor_peer(void) {
         memcpy(p.sha, r->str, 41);
         freeReplyObject(r);
         ok0 = redis_use(rc, &u0);
-        grants = redis_saturate(5 * USEC_PER_SEC, send_peer, &p) / 2;
+        grants = redis_saturate(saturate_for, send_peer, &p) / 2;
         ok1 = redis_use(rc, &u1);
         redisFree(rc);
         cost = grant_cost(ok0, &u0, ok1, &u1, grants);
         printf("%-4s %-52s %9.0f grants/s  Redis CPU %.1f us/grant, %.1f commands/grant\n", "L5",
-               "peer floor: redis-semaphore's algorithm, 64 clients", grants / 5.0, cost.cpu_us, cost.commands);
+               "peer floor: redis-semaphore's algorithm, 64 clients", grants / SATURATE_SECONDS, cost.cpu_us, cost.commands);
         if (cost.cpu_us > 0 && floor_cost.cpu_us > 0)
                 printf("     L4 / L5: Redis CPU a grant %.2fx, commands a grant %.2fx\n", floor_cost.cpu_us / cost.cpu_us,
                        floor_cost.commands / cost.commands);
         printf("@json {\"id\":\"L5\",\"what\":\"peer floor: redis-semaphore's algorithm, 64 clients\",\"grants_per_s\":%.0f,"
                "\"redis_cpu_us_per_grant\":%.1f,\"redis_commands_per_grant\":%.1f,\"l4_over_l5_cpu\":%.2f}\n",
-               grants / 5.0, cost.cpu_us, cost.commands,
+               grants / SATURATE_SECONDS, cost.cpu_us, cost.commands,
                cost.cpu_us > 0 && floor_cost.cpu_us > 0 ? floor_cost.cpu_us / cost.cpu_us : -1);
         fflush(stdout);
 }
@@ -1030,7 +1043,7 @@ static int g_fleet(const char *fleetsemd, redisContext *rc, int n, const char *t
                    const char *id, const char *status_id) {
         enum { STATUS_ROUNDS = 5, IDLE_SECONDS = 3 };
         UsageDelta renewal = {}, status = {};
-        Samples wall = {};
+        _cleanup_samples_ Samples wall = {};
         RedisUse idle0, idle1;
         static pid_t agent[G_AGENTS_MAX];
         static int anchor[G_AGENTS_MAX * G_NAMES];
@@ -1088,7 +1101,6 @@ static int g_fleet(const char *fleetsemd, redisContext *rc, int n, const char *t
         }
         if (r >= 0 && status.seconds > 0)
                 g_print_status(status_id, n, STATUS_ROUNDS, &status, &wall);
-        free(wall.v);
         for (int i = 0; i < n; i++)
                 if (agent[i] > 0)
                         kill(agent[i], SIGTERM);
@@ -1150,10 +1162,10 @@ static double g_floor(redisContext *rc, int hosts) {
                         freeReplyObject(r);
                 }
         (void) redis_use(rc, &a);
-        calls = redis_saturate(5 * USEC_PER_SEC, send_renew, &rl);
+        calls = redis_saturate(saturate_for, send_renew, &rl);
         (void) redis_use(rc, &b);
-        rate = (double) calls / 5.0;
-        cpu = (b.cpu_s - a.cpu_s) / 5.0;
+        rate = (double) calls / SATURATE_SECONDS;
+        cpu = (b.cpu_s - a.cpu_s) / SATURATE_SECONDS;
         printf("%-4s %-52s %9.0f calls/s  Redis at %.0f%% of a core: %.0f calls/s a core\n", "G0",
                "floor: Redis alone, renew (+ZADD), 64 clients", rate, 100.0 * cpu, cpu > 0 ? rate / cpu : 0.0);
         printf("@json {\"id\":\"G0\",\"what\":\"floor: Redis alone, renew script and names ZADD, 64 clients\","
@@ -1224,7 +1236,7 @@ static void wrap_setnx(const char *cmd, char *argv[], char *buf, size_t size) {
 
 static void peer(const char *id, const char *what, wrap_fn wrap, int cycles, int handoffs) {
         char *argv[10], buf[2048], file[64], cmd[128], label[128];
-        Samples cyc = {}, ho = {};
+        _cleanup_samples_ Samples cyc = {}, ho = {};
 
         for (int i = 0; i < cycles; i++) {
                 wrap("true", argv, buf, sizeof(buf));
@@ -1307,7 +1319,7 @@ static int etcd_holds(int fd, int ms) {
 static double etcd_handover(void) {
         int h_out, w_out;
         pid_t holder, waiter;
-        Samples s = {};
+        _cleanup_samples_ Samples s = {};
 
         holder = etcd_locker(&h_out);
         if (holder < 0 || etcd_holds(h_out, 10000) != 1)
@@ -1423,7 +1435,7 @@ static double h_phase(const char *fleetsemd, const char *attack, bool flood, int
         int r = 0, log_fd = -EBADF, hold_anchor = -EBADF, hold_fd = -EBADF;
         unsigned long conns = 0;
         double cpu0, cpu1, late_max, renewals, p50, p99;
-        Samples s = {};
+        _cleanup_samples_ Samples s = {};
         usec_t t0, end;
         pid_t agent;
 
@@ -1491,7 +1503,6 @@ static double h_phase(const char *fleetsemd, const char *attack, bool flood, int
                id, flood ? "true" : "false", s.n, p50, p99, late_max * 1e3, renewals,
                (cpu1 - cpu0) * 100.0 / since_us(t0) * 1e6, conns);
         fflush(stdout);
-        free(s.v);
         safe_close(hold_anchor);
         kill(agent, SIGTERM);
         waitpid(agent, NULL, 0);
@@ -1514,7 +1525,8 @@ static void scenario_h(const char *fleetsemd, double floor_us) {
                 (void) h_phase(fleetsemd, attack, true, seconds, floor_us, quiet_p99);
 }
 
-/* $BENCH_ONLY=AD runs the floors and scenarios A and D only (D with L4 and L5). */
+/* $BENCH_ONLY=AD runs the floors and scenarios A and D only (D with L4 and
+ * L5); L: the floors only, L4 and L5 too. */
 static bool wanted(char scenario) {
         const char *only = getenv("BENCH_ONLY");
 
@@ -1522,11 +1534,20 @@ static bool wanted(char scenario) {
 }
 
 int main(int argc, char *argv[]) {
-        double f_unix, f_redis;
+        const char *env_ms = getenv("BENCH_SATURATE_MS");
+        double f_unix, f_redis, floor_rate = 0;
+        uint64_t ms;
 
         if (argc < 4) {
                 fprintf(stderr, "Usage: fleetsem-bench REDIS_SOCKET FLEETSEM NAMESPACE [NAMESPACE NAMESPACE]\n");
                 return EXIT_USAGE;
+        }
+        if (env_ms) {
+                if (parse_uint64(env_ms, 1, 600000, &ms) < 0) {
+                        fprintf(stderr, "fleetsem-bench: BENCH_SATURATE_MS must be 1 to 600000, not '%s'\n", env_ms);
+                        return EXIT_USAGE;
+                }
+                saturate_for = ms * USEC_PER_MSEC;
         }
         redis_socket = argv[1];
         fleetsem_bin = argv[2];
@@ -1542,11 +1563,11 @@ int main(int argc, char *argv[]) {
                 scenario_b();
         if (wanted('C') && n_ns == 3)
                 scenario_c();
-        if (wanted('D')) {
-                double floor_rate = floor_redis_throughput();
-
+        if (wanted('D') || wanted('L')) {
+                floor_rate = floor_redis_throughput();
                 floor_peer();
-
+        }
+        if (wanted('D')) {
                 scenario_d("D1", 1, 64, 1, floor_rate);
                 if (n_ns == 3)
                         scenario_d("D3", 3, 64, 1, floor_rate);

@@ -3,9 +3,10 @@
 # Starts its own redis-server (no persistence) and three agents in a
 # temporary directory, measures the floors and fleetsem in the same run,
 # prints a table and writes JSON (default: bench/results.json).
-# BENCH_ONLY=AD runs the floors and the scenarios named (A to H) only; G (100
-# agents on one Redis) takes BENCH_G_AGENTS and BENCH_G_SECONDS, H (the agent
-# under a local flood, as root) BENCH_H_SECONDS a phase.
+# BENCH_ONLY=AD runs the floors and the scenarios named (A to H) only, L the
+# floors alone; G (100 agents on one Redis) takes BENCH_G_AGENTS and
+# BENCH_G_SECONDS, H (the agent under a local flood, as root) BENCH_H_SECONDS
+# a phase; BENCH_SATURATE_MS shortens the saturated floors (5 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tests/deps.sh

@@ -22,6 +22,13 @@ static inline void samples_add(Samples *s, double us) {
         s->v[s->n++] = us;
 }
 
+/* Declared _cleanup_samples_: the samples are freed as it goes out of scope. */
+static inline void samples_free(Samples *s) {
+        free(s->v);
+        *s = (Samples) {};
+}
+#define _cleanup_samples_ __attribute__((cleanup(samples_free)))
+
 static int cmp_double(const void *a, const void *b) {
         double x = *(const double *) a, y = *(const double *) b;
         return x < y ? -1 : x > y;
