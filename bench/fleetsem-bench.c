@@ -33,8 +33,20 @@ static const char *redis_socket, *fleetsem_bin;
 static const char *ns[3];
 static int n_ns;
 
+/* A figure of nothing is no figure: the run ends, saying which. */
+static _Noreturn void bench_failed(const char *id, const char *why) {
+        fflush(stdout);
+        fprintf(stderr, "fleetsem-bench: %s: %s; no figure is given.\n", id, why);
+        exit(EXIT_FAILURE);
+}
+
 static void report(const char *id, const char *what, Samples *s, double floor_us) {
-        double p50 = samples_pct(s, 50), p99 = samples_pct(s, 99);
+        double p50, p99;
+
+        if (s->n == 0)
+                bench_failed(id, "no samples");
+        p50 = samples_pct(s, 50);
+        p99 = samples_pct(s, 99);
 
         printf("%-4s %-52s %9.1f %9.1f %8s\n", id, what, p50, p99, "");
         if (floor_us > 0)
@@ -167,12 +179,24 @@ static pid_t spawn_quiet(char *const argv[]) {
         return pid;
 }
 
+/* Waits for pid, spawned to run argv: a command that failed was not what
+ * was to be measured (a refused `fleetsem run` is no run). */
+static void spawn_done(pid_t pid, char *const argv[]) {
+        int status = 0;
+
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                char why[512];
+
+                snprintf(why, sizeof(why), "'%s %s' failed (status %d); run it by hand to see why", argv[0],
+                         argv[1] ?: "", status);
+                bench_failed(argv[0], why);
+        }
+}
+
 static double spawn_wait(char *const argv[]) {
         usec_t t0 = now_usec(CLOCK_MONOTONIC);
-        pid_t pid = spawn_quiet(argv);
 
-        if (pid < 0 || waitpid(pid, NULL, 0) != pid)
-                return -1;
+        spawn_done(spawn_quiet(argv), argv);
         return since_us(t0);
 }
 
@@ -223,7 +247,7 @@ static void scenario_a(double floor_sum) {
 }
 
 static void scenario_b(void) {
-        char *run[] = { (char *) fleetsem_bin, "run", "bench-b", "--", "/bin/true", NULL };
+        char *run[] = { (char *) fleetsem_bin, "run", "--slots", "1", "bench-b", "--", "/bin/true", NULL };
         char *tru[] = { "/bin/true", NULL };
         char *flk[] = { "/usr/bin/flock", "/tmp/fleetsem-bench.lock", "/bin/true", NULL };
         _cleanup_samples_ Samples sr = {}, st = {}, sf = {};
@@ -1213,8 +1237,8 @@ typedef void (*wrap_fn)(const char *cmd, char *argv[], char *buf, size_t size);
 static void wrap_fleetsem(const char *cmd, char *argv[], char *buf, size_t size) {
         (void) buf;
         (void) size;
-        argv[0] = (char *) fleetsem_bin; argv[1] = "run"; argv[2] = "bench-f"; argv[3] = "--";
-        argv[4] = "sh"; argv[5] = "-c"; argv[6] = (char *) cmd; argv[7] = NULL;
+        argv[0] = (char *) fleetsem_bin; argv[1] = "run"; argv[2] = "--slots"; argv[3] = "1"; argv[4] = "bench-f";
+        argv[5] = "--"; argv[6] = "sh"; argv[7] = "-c"; argv[8] = (char *) cmd; argv[9] = NULL;
 }
 
 static void wrap_etcd(const char *cmd, char *argv[], char *buf, size_t size) {
@@ -1264,8 +1288,8 @@ static void peer(const char *id, const char *what, wrap_fn wrap, int cycles, int
                 snprintf(cmd, sizeof(cmd), "date +%%s%%N > %s", file);
                 wrap(cmd, argv, buf, sizeof(buf));
                 waiter = spawn_quiet(argv);
-                waitpid(holder, NULL, 0);
-                waitpid(waiter, NULL, 0);
+                spawn_done(holder, hargv);
+                spawn_done(waiter, argv);
                 f = fopen(file, "re");
                 g = fopen(rel, "re");
                 if (f && g && fgets(start, sizeof(start), f) && fgets(end, sizeof(end), g))

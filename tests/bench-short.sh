@@ -1,20 +1,27 @@
 #!/bin/bash
-# The benchmark's floors, run short against the test's own redis-server:
-# the benchmark still drives the agent's scripts as args.list and keys.list
-# say (a call Redis refuses ends it with an error, not a figure). Figures
-# are the benchmark's, not checked here (lua-scripts counts a grant's
-# commands exactly).
+# The benchmark run short (its floors for 300 ms, A and B as they are)
+# against the test's own redis-server and agent: it still drives the
+# agent's scripts as args.list and keys.list say, and the client and
+# `fleetsem run` as they are used; a call Redis refuses, a refused
+# `fleetsem run` or a scenario without samples ends it with an error, not
+# a figure. Figures are the benchmark's, not checked here (lua-scripts
+# counts a grant's commands exactly).
 . "$(dirname "$0")/lib.sh"
 
 [ -x "${FLEETSEM_BENCH:-}" ] || bail "FLEETSEM_BENCH names no benchmark binary"
 start_redis
-BENCH_ONLY=L BENCH_SATURATE_MS=300 "$FLEETSEM_BENCH" "$REDIS_SOCK" "$FLEETSEM" "$NSBASE-a" >"$T/bench.log" 2>"$T/bench-err.log"
-is "$?" 0 "the floors run to the end"
+start_agent a
+BENCH_ONLY=LAB BENCH_SATURATE_MS=300 "$FLEETSEM_BENCH" "$REDIS_SOCK" "$FLEETSEM" "$NSBASE-a" >"$T/bench.log" 2>"$T/bench-err.log"
+is "$?" 0 "the floors, A and B run to the end"
 is "$(cat "$T/bench-err.log")" "" "... and Redis refused no call"
 l4=$(sed -n 's/^L4 .* \([0-9][0-9]*\) grants\/s .* \([0-9.]*\) commands\/grant$/\1 \2/p' "$T/bench.log")
 l5=$(sed -n 's/^L5 .* \([0-9][0-9]*\) grants\/s .* \([0-9.]*\) commands\/grant$/\1 \2/p' "$T/bench.log")
 like "$l4" '^[1-9][0-9]* 1[2-9]\.[0-9]$' "L4: the agent's acquire and release scripts grant, at 12 commands or so a grant ($l4)"
 like "$l5" '^[1-9][0-9]* 6\.0$' "L5: the peer's algorithm grants, at 6 commands a grant ($l5)"
+p50() { sed -n "s/^$1 .* \([0-9][0-9.]*\) \+[0-9][0-9.]* *\$/\1/p" "$T/bench.log"; }
+like "$(p50 A)" '^[1-9][0-9.]*$' "A: acquire -> release through the client code, timed ($(p50 A) us)"
+like "$(p50 B)" '^[1-9][0-9.]*$' "B: fleetsem run -- /bin/true, timed ($(p50 B) us)"
+like "$(fs a status --json)" '"names":\[\]' "... and every run left its slot: the agent holds none"
 
 # A call Redis refuses ends the benchmark, saying so, instead of counting.
 rcli ACL SETUSER default -evalsha >/dev/null
