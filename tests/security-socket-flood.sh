@@ -4,7 +4,8 @@
 # only). The agent looks for them by name in one walk of the kernel's table
 # a second, not one per lease: under 10 % of a core (averaged over 20 s
 # here, 60 s with MEASURE_S=60: the walks come once a second either way),
-# root's requests answered within 100 ms at p99, and no slot lost.
+# root's requests answered within 50 ms at p99 (the walks go a batch at a
+# time: no request waits for a whole one), and no slot lost.
 TTL=6s
 SOCKETS=${SOCKETS:-100000}
 MEASURE_S=${MEASURE_S:-20}
@@ -61,7 +62,7 @@ p50=$(percentile "$T/probe" 50)
 p99=$(percentile "$T/probe" 99)
 echo "# root's run --no-wait: $n runs, p50 ${p50}ms, p99 ${p99}ms"
 is "$fails" 0 "every run of root's succeeded"
-check "root's run p99 within 100 ms (${p99}ms)" test "$p99" -le 100
+check "root's run p99 within 50 ms (${p99}ms)" test "$p99" -le 50
 is "$(holders sflood)" 256 "nobody's 256 leases are still held (alive by name)"
 check "root's job still runs" kill -0 "$job"
 is "$(holders sflood-root)" 1 "... and holds its slot"

@@ -28,6 +28,15 @@
 struct Anchors {
         LeaseIo *by_name;               /* anchors alive by name only */
         size_t n_by_name;
+        /* The look by name under way (one at a time): the kernel's table
+         * read a batch a turn of the loop, so that a host with many unix
+         * sockets (anyone can make them) delays nobody's request by more
+         * than a batch; its leases held until it ends. */
+        AnchorWalk *walk;
+        sd_event_source *walk_source;
+        Lease **walk_leases;
+        const char **walk_ids;
+        size_t walk_n;
 };
 
 int lease_io_start(Agent *a) {
@@ -37,7 +46,19 @@ int lease_io_start(Agent *a) {
         return 0;
 }
 
+static void walk_done(Anchors *an) {
+        an->walk = anchor_walk_free(an->walk);
+        an->walk_source = sd_event_source_disable_unref(an->walk_source);
+        for (size_t i = 0; i < an->walk_n; i++)
+                lease_unref(an->walk_leases[i]);
+        an->walk_leases = mfree(an->walk_leases);
+        an->walk_ids = mfree(an->walk_ids);
+        an->walk_n = 0;
+}
+
 void lease_io_stop(Agent *a) {
+        if (a->anchors)
+                walk_done(a->anchors);
         a->anchors = mfree(a->anchors);
 }
 
@@ -212,16 +233,49 @@ static int on_anchor_event(sd_event_source *s, int fd, uint32_t revents, void *u
         return 0;
 }
 
+/* What a look by name found (r < 0: it failed), for the leases it looked
+ * for: those still watched by name whose anchor is gone are closed, and a
+ * name another user now listens on is that user's, not the holder's. */
+static void names_found(Agent *a, Lease **leases, size_t n, int r, const bool *alive, const uid_t *uids) {
+        if (r < 0)
+                log_debug_errno(r, "Failed to look for anchors by name: %m");
+        for (size_t i = 0; i < n && r >= 0; i++) {
+                Lease *l = leases[i];
+
+                /* Only leases still watched by name: an earlier one's
+                 * release, or anything while the look went on, may have
+                 * changed what the others are. */
+                if (l->state != LEASE_GONE && l->io && ((LeaseIo *) l->io)->by_name) {
+                        if (!alive[i])
+                                slots_anchor_closed(&a->slots, l, now_mono());
+                        else if (uids[i] != (uid_t) -1 && uids[i] != l->uid)
+                                release_foreign(a, l, uids[i]);
+                }
+        }
+}
+
+static int on_walk(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Agent *a = userdata;
+        Anchors *an = a->anchors;
+        int r;
+
+        (void) s;
+        (void) fd;
+        (void) revents;
+        r = anchor_walk_step(an->walk);
+        if (r == 0)
+                return 0;       /* more at the next turn */
+        names_found(a, an->walk_leases, an->walk_n, r, anchor_walk_alive(an->walk), anchor_walk_uid(an->walk));
+        walk_done(an);
+        return 0;
+}
+
 /* Every housekeeping turn: a watch for each anchor watched by name, if one
  * sticks now; then those still without one looked for by name, all in one
  * walk of the kernel's table (whatever else listens on the host, the
- * agent walks it once a turn, not once a lease). */
+ * agent walks it once a turn, not once a lease), a batch at a time. */
 void lease_io_check_names(Agent *a) {
         Anchors *an = a->anchors;
-        _cleanup_free_ Lease **leases = NULL;
-        _cleanup_free_ const char **ids = NULL;
-        _cleanup_free_ bool *alive = NULL;
-        _cleanup_free_ uid_t *uids = NULL;
         LeaseIo *io, *next;
         size_t n = 0;
         int r;
@@ -230,36 +284,40 @@ void lease_io_check_names(Agent *a) {
         LIST_FOREACH_SAFE(by_name, io, next, an->by_name)
                 if (io->lease)
                         rewatch(io);
-        if (an->n_by_name == 0)
-                return;
+        if (an->n_by_name == 0 || an->walk)
+                return;         /* none, or the last look still goes on */
 
-        leases = calloc(an->n_by_name, sizeof(Lease *));
-        ids = calloc(an->n_by_name, sizeof(char *));
-        alive = calloc(an->n_by_name, sizeof(bool));
-        uids = calloc(an->n_by_name, sizeof(uid_t));
-        if (!leases || !ids || !alive || !uids)
+        an->walk_leases = calloc(an->n_by_name, sizeof(Lease *));
+        an->walk_ids = calloc(an->n_by_name, sizeof(char *));
+        if (!an->walk_leases || !an->walk_ids) {
+                walk_done(an);
                 return;         /* again at the next turn */
+        }
         LIST_FOREACH(by_name, io, an->by_name)
                 if (io->lease && n < an->n_by_name) {
-                        leases[n] = lease_ref(io->lease);
-                        ids[n++] = io->lease->id;
+                        an->walk_leases[n] = lease_ref(io->lease);
+                        an->walk_ids[n++] = io->lease->id;
                 }
-        r = anchors_listening(a->config->namespace, ids, n, alive, uids);
-        if (r < 0)
-                log_debug_errno(r, "Failed to look for anchors by name: %m");
-        for (size_t i = 0; i < n; i++) {
-                Lease *l = leases[i];
-
-                /* Only leases still watched by name: an earlier one's
-                 * release may have changed what the others are. */
-                if (r >= 0 && l->state != LEASE_GONE && l->io && ((LeaseIo *) l->io)->by_name) {
-                        if (!alive[i])
-                                slots_anchor_closed(&a->slots, l, now_mono());
-                        else if (uids[i] != (uid_t) -1 && uids[i] != l->uid)
-                                release_foreign(a, l, uids[i]);
-                }
-                lease_unref(l);
+        an->walk_n = n;
+        r = anchor_walk_start(a->config->namespace, an->walk_ids, n, &an->walk);
+        if (r >= 0) {
+                r = sd_event_add_io(a->event, &an->walk_source, anchor_walk_fd(an->walk), EPOLLIN, on_walk, a);
+                /* Root's requests before it; others' share the turns. */
+                if (r >= 0)
+                        r = sd_event_source_set_priority(an->walk_source, PRIORITY_CLIENTS);
+                if (r >= 0)
+                        return;
         }
+        if (anchor_walk_refused(r)) {
+                /* No netlink here: /proc, at once. */
+                _cleanup_free_ bool *alive = calloc(n ?: 1, sizeof(bool));
+                _cleanup_free_ uid_t *uids = calloc(n ?: 1, sizeof(uid_t));
+
+                r = alive && uids ? anchors_listening(a->config->namespace, an->walk_ids, n, alive, uids) : -ENOMEM;
+                names_found(a, an->walk_leases, n, r, alive, uids);
+        } else
+                log_debug_errno(r, "Failed to look for anchors by name: %m");
+        walk_done(an);
 }
 
 static int on_lease_timer(sd_event_source *s, uint64_t usec, void *userdata) {

@@ -123,8 +123,9 @@ int anchor_watch(const char *ns, const char *lease, int *ret_fd) {
  * abstract name: its name (without the leading NUL) and owner. */
 typedef void (*listener_cb)(const char *name, size_t len, uid_t uid, void *userdata);
 
-/* From the kernel (sock_diag): one dump of the listening sockets. */
-static int listeners_by_diag(listener_cb cb, void *userdata) {
+/* From the kernel (sock_diag): a dump of the listening sockets asked for,
+ * on a non-blocking socket. */
+static int diag_ask(int *ret_fd) {
         _cleanup_close_ int fd = -EBADF;
         struct {
                 struct nlmsghdr nlh;
@@ -135,67 +136,70 @@ static int listeners_by_diag(listener_cb cb, void *userdata) {
                 .req = { .sdiag_family = AF_UNIX, .udiag_states = 1U << TCP_LISTEN,
                          .udiag_show = UDIAG_SHOW_NAME | UDIAG_SHOW_UID },
         };
-        union {
-                struct nlmsghdr h;
-                char buf[32768];
-        } u;
 
-        fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+        fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_SOCK_DIAG);
         if (fd < 0)
                 return -errno;
         if (send(fd, &msg, sizeof(msg), 0) < 0)
                 return -errno;
-        for (;;) {
-                ssize_t n = recv(fd, u.buf, sizeof(u.buf), 0);
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
 
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
+/* What the kernel sent of the dump so far, one batch: 1 once it is all
+ * read, 0 when more is to come, <0 on an error. */
+static int diag_read(int fd, listener_cb cb, void *userdata) {
+        union {
+                struct nlmsghdr h;
+                char buf[32768];
+        } u;
+        ssize_t n = recv(fd, u.buf, sizeof(u.buf), 0);
+
+        if (n < 0)
+                return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+        if (n == 0)
+                return -EIO;
+        for (size_t off = 0; off + sizeof(struct nlmsghdr) <= (size_t) n;) {
+                struct nlmsghdr *h = (struct nlmsghdr *) (u.buf + off);
+                struct unix_diag_msg *m = NLMSG_DATA(h);
+                const char *name = NULL;
+                size_t len, name_len = 0;
+                uint32_t uid = (uint32_t) -1;
+
+                if (h->nlmsg_len < sizeof(struct nlmsghdr) || h->nlmsg_len > (size_t) n - off)
+                        return -EBADMSG;
+                if (h->nlmsg_type == NLMSG_DONE)
+                        return 1;
+                if (h->nlmsg_type == NLMSG_ERROR) {
+                        const struct nlmsgerr *e = NLMSG_DATA(h);
+
+                        return e->error < 0 ? e->error : -EIO;
                 }
-                if (n == 0)
-                        return -EIO;
-                for (size_t off = 0; off + sizeof(struct nlmsghdr) <= (size_t) n;) {
-                        struct nlmsghdr *h = (struct nlmsghdr *) (u.buf + off);
-                        struct unix_diag_msg *m = NLMSG_DATA(h);
-                        const char *name = NULL;
-                        size_t len, name_len = 0;
-                        uint32_t uid = (uint32_t) -1;
+                if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
+                        return -EBADMSG;
+                len = h->nlmsg_len - NLMSG_LENGTH(sizeof(*m));
+                for (const char *p = (const char *) (m + 1); len >= sizeof(struct nlattr);) {
+                        const struct nlattr *a = (const struct nlattr *) p;
+                        size_t step = (size_t) NLA_ALIGN(a->nla_len);
 
-                        if (h->nlmsg_len < sizeof(struct nlmsghdr) || h->nlmsg_len > (size_t) n - off)
-                                return -EBADMSG;
-                        if (h->nlmsg_type == NLMSG_DONE)
-                                return 0;
-                        if (h->nlmsg_type == NLMSG_ERROR) {
-                                const struct nlmsgerr *e = NLMSG_DATA(h);
+                        if (a->nla_len < sizeof(*a) || a->nla_len > len)
+                                break;
+                        p += MIN(step, len);
+                        len -= MIN(step, len);
+                        const char *data = (const char *) a + NLA_HDRLEN;
+                        size_t dlen = a->nla_len - NLA_HDRLEN;
 
-                                return e->error < 0 ? e->error : -EIO;
-                        }
-                        if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*m)))
-                                return -EBADMSG;
-                        len = h->nlmsg_len - NLMSG_LENGTH(sizeof(*m));
-                        for (const char *p = (const char *) (m + 1); len >= sizeof(struct nlattr);) {
-                                const struct nlattr *a = (const struct nlattr *) p;
-                                size_t step = (size_t) NLA_ALIGN(a->nla_len);
-
-                                if (a->nla_len < sizeof(*a) || a->nla_len > len)
-                                        break;
-                                p += MIN(step, len);
-                                len -= MIN(step, len);
-                                const char *data = (const char *) a + NLA_HDRLEN;
-                                size_t dlen = a->nla_len - NLA_HDRLEN;
-
-                                if (a->nla_type == UNIX_DIAG_NAME && dlen > 1 && data[0] == '\0') {
-                                        name = data + 1;
-                                        name_len = dlen - 1;
-                                } else if (a->nla_type == UNIX_DIAG_UID && dlen >= sizeof(uid))
-                                        memcpy(&uid, data, sizeof(uid));
-                        }
-                        if (name)
-                                cb(name, name_len, (uid_t) uid, userdata);
-                        off += NLMSG_ALIGN(h->nlmsg_len);
+                        if (a->nla_type == UNIX_DIAG_NAME && dlen > 1 && data[0] == '\0') {
+                                name = data + 1;
+                                name_len = dlen - 1;
+                        } else if (a->nla_type == UNIX_DIAG_UID && dlen >= sizeof(uid))
+                                memcpy(&uid, data, sizeof(uid));
                 }
+                if (name)
+                        cb(name, name_len, (uid_t) uid, userdata);
+                off += NLMSG_ALIGN(h->nlmsg_len);
         }
+        return 0;
 }
 
 /* The same from /proc/self/net/unix (where netlink is not allowed): abstract
@@ -267,36 +271,124 @@ static int order_cmp(const void *x, const void *y, void *userdata) {
         return strcmp(leases[*(const size_t *) x], leases[*(const size_t *) y]);
 }
 
-int anchors_listening(const char *ns, const char *const *leases, size_t n, bool *ret_alive, uid_t *ret_uid) {
-        _cleanup_free_ size_t *order = NULL;
-        struct sockaddr_un sa;
+struct AnchorWalk {
+        int fd;                         /* the dump's netlink socket */
+        struct sockaddr_un sa;          /* "@NS/lease/", the prefix looked for */
+        AnchorLook look;
+        size_t *order;
+        bool *alive;
+        uid_t *uid;
+};
+
+AnchorWalk *anchor_walk_free(AnchorWalk *w) {
+        if (!w)
+                return NULL;
+        safe_close(w->fd);
+        free(w->order);
+        free(w->alive);
+        free(w->uid);
+        free(w);
+        return NULL;
+}
+
+/* The walk set up, its dump not yet asked for. */
+static int anchor_walk_new(const char *ns, const char *const *leases, size_t n, AnchorWalk **ret) {
+        AnchorWalk *w;
         socklen_t salen;
-        AnchorLook l;
         int r;
 
-        r = sockaddr_abstract(ns, "lease", "", &sa, &salen);
+        w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        w->fd = -EBADF;
+        r = sockaddr_abstract(ns, "lease", "", &w->sa, &salen);
+        if (r < 0) {
+                anchor_walk_free(w);
+                return r;
+        }
+        w->order = calloc(n ?: 1, sizeof(size_t));
+        w->alive = calloc(n ?: 1, sizeof(bool));
+        w->uid = calloc(n ?: 1, sizeof(uid_t));
+        if (!w->order || !w->alive || !w->uid) {
+                anchor_walk_free(w);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                w->order[i] = i;
+                w->uid[i] = (uid_t) -1;
+        }
+        qsort_r(w->order, n, sizeof(size_t), order_cmp, (void *) leases);
+        w->look = (AnchorLook) {
+                .prefix = w->sa.sun_path + 1, .prefix_len = salen - offsetof(struct sockaddr_un, sun_path) - 1,
+                .leases = leases, .order = w->order, .n = n, .alive = w->alive, .uid = w->uid,
+        };
+        *ret = w;
+        return 0;
+}
+
+int anchor_walk_start(const char *ns, const char *const *leases, size_t n, AnchorWalk **ret) {
+        AnchorWalk *w = NULL;
+        int r;
+
+        r = anchor_walk_new(ns, leases, n, &w);
         if (r < 0)
                 return r;
-        order = calloc(n ?: 1, sizeof(size_t));
-        if (!order)
-                return -ENOMEM;
-        for (size_t i = 0; i < n; i++) {
-                order[i] = i;
-                ret_alive[i] = false;
-                ret_uid[i] = (uid_t) -1;
+        r = diag_ask(&w->fd);
+        if (r < 0) {
+                anchor_walk_free(w);
+                return r;
         }
-        qsort_r(order, n, sizeof(size_t), order_cmp, (void *) leases);
-        l = (AnchorLook) {
-                .prefix = sa.sun_path + 1, .prefix_len = salen - offsetof(struct sockaddr_un, sun_path) - 1,
-                .leases = leases, .order = order, .n = n, .alive = ret_alive, .uid = ret_uid,
-        };
-        r = listeners_by_diag(anchor_look_one, &l);
-        if (r == -EAFNOSUPPORT || r == -EPERM || r == -EACCES || r == -EPROTONOSUPPORT) {
-                for (size_t i = 0; i < n; i++)
-                        ret_alive[i] = false;
-                r = listeners_by_proc(anchor_look_one, &l);
+        *ret = w;
+        return 0;
+}
+
+int anchor_walk_fd(const AnchorWalk *w) {
+        return w->fd;
+}
+
+int anchor_walk_step(AnchorWalk *w) {
+        return diag_read(w->fd, anchor_look_one, &w->look);
+}
+
+const bool *anchor_walk_alive(const AnchorWalk *w) {
+        return w->alive;
+}
+
+const uid_t *anchor_walk_uid(const AnchorWalk *w) {
+        return w->uid;
+}
+
+bool anchor_walk_refused(int r) {
+        return r == -EAFNOSUPPORT || r == -EPERM || r == -EACCES || r == -EPROTONOSUPPORT;
+}
+
+int anchors_listening(const char *ns, const char *const *leases, size_t n, bool *ret_alive, uid_t *ret_uid) {
+        AnchorWalk *w = NULL;
+        int r;
+
+        r = anchor_walk_start(ns, leases, n, &w);
+        while (r >= 0) {
+                struct pollfd p = { .fd = w->fd, .events = POLLIN };
+
+                r = anchor_walk_step(w);
+                if (r != 0)
+                        break;
+                if (poll(&p, 1, -1) < 0 && errno != EINTR)
+                        r = -errno;
         }
-        return r;
+        if (anchor_walk_refused(r)) {
+                /* Netlink is not allowed here: the same from /proc. */
+                anchor_walk_free(w);
+                r = anchor_walk_new(ns, leases, n, &w);
+                if (r >= 0)
+                        r = listeners_by_proc(anchor_look_one, &w->look);
+        }
+        if (r >= 0) {
+                memcpy(ret_alive, w->alive, n * sizeof(bool));
+                memcpy(ret_uid, w->uid, n * sizeof(uid_t));
+        }
+        anchor_walk_free(w);
+        return r < 0 ? r : 0;
 }
 
 int anchor_is_listening(const char *ns, const char *lease, uid_t *ret_uid) {

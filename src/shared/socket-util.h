@@ -32,6 +32,21 @@ int anchor_is_listening(const char *ns, const char *lease, uid_t *ret_uid);
  * is one walk of every listening unix socket, however many are asked
  * about): for each of leases[0..n), ret_alive[i] and its owner ret_uid[i]. */
 int anchors_listening(const char *ns, const char *const *leases, size_t n, bool *ret_alive, uid_t *ret_uid);
+/* The same look without blocking, for an event loop: started, then
+ * stepped (one batch of the kernel's dump read, a few hundred sockets)
+ * whenever its fd is readable, until a step returns 1 (done: the answers
+ * in anchor_walk_alive() and anchor_walk_uid(), by the index of leases,
+ * whose strings must outlive the walk), or <0. A start or step that
+ * anchor_walk_refused() is netlink not allowed here: anchors_listening()
+ * looks in /proc instead. */
+typedef struct AnchorWalk AnchorWalk;
+int anchor_walk_start(const char *ns, const char *const *leases, size_t n, AnchorWalk **ret);
+int anchor_walk_fd(const AnchorWalk *w);
+int anchor_walk_step(AnchorWalk *w);
+const bool *anchor_walk_alive(const AnchorWalk *w);
+const uid_t *anchor_walk_uid(const AnchorWalk *w);
+bool anchor_walk_refused(int r);
+AnchorWalk *anchor_walk_free(AnchorWalk *w);
 
 int agent_listen(const char *ns, int *ret_fd);
 
