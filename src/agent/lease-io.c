@@ -37,7 +37,12 @@ struct Anchors {
         Lease **walk_leases;
         const char **walk_ids;
         size_t walk_n;
+        usec_t walk_since;
 };
+
+/* A look by name the kernel has not ended in this long is given up, and
+ * a new one started (it never happens on a kernel that answers). */
+#define WALK_MAX (10 * USEC_PER_SEC)
 
 int lease_io_start(Agent *a) {
         a->anchors = calloc(1, sizeof(Anchors));
@@ -47,8 +52,8 @@ int lease_io_start(Agent *a) {
 }
 
 static void walk_done(Anchors *an) {
-        an->walk = anchor_walk_free(an->walk);
         an->walk_source = sd_event_source_disable_unref(an->walk_source);
+        an->walk = anchor_walk_free(an->walk);
         for (size_t i = 0; i < an->walk_n; i++)
                 lease_unref(an->walk_leases[i]);
         an->walk_leases = mfree(an->walk_leases);
@@ -234,8 +239,12 @@ static int on_anchor_event(sd_event_source *s, int fd, uint32_t revents, void *u
 }
 
 /* What a look by name found (r < 0: it failed), for the leases it looked
- * for: those still watched by name whose anchor is gone are closed, and a
- * name another user now listens on is that user's, not the holder's. */
+ * for: a name another user now listens on is that user's, not the
+ * holder's; a name not seen is asked once more, by a connection, before
+ * its slot is released. A dump read in batches resumes each by position:
+ * sockets that close between two batches shift the others, and one of
+ * them may go unseen. The connection says for sure: refused when nothing
+ * listens, EAGAIN when a full backlog does (a watch when one sticks). */
 static void names_found(Agent *a, Lease **leases, size_t n, int r, const bool *alive, const uid_t *uids) {
         if (r < 0)
                 log_debug_errno(r, "Failed to look for anchors by name: %m");
@@ -247,11 +256,31 @@ static void names_found(Agent *a, Lease **leases, size_t n, int r, const bool *a
                  * changed what the others are. */
                 if (l->state != LEASE_GONE && l->io && ((LeaseIo *) l->io)->by_name) {
                         if (!alive[i])
-                                slots_anchor_closed(&a->slots, l, now_mono());
+                                rewatch(l->io);
                         else if (uids[i] != (uid_t) -1 && uids[i] != l->uid)
                                 release_foreign(a, l, uids[i]);
                 }
         }
+}
+
+/* The look ended with r (1: its answers are in; <0: it failed): acted on,
+ * then done. Netlink refused here, at the start or on the way: the same
+ * from /proc, at once. */
+static void walk_end(Agent *a, int r) {
+        Anchors *an = a->anchors;
+
+        if (anchor_walk_refused(r)) {
+                _cleanup_free_ bool *alive = calloc(an->walk_n ?: 1, sizeof(bool));
+                _cleanup_free_ uid_t *uids = calloc(an->walk_n ?: 1, sizeof(uid_t));
+
+                r = alive && uids ? anchors_listening(a->config->namespace, an->walk_ids, an->walk_n, alive, uids)
+                                  : -ENOMEM;
+                names_found(a, an->walk_leases, an->walk_n, r, alive, uids);
+        } else if (r >= 0)
+                names_found(a, an->walk_leases, an->walk_n, r, anchor_walk_alive(an->walk), anchor_walk_uid(an->walk));
+        else
+                names_found(a, an->walk_leases, an->walk_n, r, NULL, NULL);
+        walk_done(an);
 }
 
 static int on_walk(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -265,8 +294,7 @@ static int on_walk(sd_event_source *s, int fd, uint32_t revents, void *userdata)
         r = anchor_walk_step(an->walk);
         if (r == 0)
                 return 0;       /* more at the next turn */
-        names_found(a, an->walk_leases, an->walk_n, r, anchor_walk_alive(an->walk), anchor_walk_uid(an->walk));
-        walk_done(an);
+        walk_end(a, r);
         return 0;
 }
 
@@ -284,6 +312,11 @@ void lease_io_check_names(Agent *a) {
         LIST_FOREACH_SAFE(by_name, io, next, an->by_name)
                 if (io->lease)
                         rewatch(io);
+        if (an->walk && now_mono() - an->walk_since > WALK_MAX) {
+                log_warning("The kernel did not end a look for %zu anchors by name in %s; looking again.", an->walk_n,
+                            format_duration((char[FORMAT_DURATION_MAX]) {}, FORMAT_DURATION_MAX, WALK_MAX));
+                walk_done(an);
+        }
         if (an->n_by_name == 0 || an->walk)
                 return;         /* none, or the last look still goes on */
 
@@ -299,6 +332,7 @@ void lease_io_check_names(Agent *a) {
                         an->walk_ids[n++] = io->lease->id;
                 }
         an->walk_n = n;
+        an->walk_since = now_mono();
         r = anchor_walk_start(a->config->namespace, an->walk_ids, n, &an->walk);
         if (r >= 0) {
                 r = sd_event_add_io(a->event, &an->walk_source, anchor_walk_fd(an->walk), EPOLLIN, on_walk, a);
@@ -308,16 +342,7 @@ void lease_io_check_names(Agent *a) {
                 if (r >= 0)
                         return;
         }
-        if (anchor_walk_refused(r)) {
-                /* No netlink here: /proc, at once. */
-                _cleanup_free_ bool *alive = calloc(n ?: 1, sizeof(bool));
-                _cleanup_free_ uid_t *uids = calloc(n ?: 1, sizeof(uid_t));
-
-                r = alive && uids ? anchors_listening(a->config->namespace, an->walk_ids, n, alive, uids) : -ENOMEM;
-                names_found(a, an->walk_leases, n, r, alive, uids);
-        } else
-                log_debug_errno(r, "Failed to look for anchors by name: %m");
-        walk_done(an);
+        walk_end(a, r);
 }
 
 static int on_lease_timer(sd_event_source *s, uint64_t usec, void *userdata) {

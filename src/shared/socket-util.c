@@ -378,7 +378,7 @@ int anchors_listening(const char *ns, const char *const *leases, size_t n, bool 
         }
         if (anchor_walk_refused(r)) {
                 /* Netlink is not allowed here: the same from /proc. */
-                anchor_walk_free(w);
+                w = anchor_walk_free(w);
                 r = anchor_walk_new(ns, leases, n, &w);
                 if (r >= 0)
                         r = listeners_by_proc(anchor_look_one, &w->look);
