@@ -187,8 +187,12 @@ static void spawn_done(pid_t pid, char *const argv[]) {
         if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
                 char why[512];
 
-                snprintf(why, sizeof(why), "'%s %s' failed (status %d); run it by hand to see why", argv[0],
-                         argv[1] ?: "", status);
+                if (pid >= 0 && WIFSIGNALED(status))
+                        snprintf(why, sizeof(why), "'%s %s' was killed by signal %d", argv[0], argv[1] ?: "",
+                                 WTERMSIG(status));
+                else
+                        snprintf(why, sizeof(why), "'%s %s' failed (exit %d); run it by hand to see why", argv[0],
+                                 argv[1] ?: "", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
                 bench_failed(argv[0], why);
         }
 }
@@ -1368,7 +1372,7 @@ static double etcd_handover(void) {
         waitpid(holder, NULL, 0);
         close(h_out);
         report("F5", "etcd hand-over: etcdctl lock unlocks -> waiting one holds", &s, 0);
-        return s.n > 0 ? samples_pct(&s, 50) : 0;
+        return samples_pct(&s, 50);
 }
 
 static void scenario_f(void) {
