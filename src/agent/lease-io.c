@@ -268,18 +268,22 @@ static void names_found(Agent *a, Lease **leases, size_t n, int r, const bool *a
  * from /proc, at once. */
 static void walk_end(Agent *a, int r) {
         Anchors *an = a->anchors;
+        _cleanup_free_ bool *proc_alive = NULL;
+        _cleanup_free_ uid_t *proc_uids = NULL;
+        const bool *alive = NULL;
+        const uid_t *uids = NULL;
 
         if (anchor_walk_refused(r)) {
-                _cleanup_free_ bool *alive = calloc(an->walk_n ?: 1, sizeof(bool));
-                _cleanup_free_ uid_t *uids = calloc(an->walk_n ?: 1, sizeof(uid_t));
-
-                r = alive && uids ? anchors_listening(a->config->namespace, an->walk_ids, an->walk_n, alive, uids)
+                alive = proc_alive = calloc(an->walk_n ?: 1, sizeof(bool));
+                uids = proc_uids = calloc(an->walk_n ?: 1, sizeof(uid_t));
+                r = alive && uids ? anchors_listening(a->config->namespace, an->walk_ids, an->walk_n, proc_alive,
+                                                      proc_uids)
                                   : -ENOMEM;
-                names_found(a, an->walk_leases, an->walk_n, r, alive, uids);
-        } else if (r >= 0)
-                names_found(a, an->walk_leases, an->walk_n, r, anchor_walk_alive(an->walk), anchor_walk_uid(an->walk));
-        else
-                names_found(a, an->walk_leases, an->walk_n, r, NULL, NULL);
+        } else if (r >= 0) {
+                alive = anchor_walk_alive(an->walk);
+                uids = anchor_walk_uid(an->walk);
+        }
+        names_found(a, an->walk_leases, an->walk_n, r, alive, uids);
         walk_done(an);
 }
 
