@@ -329,6 +329,7 @@ static void scenario_c(void) {
 /* One acquire (a new lease) or release as the agent sends it. */
 /* The fleet clock key the raw script calls pass after a name's keys. */
 #define BENCH_FLEET_CLOCK "bench-raw:clock"
+#define BENCH_CENSUS "bench-raw:census"
 
 /* EVALSHA sha on a name's keys and the fleet clock key, then the n args
  * (args.list gives their order): appended to c. */
@@ -340,6 +341,7 @@ static int append_script(redisContext *c, const char *sha, char keys[N_KEYS][96]
         for (int j = 0; j < N_KEYS; j++)
                 argv[k++] = keys[j];
         argv[k++] = BENCH_FLEET_CLOCK;
+        argv[k++] = BENCH_CENSUS;
         for (size_t j = 0; j < n; j++) {
                 assert(args[j]);        /* every argument args.list names */
                 argv[k++] = args[j];
@@ -375,6 +377,10 @@ static int load_script(Script which, char sha[41]) {
         char *text = NULL;
         int k = -EIO;
 
+        /* The raw calls' Redis is new: nobody held anything before
+         * (fleetsemd(8), A NEW REDIS). */
+        if (l && !l->err)
+                freeReplyObject(redisCommand(l, "ZADD %s NX -1 .", BENCH_CENSUS));
         if (l && !l->err && asprintf(&text, "%s\n%s", lua_prelude, lua_scripts[which]) >= 0)
                 r = redisCommand(l, "SCRIPT LOAD %s", text);
         if (r && r->type == REDIS_REPLY_STRING && r->len == 40) {
@@ -1086,6 +1092,7 @@ static int g_fleet(const char *fleetsemd, redisContext *rc, int n, const char *t
          * before, or the first agent would grant nothing for a lease. */
         snprintf(epoch, sizeof(epoch), "%s:epoch", prefix);
         freeReplyObject(redisCommand(rc, "SET %s %s NX", epoch, "0123456789abcdef0123456789abcdef 0"));
+        freeReplyObject(redisCommand(rc, "ZADD %s:census NX -1 .", prefix));
         snprintf(log, sizeof(log), "/tmp/fleetsem-bench-g-%d.log", getpid());
         for (int i = 0; i < n * G_NAMES; i++)
                 anchor[i] = -EBADF;

@@ -41,6 +41,7 @@ refused_users() { as_admin ACL LOG | grep -A1 '^username$' | grep -v -e '^userna
 acl_redis
 # A new Redis: nobody held anything before it (see start_redis).
 as_admin SET fleetsem:epoch "$(printf '%032x' $$) 0" >/dev/null
+as_admin ZADD fleetsem:census -1 . >/dev/null
 is "$(redis-cli -p "$PORT" ZCARD 'fleetsem:{x}:holders')" "NOAUTH Authentication required." \
         "the example turns the default user off"
 

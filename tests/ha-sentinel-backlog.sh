@@ -16,6 +16,7 @@ HA_S=("$(free_port)" "$(free_port)" "$(free_port)")
 ha_server "$HA_M"
 for p in "${HA_S[@]}"; do ha_sentinel "$p"; done
 redis-cli -p "$HA_M" SET fleetsem:epoch "$(printf '%032x' $$) 0 $(ha_master_id "$HA_M")" >/dev/null
+redis-cli -p "$HA_M" ZADD fleetsem:census -1 . >/dev/null
 HA_URL="sentinel://127.0.0.1:${HA_S[0]},127.0.0.1:${HA_S[1]},127.0.0.1:${HA_S[2]}/$HA_MASTER"
 before=$(ha_master_id "$HA_M")
 ha_agent a

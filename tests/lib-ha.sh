@@ -49,6 +49,7 @@ ha_start() {
                 bail "the Sentinels do not see the replica"
         # A new Redis: nobody held anything before it (see start_redis).
         redis-cli -p "$HA_M" SET fleetsem:epoch "$(printf '%032x' $$) 0 $(ha_master_id "$HA_M")" >/dev/null
+        redis-cli -p "$HA_M" ZADD fleetsem:census -1 . >/dev/null
         HA_URL="sentinel://127.0.0.1:${HA_S[0]},127.0.0.1:${HA_S[1]},127.0.0.1:${HA_S[2]}/$HA_MASTER"
 }
 

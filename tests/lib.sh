@@ -167,6 +167,13 @@ acl_audit_setup() {
             "$(dirname "$0")/../systemd/redis-acl.conf.example" >"$T/acl.conf"
 }
 
+# seed_redis CLI...: what an operator does for a new Redis (fleetsemd(8),
+# A NEW REDIS): an epoch and a census that say nobody held anything before.
+seed_redis() {
+        "$@" SET fleetsem:epoch "$(printf '%032x' $$) 0" NX >/dev/null
+        "$@" ZADD fleetsem:census NX -1 . >/dev/null
+}
+
 start_redis() {
         local acl=()
         if acl_audit; then
@@ -178,11 +185,12 @@ start_redis() {
                 --logfile "$T/redis.log" "${acl[@]}" "$@" >/dev/null || bail "$REDIS_SERVER did not start"
         wait_for 10 rcli ${REDIS_AUTH:+-a "$REDIS_AUTH" --no-auth-warning} ping || bail "redis-server does not answer"
         # A Redis that never held fleetsem's state: agents that find no
-        # epoch take it for one that lost its data and grant nothing for a
-        # lease (see fleetsemd(8)). This one is new, so say that nobody
-        # held anything before it. A restart keeps whatever it has.
+        # epoch, and scripts that find no census, take it for one that
+        # lost its data and grant nothing for a lease (see fleetsemd(8)).
+        # This one is new, so say that nobody held anything before it. A
+        # restart keeps whatever it has.
         if [ -z "${REDIS_SEEDED:-}" ]; then
-                rcli ${REDIS_AUTH:+-a "$REDIS_AUTH" --no-auth-warning} SET fleetsem:epoch "$(printf '%032x' $$) 0" NX >/dev/null
+                seed_redis rcli ${REDIS_AUTH:+-a "$REDIS_AUTH" --no-auth-warning}
                 REDIS_SEEDED=1
         fi
 }

@@ -35,6 +35,13 @@ load_scripts
 # restart_from NAME: Redis restarted from it, the scripts loaded again.
 snapshot() { is "$(rcli SAVE)" OK "$2"; cp "$T/dump.rdb" "$T/$1.rdb"; }
 restart_from() { stop_redis nosave; cp "$T/$1.rdb" "$T/dump.rdb"; start_stepped_redis; load_scripts; }
+# emptied: Redis' data gone, and a census that says nobody held anything
+# before (as an operator seeds a new Redis: fleetsemd(8)); what a loss
+# without that does is under "What Redis forgets".
+emptied() { rcli FLUSHALL >/dev/null; rcli ZADD "$CENSUS" -1 . >/dev/null; }
+# left_idle NAME: the name's state gone as when its keys leave Redis idle
+# (and the census no longer expects it).
+left_idle() { rcli HDEL "$(key "$1" clock)" . >/dev/null; rcli ZREM "$CENSUS" "fleetsem:{$1}" >/dev/null; }
 
 # The keys of NAME, one a line, in KEYS order; key NAME SUFFIX: one of them.
 keys_of() { local s; for s in "${SUFFIXES[@]}"; do echo "fleetsem:{$1}:$s"; done; }
@@ -46,6 +53,7 @@ key() {
 }
 EPOCH_KEY=fleetsem:epoch
 FLEET_CLOCK=fleetsem:clock
+CENSUS=fleetsem:census
 # rec NAME LEASE [FIELDS]: the lease's record in the name's hash, "HOST UID
 # SLOTS TOKEN SINCE_MS PROOF DESCRIPTION" (cut -f FIELDS of it).
 rec() { rcli HGET "$(key "$1" clock)" "$2" | cut -d' ' -f"${3:-1-}"; }
@@ -61,14 +69,14 @@ state_set() {
 # the drain ('!'), the last action ('@') and the fleet limit ('#').
 counted() {
         echo "$(state "$1" 1-2) / $(rcli ZCARD "$(key "$1" holders)") $(rcli ZCARD "$(key "$1" queue)")" \
-                "$(rcli HKEYS "$(key "$1" clock)" | grep -cvxE '[.!@#]')"
+                "$(rcli HKEYS "$(key "$1" clock)" | grep -cvxE '[.!@#~]')"
 }
 
 # lua NAME SCRIPT ARGV...: the reply as JSON.
 lua() {
         local name=$1 script=$2 k
         shift 2
-        mapfile -t k < <(keys_of "$name"; echo "$FLEET_CLOCK")
+        mapfile -t k < <(keys_of "$name"; echo "$FLEET_CLOCK"; echo "$CENSUS")
         rcli --json EVALSHA "${SHA[$script]}" "${#k[@]}" "${k[@]}" "$@"
 }
 epoch() {          # ID GRACE_MS [MASTER_ID [FAILOVER_GRACE_MS]]
@@ -228,13 +236,13 @@ is "$(AS_HOST=b acquire own L 1)" "[-1]" "owner: acquire from another host: -1"
 is "$(AS_UID=1001 acquire own L 1)" "[-1]" "owner: acquire from another uid: -1"
 is "$(AS_HOST=b release own L)" "[-1]" "owner: release from another host: -1"
 is "$(AS_UID=1001 release own L)" "[-1]" "owner: release from another uid: -1"
-is "$(AS_HOST=b TTL_MS=600000 renew own L)" '["L"]' "owner: renew from another host: missing"
+is "$(AS_HOST=b TTL_MS=600000 renew own L)" '[0,"L"]' "owner: renew from another host: missing"
 is "$(AS_HOST=b reassert own L 1 5 1)" "-1" "owner: reassert from another host: -1"
 is "$(AS_UID=1001 reassert own L 1 5 1)" "-1" "owner: reassert from another uid: -1"
 is "$(AS_HOST=b adopt own L)" "[-1]" "owner: adopt from another host: -1"
 is "$(AS_UID=1001 adopt own L)" "[-1]" "owner: adopt from another uid: -1"
 is "$(snap)" "$before" "owner: the owner's lease is untouched (expiry, record, counts, limit)"
-is "$(TTL_MS=600000 AS_UID=0 renew own L)" "[]" "owner: the owner's host renews (any uid)"
+is "$(TTL_MS=600000 AS_UID=0 renew own L)" "[0]" "owner: the owner's host renews (any uid)"
 is "$(j "$(rcli ZSCORE "$(key own holders)" L)" "r - $(redis_ms) > 500000")" true "owner: ... and the expiry moved"
 r=$(adopt own L)
 is "$(j "$r" '[r[0], r[3]]')" '[1,"INFO lease=L"]' "owner: the owner adopts it"
@@ -242,7 +250,7 @@ is "$(j "$r" '"%d %d" % (r[1], r[2])')" "$(rec own L 4-5)" "owner: adopt tells i
 is "$(adopt own nobody)" "[-1]" "adopt: an unknown lease is gone"
 acquire own Q 1 >/dev/null
 is "$(adopt own Q)" "[0]" "adopt: a waiter is only queued"
-is "$(renew own L Q nobody)" '["nobody"]' "renew: extends holder and waiter, reports the unknown"
+is "$(renew own L Q nobody)" '[0,"nobody"]' "renew: extends holder and waiter, reports the unknown"
 
 # ---- Tokens never go back ------------------------------------------------------
 t0=$(redis_us)
@@ -254,7 +262,7 @@ for i in 1 2 3 4 5; do
 done
 is "$(j "$(list "${tokens[@]}")" "all($t0 < t < $TWO53 for t in r) and r == sorted(set(r))")" true \
         "tokens: 5 grants rise, above the clock in µs before them ($t0), below 2^53: ${tokens[*]}"
-rcli FLUSHALL >/dev/null
+emptied
 r=$(acquire tok t6 5)
 t6=$(j "$r" 'r[1]')
 is "$(j "$t6" "r > ${tokens[4]} and r < $TWO53")" true "tokens: after FLUSHALL the next token $t6 is above all 5"
@@ -435,7 +443,7 @@ is "$(rcli PTTL "$FLEET_CLOCK")" -1 "clock: the fleet's clock key never expires"
 # put right, then Redis restarted from the older snapshot. Tokens follow
 # the tokens' clock, which takes the step out; had they followed TIME,
 # those of the step would be ahead of the restored Redis by the step.
-rcli FLUSHALL >/dev/null        # a clock never stepped before
+emptied        # a clock never stepped before
 t=$(redis_us)
 t0=$(redis_ms)
 ta=$(j "$(acquire step a 5)" 'r[1]')
@@ -471,11 +479,11 @@ quiet_for_a_second() {
 # lease. The tokens' clock starts again after it where it may have been at
 # the last call, not where the clock key was last written: a counter that
 # left Redis in between (an idle name) starts again above its last token.
-rcli FLUSHALL >/dev/null
+emptied
 TTL_MS=2000 acquire quiet-a a 5 >/dev/null
 tq=$(j "$(TTL_MS=2000 acquire quiet-b b 5)" 'r[1]')
 quiet_for_a_second
-rcli HDEL "$(key quiet-b clock)" . >/dev/null
+left_idle quiet-b
 r=$(TTL_MS=2000 acquire quiet-b c 5)
 is "$(j "$r" "r[1] > $tq")" true "silence: a counter that left Redis starts above its last token ($(j "$r" 'r[1]') > $tq)"
 # A release on a name with no keys (a lease Redis lost) knows no lease: it
@@ -516,7 +524,7 @@ snapshot in-step "restart: a snapshot during a step"
 step_clock 0
 te=$(j "$(TTL_MS=10000 acquire quiet-e b 5)" 'r[1]')
 restart_from in-step
-rcli HDEL "$(key quiet-e clock)" . >/dev/null
+left_idle quiet-e
 r=$(TTL_MS=10000 acquire quiet-e c 5)
 is "$(j "$r" "r[0] == 1 and r[1] > $te")" true "restart: from a snapshot saved during the step, the next token is above those after it"
 
@@ -580,7 +588,7 @@ r=$(lua bat batch "${BATCH[@]}")
 is "$(j "$r" 'len(r)')" 5 "batch: one reply per call"
 is "$(j "$r" '[r[0][0], r[1][:2], r[2][:2]]')" "[1,[0,1],[0,2]]" "batch: b1 gets in, b2 and b3 queue in order"
 is "$(j "$r" 'r[3][:2]')" '[1,"b2"]' "batch: b1's release hands the slot to b2 in the same call"
-is "$(j "$r" 'r[4]')" "[]" "batch: b2's renewal finds it held"
+is "$(j "$r" 'r[4]')" "[0]" "batch: b2's renewal finds it held"
 is "$(j "$(status bat)" '[h[0] for h in r[1]] + [q[0] for q in r[2]]')" '["b2","b3"]' "batch: Redis has what the calls did"
 is "$(counted bat)" "1 1 / 1 1 2" "batch: counted right"
 # An agent that restarted adopts its leases in batches too.
@@ -604,10 +612,10 @@ e2=$(epoch fedcba9876543210fedcba9876543210 5000)
 is "$(j "$e2" '[r[0], r[1]]')" "$(j "$e1" '[0, r[1]]')" "epoch: the second call finds the same value"
 is "$(j "$e2" "$t0 <= r[2] <= $(redis_ms)")" true "epoch: with Redis' time in ms"
 is "$(rcli PTTL "$EPOCH_KEY")" -1 "epoch: the key never expires"
-rcli FLUSHALL >/dev/null
+emptied
 e3=$(epoch 00000000000000000000000000000003 5000)
 is "$(j "$e3" '[r[0], r[1].split()[0]]')" '[1,"00000000000000000000000000000003"]' "epoch: after FLUSHALL a new one"
-rcli FLUSHALL >/dev/null
+emptied
 e4=$(epoch 00000000000000000000000000000004 5000 aaaa 500)
 is "$(j "$e4" 'r[0]')" 1 "epoch: with a master's run id, the first call creates it"
 like "$(j "$e4" 'r[1]')" '^00000000000000000000000000000004 [0-9]+ aaaa$' "epoch: ... naming that master"
@@ -623,7 +631,7 @@ is "$(j "$e6" "$t0 + 3000 <= int(r[1].split()[1]) <= $(redis_ms) + 3000")" true 
 # Without that word (a promotion keeps the id it followed as its history)
 # the same run id with another replication id is one.
 RUN=$(printf 'r%.0s' $(seq 40) | tr r 1) R1=$(printf '2%.0s' $(seq 40)) R2=$(printf '3%.0s' $(seq 40)) R3=$(printf '4%.0s' $(seq 40))
-rcli FLUSHALL >/dev/null
+emptied
 e7=$(epoch 00000000000000000000000000000007 0 "$RUN$R1" 3000)
 fresh_epoch() {    # ID MASTER_ID FRESH: as the agent calls it, knowing none
         args epoch id="$1" grace_ms=0 master_id="$2" failover_grace_ms=3000 known_id= known_grace_until_ms= replid_fresh="$3"
@@ -654,7 +662,7 @@ epoch_knowing() {  # ID KNOWN_ID KNOWN_GRACE_UNTIL_MS: as a standalone agent cal
         rcli --json EVALSHA "${SHA[epoch]}" 1 "$EPOCH_KEY" "${ARGS_OUT[@]}"
 }
 until_of() { j "$1" 'r[1].split()[1]'; }
-rcli FLUSHALL >/dev/null
+emptied
 ea=$(epoch_knowing aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa "" "")
 ga=$(until_of "$ea")
 TTL_MS=1000 GRACE=$ga acquire flap h1 5 >/dev/null
@@ -694,16 +702,23 @@ for i in $(seq 1 4500); do batched acquire lease="m$i" slots=5000 ttl_ms=10000 d
         grace_until_ms=0 idle_ms=600000 weight=1; done
 is "$(lua many batch "${BATCH[@]}" | grep -o '\[1,' | wc -l)" 4500 "many: 4500 grants in one batch"
 leases=(); for i in $(seq 1 4500); do leases+=("m$i"); done
-is "$(renew many "${leases[@]}" gone1 gone2)" '["gone1","gone2"]' "many: one renewal of 4502 leases extends 4500"
+is "$(renew many "${leases[@]}" gone1 gone2)" '[0,"gone1","gone2"]' "many: one renewal of 4502 leases extends 4500"
 is "$(counted many)" "4500 0 / 4500 0 4500" "many: counted right"
 # A holder's entry removed by hand (as eviction would): its renewal says it
-# is missing, and the counts follow the ZSETs again.
+# is missing and that Redis forgot the name (for a lease), the counts
+# follow the ZSETs again, and nobody gets in until the holder is back.
 acquire gone-by-hand h 1 >/dev/null
 acquire gone-by-hand h2 2 >/dev/null
 rcli ZREM "$(key gone-by-hand holders)" h >/dev/null
-is "$(renew gone-by-hand h h2)" '["h"]' "lost entry: a holder removed by hand is missing at its renewal"
+r=$(renew gone-by-hand h h2)
+is "$(j "$r" 'r[1:]')" '["h"]' "lost entry: a holder removed by hand is missing at its renewal"
+is "$(j "$r" '0 < r[0] <= 10000')" true "lost entry: ... and the name grants nothing for a lease ($(j "$r" 'r[0]') ms)"
 is "$(counted gone-by-hand)" "0 1 / 0 1 1" "lost entry: its record went, the counts are the ZSETs'"
-is "$(j "$(acquire gone-by-hand h2 2)" 'r[0]')" 1 "lost entry: so the waiter behind it gets in"
+r=$(acquire gone-by-hand h2 2)
+is "$(j "$r" 'r[0]')" 0 "lost entry: so the waiter behind it still waits"
+is "$(j "$r" '0 < r[4] <= 10000')" true "lost entry: ... told to look again when that lease is over"
+is "$(reassert gone-by-hand h 1 5 1234)" 1 "lost entry: its agent puts the holder back meanwhile"
+is "$(counted gone-by-hand)" "1 1 / 1 1 2" "lost entry: ... counted again"
 # A lease named as the state's field is refused (the agent never sends one).
 like "$(acquire dot . 1 2>&1)" "FLEETSEM a lease may not be named" "state: a lease named '.' is refused"
 is "$(rcli HGET "$(key dot clock)" .)" "" "... and writes nothing"
@@ -738,8 +753,8 @@ r=$(acquire dr w1 2)
 is "$(j "$r" 'r[:3]')" "[0,1,1]" "drain: a newcomer with a free slot queues (1st, 1 holds)"
 like "$(j "$r" 'r[5]')" '^a 0 [0-9]+ root incident 42: disk full$' "drain: ... and is told the drain"
 is "$(j "$(acquire dr w2 2)" 'r[:2]')" "[0,2]" "drain: a second queues behind it"
-is "$(j "$(renew dr h)" 'r')" "[]" "drain: the holder is renewed"
-is "$(j "$(TTL_MS=600000 renew dr w1 w2)" 'r')" "[]" "drain: the waiters keep their places"
+is "$(j "$(renew dr h)" 'r')" "[0]" "drain: the holder is renewed"
+is "$(j "$(TTL_MS=600000 renew dr w1 w2)" 'r')" "[0]" "drain: the waiters keep their places"
 is "$(j "$(release dr h)" 'r')" "[1]" "drain: the holder leaves: nobody is granted"
 is "$(j "$(status dr)" '[len(r[1]), len(r[2]), r[4].split()[4:]]')" '[0,2,["incident","42:","disk","full"]]' \
         "drain: status shows no holder, 2 waiters and the drain"

@@ -21,6 +21,7 @@ scratch_setup() {
         # A new Redis: nobody held a slot before it, so no grace is needed
         # for holders from before (see fleetsemd(8), "Redis restarts").
         redis-cli -s "$SCRATCH/redis.sock" SET fleetsem:epoch "$(printf '%032x' $$) 0" NX >/dev/null
+        redis-cli -s "$SCRATCH/redis.sock" ZADD fleetsem:census NX -1 . >/dev/null
 }
 
 scratch_agent() {

@@ -105,6 +105,7 @@ ns h1 systemctl stop lenient.service
 REDIS_SOCK=$T/shared/redis-next.sock start_redis
 until_ms=$(( $(REDIS_SOCK=$T/shared/redis-next.sock rcli TIME | head -n1) * 1000 + 15000 ))
 REDIS_SOCK=$T/shared/redis-next.sock rcli SET fleetsem:epoch "$(printf '%032x' $((RANDOM + 1))) $until_ms" >/dev/null
+REDIS_SOCK=$T/shared/redis-next.sock rcli ZADD fleetsem:census -1 . >/dev/null
 mv "$T/shared/redis-next.sock" "$REDIS_SOCK"
 svc h1 patient.service
 ns h1 fleetsem limit patient.service 1 >/dev/null

@@ -521,7 +521,7 @@ static void test_wake_grant_with_proof(void) {
         reply_queued(b, 1, 1, -1, 1);
         memcpy(old, b->proof, sizeof(old));
         memcpy(one[0], id(2), sizeof(one[0]));
-        slots_renew_done(&e, "y", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 2, 3);
+        slots_renew_done(&e, "y", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, 2, 3);
         CHECK(!streq(b->proof, old), "a new place in line, a new proof");
         reply_queued(b, 1, 1, -1, 4);
         before = count_calls("acquire", id(2));
@@ -608,9 +608,9 @@ static void test_lost_when_not_renewed(void) {
         CHECK_U64(t, TTL / 6, "looks every sixth of the lease while Redis is up");
         CHECK_STR(last_call()->what, "renew", "the tick renews");
         memcpy(one[0], id(1), sizeof(one[0]));
-        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, TTL / 3, TTL / 3 + 1);
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, TTL / 3, TTL / 3 + 1);
         CHECK(has_line(&c1, "RENEWED ttl=2999"), "a confirmed renewal is passed on, with the lease left since it was sent");
-        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, TTL / 3, TTL / 3 + TTL);
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, TTL / 3, TTL / 3 + TTL);
         CHECK_INT(c1.n_lines, 2, "an answer that came a lease late is passed on to nobody");
         /* Exactly at two thirds since that renewal: still held. */
         slots_tick(&e, TTL / 3 + slots_lost_after(&e));
@@ -628,7 +628,7 @@ static void test_lost_when_not_renewed(void) {
         CHECK_INT(a->state, LEASE_HELD, "as a holder");
         missing = true;
         memcpy(one[0], id(3), sizeof(one[0]));
-        slots_renew_done(&e, "svc", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 10 * TTL, 10 * TTL + 1);
+        slots_renew_done(&e, "svc", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, 10 * TTL, 10 * TTL + 1);
         CHECK_STR(w.stopped, "job.service", "a unit whose slot Redis lost is stopped (on-lost=stop)");
         CHECK_STR(w.told, id(3), "a holder that no longer listens (a login session) is told through the adapter");
         teardown();
@@ -795,7 +795,7 @@ static void test_counters(void) {
         CHECK_U64(e.stats.wait.buckets[11], 1, "a 90 s wait lands in the bucket up to 5 min");
         memcpy(one[0], id(4), sizeof(one[0]));
         due = d->renewed + TTL / 3;
-        slots_renew_done(&e, "z", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 100 * USEC_PER_SEC,
+        slots_renew_done(&e, "z", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, 100 * USEC_PER_SEC,
                          100 * USEC_PER_SEC + 7 * USEC_PER_MSEC);
         CHECK_U64(e.stats.rtt_last, 7 * USEC_PER_MSEC, "a renewal's round trip: its reply's time minus its call's");
         CHECK_U64(e.stats.rtt_count, 1, "one sample");
@@ -943,7 +943,7 @@ static void test_requeue_in_order(void) {
         memcpy(ids[1], id(2), sizeof(ids[1]));
         memcpy(ids[2], id(1), sizeof(ids[2]));
         first = w.n_calls;
-        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) ids, missing, 3, 20, 30);
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) ids, missing, 3, false, 20, 30);
         CHECK_INT(w.n_calls - first, 3, "each asks for a place again");
         CHECK(w.n_calls - first == 3 && streq(w.calls[first].lease, id(1)) && streq(w.calls[first + 1].lease, id(2)) &&
               streq(w.calls[first + 2].lease, id(3)), "a, b, c, in the order they came");
@@ -1217,7 +1217,7 @@ static void sim_answer(unsigned k, bool runs, bool told, usec_t now) {
                 for (size_t i = 0; runs && i < n; i++)
                         missing[i] = !sim_renew_one(c->ids[i], now);
                 if (told && runs)
-                        slots_renew_done(&e, c->name, (const char (*)[LEASE_ID_LEN + 1]) c->ids, missing, n, now, now);
+                        slots_renew_done(&e, c->name, (const char (*)[LEASE_ID_LEN + 1]) c->ids, missing, n, false, now, now);
         } else if (streq(c->what, "reassert")) {
                 int r = -2;
 

@@ -276,11 +276,13 @@ uint64_t redis_grace_until(Agent *a, const char *name) {
         return sh ? sh->grace_until_ms : 0;
 }
 
-/* Keys of name: the name's own, then the fleet's clock key (where keys
- * are sharded, one per hash slot: "P:clock:{TAG}", TAG in the name's slot). */
+/* Keys of name: the name's own, then the fleet's clock key and the
+ * census (where keys are sharded, one each per hash slot: "P:clock:{TAG}",
+ * "P:census:{TAG}", TAG in the name's slot). */
 int call_script_now(RedisIo *io, Script script, const char *name, redis_reply_cb cb, void *userdata,
                     size_t n_args, const char *const *args, const size_t *arglens) {
-        enum { K = N_KEYS + 1 };
+        enum { K = N_SCRIPT_KEYS };
+        static const char *const fleet_key[K - N_KEYS] = { "clock", "census" };
         const char *prefix = io->agent->config->key_prefix;
         char keys[K][IDENT_MAX_LEN + NAME_MAX_LEN + 32];
         _cleanup_free_ const char **argv = NULL;
@@ -298,10 +300,10 @@ int call_script_now(RedisIo *io, Script script, const char *name, redis_reply_cb
                 if (i < N_KEYS)
                         n = snprintf(keys[i], sizeof(keys[i]), "%s:{%s}:%s", prefix, name, key_suffix[i]);
                 else if (io->topo->sharded)
-                        n = snprintf(keys[i], sizeof(keys[i]), "%s:clock:{%s}", prefix,
+                        n = snprintf(keys[i], sizeof(keys[i]), "%s:%s:{%s}", prefix, fleet_key[i - N_KEYS],
                                      redis_slot_tag(redis_key_slot(name, strlen(name))));
                 else
-                        n = snprintf(keys[i], sizeof(keys[i]), "%s:clock", prefix);
+                        n = snprintf(keys[i], sizeof(keys[i]), "%s:%s", prefix, fleet_key[i - N_KEYS]);
                 argv[i] = keys[i];
                 lens[i] = (size_t) n;
         }

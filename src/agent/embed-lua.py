@@ -90,12 +90,12 @@ def prelude_text(keys_path, args_path, prelude_path):
     names = ", ".join("K_" + s.upper() for s in suffixes)
     values = ", ".join("KEYS[%d]" % (i + 1) for i in range(len(suffixes)))
     return ("-- Generated from keys.list: KEYS[n] is P:{NAME}:<suffix n>; the\n"
-            "-- one after them is P:clock, the fleet's.\n"
+            "-- two after them are P:clock, the fleet's, and P:census.\n"
             "local %s = %s\n"
             "local NAME_KEYS = {%s}\n"
-            "local K_FLEET_CLOCK = KEYS[%d]\n"
+            "local K_FLEET_CLOCK, K_CENSUS = KEYS[%d], KEYS[%d]\n"
             "-- ARGV[A_<SCRIPT>_<NAME>] is that argument of args.list, written here as a number.\n"
-            % (names, values, names, len(suffixes) + 1)) + read(prelude_path)
+            % (names, values, names, len(suffixes) + 1, len(suffixes) + 2)) + read(prelude_path)
 
 
 def write_args_h(out_h, args_path):
@@ -126,8 +126,8 @@ def write_c(out_c, out_h, args_h, keys_path, args_path, prelude_path, scripts):
         f.write("/* Generated from src/agent/keys.list; do not edit. */\n")
         f.write("#pragma once\n\n")
         f.write("#define N_KEYS %d\n" % len(suffixes))
-        f.write("/* A name script's KEYS: the name's, then the fleet's clock key. */\n")
-        f.write("#define N_SCRIPT_KEYS %d\n\n" % (len(suffixes) + 1))
+        f.write("/* A name script's KEYS: the name's, then the fleet's clock key and the census. */\n")
+        f.write("#define N_SCRIPT_KEYS %d\n\n" % (len(suffixes) + 2))
         f.write("extern const char *const key_suffix[N_KEYS];\n")
     with open(out_c, "w", encoding="utf-8") as f:
         f.write("/* Generated from src/agent/keys.list and the Lua scripts in src/agent/lua; do not edit. */\n")

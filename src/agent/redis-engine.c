@@ -333,12 +333,39 @@ typedef struct RenewCall {
         char ids[][LEASE_ID_LEN + 1];
 } RenewCall;
 
+/* The reply's shape, {ms, lease...}: the first the time (ms) the name
+ * still grants nothing because Redis forgot it (0: it did not), then
+ * leases among those sent. Anything else is believed in no part: nothing
+ * counts as renewed (holders fence themselves if it goes on), and it is
+ * logged as the bug it is. */
+static int renew_decode(const RenewCall *rc, const RedisReply *reply, bool *missing, bool *ret_forgotten) {
+        size_t len = redis_reply_array_len(reply);
+        long long left;
+
+        if (len < 1 || len > rc->n + 1 || redis_reply_array_integer(reply, 0, &left) < 0 || left < 0)
+                return -EBADMSG;
+        for (size_t j = 1; j < len; j++) {
+                char id[LEASE_ID_LEN + 1];
+                bool known = false;
+
+                if (redis_reply_array_string(reply, j, id, sizeof(id)) < 0 || !lease_id_is_valid(id))
+                        return -EBADMSG;
+                for (size_t i = 0; i < rc->n; i++)
+                        if (streq(rc->ids[i], id))
+                                missing[i] = known = true;
+                if (!known)
+                        return -EBADMSG;
+        }
+        *ret_forgotten = left > 0;
+        return 0;
+}
+
 static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         RenewCall *rc = userdata;
         Agent *a = rc->agent;
         const char *err = redis_reply_error(reply);
-        size_t n_missing = redis_reply_array_len(reply);
-        bool *missing = NULL;
+        _cleanup_free_ bool *missing = NULL;
+        bool forgotten = false;
 
         (void) conn;
         if (!reply)
@@ -350,19 +377,14 @@ static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         missing = calloc(rc->n ?: 1, sizeof(bool));
         if (!missing)
                 goto finish;
-        for (size_t j = 0; j < n_missing; j++) {
-                char id[LEASE_ID_LEN + 1];
-
-                if (redis_reply_array_string(reply, j, id, sizeof(id)) < 0)
-                        continue;
-                for (size_t i = 0; i < rc->n; i++)
-                        if (streq(rc->ids[i], id))
-                                missing[i] = true;
+        if (renew_decode(rc, reply, missing, &forgotten) < 0) {
+                log_error("BUG: the renew script answered for %s with a reply of no known shape (%zu elements); "
+                          "nothing counts as renewed.", rc->name, redis_reply_array_len(reply));
+                goto finish;
         }
-        slots_renew_done(&a->slots, rc->name, (const char (*)[LEASE_ID_LEN + 1]) rc->ids, missing, rc->n,
+        slots_renew_done(&a->slots, rc->name, (const char (*)[LEASE_ID_LEN + 1]) rc->ids, missing, rc->n, forgotten,
                          rc->sent, now_mono());
 finish:
-        free(missing);
         free(rc);
 }
 

@@ -194,7 +194,7 @@ static void requeue(Lease *l, usec_t now) {
 }
 
 void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN + 1], const bool *missing,
-                      size_t n, usec_t sent, usec_t now) {
+                      size_t n, bool forgotten, usec_t sent, usec_t now) {
         Lease *gone[SLOTS_RENEW_BATCH];
         size_t k_gone = 0;
         char line[64];
@@ -233,7 +233,16 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                         gone[k_gone++] = lease_ref(l);
                 else if (l->state == LEASE_WAITING)
                         requeue(l, now);
-                else
+                else if (forgotten) {
+                        /* Redis lost it while it stayed up, and grants
+                         * nothing on the name for a lease: put it back. */
+                        LogFields f = lease_fields(l);
+
+                        slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f,
+                                  "Redis forgot the slot of %s (token %" PRIu64 ") while it stayed up "
+                                  "(FLUSHALL, DEL or eviction); putting it back.", l->name->name, l->token);
+                        lease_reassert(l);
+                } else
                         lease_lost(l, "its lease is gone from Redis (it ran out, was evicted, or was revoked)", now);
         }
         /* Waiters whose places expired (this host was away longer than a

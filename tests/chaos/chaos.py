@@ -467,6 +467,7 @@ class Harness:
                     if ":" in ln)
         self.rcmd(REDIS_PORTS[0], "SET", "fleetsem:epoch",
                   "%032x 0 %s%s" % (os.getpid(), info["run_id"], info["master_replid"]))
+        self.rcmd(REDIS_PORTS[0], "ZADD", "fleetsem:census", "-1", ".")
         self.spawn(self.nsexec("store", "python3", os.path.join(HERE, "store.py"), STORE_IP, str(STORE_PORT),
                                self.records, CANARY, *[n for n, k in NAMES.items() if k == 1]),
                    os.path.join(self.T, "store.out"))

@@ -78,13 +78,15 @@ end
 -- that model fails on a name this model holds, and this one refuses a
 -- name that model holds (first_model()), so the two never count one
 -- name's slots apart.
-local STATE, DRAIN, ACTION, CAP = '.', '!', '@', '#'
+local STATE, DRAIN, ACTION, CAP, FORGOT = '.', '!', '@', '#', '~'
 local st                -- the name's state, once read (st.drain: the drain record, or false;
-                        -- st.cap: the fleet limit's record, or false)
+                        -- st.cap: the fleet limit's record, or false; st.forgot: see forgot_left())
 local st_new = false    -- it was not in Redis: counted from the ZSETs
 local st_drain_         -- the drain record read with the state (false: none)
 local st_cap_           -- the fleet limit's record read with it (false: none)
+local st_forgot_        -- the forget mark read with it (false: none)
 local st_dirty = false
+local forgot_dirty = false
 local drain_dirty = false
 local rec = {}          -- lease -> its record, false: none (read or written this call)
 local dirty = {}        -- lease -> true: its record changed (rec has it, false: deleted)
@@ -134,9 +136,9 @@ end
 -- HMGET (a few thousand fields at a time).
 local function fetch(leases)
   local fields = {}
-  if not st then fields[1], fields[2], fields[3] = STATE, DRAIN, CAP end
+  if not st then fields[1], fields[2], fields[3], fields[4] = STATE, DRAIN, CAP, FORGOT end
   for _, lease in ipairs(leases) do
-    if lease == STATE or lease == DRAIN or lease == CAP or lease == ACTION then
+    if lease == STATE or lease == DRAIN or lease == CAP or lease == ACTION or lease == FORGOT then
       error({err = 'FLEETSEM a lease may not be named "' .. lease .. '"'})
     end
     if rec[lease] == nil then fields[#fields + 1] = lease end
@@ -155,6 +157,8 @@ local function fetch(leases)
         st_drain_ = got[j] or false
       elseif f == CAP then
         st_cap_ = got[j] or false
+      elseif f == FORGOT then
+        st_forgot_ = tonumber(got[j]) or false
       else
         rec[f] = parse_record(got[j])
       end
@@ -162,6 +166,7 @@ local function fetch(leases)
   end
   if st and st.drain == nil then st.drain = st_drain_ or false end
   if st and st.cap == nil then st.cap = st_cap_ or false end
+  if st and st.forgot == nil then st.forgot = st_forgot_ or false end
 end
 
 -- The units the holders take: the sum of their weights (a holder without
@@ -174,27 +179,80 @@ local function count_held()
   return n
 end
 
+-- ---- What Redis forgot ---------------------------------------------------
+-- Redis can lose a name's keys while it stays up (FLUSHALL, FLUSHDB, a DEL,
+-- eviction), and a name whose state is gone looks new. So each Redis (in a
+-- Cluster each hash slot: the census key, the KEY after K_FLEET_CLOCK) keeps
+-- a census, a ZSET of the names that should be there: "P:{NAME}" -> when
+-- its keys leave Redis (its EXPIRES_MS, +inf while they never do), written
+-- only when that time is set again (idle()), read only when a name's
+-- state is missing. Its member CENSUS_MARK has minus the time the census
+-- itself was made (negative, so that trimming the names that left never
+-- takes it). A name whose state is missing was forgotten when
+--   the census is missing too (all of fleetsem's keys went: it is made
+--     again, and every name made while it is younger than a lease is
+--     taken for forgotten at that time), or
+--   the census says its keys should still be there;
+-- and so is a name whose records and ZSETs disagree (entry_lost()). Such a
+-- name is marked (its field FORGOT: the time it was found forgotten) and
+-- grants nothing for a lease after that, while the agents whose holders
+-- it lost put them back (reassert.lua: their renewals say so, forgot_left());
+-- a holder whose agent cannot reach Redis fences itself within that
+-- lease. The mark goes once the lease is over.
+local CENSUS_MARK = '.'
+local census_member = K_HOLDERS and string.sub(K_HOLDERS, 1, -#'holders' - 2)
+local census_made = false       -- made by this call: its mark is written in idle()
+
+-- When the name, found without its state, was forgotten (false: it is new).
+local function census_forgot()
+  local now_ms = now()
+  local got = redis.call('ZMSCORE', K_CENSUS, census_member, CENSUS_MARK)
+  local expires, made = tonumber(got[1]), tonumber(got[2])
+  if not made then
+    census_made = now_ms
+    return now_ms
+  end
+  if expires and expires > now_ms then return now_ms end
+  -- (The census' own age: a lease later, the mark of a name made now is
+  -- found past, and dropped, by the first caller that knows its lease.)
+  return -made
+end
+
 -- The state, counted from the ZSETs when Redis has none (a new name, or
--- one whose hash left before its other keys).
+-- one whose hash left before its other keys, or one Redis forgot).
 local function state()
   if not st then
     st = {held = count_held(), line = redis.call('ZCARD', K_QUEUE), limit = -1, at_limit = 0,
-      ticket = 0, expires = 0, drain = st_drain_ or false, cap = st_cap_ or false}
-    st_new, st_dirty = true, true
+      ticket = 0, expires = 0, drain = st_drain_ or false, cap = st_cap_ or false, forgot = census_forgot()}
+    st_new, st_dirty, forgot_dirty = true, true, st.forgot ~= false
   end
   return st
 end
 
+-- How long the name still grants nothing because Redis forgot it (0:
+-- not, or no longer: the mark goes). `ttl`: the caller's lease, else the
+-- name's last caller's; unknown, the whole time is left.
+local function forgot_left(now_ms, ttl)
+  if not st.forgot then return 0 end
+  ttl = tonumber(ttl) or st.ttl
+  if not ttl or ttl <= 0 then return math.huge end
+  local left = st.forgot + ttl - now_ms
+  if left > 0 then return left end
+  st.forgot, forgot_dirty = false, true
+  return 0
+end
+
 -- Whether a slot may be handed out now: not in the grace after a reset,
--- not while the name is drained.
-local function may_grant(now_ms, grace_until)
-  return now_ms >= grace_until and not st.drain
+-- nor in the lease after Redis forgot the name, nor while it is drained.
+local function may_grant(now_ms, grace_until, ttl)
+  return now_ms >= grace_until and not st.drain and forgot_left(now_ms, ttl) == 0
 end
 
 -- `lease`'s record says it holds or waits, but its ZSET entry is gone (not
 -- by a script: evicted, or removed by hand). Its record goes too, and the
 -- counts are taken again from the ZSETs, so they stay right.
 local function entry_lost(lease)
+  st.forgot, forgot_dirty = now(), true
   rec[lease], dirty[lease] = false, true
   redis.call('ZREM', K_HOLDERS, lease)
   redis.call('ZREM', K_QUEUE, lease)
@@ -272,6 +330,15 @@ local function flush()
     set[#set + 1] = STATE
     set[#set + 1] = state_text(st)
   end
+  if forgot_dirty then
+    if st.forgot then
+      set[#set + 1] = FORGOT
+      set[#set + 1] = digits(st.forgot)
+    elseif st_forgot_ then
+      del[#del + 1] = FORGOT
+    end
+    st_forgot_ = st.forgot
+  end
   if drain_dirty then
     if st.drain then
       set[#set + 1] = DRAIN
@@ -282,7 +349,7 @@ local function flush()
   end
   if #set > 0 then each_chunk('HSET', K_CLOCK, set) end
   if #del > 0 then each_chunk('HDEL', K_CLOCK, del) end
-  dirty, st_dirty, drain_dirty = {}, false, false
+  dirty, st_dirty, drain_dirty, forgot_dirty = {}, false, false, false
 end
 
 -- true when `r` belongs to another host or user.
@@ -549,6 +616,7 @@ end
 -- once neither holds.
 local function persist()
   st.expires, st_dirty = 0, true
+  redis.call('ZADD', K_CENSUS, 'inf', census_member)
   redis.call('PERSIST', K_HOLDERS)
   redis.call('PERSIST', K_QUEUE)
   redis.call('PERSIST', K_WAITERS)
@@ -571,7 +639,14 @@ local function idle(idle_ms, reply)
     st.expires, st_dirty, again = now_ms_ + idle_ms, true, true
   end
   flush()
+  if census_made then
+    redis.call('ZADD', K_CENSUS, -census_made, CENSUS_MARK)
+    census_made = false
+  end
   if again then
+    -- The census learns when the name leaves; names that left go from it.
+    redis.call('ZADD', K_CENSUS, st.expires, census_member)
+    redis.call('ZREMRANGEBYSCORE', K_CENSUS, 0, '(' .. digits(now_ms_))
     redis.call('PEXPIREAT', K_CLOCK, st.expires)
     if st.held > 0 then redis.call('PEXPIREAT', K_HOLDERS, st.expires) end
     if st.line > 0 then
@@ -632,7 +707,7 @@ local function acquire_call(argv)
   local held = st.held
 
   -- Nobody in line and room for it: straight in, without a ticket.
-  if st.line == 0 and may_grant(now_ms, grace_until) and held + weight <= own_limit then
+  if st.line == 0 and may_grant(now_ms, grace_until, ttl) and held + weight <= own_limit then
     r = newcomer(lease, slots, host, uid, desc, weight)
     local token = grant(lease, r, now_ms + ttl, now_ms, now_us, false)
     return {1, token, now_ms, held + weight, own_limit}
@@ -649,7 +724,7 @@ local function acquire_call(argv)
   end
 
   local limit = limit_in_force(slots)
-  if may_grant(now_ms, grace_until) and held + r.weight <= limit and rank < limit - held then
+  if may_grant(now_ms, grace_until, ttl) and held + r.weight <= limit and rank < limit - held then
     -- (Each before it weighs 1 at least: only then can it fit.)
     local ahead = 0
     if rank > 0 then
@@ -667,9 +742,12 @@ local function acquire_call(argv)
     put(lease, r)
   end
 
+  -- When to look again: the first holder's expiry, or the end of the lease
+  -- after Redis forgot the name, whichever comes first.
   local first = redis.call('ZRANGE', K_HOLDERS, 0, 0, 'WITHSCORES')
-  local next_expiry = -1
-  if first[2] then next_expiry = tonumber(first[2]) - now_ms end
+  local next_expiry, left = -1, forgot_left(now_ms, ttl)
+  if first[2] then next_expiry = math.max(0, tonumber(first[2]) - now_ms) end
+  if left > 0 and (next_expiry < 0 or left < next_expiry) then next_expiry = left end
   return {0, rank + 1, held, limit, next_expiry, st.drain or nil}
 end
 
@@ -714,8 +792,10 @@ local function release_call(argv)
 end
 
 -- Extends holders and waiters among leases (one agent's on this name);
--- returns the leases that are neither (expired or evicted) or that belong
--- to another host.
+-- returns {ms, lease...}: the leases that are neither (expired, revoked,
+-- or forgotten) or that belong to another host, after how long the name
+-- grants again if Redis forgot it (0: it did not): then the agent puts
+-- its holders back (reassert.lua) instead of taking them for lost.
 local function renew_call(argv)
   local ttl, host = tonumber(argv[A_RENEW_TTL_MS]), argv[A_RENEW_HOST]
   local leases = {}
@@ -755,6 +835,7 @@ local function renew_call(argv)
     ran_out(key, gone)
     if #renewed > 0 then each_chunk('ZADD', key, renewed) end
   end
+  table.insert(missing, 1, math.floor(forgot_left(now_ms, ttl)))
   return missing
 end
 

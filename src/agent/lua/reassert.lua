@@ -23,6 +23,16 @@ if r and r.token > 0 then
   entry_lost(lease)
   r = nil
 end
+-- Its entry is there but not its record (the hash was forgotten alone):
+-- it holds, counted as 1 unit; its record and weight come back.
+if not r and redis.call('ZSCORE', K_HOLDERS, lease) then
+  r = newcomer(lease, slots, host, uid, desc, weight)
+  r.token, r.since = token, since
+  st.held = count_held()
+  redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
+  st.token = math.max(st.token or token_clock(now_us), token)
+  return idle(idle_ms, 1)
+end
 -- (A holder that asked for no number, when the fleet limit went with the
 -- data too, is put back: all such holders held within the limit then,
 -- and nobody is granted anything without one.)
