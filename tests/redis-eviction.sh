@@ -2,10 +2,11 @@
 # A Redis that may evict fleetsem's keys (a maxmemory-policy other than
 # noeviction) grants nothing new: an agent started against one refuses
 # requests with code=unavailable and the setting to change; one whose Redis
-# is switched to allkeys-lru while it runs notices within seconds, fails its
-# waiters the same way and keeps renewing the slot held before; status, its
-# JSON and the metrics show it, the journal says it once; set back to
-# noeviction, the agent grants again within seconds.
+# is switched to volatile-lru while it runs notices within seconds, fails
+# its waiters the same way and keeps renewing the slot held before; status,
+# its JSON, the metrics and the sd_notify STATUS= line show it, the journal
+# says it once; set back to noeviction, the agent grants again within
+# seconds.
 TTL=2s
 . "$(dirname "$0")/lib.sh"
 
@@ -20,8 +21,21 @@ expiry_after() { [ "$(holder_expiry "$1")" -gt "$2" ] 2>/dev/null; }
 # An agent that starts against an evicting Redis refuses from the start.
 start_redis --maxmemory-policy allkeys-lru
 is "$(policy)" allkeys-lru "Redis runs with allkeys-lru"
-start_agent a
+# The agent's sd_notify messages, as systemd would get them.
+python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+with open(sys.argv[2], "a", buffering=1) as out:
+    while True:
+        out.write(s.recv(8192).decode().replace("\n", " ") + "\n")
+' "$T/notify" "$T/notify.log" &
+wait_for 5 test -S "$T/notify" || bail "no notify socket"
+NOTIFY_SOCKET=$T/notify start_agent a
 check "a refuses: fleetsem_redis_evicts{policy=\"allkeys-lru\"} 1" wait_for 10 evicts_is a allkeys-lru
+check "its STATUS= line says it grants nothing, and why" wait_for 5 grep -q \
+        "^STATUS=0 slot(s) held, 0 waiting, Redis up; GRANTING NOTHING: Redis at .* runs with maxmemory-policy allkeys-lru" \
+        "$T/notify.log"
 out=$(python3 "$(dirname "$0")/anchor-ask.py" "$NSBASE-a" "$(printf '%032x' 1)" e 2)
 like "$out" '^ERROR code=unavailable message=Redis%20at%20.*%20runs%20with%20maxmemory-policy%20allkeys-lru,%20which%20may%20evict%20fleetsem%27s%20keys:%20nothing%20is%20granted%20until%20it%20is%20noeviction%20%28CONFIG%20SET%20maxmemory-policy%20noeviction,%20and%20in%20redis.conf%29$' \
         "a request is refused with code=unavailable, naming maxmemory-policy and the fix"
@@ -37,6 +51,7 @@ start=$(now_ms)
 check "set to noeviction, a request is granted again within 10 s" \
         wait_for 10 fs a run --slots 2 --no-wait e -- true
 check "... (took $(( $(now_ms) - start )) ms) and the metric is 0" not_evicts a
+check "... and STATUS= no longer says so" wait_for 5 sh -c "[ \"\$(grep '^STATUS=' '$T/notify.log' | tail -n 1)\" = 'STATUS=0 slot(s) held, 0 waiting, Redis up' ]"
 check "the journal says slots are granted again" \
         grep -q "runs with maxmemory-policy noeviction now: slots are granted again" "$T/agent-a.log"
 
