@@ -69,7 +69,7 @@ def live_reply(args, raw):
     if args[0] == "ROLE":
         return b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n"
     if args[0] == "INFO":
-        return bulk("run_id:%s\r\nuptime_in_seconds:100000\r\n" % LIVE_RUN_ID)
+        return bulk("run_id:%s\r\nuptime_in_seconds:100000\r\nmaxmemory_policy:noeviction\r\n" % LIVE_RUN_ID)
     if args[0] == "EVALSHA":
         # The epoch script (the only one sent before anything needs a
         # slot): there was none, made now, no grace.

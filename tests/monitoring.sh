@@ -13,7 +13,7 @@ DASH=$SRC/systemd/fleetsem-dashboard.json
 # ---- Alerts ---------------------------------------------------------------------
 out=$(promtool check rules "$RULES" 2>&1)
 is "$?" 0 "promtool check rules: the alerting rules are valid"
-like "$out" 'SUCCESS: 6 rules found' "... all six of them"
+like "$out" 'SUCCESS: 7 rules found' "... all seven of them"
 out=$(cd "$SRC/tests" && promtool test rules fleetsem-alerts.test.yml 2>&1)
 is "$?" 0 "promtool test rules: each alert fires on its fixture, and only then"
 like "$out" 'SUCCESS' "... (${out//$'\n'/ })"

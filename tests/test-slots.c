@@ -672,6 +672,35 @@ static void test_reset(void) {
         teardown();
 }
 
+/* Redis may evict: every waiter is told, with why, and leaves the line
+ * (also one whose look is under way, which may have granted it); the
+ * holder keeps its slot and is renewed. */
+static void test_fail_waiters(void) {
+        Client c1 = {}, c2 = {}, c3 = {};
+        Lease *a, *b, *c;
+        int renews;
+
+        setup(0);
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
+        reply_granted(a, 1, 1, 0);
+        b = ask(2, "x", 1, USEC_INFINITY, &c2, 0);
+        reply_queued(b, 1, 1, -1, 0);
+        c = ask(3, "y", 1, USEC_INFINITY, &c3, 0);
+        CHECK(c->check_inflight, "c's first look at Redis is under way");
+        slots_fail_waiters(&e, "Redis evicts", 100);
+        CHECK(c2.finished && has_line(&c2, "ERROR code=unavailable message=Redis%20evicts"),
+              "a queued waiter is told, with why");
+        CHECK(c3.finished && has_line(&c3, "ERROR code=unavailable"), "so is one whose look is under way");
+        CHECK_INT(count_calls("release", id(2)) + count_calls("release", id(3)), 2, "both leave the line in Redis");
+        CHECK(!c1.finished && !has_line(&c1, "ERROR"), "the holder is not told anything");
+        CHECK(slots_lease_find(&e, id(1)) == a && a->state == LEASE_HELD, "and keeps its slot");
+        CHECK_INT((int) e.n_waiting, 0, "nobody waits here");
+        renews = count_calls("renew", NULL);
+        slots_tick(&e, e.lease_ttl / 3 + 100);
+        CHECK_INT(count_calls("renew", NULL), renews + 1, "the holder is renewed on");
+        teardown();
+}
+
 static void test_refused_and_pending_release(void) {
         Client c1 = {}, c2 = {};
         Lease *a, *b;
@@ -1446,6 +1475,7 @@ int main(void) {
         test_grant_and_limit();
         test_weight_and_fleet_limit();
         test_wait_deadline_and_no_wait();
+        test_fail_waiters();
         test_drained();
         test_grants_in_token_order();
         test_wake_is_a_hint();

@@ -25,6 +25,8 @@
 
 typedef struct Agent Agent;
 
+#define REDIS_POLICY_MAX 32                     /* a maxmemory-policy, as INFO says it */
+
 /* Event priorities (lower runs first). What keeps slots alive runs before
  * new work, and new work before new connections: no load of new clients,
  * however large, delays a renewal, a release or a confirmation. */
@@ -148,6 +150,13 @@ struct Agent {
         RedisState state;               /* cluster: up while any shard is */
         char redis_error[600];
         char redis_name[300];           /* address without password, for logs */
+        /* A server that may evict fleetsem's keys (a maxmemory-policy
+         * other than noeviction): nothing new is granted while it does.
+         * Its policy ("?": it does not say), its name, and what requests
+         * are told; "" while none evicts. */
+        char evict_policy[REDIS_POLICY_MAX];
+        char evict_server[300];
+        char evict_text[700];
         /* Redis' state changed (up, down, another master): what the rest
          * of the agent does then, set by main.c, so that redis-io.c calls
          * nothing above it. */

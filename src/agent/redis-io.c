@@ -12,9 +12,66 @@
 #include "redis-layer.h"
 
 #define RENEW_ACCURACY (1 * USEC_PER_MSEC)              /* how late the renewal tick may fire */
+#define POLICY_EVERY (5 * USEC_PER_SEC)                 /* each server's maxmemory-policy asked again */
+#define POLICY_EVERY_EVICTING (2 * USEC_PER_SEC)        /* … while one may evict */
 
 static const TopologyOps *topology_of(const Config *c) {
         return c->redis.cluster ? &topology_cluster : c->redis.master_name ? &topology_sentinel : &topology_single;
+}
+
+/* ---- Eviction ------------------------------------------------------------------ */
+
+/* A server whose maxmemory-policy is not noeviction may drop a name's
+ * keys at any time (their idle expiry makes volatile-* policies apply
+ * too): nothing new is granted while one of the servers that count runs
+ * with one. Holders keep their slots (they are counted, and renewed);
+ * waiters are told, as new requests are. A server's policy is asked with
+ * INFO at each connection and again on the tick. */
+static void evict_text(const Shard *sh, char *buf, size_t size) {
+        if (streq(sh->policy, "?"))
+                snprintf(buf, size, "Redis at %s does not tell its maxmemory-policy (INFO memory), so it may evict "
+                         "fleetsem's keys: nothing is granted until it tells noeviction (CONFIG SET maxmemory-policy "
+                         "noeviction, and in redis.conf; its ACL must allow INFO)", sh->name);
+        else
+                snprintf(buf, size, "Redis at %s runs with maxmemory-policy %s, which may evict fleetsem's keys: "
+                         "nothing is granted until it is noeviction (CONFIG SET maxmemory-policy noeviction, and in "
+                         "redis.conf)", sh->name, sh->policy);
+}
+
+static void policy_check(RedisIo *io) {
+        Agent *a = io->agent;
+        const Shard *bad = NULL;
+
+        for (size_t i = 0; i < io->n_shards && !bad; i++)
+                if (io->topo->shard_counts(io, io->shards[i]) && shard_evicts(io->shards[i]))
+                        bad = io->shards[i];
+        if (!bad) {
+                if (!a->evict_policy[0])
+                        return;
+                log_notice("Redis at %s runs with maxmemory-policy " SHARD_POLICY_SAFE " now: slots are granted again.",
+                           a->evict_server);
+                a->evict_policy[0] = a->evict_server[0] = a->evict_text[0] = '\0';
+                a->redis_changed(a);
+                return;
+        }
+        if (streq(a->evict_policy, bad->policy) && streq(a->evict_server, bad->name))
+                return;
+        snprintf(a->evict_policy, sizeof(a->evict_policy), "%s", bad->policy);
+        snprintf(a->evict_server, sizeof(a->evict_server), "%s", bad->name);
+        evict_text(bad, a->evict_text, sizeof(a->evict_text));
+        log_warning("%s.", a->evict_text);
+        slots_fail_waiters(&a->slots, a->evict_text, now_mono());
+        a->redis_changed(a);
+}
+
+static void on_policy_changed(Shard *sh) {
+        policy_check(sh->io);
+}
+
+/* How often each server's policy is asked: while one evicts, soon enough
+ * that a fixed one serves again within seconds. */
+static usec_t policy_every(const RedisIo *io) {
+        return io->agent->evict_policy[0] ? POLICY_EVERY_EVICTING : POLICY_EVERY;
 }
 
 /* ---- Up and down for the engine ------------------------------------------------ */
@@ -65,6 +122,7 @@ static void redis_maybe_up(RedisIo *io, bool reset, usec_t grace, const char *wh
 /* Calls redirected to sh while it connected are sent now, unless it lost
  * its state (they were made for the state before). */
 static void on_shard_ready(Shard *sh, bool reset, usec_t grace, const char *why) {
+        policy_check(sh->io);
         calls_unpark(sh, !reset);
         redis_maybe_up(sh->io, reset, grace, why);
 }
@@ -153,12 +211,15 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         }
         if (io->topo->tick)
                 io->topo->tick(io, now);
+        for (size_t i = 0; i < io->n_shards; i++)
+                if (io->topo->shard_counts(io, io->shards[i]))
+                        shard_policy_refresh(io->shards[i], policy_every(io), now);
         if (a->config->min_replicas_acked > 0 && io->topo->failover)
                 /* How many replicas each master has (also asked after each
                  * grant), for the journal and as the count seen before. */
                 for (size_t i = 0; i < io->n_shards; i++)
                         shard_role_refresh(io->shards[i]);
-        (void) sd_event_source_set_time_relative(s, slots_tick(&a->slots, now));
+        (void) sd_event_source_set_time_relative(s, MIN(slots_tick(&a->slots, now), policy_every(io)));
         return 0;
 }
 
@@ -258,6 +319,7 @@ int redis_io_start(Agent *a) {
                 .maybe_up = on_maybe_up,
                 .unreachable = on_unreachable,
                 .replaced = on_replaced,
+                .policy_changed = on_policy_changed,
         };
         for (int i = 0; i < N_SCRIPTS; i++) {
                 io->script_text[i] = script_text_new(io->topo->sharded, lua_scripts[i]);

@@ -7,7 +7,8 @@
  * which redis-io.c sets:
  *
  *   shard.c          one server: its command and pub/sub connections,
- *                    AUTH, SELECT, SCRIPT LOAD, ROLE, INFO, the epoch
+ *                    AUTH, SELECT, SCRIPT LOAD, ROLE, INFO, the epoch;
+ *                    its maxmemory-policy, asked again on the tick
  *   topo-single.c    the topologies behind one interface (TopologyOps):
  *   topo-sentinel.c  which servers there are, which one holds a hash
  *   topo-cluster.c   slot, what to do when one goes
@@ -21,6 +22,7 @@
 
 #define SHARDS_MAX 64                   /* masters of a Cluster */
 #define REDIS_CONNECT_TIMEOUT (2 * USEC_PER_SEC)        /* every connection: a server, a Sentinel, a node */
+#define SHARD_POLICY_SAFE "noeviction"
 
 typedef struct RedisIo RedisIo;
 typedef struct Shard Shard;
@@ -56,6 +58,12 @@ struct Shard {
         int epoch_slot;                 /* cluster: the slot its epoch key is in (-1: none yet) */
         usec_t backoff;                 /* after it went: how long before it is tried again */
         usec_t retry_at;                /* CLOCK_MONOTONIC: not connected to before */
+        /* Its maxmemory-policy, as INFO last said ("" not asked yet since
+         * it connected; "?" it did not say); anything but "noeviction"
+         * may evict fleetsem's keys. */
+        char policy[REDIS_POLICY_MAX];
+        usec_t policy_asked;            /* CLOCK_MONOTONIC: INFO memory last sent */
+        bool policy_inflight;
 };
 
 /* What one topology does; the rest of the layer asks through these. */
@@ -123,6 +131,8 @@ typedef struct RedisEvents {
         void (*unreachable)(RedisIo *io);
         /* The server was replaced (a failover followed): down until the new one is up. */
         void (*replaced)(RedisIo *io, const char *why);
+        /* sh's maxmemory-policy (sh->policy) is known, or changed. */
+        void (*policy_changed)(Shard *sh);
 } RedisEvents;
 
 struct RedisIo {
@@ -169,6 +179,11 @@ void shards_connect_due(RedisIo *io);
 bool shard_role_parse(Shard *sh, const RedisReply *reply);
 /* ROLE asked again (a master demoted without word goes down). */
 void shard_role_refresh(Shard *sh);
+/* INFO memory asked again, if sh is up, nothing is asked yet and the
+ * last was asked every or longer before now: its maxmemory-policy. */
+void shard_policy_refresh(Shard *sh, usec_t every, usec_t now);
+/* Whether sh runs with a policy that evicts keys (or does not say). */
+bool shard_evicts(const Shard *sh);
 /* Calls under way and no word for longer than a silent Redis may take. */
 bool redis_conn_hangs(const RedisIo *io, RedisConn *c, usec_t now);
 usec_t redis_command_timeout(const RedisIo *io);

@@ -178,6 +178,12 @@ static void handle_acquire(Client *c, const Request *req) {
                 return;
         }
 
+        /* Nothing new on a Redis that may evict (a slot held already is
+         * told again above: it is counted). */
+        if (a->evict_text[0]) {
+                client_send_error(c, ERROR_CODE_UNAVAILABLE, "%s", a->evict_text);
+                return;
+        }
         /* A new lease: within its user's budget, and with a file
          * descriptor to spare for its watch. */
         if (c->cred.uid != 0 &&

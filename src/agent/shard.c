@@ -122,6 +122,7 @@ void shard_disconnect(Shard *sh, RedisState state) {
         /* Detached first: freeing runs their callbacks with NULL. */
         sh->cmd = sh->sub = NULL;
         sh->sub_ready = false;
+        sh->policy_inflight = false;
         sh->state = state;
         redis_conn_free(cmd);
         redis_conn_free(sub);
@@ -314,6 +315,54 @@ static int info_hex40(const char *s, size_t len, const char *field, char out[sta
         return 0;
 }
 
+/* maxmemory_policy from an INFO reply (its memory section) into
+ * sh->policy, and said up when it is news: "?" when the reply has none
+ * (an error, a server that does not say), which counts as evicting. */
+static void policy_parse(Shard *sh, const RedisReply *reply) {
+        char policy[REDIS_POLICY_MAX] = "?";
+        const char *s, *p;
+        size_t len, n;
+
+        if (redis_reply_string(reply, &s, &len) >= 0 && (p = memmem(s, len, "\nmaxmemory_policy:", 18))) {
+                p += 18;
+                n = 0;
+                while (p + n < s + len && n < sizeof(policy) - 1 && strchr("abcdefghijklmnopqrstuvwxyz-", p[n]) &&
+                       p[n] != '\0')
+                        n++;
+                /* The whole value, up to its line's end, or nothing. */
+                if (n > 0 && p + n < s + len && (p[n] == '\r' || p[n] == '\n')) {
+                        memcpy(policy, p, n);
+                        policy[n] = '\0';
+                }
+        }
+        if (streq(policy, sh->policy))
+                return;
+        memcpy(sh->policy, policy, sizeof(policy));
+        sh->io->ev.policy_changed(sh);
+}
+
+bool shard_evicts(const Shard *sh) {
+        return sh->policy[0] && !streq(sh->policy, SHARD_POLICY_SAFE);
+}
+
+static void policy_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+
+        if (!reply || conn != sh->cmd)
+                return;
+        sh->policy_inflight = false;
+        policy_parse(sh, reply);
+}
+
+void shard_policy_refresh(Shard *sh, usec_t every, usec_t now) {
+        if (sh->state != REDIS_READY || sh->policy_inflight || now - sh->policy_asked < every)
+                return;
+        if (redis_conn_command(sh->cmd, policy_reply, sh, 2, (const char *[]) { "INFO", "memory" }, NULL) < 0)
+                return;
+        sh->policy_inflight = true;
+        sh->policy_asked = now;
+}
+
 static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Shard *sh = userdata;
         RedisIo *io = sh->io;
@@ -327,6 +376,10 @@ static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
 
         if (!reply || conn != sh->cmd)
                 return;
+        /* Known before the shard is up: nothing is granted on a server
+         * that may evict before its policy was read. */
+        sh->policy_asked = now_mono();
+        policy_parse(sh, reply);
         sh->master_id[0] = '\0';
         sh->replid_fresh = false;
         if (redis_reply_string(reply, &s, &len) >= 0) {

@@ -260,6 +260,21 @@ int slots_acquire(Slots *e, const LeaseSpec *spec, usec_t wait, void *client, vo
         return 0;
 }
 
+void slots_fail_waiters(Slots *e, const char *why, usec_t now) {
+        Name *n, *nn;
+
+        LIST_FOREACH_SAFE(all, n, nn, e->names) {
+                Lease *l, *next;
+
+                LIST_FOREACH_SAFE(by_name, l, next, n->leases)
+                        if (l->state == LEASE_WAITING) {
+                                lease_send_error(l, ERROR_CODE_UNAVAILABLE, why);
+                                lease_release_at(l, "nothing is granted now", now);
+                        }
+        }
+        e->ops->changed(e->ctx);
+}
+
 void slots_attach(Slots *e, Lease *l, void *client, usec_t now) {
         (void) e;
         lease_finish_client(l);

@@ -332,6 +332,12 @@ usec_t slots_grace_left(const Slots *e, usec_t now);
  * until slots_lost_after() without renewal. why: for the clients. */
 void slots_redis_down(Slots *e, const char *why, usec_t now);
 
+/* Nothing new may be granted (Redis may evict its keys): every waiter
+ * here is answered ERROR code=unavailable with why and leaves the queue;
+ * holders keep their slots and are renewed as before. New requests are
+ * the adapter's to refuse while it lasts. */
+void slots_fail_waiters(Slots *e, const char *why, usec_t now);
+
 void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now);
 /* reply_lost: the connection went before the answer (sent again later). */
 void slots_release_done(Slots *e, const char *name, const char *lease, uid_t uid, bool reply_lost,

@@ -32,7 +32,7 @@ static void status_job_done_one(StatusJob *job, long long now) {
         if (--job->pending > 0)
                 return;
         if (job->client) {
-                char end[600];
+                char end[1500];
                 MessageBuilder b;
                 Agent *a = job->agent;
                 usec_t grace = slots_grace_left(&a->slots, now_mono());
@@ -47,6 +47,11 @@ static void status_job_done_one(StatusJob *job, long long now) {
                 if (grace > 0) {
                         message_add_u64(&b, "grace", grace / USEC_PER_MSEC);
                         message_add(&b, "why", a->slots.grace_why);
+                }
+                /* A Redis that may evict: nothing new is granted. */
+                if (a->evict_policy[0]) {
+                        message_add(&b, "evicts", a->evict_policy);
+                        message_add(&b, "refusing", a->evict_text);
                 }
                 client_send(job->client, end, message_finish(&b));
                 client_finish(job->client);
@@ -347,7 +352,7 @@ void io_changed(void *ctx) {
 
 static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Agent *a = userdata;
-        char text[1400], buf[sizeof("STATUS=") + TEXT_ESCAPE_SIZE(sizeof(text))];
+        char text[2100], buf[sizeof("STATUS=") + TEXT_ESCAPE_SIZE(sizeof(text))];
         Client *c;
 
         (void) s;
@@ -370,10 +375,11 @@ static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                 if (shards[0])
                         snprintf(master, sizeof(master), " (%s)", shards);
         }
-        snprintf(text, sizeof(text), "%zu slot(s) held, %zu waiting, Redis %s%s%s%s",
+        snprintf(text, sizeof(text), "%zu slot(s) held, %zu waiting, Redis %s%s%s%s%s%s",
                  a->slots.n_held, a->slots.n_waiting,
                  a->state == REDIS_READY ? "up" : a->state == REDIS_DOWN ? "DOWN" : "connecting", master,
-                 a->state == REDIS_DOWN ? ": " : "", a->state == REDIS_DOWN ? a->redis_error : "");
+                 a->state == REDIS_DOWN ? ": " : "", a->state == REDIS_DOWN ? a->redis_error : "",
+                 a->evict_text[0] ? "; GRANTING NOTHING: " : "", a->evict_text);
         /* A master's name from the Sentinels and Redis' errors are theirs:
          * a newline would start another assignment of sd_notify's. */
         memcpy(buf, "STATUS=", 7);

@@ -301,6 +301,7 @@ static void histogram(FILE *f, const Histogram *h, const char *name, const char 
 
 static void print_metrics(FILE *f, Metrics *mt) {
         const char *state = message_get(&mt->agent, "redis") ?: "";
+        const char *evicts = message_get(&mt->agent, "evicts");  /* the policy of a Redis that may evict */
         uint64_t ups = 0, lost = 0, rtt_count = 0, rtt_sum = 0, rtt_last = 0, late_max = 0, grace_ms = 0;
         char a[32];
 
@@ -338,6 +339,11 @@ static void print_metrics(FILE *f, Metrics *mt) {
                 sample(f, "fleetsem_reset_grace_seconds", seconds(grace_ms * USEC_PER_MSEC, a, sizeof(a)),
                        grace_ms > 0 && grace_why_text(why) ? "reason" : NULL, why, NULL);
         }
+
+        family(f, "fleetsem_redis_evicts", "gauge",
+               "Whether Redis runs with a maxmemory-policy that may evict fleetsem's keys (1: no new slot is granted "
+               "until it is noeviction; policy: the one it runs with, ? when it does not tell) or not (0).");
+        sample(f, "fleetsem_redis_evicts", evicts ? "1" : "0", evicts ? "policy" : NULL, evicts, NULL);
 
         family(f, "fleetsem_slots_held", "gauge",
                "Slots of a name held on this host (scope=\"host\") and across the fleet (scope=\"fleet\").");

@@ -61,6 +61,11 @@ static int status_fetch(const char *ns, uid_t agent_uid, const char *name, usec_
                                 out->grace_ms = v;
                                 out->grace_why = grace_why_text(message_get(&e->m, "why"));
                         }
+                        if (message_get(&e->m, "evicts")) {
+                                snprintf(out->evicts, sizeof(out->evicts), "%s", message_get(&e->m, "evicts"));
+                                snprintf(out->refusing, sizeof(out->refusing), "%s",
+                                         message_get(&e->m, "refusing") ?: "");
+                        }
                         return 0;
                 }
                 if (streq(e->m.verb, "NAME") || streq(e->m.verb, "HOLDER") || streq(e->m.verb, "WAITER"))

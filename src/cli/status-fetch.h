@@ -26,6 +26,10 @@ typedef struct StatusOutput {
         uint64_t master_since_ms;       /* under Sentinel: when that master took over, 0 unknown */
         uint64_t grace_ms;              /* no slot granted for that long after a reset; 0: none */
         const char *grace_why;          /* why, in words (static), with grace_ms */
+        /* Redis may evict (its maxmemory-policy, "?" unknown): nothing new
+         * is granted; refusing: what requests are told. "": it does not. */
+        char evicts[32];
+        char refusing[700];
 } StatusOutput;
 
 /* A field of a line, "" when it has none. */

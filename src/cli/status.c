@@ -21,7 +21,7 @@ static void help(void) {
                "Shows, for every name in use (or the ones given), the slots held with\n"
                "each holder (host, pid, user, unit or session, token, since, lease expiry)\n"
                "and the waiters in line, as Redis has them now.\n\n"
-               "  -j --json             JSON: {\"now_ms\", \"redis\", \"grace\", \"names\":[{\"name\",\n"
+               "  -j --json             JSON: {\"now_ms\", \"redis\", \"grace\", \"evicts\", \"names\":[{\"name\",\n"
                "                        \"held\", \"waiting\", \"holders\", \"waiters\"}]}; see fleetsem(1)\n"
                "  -W --watch            On a terminal: show it again whenever this host's agent\n"
                "                        sees something change (its own jobs' slots, a wake\n"
@@ -157,6 +157,11 @@ static void print_redis(const StatusOutput *out) {
                        format_duration(d, sizeof(d), out->grace_ms * USEC_PER_MSEC), clock_time(ms, until, sizeof(until)),
                        out->grace_why);
         }
+        if (out->evicts[0]) {
+                char text[TEXT_ESCAPE_SIZE(sizeof(out->refusing))];
+
+                printf("No slot is granted: %s.\n", text_escape(out->refusing, text, sizeof(text)));
+        }
 }
 
 static void print_json(const StatusOutput *out) {
@@ -174,6 +179,16 @@ static void print_json(const StatusOutput *out) {
                 printf("{\"remaining_ms\":%" PRIu64 ",\"until_ms\":%" PRIu64 ",\"reason\":", out->grace_ms,
                        (uint64_t) out->now_ms + out->grace_ms);
                 json_string(out->grace_why);
+                printf("}");
+        } else
+                printf("null");
+        /* Redis may evict: nothing new is granted. */
+        printf(",\"evicts\":");
+        if (out->evicts[0]) {
+                printf("{\"policy\":");
+                json_string(out->evicts);
+                printf(",\"message\":");
+                json_string(out->refusing);
                 printf("}");
         } else
                 printf("null");
