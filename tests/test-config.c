@@ -146,6 +146,7 @@ static void test_keys(void) {
         CHECK_INT(c.max_names_per_user, 64, "max_names_per_user defaults to 64");
         CHECK_INT(c.max_leases_per_user, 256, "max_leases_per_user defaults to 256");
         CHECK_INT(c.max_clients_per_user, 256, "max_clients_per_user defaults to 256");
+        CHECK_INT(c.max_weight_per_user, 1, "max_weight_per_user defaults to 1: non-root users ask for one unit");
         CHECK_INT(config_set(&c, "max_names_per_user", "5", &why), 0, "max_names_per_user = 5");
         CHECK_INT(config_set(&c, "max_leases_per_user", "7", &why), 0, "max_leases_per_user = 7");
         CHECK_INT(config_set(&c, "max_clients_per_user", "9", &why), 0, "max_clients_per_user = 9");
@@ -154,6 +155,13 @@ static void test_keys(void) {
         CHECK_INT(c.max_leases_per_user, 7, "max_leases_per_user set, apart");
         CHECK_INT(c.max_clients_per_user, 9, "max_clients_per_user set, apart");
         CHECK_INT(c.max_clients, 11, "max_clients set, apart");
+        CHECK_INT(c.max_weight_per_user, 1, "max_weight_per_user left alone");
+        CHECK_INT(config_set(&c, "max_weight_per_user", "13", &why), 0, "max_weight_per_user = 13");
+        CHECK_INT(c.max_weight_per_user, 13, "max_weight_per_user set");
+        CHECK_INT(c.max_leases_per_user, 7, "... apart from max_leases_per_user");
+        why = NULL;
+        CHECK(config_set(&c, "max_weight_per_user", "0", &why) == -EINVAL && why,
+              "max_weight_per_user = 0 refused: %s", why ?: "(no reason)");
         CHECK_INT(config_set(&c, "max_names_per_user", "1000000", &why), 0, "max_names_per_user = 1000000");
         CHECK_INT(c.max_names_per_user, 1000000, "the largest value");
         for (size_t i = 0; i < sizeof(bad_numbers) / sizeof(bad_numbers[0]); i++) {
