@@ -14,7 +14,7 @@ start_agent a --config "$T/agent.conf"
 coproc LEASES { attack a leases 300 capped; }
 replies=$(replies "${LEASES[0]}")
 is "$(printf '%s' "$replies" | grep -c '^GRANTED 256$')" 1 "256 of nobody's requests are granted"
-is "$(printf '%s' "$replies" | grep -cE '^ERROR code=limit message=uid '"$NOBODY_UID"' holds or waits for 256 slots on this host already \(max_leases_per_user\) 44$')" 1 \
+is "$(printf '%s' "$replies" | grep -cE '^ERROR code=limit message=uid '"$NOBODY_UID"' holds or waits for 256 units on this host already; 1 more would pass max_leases_per_user \(256\) 44$')" 1 \
         "the 44 others are refused, saying why"
 is "$(holders capped)" 256 "Redis holds 256 of nobody's slots"
 ms=$(ms_of fs a run --slots 1 cap-root -- true)

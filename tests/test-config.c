@@ -146,6 +146,7 @@ static void test_keys(void) {
         CHECK_INT(c.max_names_per_user, 64, "max_names_per_user defaults to 64");
         CHECK_INT(c.max_leases_per_user, 256, "max_leases_per_user defaults to 256");
         CHECK_INT(c.max_clients_per_user, 256, "max_clients_per_user defaults to 256");
+        CHECK_INT(c.max_weight_per_user, 1, "max_weight_per_user defaults to 1: non-root users ask for one unit");
         CHECK_INT(config_set(&c, "max_names_per_user", "5", &why), 0, "max_names_per_user = 5");
         CHECK_INT(config_set(&c, "max_leases_per_user", "7", &why), 0, "max_leases_per_user = 7");
         CHECK_INT(config_set(&c, "max_clients_per_user", "9", &why), 0, "max_clients_per_user = 9");
@@ -154,6 +155,13 @@ static void test_keys(void) {
         CHECK_INT(c.max_leases_per_user, 7, "max_leases_per_user set, apart");
         CHECK_INT(c.max_clients_per_user, 9, "max_clients_per_user set, apart");
         CHECK_INT(c.max_clients, 11, "max_clients set, apart");
+        CHECK_INT(c.max_weight_per_user, 1, "max_weight_per_user left alone");
+        CHECK_INT(config_set(&c, "max_weight_per_user", "13", &why), 0, "max_weight_per_user = 13");
+        CHECK_INT(c.max_weight_per_user, 13, "max_weight_per_user set");
+        CHECK_INT(c.max_leases_per_user, 7, "... apart from max_leases_per_user");
+        why = NULL;
+        CHECK(config_set(&c, "max_weight_per_user", "0", &why) == -EINVAL && why,
+              "max_weight_per_user = 0 refused: %s", why ?: "(no reason)");
         CHECK_INT(config_set(&c, "max_names_per_user", "1000000", &why), 0, "max_names_per_user = 1000000");
         CHECK_INT(c.max_names_per_user, 1000000, "the largest value");
         for (size_t i = 0; i < sizeof(bad_numbers) / sizeof(bad_numbers[0]); i++) {
@@ -207,6 +215,154 @@ static void test_password_file(void) {
         config_set(&c, "redis_password_file", pw, &(const char *) { NULL });
         CHECK(config_finish(&c, &err) < 0, "a world-readable password file is refused");
         CHECK(err && strstr(err, "readable by others"), "with a reason: %s", err ? err : "(none)");
+        config_done(&c);
+        free(err);
+}
+
+/* ---- Who may have written the files ----------------------------------------------- */
+
+#define NOBODY 65534
+
+static const char *sub_path(const char *name) {
+        static char path[4][256];
+        static unsigned i;
+
+        i = (i + 1) % 4;
+        snprintf(path[i], sizeof(path[i]), "%s/%s", dir, name);
+        return path[i];
+}
+
+/* A directory of dir's, with mode and owner as given. */
+static const char *make_dir(const char *name, mode_t mode, uid_t owner) {
+        const char *path = sub_path(name);
+
+        (void) mkdir(path, 0700);
+        CHECK(chmod(path, mode) == 0 && chown(path, owner, (gid_t) -1) == 0, "made %s, mode %04o, uid %u", name,
+              (unsigned) mode, (unsigned) owner);
+        return path;
+}
+
+/* A file of dir's, with mode and owner as given. */
+static const char *make_file(const char *name, const char *text, mode_t mode, uid_t owner) {
+        const char *path = write_file(name, text, mode);
+
+        CHECK(chown(path, owner, (gid_t) -1) == 0 && chmod(path, mode) == 0, "made %s, mode %04o, uid %u", name,
+              (unsigned) mode, (unsigned) owner);
+        return path;
+}
+
+/* config_load_file() of path refuses it with -EPERM and a message that
+ * holds each of the words. */
+static void check_untrusted(const char *path, const char *what, const char *w1, const char *w2) {
+        char *err = NULL;
+        Config c;
+        int r;
+
+        config_init(&c);
+        r = config_load_file(&c, path, &err);
+        CHECK(r == -EPERM, "%s is refused", what);
+        CHECK(err && strstr(err, path) && strstr(err, w1) && strstr(err, w2),
+              "... naming the file, \"%s\" and \"%s\": %s", w1, w2, err ?: "(none)");
+        config_done(&c);
+        free(err);
+}
+
+static void check_trusted(const char *path, const char *what) {
+        char *err = NULL;
+        Config c;
+
+        config_init(&c);
+        CHECK_INT(config_load_file(&c, path, &err), 0, what);
+        if (err)
+                printf("#   %s\n", err);
+        CHECK_INT(c.max_names_per_user, 3, "... and is read");
+        config_done(&c);
+        free(err);
+}
+
+static const char good_conf[] = "max_names_per_user = 3\n";
+
+/* The files any user may write (by owning them, through their mode, or
+ * through a directory) are refused: their mode first, which any user can
+ * check, then, as root, their owner. */
+static void test_trusted_modes(void) {
+        const char *good = make_file("trusted.conf", good_conf, 0644, geteuid());
+        char *err = NULL;
+        Config c;
+        check_trusted(good, "a file of this process' user, mode 0644, in a directory of mode 0700 loads");
+        check_untrusted(make_file("group-w.conf", good_conf, 0664, geteuid()), "a group-writable file",
+                        "mode 0664", "chmod go-w");
+        check_untrusted(make_file("other-w.conf", good_conf, 0646, geteuid()), "a world-writable file", "mode 0646",
+                        "chmod go-w");
+
+        make_dir("open-dir", 0777, geteuid());
+        make_file("open-dir/in.conf", good_conf, 0644, geteuid());
+        check_untrusted(sub_path("open-dir/in.conf"), "a file in a world-writable directory",
+                        "open-dir of the configuration file", "chmod go-w");
+        CHECK(symlink(sub_path("trusted.conf"), sub_path("open-dir/link.conf")) == 0, "a link to a good file there");
+        check_untrusted(sub_path("open-dir/link.conf"), "a link in a world-writable directory to a good file",
+                        "open-dir of the configuration file", "or move the file");
+        CHECK(symlink(sub_path("open-dir/in.conf"), sub_path("link-in.conf")) == 0,
+              "a link in a good directory to a file in the world-writable one");
+        check_untrusted(sub_path("link-in.conf"), "... is refused as well", "open-dir of the configuration file",
+                        "mode 0777");
+
+        make_dir("sticky-dir", 01777, geteuid());
+        make_file("sticky-dir/in.conf", good_conf, 0644, geteuid());
+        check_trusted(sub_path("sticky-dir/in.conf"), "a file in a sticky world-writable directory (as /tmp) loads");
+
+        CHECK(symlink(sub_path("group-w.conf"), sub_path("link-w.conf")) == 0, "a link to the group-writable file");
+        check_untrusted(sub_path("link-w.conf"), "a link to a group-writable file: the target is checked", "mode 0664",
+                        sub_path("group-w.conf"));
+        CHECK(mkfifo(sub_path("fifo.conf"), 0600) == 0, "a FIFO");
+        config_init(&c);
+        CHECK_INT(config_load_file(&c, sub_path("fifo.conf"), &err), -EINVAL, "a FIFO is refused, not waited on");
+        config_done(&c);
+        err = mfree(err);
+        CHECK(symlink(sub_path("trusted.conf"), sub_path("link-ok.conf")) == 0, "a link to the good file");
+        check_trusted(sub_path("link-ok.conf"), "a link to a good file, in a good directory, loads");
+}
+
+static void test_trusted_owners(void) {
+        const char *ci = getenv("CI");
+        char *err = NULL;
+        const char *pw;
+        Config c;
+
+        if (geteuid() != 0) {
+                CHECK(!ci || !streq(ci, "true"),
+                      "files of another user: # SKIP needs root to chown (missing under CI=true)");
+                return;
+        }
+        check_untrusted(make_file("nobody.conf", good_conf, 0644, NOBODY), "a file owned by nobody", "uid 65534",
+                        "chown root");
+        CHECK(symlink(sub_path("nobody.conf"), sub_path("link-nobody.conf")) == 0, "a link to nobody's file");
+        check_untrusted(sub_path("link-nobody.conf"), "a link to nobody's file: the file opened is checked",
+                        "uid 65534", sub_path("nobody.conf"));
+        make_dir("nobody-dir", 0755, NOBODY);
+        make_file("nobody-dir/in.conf", good_conf, 0644, 0);
+        check_untrusted(sub_path("nobody-dir/in.conf"), "root's file in a directory nobody owns", "uid 65534",
+                        "nobody-dir");
+
+        /* The password file: the same rules, and not readable by others. */
+        pw = make_file("pw-nobody", "hunter2\n", 0600, NOBODY);
+        config_init(&c);
+        config_set(&c, "redis", "redis://localhost", &(const char *) { NULL });
+        config_set(&c, "redis_password_file", pw, &(const char *) { NULL });
+        CHECK_INT(config_finish(&c, &err), -EPERM, "a password file owned by nobody is refused");
+        CHECK(err && strstr(err, pw) && strstr(err, "Redis password file") && strstr(err, "uid 65534"),
+              "... naming it and its owner: %s", err ?: "(none)");
+        CHECK(!c.redis.password, "... and no password is taken");
+        config_done(&c);
+        free(err);
+        err = NULL;
+
+        pw = make_file("pw-group-w", "hunter2\n", 0620, 0);
+        config_init(&c);
+        config_set(&c, "redis", "redis://localhost", &(const char *) { NULL });
+        config_set(&c, "redis_password_file", pw, &(const char *) { NULL });
+        CHECK_INT(config_finish(&c, &err), -EPERM, "a group-writable password file is refused");
+        CHECK(err && strstr(err, "mode 0620"), "... saying its mode: %s", err ?: "(none)");
         config_done(&c);
         free(err);
 }
@@ -454,6 +610,8 @@ int main(int argc, char *argv[]) {
         test_file();
         test_bad_files();
         test_password_file();
+        test_trusted_modes();
+        test_trusted_owners();
         test_keys();
         test_cluster_allow();
         test_tls();

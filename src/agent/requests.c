@@ -117,16 +117,42 @@ static int request_watch(Client *c, const Request *req, int *ret_fd) {
         return 0;
 }
 
-/* Whether a uid's count of what it holds or waits for here (leases, or
- * other names) is at its limit; if so, the request is refused, saying so. */
-static bool past_user_limit(Client *c, const Request *req, size_t count, unsigned max, const char *what,
-                            const char *key) {
+/* Whether a uid's count of other names it holds or waits for here is at
+ * its limit; if so, the request is refused, saying so. */
+static bool past_names_limit(Client *c, const Request *req, size_t count, unsigned max) {
         if (count < max)
                 return false;
-        log_uid(c->cred.uid, now_mono(), LOG_WARNING, "Refused %s to uid " UID_FMT ": it holds or waits for %u%s here (%s).",
-                req->name, c->cred.uid, max, what[0] ? what : " leases", key);
-        client_send_error(c, ERROR_CODE_LIMIT, "uid " UID_FMT " holds or waits for %u%s on this host already (%s)",
-                          c->cred.uid, max, what[0] ? what : " slots", key);
+        log_uid(c->cred.uid, now_mono(), LOG_WARNING, "Refused %s to uid " UID_FMT ": it holds or waits for %u other names "
+                "here (max_names_per_user).", req->name, c->cred.uid, max);
+        client_send_error(c, ERROR_CODE_LIMIT, "uid " UID_FMT " holds or waits for %u other names on this host already "
+                          "(max_names_per_user)", c->cred.uid, max);
+        return true;
+}
+
+/* Whether a non-root uid's request is past its budgets of units: its
+ * weight above max_weight_per_user, or the units (weights summed) of its
+ * leases here, held and waiting, with this one above max_leases_per_user;
+ * if so, the request is refused, saying so. */
+static bool past_units_limit(Client *c, const Request *req) {
+        const Config *conf = c->agent->config;
+        uint64_t units;
+
+        if (req->weight > conf->max_weight_per_user) {
+                log_uid(c->cred.uid, now_mono(), LOG_WARNING, "Refused %s to uid " UID_FMT ": weight %" PRIu32 " is above "
+                        "max_weight_per_user (%u).", req->name, c->cred.uid, req->weight, conf->max_weight_per_user);
+                client_send_error(c, ERROR_CODE_LIMIT, "uid " UID_FMT " may not ask for weight %" PRIu32 " on this host "
+                                  "(max_weight_per_user is %u)", c->cred.uid, req->weight, conf->max_weight_per_user);
+                return true;
+        }
+        units = slots_units_of(&c->agent->slots, c->cred.uid);
+        if (units + req->weight <= conf->max_leases_per_user)
+                return false;
+        log_uid(c->cred.uid, now_mono(), LOG_WARNING, "Refused %s to uid " UID_FMT ": it holds or waits for %" PRIu64
+                " units here, and %" PRIu32 " more would pass max_leases_per_user (%u).", req->name, c->cred.uid, units,
+                req->weight, conf->max_leases_per_user);
+        client_send_error(c, ERROR_CODE_LIMIT, "uid " UID_FMT " holds or waits for %" PRIu64 " units on this host already; "
+                          "%" PRIu32 " more would pass max_leases_per_user (%u)", c->cred.uid, units, req->weight,
+                          conf->max_leases_per_user);
         return true;
 }
 
@@ -184,13 +210,11 @@ static void handle_acquire(Client *c, const Request *req) {
                 client_send_error(c, ERROR_CODE_UNAVAILABLE, "%s", a->evict_text);
                 return;
         }
-        /* A new lease: within its user's budget, and with a file
-         * descriptor to spare for its watch. */
+        /* A new lease: within its user's budgets (units, names), and with a
+         * file descriptor to spare for its watch. */
         if (c->cred.uid != 0 &&
-            (past_user_limit(c, req, slots_leases_of(&a->slots, c->cred.uid), a->config->max_leases_per_user,
-                             "", "max_leases_per_user") ||
-             past_user_limit(c, req, slots_names_of(&a->slots, c->cred.uid, req->name), a->config->max_names_per_user,
-                             " other names", "max_names_per_user")))
+            (past_units_limit(c, req) ||
+             past_names_limit(c, req, slots_names_of(&a->slots, c->cred.uid, req->name), a->config->max_names_per_user)))
                 return;
         if (agent_short_of_fds(a, c->cred.uid)) {
                 log_uid(c->cred.uid, now_mono(), LOG_WARNING, "Refused %s to uid " UID_FMT ": short of file descriptors.",

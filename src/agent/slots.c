@@ -378,13 +378,13 @@ int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret) {
         return 0;
 }
 
-size_t slots_leases_of(const Slots *e, uid_t uid) {
-        size_t k = 0;
+uint64_t slots_units_of(const Slots *e, uid_t uid) {
+        uint64_t k = 0;
 
         for (const Name *n = e->names; n; n = n->all_next)
                 for (const Lease *l = n->leases; l; l = l->by_name_next)
                         if (l->uid == uid && l->state != LEASE_GONE)
-                                k++;
+                                k += l->weight;
         return k;
 }
 

@@ -280,8 +280,8 @@ Name *slots_name_find(Slots *e, const char *name);
 /* The slot of name that unit holds here already (restarting with its
  * anchor in its file descriptor store), or NULL. */
 Lease *slots_lease_of_unit(Slots *e, const char *name, const char *unit, uid_t uid);
-/* Leases of uid here, held or waiting. */
-size_t slots_leases_of(const Slots *e, uid_t uid);
+/* Units of uid's leases here, held or waiting: each lease its weight. */
+uint64_t slots_units_of(const Slots *e, uid_t uid);
 /* Names other than but that uid holds or waits for here. */
 size_t slots_names_of(const Slots *e, uid_t uid, const char *but);
 /* Holders: how long they may keep believing without a confirmed renewal. */

@@ -48,6 +48,7 @@ void config_init(Config *c) {
                 .max_clients_per_user = DEFAULT_MAX_PER_USER,
                 .max_leases_per_user = DEFAULT_MAX_PER_USER,
                 .max_names_per_user = DEFAULT_MAX_NAMES_PER_USER,
+                .max_weight_per_user = DEFAULT_MAX_WEIGHT_PER_USER,
                 .idle_time = DEFAULT_IDLE_TIME,
                 .min_replicas_acked = -1,
                 .log_level = -1,
@@ -306,6 +307,7 @@ static const ConfigKey config_keys[] = {
         KEY_PER_USER(max_clients_per_user),
         KEY_PER_USER(max_leases_per_user),
         KEY_PER_USER(max_names_per_user),
+        KEY_PER_USER(max_weight_per_user),
 };
 
 int config_set(Config *c, const char *key, const char *value, const char **ret_why) {

@@ -28,6 +28,7 @@ typedef struct LimitRule {
 
 #define DEFAULT_MAX_PER_USER 256
 #define DEFAULT_MAX_NAMES_PER_USER 64
+#define DEFAULT_MAX_WEIGHT_PER_USER 1
 #define DEFAULT_IDLE_TIME (24 * 3600 * USEC_PER_SEC)
 
 typedef struct Config {
@@ -53,7 +54,8 @@ typedef struct Config {
         size_t n_limits;
         unsigned max_clients;
         unsigned max_clients_per_user;  /* connections of one non-root uid, in every state */
-        unsigned max_leases_per_user;   /* held and waiting leases of one non-root uid */
+        unsigned max_leases_per_user;   /* units (weights summed) of one non-root uid's held and waiting leases */
+        unsigned max_weight_per_user;   /* the weight one request of a non-root uid may ask for */
         unsigned max_names_per_user;    /* distinct names one non-root uid holds or waits for */
         usec_t idle_time;       /* a name unused this long leaves Redis */
         /* cluster://: the networks a Cluster node may be in for the agent to

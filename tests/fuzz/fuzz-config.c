@@ -17,6 +17,7 @@ static void check_config(const Config *c) {
         fuzz_assert(c->max_clients >= 1 && c->max_clients <= 1000000);
         fuzz_assert(c->max_clients_per_user >= 1 && c->max_clients_per_user <= 1000000);
         fuzz_assert(c->max_leases_per_user >= 1 && c->max_leases_per_user <= 1000000);
+        fuzz_assert(c->max_weight_per_user >= 1 && c->max_weight_per_user <= 1000000);
         fuzz_assert(c->max_names_per_user >= 1 && c->max_names_per_user <= 1000000);
         fuzz_assert(!c->redis_password_file || c->redis_password_file[0] == '/');
         for (size_t i = 0; i < c->n_allow; i++) {

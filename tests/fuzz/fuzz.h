@@ -35,19 +35,33 @@ static inline char *fuzz_string(const uint8_t *data, size_t size) {
 }
 
 /* The bytes as the contents of a file, under a path the parser opens
- * itself: a memfd (a regular file in memory), reused from run to run. */
+ * itself: a file of this process' user, mode 0600, in a directory of its
+ * own (mode 0700), as the parsers of configuration files require; in
+ * /dev/shm (on a disk, ftruncate() and pwrite() cost thirty times the
+ * parse), reused from run to run, removed at exit. */
+#include <fcntl.h>
+
+static char fuzz_dir[] = "/dev/shm/fleetsem-fuzz-XXXXXX";
+static char fuzz_path[sizeof(fuzz_dir) + 16];
+
+static inline void fuzz_file_remove(void) {
+        (void) unlink(fuzz_path);
+        (void) rmdir(fuzz_dir);
+}
+
 static inline const char *fuzz_file(const void *data, size_t size) {
-        static char path[64];
         static int fd = -1;
 
         if (fd < 0) {
-                fd = memfd_create("fuzz-input", MFD_CLOEXEC);
+                fuzz_assert(mkdtemp(fuzz_dir));
+                snprintf(fuzz_path, sizeof(fuzz_path), "%s/input", fuzz_dir);
+                fd = open(fuzz_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
                 fuzz_assert(fd >= 0);
-                snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+                atexit(fuzz_file_remove);
         }
         fuzz_assert(ftruncate(fd, 0) == 0);
         fuzz_assert(size == 0 || pwrite(fd, data, size, 0) == (ssize_t) size);
-        return path;
+        return fuzz_path;
 }
 
 /* The bytes as a peer's stream read through the LineReader, as the agent
