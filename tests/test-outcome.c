@@ -97,7 +97,7 @@ static void test_unavailable_and_internal(void) {
         check_line("END now=5", OUTCOME_INTERNAL, REFUSAL_NONE, 70);
 
         of("garbage \x1b[2J", false, &o);
-        CHECK_STR(o.text, "a reply from the agent that this client cannot decode: \"garbage \\x1b[2J\"",
+        CHECK_STR(o.text, "bug: a reply from the agent that this client cannot decode: \"garbage \\x1b[2J\"",
                   "an undecodable reply is shown, escaped");
         CHECK_INT(outcome_of_line("GRANTED\0token=1", 15, false, &o), OUTCOME_INTERNAL, "a NUL byte: internal");
         CHECK(strstr(o.text, "\"GRANTED\\x00token=1\"") != NULL, "... shown as \\x00 (%s)", o.text);

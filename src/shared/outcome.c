@@ -112,7 +112,7 @@ static OutcomeKind internal(Outcome *o, const char *why, const char *line, size_
 
         show_line(line, len, shown, sizeof(shown));
         *o = (Outcome) { .kind = OUTCOME_INTERNAL };
-        snprintf(o->text, sizeof(o->text), "%s: \"%s\"", why, shown);
+        snprintf(o->text, sizeof(o->text), "bug: %s: \"%s\"", why, shown);
         return o->kind;
 }
 
@@ -189,12 +189,12 @@ OutcomeKind outcome_of_error(int error, const char *ns, Outcome *ret) {
                 break;
         case -E2BIG:
                 ret->kind = OUTCOME_INTERNAL;
-                snprintf(ret->text, sizeof(ret->text), "a reply line from the agent longer than %d bytes",
+                snprintf(ret->text, sizeof(ret->text), "bug: a reply line from the agent longer than %d bytes",
                          PROTO_REPLY_MAX);
                 break;
         case -EBADMSG:
                 ret->kind = OUTCOME_INTERNAL;
-                snprintf(ret->text, sizeof(ret->text), "a reply from the agent that this client cannot decode");
+                snprintf(ret->text, sizeof(ret->text), "bug: a reply from the agent that this client cannot decode");
                 break;
         default:
                 ret->kind = OUTCOME_INTERNAL;
