@@ -18,6 +18,7 @@ mkdir -p "$T/pam.d"
 # fake STEP...: a scripted agent on @$NSBASE-fake/agent for one request.
 fake() {
         fake_out="$T/fake.out"
+        : >"$fake_out"  # emptied first: the last one's "listening" must not count
         python3 "$HERE/fake-agent.py" "$NSBASE-fake" "$@" >"$fake_out" &
         fake_pid=$!
         wait_for 5 grep -q listening "$fake_out" || echo "# the fake agent did not start"
