@@ -27,6 +27,7 @@
 #include "client.h"
 #include "config.h"
 #include "macro.h"
+#include "outcome.h"
 #include "pam-args.h"
 #include "pam-name.h"
 #include "pam-who.h"
@@ -137,7 +138,8 @@ static bool silent(const Options *o, int flags) {
         return o->quiet || (flags & PAM_SILENT);
 }
 
-/* The agent or Redis could not say: on_error decides. */
+/* The limiter cannot be reached (outcome.h, UNAVAILABLE): the one case
+ * on_error decides. */
 static int on_error(pam_handle_t *pamh, const Options *o, int flags, const char *user, const char *why) {
         if (o->deny_on_error) {
                 pam_syslog(pamh, LOG_ERR, "refusing session of %s: %s (on_error=deny)", user, why);
@@ -147,6 +149,25 @@ static int on_error(pam_handle_t *pamh, const Options *o, int flags, const char 
         }
         pam_syslog(pamh, LOG_WARNING, "allowing session of %s WITHOUT a fleet slot: %s (on_error=allow)", user, why);
         return PAM_SUCCESS;
+}
+
+/* A bad configuration, a failure here, a reply nobody can decode or an
+ * error Redis gave the agent: refused whatever on_error= says, as none of
+ * them is an outage that an administrator must be let in through. */
+static int broken(pam_handle_t *pamh, const Options *o, int flags, const char *user, const char *why) {
+        pam_syslog(pamh, LOG_ERR, "refusing session of %s: %s (whatever on_error= says)", user, why);
+        if (!silent(o, flags))
+                pam_error(pamh, "fleetsem: cannot check the session limit; session refused.");
+        return PAM_SESSION_ERR;
+}
+
+/* The agent refused the request with an error (not permitted, past a
+ * per-user budget, busy, or a request it cannot serve as configured). */
+static int refused_by_error(pam_handle_t *pamh, const Options *o, int flags, const char *user, const Outcome *out) {
+        pam_syslog(pamh, LOG_ERR, "refused session of %s: %s (%s)", user, out->text, refusal_to_string(out->refusal));
+        if (!silent(o, flags))
+                pam_error(pamh, "fleetsem: session refused: %s.", out->text);
+        return refusal_is_configuration(out->refusal) ? PAM_SESSION_ERR : PAM_PERM_DENIED;
 }
 
 /* The session has no name to count it under: the PAM user is unknown to
@@ -227,15 +248,83 @@ static int refused(pam_handle_t *pamh, const Options *o, int flags, const Who *w
         return PAM_PERM_DENIED;
 }
 
+/* What the user was told already, each once. */
+typedef struct Told {
+        bool waiting, limit, grace, drain;
+} Told;
+
+/* Waits for the agent's answer, telling the user what the wait is about;
+ * what it came to in *ret (never QUEUED). */
+static void wait_for_answer(pam_handle_t *pamh, const Options *o, int flags, const Who *w, const char *name, int fd,
+                            usec_t deadline, Told *told, Outcome *ret) {
+        LineReader lr;
+
+        line_reader_init(&lr, PROTO_REPLY_MAX);
+        for (;;) {
+                char *line;
+                size_t len;
+                int r;
+
+                r = client_read_line(fd, &lr, deadline, &line, &len);
+                if (r < 0) {
+                        outcome_of_error(r, o->ns, ret);
+                        return;
+                }
+                if (outcome_of_line(line, len, false, ret) != OUTCOME_QUEUED)
+                        return;
+                if (o->wait > 0) {
+                        tell_limit(pamh, o, flags, name, &ret->reply, PAM_TEXT_INFO, &told->limit);
+                        tell_grace(pamh, o, flags, name, &ret->reply, &told->grace);
+                        tell_drain(pamh, o, flags, name, &ret->reply, PAM_TEXT_INFO, &told->drain);
+                }
+                if (!told->waiting && o->wait > 0 && !silent(o, flags)) {
+                        char what[NAME_MAX_LEN + 64];
+
+                        sessions_of(o, w, name, what, sizeof(what));
+                        pam_info(pamh, "fleetsem: all %" PRIu32 " %s are in use; waiting (position %" PRIu32 ")...",
+                                 reply_limit(&ret->reply, o->slots), what, ret->reply.position);
+                        told->waiting = true;
+                }
+        }
+}
+
+/* The slot stays with the session: its anchor kept with pam_set_data(),
+ * its name, token and lease in the session's environment. */
+static int keep(pam_handle_t *pamh, const Options *o, int flags, const Who *w, const char *name, const Reply *rep,
+                int *anchor_fd) {
+        char env[NAME_MAX_LEN + 32];
+        Held *h;
+
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return broken(pamh, o, flags, w->account, "out of memory");
+        h->anchor_fd = TAKE_FD(*anchor_fd);
+        snprintf(h->lease, sizeof(h->lease), "%s", rep->lease);
+        snprintf(h->name, sizeof(h->name), "%s", name);
+        if (pam_set_data(pamh, DATA_KEY, h, held_free) != PAM_SUCCESS) {
+                held_free(pamh, h, 0);
+                return broken(pamh, o, flags, w->account, "cannot keep the slot with the session");
+        }
+
+        snprintf(env, sizeof(env), "FLEETSEM_NAME=%s", name);
+        (void) pam_putenv(pamh, env);
+        snprintf(env, sizeof(env), "FLEETSEM_TOKEN=%" PRIu64, rep->token);
+        (void) pam_putenv(pamh, env);
+        snprintf(env, sizeof(env), "FLEETSEM_LEASE=%s", rep->lease);
+        (void) pam_putenv(pamh, env);
+        if (o->debug)
+                pam_syslog(pamh, LOG_DEBUG, "session of %s holds a slot of %s (token %" PRIu64 ")", w->account, name,
+                           rep->token);
+        return PAM_SUCCESS;
+}
+
 static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w, const char *name) {
         _cleanup_close_ int anchor_fd = -EBADF, fd = -EBADF;
         Request req = { .verb = REQUEST_ACQUIRE, .slots = o->slots, .weight = o->weight, .wait = o->wait };
         usec_t start = now_usec(CLOCK_MONOTONIC), deadline;
-        bool told = false, limit_told = false, grace_told = false, drain_told = false;
-        LineReader lr;
-        Held *h;
-        Reply rep;
-        char env[NAME_MAX_LEN + 32];
+        Told told = {};
+        Outcome out;
+        char why[64];
         int r;
 
         snprintf(req.name, sizeof(req.name), "%s", name);
@@ -243,79 +332,32 @@ static int acquire(pam_handle_t *pamh, const Options *o, int flags, const Who *w
         if (r >= 0)
                 r = anchor_create(o->ns, req.lease, &anchor_fd);
         if (r < 0) {
-                snprintf(env, sizeof(env), "cannot create the anchor: %s", strerror(-r));
-                return on_error(pamh, o, flags, w->account, env);
+                snprintf(why, sizeof(why), "cannot create the anchor: %s", strerror(-r));
+                return broken(pamh, o, flags, w->account, why);
         }
         /* The whole of it within wait= plus CONNECT_TIMEOUT, whatever the
          * agent, or a process in its place, does. */
         deadline = usec_add(start, usec_add(o->wait, CONNECT_TIMEOUT));
         r = client_send_request_until(o->ns, o->agent_uid, start + CONNECT_TIMEOUT, -EBADF, &req, &fd);
-        if (r < 0) {
-                char why[CLIENT_ERROR_TEXT_MAX];
+        if (r < 0)
+                outcome_of_error(r, o->ns, &out);
+        else
+                wait_for_answer(pamh, o, flags, w, name, fd, deadline, &told, &out);
 
-                return on_error(pamh, o, flags, w->account, client_error_text(r, o->ns, why, sizeof(why)));
-        }
-
-        line_reader_init(&lr, PROTO_REPLY_MAX);
-        for (;;) {
-                r = client_read_reply(fd, &lr, deadline, &rep);
-                if (r == -ETIMEDOUT)
-                        return on_error(pamh, o, flags, w->account, "the agent did not answer in time");
-                if (r < 0)
-                        return on_error(pamh, o, flags, w->account, "the agent closed the connection");
-                if (rep.kind != REPLY_QUEUED)
-                        break;
-                if (o->wait > 0) {
-                        tell_limit(pamh, o, flags, name, &rep, PAM_TEXT_INFO, &limit_told);
-                        tell_grace(pamh, o, flags, name, &rep, &grace_told);
-                        tell_drain(pamh, o, flags, name, &rep, PAM_TEXT_INFO, &drain_told);
-                }
-                if (!told && o->wait > 0 && !silent(o, flags)) {
-                        char what[NAME_MAX_LEN + 64];
-
-                        sessions_of(o, w, name, what, sizeof(what));
-                        pam_info(pamh, "fleetsem: all %" PRIu32 " %s are in use; waiting (position %" PRIu32 ")...",
-                                 reply_limit(&rep, o->slots), what, rep.position);
-                        told = true;
-                }
-        }
-
-        switch (rep.kind) {
-        case REPLY_GRANTED:
-                break;
-        case REPLY_DENIED:
-                tell_limit(pamh, o, flags, name, &rep, PAM_ERROR_MSG, &limit_told);
-                tell_drain(pamh, o, flags, name, &rep, PAM_ERROR_MSG, &drain_told);
-                return refused(pamh, o, flags, w, name, &rep, deadline);
-        case REPLY_ERROR: {
-                char msg[TEXT_ESCAPE_SIZE(sizeof(rep.message))];
-
-                return on_error(pamh, o, flags, w->account, text_escape(rep.message, msg, sizeof(msg)));
-        }
+        switch (out.kind) {
+        case OUTCOME_GRANTED:
+                return keep(pamh, o, flags, w, name, &out.reply, &anchor_fd);
+        case OUTCOME_UNAVAILABLE:
+                return on_error(pamh, o, flags, w->account, out.text);
+        case OUTCOME_REFUSED:
+                if (out.reply.kind != REPLY_DENIED)
+                        return refused_by_error(pamh, o, flags, w->account, &out);
+                tell_limit(pamh, o, flags, name, &out.reply, PAM_ERROR_MSG, &told.limit);
+                tell_drain(pamh, o, flags, name, &out.reply, PAM_ERROR_MSG, &told.drain);
+                return refused(pamh, o, flags, w, name, &out.reply, deadline);
         default:
-                return on_error(pamh, o, flags, w->account, "unexpected reply from the agent");
+                return broken(pamh, o, flags, w->account, out.text);
         }
-
-        h = calloc(1, sizeof(*h));
-        if (!h)
-                return on_error(pamh, o, flags, w->account, "out of memory");
-        h->anchor_fd = TAKE_FD(anchor_fd);
-        snprintf(h->lease, sizeof(h->lease), "%s", rep.lease);
-        snprintf(h->name, sizeof(h->name), "%s", name);
-        if (pam_set_data(pamh, DATA_KEY, h, held_free) != PAM_SUCCESS) {
-                held_free(pamh, h, 0);
-                return on_error(pamh, o, flags, w->account, "cannot keep the slot with the session");
-        }
-
-        snprintf(env, sizeof(env), "FLEETSEM_NAME=%s", name);
-        (void) pam_putenv(pamh, env);
-        snprintf(env, sizeof(env), "FLEETSEM_TOKEN=%" PRIu64, rep.token);
-        (void) pam_putenv(pamh, env);
-        snprintf(env, sizeof(env), "FLEETSEM_LEASE=%s", rep.lease);
-        (void) pam_putenv(pamh, env);
-        if (o->debug)
-                pam_syslog(pamh, LOG_DEBUG, "session of %s holds a slot of %s (token %" PRIu64 ")", w->account, name, rep.token);
-        return PAM_SUCCESS;
 }
 
 PAM_EXTERN int pam_sm_open_session(pam_handle_t *pamh, int flags, int argc, const char **argv) {
@@ -339,7 +381,7 @@ PAM_EXTERN int pam_sm_open_session(pam_handle_t *pamh, int flags, int argc, cons
         }
         if (o.error[0]) {
                 pam_syslog(pamh, LOG_ERR, "bad configuration: %s", o.error);
-                return on_error(pamh, &o, flags, w.account, "bad configuration of pam_fleetsem");
+                return broken(pamh, &o, flags, w.account, "bad configuration of pam_fleetsem");
         }
         if (expand_name(pamh, o.name_template, &w, name, &why) < 0)
                 return unnamed(pamh, &o, flags, user, why);

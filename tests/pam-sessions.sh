@@ -243,7 +243,7 @@ is "$(result u1)" 0 "an unknown argument is ignored"
 like "$(cat "$T/pam-u1.log")" 'unknown option "frobnicate" ignored' "... and logged"
 service malformed slots=two name=mal
 once u2 malformed daemon
-is "$(result u2)" 0 "slots=two with on_error=allow: the session opens (logged loudly)"
+is "$(result u2)" 14 "slots=two with on_error=allow: refused (a bad configuration is no outage)"
 like "$(cat "$T/pam-u2.log")" 'bad configuration: slots=two: expected a number' "... the log says what is wrong"
 service malformed-deny slots=two name=mal on_error=deny
 once u3 malformed-deny daemon
@@ -298,7 +298,7 @@ printf 'slots = 1\nwait = soon\n' >"$T/bad-pam.conf"
 service conf-bad "conf=$T/bad-pam.conf" on_error=deny
 once c4 conf-bad daemon
 like "$(cat "$T/pam-c4.log")" "bad-pam.conf:2: wait: expected a duration" "a bad file is reported as FILE:LINE"
-is "$(result c4)" 14 "... and handled by on_error"
+is "$(result c4)" 14 "... and refused"
 
 # --- pamtester, unmodified --------------------------------------------------------
 service ssh slots=2
@@ -370,7 +370,7 @@ check "... within wait= + 2 s ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 3500 ]
 # Root reaches the agent on a socket of its own, which nobody's connections
 # cannot fill: there the stopped agent takes the connection and says nothing.
 if [ "$(id -u)" = 0 ]; then
-        like "$(cat "$T/pam-s2.log")" "the agent did not answer in time" "... logged with the reason (root's own socket took the connection)"
+        like "$(cat "$T/pam-s2.log")" "the agent on @$NS/agent does not answer" "... logged with the reason (root's own socket took the connection)"
 else
         like "$(cat "$T/pam-s2.log")" "takes no connections \(stopped, or its queue is full\)" "... logged with the reason"
 fi

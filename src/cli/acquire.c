@@ -17,6 +17,7 @@
 #include "client.h"
 #include "log.h"
 #include "macro.h"
+#include "outcome.h"
 #include "sd-dl.h"
 
 /* `fleetsem acquire` and `fleetsem release`: slots for systemd services.
@@ -72,7 +73,8 @@ static void help_acquire(void) {
                "     --skip             Exit 1 when no slot is free (within --wait), so that\n"
                "                        systemd skips this run without marking the unit failed\n"
                "     --on-error=POLICY  Agent or Redis unreachable: allow (start without a\n"
-               "                        slot, with a warning; default) or deny (exit 69)\n"
+               "                        slot, with a warning; default) or deny (exit 69).\n"
+               "                        Refusals and undecodable replies always fail\n"
                "     --on-lost=ACTION   The slot is lost while the unit runs (Redis unreachable\n"
                "                        past the lease TTL): ignore (log it; default) or stop\n"
                "                        (the agent stops the unit)\n"
@@ -80,9 +82,10 @@ static void help_acquire(void) {
                "  -h --help             Show this help\n\n"
                "Writes FLEETSEM_NAME, FLEETSEM_TOKEN and FLEETSEM_LEASE to\n"
                "/run/fleetsem/UNIT.env. A unit that restarts (Restart=) keeps its slot.\n"
-               "Exit status: 0 slot held (or Redis down with --on-error=allow); 1 skipped\n"
-               "(--skip); 75 no slot within --wait; 69 agent or Redis unavailable\n"
-               "(--on-error=deny); 64 usage; 77 not permitted; 78 the unit lacks\n"
+               "Exit status: 0 slot held (or agent or Redis unreachable with --on-error=allow);\n"
+               "1 skipped (--skip); 75 no slot within --wait, or the agent busy; 69 agent or\n"
+               "Redis unreachable (--on-error=deny); 70 a reply that cannot be decoded, or an\n"
+               "error from Redis; 64 usage or an invalid request; 77 not permitted; 78 the unit lacks\n"
                "NotifyAccess=all or FileDescriptorStoreMax=, or no --slots and NAME has no\n"
                "fleet limit.\n");
 }
@@ -248,6 +251,8 @@ static int store_anchor(int anchor_fd) {
         return 0;
 }
 
+/* The limiter cannot be reached (outcome.h, UNAVAILABLE): the one case
+ * --on-error decides. */
 static int on_unavailable(const Acquire *a, const char *why) {
         if (a->deny_on_error) {
                 log_error("%s: %s; refusing to start (--on-error=deny).", a->name, why);
@@ -258,6 +263,18 @@ static int on_unavailable(const Acquire *a, const char *why) {
         notify("STATUS=Running without a fleet slot for %s: %s", a->name, why);
         remove_env_file(a->unit);
         return 0;
+}
+
+/* Anything but a grant, a refusal of no slot or an unreachable limiter:
+ * the agent refused the request (not permitted, invalid, …), Redis gave
+ * it an error, or its reply cannot be decoded. Never --on-error. */
+static int on_failure(const Acquire *a, const Outcome *o) {
+        if (o->kind == OUTCOME_INTERNAL)
+                log_error("%s: %s; refusing to start (whatever --on-error says).", a->name, o->text);
+        else
+                log_error("%s: %s", a->name, o->text);
+        notify("STATUS=No fleet slot for %s: %s", a->name, o->text);
+        return outcome_exit_code(o);
 }
 
 static void extend_timeout(usec_t deadline) {
@@ -353,12 +370,39 @@ static int on_signal(const Acquire *a, int sig) {
         return 128 + sig;
 }
 
+/* DENIED: no slot within the wait, or none free (--skip), or drained. */
+static int on_denied(const Acquire *a, const Outcome *o, bool limit_told) {
+        const Reply *rep = &o->reply;
+        char note[TEXT_ESCAPE_SIZE(sizeof(((Reply *) NULL)->message))];
+
+        if (drain_note(a->name, rep, note, sizeof(note))) {
+                log_notice("%s.", note);
+                if (a->skip) {
+                        notify("STATUS=Skipped: %s", note);
+                        return EXIT_SKIP;
+                }
+                notify("STATUS=%s", note);
+                return outcome_exit_code(o);
+        }
+        if (limit_note(a->name, rep->limit, a->slots, "you asked for", note, sizeof(note)) && !limit_told)
+                log_notice("%s.", note);
+        if (a->skip) {
+                log_notice("%s: all %" PRIu32 " fleet slots in use; skipping this run.", a->name,
+                           reply_limit(rep, a->slots));
+                notify("STATUS=Skipped: all fleet slots of %s in use", a->name);
+                return EXIT_SKIP;
+        }
+        log_error("%s: no fleet slot within the wait (position %" PRIu32 " in line).", a->name, rep->position);
+        notify("STATUS=No fleet slot for %s within the wait", a->name);
+        return outcome_exit_code(o);
+}
+
 static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *lease, int anchor_fd) {
         usec_t started = now_usec(CLOCK_MONOTONIC), deadline = USEC_INFINITY;
         char note[TEXT_ESCAPE_SIZE(sizeof(((Reply *) NULL)->message))];
         bool replied = false, limit_told = false, grace_told = false, drain_told = false;
         LineReader lr;
-        Reply rep;
+        Outcome o;
         int r;
 
         if (a->wait != USEC_INFINITY)
@@ -367,12 +411,15 @@ static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *l
         for (;;) {
                 struct pollfd p[2] = { { .fd = agent_fd, .events = POLLIN }, { .fd = signal_fd, .events = POLLIN } };
                 struct signalfd_siginfo si;
+                const Reply *rep = &o.reply;
                 char *line;
                 size_t len;
 
                 r = line_reader_next(&lr, &line, &len);
-                if (r < 0)
-                        return on_unavailable(a, "malformed reply from the agent");
+                if (r < 0) {
+                        outcome_of_error(r, a->ns, &o);
+                        return on_failure(a, &o);
+                }
                 if (r == 0) {
                         r = poll(p, 2, (int) (REPLY_TICK / USEC_PER_MSEC));
                         if (r < 0 && errno != EINTR) {
@@ -385,84 +432,66 @@ static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *l
                                 usec_t now = now_usec(CLOCK_MONOTONIC);
 
                                 if ((!replied && now - started > FIRST_REPLY_MAX) ||
-                                    (deadline != USEC_INFINITY && now > deadline + FIRST_REPLY_MAX))
-                                        return on_unavailable(a, "the agent does not answer");
+                                    (deadline != USEC_INFINITY && now > deadline + FIRST_REPLY_MAX)) {
+                                        outcome_of_error(-ETIMEDOUT, a->ns, &o);
+                                        return on_unavailable(a, o.text);
+                                }
                                 extend_timeout(deadline);
                                 continue;
                         }
                         r = line_reader_fill(&lr, agent_fd);
-                        if (r == 0 || (r < 0 && r != -EAGAIN && r != -EINTR))
-                                return on_unavailable(a, "the agent closed the connection");
+                        if (r == 0 || (r < 0 && r != -EAGAIN && r != -EINTR)) {
+                                if (outcome_of_error(r == 0 ? -ECONNRESET : r, a->ns, &o) == OUTCOME_UNAVAILABLE)
+                                        return on_unavailable(a, o.text);
+                                return on_failure(a, &o);
+                        }
                         continue;
                 }
-                if (reply_parse(line, len, &rep) < 0)
-                        return on_unavailable(a, "malformed reply from the agent");
                 replied = true;
-                switch (rep.kind) {
-                case REPLY_QUEUED:
+                switch (outcome_of_line(line, len, false, &o)) {
+                case OUTCOME_QUEUED:
                         /* The note begins with the name. */
-                        if (drain_note(a->name, &rep, note, sizeof(note))) {
+                        if (drain_note(a->name, rep, note, sizeof(note))) {
                                 if (!drain_told)
                                         log_notice("%s.", note);
                                 drain_told = true;
                                 notify("STATUS=Waiting for fleet slot %s", note);
-                        } else if (grace_note(a->name, &rep, note, sizeof(note))) {
+                        } else if (grace_note(a->name, rep, note, sizeof(note))) {
                                 if (!grace_told)
                                         log_notice("%s.", note);
                                 grace_told = true;
                                 notify("STATUS=Waiting for fleet slot %s", note);
-                        } else if (limit_note(a->name, rep.limit, a->slots, "you asked for", note, sizeof(note))) {
+                        } else if (limit_note(a->name, rep->limit, a->slots, "you asked for", note, sizeof(note))) {
                                 if (!limit_told)
                                         log_notice("%s.", note);
                                 limit_told = true;
                                 notify("STATUS=Waiting for fleet slot %s: position %" PRIu32 " in queue; %s", a->name,
-                                       rep.position, note);
+                                       rep->position, note);
                         } else
                                 notify("STATUS=Waiting for fleet slot %s: position %" PRIu32 " in queue, %" PRIu32 " of %" PRIu32
-                                       " in use", a->name, rep.position, rep.held, reply_limit(&rep, a->slots));
+                                       " in use", a->name, rep->position, rep->held, reply_limit(rep, a->slots));
                         if (a->wait > 0)
                                 extend_timeout(deadline);
                         continue;
-                case REPLY_GRANTED:
+                case OUTCOME_GRANTED:
                         /* Another lease than ours: the unit still holds the
                          * slot it got before a restart, its anchor still in
                          * the store. Ours is not needed. */
-                        if (!streq(rep.lease, lease))
-                                log_info("%s: %s still holds its slot (token %" PRIu64 ").", a->name, a->unit, rep.token);
+                        if (!streq(rep->lease, lease))
+                                log_info("%s: %s still holds its slot (token %" PRIu64 ").", a->name, a->unit, rep->token);
                         else if (store_anchor(anchor_fd) < 0)
                                 return EXIT_SOFTWARE;
-                        write_env_file(a, rep.token, rep.lease);
-                        notify("STATUS=Holding fleet slot %s (token %" PRIu64 ")", a->name, rep.token);
+                        write_env_file(a, rep->token, rep->lease);
+                        notify("STATUS=Holding fleet slot %s (token %" PRIu64 ")", a->name, rep->token);
                         return 0;
-                case REPLY_DENIED:
-                        if (drain_note(a->name, &rep, note, sizeof(note))) {
-                                log_notice("%s.", note);
-                                if (a->skip) {
-                                        notify("STATUS=Skipped: %s", note);
-                                        return EXIT_SKIP;
-                                }
-                                notify("STATUS=%s", note);
-                                return EXIT_TEMPFAIL;
-                        }
-                        if (limit_note(a->name, rep.limit, a->slots, "you asked for", note, sizeof(note)) && !limit_told)
-                                log_notice("%s.", note);
-                        if (a->skip) {
-                                log_notice("%s: all %" PRIu32 " fleet slots in use; skipping this run.", a->name,
-                                           reply_limit(&rep, a->slots));
-                                notify("STATUS=Skipped: all fleet slots of %s in use", a->name);
-                                return EXIT_SKIP;
-                        }
-                        log_error("%s: no fleet slot within the wait (position %" PRIu32 " in line).", a->name, rep.position);
-                        notify("STATUS=No fleet slot for %s within the wait", a->name);
-                        return EXIT_TEMPFAIL;
-                case REPLY_ERROR:
-                        if (streq(rep.code, ERROR_CODE_UNAVAILABLE) || streq(rep.code, ERROR_CODE_REDIS) ||
-                            streq(rep.code, ERROR_CODE_BUSY))
-                                return on_unavailable(a, rep.message);
-                        log_error("%s: %s", a->name, rep.message);
-                        return exit_code_for_error(rep.code);
+                case OUTCOME_UNAVAILABLE:
+                        return on_unavailable(a, o.text);
+                case OUTCOME_REFUSED:
+                        if (rep->kind == REPLY_DENIED)
+                                return on_denied(a, &o, limit_told);
+                        return on_failure(a, &o);
                 default:
-                        return on_unavailable(a, "unexpected reply from the agent");
+                        return on_failure(a, &o);
                 }
         }
 }
@@ -518,10 +547,11 @@ int verb_acquire(int argc, char *argv[]) {
         if (r < 0) {
                 /* An untrusted process on the agent's name is no agent
                  * either: --on-error decides, as when none is there. */
-                char why[CLIENT_ERROR_TEXT_MAX];
+                Outcome o;
 
-                client_error_text(r, a.ns, why, sizeof(why));
-                return on_unavailable(&a, why);
+                if (outcome_of_error(r, a.ns, &o) == OUTCOME_UNAVAILABLE)
+                        return on_unavailable(&a, o.text);
+                return on_failure(&a, &o);
         }
         return wait_for_grant(&a, agent_fd, signal_fd, req.lease, anchor_fd);
 }

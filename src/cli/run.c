@@ -17,6 +17,7 @@
 #include "client.h"
 #include "log.h"
 #include "macro.h"
+#include "outcome.h"
 #include "run-job.h"
 
 #define KILL_AFTER (10 * USEC_PER_SEC)
@@ -100,9 +101,11 @@ static void help(void) {
                "run had it; SIGINT, SIGTERM and SIGHUP go to it. COMMAND inherits the\n"
                "anchor (fd FLEETSEM_ANCHOR_FD): the slot is held while run or any process\n"
                "that keeps the anchor open lives, also after run exits or is killed.\n"
-               "Exit status: COMMAND's (128+N if killed by signal N); 75 no slot within the\n"
-               "wait or slot lost; 69 agent or Redis unavailable; 64 usage; 77 not permitted;\n"
-               "78 no --slots and NAME has no fleet limit.\n");
+               "Exit status: COMMAND's (128+N if killed by signal N); without COMMAND run:\n"
+               "75 no slot within the wait, slot lost, or the agent busy; 69 agent or Redis\n"
+               "unreachable; 70 a reply that cannot be decoded, or an error from Redis;\n"
+               "64 usage or an invalid request; 77 not permitted; 78 no --slots and NAME has\n"
+               "no fleet limit.\n");
 }
 
 static int parse_argv(Run *r, int argc, char *argv[]) {
@@ -331,11 +334,23 @@ static void tell_drain(Run *r, const Reply *rep) {
         r->drain_told = true;
 }
 
-static int handle_reply(Run *r, const Reply *rep) {
+/* Before a grant, anything but progress ends run without COMMAND: a
+ * refusal, an unreachable limiter (run has no on-error: COMMAND needs its
+ * slot), a reply nobody can decode. */
+static void failed(Run *r, const Outcome *o) {
+        if (o->kind == OUTCOME_INTERNAL)
+                log_error("%s: %s; not running COMMAND.", r->name, o->text);
+        else
+                log_error("%s: %s", r->name, o->text);
+        finish(r, outcome_exit_code(o));
+}
+
+static int handle_reply(Run *r, const Outcome *o) {
+        const Reply *rep = &o->reply;
         char buf[FORMAT_DURATION_MAX];
 
-        switch (rep->kind) {
-        case REPLY_QUEUED:
+        switch (o->kind) {
+        case OUTCOME_QUEUED:
                 if (r->granted) {
                         /* Asked again after an agent restart, and the slot was gone. */
                         handle_lost(r, "the slot was gone when the agent came back");
@@ -350,7 +365,7 @@ static int handle_reply(Run *r, const Reply *rep) {
                                  rep->position, rep->held, reply_limit(rep, r->slots));
                 r->position = rep->position;
                 return 0;
-        case REPLY_GRANTED:
+        case OUTCOME_GRANTED:
                 confirmed(r, rep->ttl_ms);
                 if (r->granted)
                         return 0;       /* again, after an agent restart: it still holds */
@@ -366,11 +381,36 @@ static int handle_reply(Run *r, const Reply *rep) {
                 if (job_spawn(&r->job, r->name, r->token, r->lease, r->anchor_fd) < 0)
                         finish(r, EXIT_SOFTWARE);
                 return 0;
-        case REPLY_RENEWED:
-                if (r->granted)
-                        confirmed(r, rep->ttl_ms);
+        case OUTCOME_RENEWED:
+                confirmed(r, rep->ttl_ms);
                 return 0;
-        case REPLY_DENIED: {
+        case OUTCOME_LOST:
+                handle_lost(r, o->text[0] ? o->text : "lost");
+                return 0;
+        case OUTCOME_REFUSED:
+        case OUTCOME_UNAVAILABLE:
+        case OUTCOME_INTERNAL:
+                if (r->granted && rep->kind == REPLY_DENIED) {
+                        /* Asked again after an agent restart, and the slot was gone. */
+                        handle_lost(r, "the slot was gone when the agent came back");
+                        agent_gone(r);
+                        return 0;
+                }
+                if (r->granted) {
+                        /* Asked again after an agent restart: the command
+                         * runs on; the anchor holds the slot. */
+                        log_error("%s: %s", r->name, o->text);
+                        return 0;
+                }
+                if (o->kind != OUTCOME_REFUSED || rep->kind != REPLY_DENIED) {
+                        failed(r, o);
+                        return 0;
+                }
+                break;
+        }
+
+        /* DENIED: no slot within the wait, none free, or drained. */
+        {
                 char note[NAME_MAX_LEN + 1024];
 
                 tell_limit(r, rep);
@@ -382,19 +422,7 @@ static int handle_reply(Run *r, const Reply *rep) {
                 else
                         log_error("%s: no slot within %s (position %" PRIu32 " in line).", r->name,
                                   format_duration(buf, sizeof(buf), r->wait), rep->position);
-                finish(r, EXIT_TEMPFAIL);
-                return 0;
-        }
-        case REPLY_ERROR:
-                log_error("%s: %s", r->name, rep->message);
-                if (r->granted)
-                        return 0;       /* the command runs on; the anchor holds the slot */
-                finish(r, exit_code_for_error(rep->code));
-                return 0;
-        case REPLY_LOST:
-                handle_lost(r, rep->message[0] ? rep->message : "lost");
-                return 0;
-        default:
+                finish(r, outcome_exit_code(o));
                 return 0;
         }
 }
@@ -432,7 +460,7 @@ static void on_anchor(Run *r) {
 /* Reads what the agent sent and acts on each line; false when there was
  * nothing (more) to read. */
 static bool on_agent(Run *r) {
-        Reply rep;
+        Outcome o;
         int k;
 
         k = line_reader_fill(&r->lr, r->agent_fd);
@@ -449,14 +477,21 @@ static bool on_agent(Run *r) {
                 k = line_reader_next(&r->lr, &line, &len);
                 if (k == 0)
                         break;
-                if (k < 0 || reply_parse(line, len, &rep) < 0) {
-                        log_error("%s: malformed reply from the agent.", r->name);
-                        if (!r->granted)
-                                finish(r, EXIT_UNAVAILABLE);
+                if (k < 0)
+                        outcome_of_error(k, r->ns, &o);
+                else
+                        outcome_of_line(line, len, r->granted, &o);
+                if (o.kind == OUTCOME_INTERNAL) {
+                        /* A bug: nothing more this connection says is
+                         * trusted; before a grant, COMMAND does not run. */
+                        if (r->granted)
+                                log_error("%s: %s", r->name, o.text);
+                        else
+                                failed(r, &o);
                         agent_gone(r);
                         return false;
                 }
-                handle_reply(r, &rep);
+                handle_reply(r, &o);
                 if (r->agent_fd < 0 || r->done)
                         return false;
         }
@@ -513,13 +548,24 @@ static void on_signal(Run *r) {
         }
 }
 
+/* The agent could not be asked: UNAVAILABLE (69) when it is not there,
+ * not trusted or takes no connection, INTERNAL (70) otherwise. */
+static int request_failed(Run *r, int error) {
+        Outcome o;
+
+        if (outcome_of_error(error, r->ns, &o) == OUTCOME_UNAVAILABLE)
+                return cli_request_failed(r->ns, error);
+        log_error("%s: %s", r->name, o.text);
+        return outcome_exit_code(&o);
+}
+
 /* Not granted by --wait and a little more: the agent did not answer. */
 static void give_up(Run *r) {
         char buf[FORMAT_DURATION_MAX];
 
         r->give_up_at = USEC_INFINITY;
         if (!r->reached) {
-                finish(r, cli_request_failed(r->ns, r->connect_error ?: -ETIMEDOUT));
+                finish(r, request_failed(r, r->connect_error ?: -ETIMEDOUT));
                 return;
         }
         log_error("%s: no slot within %s (the agent did not answer in time).", r->name,
@@ -629,7 +675,7 @@ int verb_run(int argc, char *argv[]) {
         /* A signal while connecting is handled by the loop. */
         k = ask(&r);
         if (k < 0 && k != -ECANCELED)
-                code = cli_request_failed(r.ns, k);
+                code = request_failed(&r, k);
         else {
                 k = loop(&r);
                 code = k < 0 ? EXIT_SOFTWARE : k;

@@ -277,6 +277,9 @@ const char *client_error_text(int error, const char *ns, char *buf, size_t size)
         case -ETIMEDOUT:
                 snprintf(buf, size, "the agent on @%s/agent does not answer", ns);
                 break;
+        case -ECONNRESET:
+                snprintf(buf, size, "the agent on @%s/agent closed the connection", ns);
+                break;
         default:
                 snprintf(buf, size, "cannot reach the agent on @%s/agent: %s", ns, strerror(-error));
         }
@@ -314,18 +317,4 @@ bool drain_note(const char *name, const Reply *rep, char *buf, size_t size) {
         snprintf(buf, size, "%s is drained (%s); no new slot is granted until \"fleetsem undrain %s\"", name,
                  text_escape(rep->drained, text, sizeof(text)), name);
         return true;
-}
-
-int exit_code_for_error(const char *code) {
-        if (streq(code, ERROR_CODE_PERMISSION) || streq(code, ERROR_CODE_ANCHOR) || streq(code, ERROR_CODE_LIMIT))
-                return EXIT_NOPERM;
-        if (streq(code, ERROR_CODE_USAGE) || streq(code, ERROR_CODE_INVALID))
-                return EXIT_USAGE;
-        if (streq(code, ERROR_CODE_NOT_HELD))
-                return EXIT_DATAERR;
-        if (streq(code, ERROR_CODE_NO_LIMIT))
-                return EXIT_CONFIG;
-        if (streq(code, ERROR_CODE_TOO_HEAVY))
-                return EXIT_USAGE;
-        return EXIT_UNAVAILABLE;
 }

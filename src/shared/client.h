@@ -108,5 +108,6 @@ bool grace_note(const char *name, const Reply *rep, char *buf, size_t size);
 /* "NAME is drained by …: no new slot is granted until …" when rep says the
  * name is drained; false otherwise. */
 bool drain_note(const char *name, const Reply *rep, char *buf, size_t size);
-/* The exit code for an ERROR reply's code. */
+/* The exit code for an ERROR reply's code (outcome.c: the same as
+ * outcome_exit_code() gives). */
 int exit_code_for_error(const char *code);

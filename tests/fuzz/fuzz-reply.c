@@ -2,11 +2,16 @@
 /* What the CLI and the PAM module make of the agent's lines: bytes through
  * the LineReader, each line through reply_parse(). An accepted reply is
  * one of the known kinds with the fields that kind needs, and a reply
- * written back from it reads back the same. */
+ * written back from it reads back the same. Each line through the
+ * classifier (outcome.h) too: what reply_parse() refuses is INTERNAL, only
+ * a GRANTED grants, only ERROR code=unavailable is UNAVAILABLE, and the
+ * text shown is bounded. */
 
 #include "client.h"
 #include "fuzz.h"
+#include "macro.h"
 #include "names.h"
+#include "outcome.h"
 
 static const char *const verbs[] = {
         [REPLY_QUEUED] = "QUEUED", [REPLY_GRANTED] = "GRANTED", [REPLY_DENIED] = "DENIED",
@@ -53,6 +58,25 @@ static void check_reply(const Reply *rep) {
         fuzz_assert(again.limit == rep->limit && again.ttl_ms == rep->ttl_ms);
 }
 
+static void check_outcome(const char *line, size_t len, int parsed, const Reply *rep, bool granted) {
+        Outcome o;
+        OutcomeKind k = outcome_of_line(line, len, granted, &o);
+
+        fuzz_assert(k == o.kind && strnlen(o.text, sizeof(o.text)) < sizeof(o.text));
+        if (parsed < 0)
+                fuzz_assert(k == OUTCOME_INTERNAL);
+        if (k == OUTCOME_GRANTED)
+                fuzz_assert(parsed == 0 && rep->kind == REPLY_GRANTED && lease_id_is_valid(o.reply.lease));
+        if (k == OUTCOME_UNAVAILABLE)
+                fuzz_assert(parsed == 0 && rep->kind == REPLY_ERROR && streq(rep->code, ERROR_CODE_UNAVAILABLE));
+        if (k == OUTCOME_REFUSED)
+                fuzz_assert(o.refusal != REFUSAL_NONE && (rep->kind == REPLY_DENIED || rep->kind == REPLY_ERROR));
+        if (k == OUTCOME_RENEWED || k == OUTCOME_LOST)
+                fuzz_assert(granted);
+        fuzz_assert(k == OUTCOME_GRANTED || k == OUTCOME_QUEUED || k == OUTCOME_RENEWED ||
+                    outcome_exit_code(&o) != 0);
+}
+
 static void on_line(char *line, size_t len) {
         Reply rep;
         int r;
@@ -61,6 +85,8 @@ static void on_line(char *line, size_t len) {
         fuzz_assert(r == 0 || r == -EBADMSG);
         if (r == 0)
                 check_reply(&rep);
+        check_outcome(line, len, r, &rep, false);
+        check_outcome(line, len, r, &rep, true);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
