@@ -598,7 +598,8 @@ end
 
 -- The proof (optional) is kept while the lease waits, for the grant
 -- message. Returns {-1} when the lease is another host's or user's (or
--- revoked), {-2} when it asks for no number of slots (0) and the name has no fleet limit,
+-- revoked), {-2} when it asks for no number of slots (0) and the name has
+-- no fleet limit,
 -- {-3, limit} when its weight is above the limit in force (it would never
 -- fit);
 -- {1, token, since_ms, held, limit} when it holds a slot (now or already);
