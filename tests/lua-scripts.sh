@@ -160,9 +160,10 @@ drain() {           # NAME 1|0 [REASON]
                 idle_ms="${IDLE:-600000}"
         lua "$1" drain "${ARGS_OUT[@]}"
 }
-revoke() {          # NAME LEASE [REASON]: root on AS_HOST; WHICH: 0 holders (default), w waiters, 1 both
+revoke() {          # NAME LEASE [REASON]: root on AS_HOST; WHICH: 0 holders (default), w waiters, 1 both;
+                    # NOW=1: freed at once (a host known dead)
         args revoke lease="$2" host="${AS_HOST:-a}" uid=0 user=root reason="${3:-}" grace_until_ms="${GRACE:-0}" \
-                idle_ms="${IDLE:-600000}" waiters="${WHICH:-0}"
+                idle_ms="${IDLE:-600000}" waiters="${WHICH:-0}" ${NOW:+now="$NOW"}
         lua "$1" revoke "${ARGS_OUT[@]}"
 }
 
@@ -855,16 +856,58 @@ drain dw 1 y >/dev/null
 check "drain: those in line are told to look again ('1')" wait_for 5 heard dw 1
 
 # ---- Revoke ----------------------------------------------------------------------
-# Root frees a held slot, whoever holds it: the next in line is granted as
-# a release grants (a higher token, the wake message); the holder's next
-# renewal finds its lease missing. A waiter is left alone.
+# Root takes a held slot back, whoever holds it: its holder's agent is
+# told on the wake channel ("r LEASE") and its renewals fail, but its
+# units stay counted until it releases or its fence point (its last
+# renewal + 2/3 of the lease) passes; nobody is granted before.
+sub rf
+acquire rf h 1 >/dev/null
+acquire rf w 1 "$P1" >/dev/null
+th=$(rec rf h 4)
+expiry=$(rcli ZSCORE "$(key rf holders)" h)
+r=$(AS_HOST=b revoke rf h "replaced")
+is "$(j "$r" 'r[:3]')" "[5,\"a 1000\",$th]" "revoke: a holder is revoked, nobody granted in its place yet"
+is "$(rcli ZSCORE "$(key rf holders)" h)" "$((expiry - 10000 / 3))" "revoke: its expiry is now its fence point (- a third of the lease)"
+is "$(j "$r" "$((expiry - 10000 / 3)) - $(redis_ms) <= r[3] <= 10000 * 2 / 3")" true \
+        "revoke: the reply says when it is free at the latest ($(j "$r" 'r[3]') ms)"
+check "revoke: its agent is told on the wake channel ('r h')" wait_for 5 heard rf "r h"
+is "$(rec rf h 6)" revoked "revoke: its record says it is revoked"
+is "$(counted rf)" "1 1 / 1 1 2" "revoke: it still counts"
+is "$(renew rf h w)" '["h"]' "revoke: its renewal finds it missing"
+is "$(rcli ZSCORE "$(key rf holders)" h)" "$((expiry - 10000 / 3))" "revoke: ... and does not extend it"
+is "$(acquire rf h 1)" '[-1]' "revoke: acquiring it again is refused"
+is "$(adopt rf h)" '[-1]' "revoke: so is adopting it"
+is "$(reassert rf h 1 "$th" 0)" '-1' "revoke: and re-asserting it"
+is "$(j "$(acquire rf w 1)" 'r[0]')" 0 "revoke: w still waits"
+r=$(AS_HOST=b revoke rf h)
+is "$(j "$r" 'r[:3]')" "[5,\"a 1000\",$th]" "revoke: revoking it again changes nothing"
+is "$(rcli ZSCORE "$(key rf holders)" h)" "$((expiry - 10000 / 3))" "revoke: ... not its fence point either"
+r=$(release rf h)
+is "$(j "$r" 'r[:2]')" '[1,"w"]' "revoke: its agent's release frees it at once, and w is granted"
+is "$(counted rf)" "1 0 / 1 0 1" "revoke: counted right"
+# Unreleased: free at its fence point, by the expiry sweep.
+TTL_MS=600 acquire rg h 1 >/dev/null
+TTL_MS=600 acquire rg w 1 >/dev/null
+expiry=$(rcli ZSCORE "$(key rg holders)" h)
+is "$(j "$(AS_HOST=b revoke rg h)" 'r[0]')" 5 "revoke: h of rg revoked (a lease of 600 ms)"
+granted=
+for _ in $(seq 1 100); do
+        [ "$(j "$(TTL_MS=600 acquire rg w 1)" 'r[0]')" = 1 ] && { granted=$(redis_ms); break; }
+        sleep 0.02
+done
+check "revoke: w is granted once h's fence point passed, not before (${granted:+$((granted - expiry + 200)) ms after it})" \
+        [ -n "$granted" -a "${granted:-0}" -ge $((expiry - 200)) ]
+is "$(counted rg)" "1 0 / 1 0 1" "revoke: counted right after the sweep"
+# NOW=1 (a host known dead): freed at once.
 sub rv
 acquire rv h 1 >/dev/null
 acquire rv w 1 "$P1" >/dev/null
 th=$(rec rv h 4)
 is "$(revoke rv w)" '[2,"a 1000"]' "revoke: a lease that waits is not revoked (and says whose it is)"
-r=$(AS_HOST=b revoke rv h "host a is dead")
-is "$(j "$r" 'r[:4]')" "[1,\"a 1000\",$th,\"w\"]" "revoke: another host's holder is revoked, and w granted in its place"
+r=$(NOW=1 AS_HOST=b revoke rv h "host a is dead")
+is "$(j "$r" 'r[:4]')" "[1,\"a 1000\",$th,\"w\"]" "revoke now: another host's holder is freed, and w granted in its place"
+check "revoke now: its agent is told on the wake channel too" wait_for 5 heard rv "r h"
+
 is "$(j "$r" "r[4] > $th")" true "revoke: w's token $(j "$r" 'r[4]') is above the revoked one's ($th)"
 check "revoke: with the release's wake message and w's proof" wait_for 5 sh -c "grep -q '^g w .* $P1\$' '$T/wake-rv'"
 is "$(rcli HGET "$(key rv clock)" '@' | cut -d' ' -f1-3,5-)" 'revoke b 0 root host a is dead' \
@@ -875,13 +918,13 @@ is "$(counted rv)" "1 0 / 1 0 1" "revoke: counted right"
 acquire rv w2 1 >/dev/null
 drain rv 1 maintenance >/dev/null
 tw=$(rec rv w 4)
-is "$(revoke rv w)" "[1,\"a 1000\",$tw]" "revoke: while drained, w is revoked and nobody is granted in its place"
+is "$(NOW=1 revoke rv w)" "[1,\"a 1000\",$tw]" "revoke now: while drained, w is revoked and nobody is granted in its place"
 is "$(rcli ZCARD "$(key rv queue)")" 1 "revoke: ... and w2 keeps its place"
 is "$(WHICH=w revoke rv w2)" '[3,"a 1000"]' "revoke: waiters only (a host's): w2 leaves the line"
 drain rv 0 >/dev/null
 acquire rv h3 1 >/dev/null
 is "$(WHICH=w revoke rv h3)" '[4,"a 1000"]' "revoke: waiters only: a holder is left"
-is "$(j "$(WHICH=1 revoke rv h3)" 'r[0]')" 1 "revoke: both: the holder goes"
+is "$(j "$(NOW=1 WHICH=1 revoke rv h3)" 'r[0]')" 1 "revoke now: both: the holder goes"
 is "$(counted rv)" "0 0 / 0 0 0" "revoke: counted right after all that"
 
 # ---- Status --------------------------------------------------------------------

@@ -1,29 +1,56 @@
 #!/bin/bash
-# Revoke, on two agents ("hosts") and Redis: root on a frees the slot a job
-# on b holds; a's waiter is granted at once with a higher token; b's job is
-# told at its agent's next renewal and acts on the lost slot (SIGTERM);
-# the journal and status say who did it and why; a lease that waits, or
-# holds nothing, is not revoked; --host frees every slot of one host (of
-# the names given); nobody else may revoke; bad input changes nothing.
-TTL=2s
+# Revoke, on two agents ("hosts") and Redis: root on a takes back the slot
+# a job on b holds; b's agent hears it at once (not at its next renewal)
+# and b's job acts on the lost slot (SIGTERM); a's waiter is granted with a
+# higher token once b's job ended, never beside it; with b's agent frozen,
+# only once b's job must have fenced itself; --now frees it at once; the
+# journal and status say who did it and why; a lease that waits, or holds
+# nothing, is not revoked; --host revokes every slot of one host (of the
+# names given); nobody else may revoke; bad input changes nothing.
+# (A lease of 6 s: renewals every 2 s, so that hearing it within 1 s of a
+# revoke made just after a renewal is the wake message's doing.)
+TTL=6s
 . "$(dirname "$0")/lib.sh"
 
 start_redis
 start_agent a
 start_agent b
 
-# hold HOST NAME TAG: a job that notes "enter TAG TOKEN" in $T/order when it
-# gets its slot, runs until $T/go-TAG exists, and notes "term TAG" when it
-# is told to stop.
+# hold HOST NAME TAG: a job that notes "enter TAG TOKEN MS" in $T/order when
+# it gets its slot, runs until $T/go-TAG exists, and notes "term TAG MS" when
+# it is told to stop (MS: its own clock, ms since the epoch).
 hold() {
         local host=$1 name=$2 tag=$3
-        fs "$host" run --slots 1 "$name" -- sh -c "trap 'echo term $tag >>$T/order; exit 143' TERM; \
-                echo enter $tag \$FLEETSEM_TOKEN >>'$T/order'; \
+        fs "$host" run --slots 1 "$name" -- sh -c "trap 'echo term $tag \$(date +%s%3N) >>$T/order; exit 143' TERM; \
+                echo enter $tag \$FLEETSEM_TOKEN \$(date +%s%3N) >>'$T/order'; \
                 while [ ! -e '$T/go-$tag' ]; do sleep 0.05; done" 2>>"$T/run-$tag.err"
 }
 entered() { grep -q "^enter $1 " "$T/order"; }
 token_of() { awk -v t="$1" '$1 == "enter" && $2 == t { print $3 }' "$T/order"; }
+entered_at() { awk -v t="$1" '$1 == "enter" && $2 == t { print $4 }' "$T/order"; }
+ended_at() { awk -v t="$1" '$1 == "term" && $2 == t { print $3 }' "$T/order"; }
 holder_of() { rcli ZRANGE "fleetsem:{$1}:holders" 0 -1; }
+now_ms() { date +%s%3N; }
+# just_renewed NAME LEASE: waits for the holder's agent to renew it (its
+# expiry in Redis moves), so that its next renewal is a third of a lease
+# away; prints the new expiry (ms, Redis' clock).
+just_renewed() {
+        local before after
+        before=$(rcli ZSCORE "fleetsem:{$1}:holders" "$2")
+        wait_for 10 sh -c "[ \"\$(redis-cli -s '$REDIS_SOCK' ZSCORE 'fleetsem:{$1}:holders' '$2')\" != '$before' ]" ||
+                return 1
+        rcli ZSCORE "fleetsem:{$1}:holders" "$2"
+}
+# sample NAME: every 10 ms until killed, the name's holders as Redis counts
+# them (ZCARD and the state's HELD) into $T/held-NAME.
+sample() {
+        while :; do
+                echo "$(redis-cli -s "$REDIS_SOCK" ZCARD "fleetsem:{$1}:holders")" \
+                        "$(redis-cli -s "$REDIS_SOCK" HGET "fleetsem:{$1}:clock" . | cut -d' ' -f1)"
+                sleep 0.01
+        done >>"$T/held-$1"
+}
+most_held() { tr ' ' '\n' <"$T/held-$1" | sort -n | tail -n 1; }
 
 hold b r hb & hb=$!
 check "b's job holds r" wait_for 10 entered hb
@@ -60,20 +87,32 @@ is "$rc" 65 "a lease that waits is not revoked: 65"
 like "$out" 'holds no slot \(it waits; only held slots are revoked\)' "... and says so"
 is "$(holder_of r) $(rcli ZRANGE 'fleetsem:{r}:queue' 0 -1)" "$lease $waiting" "nothing changed"
 
-# Root on a revokes b's slot.
+# Root on a revokes b's slot, just after b's agent renewed it.
+sample r & sampler=$!
+just_renewed r "$lease" >/dev/null || not_ok "b's agent renews its lease"
+t_revoke=$(now_ms)
 out=$(fs a revoke --reason "host b is being replaced" "$lease"); rc=$?
 is "$rc" 0 "root on a revokes b's lease"
-like "$out" "^Revoked $lease of r \\(held on b, uid 0, token [0-9]+\\); 1 waiter\\(s\\) granted at once\\.\$" "... and is told so"
-check "a's waiter gets in at once" wait_for 5 entered wa
-check "with a higher token ($(token_of wa) > $(token_of hb))" [ "$(token_of wa)" -gt "$(token_of hb)" ]
-check "b's job is told to stop (on-lost=term) at its agent's next renewal" wait_for 5 grep -q '^term hb' "$T/order"
+like "$out" "^Revoked $lease of r \\(held on b, uid 0, token [0-9]+\\); 0 waiter\\(s\\) granted at once\\.\$" "... and is told so"
+like "$out" "^Its slot is free once the job stopped, in [0-9]+ ms at the latest \\(--now: at once\\)\\.\$" \
+        "... and when it is free at the latest"
+check "b's job is told to stop (on-lost=term)" wait_for 5 grep -q '^term hb' "$T/order"
+check "... within 1 s of the revoke, not at its agent's next renewal 2 s on ($(( $(ended_at hb) - t_revoke )) ms)" \
+        [ "$(( $(ended_at hb) - t_revoke ))" -lt 1000 ]
 wait "$hb"
 is "$?" 75 "and fleetsem run exits 75 (slot lost)"
+check "a's waiter gets in then" wait_for 5 entered wa
+check "... after b's job ended ($(( $(entered_at wa) - $(ended_at hb) )) ms after)" \
+        [ "$(entered_at wa)" -ge "$(ended_at hb)" ]
+check "with a higher token ($(token_of wa) > $(token_of hb))" [ "$(token_of wa)" -gt "$(token_of hb)" ]
+kill "$sampler"; wait "$sampler" 2>/dev/null
+check "Redis never counted two holders of r ($(wc -l <"$T/held-r") samples)" \
+        [ "$(wc -l <"$T/held-r")" -gt 10 -a "$(most_held r)" = 1 ]
 check "b's agent says the slot was lost, and why" grep -q \
         "LOST slot of r (token $(token_of hb)): its lease is gone from Redis (it ran out, was evicted, or was revoked)\\." \
         "$T/agent-b.log"
 check "the journal of a says who revoked what, and why" grep -q \
-        "Revoked the slot of r held by lease $lease on b (uid 0, token $(token_of hb)) for root (uid 0, pid [0-9]*) on a (host b is being replaced); 1 waiter(s) granted at once\\..*\\[name=r action=revoke lease=$lease token=$(token_of hb) operator=root (uid 0, pid [0-9]*) on a reason=host b is being replaced\\]" \
+        "Revoked the slot of r held by lease $lease on b (uid 0, token $(token_of hb)) for root (uid 0, pid [0-9]*) on a (host b is being replaced); it is free once its holder stopped, in [0-9]* ms at the latest\\..*\\[name=r action=revoke lease=$lease token=$(token_of hb) operator=root (uid 0, pid [0-9]*) on a reason=host b is being replaced\\]" \
         "$T/agent-a.log"
 is "$(fs b status r | sed -n 's/at [0-9-]* [0-9:]* UTC/at WHEN/; s/^  Last action: //p')" \
         'revoke by root (uid 0) on a at WHEN: host b is being replaced' "status on b: the last action on r"
@@ -96,14 +135,20 @@ hold a r3 a3 & a3=$!
 check "a job of a waits behind it" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{r3}:queue') = 2 ]"
 out=$(fs a revoke --host b r2 r2); rc=$?
 is "$rc" 0 "revoke --host b r2 (r2 given twice)"
-is "$out" "Revoked 1 held slot(s) and 0 waiting lease(s) of b on r2; 0 waiter(s) granted at once." \
+like "$out" "^Revoked 1 held slot\\(s\\) and 0 waiting lease\\(s\\) of b on r2; 0 waiter\\(s\\) granted at once\\.\$" \
         "... revokes b's slot of r2 alone, once"
-is "$(holder_of r2 | wc -w) $(holder_of r3 | wc -w)" "0 1" "Redis: r2 free, r3 still held"
-# b stops answering (its agent frozen, as a dead host's): revoke all of it.
+like "$out" "^The slots held are free once their jobs stopped, in [0-9]+ ms at the latest \\(--now: at once\\)\\.\$" \
+        "... free once its job stopped"
+check "b's job of r2 is told at once" wait_for 5 grep -q '^term h2' "$T/order"
+wait "$h2"
+check "Redis: r2 free then, r3 still held" \
+        wait_for 5 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{r2}:holders') \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{r3}:holders')\" = '0 1' ]"
+# b stops answering (its agent frozen, as a dead host's): revoke all of it,
+# --now.
 bpid=$(agent_pid b)
 kill -STOP "$bpid"
-out=$(fs a revoke --host b --reason "b is gone"); rc=$?
-is "$rc" 0 "revoke --host b: the rest"
+out=$(fs a revoke --now --host b --reason "b is gone"); rc=$?
+is "$rc" 0 "revoke --now --host b: the rest"
 is "$out" "Revoked 1 held slot(s) and 1 waiting lease(s) of b; 1 waiter(s) granted at once." \
         "... b's holder of r3 and its waiter, and a's waiter granted"
 check "a's job gets r3, not b's waiter" wait_for 5 entered a3
@@ -113,9 +158,8 @@ check "the journal of a says which leases of b it revoked" grep -q \
         "$T/agent-a.log"
 is "$(fs a revoke --host b)" "Revoked 0 held slot(s) and 0 waiting lease(s) of b; 0 waiter(s) granted at once." \
         "revoke --host b again: nothing left"
-check "b's holders, hearing nothing from their agent, fence themselves" \
-        wait_for 5 sh -c "grep -q '^term h2' $T/order && grep -q '^term h3' $T/order"
-wait "$h2" "$h3"
+check "b's holder, hearing nothing from its agent, fences itself" wait_for 10 grep -q '^term h3' "$T/order"
+wait "$h3"
 # b comes back: its waiter still wants r3, and its agent queues it again.
 kill -CONT "$bpid"
 check "b's agent queues its waiter again" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{r3}:queue') = 1 ]"
@@ -124,6 +168,50 @@ touch "$T/go-a3"
 wait "$a3"
 check "b's waiter gets r3 then" wait_for 10 entered h3w
 wait "$h3w"
+# --now (a host known dead): the waiter is granted at once, beside the job
+# if it still runs, which its agent tells at once all the same.
+hold b rn hn & hn=$!
+check "b's job holds rn" wait_for 10 entered hn
+hold a rn an & an=$!
+check "a's job waits for rn" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{rn}:queue') = 1 ]"
+lease=$(holder_of rn)
+out=$(fs a revoke --now "$lease"); rc=$?
+is "$rc" 0 "revoke --now"
+like "$out" "^Revoked $lease of rn \\(held on b, uid 0, token [0-9]+\\); 1 waiter\\(s\\) granted at once\\.\$" \
+        "... grants a's waiter at once"
+check "Redis: a's lease holds rn as soon as the revoke returns" [ "$(holder_of rn)" != "$lease" -a -n "$(holder_of rn)" ]
+check "a's job gets in" wait_for 5 entered an
+check "b's job is told to stop" wait_for 5 grep -q '^term hn' "$T/order"
+wait "$hn"
+touch "$T/go-an"
+wait "$an"
+# b's agent frozen: its job is revoked, but its slot is free only once the
+# job must have fenced itself: its last renewal (its expiry in Redis less
+# the lease) + 2/3 of the lease. The job fences itself then too.
+hold b rf hf & hf=$!
+check "b's job holds rf" wait_for 10 entered hf
+hold a rf af & af=$!
+check "a's job waits for rf" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{rf}:queue') = 1 ]"
+lease=$(holder_of rf)
+sample rf & sampler=$!
+expiry=$(just_renewed rf "$lease") || not_ok "b's agent renews its lease"
+kill -STOP "$bpid"
+t_revoke=$(now_ms)
+out=$(fs a revoke "$lease"); rc=$?
+is "$rc" 0 "revoke while b's agent is frozen"
+fence=$((expiry - 6000 / 3))
+check "a's job gets in only once b's must have fenced itself" wait_for 10 entered af
+check "... at its fence point or later: $(( $(entered_at af) - t_revoke )) ms after the revoke, $(( fence - t_revoke )) ms at least" \
+        [ "$(entered_at af)" -ge "$fence" ]
+check "b's job fenced itself (on-lost=term)" wait_for 5 grep -q '^term hf' "$T/order"
+kill -CONT "$bpid"
+wait "$hf"
+is "$?" 75 "... and its fleetsem run exits 75"
+kill "$sampler"; wait "$sampler" 2>/dev/null
+check "Redis never counted two holders of rf ($(wc -l <"$T/held-rf") samples)" \
+        [ "$(wc -l <"$T/held-rf")" -gt 10 -a "$(most_held rf)" = 1 ]
+touch "$T/go-af"
+wait "$af"
 # A LEASE on a name outside the 1000 used most recently: found with --name.
 hold b old ho & ho=$!
 check "b's job holds old" wait_for 10 grep -q '^enter ho ' "$T/order"

@@ -81,7 +81,12 @@ static void test_roundtrip(void) {
         n = request_format(&in, line, sizeof(line));
         CHECK_STR(line, "REVOKE host=web-3", "REVOKE of a host's leases");
         CHECK(request_parse(line, (size_t) n, &out, NULL) == 0 && out.verb == REQUEST_REVOKE &&
-              streq(out.host, "web-3") && !out.name[0] && !out.lease[0], "REVOKE of a host survives");
+              streq(out.host, "web-3") && !out.name[0] && !out.lease[0] && !out.revoke_now, "REVOKE of a host survives");
+        in.revoke_now = true;
+        n = request_format(&in, line, sizeof(line));
+        CHECK_STR(line, "REVOKE host=web-3 now=1", "REVOKE now=1: a host known dead");
+        CHECK(request_parse(line, (size_t) n, &out, NULL) == 0 && out.revoke_now, "now=1 survives");
+        CHECK(request_parse("REVOKE host=web-3 now=0", 23, &out, NULL) < 0, "now=0 is refused");
 
         in = (Request) { .verb = REQUEST_LIMIT, .slots = 5 };
         strcpy(in.name, "backup");

@@ -634,6 +634,60 @@ static void test_lost_when_not_renewed(void) {
         teardown();
 }
 
+/* "r LEASE" on the name's wake channel (a revoke): the holder's agent
+ * renews at once, as a hint; Redis' answer makes it lost, told at once,
+ * but released only when its anchor closes (the job stopped) or at its
+ * fence point, so that its successor never runs beside it. */
+static void test_revoke_heard(void) {
+        Client c1 = {}, c2 = {};
+        Lease *a, *b;
+        char one[1][LEASE_ID_LEN + 1], msg[64];
+        bool missing = true;
+        unsigned renews;
+
+        setup(0);
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
+        reply_granted(a, 1, 1, 0);
+        renews = count_calls("renew", NULL);
+        slots_wake(&e, "x", "r not-a-lease", 1);
+        snprintf(msg, sizeof(msg), "r %s", id(2));
+        slots_wake(&e, "x", msg, 1);
+        CHECK_INT(count_calls("renew", NULL), renews, "an r message that names no holder here asks nothing");
+        snprintf(msg, sizeof(msg), "r %s", id(1));
+        slots_wake(&e, "y", msg, 1);
+        CHECK_INT(count_calls("renew", NULL), renews, "... nor one on another name's channel");
+        slots_wake(&e, "x", msg, 2);
+        CHECK_INT(count_calls("renew", NULL), renews + 1, "one that names a holder here renews its name at once");
+        CHECK(!has_line(&c1, "LOST"), "... and is no loss by itself (anyone may PUBLISH)");
+        memcpy(one[0], id(1), sizeof(one[0]));
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 2, 3);
+        CHECK(has_line(&c1, "LOST"), "Redis finds it missing: the holder is told at once");
+        CHECK(c1.finished, "... and let go");
+        CHECK_INT(count_calls("release", id(1)), 0, "its slot is not released while the job may still run");
+        CHECK_INT(a->state, LEASE_HELD, "... it stays here until then");
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 4, 5);
+        CHECK_INT(count_calls("release", id(1)), 0, "... also when a renewal finds it missing again");
+        slots_anchor_closed(&e, a, 6);
+        CHECK_INT(count_calls("release", id(1)), 1, "released once its anchor closed (the job stopped)");
+        CHECK_U64(e.stats.releases[SLOTS_RELEASE_LOST], 1, "counted once, as lost");
+        CHECK_U64(e.stats.releases[SLOTS_RELEASE_ANCHOR_CLOSED], 0, "... not again when its anchor closed");
+
+        /* A job that goes on (a login session): released at its fence point. */
+        b = ask(2, "x", 1, USEC_INFINITY, &c2, 10);
+        reply_granted(b, 2, 1, 10);
+        snprintf(msg, sizeof(msg), "r %s", id(2));
+        slots_wake(&e, "x", msg, 11);
+        memcpy(one[0], id(2), sizeof(one[0]));
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 11, 12);
+        CHECK(has_line(&c2, "LOST"), "a second holder revoked is told");
+        slots_tick(&e, 10 + slots_lost_after(&e));
+        CHECK_INT(count_calls("release", id(2)), 0, "not released before its fence point");
+        slots_tick(&e, 10 + slots_lost_after(&e) + 1);
+        CHECK_INT(count_calls("release", id(2)), 1, "released at its fence point");
+        CHECK_INT(e.n_held, 0, "and gone from here");
+        teardown();
+}
+
 /* Redis lost its state: holders are re-asserted, waiters queue again and
  * look once the grace is over; a reset during a grant grants nothing. */
 static void test_reset(void) {
@@ -1487,6 +1541,7 @@ int main(void) {
         test_requeue_in_order();
         test_each_grant_waits_for_its_answer();
         test_lost_when_not_renewed();
+        test_revoke_heard();
         test_reset();
         test_refused_and_pending_release();
         test_unconfirmed_grant();

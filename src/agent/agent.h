@@ -210,8 +210,10 @@ int io_call_reassert(void *ctx, Lease *l);
 /* The drain, revoke and limit scripts for root's DRAIN, REVOKE and LIMIT (operator.c). */
 int io_call_drain(Agent *a, const char *name, bool on, uid_t uid, const char *user, const char *reason,
                   redis_reply_cb cb, void *userdata);
+/* at_once: the slot freed now (a host known dead), else kept counted
+ * until its holder releases it or must have fenced itself */
 int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, const char *user, const char *reason,
-                   const char *which, redis_reply_cb cb, void *userdata);
+                   const char *which, bool at_once, redis_reply_cb cb, void *userdata);
 /* n 0: the fleet limit removed */
 int io_call_limit(Agent *a, const char *name, uint32_t n, uid_t uid, const char *user, const char *reason,
                   redis_reply_cb cb, void *userdata);

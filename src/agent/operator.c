@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Operators' requests, root on this host only, each acting fleet-wide:
  * DRAIN (no new grant of a name anywhere; holders run on, waiters keep
- * their places) or undrain, REVOKE (a held slot freed now, whoever
- * holds it) and LIMIT (the name's fleet limit set or removed). The journal says who did it, from where and why
+ * their places) or undrain, REVOKE (a held slot taken back, whoever holds
+ * it: free once its holder stopped, or now=1 at once) and LIMIT (the name's fleet limit set or removed). The journal says who did it, from where and why
  * (FLEETSEM_ACTION, FLEETSEM_OPERATOR, FLEETSEM_REASON). */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,6 +25,8 @@ typedef struct OpCall {
         char host[IDENT_MAX_LEN + 1];   /* REVOKE host=: every lease of that host */
         size_t pending;                 /* … calls under way */
         size_t held, waiting, granted;  /* … their outcome so far */
+        long long free_in;              /* … ms until the last slot revoked is free */
+        bool at_once;                   /* REVOKE now=1 */
         bool failed;
         uid_t uid;
         char user[64];
@@ -137,11 +139,12 @@ static void limit_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 }
 
 /* A revoke script's reply: {1, "HOST UID", token, granted...} a holder
- * revoked; {3, "HOST UID"} a waiter; {2, "HOST UID"} it waits, {4, "HOST
- * UID"} it holds (left); {0} no such lease holds or waits. -1: not such a
- * reply. */
+ * freed at once; {5, "HOST UID", token, free_in_ms} a holder revoked, its
+ * slot free once it released it, at free_in_ms at the latest; {3, "HOST
+ * UID"} a waiter; {2, "HOST UID"} it waits, {4, "HOST UID"} it holds
+ * (left); {0} no such lease holds or waits. -1: not such a reply. */
 typedef struct RevokeOutcome {
-        long long status, token;
+        long long status, token, free_in_ms;
         char host[IDENT_MAX_LEN + 1];
         unsigned long long uid;
         size_t granted;
@@ -152,11 +155,13 @@ static int revoke_parse(const RedisReply *reply, RevokeOutcome *o) {
 
         *o = (RevokeOutcome) { .status = -1 };
         if (!reply || redis_reply_error(reply) || redis_reply_array_integer(reply, 0, &o->status) < 0 ||
-            o->status < 0 || o->status > 4 ||
+            o->status < 0 || o->status > 5 ||
             (o->status >= 1 && (redis_reply_array_string(reply, 1, owner, sizeof(owner)) < 0 ||
                                 sscanf(owner, "%64s %llu", o->host, &o->uid) != 2 || !ident_is_valid(o->host))) ||
-            (o->status == 1 && (redis_reply_array_integer(reply, 2, &o->token) < 0 || o->token <= 0 ||
-                                redis_reply_array_len(reply) % 3 != 0))) {
+            ((o->status == 1 || o->status == 5) && (redis_reply_array_integer(reply, 2, &o->token) < 0 || o->token <= 0)) ||
+            (o->status == 1 && redis_reply_array_len(reply) % 3 != 0) ||
+            (o->status == 5 && (redis_reply_array_len(reply) != 4 ||
+                                redis_reply_array_integer(reply, 3, &o->free_in_ms) < 0 || o->free_in_ms < 0))) {
                 o->status = -1;
                 return -EBADMSG;
         }
@@ -177,9 +182,15 @@ static void revoke_log(OpCall *d, const char *name, const char *lease, const Rev
 
         if (o->status == 1)
                 log_internal(LOG_NOTICE, 0, &f, "Revoked the slot of %s held by lease %s on %s (uid %llu, token %lld) "
-                             "for %s (%s); %zu waiter(s) granted at once. Its holder learns it at its agent's next "
-                             "renewal; until then, or its own fence, it may run on.", name, lease, o->host, o->uid,
-                             o->token, d->operator, d->reason[0] ? d->reason : "no reason given", o->granted);
+                             "for %s (%s), freed at once (now); %zu waiter(s) granted at once. If its holder still "
+                             "runs, it runs beside them until its agent hears of it or it fences itself.", name, lease,
+                             o->host, o->uid, o->token, d->operator, d->reason[0] ? d->reason : "no reason given",
+                             o->granted);
+        else if (o->status == 5)
+                log_internal(LOG_NOTICE, 0, &f, "Revoked the slot of %s held by lease %s on %s (uid %llu, token %lld) "
+                             "for %s (%s); it is free once its holder stopped, in %lld ms at the latest.", name, lease,
+                             o->host, o->uid, o->token, d->operator, d->reason[0] ? d->reason : "no reason given",
+                             o->free_in_ms);
         else if (o->status == 3)
                 log_internal(LOG_NOTICE, 0, &f, "Revoked lease %s of %s, waiting on %s (uid %llu), for %s (%s).",
                              lease, name, o->host, o->uid, d->operator, d->reason[0] ? d->reason : "no reason given");
@@ -199,7 +210,7 @@ static void revoke_reply(RedisConn *conn, const RedisReply *reply, void *userdat
                 op_failed(d, &f, reply, what, revoke_unknown(reply));
                 return;
         }
-        if (o.status != 1) {
+        if (o.status != 1 && o.status != 5) {
                 log_internal(LOG_INFO, 0, &f, "Revoke of lease %s of %s for %s: %s; nothing revoked.", d->lease, d->name,
                              d->operator, o.status == 2 ? "it waits, it holds no slot" : "no such lease holds a slot");
                 if (d->client)
@@ -216,6 +227,7 @@ static void revoke_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         message_add_u64(&b, "uid", o.uid);
         message_add_u64(&b, "token", (uint64_t) o.token);
         message_add_u64(&b, "granted", o.granted);
+        message_add_u64(&b, "free_in", (uint64_t) o.free_in_ms);
         op_finish(d, line, message_finish(&b));
 }
 
@@ -253,6 +265,7 @@ static void host_revoke_done(OpCall *d) {
         message_add_u64(&b, "held", d->held);
         message_add_u64(&b, "waiting", d->waiting);
         message_add_u64(&b, "granted", d->granted);
+        message_add_u64(&b, "free_in", (uint64_t) d->free_in);
         op_finish(d, line, message_finish(&b));
 }
 
@@ -271,8 +284,9 @@ static void host_lease_reply(RedisConn *conn, const RedisReply *reply, void *use
                 d->failed = true;
         } else {
                 revoke_log(d, hl->name, hl->lease, &o);
-                d->held += o.status == 1;
+                d->held += o.status == 1 || o.status == 5;
                 d->waiting += o.status == 3;
+                d->free_in = MAX(d->free_in, o.free_in_ms);
                 d->granted += o.granted;
         }
         free(hl);
@@ -317,8 +331,8 @@ static void host_index_reply(RedisConn *conn, const RedisReply *reply, void *use
                 *hl = (HostLease) { .op = d };
                 snprintf(hl->name, sizeof(hl->name), "%s", name);
                 snprintf(hl->lease, sizeof(hl->lease), "%s", id);
-                if (io_call_revoke(d->agent, hl->name, hl->lease, d->uid, d->user, d->reason, which, host_lease_reply,
-                                   hl) < 0) {
+                if (io_call_revoke(d->agent, hl->name, hl->lease, d->uid, d->user, d->reason, which, d->at_once,
+                                   host_lease_reply, hl) < 0) {
                         free(hl);
                         d->failed = true;
                         continue;
@@ -353,7 +367,8 @@ static OpCall *op_start(Agent *a, Client *c, const Request *req, const char *wha
                 client_send_error(c, ERROR_CODE_BUSY, "out of memory; try again");
                 return NULL;
         }
-        *d = (OpCall) { .agent = a, .client = c, .on = req->drain, .slots = req->slots, .uid = c->cred.uid };
+        *d = (OpCall) { .agent = a, .client = c, .on = req->drain, .slots = req->slots, .uid = c->cred.uid,
+                        .at_once = req->revoke_now };
         snprintf(d->name, sizeof(d->name), "%s", req->name);
         snprintf(d->lease, sizeof(d->lease), "%s", req->lease);
         snprintf(d->host, sizeof(d->host), "%s", req->host);
@@ -401,6 +416,7 @@ void revoke_request(Agent *a, Client *c, const Request *req) {
                         op_not_sent(c, d);
                 return;
         }
-        if (io_call_revoke(a, d->name, d->lease, c->cred.uid, d->user, d->reason, REVOKE_HOLDERS, revoke_reply, d) < 0)
+        if (io_call_revoke(a, d->name, d->lease, c->cred.uid, d->user, d->reason, REVOKE_HOLDERS, d->at_once, revoke_reply,
+                           d) < 0)
                 op_not_sent(c, d);
 }

@@ -499,7 +499,7 @@ int io_call_limit(Agent *a, const char *name, uint32_t n, uid_t uid, const char 
 /* ---- An operator's revoke -------------------------------------------------------- */
 
 int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, const char *user, const char *reason,
-                   const char *which, redis_reply_cb cb, void *userdata) {
+                   const char *which, bool at_once, redis_reply_cb cb, void *userdata) {
         CommonArgs c;
 
         common_args(a, name, uid, &c);
@@ -508,7 +508,7 @@ int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, con
                                    [ARG_REVOKE_LEASE] = lease, [ARG_REVOKE_HOST] = a->config->host_id,
                                    [ARG_REVOKE_UID] = c.uid, [ARG_REVOKE_USER] = user, [ARG_REVOKE_REASON] = reason,
                                    [ARG_REVOKE_GRACE_UNTIL_MS] = c.grace, [ARG_REVOKE_IDLE_MS] = c.idle,
-                                   [ARG_REVOKE_WAITERS] = which,
+                                   [ARG_REVOKE_WAITERS] = which, [ARG_REVOKE_NOW] = at_once ? "1" : "0",
                            },
                            NULL);
 }
@@ -560,7 +560,7 @@ void io_name_waiting(void *ctx, Name *n) {
 
 void engine_subscribe_all(RedisIo *io) {
         for (Name *n = io->agent->slots.names; n; n = n->all_next)
-                if (n->n_waiting > 0)
+                if (n->n_waiting > 0 || n->n_held > 0)
                         io_name_waiting(io->agent, n);
         engine_watch(io);
 }

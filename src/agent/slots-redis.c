@@ -76,6 +76,30 @@ int granted_parse(const char *s, Granted *g, size_t max, size_t *ret_k) {
         return 0;
 }
 
+static void renew_name(Slots *e, Name *n);
+
+/* "r LEASE [LEASE…]": holders of n revoked. Only a hint (anyone who may
+ * PUBLISH can send it): this host's holders named are renewed now, and
+ * Redis' answer, not the message, makes them lost. */
+static void revoked_heard(Slots *e, Name *n, const char *s) {
+        bool ours = false;
+
+        while (*s) {
+                char id[LEASE_ID_LEN + 1];
+                Lease *l;
+
+                if (next_word(&s, id, sizeof(id)) < 0 || !lease_id_is_valid(id))
+                        break;
+                l = slots_lease_find(e, id);
+                if (!l || l->name != n || l->state != LEASE_HELD || l->lost_told)
+                        continue;
+                l->revoke_heard = true;
+                ours = true;
+        }
+        if (ours && e->redis_up)
+                renew_name(e, n);
+}
+
 void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
         Name *n = slots_name_find(e, name);
         Granted g[SLOTS_GRANTS_MAX];
@@ -124,6 +148,10 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
                  * on the name, per grant. */
                 return;
         }
+        if (payload && strneq(payload, "r ", 2)) {
+                revoked_heard(e, n, payload + 2);
+                return;
+        }
         name_recheck(n, now);
 }
 
@@ -132,7 +160,8 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
 static void lease_reassert(Lease *l) {
         Slots *e = l->slots_engine;
 
-        if (l->reassert_inflight)
+        /* (Nor one revoked, told LOST: Redis lost its record.) */
+        if (l->reassert_inflight || l->lost_told)
                 return;
         if (e->ops->call_reassert(e->ctx, lease_ref(l)) < 0) {
                 lease_unref(l);

@@ -95,7 +95,8 @@ void histogram_add(SlotsHistogram *h, usec_t t) {
 }
 
 void count_release(Lease *l, SlotsReleaseCause cause) {
-        if (l->state == LEASE_HELD)
+        /* (A revoked holder told LOST was counted then.) */
+        if (l->state == LEASE_HELD && !l->lost_told)
                 l->slots_engine->stats.releases[cause]++;
 }
 

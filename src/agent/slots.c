@@ -192,11 +192,13 @@ void lease_set_state(Lease *l, LeaseState state) {
         if (state == LEASE_WAITING) {
                 l->name->n_waiting++;
                 e->n_waiting++;
-                e->ops->name_waiting(e->ctx, l->name);
         } else if (state == LEASE_HELD) {
                 l->name->n_held++;
                 e->n_held++;
         }
+        /* Waiters hear of grants there, holders of a revoke. */
+        if (state != LEASE_GONE)
+                e->ops->name_waiting(e->ctx, l->name);
         e->ops->changed(e->ctx);
 }
 
@@ -313,7 +315,15 @@ void lease_lost(Lease *l, const char *why, usec_t now) {
         char line[PROTO_REPLY_MAX];
         MessageBuilder b;
         LogFields f = lease_fields(l);
+        bool fenced = now - l->renewed > slots_lost_after(e);
 
+        /* Revoked, told already: released when its anchor closes, or now
+         * that it must have fenced itself. */
+        if (l->lost_told) {
+                if (fenced)
+                        lease_release_at(l, "revoked, past its fence point", now);
+                return;
+        }
         slots_say(e, LOG_ERR, SLOTS_NO_UID, now, &f, "LOST slot of %s (token %" PRIu64 "): %s.", l->name->name, l->token,
             why);
         if (l->unit && l->stop_on_lost)
@@ -329,6 +339,14 @@ void lease_lost(Lease *l, const char *why, usec_t now) {
                 e->ops->tell_lost(e->ctx, l, why);
         e->stats.lost++;
         count_release(l, SLOTS_RELEASE_LOST);
+        /* A revoke keeps the slot counted in Redis until this release: made
+         * once the job stopped (its anchor closed), so that its successor
+         * never runs beside it; at its fence point at the latest. */
+        if (l->revoke_heard && !fenced) {
+                l->lost_told = true;
+                lease_finish_client(l);
+                return;
+        }
         lease_release_at(l, "lost", now);
 }
 

@@ -71,6 +71,12 @@ struct Lease {
          * one; "" none): a wake message that names it is Redis' word. */
         char proof[LEASE_ID_LEN + 1];
         bool reassert_inflight;
+        /* Named revoked on its name's wake channel ("r LEASE"): once Redis
+         * confirms it (a renewal finds it missing), it is lost, but its
+         * release waits for its anchor to close (the job stopped) or its
+         * fence point (lost_told: told LOST, waiting for either). */
+        bool revoke_heard;
+        bool lost_told;
         uint64_t seq;           /* order of joining the queue here (0: not yet) */
         uint64_t check_id;      /* the last acquire check sent for it */
         usec_t check_sent;      /* when */
@@ -229,7 +235,7 @@ typedef struct SlotsOps {
         /* One timer per lease and per name; USEC_INFINITY disarms. */
         void (*lease_timer)(void *ctx, Lease *l, usec_t when);
         void (*name_timer)(void *ctx, Name *n, usec_t when);
-        void (*name_waiting)(void *ctx, Name *n);       /* a waiter: subscribe to its wake-ups */
+        void (*name_waiting)(void *ctx, Name *n);       /* a waiter or a holder: subscribe to its wake-ups */
         void (*lease_drop)(void *ctx, Lease *l);        /* gone here: close its watch, free l->io */
         void (*name_drop)(void *ctx, Name *n);          /* gone here: free n->io */
         void (*stop_unit)(void *ctx, const char *unit, const char *why);

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* `fleetsem revoke LEASE...` and `fleetsem revoke --host HOST [NAME...]`:
- * root frees held slots now, fleet-wide, whoever holds them (a host known
- * dead, before its leases run out). A LEASE's name is found in the agent's
+ * root takes held slots back, fleet-wide, whoever holds them: each is free
+ * once its holder stopped (at its fence point at the latest), or at once
+ * with --now (a host known dead). A LEASE's name is found in the agent's
  * status; a host's leases the agent reads from the host's own index. The
  * agent checks that the caller is root. */
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,20 +18,22 @@
 #include "status-fetch.h"
 
 static void help(void) {
-        printf("Usage: fleetsem revoke [--reason TEXT] [--name NAME] LEASE...\n"
-               "       fleetsem revoke [--reason TEXT] --host HOST [NAME...]\n\n"
-               "Frees held slots now, fleet-wide, whoever holds them (root only): those of\n"
+        printf("Usage: fleetsem revoke [--now] [--reason TEXT] [--name NAME] LEASE...\n"
+               "       fleetsem revoke [--now] [--reason TEXT] --host HOST [NAME...]\n\n"
+               "Takes held slots back, fleet-wide, whoever holds them (root only): those of\n"
                "the LEASEs given (\"fleetsem status\" lists them, as root), or every slot that\n"
                "HOST's leases hold, and its place of every lease of HOST that waits (of the\n"
-               "NAMEs given, else of every name), as for a host known to be dead, before\n"
-               "its leases run out. The next waiters are granted at once, with higher\n"
-               "fencing tokens. A holder whose agent still reaches\n"
-               "Redis learns it at that agent's next renewal (a third of the lease) and is\n"
-               "treated as having lost its slot (--on-lost; on-lost=stop units are\n"
-               "stopped). A holder on a host that cannot hear it runs on until it fences\n"
-               "itself, beside its successor: fencing tokens are what protect a resource\n"
-               "then. A LEASE given that only waits is not revoked.\n\n"
+               "NAMEs given, else of every name). The holder's agent hears it at once and\n"
+               "treats the slot as lost (--on-lost; on-lost=stop units are stopped). The\n"
+               "slot goes to the next waiter, with a higher fencing token, once the job\n"
+               "stopped, or at the latest when it must have fenced itself (two thirds of a\n"
+               "lease after its last renewal): never while both could run. A LEASE given\n"
+               "that only waits is not revoked.\n\n"
                "  -H --host=HOST        Every lease of HOST, held or waiting\n"
+               "     --now              Free the slots at once, without waiting for their\n"
+               "                        holders: only for a host known to be dead. If it is\n"
+               "                        alive, its job runs beside its successor until its\n"
+               "                        agent hears of it\n"
                "  -N --name=NAME        The LEASEs are of NAME (else they are looked for\n"
                "                        among the 1000 names used most recently)\n"
                "  -r --reason=TEXT      Why, for the journal and \"fleetsem status\" (up to 200\n"
@@ -56,9 +60,19 @@ static bool given_before(char *argv[], int first, int i) {
         return false;
 }
 
+/* "free_in=MS" of a REVOKED reply, when above 0: what waits for the holder. */
+static void free_in_say(const Message *m, const char *what) {
+        const char *free_in = message_get(m, "free_in");
+        uint64_t ms;
+
+        if (free_in && parse_uint64(free_in, 1, UINT64_MAX, &ms) >= 0)
+                printf("%s, in %" PRIu64 " ms at the latest (--now: at once).\n", what, ms);
+}
+
 /* REVOKE host= [name=]: every lease of the host; 0 or the exit code (said). */
-static int revoke_host(const char *ns, uid_t agent_uid, const char *host, const char *name, const char *reason) {
-        Request req = { .verb = REQUEST_REVOKE };
+static int revoke_host(const char *ns, uid_t agent_uid, const char *host, const char *name, const char *reason,
+                       bool at_once) {
+        Request req = { .verb = REQUEST_REVOKE, .revoke_now = at_once };
         char text[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
         Message m;
         int r;
@@ -72,12 +86,13 @@ static int revoke_host(const char *ns, uid_t agent_uid, const char *host, const 
         printf("Revoked %s held slot(s) and %s waiting lease(s) of %s%s%s; %s waiter(s) granted at once.\n",
                message_get(&m, "held") ?: "0", message_get(&m, "waiting") ?: "0", host, name ? " on " : "",
                name ? text_escape(name, text, sizeof(text)) : "", message_get(&m, "granted") ?: "0");
+        free_in_say(&m, "The slots held are free once their jobs stopped");
         return 0;
 }
 
 /* REVOKE of one held lease; 0 or the exit code (said). */
-static int revoke_one(const char *ns, uid_t agent_uid, const Entry *holder, const char *reason) {
-        Request req = { .verb = REQUEST_REVOKE };
+static int revoke_one(const char *ns, uid_t agent_uid, const Entry *holder, const char *reason, bool at_once) {
+        Request req = { .verb = REQUEST_REVOKE, .revoke_now = at_once };
         char host[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
         Message m;
         int r;
@@ -91,22 +106,25 @@ static int revoke_one(const char *ns, uid_t agent_uid, const Entry *holder, cons
         printf("Revoked %s of %s (held on %s, uid %s, token %s); %s waiter(s) granted at once.\n", req.lease, req.name,
                text_escape(message_get(&m, "host") ?: "?", host, sizeof(host)), message_get(&m, "uid") ?: "?",
                message_get(&m, "token") ?: "?", message_get(&m, "granted") ?: "0");
+        free_in_say(&m, "Its slot is free once the job stopped");
         return 0;
 }
 
 int verb_revoke(int argc, char *argv[]) {
-        enum { ARG_NAMESPACE = 0x100 };
+        enum { ARG_NAMESPACE = 0x100, ARG_NOW };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "host", required_argument, NULL, 'H' },
                 { "name", required_argument, NULL, 'N' },
                 { "reason", required_argument, NULL, 'r' },
                 { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                { "now", no_argument, NULL, ARG_NOW },
                 {}
         };
         const char *ns = NULL, *reason = NULL, *host = NULL, *name = NULL;
         StatusOutput out = {};
         uid_t agent_uid;
+        bool at_once = false;
         int c, code = 0;
 
         while ((c = getopt_long(argc, argv, "hH:N:r:", options, NULL)) >= 0) {
@@ -125,6 +143,9 @@ int verb_revoke(int argc, char *argv[]) {
                         break;
                 case ARG_NAMESPACE:
                         ns = optarg;
+                        break;
+                case ARG_NOW:
+                        at_once = true;
                         break;
                 default:
                         return EXIT_USAGE;
@@ -162,10 +183,10 @@ int verb_revoke(int argc, char *argv[]) {
 
         if (host) {
                 if (optind >= argc)
-                        return revoke_host(ns, agent_uid, host, NULL, reason);
+                        return revoke_host(ns, agent_uid, host, NULL, reason, at_once);
                 for (int i = optind; i < argc; i++)
                         if (!given_before(argv, optind, i))
-                                code = MAX(code, revoke_host(ns, agent_uid, host, argv[i], reason));
+                                code = MAX(code, revoke_host(ns, agent_uid, host, argv[i], reason, at_once));
                 return code;
         }
 
@@ -184,7 +205,7 @@ int verb_revoke(int argc, char *argv[]) {
                         code = MAX(code, EXIT_DATAERR);
                         continue;
                 }
-                code = MAX(code, revoke_one(ns, agent_uid, e, reason));
+                code = MAX(code, revoke_one(ns, agent_uid, e, reason, at_once));
         }
 finish:
         status_output_free(&out);

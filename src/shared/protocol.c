@@ -192,7 +192,7 @@ bool drain_reason_is_valid(const char *s) {
 int request_parse(const char *line, size_t len, Request *ret, const char **ret_error) {
         Request r = {};
         Message m;
-        const char *name, *lease, *slots, *wait, *unit, *on_lost, *on, *reason, *host, *weight;
+        const char *name, *lease, *slots, *wait, *unit, *on_lost, *on, *reason, *host, *weight, *now;
         size_t expected;
         uint64_t v;
         int k;
@@ -213,6 +213,7 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
         reason = message_get(&m, "reason");
         host = message_get(&m, "host");
         weight = message_get(&m, "weight");
+        now = message_get(&m, "now");
 
         if (streq(m.verb, "ACQUIRE")) {
                 r.verb = REQUEST_ACQUIRE;
@@ -254,7 +255,10 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
                 r.verb = REQUEST_REVOKE;
                 if (!!lease == !!host || (lease && !name))
                         return fail(ret_error, "REVOKE needs name= and lease=, or host= [name=]");
-                expected = !!name + !!lease + !!host + !!reason;
+                expected = !!name + !!lease + !!host + !!reason + !!now;
+                if (now && !streq(now, "1"))
+                        return fail(ret_error, "invalid now (1)");
+                r.revoke_now = !!now;
                 if (host && !ident_is_valid(host))
                         return fail(ret_error, "invalid host (1-64 of A-Z a-z 0-9 _ . -)");
                 if (host)
@@ -380,6 +384,8 @@ int request_format(const Request *r, char *buf, size_t size) {
                         message_add(&b, "host", r->host);
                 if (r->reason[0])
                         message_add(&b, "reason", r->reason);
+                if (r->revoke_now)
+                        message_add(&b, "now", "1");
                 break;
         default:
                 return -EINVAL;

@@ -117,6 +117,7 @@ typedef struct Request {
         bool unit;                              /* ACQUIRE, RELEASE: bound to the requester's unit */
         bool stop_on_lost;                      /* ACQUIRE: stop that unit when the slot is lost */
         bool drain;                             /* DRAIN: on (true) or off */
+        bool revoke_now;                        /* REVOKE: freed at once, not at the holder's fence point */
         char reason[DRAIN_REASON_MAX + 1];      /* DRAIN, REVOKE, LIMIT: why ("" none) */
 } Request;
 

@@ -104,6 +104,14 @@ local function record_text(r)
   return table.concat({r.host, r.uid, digits(r.slots), digits(r.token), digits(r.since), r.proof,
     (r.weight > 1 and '*' .. digits(r.weight) .. ' ' or '') .. r.desc}, ' ')
 end
+-- A holder taken back by `fleetsem revoke` (revoke.lua) keeps its record,
+-- PROOF 'revoked', and its units in HELD until its agent releases it or
+-- its expiry, moved to when it must have fenced itself, runs out: no
+-- renewal, acquire or adoption holds it again.
+local REVOKED = 'revoked'
+local function revoked(r)
+  return r.token > 0 and r.proof == REVOKED
+end
 local function parse_state(v)
   local n = {}
   for f in string.gmatch(v or '', '%S+') do n[#n + 1] = tonumber(f) end
@@ -664,8 +672,9 @@ end
 -- args.list) and returns its reply; the caller ends with idle().
 
 -- The proof (optional) is kept while the lease waits, for the grant
--- message. Returns {-1} when the lease is another host's or user's, {-2}
--- when it asks for no number of slots (0) and the name has no fleet limit,
+-- message. Returns {-1} when the lease is another host's or user's (or
+-- revoked), {-2} when it asks for no number of slots (0) and the name has
+-- no fleet limit,
 -- {-3, limit} when its weight is above the limit in force (it would never
 -- fit);
 -- {1, token, since_ms, held, limit} when it holds a slot (now or already);
@@ -682,7 +691,7 @@ local function acquire_call(argv)
   expire(now_ms, ttl, grace_until)
 
   local r = rec[lease]
-  if r and foreign(r, host, uid) then return {-1} end
+  if r and (foreign(r, host, uid) or revoked(r)) then return {-1} end
 
   if r and r.token > 0 then
     if redis.call('ZSCORE', K_HOLDERS, lease) then
@@ -806,7 +815,7 @@ local function renew_call(argv)
   local missing, kinds = {}, {[K_HOLDERS] = {}, [K_WAITERS] = {}}
   for _, lease in ipairs(leases) do
     local r = rec[lease]
-    if not r or r.host ~= host then
+    if not r or r.host ~= host or revoked(r) then
       missing[#missing + 1] = lease
     else
       local list = kinds[r.token > 0 and K_HOLDERS or K_WAITERS]
@@ -840,15 +849,15 @@ local function renew_call(argv)
 end
 
 -- For an agent that restarted: does this lease hold? Returns {1, token,
--- since_ms, description}, {0} when only queued, {-1} when gone or another
--- host's or user's.
+-- since_ms, description}, {0} when only queued, {-1} when gone, revoked,
+-- or another host's or user's.
 local function adopt_call(argv)
   local lease, ttl = argv[A_ADOPT_LEASE], tonumber(argv[A_ADOPT_TTL_MS])
   local now_ms = now()
   fetch({lease})
   expire(now_ms, ttl, argv[A_ADOPT_GRACE_UNTIL_MS])
   local r = rec[lease]
-  if not r or foreign(r, argv[A_ADOPT_HOST], argv[A_ADOPT_UID]) then return {-1} end
+  if not r or foreign(r, argv[A_ADOPT_HOST], argv[A_ADOPT_UID]) or revoked(r) then return {-1} end
   if r.token > 0 then
     if redis.call('ZSCORE', K_HOLDERS, lease) then
       redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)

@@ -1,7 +1,7 @@
 -- After Redis came back without this holder (restarted without its data, or
 -- a failover lost it): puts it back if a slot is free, also during the grace
 -- period. Returns 1 if it holds, 0 if lost, -1 if the lease is another
--- host's or user's.
+-- host's or user's, or revoked.
 local lease, slots = ARGV[A_REASSERT_LEASE], tonumber(ARGV[A_REASSERT_SLOTS])
 local token, since = tonumber(ARGV[A_REASSERT_TOKEN]), tonumber(ARGV[A_REASSERT_SINCE_MS])
 local ttl, desc = tonumber(ARGV[A_REASSERT_TTL_MS]), ARGV[A_REASSERT_DESCRIPTION]
@@ -14,7 +14,7 @@ fetch({lease})
 expire(now_ms, ttl, ARGV[A_REASSERT_GRACE_UNTIL_MS])
 
 local r = rec[lease]
-if r and foreign(r, host, uid) then return idle(idle_ms, -1) end
+if r and (foreign(r, host, uid) or revoked(r)) then return idle(idle_ms, -1) end
 if r and r.token > 0 then
   if redis.call('ZSCORE', K_HOLDERS, lease) then
     redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)

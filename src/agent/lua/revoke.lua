@@ -1,16 +1,27 @@
--- Revokes a lease (`fleetsem revoke`: root on some host): a held slot is
--- freed at once, whoever holds it, and handed to the next in line as a
--- release hands it, with a higher token; the holder's agent finds the
--- lease missing at its next renewal and acts as on a lost slot. A lease
--- that waits is left alone (its agent would only queue it again) unless
--- `waiters` says: '0' holders only, 'w' waiters only, '1' both (a host
--- known dead: its waiters go first, so that they are not handed the slots
--- its holders had). Records itself as the name's last action (field '@').
+-- Revokes a lease (`fleetsem revoke`: root on some host). A held slot
+-- is taken from its holder at once: its record is marked revoked (see
+-- revoked()), so that its agent's renewals find it missing, and "r LEASE"
+-- on the name's wake channel tells that agent now. Its units stay counted
+-- until its agent releases it (once the job stopped) or until the time
+-- it must have fenced itself, whichever comes first: its expiry (its last
+-- renewal + its lease) moves to its last renewal + 2/3 of the lease, and
+-- the expiry sweep frees it then. The lease is the name's last caller's
+-- (its state's TTL_MS): agents sharing a name share lease_time. `now` '1'
+-- (a host known dead) frees it at once instead, and hands it to the next in
+-- line as a release does, with a higher token; so does a holder past its
+-- fence point already. A lease that waits is left alone (its agent would
+-- only queue it again) unless `waiters` says: '0' holders only, 'w' waiters
+-- only, '1' both (a host known dead: its waiters go first, so that they are
+-- not handed the slots its holders had). Records itself as the name's last
+-- action (field '@').
 -- Returns {1, "HOST UID" of its holder, its token, lease, token, since,
--- ... (each waiter granted)} when a holder was revoked, {3, "HOST UID"}
--- when a waiter was, {2, "HOST UID"} when it waits and {4, "HOST UID"}
--- when it holds (and was left), {0} when no such lease holds or waits.
+-- ... (each waiter granted)} when a holder was freed at once, {5, "HOST
+-- UID", its token, ms until it is free at the latest} when a holder was
+-- revoked (or was already), {3, "HOST UID"} when a waiter was, {2, "HOST
+-- UID"} when it waits and {4, "HOST UID"} when it holds (and was left),
+-- {0} when no such lease holds or waits.
 local lease = ARGV[A_REVOKE_LEASE]
+local at_once = ARGV[A_REVOKE_NOW] == '1'
 local now_ms = now()
 fetch({lease})
 -- Leases already run out are gone, not revoked.
@@ -22,15 +33,31 @@ local which = ARGV[A_REVOKE_WAITERS]
 if r.token == 0 and which == '0' then return idle(ARGV[A_REVOKE_IDLE_MS], {2, owner}) end
 if r.token > 0 and which == 'w' then return idle(ARGV[A_REVOKE_IDLE_MS], {4, owner}) end
 local token = r.token
--- As its owner releases it.
-local released = release_call({[A_RELEASE_LEASE] = lease, [A_RELEASE_HOST] = r.host, [A_RELEASE_UID] = r.uid,
-  [A_RELEASE_GRACE_UNTIL_MS] = ARGV[A_REVOKE_GRACE_UNTIL_MS]})
-local reply = {token > 0 and 1 or 3, owner}
-if token > 0 then
-  if released[1] ~= 1 then return idle(ARGV[A_REVOKE_IDLE_MS], {0}) end
-  reply[3] = token
-  for i = 2, #released do reply[#reply + 1] = released[i] end
+local reply
+local expiry = token > 0 and tonumber(redis.call('ZSCORE', K_HOLDERS, lease))
+local fence = expiry
+if expiry and not revoked(r) then fence = expiry - math.floor((st.ttl or 0) / 3) end
+if expiry and not at_once and fence > now_ms then
+  -- Held: taken back, counted until released or fenced.
+  if not revoked(r) then
+    redis.call('ZADD', K_HOLDERS, 'XX', fence, lease)
+    r.proof = REVOKED
+    put(lease, r)
+  end
+  reply = {5, owner, token, fence - now_ms}
+else
+  -- As its owner releases it.
+  local released = release_call({[A_RELEASE_LEASE] = lease, [A_RELEASE_HOST] = r.host, [A_RELEASE_UID] = r.uid,
+    [A_RELEASE_GRACE_UNTIL_MS] = ARGV[A_REVOKE_GRACE_UNTIL_MS]})
+  reply = {token > 0 and 1 or 3, owner}
+  if token > 0 then
+    if released[1] ~= 1 then return idle(ARGV[A_REVOKE_IDLE_MS], {0}) end
+    reply[3] = token
+    for i = 2, #released do reply[#reply + 1] = released[i] end
+  end
 end
+-- Its agent hears it now, not at its next renewal (a hint: it asks Redis).
+if token > 0 then wake('r ' .. lease) end
 redis.call('HSET', K_CLOCK, ACTION, table.concat({'revoke', ARGV[A_REVOKE_HOST], ARGV[A_REVOKE_UID], digits(now_ms),
   ARGV[A_REVOKE_USER], ARGV[A_REVOKE_REASON]}, ' '))
 return idle(ARGV[A_REVOKE_IDLE_MS], reply)
