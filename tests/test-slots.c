@@ -660,12 +660,12 @@ static void test_revoke_heard(void) {
         CHECK_INT(count_calls("renew", NULL), renews + 1, "one that names a holder here renews its name at once");
         CHECK(!has_line(&c1, "LOST"), "... and is no loss by itself (anyone may PUBLISH)");
         memcpy(one[0], id(1), sizeof(one[0]));
-        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 2, 3);
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, 2, 3);
         CHECK(has_line(&c1, "LOST"), "Redis finds it missing: the holder is told at once");
         CHECK(c1.finished, "... and let go");
         CHECK_INT(count_calls("release", id(1)), 0, "its slot is not released while the job may still run");
         CHECK_INT(a->state, LEASE_HELD, "... it stays here until then");
-        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 4, 5);
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, 4, 5);
         CHECK_INT(count_calls("release", id(1)), 0, "... also when a renewal finds it missing again");
         slots_anchor_closed(&e, a, 6);
         CHECK_INT(count_calls("release", id(1)), 1, "released once its anchor closed (the job stopped)");
@@ -678,7 +678,7 @@ static void test_revoke_heard(void) {
         snprintf(msg, sizeof(msg), "r %s", id(2));
         slots_wake(&e, "x", msg, 11);
         memcpy(one[0], id(2), sizeof(one[0]));
-        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 11, 12);
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, 11, 12);
         CHECK(has_line(&c2, "LOST"), "a second holder revoked is told");
         slots_tick(&e, 10 + slots_lost_after(&e));
         CHECK_INT(count_calls("release", id(2)), 0, "not released before its fence point");
