@@ -4,7 +4,9 @@
  * The file is read on every call, so rewriting it steps the clock of the
  * running process at once. CLOCK_REALTIME (and its coarse variant),
  * gettimeofday() and time() move; CLOCK_MONOTONIC does not, as on a real
- * host.
+ * host. A file that holds "=MS" stops the wall clock at MS milliseconds
+ * since the epoch instead, until it is rewritten: two processes given one
+ * such file read the same time, to the microsecond (lua-batch-diff).
  *
  * Debian's libfaketime would do, but it hangs at start in any program
  * linked with jemalloc, redis-server among them (libfaketime issue #130):
@@ -28,16 +30,22 @@ __attribute__((constructor)) static void clockstep_init(void) {
                 offset_fd = open(f, O_RDONLY | O_CLOEXEC);
 }
 
-static long long offset_ms(void) {
+/* The offset in ms; *fixed: the file says "=MS", the time itself. */
+static long long offset_ms(int *fixed) {
         char buf[32];
         ssize_t n;
 
+        *fixed = 0;
         if (offset_fd < 0)
                 return 0;
         n = pread(offset_fd, buf, sizeof(buf) - 1, 0);
         if (n <= 0)
                 return 0;
         buf[n] = '\0';
+        if (buf[0] == '=') {
+                *fixed = 1;
+                return strtoll(buf + 1, NULL, 10);
+        }
         return strtoll(buf, NULL, 10);
 }
 
@@ -46,7 +54,15 @@ static int real_clock_gettime(clockid_t id, struct timespec *ts) {
 }
 
 static void shift(struct timespec *ts) {
-        long long off = offset_ms(), ns = (long long) ts->tv_nsec + (off % 1000) * 1000000;
+        int fixed;
+        long long off = offset_ms(&fixed), ns;
+
+        if (fixed && off >= 0) {
+                ts->tv_sec = off / 1000;
+                ts->tv_nsec = (off % 1000) * 1000000;
+                return;
+        }
+        ns = (long long) ts->tv_nsec + (off % 1000) * 1000000;
 
         ts->tv_sec += off / 1000;
         while (ns < 0) {

@@ -21,12 +21,12 @@ while i <= #ARGV do
   calls[#calls + 1] = {kind, argv}
   i = i + 2 + n
 end
--- The idle time is the calls' own (one agent's: the same in all but
--- adopt's, which asks for none): the longest.
-local replies, idle_ms = {}, 0
+-- Each call moves the name's expiry with its own idle time, as it would
+-- alone; the writes are the batch's.
+local replies = {}
 for _, c in ipairs(calls) do
   local kind, argv = c[1], c[2]
   replies[#replies + 1] = kind[1](argv)
-  idle_ms = math.max(idle_ms, tonumber(argv[kind[3]]) or 0)
+  idle_due(argv[kind[3]])
 end
-return idle(idle_ms, replies)
+return idle(nil, replies)

@@ -11,7 +11,9 @@
 -- The server's clock in ms and in µs, read once a call (a batch of calls
 -- happens at one time).
 local now_ms_, now_us_
+local now_read = false  -- this call asked for the time (idle_due())
 local function now()
+  now_read = true
   if not now_ms_ then
     local t = redis.call('TIME')
     local sec, usec = tonumber(t[1]), tonumber(t[2])
@@ -487,7 +489,8 @@ end
 local function observe(now_ms, ttl, grace_until, looker)
   local offset, last_ttl = st.offset, st.ttl
   ttl = tonumber(ttl) or last_ttl or 0
-  fleet_read()
+  -- (Not again over what this script has yet to write: a batch's later call.)
+  if not fleet_due then fleet_read() end
   local fleet_last, fleet_offset = fleet.last, fleet.offset
   grace_until = tonumber(grace_until) or 0
   local stale = fleet_last and grace_until > fleet.era
@@ -540,14 +543,18 @@ end
 -- it has one.
 -- (`lazy`: only when someone waits, whom it may concern; the caller checks
 -- the expiry of the leases it names.)
+-- Once a call: nothing added since runs out at the same time. A batch's
+-- calls (batch.lua) share the time, not the sweep: a later call sweeps
+-- again if this one did not (lazy) or if it knows another lease or grace,
+-- as it would alone. `expired`: the time, lease and grace of the last sweep.
 local expired = false
 local function expire(now_ms, ttl, grace_until, looker, lazy)
-  -- Once a call: nothing added since runs out at the same time.
-  if expired then return end
-  expired = true
   state()
+  local swept = digits(now_ms) .. ' ' .. digits(tonumber(ttl) or st.ttl or 0) .. ' ' .. digits(tonumber(grace_until) or 0)
+  if expired == swept then return end
   if not observe(now_ms, ttl, grace_until, looker) then return end
   if lazy and st.line == 0 then return end
+  expired = swept
   local freed = false
   if st.held > 0 then freed = ran_out(K_HOLDERS, redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now_ms)) end
   if st.line > 0 then freed = ran_out(K_WAITERS, redis.call('ZRANGEBYSCORE', K_WAITERS, '-inf', now_ms)) or freed end
@@ -638,20 +645,26 @@ end
 -- than a quarter of idle_ms off now + idle_ms, and given to each key a
 -- call made. So most calls write no expiry, and the hash never outlives
 -- the ZSETs it counts. Writes what the call changed; returns reply.
+-- idle_due() is a call's part of that, which a batch (batch.lua) takes
+-- after each of its calls, as each would alone; idle(nil, reply) then writes.
+local idle_again = false
+local function idle_due(idle_ms)
+  idle_ms = tonumber(idle_ms) or 0
+  if st and now_read and idle_ms > 0 and not st.drain and not st.cap and
+      (st_new or math.abs(st.expires - (now_ms_ + idle_ms)) > idle_ms / 4) then
+    st.expires, st_dirty, idle_again = now_ms_ + idle_ms, true, true
+  end
+  st_new, now_read = false, false
+end
 local function idle(idle_ms, reply)
   if fleet_due then fleet_write() end
-  idle_ms = tonumber(idle_ms) or 0
-  local again = false
-  if st and now_ms_ and idle_ms > 0 and not st.drain and not st.cap and
-      (st_new or math.abs(st.expires - (now_ms_ + idle_ms)) > idle_ms / 4) then
-    st.expires, st_dirty, again = now_ms_ + idle_ms, true, true
-  end
+  if idle_ms ~= nil then idle_due(idle_ms) end
   flush()
   if census_made then
     redis.call('ZADD', K_CENSUS, -census_made, CENSUS_MARK)
     census_made = false
   end
-  if again then
+  if idle_again then
     -- The census learns when the name leaves; names that left go from it.
     redis.call('ZADD', K_CENSUS, st.expires, census_member)
     redis.call('ZREMRANGEBYSCORE', K_CENSUS, 0, '(' .. digits(now_ms_))
@@ -755,6 +768,7 @@ local function acquire_call(argv)
   -- after Redis forgot the name, whichever comes first.
   local first = redis.call('ZRANGE', K_HOLDERS, 0, 0, 'WITHSCORES')
   local next_expiry, left = -1, forgot_left(now_ms, ttl)
+  -- (Swept above: none has run out. Never below 0 all the same.)
   if first[2] then next_expiry = math.max(0, tonumber(first[2]) - now_ms) end
   if left > 0 and (next_expiry < 0 or left < next_expiry) then next_expiry = left end
   return {0, rank + 1, held, limit, next_expiry, st.drain or nil}
