@@ -181,6 +181,7 @@ class Server:
 KEYS_LIST, ARGS_LIST, PRELUDE = (os.path.join(SRC, f) for f in ("keys.list", "args.list", "lua/prelude.lua"))
 SUFFIXES = embed("--keys", KEYS_LIST).split()
 FLEET_CLOCK = "fleetsem:clock"
+CENSUS = "fleetsem:census"
 KINDS = ["acquire", "release", "renew", "adopt"]
 OPERATOR = ["reassert", "drain", "revoke", "limit"]
 SCRIPTS = {s: embed("--lua", KEYS_LIST, ARGS_LIST, PRELUDE, os.path.join(SRC, "lua", s + ".lua"))
@@ -189,7 +190,7 @@ SPEC = {s: embed("--args", ARGS_LIST, s).split() for s in KINDS + OPERATOR}
 
 
 def keys_of(name):
-    return ["fleetsem:{%s}:%s" % (name, s) for s in SUFFIXES] + [FLEET_CLOCK]
+    return ["fleetsem:{%s}:%s" % (name, s) for s in SUFFIXES] + [FLEET_CLOCK, CENSUS]
 
 
 def args(script, **kv):
@@ -328,6 +329,9 @@ def main():
 
         a, b = Server("a", tmp, shim, clock), Server("b", tmp, shim, clock)
         servers += [a, b]
+        # New servers: nobody held anything before them (fleetsemd(8)).
+        for srv in servers:
+            srv.c.call("ZADD", CENSUS, "-1", ".")
         print("# SEED=%d STEPS=%d (%s; SEED= replays it)" % (SEED, STEPS, SERVER), flush=True)
         stats = dict(batched=0, calls=0, dropped=0)
         negative = []
