@@ -795,7 +795,7 @@ is "$(j "$(acquire fl w2 5)" 'r[:4]')" "[0,2,2,2]" "fleet limit: one asking for 
 is "$(j "$(status fl)" 'r[3], r[6].split()[0]')" '[2,"2"]' "fleet limit: status gives the limit in force and the record"
 r=$(fleet_limit fl 1)
 is "$(j "$r" '[len(r), r[0].split()[0]]')" '[1,"2"]' "fleet limit: lowered to 1, nobody granted (it was 2)"
-is "$(j "$(renew fl h1 h2)" 'r')" "[]" "fleet limit: lowered, both holders are renewed"
+is "$(j "$(renew fl h1 h2)" 'r')" "[0]" "fleet limit: lowered, both holders are renewed"
 is "$(j "$(release fl h1)" 'r')" "[1]" "fleet limit: one holder leaves: with 1 holding of limit 1, nobody is granted"
 r=$(fleet_limit fl 4)
 is "$(j "$r" '[r[1], r[4]]')" '["w1","w2"]' "fleet limit: raised to 4, both waiters are granted at once, in line order"
@@ -836,7 +836,7 @@ is "$(j "$(status wt)" '[[h[0], h[5]] for h in r[1]] + [[q[0], q[3]] for q in r[
 r=$(release wt big1)
 is "$(j "$r" '[r[0], r[1], r[4]]')" '[1,"big2","small"]' "weights: the heavy one leaves: both waiters fit (2 + 1 of 3) and are granted, in line order"
 is "$(state wt 1-2)" "3 0" "weights: 3 units held, nobody in line"
-is "$(j "$(renew wt big2 small)" 'r')" "[]" "weights: both renewed"
+is "$(j "$(renew wt big2 small)" 'r')" "[0]" "weights: both renewed"
 is "$(j "$(acquire wt one 3)" 'r[:4]')" "[0,1,3,3]" "weights: a newcomer of weight 1 waits (3 of 3)"
 is "$(j "$(release wt small)" 'r[:2]')" '[1,"one"]' "weights: the light one leaves: the newcomer fits"
 is "$(j "$(reassert wt lost 3 9 1)" 'r')" 0 "weights: a re-assertion that does not fit is refused (3 of 3 held)"
@@ -873,7 +873,7 @@ is "$(j "$r" "$((expiry - 10000 / 3)) - $(redis_ms) <= r[3] <= 10000 * 2 / 3")" 
 check "revoke: its agent is told on the wake channel ('r h')" wait_for 5 heard rf "r h"
 is "$(rec rf h 6)" revoked "revoke: its record says it is revoked"
 is "$(counted rf)" "1 1 / 1 1 2" "revoke: it still counts"
-is "$(renew rf h w)" '["h"]' "revoke: its renewal finds it missing"
+is "$(renew rf h w)" '[0,"h"]' "revoke: its renewal finds it missing"
 is "$(rcli ZSCORE "$(key rf holders)" h)" "$((expiry - 10000 / 3))" "revoke: ... and does not extend it"
 is "$(acquire rf h 1)" '[-1]' "revoke: acquiring it again is refused"
 is "$(adopt rf h)" '[-1]' "revoke: so is adopting it"
@@ -912,7 +912,7 @@ is "$(j "$r" "r[4] > $th")" true "revoke: w's token $(j "$r" 'r[4]') is above th
 check "revoke: with the release's wake message and w's proof" wait_for 5 sh -c "grep -q '^g w .* $P1\$' '$T/wake-rv'"
 is "$(rcli HGET "$(key rv clock)" '@' | cut -d' ' -f1-3,5-)" 'revoke b 0 root host a is dead' \
         "revoke: the last action says what, by whom and why"
-is "$(renew rv h)" '["h"]' "revoke: the holder's renewal finds its lease missing"
+is "$(renew rv h)" '[0,"h"]' "revoke: the holder's renewal finds its lease missing"
 is "$(revoke rv h)" '[0]' "revoke: a lease that holds nothing any more: nothing to do"
 is "$(counted rv)" "1 0 / 1 0 1" "revoke: counted right"
 acquire rv w2 1 >/dev/null
