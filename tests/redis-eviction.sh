@@ -21,6 +21,10 @@ expiry_after() { [ "$(holder_expiry "$1")" -gt "$2" ] 2>/dev/null; }
 # An agent that starts against an evicting Redis refuses from the start.
 start_redis --maxmemory-policy allkeys-lru
 is "$(policy)" allkeys-lru "Redis runs with allkeys-lru"
+out=$("$FLEETSEMD" --redis "unix:$REDIS_SOCK" --check-redis 2>&1); rc=$?
+is "$rc" 1 "fleetsemd --check-redis: 1 against it"
+like "$out" "Redis at unix:$REDIS_SOCK runs with maxmemory-policy allkeys-lru, which may evict fleetsem's keys: .*CONFIG SET maxmemory-policy noeviction" \
+        "... naming the setting and the fix"
 # The agent's sd_notify messages, as systemd would get them.
 python3 -c '
 import socket, sys
@@ -47,6 +51,9 @@ is "$(grep -c "runs with maxmemory-policy allkeys-lru, which may evict" "$T/agen
         "the journal says so once, not once per request"
 
 rcli CONFIG SET maxmemory-policy noeviction >/dev/null
+out=$("$FLEETSEMD" --redis "unix:$REDIS_SOCK" --check-redis 2>&1); rc=$?
+is "$rc" 0 "fleetsemd --check-redis: 0 once it is noeviction"
+like "$out" "maxmemory-policy noeviction" "... and says so"
 start=$(now_ms)
 check "set to noeviction, a request is granted again within 10 s" \
         wait_for 10 fs a run --slots 2 --no-wait e -- true

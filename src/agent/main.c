@@ -7,6 +7,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "agent.h"
+#include "check-redis.h"
 #include "log-journal.h"
 #include "log-limit.h"
 #include "redis-tls.h"
@@ -14,6 +15,7 @@
 static const char *arg_config = NULL;
 static bool arg_config_explicit = false;
 static bool arg_check_config = false;
+static bool arg_check_redis = false;
 /* Command-line settings, applied over the file in the order given. */
 static const char *arg_overrides[16][2];
 static size_t arg_n_overrides = 0;
@@ -41,6 +43,8 @@ static void help(void) {
                "  -c --config=FILE            Configuration file (default: $FLEETSEM_CONFIG or\n"
                "                              " DEFAULT_CONFIG_FILE ")\n"
                "     --check-config           Check the configuration and exit\n"
+               "     --check-redis            Check it, then look at its Redis (read-only): can it\n"
+               "                              be reached, does it keep fleetsem's keys (noeviction)\n"
                "     --redis=URL              redis://host[:port][/db] or unix:/path/to/redis.sock\n"
                "                              (passwords only through redis_password_file)\n"
                "     --redis-password-file=FILE\n"
@@ -66,6 +70,7 @@ static int parse_argv(int argc, char *argv[]) {
         enum {
                 ARG_VERSION = 0x100,
                 ARG_CHECK_CONFIG,
+                ARG_CHECK_REDIS,
                 ARG_REDIS,
                 ARG_REDIS_PASSWORD_FILE,
                 ARG_NAMESPACE,
@@ -79,6 +84,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "version", no_argument, NULL, ARG_VERSION },
                 { "config", required_argument, NULL, 'c' },
                 { "check-config", no_argument, NULL, ARG_CHECK_CONFIG },
+                { "check-redis", no_argument, NULL, ARG_CHECK_REDIS },
                 { "redis", required_argument, NULL, ARG_REDIS },
                 { "redis-password-file", required_argument, NULL, ARG_REDIS_PASSWORD_FILE },
                 { "namespace", required_argument, NULL, ARG_NAMESPACE },
@@ -109,6 +115,9 @@ static int parse_argv(int argc, char *argv[]) {
                         break;
                 case ARG_CHECK_CONFIG:
                         arg_check_config = true;
+                        break;
+                case ARG_CHECK_REDIS:
+                        arg_check_config = arg_check_redis = true;
                         break;
                 case ARG_REDIS:
                         if (redis_url_has_password(optarg))
@@ -387,8 +396,9 @@ static int run(int argc, char *argv[]) {
                        config.host_id, config.key_prefix,
                        (unsigned long long) (config.lease_ttl / USEC_PER_MSEC),
                        config.redis.password ? " (password set)" : "");
+                r = arg_check_redis && check_redis(&config) != 0 ? -EIO : 0;
                 config_done(&config);
-                return 0;
+                return r;
         }
 
         raise_fd_limit();

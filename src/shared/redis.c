@@ -457,3 +457,66 @@ const char *redis_build_features(void) {
                  redis_tls_available() ? redis_tls_version() : "");
         return buf;
 }
+
+/* ---- A blocking look, for fleetsemd --check-config --------------------------------- */
+
+static int probe_call(redisContext *c, int argc, const char *const *argv, redisReply **ret) {
+        redisReply *reply = redisCommandArgv(c, argc, (const char **) argv, NULL);
+
+        if (!reply) {
+                log_debug("Redis probe: %s", c->errstr);
+                return errno_from_hiredis(c->err, errno);
+        }
+        if (reply->type == REDIS_REPLY_ERROR && ret == NULL) {
+                log_debug("Redis probe: %s refused: %s", argv[0], reply->str);
+                freeReplyObject(reply);
+                return -EACCES;
+        }
+        if (ret)
+                *ret = reply;
+        else
+                freeReplyObject(reply);
+        return 0;
+}
+
+int redis_probe(const RedisProbe *p, int argc, const char *const *argv, RedisReply **ret) {
+        struct timeval tv = { .tv_sec = (time_t) (p->timeout / USEC_PER_SEC),
+                              .tv_usec = (suseconds_t) (p->timeout % USEC_PER_SEC) };
+        redisContext *c;
+        char db[16];
+        int r;
+
+        c = p->unix_path ? redisConnectUnixWithTimeout(p->unix_path, tv) : redisConnectWithTimeout(p->host, p->port, tv);
+        if (!c)
+                return -ENOMEM;
+        if (c->err) {
+                log_debug("Redis probe: cannot connect: %s", c->errstr);
+                r = errno_from_hiredis(c->err, errno);
+                goto finish;
+        }
+        if (redisSetTimeout(c, tv) != REDIS_OK) {
+                r = -EIO;
+                goto finish;
+        }
+        if (p->password) {
+                const char *auth[3] = { "AUTH", p->user ?: p->password, p->password };
+
+                r = probe_call(c, p->user ? 3 : 2, auth, NULL);
+                if (r < 0)
+                        goto finish;
+        }
+        if (p->db > 0) {
+                snprintf(db, sizeof(db), "%u", p->db);
+                r = probe_call(c, 2, (const char *[]) { "SELECT", db }, NULL);
+                if (r < 0)
+                        goto finish;
+        }
+        r = probe_call(c, argc, argv, ret);
+finish:
+        redisFree(c);
+        return r;
+}
+
+void redis_reply_free(RedisReply *r) {
+        freeReplyObject(r);
+}

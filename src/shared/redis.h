@@ -71,3 +71,19 @@ const RedisReply *redis_reply_array_get(const RedisReply *r, size_t i);
  * embedded NULs and strings that do not fit. */
 int redis_reply_array_string(const RedisReply *r, size_t i, char *buf, size_t size);
 int redis_reply_array_integer(const RedisReply *r, size_t i, long long *ret);
+
+/* One command on a connection of its own, blocking, for a look from the
+ * command line (fleetsemd --check-config): connect (no TLS), AUTH with
+ * user and password if any, SELECT db, then argv; *ret (an error reply
+ * too) for redis_reply_free(). -errno when it cannot connect, the AUTH or
+ * SELECT is refused (-EACCES), or the timeout passes. */
+typedef struct RedisProbe {
+        const char *unix_path;          /* or NULL: host, port */
+        const char *host;
+        unsigned port;
+        const char *user, *password;    /* NULL: no AUTH */
+        unsigned db;
+        usec_t timeout;
+} RedisProbe;
+int redis_probe(const RedisProbe *p, int argc, const char *const *argv, RedisReply **ret);
+void redis_reply_free(RedisReply *r);
