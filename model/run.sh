@@ -214,7 +214,7 @@ if [ $mode = checks ]; then
 	queue check revoke "a revoked holder stops believing within the fence; at most N believers besides it; no overtaking; no new grant while drained" "$N1, waiters do not give up; root revokes job 0's held slot once, at any time; an operator drains once and undrains once" \
 		"$BASE -DGIVEUP=0 -DREVOKES=1 -DDRAIN=1" safety 60
 	queue check forget "at most N believers; no overtaking" "$N1, waiters may give up; Redis, up all along, loses the name's keys, or all of fleetsem's (FLUSHALL), once, at any time: census, grace, re-assertion" \
-		"$BASE -DFORGETS=1" safety 60
+		"$BASE -DFORGETS=1" safety 90
 	queue check clock-step "at most N believers; no overtaking" "$S6; fence at 3 (half a lease); Redis' clock stepped forward half a lease (3 ticks), unnoticed, once, at any time" \
 		"$SBASE -DFENCE=3 -DUSTEP=3" safety 60
 	queue check clock-step-third "at most N believers; no overtaking" "$S6; fence at 4 (2/3 of a lease, as fleetsem run); Redis' clock stepped forward a third of a lease (2 ticks), unnoticed, once, at any time" \
