@@ -10,7 +10,9 @@
  * clock runs), a stranger using another host's lease id, frozen holders,
  * Redis' wall clock stepped forward and put right again, a failover back
  * to a master that never caught up (REVERTS), root revoking a held slot
- * (REVOKES).  An operator may
+ * (REVOKES), a live Redis that loses the name's keys or all of
+ * fleetsem's (FORGETS), Redis' clock stepped forward by less than a step
+ * the scripts notice (USTEPS).  An operator may
  * drain the name (no new grant) and undrain it (DRAIN).
  * A wake message that names a waiter with the proof its agent gave Redis
  * with its last acquire call grants it (spec: wake messages); proofs are
@@ -34,6 +36,11 @@
  *             (for the counter mutants: they must fail the properties)
  *   DRAIN     1: an operator drains the name once and undrains it once,
  *             at any time (drain.lua); 0 (default): no operator
+ *   FORGETS   keys lost while Redis stays up (one name's, or FLUSHALL)
+ *   USTEPS USTEP  forward steps of Redis' clock that go unnoticed, of
+ *             USTEP ticks each
+ *   TTL FENCE RENEW  the lease, the holder's fence and the renewal period
+ *             in ticks (default 3, 2, 1: a tick is a third of a lease)
  */
 
 #ifndef NJ
@@ -140,12 +147,47 @@
  * younger than 2 ticks (2/3 of the TTL) fences itself (design "Holders
  * fence themselves"); a host clock may run up to DRIFT tick slow against
  * Redis' clock.  Grace after a reset = one TTL (spec 4: grace_ms = ttl). */
+#ifndef TTL
 #define TTL 3
+#endif
+#ifndef FENCE
 #define FENCE 2
+#endif
+/* The renewal timer and the safety tick, every RENEW ticks (TTL/3): 1
+ * but in the checks of clock steps, where a tick is a sixth of a lease. */
+#ifndef RENEW
+#define RENEW 1
+#endif
 #ifndef DRIFT
 #define DRIFT 1
 #endif
 #define GRACE TTL
+
+/* Keys lost while Redis stays up (prelude.lua, "What Redis forgot"): a
+ * DEL or eviction of one name's keys, or FLUSHALL/FLUSHDB (the census and
+ * the epoch key too).  The census (one ZSET per Redis or Cluster slot)
+ * says which names should exist; with one name and no idle expiry its
+ * entry for the name is there exactly when the census is, so r_census
+ * stands for both; the census' own mark (the slot grace of a census made
+ * again) is the name's grace when this name's call makes it.  A call that
+ * finds the name's state missing marks it forgotten (a grace of one lease,
+ * r_ngrace) unless the census says the name is new.  MUT_FORGET_NEW: a
+ * name whose state is missing is new (the scripts before the census). */
+#ifndef FORGETS
+#define FORGETS 0
+#endif
+/* Forward steps of Redis' clock smaller than the scripts notice (more than
+ * half a lease past the last call; observe() in prelude.lua): taken as
+ * time, they bring every expiry and grace closer by USTEP ticks. */
+#ifndef USTEPS
+#define USTEPS 0
+#endif
+#ifndef USTEP
+#define USTEP 1
+#endif
+#if FORGETS && REVERTS
+#error "FORGETS with REVERTS: the kept data has no census"
+#endif
 
 /* Ghost variables that only the fenced resource (FREEZE) or the liveness
  * formula read: elsewhere they would only split states. */
@@ -197,7 +239,16 @@ byte op_st;             /* the operator: 0 not yet drained, 1 drained, 2 undrain
 #else
 #define DRAINED 0
 #endif
-#define MAY_GRANT (r_grace == 0 && !DRAINED)
+#if FORGETS
+bool r_name;            /* the name's state (its hash's field '.') exists */
+bool r_census;          /* the census, with the name in it */
+byte r_ngrace;          /* ticks until the name's grace (FORGOT) ends */
+byte n_forget;
+#define FORGOTTEN (r_ngrace != 0)
+#else
+#define FORGOTTEN 0
+#endif
+#define MAY_GRANT (r_grace == 0 && !DRAINED && !FORGOTTEN)
 
 #if REVERTS
 byte k_st[MAXJ];        /* the kept data (k_state 1) */
@@ -258,6 +309,9 @@ byte rp_gs[NH];
 byte rp_ok[NH];         /* RENEW: leases renewed (bit mask) */
 byte rp_miss[NH];       /* RENEW: leases missing */
 byte rp_age[NH];
+#if FORGETS
+bool rp_fg[NH];         /* RENEW: the name is in its grace after a loss */
+#endif
 /* pub/sub: pending wake messages per agent: g LEASE (mask) and "1" */
 byte wk_g[NH];
 bool wk_1[NH];
@@ -296,6 +350,12 @@ byte fr_gs;             /* ghost: latest grant order among accepted writers */
 
 /* fault budgets */
 byte n_crash, n_reset, n_loss, n_dup, n_stray, n_step;
+#if USTEPS
+byte n_ustep;
+#endif
+#if RENEW > 1
+byte g_phase;           /* ticks since the renewal timers last fired */
+#endif
 
 /* scratch for scripts; not part of the state */
 hidden byte ri, rk, rlim, rn, rrank, rmask, rahead;
@@ -547,8 +607,34 @@ inline grant_next(may) {
 	fi
 }
 
+/* Every script first: the name's state missing?  The census missing
+ * (FLUSHALL, or this Redis' first use): made again, and the name gets the
+ * census' slot grace, one lease; the census there (it names the name):
+ * forgotten, a grace of one lease; nothing is granted anew meanwhile, a
+ * re-assertion is.  (No census without the name: a new name, no grace.) */
+#if FORGETS
+#define R_NAMED r_named();
+inline r_named() {
+	if
+	:: !r_name ->
+		r_name = true;
+#ifndef MUT_FORGET_NEW
+		r_ngrace = GRACE;
+		printf("MSC: redis: the name's state is missing (census %d): a grace of %d ticks\n", r_census, GRACE);
+#else
+		printf("MSC: redis: the name's state is missing: taken for new\n");
+#endif
+		r_census = true
+	:: else
+	fi
+}
+#else
+#define R_NAMED         /* (no step: the other searches stay as they were) */
+#endif
+
 /* acquire (spec 3), called by agent h for lease j; reply into rp_* */
 inline s_acquire(h, j, slots, pf) {
+	R_NAMED
 	rp_kind[h] = RP_ACQ; rp_job[h] = j; rp_age[h] = 0; rp_tok[h] = 0; rp_gs[h] = 0;
 	if
 #ifndef MUT_NO_OWNER_ACQUIRE
@@ -606,6 +692,7 @@ inline s_acquire(h, j, slots, pf) {
 
 /* release (spec 3), fire and forget: the agent needs no answer */
 inline s_release(h, j) {
+	R_NAMED
 	if
 #ifndef MUT_NO_OWNER_RELEASE
 	:: r_st[j] != ABSENT && r_own[j] != h -> skip      /* permission */
@@ -627,7 +714,11 @@ inline s_release(h, j) {
 
 /* renew (spec 3): all leases agent h has of the name, one call */
 inline s_renew(h) {
+	R_NAMED
 	rp_kind[h] = RP_RENEW; rp_age[h] = 0; rp_ok[h] = 0; rp_miss[h] = 0;
+#if FORGETS
+	rp_fg[h] = FORGOTTEN;
+#endif
 	for (ri : 0 .. NJ - 1) {
 		if
 		:: MINE(ri, h) && (a_kn[ri] == K_WAIT || a_kn[ri] == K_HOLD) ->
@@ -649,6 +740,7 @@ inline s_renew(h) {
 
 /* reassert (spec 3): put a holder from before the reset back */
 inline s_reassert(h, j, tok) {
+	R_NAMED
 	rp_kind[h] = RP_REASSERT; rp_job[h] = j; rp_age[h] = 0;
 	if
 	:: r_st[j] != ABSENT && r_own[j] != h -> rp_val[h] = 0
@@ -699,6 +791,7 @@ inline s_reassert(h, j, tok) {
 #if DRAIN
 /* drain (drain.lua, on = 1): the record is set; nothing else changes */
 inline s_drain() {
+	R_NAMED
 	r_drain = true;
 	r_flush();
 	printf("MSC: redis: drain\n")
@@ -710,6 +803,7 @@ inline s_drain() {
  * message a release publishes.  A name not drained (a reset lost the
  * record): nothing. */
 inline s_undrain() {
+	R_NAMED
 	if
 	:: r_drain ->
 		r_drain = false;
@@ -853,8 +947,16 @@ inline confirm(j, tok, gs, age) {
 inline rp_clear(h) {
 	rp_kind[h] = RP_NONE; rp_job[h] = 0; rp_val[h] = 0; rp_tok[h] = 0;
 	rp_gs[h] = 0; rp_ok[h] = 0; rp_miss[h] = 0; rp_age[h] = 0
+#if FORGETS
+	; rp_fg[h] = false
+#endif
 }
 
+#if FORGETS
+#define PUT_BACK(h, j) (rp_fg[h] && a_age[j] < TTL - DRIFT)
+#else
+#define PUT_BACK(h, j) 0
+#endif
 inline process_reply(h) {
 	rk = rp_job[h];
 	if
@@ -886,7 +988,14 @@ inline process_reply(h) {
 				confirm(ri, a_tok[ri], a_gs[ri], rp_age[h])
 			:: MINE(ri, h) && (rp_ok[h] & BIT(ri)) && a_kn[ri] == K_WAIT && rp_age[h] == 0 ->
 				a_age[ri] = 0
-			:: MINE(ri, h) && (rp_miss[h] & BIT(ri)) && a_kn[ri] == K_HOLD ->
+#if FORGETS
+			/* Redis lost it and says so (the name's grace): put it
+			 * back, as after a reset, if confirmed less than a TTL
+			 * ago (on this host's clock, minus the drift) */
+			:: MINE(ri, h) && (rp_miss[h] & BIT(ri)) && a_kn[ri] == K_HOLD && PUT_BACK(h, ri) ->
+				a_kn[ri] = K_REASSERT
+#endif
+			:: MINE(ri, h) && (rp_miss[h] & BIT(ri)) && a_kn[ri] == K_HOLD && !PUT_BACK(h, ri) ->
 #ifdef MUT_RENEW_MISSING_CONFIRMS
 				confirm(ri, a_tok[ri], a_gs[ri], rp_age[h])
 #else
@@ -1160,6 +1269,12 @@ proctype clock()
 		:: r_grace > 0 -> r_grace--
 		:: else
 		fi;
+#if FORGETS
+		if
+		:: r_ngrace > 0 -> r_ngrace--
+		:: else
+		fi;
+#endif
 		if
 		:: rfreed -> publish(0, true)
 		:: else
@@ -1174,19 +1289,29 @@ proctype clock()
 			fi
 		}
 		/* agents: the renewal timer (TTL/3) and the safety tick */
+#if RENEW > 1
+		g_phase = (g_phase + 1) % RENEW;
+#define TIMERS (g_phase == 0)
+#else
+#define TIMERS 1
+#endif
 		for (h : 0 .. NH - 1) {
 			if
 			:: rp_kind[h] != RP_NONE && rp_age[h] < FENCE -> rp_age[h]++
 			:: else
 			fi;
-			a_renew[h] = a_up[h] && ANY(LEASE, h);
-			a_ask[h] = 0;
-			for (j : 0 .. NJ - 1) {
-				if
-				:: MINE(j, h) && a_up[h] && a_kn[j] == K_WAIT -> a_ask[h] = a_ask[h] | BIT(j)
-				:: else
-				fi
-			}
+			if
+			:: TIMERS ->
+				a_renew[h] = a_up[h] && ANY(LEASE, h);
+				a_ask[h] = 0;
+				for (j : 0 .. NJ - 1) {
+					if
+					:: MINE(j, h) && a_up[h] && a_kn[j] == K_WAIT -> a_ask[h] = a_ask[h] | BIT(j)
+					:: else
+					fi
+				}
+			:: else
+			fi
 		}
 		h = 0; j = 0
 	}
@@ -1231,6 +1356,9 @@ proctype env()
 		c_held = 0; c_line = 0; c_lim = L_NONE; c_at = 0;
 #if DRAIN
 		r_drain = false;
+#endif
+#if FORGETS
+		r_name = false; r_census = false; r_ngrace = 0;
 #endif
 		for (h : 0 .. NH - 1) { a_conn[h] = false }
 		if
@@ -1295,6 +1423,56 @@ proctype env()
 		if
 		:: rp_clear(1)
 		:: skip
+		fi;
+		h = 0 }
+#endif
+#if FORGETS
+	/* Redis loses the name's keys while it stays up (a DEL, eviction):
+	 * holders, queue, waiters, records, counters, token, drain; nobody's
+	 * connection drops, no epoch changes.  Or FLUSHALL: the census and
+	 * the epoch key (with a reset's grace) too. */
+	:: atomic { n_forget < FORGETS ->
+		n_forget++;
+		for (h : 0 .. NJ - 1) { r_forget(h) }
+		qn = 0; r_token = 0; r_token_set = false;
+		c_held = 0; c_line = 0; c_lim = L_NONE; c_at = 0;
+#if DRAIN
+		r_drain = false;
+#endif
+		r_name = false; r_ngrace = 0;
+		if
+		:: printf("MSC: redis: the name's keys lost\n")
+		:: r_census = false; r_grace = 0;
+#if CRASHES || RESETS
+			r_epoch = 0;            /* (read only by an agent that connects) */
+#endif
+			printf("MSC: redis: FLUSHALL\n")
+		fi;
+		r_flush();
+		h = 0 }
+#endif
+#if USTEPS
+	/* Redis' wall clock stepped forward by less than the scripts notice:
+	 * taken as time, every expiry and grace comes USTEP ticks sooner
+	 * (the leases that ran out are dropped by the next script: here) */
+	:: atomic { n_ustep < USTEPS ->
+		n_ustep++; printf("MSC: redis: its clock stepped %d ticks forward, unnoticed\n", USTEP);
+		rfreed = false;
+		for (h : 0 .. NJ - 1) {
+			if
+			:: r_st[h] != ABSENT && r_ttl[h] <= USTEP -> r_leave(h); rfreed = true; printf("MSC: redis: lease %d expires\n", h)
+			:: r_st[h] != ABSENT && r_ttl[h] > USTEP -> r_ttl[h] = r_ttl[h] - USTEP
+			:: else
+			fi
+		}
+		r_flush();
+		r_grace = (r_grace > USTEP -> r_grace - USTEP : 0);
+#if FORGETS
+		r_ngrace = (r_ngrace > USTEP -> r_ngrace - USTEP : 0);
+#endif
+		if
+		:: rfreed -> publish(0, true)
+		:: else
 		fi;
 		h = 0 }
 #endif

@@ -5,6 +5,7 @@
 #   -v                      also print the events of each counterexample
 #   -j N                    N searches at once (default: one a core); the
 #                           output stays in the order below
+#   NAME...                 only these checks (or mutants)
 # Needs spin and gcc (Debian: spin, gcc).
 set -u
 export LC_ALL=C
@@ -16,13 +17,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 mode=checks
 verbose=0
 jobs=$(nproc)
-usage() { echo "usage: $0 [--mutants] [-v] [-j N]" >&2; exit 2; }
+only=()
+usage() { echo "usage: $0 [--mutants] [-v] [-j N] [NAME...]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	case $1 in
 	--mutants) mode=mutants ;;
 	-v) verbose=1 ;;
 	-j) [ $# -ge 2 ] && [[ $2 =~ ^[1-9][0-9]*$ ]] || usage; jobs=$2; shift ;;
-	*) usage ;;
+	-*) usage ;;
+	*) only+=("$1") ;;
 	esac
 	shift
 done
@@ -36,7 +39,7 @@ trap 'for p in "${!running[@]}"; do kill -- -"$p" 2>/dev/null; done; wait; rm -r
 trap 'exit 130' INT TERM
 
 # Faults off unless a configuration turns them on; MAXG bounds the runs.
-BASE="-DMAXG=3 -DWAKES=0 -DGIVEUP=1 -DCRASHES=0 -DRESETS=0 -DLOSSES=0 -DDUPS=0 -DSTRAYS=0 -DSTEPS=0"
+BASE="-DMAXG=3 -DWAKES=0 -DGIVEUP=1 -DCRASHES=0 -DRESETS=0 -DLOSSES=0 -DDUPS=0 -DSTRAYS=0 -DSTEPS=0 -DFORGETS=0 -DUSTEPS=0"
 
 # compile NAME DEFINES CFLAGS: spin -a and gcc in $work/NAME. -O2 pays for
 # its 5 s of gcc on the searches of a million states and more; a mutant's
@@ -92,11 +95,12 @@ check() {
 	esac
 	out=$work/$name/pan.out
 	if [ $ok = 1 ]; then
-		(cd "$work/$name" && timeout --foreground "$secs" ./pan $args >pan.out 2>&1)
+		# SIGINT: pan stops and prints its figures so far
+		(cd "$work/$name" && timeout --foreground --signal=INT --kill-after=10 "$secs" ./pan $args >pan.out 2>&1)
 		rc=$?
 		report "$out"
 		if [ $rc = 124 ]; then
-			echo "  did not finish within ${secs} s"; ok=0
+			echo "  did not finish within ${secs} s (the figures above are where it stopped)"; ok=0
 		elif grep -q "max search depth too small" "$out"; then
 			echo "  search depth too small: incomplete"; ok=0
 		elif grep -q -e "reached -DMEMLIM bound" -e "Search not completed" "$out"; then
@@ -115,7 +119,8 @@ mutant() {
 	echo "== mutant $name: $what"
 	if compile "$name" "$defs" "-O0 -DSAFETY -DCOLLAPSE"; then
 		out=$work/$name/pan.out
-		(cd "$work/$name" && timeout --foreground 120 ./pan -m300000 -w25 >pan.out 2>&1)
+		(cd "$work/$name" && timeout --foreground --signal=INT --kill-after=10 120 ./pan -m300000 -w25 >pan.out 2>&1)
+		[ $? = 124 ] && echo "  did not finish within 120 s"
 		report "$out"
 		if [ "$(field "$out" "errors:")" != "" ] && [ "$(field "$out" "errors:")" != 0 ] &&
 			[ -f "$work/$name/fleetsem.pml.trail" ]; then
@@ -133,7 +138,14 @@ mutant() {
 
 # The searches, queued by `queue check|mutant ARGS...` and run by run_all.
 queued=()
-queue() { queued+=("$(printf '%q ' "$@")"); }
+queue() {
+	local n
+	if [ ${#only[@]} -gt 0 ]; then
+		for n in "${only[@]}"; do [ "$n" = "$2" ] && break; n=; done
+		[ -n "$n" ] || return 0
+	fi
+	queued+=("$(printf '%q ' "$@")")
+}
 
 # run_all: $jobs searches at once, each one's output printed whole and in
 # the order queued as soon as those before it are done; sets passed, failed.
@@ -159,6 +171,12 @@ run_all() {
 }
 
 N1="N=1, 2 jobs on 2 hosts, TTL 3 ticks, fence at 2, drift 1, agents paused at will, at most 3 grants"
+# Steps of Redis' clock: a tick is a sixth of a lease (TTL 6, renewals
+# every 2 ticks), no drift (the step is what eats the holder's margin); one
+# step of USTEP ticks that the scripts do not notice (at most half a lease);
+# 2 grants (a holder cut off, and the one granted when its lease ends).
+S6="N=1, 2 jobs on 2 hosts, TTL 6 ticks, renewal every 2, drift 0, agents paused at will, at most 2 grants, waiters may give up"
+SBASE="$BASE -DMAXG=2 -DTTL=6 -DRENEW=2 -DDRIFT=0 -DUSTEPS=1"
 if [ $mode = checks ]; then
 	# The longest first, so that both cores stay busy to the end.
 	queue check wakes-3 "at most N believers; no overtaking" "$N1 but 3 jobs (2 on host 0), waiters do not give up; pub/sub on (a late g message and a waiter asked again)" \
@@ -195,6 +213,12 @@ if [ $mode = checks ]; then
 		"$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1" safety 90
 	queue check revoke "a revoked holder stops believing within the fence; at most N believers besides it; no overtaking; no new grant while drained" "$N1, waiters do not give up; root revokes job 0's held slot once, at any time; an operator drains once and undrains once" \
 		"$BASE -DGIVEUP=0 -DREVOKES=1 -DDRAIN=1" safety 60
+	queue check forget "at most N believers; no overtaking" "$N1, waiters may give up; Redis, up all along, loses the name's keys, or all of fleetsem's (FLUSHALL), once, at any time: census, grace, re-assertion" \
+		"$BASE -DFORGETS=1" safety 90
+	queue check clock-step "at most N believers; no overtaking" "$S6; fence at 3 (half a lease); Redis' clock stepped forward half a lease (3 ticks), unnoticed, once, at any time" \
+		"$SBASE -DFENCE=3 -DUSTEP=3" safety 60
+	queue check clock-step-third "at most N believers; no overtaking" "$S6; fence at 4 (2/3 of a lease, as fleetsem run); Redis' clock stepped forward a third of a lease (2 ticks), unnoticed, once, at any time" \
+		"$SBASE -DFENCE=4 -DUSTEP=2" safety 60
 	queue check revoke-fenced "no stale write accepted after a revoke" "$N1, waiters do not give up; holders freeze (timers stop); root revokes job 0's held slot once" \
 		"$BASE -DGIVEUP=0 -DREVOKES=1 -DFREEZE" safety 60
 else
@@ -220,8 +244,13 @@ else
 	queue mutant count-reassert "a re-assertion does not count its holder in HELD" "$BASE -DRESETS=1 -DNO_COUNT_CHECK -DMUT_COUNT_REASSERT"
 	queue mutant count-newcomer "LIMIT not lowered when a newcomer asks for fewer slots" "$BASE -DSL0=2 -DNO_COUNT_CHECK -DMUT_COUNT_NEWCOMER"
 	# Drain: no new grant while the name is drained.
+	queue mutant forget-new "a name whose keys Redis lost is new: no grace, its holders told LOST" "$BASE -DFORGETS=1 -DMUT_FORGET_NEW"
+	queue mutant clock-step-fence "by design: a step of half a lease, unnoticed, with the fence at 2/3 of a lease (a lease ends a sixth of a lease before its holder fences)" "$SBASE -DFENCE=4 -DUSTEP=3"
 	queue mutant drain-straight-in "acquire's straight-in path (nobody in line) ignores the drain" "$BASE -DDRAIN=1 -DMUT_DRAIN_STRAIGHT_IN"
 	queue mutant drain-release "a release while drained hands the slot to the next in line" "$BASE -DDRAIN=1 -DMUT_DRAIN_RELEASE"
+fi
+if [ ${#queued[@]} != ${#only[@]} ]; then
+	echo "$0: ${#only[@]} names given, ${#queued[@]} of them known ($mode)" >&2; exit 2
 fi
 t0=$EPOCHREALTIME
 run_all
