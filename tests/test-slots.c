@@ -634,6 +634,37 @@ static void test_lost_when_not_renewed(void) {
         teardown();
 }
 
+/* Redis forgot a name while it stayed up: a renewal says so, and the
+ * holder that still believes is put back (re-asserted), not lost; one
+ * whose last confirmed renewal is older than that is lost as before. */
+static void test_forgotten(void) {
+        Client c1 = {}, c2 = {};
+        Lease *a, *b;
+        char one[1][LEASE_ID_LEN + 1];
+        bool missing = true;
+
+        setup(0);
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
+        reply_granted(a, 1, 1, 0);
+        b = ask(2, "y", 1, USEC_INFINITY, &c2, 0);
+        reply_granted(b, 2, 1, 0);
+        memcpy(one[0], id(1), sizeof(one[0]));
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, true, TTL / 3, TTL / 3 + 1);
+        CHECK_INT(a->state, LEASE_HELD, "a holder Redis forgot still holds here");
+        CHECK_INT(count_calls("reassert", id(1)), 1, "and is put back in Redis");
+        CHECK(!has_line(&c1, "LOST"), "its client hears no LOST");
+        CHECK(said("4 -1 Redis forgot the slot of x (token 1) while it stayed up"), "the journal says what happened");
+        reassert_done(a, 1, TTL / 3 + 2);
+        CHECK(said("5 -1 Re-asserted slot of x (token 1)"), "and that it is back");
+        /* One whose last renewal is older than two thirds of a lease: its
+         * holder fenced itself; nothing to put back. */
+        memcpy(one[0], id(2), sizeof(one[0]));
+        slots_renew_done(&e, "y", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, true, TTL, TTL + 1);
+        CHECK(has_line(&c2, "LOST"), "a holder past its fence point is lost, even when Redis forgot it");
+        CHECK_INT(count_calls("reassert", id(2)), 0, "and not put back");
+        teardown();
+}
+
 /* "r LEASE" on the name's wake channel (a revoke): the holder's agent
  * renews at once, as a hint; Redis' answer makes it lost, told at once,
  * but released only when its anchor closes (the job stopped) or at its
@@ -1541,6 +1572,7 @@ int main(void) {
         test_requeue_in_order();
         test_each_grant_waits_for_its_answer();
         test_lost_when_not_renewed();
+        test_forgotten();
         test_revoke_heard();
         test_reset();
         test_refused_and_pending_release();

@@ -262,9 +262,13 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                         gone[k_gone++] = lease_ref(l);
                 else if (l->state == LEASE_WAITING)
                         requeue(l, now);
-                else if (forgotten) {
+                else if (forgotten && now - l->renewed <= slots_lost_after(e)) {
                         /* Redis lost it while it stayed up, and grants
-                         * nothing on the name for a lease: put it back. */
+                         * nothing on the name for a lease: put it back,
+                         * as after a reset only while its holder still
+                         * believes (a grant heard late whose lease ran
+                         * out, and was granted on, before the loss is
+                         * no holder to put back). */
                         LogFields f = lease_fields(l);
 
                         slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f,
