@@ -468,7 +468,10 @@ end
 -- time passing: it adds the step to the fleet's offset. Each name keeps
 -- the offset its expiries are on (its state's OFFSET_MS), and the
 -- first script on it after a step moves them by what the offset moved:
--- a step never ends a lease early, nor makes one last longer. (A gap in
+-- a step seen ends no lease early, nor makes one last longer. A forward
+-- step of at most half a lease is not seen: it is taken as time, and
+-- ends leases that much sooner (fleetsemd(8), SAFETY, gives the bound:
+-- a sixth of a lease before a cut-off holder fences itself). (A gap in
 -- every agent's calls, when no agent could reach Redis, counts as a step:
 -- it ends nobody's lease.) ERA names the Redis state the key's writer
 -- knew, by that state's grace_until: written before the reset the caller
