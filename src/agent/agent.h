@@ -154,7 +154,7 @@ struct Agent {
         void (*redis_changed)(Agent *a);
         /* A wake message of any name, heard while someone watches. */
         void (*fleet_changed)(Agent *a);
-        size_t n_watching;              /* clients that WATCH */
+        size_t n_watching;              /* root's clients that WATCH (every name's wake-ups) */
         bool adopted;                   /* this host's leases re-adopted (adopt.c), once */
 
         Client *clients;
