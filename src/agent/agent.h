@@ -70,6 +70,7 @@ typedef enum Script {
         SCRIPT_DRAIN,
         SCRIPT_REVOKE,
         SCRIPT_LIMIT,
+        SCRIPT_FOLLOW,
         N_SCRIPTS,
 } Script;
 
