@@ -3,7 +3,8 @@
 # agent loads them (prelude, then script; KEYS in the order of keys.list):
 # first come first served, the limit in force, owners, tokens that never go
 # back, grace, idle names leaving Redis, expiry by the Redis clock, wake
-# messages, the epoch key and the status reply.
+# messages, the epoch key, the data model marker beside it, the epoch's
+# move after a resharding (compare-and-set) and the status reply.
 . "$(dirname "$0")/lib.sh"
 
 SRC=$(cd "$(dirname "$0")/../src/agent" && pwd)

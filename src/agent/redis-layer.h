@@ -137,7 +137,7 @@ struct RedisIo {
         char sha[N_SCRIPTS][41];
         char *script_text[N_SCRIPTS];
         unsigned sub_generation;        /* any subscription connection made again, or the layout changed */
-        bool watch_all;                 /* someone watches: every name's wake-ups (engine_watch()) */
+        bool watch_all;                 /* root watches: every name's wake-ups (engine_watch()) */
         bool watch_subscribed;          /* … subscribed to, on the connection of watch_generation */
         bool watch_refused;             /* Redis refused the pattern (its ACL): not asked again */
         unsigned watch_generation;
