@@ -292,6 +292,65 @@ is "$?" 0 "a first node that never answers is given up for the next: the agent g
 like "$(cat "$T/agent-e.log")" "127.0.0.1:$silent did not answer; asking the next one" "... and says so"
 kill "$silent_pid" 2>/dev/null
 
+# ---- 8. An epoch follows its master's first slot, compare-and-set --------------------
+# R's first slot moves to O (keys and all): R's agents write R's epoch in
+# R's next slot (follow.lua), where an epoch of R's that ends its grace
+# later is already (as another agent would have written it after a reset
+# these ones did not see): it stays, no agent puts the older one back. O's
+# agents write O's epoch in O's new first slot over the one of R's that
+# came with it (another master's).
+# slot_tag SLOT: the hash tag the agent gives SLOT's epoch key
+# (redis_slot_tag(): 0, 1, 2, … in base 62, least significant digit first,
+# the first of them in each slot).
+slot_tag() {
+        python3 - "$1" <<'PY'
+import sys
+def crc16(b):
+    crc = 0
+    for c in b:
+        crc ^= c << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) & 0xffff if crc & 0x8000 else (crc << 1) & 0xffff
+    return crc
+D = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+want = int(sys.argv[1])
+for n in range(62 ** 3):
+    s, m = "", n
+    while True:
+        s += D[m % 62]
+        m //= 62
+        if not m:
+            break
+    if crc16(s.encode()) & 16383 == want:
+        print(s)
+        break
+PY
+}
+f=$(own_ranges "$R" | head -n 1 | cut -d- -f1)
+is "$(cluster_owner $((f + 1)))" "$R" "R owns its first slot $f and the next"
+ek0="fleetsem:epoch:{$(slot_tag "$f")}" ek1="fleetsem:epoch:{$(slot_tag $((f + 1)))}"
+mk1="fleetsem:model:{$(slot_tag $((f + 1)))}"
+read -r r_id r_until r_master <<<"$(ccli "$R" GET "$ek0")"
+like "$r_id $r_until $r_master" '^[0-9a-f]{32} [0-9]+ [0-9a-f]{80}$' "R's epoch is in its first slot ($ek0)"
+newer="ffffffffffffffffffffffffffffffff $((r_until + 600000)) $r_master"
+ccli "$R" SET "$ek1" "$newer" >/dev/null
+ccli "$O" CLUSTER SETSLOT "$f" IMPORTING "${C_ID[$R]}" >/dev/null
+ccli "$R" CLUSTER SETSLOT "$f" MIGRATING "${C_ID[$O]}" >/dev/null
+for _ in 1 2 3 4 5; do
+        keys=$(ccli "$R" CLUSTER GETKEYSINSLOT "$f" 1000)
+        [ -z "$keys" ] && break
+        # shellcheck disable=SC2086
+        ccli "$R" MIGRATE 127.0.0.1 "$O" "" 0 5000 KEYS $keys >/dev/null
+done
+ccli "$O" CLUSTER SETSLOT "$f" NODE "${C_ID[$O]}" >/dev/null
+ccli "$R" CLUSTER SETSLOT "$f" NODE "${C_ID[$O]}" >/dev/null
+check "slot $f is O's" wait_for 10 sh -c "[ \$(redis-cli -p $O CLUSTER COUNTKEYSINSLOT $f) -ge 1 ]"
+check "R's agents moved R's epoch to slot $((f + 1)) (its data model marker is there)" \
+        wait_for 20 sh -c "[ \"\$(redis-cli -p $R GET '$mk1')\" = '2 0.2' ]"
+is "$(ccli "$R" GET "$ek1")" "$newer" "... and the newer epoch of R's there did not go back"
+check "O's agents wrote O's epoch over R's that came with slot $f" \
+        wait_for 20 sh -c "redis-cli -p $O GET '$ek0' | grep -qv ' $r_master\$'"
+
 # ---- The ACL: the agents, logged in as the shipped fleetsem user, were
 # refused nothing on any node, Cluster commands included.
 for p in "${C_PORTS[@]}"; do

@@ -3,7 +3,8 @@
 # agent loads them (prelude, then script; KEYS in the order of keys.list):
 # first come first served, the limit in force, owners, tokens that never go
 # back, grace, idle names leaving Redis, expiry by the Redis clock, wake
-# messages, the epoch key and the status reply.
+# messages, the epoch key, the data model marker beside it, the epoch's
+# move after a resharding (compare-and-set) and the status reply.
 . "$(dirname "$0")/lib.sh"
 
 SRC=$(cd "$(dirname "$0")/../src/agent" && pwd)
@@ -24,7 +25,7 @@ start_stepped_redis
 declare -A SHA
 load_scripts() {
         local s
-        for s in acquire release renew reassert adopt status epoch batch drain revoke limit; do
+        for s in acquire release renew reassert adopt status epoch batch drain revoke limit follow; do
                 SHA[$s]=$(embed --lua "$SRC/keys.list" "$SRC/args.list" "$SRC/lua/prelude.lua" "$SRC/lua/$s.lua" |
                         rcli -x SCRIPT LOAD)
                 [[ ${SHA[$s]} =~ ^[0-9a-f]{40}$ ]] || bail "$s.lua does not load: ${SHA[$s]}"
@@ -96,7 +97,7 @@ print(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))' "$1" "
 # left out. A name the list does not have, or a required one missing, is a
 # mistake of this test.
 declare -A ARG_SPEC
-for s in acquire release renew reassert adopt epoch drain revoke limit; do
+for s in acquire release renew reassert adopt epoch drain revoke limit follow; do
         ARG_SPEC[$s]=$(embed --args "$SRC/args.list" "$s" | tr '\n' ' ')
         [ -n "${ARG_SPEC[$s]}" ] || bail "args.list has no $s"
 done
@@ -695,6 +696,66 @@ is "$(j "$r" '[r[0], r[1].split()[0]]')" '[0,"dddddddddddddddddddddddddddddddd"]
         "flapping failover: a fresh agent (no epoch known) finds the new one"
 rcli -n 1 FLUSHDB >/dev/null
 
+# The data model marker beside the epoch (P:model, "N V"), read and
+# written by the epoch script at connect: an agent of model 2 writes its
+# own where there is none or an older one, and refuses a newer one or one
+# it cannot read ({4, marker}), leaving both keys as they were.
+MODEL_KEY=fleetsem:model
+epoch_model() {    # ID: as a standalone agent of data model 2 calls it
+        args epoch id="$1" grace_ms=0 master_id= failover_grace_ms=0 known_id= known_grace_until_ms= replid_fresh=0 \
+                model="2 0.2"
+        rcli --json EVALSHA "${SHA[epoch]}" 2 "$EPOCH_KEY" "$MODEL_KEY" "${ARGS_OUT[@]}"
+}
+rcli FLUSHALL >/dev/null
+r=$(epoch_model 0000000000000000000000000000000a)
+is "$(j "$r" 'r[0]')" 1 "model: the first agent makes the epoch ..."
+is "$(rcli GET "$MODEL_KEY")" "2 0.2" "model: ... and the marker, 'N V'"
+rcli SET "$MODEL_KEY" "1 0.1" >/dev/null
+r=$(epoch_model 0000000000000000000000000000000b)
+is "$(j "$r" '[r[0], r[1].split()[0]]')" '[0,"0000000000000000000000000000000a"]' "model: an older marker: the epoch holds ..."
+is "$(rcli GET "$MODEL_KEY")" "2 0.2" "model: ... and the marker is this model's"
+was=$(rcli GET "$EPOCH_KEY")
+for m in "99 9.9" "3x" "" "3 0.3 more"; do
+        rcli SET "$MODEL_KEY" "$m" >/dev/null
+        r=$(epoch_model 0000000000000000000000000000000c)
+        is "$(j "$r" 'r[:2]')" "[4,\"$m\"]" "model: marker '$m' (newer, or unreadable): refused, and said"
+        is "$(rcli GET "$MODEL_KEY") / $(rcli GET "$EPOCH_KEY")" "$m / $was" "model: ... the marker and the epoch left alone"
+done
+rcli SET "$MODEL_KEY" "99 9.9" >/dev/null
+r=$(epoch 0000000000000000000000000000000d 0)
+is "$(j "$r" 'r[0]')" 0 "model: a caller that passes no marker key is not asked"
+
+# An epoch that follows its master's first hash slot after a resharding
+# (follow.lua): compare-and-set, so that an agent that read an older epoch
+# never puts it back over a newer one of the same master.
+FKEY='fleetsem:epoch:{x}' FMKEY='fleetsem:model:{x}'
+follow() {         # VALUE [MARKER]
+        args follow value="$1" model="${2:-2 0.2}"
+        rcli EVALSHA "${SHA[follow]}" 2 "$FKEY" "$FMKEY" "${ARGS_OUT[@]}"
+}
+rcli FLUSHALL >/dev/null
+old="aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa 2000 $RUN$R1" new="bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb 5000 $RUN$R2"
+is "$(follow "$old")" 1 "follow: none there: written"
+is "$(rcli GET "$FKEY") / $(rcli GET "$FMKEY")" "$old / 2 0.2" "follow: ... the epoch and the marker"
+rcli SET "$FKEY" "$new" >/dev/null
+is "$(follow "$old")" 0 "follow: a newer epoch of the same master there: not written"
+is "$(rcli GET "$FKEY")" "$new" "follow: ... the epoch did not go back"
+is "$(follow "${new/5000/4999}")" 0 "follow: ... nor for an older grace by a millisecond"
+is "$(follow "$new")" 0 "follow: the same epoch: nothing to write"
+other="cccccccccccccccccccccccccccccccc 9000 $(printf '5%.0s' $(seq 40))$R1"
+rcli SET "$FKEY" "$other" >/dev/null
+is "$(follow "$old")" 1 "follow: another master's epoch (moved here with its slot): replaced"
+is "$(rcli GET "$FKEY")" "$old" "follow: ... by this master's"
+is "$(follow "$new")" 1 "follow: an older epoch of the same master: replaced by the newer"
+rcli SET "$FMKEY" "3 0.3" >/dev/null
+follow "$new" >/dev/null
+is "$(rcli GET "$FMKEY")" "3 0.3" "follow: a newer marker there stays"
+rcli SET "$FMKEY" "1 0.1" >/dev/null
+follow "$new" >/dev/null
+is "$(rcli GET "$FMKEY")" "2 0.2" "follow: an older one becomes this model's"
+like "$(follow "not an epoch" 2>&1)" 'not an epoch' "follow: a malformed value is refused"
+is "$(rcli GET "$FKEY")" "$new" "follow: ... and nothing written"
+
 # ---- The name's state --------------------------------------------------------------
 # Many leases of one agent on one name: one renewal, read and written a
 # few thousand at a time.
@@ -730,7 +791,7 @@ t=$(redis_ms)
 rcli SET "$(key old1 clock)" "$((t - 5000)) 10000 0" >/dev/null
 rcli ZADD "$(key old1 holders)" $((t + 5000)) oldlease >/dev/null
 r=$(acquire old1 n 1 2>&1)
-like "$r" "FLEETSEM fleetsem:\\{old1\\}:clock is of the first data model" "first model: a name an earlier agent uses is refused: $r"
+like "$r" "FLEETSEM fleetsem:\\{old1\\}:clock is of data model 1 \\(fleetsem 0\\.1\\).*this agent speaks data model 2 \\(fleetsem >= 0\\.2\\)" "first model: a name an earlier agent uses is refused: $r"
 is "$(rcli TYPE "$(key old1 clock)") $(rcli ZCARD "$(key old1 holders)")" "string 1" "... and left as it was"
 rcli SET "$(key old1 clock)" "$((t - 25000)) 10000 0" >/dev/null
 r=$(acquire old1 n 1)

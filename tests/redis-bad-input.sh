@@ -108,7 +108,7 @@ is "$?" 0 "other names still work"
 rcli SET 'fleetsem:{model1}:clock' "$(( $(rcli TIME | head -n 1) * 1000 )) 15000 0" >/dev/null
 out=$(fs a run --slots 1 --no-wait model1 -- true 2>&1); rc=$?
 is "$rc" 69 "a name of the first data model in use: exit 69"
-like "$out" 'model1: FLEETSEM fleetsem:\{model1\}:clock is of the first data model, in use by an agent of an earlier fleetsem: upgrade every agent' \
+like "$out" 'model1: FLEETSEM fleetsem:\{model1\}:clock is of data model 1 \(fleetsem 0\.1\), in use by an agent of an earlier fleetsem; this agent speaks data model 2 \(fleetsem >= 0\.2\): upgrade every agent' \
         "... saying why and what to do"
 is "$(rcli TYPE 'fleetsem:{model1}:clock')" string "... and leaving the old agent's keys alone"
 fs a run --slots 1 --no-wait fine -- true

@@ -72,6 +72,7 @@ typedef enum Script {
         SCRIPT_DRAIN,
         SCRIPT_REVOKE,
         SCRIPT_LIMIT,
+        SCRIPT_FOLLOW,
         N_SCRIPTS,
 } Script;
 
@@ -163,7 +164,7 @@ struct Agent {
         void (*redis_changed)(Agent *a);
         /* A wake message of any name, heard while someone watches. */
         void (*fleet_changed)(Agent *a);
-        size_t n_watching;              /* clients that WATCH */
+        size_t n_watching;              /* root's clients that WATCH (every name's wake-ups) */
         bool adopted;                   /* this host's leases re-adopted (adopt.c), once */
 
         Client *clients;

@@ -43,7 +43,7 @@ void client_free(Client *c) {
                 c->lease = NULL;
                 slots_client_gone(&a->slots, l, now_mono());
         }
-        if (c->watching && --a->n_watching == 0)
+        if (c->watching && c->cred.uid == 0 && --a->n_watching == 0)
                 redis_io_watch_all(a, false);
         LIST_REMOVE(clients, a->clients, c);
         if (c->in_finished)

@@ -56,6 +56,7 @@ struct Shard {
         unsigned map_pass;              /* cluster: the last map that named it */
         int n_replicas;                 /* replicas attached, as ROLE last said (-1: not asked) */
         int epoch_slot;                 /* cluster: the slot its epoch key is in (-1: none yet) */
+        char model_refused[512];        /* why its data model marker is refused ("": it is not) */
         usec_t backoff;                 /* after it went: how long before it is tried again */
         usec_t retry_at;                /* CLOCK_MONOTONIC: not connected to before */
         /* Its maxmemory-policy, as INFO last said ("" not asked yet since
@@ -146,7 +147,7 @@ struct RedisIo {
         char sha[N_SCRIPTS][41];
         char *script_text[N_SCRIPTS];
         unsigned sub_generation;        /* any subscription connection made again, or the layout changed */
-        bool watch_all;                 /* someone watches: every name's wake-ups (engine_watch()) */
+        bool watch_all;                 /* root watches: every name's wake-ups (engine_watch()) */
         bool watch_subscribed;          /* … subscribed to, on the connection of watch_generation */
         bool watch_refused;             /* Redis refused the pattern (its ACL): not asked again */
         unsigned watch_generation;
@@ -159,6 +160,13 @@ struct RedisIo {
 };
 
 extern const char *const script_name[N_SCRIPTS];
+
+/* The data model of the keys these scripts keep (docs/protocol.md), and
+ * the first fleetsem that speaks it: Redis' marker P:model, "N V", beside
+ * each epoch key (P:model:{TAG} in a Cluster). 1 was 0.1's eleven keys a
+ * name. A newer marker than this is refused at connect (shard.c). */
+#define DATA_MODEL 2
+#define DATA_MODEL_MARKER "2 0.2"
 
 /* shard.c */
 /* A shard for host:port (NULL: the one server), at the end of io->shards. */

@@ -334,7 +334,11 @@ static void client_handle_request(Client *c, const char *line, size_t len) {
                 status_request(a, c, req.name, false);
                 return;
         case REQUEST_WATCH:
-                if (!c->watching && a->n_watching++ == 0)
+                /* Every name's wake-ups cost Redis a copy of each name's
+                 * traffic to this agent: for root's watches only. Others
+                 * are told the changes this host sees, and redraw on
+                 * their own timer. */
+                if (!c->watching && c->cred.uid == 0 && a->n_watching++ == 0)
                         redis_io_watch_all(a, true);
                 c->watching = true;
                 client_send(c, "WATCHING", strlen("WATCHING"));

@@ -147,7 +147,8 @@ void shard_down(Shard *sh, int error, const char *why) {
         if (was == REDIS_READY)
                 log_warning("Lost connection to Redis at %s: %s; held slots stay anchored, retrying.", sh->name,
                             sh->error);
-        else if (was == REDIS_CONNECTING || sh->backoff >= BACKOFF_MAX)
+        else if ((was == REDIS_CONNECTING || sh->backoff >= BACKOFF_MAX) && error != -EPROTONOSUPPORT)
+                /* (A data model refused is said once: model_refuse().) */
                 log_warning("Failed to connect to Redis at %s: %s; retrying in %s.", sh->name, sh->error,
                             format_duration(buf, sizeof(buf), sh->backoff));
         io->ev.shard_down(sh);
@@ -233,6 +234,28 @@ static void setup_send(Shard *sh, const char *what, int script, int argc, const 
         sh->setup_pending++;
 }
 
+/* The marker of a newer data model than this agent's, or one it cannot
+ * read (epoch.lua): nothing granted there; connected to again after the
+ * backoff, so that the marker's removal (or this agent's upgrade) is seen
+ * within 2 s. Said once, and in status. */
+static void model_refuse(Shard *sh, const char *marker) {
+        char why[sizeof(sh->model_refused)];
+        size_t n = strspn(marker, "0123456789"), v = n > 0 && marker[n] == ' ' ? strspn(marker + n + 1, "0123456789.") : 0;
+
+        if (n > 0 && n <= 9 && v > 0 && v <= 15 && marker[n + 1 + v] == '\0')
+                snprintf(why, sizeof(why), "Redis at %s holds fleetsem data model %.*s (fleetsem >= %s); this agent "
+                         "speaks %d: upgrade this agent; see fleetsemd(8) UPGRADING", sh->name, (int) n, marker,
+                         marker + n + 1, DATA_MODEL);
+        else
+                snprintf(why, sizeof(why), "Redis at %s holds a fleetsem data model marker this agent cannot read "
+                         "(%s:model); this agent speaks %d: upgrade this agent; see fleetsemd(8) UPGRADING", sh->name,
+                         sh->io->agent->config->key_prefix, DATA_MODEL);
+        if (!streq(why, sh->model_refused))
+                log_error("%s; granting nothing through it, looking again every 2 s.", why);
+        snprintf(sh->model_refused, sizeof(sh->model_refused), "%s", why);
+        shard_down(sh, -EPROTONOSUPPORT, why);
+}
+
 /* The epoch: "ID GRACE_UNTIL_MS [RUN_ID]" in P:epoch (in a Cluster one per
  * master, P:epoch:{TAG} in the first hash slot it owns), made by the first
  * agent that finds none. An id other than the one this agent knew means
@@ -250,6 +273,17 @@ static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 
         if (!reply || conn != sh->cmd)
                 return;
+        if (!redis_reply_error(reply) && redis_reply_array_len(reply) == 3 &&
+            redis_reply_array_integer(reply, 0, &created) >= 0 && created == 4) {
+                if (redis_reply_array_string(reply, 1, value, sizeof(value)) < 0)
+                        value[0] = '\0';       /* (too long: unreadable) */
+                model_refuse(sh, value);
+                return;
+        }
+        if (sh->model_refused[0]) {
+                log_notice("Redis at %s holds this agent's data model (%d) again.", sh->name, DATA_MODEL);
+                sh->model_refused[0] = '\0';
+        }
         if (redis_reply_error(reply) || redis_reply_array_len(reply) != 3 ||
             redis_reply_array_integer(reply, 0, &created) < 0 ||
             redis_reply_array_string(reply, 1, value, sizeof(value)) < 0 ||
@@ -281,22 +315,28 @@ static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                     why);
 }
 
-/* EVALSHA of the epoch script, loaded just before on this connection. */
+/* EVALSHA of the epoch script, loaded just before on this connection;
+ * the data model marker beside the epoch key (P:epoch… → P:model…). */
 static int epoch_send(Shard *sh, const char *key, const char *id, const char *grace, const char *failover) {
         RedisIo *io = sh->io;
-        char known_until[24] = "";
+        const char *prefix = io->agent->config->key_prefix;
+        char known_until[24] = "", model_key[IDENT_MAX_LEN + 32];
 
         if (sh->epoch[0])
                 snprintf(known_until, sizeof(known_until), "%" PRIu64, sh->grace_until_ms);
+        if (!strneq(key, prefix, strlen(prefix)) || !strneq(key + strlen(prefix), ":epoch", strlen(":epoch")))
+                return -EINVAL;
+        snprintf(model_key, sizeof(model_key), "%s:model%s", prefix, key + strlen(prefix) + strlen(":epoch"));
 
-        enum { HEAD = 4 };      /* EVALSHA SHA 1 KEY */
+        enum { HEAD = 5 };      /* EVALSHA SHA 2 KEY MODEL_KEY */
         const char *argv[HEAD + N_EPOCH_ARGS] = {
-                "EVALSHA", io->sha[SCRIPT_EPOCH], "1", key,
+                "EVALSHA", io->sha[SCRIPT_EPOCH], "2", key, model_key,
                 [HEAD + ARG_EPOCH_ID] = id, [HEAD + ARG_EPOCH_GRACE_MS] = grace,
                 [HEAD + ARG_EPOCH_MASTER_ID] = io->topo->failover ? sh->master_id : "",
                 [HEAD + ARG_EPOCH_FAILOVER_GRACE_MS] = failover,
                 [HEAD + ARG_EPOCH_KNOWN_ID] = sh->epoch, [HEAD + ARG_EPOCH_KNOWN_GRACE_UNTIL_MS] = known_until,
                 [HEAD + ARG_EPOCH_REPLID_FRESH] = sh->replid_fresh ? "1" : "0",
+                [HEAD + ARG_EPOCH_MODEL] = DATA_MODEL_MARKER,
         };
 
         return redis_conn_command(sh->cmd, epoch_reply, sh, ELEMENTSOF(argv), argv, NULL);

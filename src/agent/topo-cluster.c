@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "lua-args.h"
 #include "redis-layer.h"
 
 #define SLOT_NONE UINT8_MAX
@@ -88,13 +89,18 @@ static int cluster_epoch_slot(const RedisIo *io, const Shard *sh) {
 
 /* A resharding moved the first slot of a master that is up, and its epoch
  * key with it: the epoch it had is written again in its new first slot,
- * so that whoever connects next finds it, not a loss. (Where the old key
- * went, the next agent to connect to that master sees its own epoch
- * replaced: SET, not SETNX, also there.) */
+ * so that whoever connects next finds it, not a loss, with the data model
+ * marker beside it. (Where the old key went, the next agent to connect to
+ * that master sees its own epoch replaced: another master's epoch there
+ * is replaced, also there.) Compare-and-set (follow.lua): an epoch of the
+ * same master that ends its grace as late or later stays, so an agent
+ * that read the epoch before a reset others saw first never puts the
+ * older one back. */
 static void epochs_follow(RedisIo *io) {
         for (size_t i = 0; i < io->n_shards; i++) {
                 Shard *sh = io->shards[i];
-                char key[IDENT_MAX_LEN + 16], value[LEASE_ID_LEN + 128];
+                const char *prefix = io->agent->config->key_prefix, *tag;
+                char key[IDENT_MAX_LEN + 16], model_key[IDENT_MAX_LEN + 16], value[LEASE_ID_LEN + 128];
                 int first;
 
                 if (sh->state != REDIS_READY || !sh->epoch[0] || sh->epoch_slot < 0)
@@ -102,12 +108,19 @@ static void epochs_follow(RedisIo *io) {
                 first = cluster_epoch_slot(io, sh);
                 if (first < 0 || first == sh->epoch_slot)
                         continue;
-                snprintf(key, sizeof(key), "%s:epoch:{%s}", io->agent->config->key_prefix,
-                         redis_slot_tag((unsigned) first));
+                tag = redis_slot_tag((unsigned) first);
+                snprintf(key, sizeof(key), "%s:epoch:{%s}", prefix, tag);
+                snprintf(model_key, sizeof(model_key), "%s:model:{%s}", prefix, tag);
                 snprintf(value, sizeof(value), "%s %" PRIu64 "%s%s", sh->epoch, sh->grace_until_ms,
                          sh->master_id[0] ? " " : "", sh->master_id);
-                (void) redis_conn_command(sh->cmd, redis_fire_and_forget, (void *) "SET (epoch)", 3,
-                                          (const char *[]) { "SET", key, value }, NULL);
+
+                enum { HEAD = 5 };      /* EVALSHA SHA 2 KEY MODEL_KEY */
+                const char *argv[HEAD + N_FOLLOW_ARGS] = {
+                        "EVALSHA", io->sha[SCRIPT_FOLLOW], "2", key, model_key,
+                        [HEAD + ARG_FOLLOW_VALUE] = value, [HEAD + ARG_FOLLOW_MODEL] = DATA_MODEL_MARKER,
+                };
+                (void) redis_conn_command(sh->cmd, redis_fire_and_forget, (void *) "the epoch's move (follow.lua)",
+                                          ELEMENTSOF(argv), argv, NULL);
                 sh->epoch_slot = first;
         }
 }

@@ -20,11 +20,25 @@
 -- '1': it created its backlog for its first replica since it started, or
 -- dropped it after repl-backlog-ttl) is the same process with the same
 -- data, no failover: the epoch is kept, naming it as it is now.
+-- KEYS[2] (when given, with ARGV model): the data model marker beside the
+-- epoch, P:model (P:model:{TAG}), "N V": Redis holds fleetsem's data model
+-- N, which fleetsem V and later speak (docs/protocol.md). One newer than
+-- the caller's, or one it cannot read, touches nothing and returns
+-- {4, marker, now_ms}: that agent grants nothing there. An older one, or
+-- none, becomes the caller's.
 -- Returns {0, value, now_ms} when it holds; else sets it to
 -- "NEW_ID GRACE_UNTIL_MS [MASTER_ID]" (no expiry) and returns {1, value, now_ms}
 -- when there was none, {2, value, now_ms} when it named another master,
 -- {3, value, now_ms} when it was older than the one the agent knew.
 local now_ms = now()
+local model = ARGV[A_EPOCH_MODEL]
+if KEYS[2] and model then
+  local marker = redis.call('GET', KEYS[2])
+  local theirs = tonumber(string.match(marker or '0 0', '^(%d+) [%d.]+$') or '')
+  local mine = tonumber(string.match(model, '^(%d+) '))
+  if not theirs or theirs > mine then return {4, marker, now_ms} end
+  if theirs < mine then redis.call('SET', KEYS[2], model) end
+end
 local value = redis.call('GET', KEYS[1])
 local master_id = ARGV[A_EPOCH_MASTER_ID] or ''
 local known_id, known_until = ARGV[A_EPOCH_KNOWN_ID] or '', tonumber(ARGV[A_EPOCH_KNOWN_GRACE_UNTIL_MS] or '')

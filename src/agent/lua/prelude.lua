@@ -136,8 +136,9 @@ local function first_model()
   local last, ttl = string.match(redis.call('GET', K_CLOCK) or '', '^(%d+) (%d+)')
   local now_ms = now()
   if last and now_ms - tonumber(last) < 2 * tonumber(ttl) then
-    error({err = 'FLEETSEM ' .. K_CLOCK .. ' is of the first data model, in use by an agent of an earlier ' ..
-      'fleetsem: upgrade every agent (fleetsemd(8), UPGRADING); the name is taken over two leases after its last use'})
+    error({err = 'FLEETSEM ' .. K_CLOCK .. ' is of data model 1 (fleetsem 0.1), in use by an agent of an earlier ' ..
+      'fleetsem; this agent speaks data model 2 (fleetsem >= 0.2): upgrade every agent (fleetsemd(8), UPGRADING); ' ..
+      'the name is taken over two leases after its last use'})
   end
   redis.call('DEL', K_CLOCK, K_HOLDERS, K_QUEUE, K_WAITERS)
 end
