@@ -45,7 +45,12 @@ CANARY = "canary"       # planted faults that the monitor and the checker must s
 # (README.md: "What is covered").
 KINDS = ["partition-short", "partition-long", "agent-kill-short", "agent-kill-long",
          "agent-stop-short", "agent-stop-long", "holder-kill", "host-freeze",
-         "master-kill", "restart-empty", "restart-stale", "clock-forward", "clock-back", "flood", "revoke"]
+         "master-kill", "restart-empty", "restart-stale", "clock-forward", "clock-back", "flood", "revoke",
+         "forget"]
+# What `forget` makes the live master lose (design.md, "What Redis forgets"):
+# everything (the census, the epoch and the fleet clock too), one name's
+# keys, or the epoch alone, which only the next agent to connect sees.
+FORGETS = ("flushall", "del-name", "del-epoch")
 
 
 def sh(*args, check=True, **kw):
@@ -70,6 +75,7 @@ class Harness:
         self.last_open = {h: 0.0 for h in HOSTS}
         self.stop_file = os.path.join(self.T, "stop")
         self.snapshot, self.snapshot_t = os.path.join(self.T, "snapshot.rdb"), None
+        self.forgets = []           # the variants of `forget` left in this round
 
     # ---- the log everything is checked against ------------------------------------------
     def log(self, ev, **kw):
@@ -365,6 +371,8 @@ class Harness:
                 self.log("inject", kind=kind, target=h, job=job, by=by,
                          token=int(env.get("FLEETSEM_TOKEN", "0") or 0), rc=out.returncode,
                          said=out.stdout.strip()[-200:])
+        elif kind == "forget":
+            return self.forget()
         else:
             # Redis' own faults hit the master the Sentinels name.
             m = self.master()
@@ -407,6 +415,41 @@ class Harness:
                 self.log("note", kind=kind, what="restarted from the snapshot of %.3f" % self.snapshot_t)
         healed = time.monotonic()
         self.log("heal", kind=kind, target=h)
+        return healed
+
+    def forget(self):
+        """The master the Sentinels name loses keys while it stays up, as by
+        an operator's FLUSHALL or DEL: each variant in turn, in an order
+        shuffled from the seed. Promised: what a reset promises (the
+        holders put back, nobody granted beside them, tokens never back).
+        Nothing the harness planted is put back: the census and epoch it
+        seeded at the start are lost as an operator would lose them (and
+        the canaries were seen and removed before the first fault)."""
+        m = self.master()
+        if m is None:
+            self.log("skip", kind="forget", why="the Sentinels disagree on the master")
+            return None
+        if not self.forgets:
+            self.forgets = list(FORGETS)
+            self.rng.shuffle(self.forgets)
+        how, name = self.forgets.pop(), None
+        if how == "flushall":
+            cmd = ["FLUSHALL"]
+        elif how == "del-name":
+            # A name in use: one that has holders now, if any has.
+            held = [n for n in sorted(NAMES) if (self.rcmd(m, "ZCARD", "fleetsem:{%s}:holders" % n) or 0) > 0]
+            name = self.rng.choice(held or sorted(NAMES))
+            cmd = ["DEL"] + ["fleetsem:{%s}:%s" % (name, k) for k in ("holders", "queue", "waiters", "clock")]
+        else:
+            cmd = ["DEL", "fleetsem:epoch"]
+        said = self.rcmd(m, *cmd)
+        h = "redis:%d" % m
+        if said is None:
+            self.log("skip", kind="forget", target=h, how=how, why="the master did not answer")
+            return None
+        self.log("inject", kind="forget", target=h, how=how, name=name, said=said)
+        healed = time.monotonic()
+        self.log("heal", kind="forget", target=h)
         return healed
 
     def remove_rdb(self, port):
@@ -518,13 +561,13 @@ class Harness:
         self.wait_for(3 * self.ttl + 10, lambda: os.path.exists(mlog) and all(
             '"ev":"%s","key":"%s"' % (ev, key) in open(mlog).read()
             for ev, key in (("lost", "0" * 32), ("stuck", CANARY))), "the monitor to see the canaries")
-        self.rcmd(m, "DEL", *["fleetsem:{%s}:%s" % (CANARY, k) for k in ("holders", "owner", "queue")])
+        self.rcmd(m, "DEL", *["fleetsem:{%s}:%s" % (CANARY, k) for k in ("holders", "queue", "waiters", "clock")])
 
     def run(self):
         self.t0 = time.monotonic()
         self.log("start", seed=self.o.seed, ttl_ms=int(self.ttl * 1000), names=NAMES, hosts=HOSTS,
                  no_wait_hosts=NO_WAIT_HOSTS, minutes=self.o.minutes, workers=self.o.workers, ignore_pct=self.o.ignore_pct,
-                 long_pct=self.o.long_pct)
+                 long_pct=self.o.long_pct, weights=self.o.weights)
         self.setup()
         self.log("ready")
         self.say("ready: 3 hosts x %d workers, lease %gs, seed %d" % (self.o.workers, self.ttl, self.o.seed))
@@ -535,7 +578,7 @@ class Harness:
         order = []
         while time.monotonic() < end:
             if not order:
-                order = kinds[:]
+                order = [k for k in kinds for _ in range(self.o.weights.get(k, 1))]
                 self.rng.shuffle(order)
             kind = order.pop()
             healed = self.fault(kind)
@@ -602,15 +645,24 @@ def main():
     ap.add_argument("--ignore-pct", type=int, default=10, help="jobs run with --on-lost=ignore, in percent")
     ap.add_argument("--long-pct", type=int, default=4, help="jobs holding 1-1.5 leases, in percent")
     ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--weights", default="", help="KIND=N,...: KIND comes N times in each round (1)")
     ap.add_argument("--workdir", required=True)
     ap.add_argument("--fleetsem", required=True)
     ap.add_argument("--fleetsemd", required=True)
     ap.add_argument("--clockstep", required=True)
     o = ap.parse_args()
     o.kinds = o.kinds.split(",")
-    bad = [k for k in o.kinds if k not in KINDS]
+    try:
+        o.weights = {k: int(n) for k, n in (w.split("=", 1) for w in o.weights.split(",") if w)}
+    except ValueError:
+        raise SystemExit("--weights: KIND=N,... expected, got %r" % o.weights)
+    bad = [k for k in list(o.kinds) + list(o.weights) if k not in KINDS]
+    if any(n < 0 for n in o.weights.values()):
+        raise SystemExit("--weights: a weight is 0 or more")
     if bad:
         raise SystemExit("unknown fault kind(s): %s (known: %s)" % (",".join(bad), ",".join(KINDS)))
+    if not any(o.weights.get(k, 1) for k in o.kinds):
+        raise SystemExit("--kinds and --weights leave no fault to inject")
     hn = Harness(o)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:

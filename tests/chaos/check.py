@@ -13,6 +13,8 @@
     one it accepted before for the name; names of one slot are fenced):
     must be 0 under any fault;
   - slots lost and waiters stuck behind a free slot (from the monitor);
+  - what `forget` took from the live master (every key, one name's, the
+    epoch) and what it cost;
   - time to recover after each kind of fault.
 
 Exits 1 on any violation, after printing the seed and the events around the
@@ -66,8 +68,29 @@ def main():
         # Its consequences may show until a lease after it healed.
         f["until"] = f["heal"] + ttl + 2.0
 
+    # A forget that took the epoch (FLUSHALL, DEL of it) shows again when an
+    # agent next connects: that agent makes a new epoch with a grace only it
+    # knows (its releases wake nobody meanwhile). Its window opens there too.
+    epoch_anew = []
+    for h in start["hosts"]:
+        with open(os.path.join(wd, "agent-%s.log" % h), errors="replace") as f:
+            for ln in f:
+                if "lost its state since this agent last saw it" in ln or "holds no fleetsem state yet" in ln:
+                    try:
+                        epoch_anew.append(float(ln.split(" ", 1)[0]))
+                    except ValueError:
+                        pass
+    epoch_anew.sort()
+    aftermath = []
+    for f in faults:
+        if f["kind"] == "forget" and f["detail"].get("how") in ("flushall", "del-epoch"):
+            t = next((x for x in epoch_anew if x >= f["t"]), None)
+            f["epoch_anew"] = t
+            if t is not None:
+                aftermath.append(dict(f, t=t, heal=t, until=t + ttl + 2.0))
+
     def faults_at(t, pred=lambda f: True):
-        return [f for f in faults if f["t"] - 0.5 <= t <= f["until"] and pred(f)]
+        return [f for f in faults + aftermath if f["t"] - 0.5 <= t <= f["until"] and pred(f)]
 
     def label(fs):
         return ",".join(sorted({f["kind"] for f in fs})) or "none"
@@ -236,6 +259,9 @@ def main():
         k = per_kind.setdefault(f["kind"], dict(count=0, recovery_s=[], first_s=[], not_recovered=0,
                                                 overgrants_covered=0, overgrants_uncovered=0, lost=0, stuck=0))
         k["count"] += 1
+        if "how" in f["detail"]:
+            k.setdefault("how", {})
+            k["how"][f["detail"]["how"]] = k["how"].get(f["detail"]["how"], 0) + 1
         # The first grant after it: on its host, or anywhere for Redis' faults.
         first = next((t for t, h in opens if t > f["heal"] and (f["kind"] not in HOST_FAULTS or h == f["target"])),
                      None)
@@ -335,6 +361,12 @@ def main():
             "%s / %s" % (k["recovery_median_s"], k["recovery_max_s"]) if not k["not_recovered"] else
             "%d never" % k["not_recovered"], k["overgrants_covered"], k["overgrants_uncovered"], k["lost"],
             k["stuck"]))
+    if "forget" in per_kind:
+        fg = [f for f in faults if f["kind"] == "forget"]
+        print("# forget: %s; the epoch made anew by the next agent to connect after %s"
+              % (", ".join("%s %d" % kv for kv in sorted(per_kind["forget"]["how"].items())),
+                 ", ".join("%.1f s" % (f["epoch_anew"] - f["t"]) if f["epoch_anew"] is not None else "never"
+                           for f in fg if "epoch_anew" in f) or "none"))
     for cls in ("covered", "uncovered"):
         for ep in overgrants[cls][:20]:
             print("# over-grant (%s) %s at %.3f: %d at once (limit %d), faults: %s, caught %d: %s" % (

@@ -4,7 +4,7 @@
 # jobs under `fleetsem run`; a nemesis injecting faults from a seed; then
 # the checker's report, also written as JSON.
 #   bash tests/chaos/run.sh --minutes M --seed S [--report FILE] [--ttl SECONDS]
-#        [--workers N] [--ignore-pct P] [--long-pct P] [--kinds KIND,...] [--builddir DIR] [--keep]
+#        [--workers N] [--ignore-pct P] [--long-pct P] [--kinds KIND,...] [--weights KIND=N,...] [--builddir DIR] [--keep]
 # Root only (namespaces, nftables, cgroups). Exit 0 when every check passed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,8 +17,8 @@ while [ $# -gt 0 ]; do
         --report) report=$2; shift 2 ;;
         --builddir) builddir=$2; shift 2 ;;
         --keep) keep=1; shift ;;
-        --ttl|--workers|--ignore-pct|--long-pct|--kinds) pass+=("$1" "$2"); shift 2 ;;
-        *) echo "usage: $0 --minutes M --seed S [--report FILE] [--ttl S] [--workers N] [--ignore-pct P] [--long-pct P] [--kinds K,...] [--builddir DIR] [--keep]" >&2
+        --ttl|--workers|--ignore-pct|--long-pct|--kinds|--weights) pass+=("$1" "$2"); shift 2 ;;
+        *) echo "usage: $0 --minutes M --seed S [--report FILE] [--ttl S] [--workers N] [--ignore-pct P] [--long-pct P] [--kinds K,...] [--weights K=N,...] [--builddir DIR] [--keep]" >&2
            exit 64 ;;
         esac
 done
