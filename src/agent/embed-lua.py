@@ -248,6 +248,8 @@ def write_replies(out_c, out_h, replies_path):
             h.write("        if (k < 0)\n                return k;\n")
             h.write("        d.outcome = (Reply%sOutcome) k;\n        d.n_fields = n;\n        *ret = d;\n"
                     "        return k;\n}\n\n" % T)
+        h.write("/* Every script's shapes, for the tests. */\n#define N_REPLY_SCRIPTS %d\n" % len(scripts))
+        h.write("extern const ReplyScript *const reply_scripts[N_REPLY_SCRIPTS];\n")
     with open(out_c, "w", encoding="utf-8") as c:
         c.write("/* Generated from src/agent/replies.list; do not edit. */\n")
         c.write("#include <limits.h>\n#include <stddef.h>\n#include <stdint.h>\n\n#include \"lua-replies.h\"\n\n")
@@ -273,6 +275,10 @@ def write_replies(out_c, out_h, replies_path):
                                                     len(fields), need))
             c.write("};\nconst ReplyScript reply_script_%s = { \"%s\", %s_shapes, ELEMENTSOF(%s_shapes) };\n\n"
                     % (script, script, script, script))
+        c.write("const ReplyScript *const reply_scripts[N_REPLY_SCRIPTS] = {\n")
+        for script in scripts:
+            c.write("        &reply_script_%s,\n" % script)
+        c.write("};\n")
 
 
 def prelude_text(keys_path, args_path, prelude_path):
