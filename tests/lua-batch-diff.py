@@ -178,13 +178,14 @@ class Server:
 
 
 # ---- The scripts and their arguments --------------------------------------------
-KEYS_LIST, ARGS_LIST, PRELUDE = (os.path.join(SRC, f) for f in ("keys.list", "args.list", "lua/prelude.lua"))
+KEYS_LIST, ARGS_LIST, REPLIES_LIST, PRELUDE = (os.path.join(SRC, f) for f in ("keys.list", "args.list", "replies.list",
+                                                                             "lua/prelude.lua"))
 SUFFIXES = embed("--keys", KEYS_LIST).split()
 FLEET_CLOCK = "fleetsem:clock"
 CENSUS = "fleetsem:census"
 KINDS = ["acquire", "release", "renew", "adopt"]
 OPERATOR = ["reassert", "drain", "revoke", "limit"]
-SCRIPTS = {s: embed("--lua", KEYS_LIST, ARGS_LIST, PRELUDE, os.path.join(SRC, "lua", s + ".lua"))
+SCRIPTS = {s: embed("--lua", KEYS_LIST, ARGS_LIST, REPLIES_LIST, PRELUDE, os.path.join(SRC, "lua", s + ".lua"))
            for s in KINDS + OPERATOR + ["batch"]}
 SPEC = {s: embed("--args", ARGS_LIST, s).split() for s in KINDS + OPERATOR}
 

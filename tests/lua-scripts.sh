@@ -26,7 +26,7 @@ declare -A SHA
 load_scripts() {
         local s
         for s in acquire release renew reassert adopt status epoch batch drain revoke limit follow; do
-                SHA[$s]=$(embed --lua "$SRC/keys.list" "$SRC/args.list" "$SRC/lua/prelude.lua" "$SRC/lua/$s.lua" |
+                SHA[$s]=$(embed --lua "$SRC/keys.list" "$SRC/args.list" "$SRC/replies.list" "$SRC/lua/prelude.lua" "$SRC/lua/$s.lua" |
                         rcli -x SCRIPT LOAD)
                 [[ ${SHA[$s]} =~ ^[0-9a-f]{40}$ ]] || bail "$s.lua does not load: ${SHA[$s]}"
         done

@@ -11,6 +11,7 @@
 #include "agent.h"
 #include "log.h"
 #include "lua-args.h"
+#include "lua-replies.h"
 
 /* One re-adoption: this host's index read once, each entry asked of Redis. */
 typedef struct AdoptRound {
@@ -51,27 +52,29 @@ static void forget_index_entry(Agent *a, const char *id) {
 static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Adoption *ad = userdata;
         Agent *a = ad->agent;
-        char desc[SLOTS_DESC_MAX + 1] = "";
-        long long state = -2, token = 0, since = 0;
+        ReplyAdopt d = {};
+        int state = -2;         /* Redis went, or refused the call: ask again next time */
         LeaseIo *io = NULL;
         Lease *l;
 
         (void) conn;
-        if (reply && redis_reply_array_len(reply) >= 1)
-                (void) redis_reply_array_integer(reply, 0, &state);
-        if (state == 1 &&
-            (redis_reply_array_integer(reply, 1, &token) < 0 || redis_reply_array_integer(reply, 2, &since) < 0 ||
-             redis_reply_array_string(reply, 3, desc, sizeof(desc)) < 0 || token <= 0 || since < 0))
-                state = -2;
+        if (reply && !redis_reply_error(reply)) {
+                if (reply_decode_adopt(reply, &d) < 0)
+                        reply_log_unknown("adopt", ad->name, reply, "the slot is not adopted now");
+                else
+                        state = d.outcome == REPLY_ADOPT_HELD ? 1 : d.outcome == REPLY_ADOPT_GONE ? -1 : 0;
+        }
 
         if (state == 1 && !slots_lease_find(&a->slots, ad->id)) {
                 LeaseSpec spec = {
                         .name = ad->name, .id = ad->id, .slots = ad->slots, .weight = ad->weight, .uid = ad->owner.uid,
-                        .pid = ad->owner.pid, .desc = desc, .unit = ad->unit, .stop_on_lost = ad->stop_on_lost,
+                        .pid = ad->owner.pid, .desc = d.held.description, .unit = ad->unit,
+                        .stop_on_lost = ad->stop_on_lost,
                 };
 
                 io = lease_io_new(a, ad->watch_fd);
-                if (io && slots_adopt(&a->slots, &spec, (uint64_t) token, (uint64_t) since, io, now_mono(), &l) >= 0) {
+                if (io && slots_adopt(&a->slots, &spec, (uint64_t) d.held.token, (uint64_t) d.held.since_ms, io,
+                                      now_mono(), &l) >= 0) {
                         ad->watch_fd = -EBADF;
                         if (lease_io_attach(io, l) < 0)
                                 slots_release(&a->slots, l, "cannot watch its anchor", now_mono());

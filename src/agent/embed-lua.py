@@ -2,11 +2,12 @@
 # The Lua scripts, the key list and the argument list, as the agent loads
 # them.
 #
-#   embed-lua.py --c OUT.c KEYS.h ARGS.h KEYS.list ARGS.list PRELUDE SCRIPT...
+#   embed-lua.py --c OUT.c KEYS.h ARGS.h REPLIES.c REPLIES.h KEYS.list ARGS.list REPLIES.list PRELUDE SCRIPT...
 #       writes the scripts as C strings (in the order of enum Script in
-#       agent.h), the key suffixes as key_suffix[N_KEYS] (KEYS.h) and each
-#       script's arguments as ARG_<SCRIPT>_<NAME> (ARGS.h);
-#   embed-lua.py --lua KEYS.list ARGS.list PRELUDE SCRIPT
+#       agent.h), the key suffixes as key_suffix[N_KEYS] (KEYS.h), each
+#       script's arguments as ARG_<SCRIPT>_<NAME> (ARGS.h) and each
+#       script's reply shapes with their decoders (REPLIES.c, REPLIES.h);
+#   embed-lua.py --lua KEYS.list ARGS.list REPLIES.list PRELUDE SCRIPT
 #       prints one script as the agent sends it to Redis: prelude, a
 #       newline, the script;
 #   embed-lua.py --keys KEYS.list
@@ -18,7 +19,8 @@
 # P:{NAME}:<line n>. ARGS.list holds a line per script: its name, then its
 # arguments in order. The prelude starts with the Lua locals K_<SUFFIX> for
 # the keys; A_<SCRIPT>_<NAME> in the scripts is written as that argument's
-# place in ARGV. So each list lives in one file.
+# place in ARGV, and R_<SCRIPT>_<OUTCOME> that reply's tag (REPLIES.list:
+# see its head for the grammar). So each list lives in one file.
 import re
 import sys
 
@@ -75,14 +77,208 @@ def arg_places(args_path):
     return places
 
 
-def with_arg_places(text, args_path):
+def with_arg_places(text, args_path, replies_path):
     places = arg_places(args_path)
+    places.update(reply_tags(replies_path))
 
     def place(m):
         if m.group(0) not in places:
-            sys.exit("%r is not in %s" % (m.group(0), args_path))
+            sys.exit("%r is not in %s or %s" % (m.group(0), args_path, replies_path))
         return str(places[m.group(0)])
-    return re.sub(r"\bA_[A-Z][A-Z_]*\b", place, text)
+    return re.sub(r"\b[AR]_[A-Z][A-Z_]*\b", place, text)
+
+
+# ---- replies.list ----------------------------------------------------------
+
+class Field:
+    def __init__(self, name, kind, lo=None, hi=None, max_len=None, group=None, more=""):
+        self.name, self.kind, self.lo, self.hi = name, kind, lo, hi
+        self.max_len, self.group, self.more = max_len, group, more
+
+
+C_EXPR = re.compile(r"^-?[A-Za-z0-9_+]+$")
+
+
+def parse_field(path, where, word, groups, in_group):
+    m = re.match(r"^([a-z][a-z0-9_]*):(.*?)(\?|\.\.\.)?$", word)
+    if not m:
+        sys.exit("%s: %s: %r is not NAME:TYPE" % (path, where, word))
+    name, t, more = m.group(1), m.group(2), m.group(3) or ""
+    if more == "...":
+        if in_group or t not in groups:
+            sys.exit("%s: %s: %r: a rest is NAME:GROUP..., of a group declared before" % (path, where, word))
+        return Field(name, "rest", group=t, more=more)
+    if t == "lease":
+        return Field(name, "lease", more=more)
+    m = re.match(r"^int\[([^.\]]*)\.\.([^\]]*)\]$", t)
+    if m:
+        lo, hi = m.group(1) or None, m.group(2) or None
+        if any(x is not None and not C_EXPR.match(x) for x in (lo, hi)):
+            sys.exit("%s: %s: %r: a bound is a number or a C constant" % (path, where, word))
+        return Field(name, "int", lo=lo, hi=hi, more=more)
+    m = re.match(r"^str\[([^\]]+)\]$", t)
+    if m and C_EXPR.match(m.group(1)):
+        return Field(name, "str", max_len=m.group(1), more=more)
+    m = re.match(r"^list\(([a-z_]+)\)$", t)
+    if m and not in_group and m.group(1) in groups:
+        return Field(name, "list", group=m.group(1), more=more)
+    sys.exit("%s: %s: %r: no such type (int[LO..HI], lease, str[MAX], list(GROUP) of a group declared before)"
+             % (path, where, word))
+
+
+# ({group: [Field]}, {script: [(outcome, form, tag, [Field])]}); form "tag"
+# ({TAG, ...}), "untagged" ({...}) or "bare" (the integer TAG).
+def script_replies(path):
+    groups, scripts = {}, {}
+    for line in read(path).splitlines():
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if words[0] == "group":
+            if len(words) < 3 or not re.match(r"^[a-z][a-z_]*$", words[1]) or words[1] in groups:
+                sys.exit("%s: %r: group NAME FIELD..., each name once" % (path, line))
+            fields = [parse_field(path, words[1], w, groups, True) for w in words[2:]]
+            if any(f.more for f in fields) or len(set(f.name for f in fields)) != len(fields):
+                sys.exit("%s: group %s: a field twice, or optional" % (path, words[1]))
+            groups[words[1]] = fields
+            continue
+        if len(words) < 3:
+            sys.exit("%s: %r: SCRIPT OUTCOME TAG FIELD..." % (path, line))
+        script, outcome, tag = words[0], words[1], words[2]
+        where = "%s %s" % (script, outcome)
+        if not re.match(r"^[a-z][a-z_]*$", script) or not re.match(r"^[a-z][a-z_]*$", outcome):
+            sys.exit("%s: %s: a script and an outcome are lower-case names" % (path, where))
+        m = re.match(r"^\((-?[0-9]+)\)$", tag)
+        if m:
+            form, tag = "bare", int(m.group(1))
+        elif tag == "-":
+            form, tag = "untagged", None
+        elif re.match(r"^-?[0-9]+$", tag):
+            form, tag = "tag", int(tag)
+        else:
+            sys.exit("%s: %s: the tag is N, (N) or -" % (path, where))
+        fields = [parse_field(path, where, w, groups, False) for w in words[3:]]
+        names = [f.name for f in fields]
+        if len(set(names)) != len(names):
+            sys.exit("%s: %s: a field twice" % (path, where))
+        for i, f in enumerate(fields):
+            if f.more == "..." and i != len(fields) - 1:
+                sys.exit("%s: %s: a rest only at the end" % (path, where))
+            if f.more == "" and i > 0 and fields[i - 1].more == "?":
+                sys.exit("%s: %s: a required field after an optional one" % (path, where))
+        if form == "bare" and fields:
+            sys.exit("%s: %s: a bare integer has no fields" % (path, where))
+        if form == "untagged" and not any(f.more == "" for f in fields):
+            sys.exit("%s: %s: an untagged reply needs a field that is always there" % (path, where))
+        shapes = scripts.setdefault(script, [])
+        if any(o == outcome for o, _, _, _ in shapes):
+            sys.exit("%s: %s twice" % (path, where))
+        shapes.append((outcome, form, tag, fields))
+    for script, shapes in scripts.items():
+        forms = set(form for _, form, _, _ in shapes)
+        tags = [tag for _, _, tag, _ in shapes]
+        # One shape per reply: the tag tells them apart, so no reply fits two.
+        if len(forms) != 1 or ("untagged" in forms and len(shapes) != 1) or len(set(tags)) != len(tags):
+            sys.exit("%s: %s: its shapes are all tagged (each tag once), all bare, or one untagged" % (path, script))
+    return groups, scripts
+
+
+# R_<SCRIPT>_<OUTCOME>: the tag of that reply, for the scripts.
+def reply_tags(path):
+    _, scripts = script_replies(path)
+    return {"R_%s_%s" % (s.upper(), o.upper()): tag for s, shapes in scripts.items()
+            for o, form, tag, _ in shapes if form != "untagged"}
+
+
+def camel(name):
+    return "".join(w.capitalize() for w in name.split("_"))
+
+
+def c_member(f):
+    if f.kind == "int":
+        return "long long %s;" % f.name
+    if f.kind == "lease":
+        return "char %s[LEASE_ID_LEN + 1];" % f.name
+    if f.kind == "str":
+        return "char %s[(%s) + 1];" % (f.name, f.max_len)
+    return "ReplyList %s;" % f.name
+
+
+def c_field(f, offset):
+    kind = {"int": "REPLY_INT", "lease": "REPLY_LEASE", "str": "REPLY_STRING", "list": "REPLY_LIST",
+            "rest": "REPLY_REST"}[f.kind]
+    lo = "(long long) (%s)" % f.lo if f.lo is not None else "LLONG_MIN"
+    hi = "(long long) (%s)" % f.hi if f.hi is not None else "LLONG_MAX"
+    max_len = "(size_t) (%s)" % f.max_len if f.max_len else "0"
+    group = "&reply_group_%s" % f.group if f.group else "NULL"
+    return ('        { .name = "%s", .type = %s, .min = %s, .max = %s, .max_len = %s, .group = %s, .offset = %s },\n'
+            % (f.name, kind, lo, hi, max_len, group, offset))
+
+
+def write_replies(out_c, out_h, replies_path):
+    groups, scripts = script_replies(replies_path)
+    with open(out_h, "w", encoding="utf-8") as h:
+        h.write("/* Generated from src/agent/replies.list; do not edit. */\n#pragma once\n\n")
+        h.write('#include "names.h"\n#include "protocol.h"\n#include "replies.h"\n#include "slots.h"\n\n')
+        for g, fields in groups.items():
+            h.write("typedef struct Reply%s {\n" % camel(g))
+            for f in fields:
+                h.write("        %s\n" % c_member(f))
+            h.write("} Reply%s;\nextern const ReplyGroup reply_group_%s;\n\n" % (camel(g), g))
+        for script, shapes in scripts.items():
+            S, T = script.upper(), camel(script)
+            h.write("/* %s.lua */\ntypedef enum Reply%sOutcome {\n" % (script, T))
+            for o, _, _, _ in shapes:
+                h.write("        REPLY_%s_%s,\n" % (S, o.upper()))
+            h.write("        N_REPLY_%s\n} Reply%sOutcome;\n\n" % (S, T))
+            h.write("typedef struct Reply%s {\n        Reply%sOutcome outcome;\n" % (T, T))
+            h.write("        size_t n_fields;        /* of the outcome's, decoded (without an optional one left out) */\n")
+            for o, _, _, fields in shapes:
+                if fields:
+                    h.write("        struct {\n")
+                    for f in fields:
+                        h.write("                %s\n" % c_member(f))
+                    h.write("        } %s;\n" % o)
+            h.write("} Reply%s;\nextern const ReplyScript reply_script_%s;\n\n" % (T, script))
+            h.write("/* reply as one of %s.lua's shapes, with its fields in range; -EBADMSG, ret\n"
+                    " * untouched, when it fits none (an error reply, NULL and nil included). */\n" % script)
+            h.write("static inline int reply_decode_%s(const RedisReply *reply, Reply%s *ret) {\n" % (script, T))
+            h.write("        Reply%s d = {};\n        size_t n = 0;\n" % T)
+            h.write("        int k = reply_decode(&reply_script_%s, reply, &d, &n);\n\n" % script)
+            h.write("        if (k < 0)\n                return k;\n")
+            h.write("        d.outcome = (Reply%sOutcome) k;\n        d.n_fields = n;\n        *ret = d;\n"
+                    "        return k;\n}\n\n" % T)
+        h.write("/* Every script's shapes, for the tests. */\n#define N_REPLY_SCRIPTS %d\n" % len(scripts))
+        h.write("extern const ReplyScript *const reply_scripts[N_REPLY_SCRIPTS];\n")
+    with open(out_c, "w", encoding="utf-8") as c:
+        c.write("/* Generated from src/agent/replies.list; do not edit. */\n")
+        c.write("#include <limits.h>\n#include <stddef.h>\n#include <stdint.h>\n\n#include \"lua-replies.h\"\n\n")
+        for g, fields in groups.items():
+            c.write("static const ReplyField group_%s[] = {\n" % g)
+            for f in fields:
+                c.write(c_field(f, "offsetof(Reply%s, %s)" % (camel(g), f.name)))
+            c.write("};\nconst ReplyGroup reply_group_%s = { \"%s\", group_%s, ELEMENTSOF(group_%s), sizeof(Reply%s) };\n\n"
+                    % (g, g, g, g, camel(g)))
+        for script, shapes in scripts.items():
+            T = camel(script)
+            for o, _, _, fields in shapes:
+                if fields:
+                    c.write("static const ReplyField %s_%s[] = {\n" % (script, o))
+                    for f in fields:
+                        c.write(c_field(f, "offsetof(Reply%s, %s.%s)" % (T, o, f.name)))
+                    c.write("};\n")
+            c.write("static const ReplyShape %s_shapes[] = {\n" % script)
+            for o, form, tag, fields in shapes:
+                need = sum(1 for f in fields if f.more == "")
+                c.write('        { .outcome = "%s", .form = REPLY_FORM_%s, .tag = %d, .fields = %s, .n_fields = %d, '
+                        '.n_required = %d },\n' % (o, form.upper(), tag or 0, "%s_%s" % (script, o) if fields else "NULL",
+                                                    len(fields), need))
+            c.write("};\nconst ReplyScript reply_script_%s = { \"%s\", %s_shapes, ELEMENTSOF(%s_shapes) };\n\n"
+                    % (script, script, script, script))
+        c.write("const ReplyScript *const reply_scripts[N_REPLY_SCRIPTS] = {\n")
+        for script in scripts:
+            c.write("        &reply_script_%s,\n" % script)
+        c.write("};\n")
 
 
 def prelude_text(keys_path, args_path, prelude_path):
@@ -94,7 +290,8 @@ def prelude_text(keys_path, args_path, prelude_path):
             "local %s = %s\n"
             "local NAME_KEYS = {%s}\n"
             "local K_FLEET_CLOCK, K_CENSUS = KEYS[%d], KEYS[%d]\n"
-            "-- ARGV[A_<SCRIPT>_<NAME>] is that argument of args.list, written here as a number.\n"
+            "-- ARGV[A_<SCRIPT>_<NAME>] is that argument of args.list, and R_<SCRIPT>_<OUTCOME>\n"
+            "-- the tag of that reply of replies.list, each written here as a number.\n"
             % (names, values, names, len(suffixes) + 1, len(suffixes) + 2)) + read(prelude_path)
 
 
@@ -119,9 +316,10 @@ def c_string(text):
     return "\n".join(lines) or '""'
 
 
-def write_c(out_c, out_h, args_h, keys_path, args_path, prelude_path, scripts):
+def write_c(out_c, out_h, args_h, replies_c, replies_h, keys_path, args_path, replies_path, prelude_path, scripts):
     suffixes = key_suffixes(keys_path)
     write_args_h(args_h, args_path)
+    write_replies(replies_c, replies_h, replies_path)
     with open(out_h, "w", encoding="utf-8") as f:
         f.write("/* Generated from src/agent/keys.list; do not edit. */\n")
         f.write("#pragma once\n\n")
@@ -137,26 +335,28 @@ def write_c(out_c, out_h, args_h, keys_path, args_path, prelude_path, scripts):
             f.write('        "%s",\n' % s)
         f.write("};\n\n")
         f.write("const char *const lua_prelude =\n%s;\n\n" %
-                c_string(with_arg_places(prelude_text(keys_path, args_path, prelude_path), args_path)))
+                c_string(with_arg_places(prelude_text(keys_path, args_path, prelude_path), args_path, replies_path)))
         f.write("const char *const lua_scripts[N_SCRIPTS] = {\n")
         for s in scripts:
-            f.write("%s,\n" % c_string(with_arg_places(read(s), args_path)))
+            f.write("%s,\n" % c_string(with_arg_places(read(s), args_path, replies_path)))
         f.write("};\n")
 
 
 def main(argv):
-    if len(argv) >= 8 and argv[1] == "--c":
-        write_c(argv[2], argv[3], argv[4], argv[5], argv[6], argv[7], argv[8:])
-    elif len(argv) == 6 and argv[1] == "--lua":
-        sys.stdout.write(with_arg_places(prelude_text(argv[2], argv[3], argv[4]) + "\n" + read(argv[5]), argv[3]))
+    if len(argv) >= 11 and argv[1] == "--c":
+        write_c(*argv[2:11], argv[11:])
+    elif len(argv) == 7 and argv[1] == "--lua":
+        sys.stdout.write(with_arg_places(prelude_text(argv[2], argv[3], argv[5]) + "\n" + read(argv[6]), argv[3],
+                                         argv[4]))
     elif len(argv) == 3 and argv[1] == "--keys":
         sys.stdout.write("".join(s + "\n" for s in key_suffixes(argv[2])))
     elif len(argv) == 4 and argv[1] == "--args":
         args = script_args(argv[2]).get(argv[3]) or sys.exit("%s: no script %r" % (argv[2], argv[3]))
         sys.stdout.write("".join(name + kind + "\n" for name, kind in args))
     else:
-        sys.exit("usage: embed-lua.py --c OUT.c KEYS.h ARGS.h KEYS.list ARGS.list PRELUDE SCRIPT...\n"
-                 "       embed-lua.py --lua KEYS.list ARGS.list PRELUDE SCRIPT\n"
+        sys.exit("usage: embed-lua.py --c OUT.c KEYS.h ARGS.h REPLIES.c REPLIES.h KEYS.list ARGS.list REPLIES.list "
+                 "PRELUDE SCRIPT...\n"
+                 "       embed-lua.py --lua KEYS.list ARGS.list REPLIES.list PRELUDE SCRIPT\n"
                  "       embed-lua.py --keys KEYS.list\n"
                  "       embed-lua.py --args ARGS.list SCRIPT")
 

@@ -14,6 +14,7 @@
 #include "agent.h"
 #include "log.h"
 #include "log-limit.h"
+#include "lua-replies.h"
 
 typedef struct OpCall {
         Agent *agent;
@@ -62,22 +63,24 @@ static void drain_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         OpCall *d = userdata;
         LogFields f = { .name = d->name, .action = d->on ? "drain" : "undrain", .operator = d->operator,
                         .reason = d->reason };
-        char line[PROTO_REPLY_MAX], was[SLOTS_DRAIN_RECORD_MAX + 1] = "", text[512], what[NAME_MAX_LEN + 16];
-        long long changed = -1;
+        char line[PROTO_REPLY_MAX], text[512], what[NAME_MAX_LEN + 16];
+        const char *was;
+        ReplyDrain r = {};
+        bool changed;
         size_t granted;
         MessageBuilder b;
 
         (void) conn;
-        if (reply && !redis_reply_error(reply) &&
-            (redis_reply_array_integer(reply, 0, &changed) < 0 || (changed != 0 && changed != 1) ||
-             redis_reply_array_string(reply, 1, was, sizeof(was)) < 0 || redis_reply_array_len(reply) % 3 != 2))
-                changed = -1;
-        granted = redis_reply_array_len(reply) >= 2 ? (redis_reply_array_len(reply) - 2) / 3 : 0;
-        if (!reply || redis_reply_error(reply) || changed < 0) {
+        if (!reply || redis_reply_error(reply) || reply_decode_drain(reply, &r) < 0) {
+                if (reply && !redis_reply_error(reply))
+                        reply_log_unknown("drain", d->name, reply, "the operator is told it failed");
                 snprintf(what, sizeof(what), "%s %s", f.action, d->name);
                 op_failed(d, &f, reply, what, NULL);
                 return;
         }
+        changed = r.outcome == REPLY_DRAIN_CHANGED;
+        was = changed ? r.changed.was : r.unchanged.was;
+        granted = changed ? r.changed.granted.n : r.unchanged.granted.n;
         if (d->on)
                 log_internal(LOG_NOTICE, 0, &f, "%s %s fleet-wide for %s: no new slot is granted until it is undrained "
                              "(%s).", changed ? "Drained" : "Drained again", d->name, d->operator,
@@ -103,18 +106,20 @@ static void limit_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         LogFields f = { .name = d->name, .action = "limit", .operator = d->operator, .reason = d->reason };
         char line[PROTO_REPLY_MAX], was[SLOTS_DRAIN_RECORD_MAX + 32] = "", text[512] = "", what[NAME_MAX_LEN + 32];
         uint32_t before = 0;
+        ReplyLimit r = {};
         size_t granted;
         MessageBuilder b;
 
         (void) conn;
-        if (!reply || redis_reply_error(reply) || redis_reply_array_string(reply, 0, was, sizeof(was)) < 0 ||
-            redis_reply_array_len(reply) % 3 != 1 ||
-            (was[0] && slots_cap_text(was, &before, text, sizeof(text)) < 0)) {
+        if (!reply || redis_reply_error(reply) || reply_decode_limit(reply, &r) < 0 ||
+            (r.set.was[0] && slots_cap_text(r.set.was, &before, text, sizeof(text)) < 0)) {
+                if (reply && !redis_reply_error(reply))
+                        reply_log_unknown("limit", d->name, reply, "the operator is told it failed");
                 snprintf(what, sizeof(what), "set the fleet limit of %s", d->name);
                 op_failed(d, &f, reply, what, reply && !redis_reply_error(reply) ? "unexpected reply from Redis" : NULL);
                 return;
         }
-        granted = (redis_reply_array_len(reply) - 1) / 3;
+        granted = r.set.granted.n;
         if (before)
                 snprintf(was, sizeof(was), "%" PRIu32 ", set %s", before, text);
         else
@@ -138,35 +143,61 @@ static void limit_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         op_finish(d, line, message_finish(&b));
 }
 
-/* A revoke script's reply: {1, "HOST UID", token, granted...} a holder
- * freed at once; {5, "HOST UID", token, free_in_ms} a holder revoked, its
- * slot free once it released it, at free_in_ms at the latest; {3, "HOST
- * UID"} a waiter; {2, "HOST UID"} it waits, {4, "HOST UID"} it holds
- * (left); {0} no such lease holds or waits. -1: not such a reply. */
+/* What a revoke script's reply (replies.list) says: status, the tag
+ * (REPLY_REVOKE_*), and the lease's owner; the token and the waiters
+ * granted of a holder freed at once; the token and when its slot is free
+ * at the latest of a holder revoked. -EBADMSG: not such a reply (logged
+ * when not an error). */
 typedef struct RevokeOutcome {
-        long long status, token, free_in_ms;
+        ReplyRevokeOutcome status;
+        long long token, free_in_ms;
         char host[IDENT_MAX_LEN + 1];
         unsigned long long uid;
         size_t granted;
 } RevokeOutcome;
 
-static int revoke_parse(const RedisReply *reply, RevokeOutcome *o) {
-        char owner[IDENT_MAX_LEN + 32] = "";
+static int revoke_parse(const char *name, const RedisReply *reply, RevokeOutcome *o) {
+        const char *owner = NULL;
+        ReplyRevoke r = {};
+        int n = 0;
 
-        *o = (RevokeOutcome) { .status = -1 };
-        if (!reply || redis_reply_error(reply) || redis_reply_array_integer(reply, 0, &o->status) < 0 ||
-            o->status < 0 || o->status > 5 ||
-            (o->status >= 1 && (redis_reply_array_string(reply, 1, owner, sizeof(owner)) < 0 ||
-                                sscanf(owner, "%64s %llu", o->host, &o->uid) != 2 || !ident_is_valid(o->host))) ||
-            ((o->status == 1 || o->status == 5) && (redis_reply_array_integer(reply, 2, &o->token) < 0 || o->token <= 0)) ||
-            (o->status == 1 && redis_reply_array_len(reply) % 3 != 0) ||
-            (o->status == 5 && (redis_reply_array_len(reply) != 4 ||
-                                redis_reply_array_integer(reply, 3, &o->free_in_ms) < 0 || o->free_in_ms < 0))) {
-                o->status = -1;
+        *o = (RevokeOutcome) {};
+        if (!reply || redis_reply_error(reply))
+                return -EBADMSG;
+        if (reply_decode_revoke(reply, &r) < 0) {
+                reply_log_unknown("revoke", name, reply, "the operator is told it may have been revoked");
                 return -EBADMSG;
         }
-        if (o->status == 1)
-                o->granted = (redis_reply_array_len(reply) - 3) / 3;
+        o->status = r.outcome;
+        switch (r.outcome) {
+        case REPLY_REVOKE_FREED:
+                owner = r.freed.owner;
+                o->token = r.freed.token;
+                o->granted = r.freed.granted.n;
+                break;
+        case REPLY_REVOKE_FENCED:
+                owner = r.fenced.owner;
+                o->token = r.fenced.token;
+                o->free_in_ms = r.fenced.free_in_ms;
+                break;
+        case REPLY_REVOKE_WAITS:
+                owner = r.waits.owner;
+                break;
+        case REPLY_REVOKE_WAITER:
+                owner = r.waiter.owner;
+                break;
+        case REPLY_REVOKE_HOLDS:
+                owner = r.holds.owner;
+                break;
+        default:
+                break;
+        }
+        /* "HOST UID" */
+        if (owner && (sscanf(owner, "%64s %llu%n", o->host, &o->uid, &n) != 2 || owner[n] != '\0' ||
+                      !ident_is_valid(o->host))) {
+                reply_log_unknown("revoke", name, reply, "the operator is told it may have been revoked");
+                return -EBADMSG;
+        }
         return 0;
 }
 
@@ -180,18 +211,18 @@ static void revoke_log(OpCall *d, const char *name, const char *lease, const Rev
         LogFields f = { .name = name, .lease = lease, .token = (uint64_t) o->token, .action = "revoke",
                         .operator = d->operator, .reason = d->reason };
 
-        if (o->status == 1)
+        if (o->status == REPLY_REVOKE_FREED)
                 log_internal(LOG_NOTICE, 0, &f, "Revoked the slot of %s held by lease %s on %s (uid %llu, token %lld) "
                              "for %s (%s), freed at once (now); %zu waiter(s) granted at once. If its holder still "
                              "runs, it runs beside them until its agent hears of it or it fences itself.", name, lease,
                              o->host, o->uid, o->token, d->operator, d->reason[0] ? d->reason : "no reason given",
                              o->granted);
-        else if (o->status == 5)
+        else if (o->status == REPLY_REVOKE_FENCED)
                 log_internal(LOG_NOTICE, 0, &f, "Revoked the slot of %s held by lease %s on %s (uid %llu, token %lld) "
                              "for %s (%s); it is free once its holder stopped, in %lld ms at the latest.", name, lease,
                              o->host, o->uid, o->token, d->operator, d->reason[0] ? d->reason : "no reason given",
                              o->free_in_ms);
-        else if (o->status == 3)
+        else if (o->status == REPLY_REVOKE_WAITER)
                 log_internal(LOG_NOTICE, 0, &f, "Revoked lease %s of %s, waiting on %s (uid %llu), for %s (%s).",
                              lease, name, o->host, o->uid, d->operator, d->reason[0] ? d->reason : "no reason given");
 }
@@ -205,17 +236,18 @@ static void revoke_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         MessageBuilder b;
 
         (void) conn;
-        if (revoke_parse(reply, &o) < 0) {
+        if (revoke_parse(d->name, reply, &o) < 0) {
                 snprintf(what, sizeof(what), "revoke lease %s of %s", d->lease, d->name);
                 op_failed(d, &f, reply, what, revoke_unknown(reply));
                 return;
         }
-        if (o.status != 1 && o.status != 5) {
+        if (o.status != REPLY_REVOKE_FREED && o.status != REPLY_REVOKE_FENCED) {
                 log_internal(LOG_INFO, 0, &f, "Revoke of lease %s of %s for %s: %s; nothing revoked.", d->lease, d->name,
-                             d->operator, o.status == 2 ? "it waits, it holds no slot" : "no such lease holds a slot");
+                             d->operator,
+                             o.status == REPLY_REVOKE_WAITS ? "it waits, it holds no slot" : "no such lease holds a slot");
                 if (d->client)
                         client_send_error(d->client, ERROR_CODE_NOT_HELD, "lease %s holds no slot of %s%s", d->lease,
-                                          d->name, o.status == 2 ? " (it waits)" : "");
+                                          d->name, o.status == REPLY_REVOKE_WAITS ? " (it waits)" : "");
                 op_finish(d, NULL, 0);
                 return;
         }
@@ -275,7 +307,7 @@ static void host_lease_reply(RedisConn *conn, const RedisReply *reply, void *use
         RevokeOutcome o;
 
         (void) conn;
-        if (revoke_parse(reply, &o) < 0) {
+        if (revoke_parse(hl->name, reply, &o) < 0) {
                 LogFields f = { .name = hl->name, .lease = hl->lease, .action = "revoke", .operator = d->operator,
                                 .reason = d->reason };
 
@@ -284,8 +316,8 @@ static void host_lease_reply(RedisConn *conn, const RedisReply *reply, void *use
                 d->failed = true;
         } else {
                 revoke_log(d, hl->name, hl->lease, &o);
-                d->held += o.status == 1 || o.status == 5;
-                d->waiting += o.status == 3;
+                d->held += o.status == REPLY_REVOKE_FREED || o.status == REPLY_REVOKE_FENCED;
+                d->waiting += o.status == REPLY_REVOKE_WAITER;
                 d->free_in = MAX(d->free_in, o.free_in_ms);
                 d->granted += o.granted;
         }

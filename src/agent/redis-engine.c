@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "lua-args.h"
+#include "lua-replies.h"
 #include "redis-layer.h"
 
 #define IDLE_DEFAULT_MS (24ULL * 3600 * 1000)
@@ -163,44 +164,50 @@ static int wait_for_replicas(Agent *a, RedisConn *conn, Lease *l, const AcquireR
         return 0;
 }
 
+/* The engine's result from acquire.lua's reply (replies.list); one that
+ * fits no shape grants nothing. */
+static AcquireResult acquire_result(const Lease *l, const RedisReply *reply, ReplyAcquire *d) {
+        if (redis_reply_error(reply))
+                return (AcquireResult) { .outcome = ACQUIRE_FAILED, .error = redis_reply_error(reply), .next_expiry_ms = -1 };
+        if (reply_decode_acquire(reply, d) < 0) {
+                reply_log_unknown("acquire", l->name->name, reply, "the request fails");
+                return (AcquireResult) { .outcome = ACQUIRE_FAILED, .error = "unexpected reply from Redis",
+                                         .next_expiry_ms = -1 };
+        }
+        switch (d->outcome) {
+        case REPLY_ACQUIRE_GRANTED:
+                return (AcquireResult) { .outcome = ACQUIRE_GRANTED, .token = (uint64_t) d->granted.token,
+                                         .since_ms = (uint64_t) d->granted.since_ms, .held = (uint32_t) d->granted.held,
+                                         .limit = (uint32_t) d->granted.limit };
+        case REPLY_ACQUIRE_QUEUED:
+                return (AcquireResult) { .outcome = ACQUIRE_QUEUED, .position = (uint32_t) d->queued.position,
+                                         .held = (uint32_t) d->queued.held, .limit = (uint32_t) d->queued.limit,
+                                         .next_expiry_ms = d->queued.next_expiry_ms,
+                                         .drain = d->n_fields == 5 ? d->queued.drain : NULL };
+        case REPLY_ACQUIRE_REFUSED:
+                return (AcquireResult) { .outcome = ACQUIRE_REFUSED, .next_expiry_ms = -1 };
+        case REPLY_ACQUIRE_NO_LIMIT:
+                return (AcquireResult) { .outcome = ACQUIRE_NO_LIMIT, .next_expiry_ms = -1 };
+        case REPLY_ACQUIRE_TOO_HEAVY:
+                return (AcquireResult) { .outcome = ACQUIRE_TOO_HEAVY, .limit = (uint32_t) d->too_heavy.limit,
+                                         .next_expiry_ms = -1 };
+        case N_REPLY_ACQUIRE:
+                break;
+        }
+        return (AcquireResult) { .outcome = ACQUIRE_FAILED, .error = "unexpected reply from Redis", .next_expiry_ms = -1 };
+}
+
 static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Lease *l = userdata;
         Agent *a = agent_of(l->slots_engine->ctx);
-        AcquireResult r = { .outcome = ACQUIRE_FAILED, .error = "unexpected reply from Redis", .next_expiry_ms = -1 };
-        long long v[5] = {};
-        char drain[SLOTS_DRAIN_RECORD_MAX + 1];
-        size_t len = redis_reply_array_len(reply);
+        ReplyAcquire d;
+        AcquireResult r;
 
         if (!reply) {
                 slots_acquire_done(&a->slots, l, NULL, now_mono());
                 return;
         }
-        if (redis_reply_error(reply))
-                r.error = redis_reply_error(reply);
-        else if (len >= 1 && redis_reply_array_integer(reply, 0, &v[0]) >= 0) {
-                bool ok = true;
-
-                for (size_t i = 1; i < len && i < 5; i++)
-                        ok = ok && redis_reply_array_integer(reply, i, &v[i]) >= 0;
-                if (v[0] == -1 && len == 1)
-                        r.outcome = ACQUIRE_REFUSED;
-                else if (v[0] == -2 && len == 1)
-                        r.outcome = ACQUIRE_NO_LIMIT;
-                else if (ok && v[0] == -3 && len == 2 && v[1] >= 0 && v[1] <= SLOTS_MAX)
-                        r = (AcquireResult) { .outcome = ACQUIRE_TOO_HEAVY, .limit = (uint32_t) v[1],
-                                              .next_expiry_ms = -1 };
-                else if (ok && v[0] == 1 && len == 5 && v[1] > 0 && v[2] >= 0 && v[3] >= 0 && v[4] >= 0 &&
-                         v[3] <= SLOTS_MAX && v[4] <= SLOTS_MAX)
-                        r = (AcquireResult) { .outcome = ACQUIRE_GRANTED, .token = (uint64_t) v[1],
-                                              .since_ms = (uint64_t) v[2], .held = (uint32_t) v[3],
-                                              .limit = (uint32_t) v[4] };
-                else if (ok && v[0] == 0 && (len == 5 || len == 6) && v[1] > 0 && v[2] >= 0 && v[3] >= 0 &&
-                         v[4] >= -1 && v[1] <= UINT32_MAX && v[2] <= SLOTS_MAX && v[3] <= SLOTS_MAX &&
-                         (len == 5 || redis_reply_array_string(reply, 5, drain, sizeof(drain)) >= 0))
-                        r = (AcquireResult) { .outcome = ACQUIRE_QUEUED, .position = (uint32_t) v[1],
-                                              .held = (uint32_t) v[2], .limit = (uint32_t) v[3],
-                                              .next_expiry_ms = v[4], .drain = len == 6 ? drain : NULL };
-        }
+        r = acquire_result(l, reply, &d);
         if (r.outcome == ACQUIRE_GRANTED && a->config->min_replicas_acked > 0) {
                 if (wait_for_replicas(a, conn, l, &r) >= 0)
                         return;
@@ -242,29 +249,29 @@ static void release_reply(RedisConn *conn, const RedisReply *reply, void *userda
         ReleaseCall *rc = userdata;
         Agent *a = rc->agent;
         const char *err = redis_reply_error(reply);
-        Granted g[SLOTS_GRANTS_MAX];
-        size_t k = 0, len = redis_reply_array_len(reply);
-        long long held = 0;
+        Granted g[SLOTS_GRANTS_MAX] = {};
+        const ReplyList *granted = NULL;
+        ReplyRelease d;
+        size_t k = 0;
 
         (void) conn;
         if (err)
                 log_warning("Redis refused to release %s of %s: %s", rc->lease, rc->name, err);
-        else if (reply && redis_reply_array_integer(reply, 0, &held) >= 0 && held == -1)
+        else if (reply && reply_decode_release(reply, &d) < 0)
+                reply_log_unknown("release", rc->name, reply, "nobody is told of a slot it freed");
+        else if (reply && d.outcome == REPLY_RELEASE_REFUSED)
                 log_warning("Redis records lease %s of %s for another host or user; not released.", rc->lease, rc->name);
-        else if (reply) {
-                /* {held, lease, token, since, ...}: whom the release handed slots to. */
-                for (size_t i = 1; i + 2 < len && k < SLOTS_GRANTS_MAX; i += 3) {
-                        long long token, since;
+        else if (reply)
+                /* Whom the release handed slots to. */
+                granted = d.outcome == REPLY_RELEASE_RELEASED ? &d.released.granted : &d.not_held.granted;
+        for (; granted && k < granted->n && k < SLOTS_GRANTS_MAX; k++) {
+                ReplyGrant grant;
 
-                        if (redis_reply_array_string(reply, i, g[k].lease, sizeof(g[k].lease)) < 0 ||
-                            !lease_id_is_valid(g[k].lease) ||
-                            redis_reply_array_integer(reply, i + 1, &token) < 0 ||
-                            redis_reply_array_integer(reply, i + 2, &since) < 0 || token <= 0 || since < 0)
-                                break;
-                        g[k].token = (uint64_t) token;
-                        g[k].since_ms = (uint64_t) since;
-                        k++;
-                }
+                if (reply_list_get(granted, k, &grant) < 0)
+                        break;
+                memcpy(g[k].lease, grant.lease, sizeof(g[k].lease));
+                g[k].token = (uint64_t) grant.token;
+                g[k].since_ms = (uint64_t) grant.since_ms;
         }
         if (k > 0 && a->config->min_replicas_acked > 0) {
                 /* Those granted here are told once WAIT confirms it: they
@@ -333,30 +340,29 @@ typedef struct RenewCall {
         char ids[][LEASE_ID_LEN + 1];
 } RenewCall;
 
-/* The reply's shape, {ms, lease...}: the first the time (ms) the name
- * still grants nothing because Redis forgot it (0: it did not), then
- * leases among those sent. Anything else is believed in no part: nothing
- * counts as renewed (holders fence themselves if it goes on), and it is
- * logged as the bug it is. */
+/* renew.lua's reply (replies.list): how long the name still grants
+ * nothing because Redis forgot it (0: it did not), then leases among
+ * those sent. Anything else is believed in no part: nothing counts as
+ * renewed (holders fence themselves if it goes on), and it is logged as
+ * the bug it is. */
 static int renew_decode(const RenewCall *rc, const RedisReply *reply, bool *missing, bool *ret_forgotten) {
-        size_t len = redis_reply_array_len(reply);
-        long long left;
+        ReplyRenew d;
 
-        if (len < 1 || len > rc->n + 1 || redis_reply_array_integer(reply, 0, &left) < 0 || left < 0)
+        if (reply_decode_renew(reply, &d) < 0 || d.renewed.missing.n > rc->n)
                 return -EBADMSG;
-        for (size_t j = 1; j < len; j++) {
-                char id[LEASE_ID_LEN + 1];
+        for (size_t j = 0; j < d.renewed.missing.n; j++) {
+                ReplyMissing m;
                 bool known = false;
 
-                if (redis_reply_array_string(reply, j, id, sizeof(id)) < 0 || !lease_id_is_valid(id))
+                if (reply_list_get(&d.renewed.missing, j, &m) < 0)
                         return -EBADMSG;
                 for (size_t i = 0; i < rc->n; i++)
-                        if (streq(rc->ids[i], id))
+                        if (streq(rc->ids[i], m.lease))
                                 missing[i] = known = true;
                 if (!known)
                         return -EBADMSG;
         }
-        *ret_forgotten = left > 0;
+        *ret_forgotten = d.renewed.forgot_ms > 0;
         return 0;
 }
 
@@ -378,8 +384,7 @@ static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         if (!missing)
                 goto finish;
         if (renew_decode(rc, reply, missing, &forgotten) < 0) {
-                log_error("BUG: the renew script answered for %s with a reply of no known shape (%zu elements); "
-                          "nothing counts as renewed.", rc->name, redis_reply_array_len(reply));
+                reply_log_unknown("renew", rc->name, reply, "nothing counts as renewed");
                 goto finish;
         }
         slots_renew_done(&a->slots, rc->name, (const char (*)[LEASE_ID_LEN + 1]) rc->ids, missing, rc->n, forgotten,
@@ -429,15 +434,17 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
 static void reassert_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Lease *l = userdata;
         Agent *a = agent_of(l->slots_engine->ctx);
-        long long v = 0;
+        ReplyReassert d = {};
         int result = -2;
 
         (void) conn;
-        if (reply) {
-                if (redis_reply_integer(reply, &v) >= 0 && v >= -1 && v <= 1)
-                        result = (int) v;
+        if (reply)
+                result = 0;     /* an error or nonsense: do not believe it holds */
+        if (reply && !redis_reply_error(reply)) {
+                if (reply_decode_reassert(reply, &d) < 0)
+                        reply_log_unknown("reassert", l->name->name, reply, "the slot counts as not held");
                 else
-                        result = 0;     /* an error or nonsense: do not believe it holds */
+                        result = d.outcome == REPLY_REASSERT_HELD ? 1 : d.outcome == REPLY_REASSERT_REFUSED ? -1 : 0;
         }
         slots_reassert_done(&a->slots, l, result, now_mono());
 }

@@ -12,6 +12,7 @@
 #include "agent.h"
 #include "log-limit.h"
 #include "log.h"
+#include "lua-replies.h"
 
 /* ---- Status ------------------------------------------------------------------ */
 
@@ -92,34 +93,26 @@ static bool may_see_lease(const StatusJob *job, const char *owner) {
         return streq(owner, mine);
 }
 
-/* The weight status.lua gives a holder or waiter (at index i of its
- * entry): 1 when missing or nonsense. */
-static uint64_t entry_weight(const RedisReply *entry, size_t i) {
-        long long w = 1;
-
-        if (redis_reply_array_integer(entry, i, &w) < 0 || w < 1 || w > SLOTS_MAX)
-                w = 1;
-        return (uint64_t) w;
-}
-
 /* The units the holders take: their weights summed. */
-static uint64_t held_units(const RedisReply *holders) {
+static uint64_t held_units(const ReplyList *holders) {
         uint64_t n = 0;
 
-        for (size_t i = 0; i < redis_reply_array_len(holders); i++)
-                n += entry_weight(redis_reply_array_get(holders, i), 5);
+        for (size_t i = 0; i < holders->n; i++) {
+                ReplyHolder h;
+
+                if (reply_list_get(holders, i, &h) >= 0)
+                        n += (uint64_t) h.weight;
+        }
         return n;
 }
 
 static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         StatusItem *item = userdata;
         StatusJob *job = item->job;
-        const RedisReply *holders, *queue;
-        char line[PROTO_REPLY_MAX];
-        long long now = 0, limit = 0;
-        char drain[SLOTS_DRAIN_RECORD_MAX + 1] = "", drained[512], action[SLOTS_DRAIN_RECORD_MAX + 16] = "",
-                last[512], cap[SLOTS_DRAIN_RECORD_MAX + 32] = "", cap_set[512];
+        char line[PROTO_REPLY_MAX], drained[512], last[512], cap_set[512];
+        long long now = 0;
         uint32_t cap_n = 0;
+        ReplyStatus r, *st = &r;
         MessageBuilder b;
 
         (void) conn;
@@ -132,77 +125,66 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
                 client_send(job->client, line, message_finish(&b));
                 goto finish;
         }
-        holders = redis_reply_array_get(reply, 1);
-        queue = redis_reply_array_get(reply, 2);
-        if (redis_reply_array_integer(reply, 0, &now) < 0 || !holders || !queue ||
-            redis_reply_array_integer(reply, 3, &limit) < 0 || limit < 0 || limit > SLOTS_MAX)
+        if (reply_decode_status(reply, st) < 0) {
+                reply_log_unknown("status", item->name, reply, "the name is left out of the status");
                 goto finish;
-        (void) redis_reply_array_string(reply, 4, drain, sizeof(drain));
-        (void) redis_reply_array_string(reply, 5, action, sizeof(action));
+        }
+        now = st->name.now_ms;
         /* The fleet limit: "N HOST UID SINCE_MS USER REASON". */
-        if (redis_reply_array_string(reply, 6, cap, sizeof(cap)) < 0 || slots_cap_text(cap, &cap_n, cap_set, sizeof(cap_set)) < 0)
+        if (slots_cap_text(st->name.cap, &cap_n, cap_set, sizeof(cap_set)) < 0)
                 cap_n = 0;
-        if (redis_reply_array_len(holders) == 0 && redis_reply_array_len(queue) == 0 && !job->summary && !drain[0] &&
-            !action[0] && !cap_n)
+        if (st->name.holders.n == 0 && st->name.queue.n == 0 && !job->summary && !st->name.drain[0] &&
+            !st->name.action[0] && !cap_n)
                 goto finish;
 
         message_start(&b, line, sizeof(line), "NAME");
         message_add(&b, "name", item->name);
-        message_add_u64(&b, "held", held_units(holders));
-        message_add_u64(&b, "waiting", redis_reply_array_len(queue));
-        message_add_u64(&b, "limit", (uint64_t) limit);
+        message_add_u64(&b, "held", held_units(&st->name.holders));
+        message_add_u64(&b, "waiting", st->name.queue.n);
+        message_add_u64(&b, "limit", (uint64_t) st->name.limit);
         if (cap_n) {
                 message_add_u64(&b, "fleet_limit", cap_n);
                 message_add(&b, "fleet_limit_set", cap_set);
         }
-        if (drain[0] && slots_drain_text(drain, drained, sizeof(drained)) >= 0)
+        if (st->name.drain[0] && slots_drain_text(st->name.drain, drained, sizeof(drained)) >= 0)
                 message_add(&b, "drained", drained);
-        if (action[0] && slots_action_text(action, last, sizeof(last)) >= 0)
+        if (st->name.action[0] && slots_action_text(st->name.action, last, sizeof(last)) >= 0)
                 message_add(&b, "last_action", last);
         client_send(job->client, line, message_finish(&b));
         if (job->summary)
                 goto finish;
 
-        for (size_t i = 0; i < redis_reply_array_len(holders); i++) {
-                const RedisReply *h = redis_reply_array_get(holders, i);
-                char id[LEASE_ID_LEN + 1], grant[64], desc[SLOTS_DESC_MAX + 1], owner[IDENT_MAX_LEN + 16];
+        for (size_t i = 0; i < st->name.holders.n; i++) {
                 unsigned long long token = 0, since = 0;
-                long long expires = 0;
+                ReplyHolder h;
 
-                if (redis_reply_array_string(h, 0, id, sizeof(id)) < 0 || !lease_id_is_valid(id) ||
-                    redis_reply_array_integer(h, 1, &expires) < 0 ||
-                    redis_reply_array_string(h, 2, grant, sizeof(grant)) < 0 ||
-                    redis_reply_array_string(h, 3, desc, sizeof(desc)) < 0 ||
-                    redis_reply_array_string(h, 4, owner, sizeof(owner)) < 0)
+                if (reply_list_get(&st->name.holders, i, &h) < 0)
                         continue;
-                if (sscanf(grant, "%llu %llu", &token, &since) != 2)
+                if (sscanf(h.grant, "%llu %llu", &token, &since) != 2)
                         token = since = 0;
                 message_start(&b, line, sizeof(line), "HOLDER");
                 message_add(&b, "name", item->name);
-                if (may_see_lease(job, owner))
-                        message_add(&b, "lease", id);
+                if (may_see_lease(job, h.owner))
+                        message_add(&b, "lease", h.lease);
                 message_add_u64(&b, "token", token);
                 message_add_u64(&b, "since", since);
-                message_addf(&b, "expires_in", "%lld", expires);
-                message_add_u64(&b, "weight", entry_weight(h, 5));
-                add_description(&b, desc);
+                message_addf(&b, "expires_in", "%lld", h.expires_in_ms);
+                message_add_u64(&b, "weight", (uint64_t) h.weight);
+                add_description(&b, h.description);
                 client_send(job->client, line, message_finish(&b));
         }
-        for (size_t i = 0; i < redis_reply_array_len(queue); i++) {
-                const RedisReply *w = redis_reply_array_get(queue, i);
-                char id[LEASE_ID_LEN + 1], desc[SLOTS_DESC_MAX + 1], owner[IDENT_MAX_LEN + 16];
+        for (size_t i = 0; i < st->name.queue.n; i++) {
+                ReplyWaiter w;
 
-                if (redis_reply_array_string(w, 0, id, sizeof(id)) < 0 || !lease_id_is_valid(id) ||
-                    redis_reply_array_string(w, 1, desc, sizeof(desc)) < 0 ||
-                    redis_reply_array_string(w, 2, owner, sizeof(owner)) < 0)
+                if (reply_list_get(&st->name.queue, i, &w) < 0)
                         continue;
                 message_start(&b, line, sizeof(line), "WAITER");
                 message_add(&b, "name", item->name);
-                if (may_see_lease(job, owner))
-                        message_add(&b, "lease", id);
+                if (may_see_lease(job, w.owner))
+                        message_add(&b, "lease", w.lease);
                 message_add_u64(&b, "position", i + 1);
-                message_add_u64(&b, "weight", entry_weight(w, 3));
-                add_description(&b, desc);
+                message_add_u64(&b, "weight", (uint64_t) w.weight);
+                add_description(&b, w.description);
                 client_send(job->client, line, message_finish(&b));
         }
 finish:

@@ -424,6 +424,10 @@ size_t redis_reply_array_len(const RedisReply *r) {
         return r->elements;
 }
 
+bool redis_reply_is_array(const RedisReply *r) {
+        return r && r->type == REDIS_REPLY_ARRAY;
+}
+
 const RedisReply *redis_reply_array_get(const RedisReply *r, size_t i) {
         if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
                 return NULL;

@@ -66,6 +66,8 @@ int redis_reply_integer(const RedisReply *r, long long *ret);
 /* A string or status reply (binary safe: see len). */
 int redis_reply_string(const RedisReply *r, const char **ret, size_t *ret_len);
 size_t redis_reply_array_len(const RedisReply *r);
+/* An array, if empty too (redis_reply_array_len() is 0 for any other). */
+bool redis_reply_is_array(const RedisReply *r);
 const RedisReply *redis_reply_array_get(const RedisReply *r, size_t i);
 /* A string element i of an array, copied NUL-terminated into buf; refuses
  * embedded NULs and strings that do not fit. */

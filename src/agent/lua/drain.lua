@@ -35,6 +35,6 @@ if on or changed then
   redis.call('HSET', K_CLOCK, ACTION, table.concat({on and 'drain' or 'undrain', ARGV[A_DRAIN_HOST], ARGV[A_DRAIN_UID],
     digits(now_ms), ARGV[A_DRAIN_USER], ARGV[A_DRAIN_REASON]}, ' '))
 end
-local reply = {changed and 1 or 0, was}
+local reply = {changed and R_DRAIN_CHANGED or R_DRAIN_UNCHANGED, was}
 for _, v in ipairs(granted) do reply[#reply + 1] = v end
 return idle(ARGV[A_DRAIN_IDLE_MS], reply)

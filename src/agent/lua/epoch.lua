@@ -54,7 +54,7 @@ if value and (master_id == '' or string.match(value, '^%x+ %d+ (%x+)$') == maste
   local id, grace_until = string.match(value, '^(%x+) (%d+)')
   went_back = known_id ~= '' and known_until ~= nil and id ~= nil and id ~= known_id and
     tonumber(grace_until) < known_until
-  if not went_back then return {0, value, now_ms} end
+  if not went_back then return {R_EPOCH_KEPT, value, now_ms} end
 end
 -- Another master id (a failover, the same master restarted from a file
 -- that may miss the last writes, or promoted again), or older data: the
@@ -65,4 +65,4 @@ if value and failover_grace then grace = math.max(grace, tonumber(failover_grace
 value = ARGV[A_EPOCH_ID] .. ' ' .. digits(now_ms + tonumber(grace))
 if master_id ~= '' then value = value .. ' ' .. master_id end
 redis.call('SET', KEYS[1], value)
-return {went_back and 3 or value_was and 2 or 1, value, now_ms}
+return {went_back and R_EPOCH_WENT_BACK or value_was and R_EPOCH_FAILOVER or R_EPOCH_MADE, value, now_ms}

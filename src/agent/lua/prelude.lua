@@ -708,21 +708,21 @@ local function acquire_call(argv)
   expire(now_ms, ttl, grace_until)
 
   local r = rec[lease]
-  if r and (foreign(r, host, uid) or revoked(r)) then return {-1} end
+  if r and (foreign(r, host, uid) or revoked(r)) then return {R_ACQUIRE_REFUSED} end
 
   if r and r.token > 0 then
     if redis.call('ZSCORE', K_HOLDERS, lease) then
       redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
-      return {1, r.token, r.since, st.held, limit_in_force(slots)}
+      return {R_ACQUIRE_GRANTED, r.token, r.since, st.held, limit_in_force(slots)}
     end
     entry_lost(lease)
     r = nil
   end
-  if slots == 0 and not cap() then return {-2} end
+  if slots == 0 and not cap() then return {R_ACQUIRE_NO_LIMIT} end
   -- The limit in force with its own ask, before it counts among them.
   local own_limit = limit_in_force(slots)
   if slots > 0 then own_limit = math.min(slots, own_limit) end
-  if weight > own_limit then return {-3, own_limit} end
+  if weight > own_limit then return {R_ACQUIRE_TOO_HEAVY, own_limit} end
 
   -- First come, first served: granted while the weights of those before
   -- it in line and its own fit under the limit in force with the holders',
@@ -736,7 +736,7 @@ local function acquire_call(argv)
   if st.line == 0 and may_grant(now_ms, grace_until, ttl) and held + weight <= own_limit then
     r = newcomer(lease, slots, host, uid, desc, weight)
     local token = grant(lease, r, now_ms + ttl, now_ms, now_us, false)
-    return {1, token, now_ms, held + weight, own_limit}
+    return {R_ACQUIRE_GRANTED, token, now_ms, held + weight, own_limit}
   end
 
   -- In line already (its record says it waits), or at its end.
@@ -760,7 +760,7 @@ local function acquire_call(argv)
     end
     if held + ahead + r.weight <= limit then
       local token = grant(lease, r, now_ms + ttl, now_ms, now_us, true)
-      return {1, token, now_ms, held + r.weight, limit}
+      return {R_ACQUIRE_GRANTED, token, now_ms, held + r.weight, limit}
     end
   end
   if proof and proof ~= '' and proof ~= r.proof then
@@ -775,7 +775,7 @@ local function acquire_call(argv)
   -- (Swept above: none has run out. Never below 0 all the same.)
   if first[2] then next_expiry = math.max(0, tonumber(first[2]) - now_ms) end
   if left > 0 and (next_expiry < 0 or left < next_expiry) then next_expiry = left end
-  return {0, rank + 1, held, limit, next_expiry, st.drain or nil}
+  return {R_ACQUIRE_QUEUED, rank + 1, held, limit, next_expiry, st.drain or nil}
 end
 
 -- Gives the slot back (or leaves the queue) and hands what that frees to
@@ -787,8 +787,8 @@ local function release_call(argv)
   local grace_until = tonumber(argv[A_RELEASE_GRACE_UNTIL_MS]) or 0
   fetch({lease})
   local r = rec[lease]
-  if not r then return {0} end
-  if foreign(r, host, uid) then return {-1} end
+  if not r then return {R_RELEASE_NOT_HELD} end
+  if foreign(r, host, uid) then return {R_RELEASE_REFUSED} end
   state()
 
   local held, queued = 0, 0
@@ -813,7 +813,7 @@ local function release_call(argv)
     -- Those behind a lease that left the line have a new place.
     if not judged or queued == 1 then wake() end
   end
-  local reply = {held}
+  local reply = {held == 1 and R_RELEASE_RELEASED or R_RELEASE_NOT_HELD}
   for _, v in ipairs(granted) do reply[#reply + 1] = v end
   return reply
 end
@@ -875,14 +875,14 @@ local function adopt_call(argv)
   fetch({lease})
   expire(now_ms, ttl, argv[A_ADOPT_GRACE_UNTIL_MS])
   local r = rec[lease]
-  if not r or foreign(r, argv[A_ADOPT_HOST], argv[A_ADOPT_UID]) or revoked(r) then return {-1} end
+  if not r or foreign(r, argv[A_ADOPT_HOST], argv[A_ADOPT_UID]) or revoked(r) then return {R_ADOPT_GONE} end
   if r.token > 0 then
     if redis.call('ZSCORE', K_HOLDERS, lease) then
       redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
-      return {1, r.token, r.since, r.desc}
+      return {R_ADOPT_HELD, r.token, r.since, r.desc}
     end
     entry_lost(lease)
-    return {-1}
+    return {R_ADOPT_GONE}
   end
-  return {0}
+  return {R_ADOPT_QUEUED}
 end

@@ -14,11 +14,11 @@ fetch({lease})
 expire(now_ms, ttl, ARGV[A_REASSERT_GRACE_UNTIL_MS])
 
 local r = rec[lease]
-if r and (foreign(r, host, uid) or revoked(r)) then return idle(idle_ms, -1) end
+if r and (foreign(r, host, uid) or revoked(r)) then return idle(idle_ms, R_REASSERT_REFUSED) end
 if r and r.token > 0 then
   if redis.call('ZSCORE', K_HOLDERS, lease) then
     redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
-    return idle(idle_ms, 1)
+    return idle(idle_ms, R_REASSERT_HELD)
   end
   entry_lost(lease)
   r = nil
@@ -31,7 +31,7 @@ if not r and redis.call('ZSCORE', K_HOLDERS, lease) then
   st.held = count_held()
   redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
   st.token = math.max(st.token or token_clock(now_us), token)
-  return idle(idle_ms, 1)
+  return idle(idle_ms, R_REASSERT_HELD)
 end
 -- (A holder that asked for no number, when the fleet limit went with the
 -- data too, is put back: all such holders held within the limit then,
@@ -39,7 +39,7 @@ end
 local limit = limit_in_force(slots)
 if slots > 0 then limit = math.min(slots, limit) end
 if limit and limit > 0 and st.held + weight > limit then
-  return idle(idle_ms, 0)
+  return idle(idle_ms, R_REASSERT_LOST)
 end
 -- A waiter it was: out of the line.
 if r then
@@ -54,4 +54,4 @@ st.held = st.held + redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease) * weight
 -- The fencing token never goes back: not below the tokens' clock, if the
 -- counter was lost, nor below the token this holder has.
 st.token = math.max(st.token or token_clock(now_us), token)
-return idle(idle_ms, 1)
+return idle(idle_ms, R_REASSERT_HELD)

@@ -27,11 +27,11 @@ fetch({lease})
 -- Leases already run out are gone, not revoked.
 expire(now_ms, nil, ARGV[A_REVOKE_GRACE_UNTIL_MS])
 local r = rec[lease]
-if not r then return idle(ARGV[A_REVOKE_IDLE_MS], {0}) end
+if not r then return idle(ARGV[A_REVOKE_IDLE_MS], {R_REVOKE_NONE}) end
 local owner = r.host .. ' ' .. r.uid
 local which = ARGV[A_REVOKE_WAITERS]
-if r.token == 0 and which == '0' then return idle(ARGV[A_REVOKE_IDLE_MS], {2, owner}) end
-if r.token > 0 and which == 'w' then return idle(ARGV[A_REVOKE_IDLE_MS], {4, owner}) end
+if r.token == 0 and which == '0' then return idle(ARGV[A_REVOKE_IDLE_MS], {R_REVOKE_WAITS, owner}) end
+if r.token > 0 and which == 'w' then return idle(ARGV[A_REVOKE_IDLE_MS], {R_REVOKE_HOLDS, owner}) end
 local token = r.token
 local reply
 local expiry = token > 0 and tonumber(redis.call('ZSCORE', K_HOLDERS, lease))
@@ -44,14 +44,14 @@ if expiry and not at_once and fence > now_ms then
     r.proof = REVOKED
     put(lease, r)
   end
-  reply = {5, owner, token, fence - now_ms}
+  reply = {R_REVOKE_FENCED, owner, token, fence - now_ms}
 else
   -- As its owner releases it.
   local released = release_call({[A_RELEASE_LEASE] = lease, [A_RELEASE_HOST] = r.host, [A_RELEASE_UID] = r.uid,
     [A_RELEASE_GRACE_UNTIL_MS] = ARGV[A_REVOKE_GRACE_UNTIL_MS]})
-  reply = {token > 0 and 1 or 3, owner}
+  reply = {token > 0 and R_REVOKE_FREED or R_REVOKE_WAITER, owner}
   if token > 0 then
-    if released[1] ~= 1 then return idle(ARGV[A_REVOKE_IDLE_MS], {0}) end
+    if released[1] ~= R_RELEASE_RELEASED then return idle(ARGV[A_REVOKE_IDLE_MS], {R_REVOKE_NONE}) end
     reply[3] = token
     for i = 2, #released do reply[#reply + 1] = released[i] end
   end
