@@ -706,7 +706,7 @@ epoch_model() {    # ID: as a standalone agent of data model 2 calls it
                 model="2 0.2"
         rcli --json EVALSHA "${SHA[epoch]}" 2 "$EPOCH_KEY" "$MODEL_KEY" "${ARGS_OUT[@]}"
 }
-rcli FLUSHALL >/dev/null
+emptied
 r=$(epoch_model 0000000000000000000000000000000a)
 is "$(j "$r" 'r[0]')" 1 "model: the first agent makes the epoch ..."
 is "$(rcli GET "$MODEL_KEY")" "2 0.2" "model: ... and the marker, 'N V'"
@@ -733,7 +733,7 @@ follow() {         # VALUE [MARKER]
         args follow value="$1" model="${2:-2 0.2}"
         rcli EVALSHA "${SHA[follow]}" 2 "$FKEY" "$FMKEY" "${ARGS_OUT[@]}"
 }
-rcli FLUSHALL >/dev/null
+emptied
 old="aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa 2000 $RUN$R1" new="bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb 5000 $RUN$R2"
 is "$(follow "$old")" 1 "follow: none there: written"
 is "$(rcli GET "$FKEY") / $(rcli GET "$FMKEY")" "$old / 2 0.2" "follow: ... the epoch and the marker"

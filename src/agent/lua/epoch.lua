@@ -36,7 +36,7 @@ if KEYS[2] and model then
   local marker = redis.call('GET', KEYS[2])
   local theirs = tonumber(string.match(marker or '0 0', '^(%d+) [%d.]+$') or '')
   local mine = tonumber(string.match(model, '^(%d+) '))
-  if not theirs or theirs > mine then return {4, marker, now_ms} end
+  if not theirs or theirs > mine then return {R_EPOCH_MODEL_NEWER, marker, now_ms} end
   if theirs < mine then redis.call('SET', KEYS[2], model) end
 end
 local value = redis.call('GET', KEYS[1])

@@ -25,8 +25,8 @@ if was then
   local _, was_until, was_master = string.match(was, '^(%x+) (%d+) ?(%x*)$')
   if was_until and string.sub(was_master, 1, 40) == string.sub(master, 1, 40) and
     tonumber(was_until) >= tonumber(until_ms) then
-    return 0
+    return R_FOLLOW_KEPT
   end
 end
 redis.call('SET', KEYS[1], ARGV[A_FOLLOW_VALUE])
-return 1
+return R_FOLLOW_WRITTEN
