@@ -411,6 +411,25 @@ static void test_line_reader(void) {
         close(sv[1]);
 }
 
+/* Redis errors that mean "not serving for now" are the limiter being
+ * unreachable (the caller's on_error); any other is an error. */
+static void test_redis_error_codes(void) {
+        static const char *const now[] = { "LOADING Redis is loading the dataset in memory",
+                "READONLY You can't write against a read only replica.", "MASTERDOWN Link with MASTER is down",
+                "CLUSTERDOWN The cluster is down", "TRYAGAIN Multiple keys request during rehashing of slot",
+                "BUSY Redis is busy running a script.", "NOREPLICAS Not enough good replicas to write.",
+                "OOM command not allowed when used memory > 'maxmemory'." };
+
+        for (size_t i = 0; i < ELEMENTSOF(now); i++)
+                CHECK_STR(error_code_of_redis_error(now[i]), ERROR_CODE_UNAVAILABLE, now[i]);
+        CHECK_STR(error_code_of_redis_error("WRONGTYPE Operation against a key holding the wrong kind of value"),
+                  ERROR_CODE_REDIS, "WRONGTYPE is an error");
+        CHECK_STR(error_code_of_redis_error("ERR Error running script"), ERROR_CODE_REDIS, "a script's error is one");
+        CHECK_STR(error_code_of_redis_error("BUSYKEY Target key name already exists."), ERROR_CODE_REDIS,
+                  "a prefix alone is not the word (BUSYKEY)");
+        CHECK_STR(error_code_of_redis_error(NULL), ERROR_CODE_REDIS, "no text: an error");
+}
+
 int main(void) {
         test_roundtrip();
         test_malformed();
@@ -422,5 +441,6 @@ int main(void) {
         test_encoding();
         test_message_moves();
         test_line_reader();
+        test_redis_error_codes();
         return tap_done();
 }

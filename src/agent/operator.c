@@ -55,7 +55,8 @@ static void op_failed(OpCall *d, const LogFields *f, const RedisReply *reply, co
 
         log_internal(LOG_ERR, 0, f, "Failed to %s for %s: %s", what, d->operator, why);
         if (d->client)
-                client_send_error(d->client, reply ? ERROR_CODE_REDIS : ERROR_CODE_UNAVAILABLE, "%s", why);
+                client_send_error(d->client, reply ? error_code_of_redis_error(redis_reply_error(reply))
+                                                   : ERROR_CODE_UNAVAILABLE, "%s", why);
         op_finish(d, NULL, 0);
 }
 

@@ -123,7 +123,7 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 f = lease_fields(l);
                 slots_say(e, LOG_ERR, SLOTS_NO_UID, now, &f, "Redis refused to queue %s for %s: %s", l->id,
                     l->name->name, r->error);
-                lease_send_error(l, ERROR_CODE_REDIS, r->error);
+                lease_send_error(l, error_code_of_redis_error(r->error), r->error);
                 lease_release_at(l, "Redis error", now);
                 goto finish;
         case ACQUIRE_NO_LIMIT:

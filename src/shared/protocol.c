@@ -483,3 +483,19 @@ const char *text_escape(const char *s, char *buf, size_t size) {
         buf[len] = '\0';
         return buf;
 }
+
+const char *error_code_of_redis_error(const char *error) {
+        static const char *const transient[] = {
+                "LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS", "OOM",
+        };
+
+        if (!error)
+                return ERROR_CODE_REDIS;
+        for (size_t i = 0; i < ELEMENTSOF(transient); i++) {
+                size_t n = strlen(transient[i]);
+
+                if (strneq(error, transient[i], n) && (error[n] == ' ' || error[n] == '\0'))
+                        return ERROR_CODE_UNAVAILABLE;
+        }
+        return ERROR_CODE_REDIS;
+}

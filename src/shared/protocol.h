@@ -139,6 +139,11 @@ int request_format(const Request *r, char *buf, size_t size);
 #define ERROR_CODE_ANCHOR "anchor"              /* no anchor, or not the requester's */
 #define ERROR_CODE_UNAVAILABLE "unavailable"    /* Redis is unreachable */
 #define ERROR_CODE_REDIS "redis"                /* Redis answered with an error */
+/* The code for a request Redis answered with error: ERROR_CODE_UNAVAILABLE
+ * when the error says Redis cannot serve for now (LOADING, READONLY,
+ * MASTERDOWN, CLUSTERDOWN, TRYAGAIN, BUSY, NOREPLICAS, OOM: the limiter
+ * cannot count, as when Redis is unreachable), else ERROR_CODE_REDIS. */
+const char *error_code_of_redis_error(const char *error);
 #define ERROR_CODE_BUSY "busy"                  /* too many clients */
 #define ERROR_CODE_NOT_HELD "not_held"          /* REVOKE: the lease holds no slot of the name */
 #define ERROR_CODE_NO_LIMIT "no_limit"          /* ACQUIRE slots=0: the name has no fleet limit */
