@@ -299,33 +299,8 @@ kill "$silent_pid" 2>/dev/null
 # these ones did not see): it stays, no agent puts the older one back. O's
 # agents write O's epoch in O's new first slot over the one of R's that
 # came with it (another master's).
-# slot_tag SLOT: the hash tag the agent gives SLOT's epoch key
-# (redis_slot_tag(): 0, 1, 2, … in base 62, least significant digit first,
-# the first of them in each slot).
-slot_tag() {
-        python3 - "$1" <<'PY'
-import sys
-def crc16(b):
-    crc = 0
-    for c in b:
-        crc ^= c << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) & 0xffff if crc & 0x8000 else (crc << 1) & 0xffff
-    return crc
-D = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-want = int(sys.argv[1])
-for n in range(62 ** 3):
-    s, m = "", n
-    while True:
-        s += D[m % 62]
-        m //= 62
-        if not m:
-            break
-    if crc16(s.encode()) & 16383 == want:
-        print(s)
-        break
-PY
-}
+# slot_tag SLOT: the hash tag the agent gives SLOT's epoch key.
+slot_tag() { python3 "$(dirname "$0")/slot-tag.py" "$1"; }
 f=$(own_ranges "$R" | head -n 1 | cut -d- -f1)
 is "$(cluster_owner $((f + 1)))" "$R" "R owns its first slot $f and the next"
 ek0="fleetsem:epoch:{$(slot_tag "$f")}" ek1="fleetsem:epoch:{$(slot_tag $((f + 1)))}"

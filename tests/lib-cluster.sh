@@ -92,35 +92,11 @@ cluster_keyslot() { ccli "${C_PORTS[0]}" CLUSTER KEYSLOT "$1"; }
 
 # cluster_seed: every hash slot's census, as an operator seeds a new
 # Cluster (fleetsemd(8), SAFETY: What Redis forgets), so that the first use
-# of each slot does not wait a lease. The census of slot S is
-# fleetsem:census:{TAG}, TAG the first of 0, 1, 2, … in base 62 (least
-# significant digit first) whose CRC16 falls in S, as the agent makes it
-# (redis_slot_tag()).
+# of each slot does not wait a lease (tests/slot-tag.py names them).
 cluster_seed() {
         local p
         for p in "${C_PORTS[@]}"; do
-                own_ranges "$p" | python3 -c '
-import sys
-D = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-def crc16(b):
-    c = 0
-    for x in b:
-        c ^= x << 8
-        for _ in range(8):
-            c = ((c << 1) ^ 0x1021) & 0xFFFF if c & 0x8000 else (c << 1) & 0xFFFF
-    return c
-tags, n = {}, 0
-while len(tags) < 16384:
-    m, t = n, ""
-    while True:
-        t += D[m % 62]; m //= 62
-        if not m: break
-    tags.setdefault(crc16(t.encode()) & 16383, t); n += 1
-for r in sys.stdin.read().split():
-    a, _, b = r.partition("-")
-    for s in range(int(a), int(b or a) + 1):
-        print("ZADD fleetsem:census:{%s} NX -1 ." % tags[s])
-' | ccli "$p" >/dev/null
+                own_ranges "$p" | python3 "$(dirname "${BASH_SOURCE[0]}")/slot-tag.py" --census | ccli "$p" >/dev/null
         done
 }
 
