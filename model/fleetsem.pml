@@ -27,6 +27,8 @@
  *   NJ        jobs (2 or 3), job j runs on host j % 2
  *   SL0..SL2  slots each job asks for (default N = 1)
  *   CRASHES RESETS LOSSES DUPS STRAYS STEPS REVERTS REVOKES   fault budgets
+ *   REVOKE_NOW  1: a revoke frees the slot at once (fleetsem revoke --now);
+ *             0 (default): it stays counted until released or fenced
  *   FREEZE    holders may freeze (miss their own timer); adds the fenced
  *             resource and turns the "at most N believers" check off
  *   SYNC      the clock waits for live agents to finish their work (no
@@ -98,16 +100,42 @@
 #ifndef REVERTS
 #define REVERTS 0
 #endif
-/* Root revokes a held lease (revoke.lua: released as its owner would, so
+/* Root revokes a held lease (revoke.lua).  The default (fleetsem revoke):
+ * the record is marked revoked (PROOF 'revoked') and stays in holders,
+ * counted in HELD, its expiry moved to its fence point (expiry - TTL/3:
+ * its last renewal + FENCE), or released at once when already past it;
+ * renewals, acquires, re-assertions and adoptions find it missing, and
+ * "r LEASE" on the wake channel (a hint: it may be lost) makes its agent
+ * renew at once.  The agent that reads "missing" tells the holder LOST
+ * and, while the holder has not fenced, keeps the lease until the
+ * holder's anchor closes, then releases it; Redis' sweep frees it at the
+ * fence point anyway.  (lease_lost() in slots.c keeps it only after an
+ * "r" message: MUT_UNHEARD_RELEASES, model/README.md.)  LOST is a message:
+ * the holder believes until it acts on it (or its timer fires).  A
+ * revoked holder counts among the believers.  MUT_REVOKE_AT_ONCE: the
+ * default revoke frees the slot at once (the --now form) though its
+ * holder counts.  MUT_UNHEARD_RELEASES: an agent that did not hear the
+ * "r" message releases a lease its renewal finds missing at once, as a
+ * lease that ran out.
+ * REVOKE_NOW=1 (fleetsem revoke --now): released as its owner would, so
  * the next in line is granted with a higher token, unless drained or in a
- * grace).  Its holder may go on believing until its agent's next renewal
+ * grace.  Its holder may go on believing until its agent's next renewal
  * finds the lease missing, or until it fences itself: two believers for a
  * while, by design (fleetsem(1), "revoke"), so a revoked holder does not
- * count among the believers; instead its belief must end within FENCE +
- * DRIFT ticks of the revoke.  MUT_RENEW_MISSING_CONFIRMS: the agent takes
- * a renewal that says the lease is missing for a confirmation. */
+ * count among the believers there; instead its belief must end within
+ * FENCE + DRIFT ticks of the revoke (checked in both forms).
+ * MUT_RENEW_MISSING_CONFIRMS: the agent takes a renewal that says the
+ * lease is missing for a confirmation. */
 #ifndef REVOKES
 #define REVOKES 0
+#endif
+#ifndef REVOKE_NOW
+#define REVOKE_NOW 0
+#endif
+#if REVOKES && !REVOKE_NOW
+#define FENCED_REVOKE 1
+#else
+#define FENCED_REVOKE 0
 #endif
 /* Steps of Redis' wall clock (TIME): the scripts take them out of the
  * tokens' clock (and out of expiries); here only a mutant's tokens see
@@ -271,6 +299,12 @@ bool g_rv[MAXJ];        /* ghost: its held lease was revoked */
 byte g_rvt[MAXJ];       /* ghost: ticks it has believed since */
 byte n_revoke;
 #endif
+#if FENCED_REVOKE
+bool r_rv[MAXJ];        /* its record says revoked (PROOF 'revoked') */
+#define RV(j) r_rv[j]
+#else
+#define RV(j) 0
+#endif
 
 /* ghosts, not Redis state */
 byte g_gen;             /* epoch ids made so far */
@@ -285,6 +319,8 @@ byte g_gs;              /* grants made so far */
 #define K_HOLD 2
 #define K_REASSERT 3    /* held before a reset: re-assert it */
 #define K_REQUEUE 4     /* waited before a reset or expired: ask again */
+#define K_LOST 5        /* told LOST, kept: released when its anchor closes */
+#define K_FREE 6        /* missing in Redis: released now (a revoked one is freed) */
 bool a_up[NH];
 bool a_conn[NH];        /* connected and the epoch read */
 byte a_epoch[NH];       /* last epoch id seen, 0 = none (fresh agent) */
@@ -315,6 +351,14 @@ bool rp_fg[NH];         /* RENEW: the name is in its grace after a loss */
 /* pub/sub: pending wake messages per agent: g LEASE (mask) and "1" */
 byte wk_g[NH];
 bool wk_1[NH];
+#if FENCED_REVOKE
+byte wk_r[NH];          /* r LEASE (mask): a revoke */
+bool a_rh[MAXJ];        /* the agent heard its lease revoked (revoke_heard) */
+bool j_lost[MAXJ];      /* told LOST: it believes until it acts on it */
+#define WKR(h) (wk_r[h] != 0)
+#else
+#define WKR(h) 0
+#endif
 byte wk_seen[NH];       /* g messages delivered before, for duplicates */
 /* what the g message pending for lease j (to its host) says: the proof
  * Redis had for it (0 = "-") and the token; and the last one delivered */
@@ -367,7 +411,7 @@ hidden short rdl;
 #define BIT(j) (1 << (j))
 
 /* ------------------------------------------------------- the properties */
-#if REVOKES
+#if REVOKES && REVOKE_NOW
 #define BEL(j) ((j) < NJ && j_st[j] == J_HOLD && !g_rv[j])
 #else
 #define BEL(j) ((j) < NJ && j_st[j] == J_HOLD)
@@ -489,6 +533,9 @@ inline r_dequeue(j) {
 inline r_forget(j) {
 	r_dequeue(j);
 	r_st[j] = ABSENT; r_ttl[j] = 0; r_own[j] = 0; r_tok[j] = 0; FR(r_gs[j] = 0); r_pf[j] = 0
+#if FENCED_REVOKE
+	; r_rv[j] = false
+#endif
 }
 
 /* a holder or waiter leaves: HELD less its weight or LINE less one; the last one asking
@@ -638,7 +685,7 @@ inline s_acquire(h, j, slots, pf) {
 	rp_kind[h] = RP_ACQ; rp_job[h] = j; rp_age[h] = 0; rp_tok[h] = 0; rp_gs[h] = 0;
 	if
 #ifndef MUT_NO_OWNER_ACQUIRE
-	:: r_st[j] != ABSENT && r_own[j] != h -> rp_val[h] = 2
+	:: r_st[j] != ABSENT && (r_own[j] != h || RV(j)) -> rp_val[h] = 2
 #endif
 	:: else ->
 		if
@@ -726,7 +773,7 @@ inline s_renew(h) {
 #ifdef MUT_NO_OWNER_ACQUIRE
 			:: r_st[ri] != ABSENT ->
 #else
-			:: r_st[ri] != ABSENT && r_own[ri] == h ->
+			:: r_st[ri] != ABSENT && r_own[ri] == h && !RV(ri) ->
 #endif
 				r_ttl[ri] = TTL; rp_ok[h] = rp_ok[h] | BIT(ri)
 			:: else -> rp_miss[h] = rp_miss[h] | BIT(ri)
@@ -743,7 +790,7 @@ inline s_reassert(h, j, tok) {
 	R_NAMED
 	rp_kind[h] = RP_REASSERT; rp_job[h] = j; rp_age[h] = 0;
 	if
-	:: r_st[j] != ABSENT && r_own[j] != h -> rp_val[h] = 0
+	:: r_st[j] != ABSENT && (r_own[j] != h || RV(j)) -> rp_val[h] = 0
 	:: r_st[j] == HOLDER -> r_ttl[j] = TTL; rp_val[h] = 1
 	:: else ->
 		r_limit(SLOTS(j));
@@ -819,7 +866,12 @@ inline s_undrain() {
 /* LOST, or QUEUED to a job that held: it stops believing */
 inline lose(j) {
 	if
+#if FENCED_REVOKE
+	/* a message: it believes until it acts on it */
+	:: j_conn[j] && j_st[j] == J_HOLD -> j_lost[j] = true; printf("MSC: job %d: told LOST\n", j)
+#else
 	:: j_conn[j] && j_st[j] == J_HOLD -> j_st[j] = J_FENCED; j_dl[j] = 0; printf("MSC: job %d: LOST\n", j)
+#endif
 	:: else
 	fi
 }
@@ -860,7 +912,7 @@ inline s_connect(h) {
 		/* a fresh agent lists its host's leases and adopts them */
 		for (ri : 0 .. NJ - 1) {
 			if
-			:: MINE(ri, h) && r_st[ri] != ABSENT && r_own[ri] == h ->
+			:: MINE(ri, h) && r_st[ri] != ABSENT && r_own[ri] == h && !RV(ri) ->
 				if
 				:: r_st[ri] == HOLDER -> a_kn[ri] = K_HOLD; a_age[ri] = 0; a_tok[ri] = r_tok[ri]; FR(a_gs[ri] = r_gs[ri]); r_ttl[ri] = TTL
 				:: else -> a_kn[ri] = K_WAIT
@@ -952,6 +1004,14 @@ inline rp_clear(h) {
 #endif
 }
 
+/* Kept until its anchor closes: its holder has not fenced (its last
+ * confirmed call is under FENCE ticks old).  MUT_UNHEARD_RELEASES: only
+ * when the agent heard the "r" message. */
+#ifdef MUT_UNHEARD_RELEASES
+#define DEFER(j) (a_rh[j] && a_age[j] < FENCE)
+#else
+#define DEFER(j) (a_age[j] < FENCE)
+#endif
 #if FORGETS
 #define PUT_BACK(h, j) (rp_fg[h] && a_age[j] < TTL - DRIFT)
 #else
@@ -998,6 +1058,19 @@ inline process_reply(h) {
 			:: MINE(ri, h) && (rp_miss[h] & BIT(ri)) && a_kn[ri] == K_HOLD && !PUT_BACK(h, ri) ->
 #ifdef MUT_RENEW_MISSING_CONFIRMS
 				confirm(ri, a_tok[ri], a_gs[ri], rp_age[h])
+#elif FENCED_REVOKE
+				/* lease_lost(): told LOST; kept until its anchor
+				 * closes while its holder has not fenced (DEFER), else
+				 * released now (a lease that ran out: nothing to free) */
+				if
+				:: DEFER(ri) -> a_kn[ri] = K_LOST; lose(ri)
+				:: else ->
+					gone(ri);
+					if
+					:: a_kn[ri] == K_NONE -> a_kn[ri] = K_FREE
+					:: else
+					fi
+				fi
 #else
 				gone(ri)
 #endif
@@ -1018,7 +1091,7 @@ inline process_reply(h) {
 /* ------------------------------------------------------- processes */
 
 #define REQ(j, h) (MINE(j, h) && j_req[j] && j_conn[j])
-#define GONE(j, h) (MINE(j, h) && a_kn[j] != K_NONE && j_st[j] == J_DONE)
+#define GONE(j, h) (MINE(j, h) && a_kn[j] != K_NONE && (j_st[j] == J_DONE || a_kn[j] == K_FREE))
 #define FIX(j, h) (MINE(j, h) && (a_kn[j] == K_REASSERT || a_kn[j] == K_REQUEUE) && j_st[j] != J_DONE)
 #define ASKQ(j, h) (MINE(j, h) && (a_ask[h] & BIT(j)) && a_kn[j] == K_WAIT && j_st[j] != J_DONE)
 #define LEASE(j, h) (MINE(j, h) && (a_kn[j] == K_WAIT || a_kn[j] == K_HOLD))
@@ -1034,10 +1107,16 @@ proctype agent(byte h)
 		a_up[h] = false; a_conn[h] = false; a_epoch[h] = 0;
 		a_renew[h] = false; a_ask[h] = 0; rp_clear(h);
 		wk_g[h] = 0; wk_1[h] = false; wk_seen[h] = 0;
+#if FENCED_REVOKE
+		wk_r[h] = 0;
+#endif
 		for (j : 0 .. NJ - 1) {
 			if
 			:: MINE(j, h) -> a_kn[j] = K_NONE; a_tok[j] = 0; a_age[j] = 0; a_pf[j] = 0; j_conn[j] = false; j_req[j] = false;
 				wk_pf[j] = 0; wk_tok[j] = 0; FR(wk_gs[j] = 0); wk_spf[j] = 0; wk_stok[j] = 0; FR(wk_sgs[j] = 0)
+#if FENCED_REVOKE
+				; a_rh[j] = false
+#endif
 			:: else
 			fi
 		}
@@ -1104,7 +1183,20 @@ proctype agent(byte h)
 	 * grants a waiter on the expiry of that confirmation, and the holder's
 	 * belief counts from it too (confirm with its age), so the age rule is
 	 * not what keeps it safe: it leaves the new holder most of a lease. */
-	:: atomic { a_up[h] && (wk_g[h] != 0 || wk_1[h]) ->
+	:: atomic { a_up[h] && (wk_g[h] != 0 || wk_1[h] || WKR(h)) ->
+#if FENCED_REVOKE
+		/* r LEASE (revoked_heard): a holder of this host named: renew
+		 * the name now; only Redis' answer makes it lost */
+		for (j : 0 .. NJ - 1) {
+			if
+			:: MINE(j, h) && (wk_r[h] & BIT(j)) && a_kn[j] == K_HOLD ->
+				a_rh[j] = true; a_renew[h] = a_conn[h];
+				printf("MSC: agent %d: hears lease %d revoked\n", h, j)
+			:: else
+			fi
+		}
+		wk_r[h] = 0;
+#endif
 		for (j : 0 .. NJ - 1) {
 			if
 			:: MINE(j, h) && a_kn[j] == K_WAIT && (wk_1[h] || (wk_g[h] & BIT(j))) ->
@@ -1159,6 +1251,10 @@ proctype job(byte j)
 	/* its own timer (drift: it fires between the deadline and DRIFT later) */
 #ifndef MUT_NO_FENCE
 	:: atomic { j_st[j] == J_HOLD && !j_frz[j] && j_dl[j] <= 0 -> j_st[j] = J_FENCED; j_dl[j] = 0; printf("MSC: job %d: fences itself\n", j) }
+#endif
+#if FENCED_REVOKE
+	/* a holder told LOST acts on it (--on-lost, a unit stopped) */
+	:: atomic { j_st[j] == J_HOLD && j_lost[j] && !j_frz[j] -> j_st[j] = J_FENCED; j_dl[j] = 0; printf("MSC: job %d: acts on LOST\n", j) }
 #endif
 	/* a fenced holder acts on --on-lost=stop: it ends */
 	:: atomic { j_st[j] == J_FENCED -> j_st[j] = J_DONE; j_conn[j] = false; j_req[j] = false }
@@ -1318,6 +1414,11 @@ proctype clock()
 	od
 }
 
+#if FENCED_REVOKE
+#define WKR_LOST(h) wk_r[h] = 0
+#else
+#define WKR_LOST(h) skip
+#endif
 /* the g messages pending for host h's leases are gone */
 inline wake_lost(h) {
 	for (ri : 0 .. NJ - 1) {
@@ -1482,8 +1583,8 @@ proctype env()
 		printf("MSC: redis: its clock stepped %d forward\n", STEP) }
 	:: atomic { g_step != 0 -> g_step = 0; printf("MSC: redis: its clock put right\n") }
 	/* a wake message lost */
-	:: atomic { n_loss < LOSSES && (wk_g[0] != 0 || wk_1[0]) -> n_loss++; wk_g[0] = 0; wk_1[0] = false; wake_lost(0) }
-	:: atomic { n_loss < LOSSES && (wk_g[1] != 0 || wk_1[1]) -> n_loss++; wk_g[1] = 0; wk_1[1] = false; wake_lost(1) }
+	:: atomic { n_loss < LOSSES && (wk_g[0] != 0 || wk_1[0] || WKR(0)) -> n_loss++; wk_g[0] = 0; wk_1[0] = false; WKR_LOST(0); wake_lost(0) }
+	:: atomic { n_loss < LOSSES && (wk_g[1] != 0 || wk_1[1] || WKR(1)) -> n_loss++; wk_g[1] = 0; wk_1[1] = false; WKR_LOST(1); wake_lost(1) }
 	/* a wake message delivered again (late), as it was */
 	:: atomic { n_dup < DUPS && wk_seen[0] != 0 -> n_dup++; wake_again(0); wk_g[0] = wk_g[0] | wk_seen[0] }
 	:: atomic { n_dup < DUPS && wk_seen[1] != 0 -> n_dup++; wake_again(1); wk_g[1] = wk_g[1] | wk_seen[1] }
@@ -1492,7 +1593,27 @@ proctype env()
 	 * owner would */
 	:: atomic { n_revoke < REVOKES && r_st[0] == HOLDER && j_st[0] == J_HOLD ->
 		n_revoke++; g_rv[0] = true; printf("MSC: root: revokes lease 0\n");
+#if !FENCED_REVOKE
 		s_release(r_own[0], 0) }
+#else
+		h = r_own[0];
+		if
+#ifndef MUT_REVOKE_AT_ONCE
+		/* before its fence point: taken back, counted until released
+		 * or fenced (its expiry moved to its last renewal + FENCE) */
+		:: r_ttl[0] > TTL / 3 ->
+			r_ttl[0] = r_ttl[0] - TTL / 3; r_rv[0] = true; r_flush();
+			printf("MSC: redis: lease 0 revoked, expires in %d ticks\n", r_ttl[0])
+#endif
+		:: else -> s_release(h, 0)      /* past it (or the mutant): freed now */
+		fi;
+		/* "r LEASE" to its agent, if subscribed */
+		if
+		:: WAKES && a_up[h] && a_conn[h] -> wk_r[h] = wk_r[h] | BIT(0)
+		:: else
+		fi;
+		h = 0 }
+#endif
 #endif
 	/* a user on host 1 names job 0's lease (seen in status): release it */
 	:: atomic { n_stray < STRAYS && a_up[1] && a_conn[1] && r_st[0] != ABSENT ->

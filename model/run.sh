@@ -189,6 +189,11 @@ if [ $mode = checks ]; then
 		"$BASE -DMAXG=2 -DGIVEUP=0 -DRESETS=1 -DREVERTS=1" safety 300
 	queue check crash-reset "at most N believers; no overtaking" "$N1, waiters do not give up; one crash and one reset" \
 		"$BASE -DGIVEUP=0 -DCRASHES=1 -DRESETS=1" safety 150
+	# The default revoke: the slot stays counted until its holder's agent
+	# releases it (the job stopped) or its fence point. No drift: Redis'
+	# fence point is the holder's own (revoke-fence-drift below).
+	queue check revoke-counted "at most N believers, a revoked holder among them; a revoked holder stops believing within the fence; no overtaking" "$N1, waiters do not give up, but drift 0; pub/sub on, one wake lost (the r message or another); root revokes job 0's held slot once, at any time, without --now; LOST heard late" \
+		"$BASE -DGIVEUP=0 -DDRIFT=0 -DWAKES=1 -DLOSSES=1 -DREVOKES=1" safety 90
 	queue check pause "at most N believers; no overtaking (asserts)" "$N1, waiters may give up" \
 		"$BASE" safety 60
 	queue check crash "at most N believers; no overtaking" "$N1, waiters may give up; one agent crash, restart, re-adoption" \
@@ -212,7 +217,7 @@ if [ $mode = checks ]; then
 	queue check fenced-resource "no stale write accepted (token check downstream)" "$N1, waiters do not give up; holders freeze (timers stop), one reset" \
 		"$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1" safety 90
 	queue check revoke "a revoked holder stops believing within the fence; at most N believers besides it; no overtaking; no new grant while drained" "$N1, waiters do not give up; root revokes job 0's held slot once, at any time; an operator drains once and undrains once" \
-		"$BASE -DGIVEUP=0 -DREVOKES=1 -DDRAIN=1" safety 60
+		"$BASE -DGIVEUP=0 -DREVOKES=1 -DREVOKE_NOW=1 -DDRAIN=1" safety 60
 	queue check forget "at most N believers; no overtaking" "$N1, waiters may give up; Redis, up all along, loses the name's keys, or all of fleetsem's (FLUSHALL), once, at any time: census, grace, re-assertion" \
 		"$BASE -DFORGETS=1" safety 90
 	queue check clock-step "at most N believers; no overtaking" "$S6; fence at 3 (half a lease); Redis' clock stepped forward half a lease (3 ticks), unnoticed, once, at any time" \
@@ -220,7 +225,7 @@ if [ $mode = checks ]; then
 	queue check clock-step-third "at most N believers; no overtaking" "$S6; fence at 4 (2/3 of a lease, as fleetsem run); Redis' clock stepped forward a third of a lease (2 ticks), unnoticed, once, at any time" \
 		"$SBASE -DFENCE=4 -DUSTEP=2" safety 60
 	queue check revoke-fenced "no stale write accepted after a revoke" "$N1, waiters do not give up; holders freeze (timers stop); root revokes job 0's held slot once" \
-		"$BASE -DGIVEUP=0 -DREVOKES=1 -DFREEZE" safety 60
+		"$BASE -DGIVEUP=0 -DREVOKES=1 -DREVOKE_NOW=1 -DFREEZE" safety 60
 else
 	queue mutant no-grace "no grace after a reset" "$BASE -DRESETS=1 -DMUT_NO_GRACE"
 	queue mutant no-fence "holders never fence themselves" "$BASE -DMUT_NO_FENCE"
@@ -230,7 +235,11 @@ else
 	queue mutant wake-grants "a wake message taken as a grant" "$BASE -DGIVEUP=0 -DNJ=3 -DWAKES=1 -DMUT_WAKE_GRANTS"
 	queue mutant proof-per-place "a new proof only with a new place in line, not with every acquire call" "$BASE -DGIVEUP=0 -DNJ=3 -DWAKES=1 -DMUT_PROOF_PER_PLACE"
 	queue mutant fence-from-receipt "RENEWED vouches 2/3 TTL from when it is heard, not from the call" "$BASE -DMUT_FENCE_FROM_RECEIPT"
-	queue mutant renew-missing-confirms "a renewal that finds the lease missing taken for a confirmation (a revoke never heard)" "$BASE -DGIVEUP=0 -DREVOKES=1 -DMUT_RENEW_MISSING_CONFIRMS"
+	queue mutant renew-missing-confirms "a renewal that finds the lease missing taken for a confirmation (a revoke never heard)" "$BASE -DGIVEUP=0 -DREVOKES=1 -DREVOKE_NOW=1 -DMUT_RENEW_MISSING_CONFIRMS"
+	R0="$BASE -DGIVEUP=0 -DDRIFT=0 -DWAKES=1 -DLOSSES=1 -DREVOKES=1"
+	queue mutant revoke-at-once "fleetsem revoke frees the slot at once (the --now form), its holder still a believer" "$R0 -DMUT_REVOKE_AT_ONCE"
+	queue mutant unheard-releases "an agent releases a lease its renewal finds missing at once unless it heard the r message (a revoke crossing a renewal)" "$R0 -DLOSSES=0 -DMUT_UNHEARD_RELEASES"
+	queue mutant revoke-fence-drift "by design: a holder whose timer fires a tick late outlives a revoked lease's fence point" "$R0 -DDRIFT=1"
 	queue mutant revert-same-epoch "a failover back to a master that never caught up keeps its old epoch (no reset, no grace)" "$BASE -DGIVEUP=0 -DRESETS=1 -DREVERTS=1 -DMUT_REVERT_SAME_EPOCH"
 	queue mutant reassert-stale "re-assert a lease not confirmed within a TTL" "$BASE -DRESETS=1 -DMUT_REASSERT_STALE"
 	queue mutant any-order "grant whoever asks when a slot is free (no FIFO)" "$BASE -DMUT_ANY_ORDER"
