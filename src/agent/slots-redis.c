@@ -93,7 +93,6 @@ static void revoked_heard(Slots *e, Name *n, const char *s) {
                 l = slots_lease_find(e, id);
                 if (!l || l->name != n || l->state != LEASE_HELD || l->lost_told)
                         continue;
-                l->revoke_heard = true;
                 ours = true;
         }
         if (ours && e->redis_up)

@@ -341,8 +341,13 @@ void lease_lost(Lease *l, const char *why, usec_t now) {
         count_release(l, SLOTS_RELEASE_LOST);
         /* A revoke keeps the slot counted in Redis until this release: made
          * once the job stopped (its anchor closed), so that its successor
-         * never runs beside it; at its fence point at the latest. */
-        if (l->revoke_heard && !fenced) {
+         * never runs beside it; at its fence point at the latest. Whether
+         * or not the revoke's message came first (it is a hint, and the
+         * renewal that found the lease gone may come before it on the
+         * other connection): a holder told LOST before its fence point is
+         * given back only once it stopped or fenced (the model's
+         * unheard-releases found two believers otherwise). */
+        if (!fenced) {
                 l->lost_told = true;
                 lease_finish_client(l);
                 return;

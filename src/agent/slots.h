@@ -71,11 +71,9 @@ struct Lease {
          * one; "" none): a wake message that names it is Redis' word. */
         char proof[LEASE_ID_LEN + 1];
         bool reassert_inflight;
-        /* Named revoked on its name's wake channel ("r LEASE"): once Redis
-         * confirms it (a renewal finds it missing), it is lost, but its
-         * release waits for its anchor to close (the job stopped) or its
-         * fence point (lost_told: told LOST, waiting for either). */
-        bool revoke_heard;
+        /* Lost before its fence point (a renewal found it missing: revoked,
+         * or gone): told LOST, and given back in Redis only once its
+         * anchor closes (the job stopped) or its fence point passes. */
         bool lost_told;
         uint64_t seq;           /* order of joining the queue here (0: not yet) */
         uint64_t check_id;      /* the last acquire check sent for it */
