@@ -258,7 +258,7 @@ else
 	queue mutant drain-straight-in "acquire's straight-in path (nobody in line) ignores the drain" "$BASE -DDRAIN=1 -DMUT_DRAIN_STRAIGHT_IN"
 	queue mutant drain-release "a release while drained hands the slot to the next in line" "$BASE -DDRAIN=1 -DMUT_DRAIN_RELEASE"
 fi
-if [ ${#queued[@]} != ${#only[@]} ]; then
+if [ ${#only[@]} -gt 0 ] && [ ${#queued[@]} != ${#only[@]} ]; then
 	echo "$0: ${#only[@]} names given, ${#queued[@]} of them known ($mode)" >&2; exit 2
 fi
 t0=$EPOCHREALTIME
