@@ -18,15 +18,18 @@ check "waiter queues" wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'f
 kill -KILL "$(agent_pid a)"
 wait "$(agent_pid a)"
 is "$?" 137 "agent a is dead (SIGKILL)"
-expiry=$(rcli ZRANGE 'fleetsem:{ka}:holders' 0 0 WITHSCORES | tail -n 1)
+held=$(rcli ZRANGE 'fleetsem:{ka}:holders' 0 0)
+expiry=$(rcli ZSCORE 'fleetsem:{ka}:holders' "$held")
+expiry=${expiry%.*}
 killed=$(now_ms)
 check "the slot outlives its agent for now ($((expiry - killed)) ms to go)" [ "$expiry" -gt "$killed" ]
 # The expiry Redis holds may move on (a gap of half a lease in every
 # agent's calls counts as a step of its clock, which ends no lease): the
-# last one it had before the grant is the one to compare with.
+# last one it had before the grant is the one to compare with (the dead
+# agent's lease's own: once granted, the first holder is the waiter).
 deadline=$(( $(now_ms) + 10000 ))
 while [ ! -s "$T/granted" ] && [ "$(now_ms)" -lt "$deadline" ]; do
-        e=$(rcli ZSCORE 'fleetsem:{ka}:holders' "$(rcli ZRANGE 'fleetsem:{ka}:holders' 0 0)")
+        e=$(rcli ZSCORE 'fleetsem:{ka}:holders' "$held")
         [ -n "$e" ] && [ "${e%.*}" != "$expiry" ] && { echo "# the expiry moved from $expiry to ${e%.*}"; expiry=${e%.*}; }
         sleep 0.02
 done
