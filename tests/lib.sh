@@ -167,6 +167,20 @@ acl_audit_setup() {
             "$(dirname "$0")/../systemd/redis-acl.conf.example" >"$T/acl.conf"
 }
 
+# notify_listen SOCKET LOG: a datagram socket in place of systemd's
+# NOTIFY_SOCKET, each message one line of LOG (in the background).
+notify_listen() {
+        python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+with open(sys.argv[2], "a", buffering=1) as out:
+    while True:
+        out.write(s.recv(8192).decode().replace("\n", " ") + "\n")
+' "$1" "$2" &
+        wait_for 5 test -S "$1"
+}
+
 # seed_redis CLI...: what an operator does for a new Redis (fleetsemd(8),
 # A NEW REDIS): an epoch and a census that say nobody held anything before.
 seed_redis() {

@@ -6,15 +6,7 @@
 require systemd-socket-activate
 
 start_redis
-python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(sys.argv[1])
-with open(sys.argv[2], "a", buffering=1) as out:
-    while True:
-        out.write(s.recv(4096).decode().replace("\n", " ") + "\n")
-' "$T/notify" "$T/notify.log" &
-wait_for 5 test -S "$T/notify"
+notify_listen "$T/notify" "$T/notify.log"
 
 systemd-socket-activate -l "@$NSBASE-sa/agent" -E NOTIFY_SOCKET="$T/notify" -E WATCHDOG_USEC=1000000 \
         "$FLEETSEMD" --redis "unix:$T/redis.sock" --host-id sa --lease-ttl 2s >"$T/agent-sa.log" 2>&1 &
