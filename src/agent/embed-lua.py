@@ -284,15 +284,33 @@ def write_replies(out_c, out_h, replies_path):
 def prelude_text(keys_path, args_path, prelude_path):
     suffixes = key_suffixes(keys_path)
     names = ", ".join("K_" + s.upper() for s in suffixes)
-    values = ", ".join("KEYS[%d]" % (i + 1) for i in range(len(suffixes)))
-    return ("-- Generated from keys.list: KEYS[n] is P:{NAME}:<suffix n>; the\n"
-            "-- two after them are P:clock, the fleet's, and P:census.\n"
-            "local %s = %s\n"
-            "local NAME_KEYS = {%s}\n"
-            "local K_FLEET_CLOCK, K_CENSUS = KEYS[%d], KEYS[%d]\n"
+    text = read(prelude_path)
+    check_state_reset(prelude_path, text)
+    return ("-- Generated from keys.list: begin_name() sets these for each name a\n"
+            "-- call works on: its keys P:{NAME}:<suffix>, in that order in KEYS,\n"
+            "-- then (the last two KEYS) P:clock, the fleet's, and P:census.\n"
+            "local %s\n"
+            "local K_FLEET_CLOCK, K_CENSUS\n"
             "-- ARGV[A_<SCRIPT>_<NAME>] is that argument of args.list, and R_<SCRIPT>_<OUTCOME>\n"
             "-- the tag of that reply of replies.list, each written here as a number.\n"
-            % (names, values, names, len(suffixes) + 1, len(suffixes) + 2)) + read(prelude_path)
+            % names) + text
+
+
+# No state carries from one call to the next: every variable the
+# prelude's top level declares (but functions and CONSTANTS) is set again
+# by begin_call() or begin_name(), which every script on a name runs first.
+def check_state_reset(path, text):
+    declared = []
+    for m in re.finditer(r"^local (?!function\b)([A-Za-z_][A-Za-z0-9_]*(?:, *[A-Za-z_][A-Za-z0-9_]*)*)", text, re.M):
+        declared += [n.strip() for n in m.group(1).split(",")]
+    state = [n for n in declared if not re.match(r"^[A-Z][A-Z0-9_]*$", n)]
+    bodies = "".join(re.findall(r"^local function begin_(?:call|name)\b.*?^end$", text, re.M | re.S))
+    if not bodies:
+        sys.exit("%s: no begin_call() or begin_name()" % path)
+    missing = [n for n in state if not re.search(r"(^|[\s,])%s\s*[,=]" % re.escape(n), bodies, re.M)]
+    if missing:
+        sys.exit("%s: begin_call()/begin_name() do not set %s: it would carry from one call to the next"
+                 % (path, ", ".join(missing)))
 
 
 def write_args_h(out_h, args_path):

@@ -1,2 +1,3 @@
 -- One acquire_call (prelude.lua).
+begin_call(KEYS)
 return idle(ARGV[A_ACQUIRE_IDLE_MS], acquire_call(ARGV))

@@ -2,6 +2,7 @@
 -- kind ("acquire", "release", "renew" or "adopt"), its number of arguments, then its
 -- ARGV. Runs them in order, as that many scripts would, and returns their
 -- replies in order; a malformed batch runs none of them.
+begin_call(KEYS)
 -- Each kind: its function, the fewest arguments it takes and which one is
 -- idle_ms (args.list).
 local kinds = {

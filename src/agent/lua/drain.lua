@@ -7,6 +7,7 @@
 -- action (field '@').
 -- Returns {changed (1: it was the other way, 0: as asked already), the
 -- drain record before ("" none), lease, token, since, ... granted}.
+begin_call(KEYS)
 local on = ARGV[A_DRAIN_ON] == '1'
 local now_ms, now_us = now()
 fetch({})

@@ -8,6 +8,7 @@
 -- action (field '@').
 -- Returns {the record before ("N HOST UID SINCE_MS USER REASON", "" none),
 -- lease, token, since, ... granted}.
+begin_call(KEYS)
 local n = tonumber(ARGV[A_LIMIT_N]) or 0
 local now_ms, now_us = now()
 fetch({})

@@ -211,7 +211,7 @@ end
 -- a holder whose agent cannot reach Redis fences itself within that
 -- lease. The mark goes once the lease is over.
 local CENSUS_MARK = '.'
-local census_member = K_HOLDERS and string.sub(K_HOLDERS, 1, -#'holders' - 2)
+local census_member             -- the name's member of the census (begin_name())
 local census_made = false       -- made by this call: its mark is written in idle()
 
 -- When the name, found without its state, was forgotten (false: it is new).
@@ -682,6 +682,27 @@ local function idle(idle_ms, reply)
     for key in pairs(created) do redis.call('PEXPIREAT', key, st.expires) end
   end
   return reply
+end
+
+-- ---- Where every call starts: no state carries from one call to the
+-- next (embed-lua.py refuses a prelude whose top level declares a
+-- variable these do not set). begin_name(keys, at): the name whose keys
+-- are keys[at..] (keys.list's order; the fleet's clock and the census are
+-- the last two KEYS), with nothing of it read yet; begin_call(keys): a new
+-- call, at a time not yet read, on the name of keys[1..].
+local function begin_name(keys, at)
+  K_HOLDERS, K_QUEUE, K_WAITERS, K_CLOCK = keys[at], keys[at + 1], keys[at + 2], keys[at + 3]
+  K_FLEET_CLOCK, K_CENSUS = keys[#keys - 1], keys[#keys]
+  census_member = string.sub(K_HOLDERS, 1, -#'holders' - 2)
+  st, st_new, st_drain_, st_cap_, st_forgot_ = nil, false, nil, nil, nil
+  st_dirty, forgot_dirty, drain_dirty = false, false, false
+  rec, dirty, created = {}, {}, {}
+  census_made, expired, idle_again = false, false, false
+end
+local function begin_call(keys)
+  now_ms_, now_us_, now_read = nil, nil, false
+  fleet, fleet_due, run_id_ = {}, false, nil
+  begin_name(keys, 1)
 end
 
 -- ---- The calls a batch can hold (batch.lua); each script of the same name

@@ -2,6 +2,7 @@
 -- a failover lost it): puts it back if a slot is free, also during the grace
 -- period. Returns 1 if it holds, 0 if lost, -1 if the lease is another
 -- host's or user's, or revoked.
+begin_call(KEYS)
 local lease, slots = ARGV[A_REASSERT_LEASE], tonumber(ARGV[A_REASSERT_SLOTS])
 local token, since = tonumber(ARGV[A_REASSERT_TOKEN]), tonumber(ARGV[A_REASSERT_SINCE_MS])
 local ttl, desc = tonumber(ARGV[A_REASSERT_TTL_MS]), ARGV[A_REASSERT_DESCRIPTION]

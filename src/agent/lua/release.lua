@@ -1,2 +1,3 @@
 -- One release_call (prelude.lua).
+begin_call(KEYS)
 return idle(ARGV[A_RELEASE_IDLE_MS], release_call(ARGV))

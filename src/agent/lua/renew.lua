@@ -1,2 +1,3 @@
 -- One renew_call (prelude.lua).
+begin_call(KEYS)
 return idle(ARGV[A_RENEW_IDLE_MS], renew_call(ARGV))

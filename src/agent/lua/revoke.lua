@@ -20,6 +20,7 @@
 -- revoked (or was already), {3, "HOST UID"} when a waiter was, {2, "HOST
 -- UID"} when it waits and {4, "HOST UID"} when it holds (and was left),
 -- {0} when no such lease holds or waits.
+begin_call(KEYS)
 local lease = ARGV[A_REVOKE_LEASE]
 local at_once = ARGV[A_REVOKE_NOW] == '1'
 local now_ms = now()

@@ -5,6 +5,7 @@
 -- action the last operator action ("ACTION HOST UID AT_MS USER REASON";
 -- "" when none), cap the fleet limit's record ("N HOST UID SINCE_MS USER
 -- REASON"; "" when none).
+begin_call(KEYS)
 local now_ms = now()
 fetch({})
 expire(now_ms, nil, nil, true)
