@@ -349,7 +349,8 @@ void redis_io_stop(Agent *a) {
         batcher_free(io);               /* what waits hears Redis went */
         for (size_t i = 0; i < io->n_shards; i++)
                 shard_free(io->shards[i]);
-        io->n_shards = 0;
+        io->n_shards = io->n_shards_alloc = 0;
+        io->shards = mfree(io->shards);
         io->topo->stop(io);
         sd_event_source_disable_unref(io->reconnect_source);
         sd_event_source_disable_unref(io->tick_source);

@@ -20,7 +20,10 @@
 
 #include "agent.h"
 
-#define SHARDS_MAX 64                   /* masters of a Cluster */
+/* Shards the table holds at most: a Cluster's masters (its documented
+ * limit is about 1,000), and those only an ASK named. A map that names
+ * more is refused whole. */
+#define SHARDS_MAX 4096
 #define REDIS_CONNECT_TIMEOUT (2 * USEC_PER_SEC)        /* every connection: a server, a Sentinel, a node */
 #define SHARD_POLICY_SAFE "noeviction"
 
@@ -35,7 +38,7 @@ typedef struct Topology Topology;
  * hash slots the map gives it. */
 struct Shard {
         RedisIo *io;
-        uint8_t index;                  /* in io->shards */
+        unsigned index;                 /* in io->shards */
         char *host;                     /* cluster: the node; otherwise NULL */
         uint16_t port;
         char name[300];                 /* "host:port", or the URL without password, for logs */
@@ -141,8 +144,8 @@ struct RedisIo {
         const TopologyOps *topo;
         Topology *topo_state;           /* the topology's own */
         RedisEvents ev;
-        Shard *shards[SHARDS_MAX];
-        size_t n_shards;
+        Shard **shards;                 /* grows as needed, up to SHARDS_MAX */
+        size_t n_shards, n_shards_alloc;
         Batcher *batcher;
         char sha[N_SCRIPTS][41];
         char *script_text[N_SCRIPTS];
@@ -169,9 +172,17 @@ extern const char *const script_name[N_SCRIPTS];
 #define DATA_MODEL_MARKER "2 0.2"
 
 /* shard.c */
-/* A shard for host:port (NULL: the one server), at the end of io->shards. */
+/* A shard for host:port (NULL: the one server), at the end of io->shards
+ * (NULL: no memory, or the table is full). */
 Shard *shard_new(RedisIo *io, const char *host, uint16_t port);
-void shard_free(Shard *sh);
+/* A shard for host:port in no table yet (index unset), not connected. */
+Shard *shard_new_detached(RedisIo *io, const char *host, uint16_t port);
+/* Drops its connections (its calls hear Redis went) and frees it; it is
+ * in no table any more (or is being freed with the table). */
+Shard *shard_free(Shard *sh);
+/* sh at the end of *table (*n used, *n_alloc allocated), grown as needed:
+ * -E2BIG past SHARDS_MAX. sh->index is left to the caller. */
+int shard_table_append(Shard ***table, size_t *n, size_t *n_alloc, Shard *sh);
 void shard_connect(Shard *sh);
 /* Drops sh's connections and leaves it in state. */
 void shard_disconnect(Shard *sh, RedisState state);

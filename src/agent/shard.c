@@ -650,12 +650,12 @@ void shard_connect(Shard *sh) {
         }
 }
 
-static int shard_init(Shard *sh, RedisIo *io, uint8_t index, const char *host, uint16_t port) {
+static int shard_init(Shard *sh, RedisIo *io, const char *host, uint16_t port) {
         char *h = NULL;
 
         if (host && !(h = strdup(host)))
                 return -ENOMEM;
-        *sh = (Shard) { .io = io, .index = index, .host = h, .port = port, .state = REDIS_DOWN, .n_replicas = -1,
+        *sh = (Shard) { .io = io, .index = UINT_MAX, .host = h, .port = port, .state = REDIS_DOWN, .n_replicas = -1,
                         .epoch_slot = -1 };
         if (host)
                 redis_host_port_format(sh->name, sizeof(sh->name), host, port);
@@ -664,26 +664,47 @@ static int shard_init(Shard *sh, RedisIo *io, uint8_t index, const char *host, u
         return 0;
 }
 
-Shard *shard_new(RedisIo *io, const char *host, uint16_t port) {
-        Shard *sh;
+int shard_table_append(Shard ***table, size_t *n, size_t *n_alloc, Shard *sh) {
+        if (*n >= SHARDS_MAX)
+                return -E2BIG;
+        if (*n >= *n_alloc) {
+                size_t want = MIN(MAX(*n_alloc * 2, (size_t) 4), (size_t) SHARDS_MAX);
+                Shard **t = reallocarray(*table, want, sizeof(Shard *));
 
-        if (io->n_shards >= SHARDS_MAX)
-                return NULL;
-        sh = malloc(sizeof(*sh));
+                if (!t)
+                        return -ENOMEM;
+                *table = t;
+                *n_alloc = want;
+        }
+        (*table)[(*n)++] = sh;
+        return 0;
+}
+
+Shard *shard_new_detached(RedisIo *io, const char *host, uint16_t port) {
+        Shard *sh = malloc(sizeof(*sh));
+
         if (!sh)
                 return NULL;
-        if (shard_init(sh, io, (uint8_t) io->n_shards, host, port) < 0) {
-                free(sh);
-                return NULL;
-        }
-        io->shards[io->n_shards++] = sh;
+        if (shard_init(sh, io, host, port) < 0)
+                return mfree(sh);
         return sh;
 }
 
-void shard_free(Shard *sh) {
+Shard *shard_new(RedisIo *io, const char *host, uint16_t port) {
+        Shard *sh = shard_new_detached(io, host, port);
+
         if (!sh)
-                return;
+                return NULL;
+        if (shard_table_append(&io->shards, &io->n_shards, &io->n_shards_alloc, sh) < 0)
+                return shard_free(sh);
+        sh->index = (unsigned) (io->n_shards - 1);
+        return sh;
+}
+
+Shard *shard_free(Shard *sh) {
+        if (!sh)
+                return NULL;
         shard_disconnect(sh, REDIS_DOWN);
         free(sh->host);
-        free(sh);
+        return mfree(sh);
 }

@@ -4,8 +4,10 @@
  * or of the nodes the URL names while none is. Asked again after MOVED, a
  * master gone, and every tick. Only nodes inside cluster_allow (or the
  * seeds' networks) are connected to. */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,10 +16,11 @@
 #include "lua-args.h"
 #include "redis-layer.h"
 
-#define SLOT_NONE UINT8_MAX
+#define SLOT_NONE UINT16_MAX
+static_assert(SHARDS_MAX < SLOT_NONE, "a shard's place in the table fits a hash slot's entry");
 
 struct Topology {
-        uint8_t slot_shard[REDIS_CLUSTER_SLOTS];        /* hash slot → its shard, SLOT_NONE unknown */
+        uint16_t slot_shard[REDIS_CLUSTER_SLOTS];       /* hash slot → its shard, SLOT_NONE unknown */
         bool map_known;
         unsigned map_pass;              /* counts the maps read */
         bool map_inflight;
@@ -54,28 +57,39 @@ static bool node_allowed(RedisIo *io, const char *host, uint16_t port) {
         return false;
 }
 
-/* The node at host:port: known, or new (and being connected to); NULL
- * when it cannot be (*ret_error -ENOENT: not allowed; -E2BIG: no room,
- * before the next map prunes the table). */
+static Shard *shard_find(Shard *const *table, size_t n, const char *host, uint16_t port) {
+        for (size_t i = 0; i < n; i++)
+                if (table[i]->port == port && table[i]->host && streq(table[i]->host, host))
+                        return table[i];
+        return NULL;
+}
+
+/* The node at host:port that a redirect names: known, or new (and being
+ * connected to); NULL when it cannot be (*ret_error -ENOENT: not allowed;
+ * -E2BIG: the table is full; -ENOMEM). */
 static Shard *shard_get(RedisIo *io, const char *host, uint16_t port, int *ret_error) {
         Shard *sh;
 
         *ret_error = -EINVAL;
         if (!redis_host_is_valid(host) || port == 0)
                 return NULL;
-        for (size_t i = 0; i < io->n_shards; i++)
-                if (io->shards[i]->port == port && io->shards[i]->host && streq(io->shards[i]->host, host))
-                        return io->shards[i];
+        sh = shard_find(io->shards, io->n_shards, host, port);
+        if (sh)
+                return sh;
         if (!node_allowed(io, host, port)) {
                 *ret_error = -ENOENT;
                 return NULL;
         }
-        *ret_error = -E2BIG;
+        *ret_error = io->n_shards >= SHARDS_MAX ? -E2BIG : -ENOMEM;
         sh = shard_new(io, host, port);
-        if (sh) {
-                log_info("Redis Cluster: master %s is new to this agent; connecting.", sh->name);
-                shard_connect(sh);
+        if (!sh) {
+                log_warning("Redis Cluster: not following a redirect to %s:%u: %s.", host, port,
+                            *ret_error == -E2BIG ? "the agent already knows " STRINGIFY(SHARDS_MAX) " masters, its most"
+                                                 : "out of memory");
+                return NULL;
         }
+        log_info("Redis Cluster: master %s is new to this agent; connecting.", sh->name);
+        shard_connect(sh);
         return sh;
 }
 
@@ -125,78 +139,72 @@ static void epochs_follow(RedisIo *io) {
         }
 }
 
-/* Masters the map just read does not name (a node that moved, was
- * replaced, or only answered an ASK): their connections closed, their
- * places given up, the others' kept in order (slot_shard follows). Nodes
- * come and go over a Cluster's life; the table holds those of one map. */
-static void shards_prune(RedisIo *io) {
-        Topology *t = io->topo_state;
-        Shard *gone[SHARDS_MAX];
-        uint8_t to[SHARDS_MAX];
-        size_t n = 0, n_gone = 0;
+/* A map being read: the table of its masters and which owns each hash
+ * slot, built beside the one in force, which nothing here touches. The
+ * masters it names that the agent knows are the same shards; those new to
+ * it are made here (index UINT_MAX until the map is in force), not
+ * connected yet. */
+typedef struct MapBuild {
+        Shard **shards;
+        size_t n_shards, n_alloc;
+        uint16_t owner[REDIS_CLUSTER_SLOTS];
+} MapBuild;
 
-        for (size_t i = 0; i < io->n_shards; i++) {
-                Shard *sh = io->shards[i];
+/* A map not put in force: the masters it made go (they were never
+ * connected, nothing waits on them). */
+static MapBuild *map_build_free(MapBuild *b) {
+        if (!b)
+                return NULL;
+        for (size_t i = 0; i < b->n_shards; i++)
+                if (b->shards[i]->index == UINT_MAX)
+                        shard_free(b->shards[i]);
+        free(b->shards);
+        return mfree(b);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(MapBuild *, map_build_free);
 
-                if (sh->map_pass != t->map_pass) {
-                        to[i] = SLOT_NONE;
-                        gone[n_gone++] = sh;
-                        continue;
+/* host:port's place in the map being read: *ret_index. -ENOENT: not
+ * allowed; -E2BIG: more masters than the table holds. */
+static int map_build_node(RedisIo *io, MapBuild *b, const char *host, uint16_t port, uint16_t *ret_index) {
+        Shard *sh;
+        int r;
+
+        for (size_t i = 0; i < b->n_shards; i++)
+                if (b->shards[i]->port == port && streq(b->shards[i]->host, host)) {
+                        *ret_index = (uint16_t) i;
+                        return 0;
                 }
-                to[i] = (uint8_t) n;
-                sh->index = (uint8_t) n;
-                io->shards[n++] = sh;
+        sh = shard_find(io->shards, io->n_shards, host, port);
+        if (!sh) {
+                if (!node_allowed(io, host, port))
+                        return -ENOENT;
+                sh = shard_new_detached(io, host, port);
+                if (!sh)
+                        return -ENOMEM;
         }
-        io->n_shards = n;
-        for (unsigned s = 0; s < REDIS_CLUSTER_SLOTS; s++)
-                if (t->slot_shard[s] != SLOT_NONE)
-                        t->slot_shard[s] = to[t->slot_shard[s]];
-        /* Freed once the table is whole again: their calls hear Redis went. */
-        for (size_t i = 0; i < n_gone; i++) {
-                log_info("Redis Cluster: %s is no master of the map any more; disconnecting.", gone[i]->name);
-                shard_free(gone[i]);
+        r = shard_table_append(&b->shards, &b->n_shards, &b->n_alloc, sh);
+        if (r < 0) {
+                if (sh->index == UINT_MAX)
+                        shard_free(sh);
+                return r;
         }
+        sh->map_pass = io->topo_state->map_pass;
+        *ret_index = (uint16_t) (b->n_shards - 1);
+        return 0;
 }
 
-/* The map changed: each shard's count of slots, the epochs, and a word up
- * (subscriptions follow their names' slots). */
-static void map_changed(RedisIo *io, size_t covered) {
-        Topology *t = io->topo_state;
-        size_t masters = 0;
-
-        for (size_t i = 0; i < io->n_shards; i++)
-                io->shards[i]->n_slots = 0;
-        for (unsigned slot = 0; slot < REDIS_CLUSTER_SLOTS; slot++)
-                if (t->slot_shard[slot] != SLOT_NONE)
-                        io->shards[t->slot_shard[slot]]->n_slots++;
-        for (size_t i = 0; i < io->n_shards; i++)
-                masters += io->shards[i]->n_slots > 0;
-        log_info("Redis Cluster: %zu of %u hash slots over %zu master(s)%s.", covered, REDIS_CLUSTER_SLOTS, masters,
-                 t->map_known ? " (the map changed)" : "");
-        epochs_follow(io);
-        io->ev.layout_changed(io);
-}
-
-/* [[start, end, [host, port, id, …], replica…], …] → slot_shard. */
-static int map_apply(RedisIo *io, const RedisReply *reply) {
-        Topology *t = io->topo_state;
-        _cleanup_free_ uint8_t *owner = NULL;
+/* [[start, end, [host, port, id, …], replica…], …] → a map built. */
+static int map_build(RedisIo *io, const RedisReply *reply, MapBuild *b, size_t *ret_covered) {
         size_t n = redis_reply_array_len(reply), covered = 0;
-        bool changed;
         int r;
 
         if (n == 0)
                 return -EBADMSG;
-        owner = malloc(REDIS_CLUSTER_SLOTS);
-        if (!owner)
-                return -ENOMEM;
-        memset(owner, SLOT_NONE, REDIS_CLUSTER_SLOTS);
-        t->map_pass++;
         for (size_t i = 0; i < n; i++) {
                 const RedisReply *range = redis_reply_array_get(reply, i), *node;
                 long long start, end, port;
                 char host[256];
-                Shard *sh;
+                uint16_t idx;
 
                 node = redis_reply_array_get(range, 2);
                 if (redis_reply_array_len(range) < 3 || redis_reply_array_integer(range, 0, &start) < 0 ||
@@ -207,20 +215,112 @@ static int map_apply(RedisIo *io, const RedisReply *reply) {
                         return -EBADMSG;
                 if (!redis_host_is_valid(host))
                         continue;       /* "?": a node whose address is not known yet */
-                sh = shard_get(io, host, (uint16_t) port, &r);
-                if (!sh && r == -ENOENT)
+                r = map_build_node(io, b, host, (uint16_t) port, &idx);
+                if (r == -ENOENT)
                         continue;       /* not allowed: its slots are unreachable, as the log and status say */
-                if (!sh)
+                if (r < 0)
                         return r;
-                sh->map_pass = t->map_pass;
-                memset(owner + start, sh->index, (size_t) (end - start + 1));
+                for (long long s = start; s <= end; s++)
+                        b->owner[s] = idx;
                 covered += (size_t) (end - start + 1);
         }
         if (covered == 0)
                 return -EBADMSG;
-        changed = !t->map_known || memcmp(owner, t->slot_shard, REDIS_CLUSTER_SLOTS) != 0;
-        memcpy(t->slot_shard, owner, REDIS_CLUSTER_SLOTS);
-        shards_prune(io);
+        *ret_covered = covered;
+        return 0;
+}
+
+/* Whether b gives any hash slot another master than the map in force. */
+static bool map_differs(const RedisIo *io, const MapBuild *b) {
+        const Topology *t = io->topo_state;
+
+        for (unsigned s = 0; s < REDIS_CLUSTER_SLOTS; s++) {
+                const Shard *was = t->slot_shard[s] == SLOT_NONE ? NULL : io->shards[t->slot_shard[s]];
+                const Shard *now = b->owner[s] == SLOT_NONE ? NULL : b->shards[b->owner[s]];
+
+                if (was != now)
+                        return true;
+        }
+        return false;
+}
+
+/* b in force at once, in place of the map before: each shard's place and
+ * count of slots. The table before is handed back (*ret_old, *ret_n_old). */
+static void map_swap(RedisIo *io, MapBuild *b, Shard ***ret_old, size_t *ret_n_old) {
+        Topology *t = io->topo_state;
+
+        *ret_old = io->shards;
+        *ret_n_old = io->n_shards;
+        io->shards = TAKE_PTR(b->shards);
+        io->n_shards = b->n_shards;
+        io->n_shards_alloc = b->n_alloc;
+        b->n_shards = b->n_alloc = 0;
+        memcpy(t->slot_shard, b->owner, sizeof(t->slot_shard));
+        for (size_t i = 0; i < io->n_shards; i++) {
+                Shard *sh = io->shards[i];
+
+                if (sh->index == UINT_MAX)
+                        log_info("Redis Cluster: master %s is new to this agent; connecting.", sh->name);
+                sh->index = (unsigned) i;
+                sh->n_slots = 0;
+        }
+        for (unsigned slot = 0; slot < REDIS_CLUSTER_SLOTS; slot++)
+                if (t->slot_shard[slot] != SLOT_NONE)
+                        io->shards[t->slot_shard[slot]]->n_slots++;
+}
+
+/* Masters of the table before that the map now in force does not name
+ * (a node that moved, was replaced, or only answered an ASK): their
+ * connections closed and their calls answered as if Redis went (a
+ * request asks again, a renewal goes with the next round). Nodes come and
+ * go over a Cluster's life; the table holds those of one map. */
+static void shards_let_go(RedisIo *io, Shard **old, size_t n_old) {
+        for (size_t i = 0; i < n_old; i++)
+                if (old[i]->map_pass != io->topo_state->map_pass) {
+                        log_info("Redis Cluster: %s is no master of the map any more; disconnecting.", old[i]->name);
+                        shard_free(old[i]);
+                }
+}
+
+/* The map changed: said, the epochs follow, and a word up (subscriptions
+ * follow their names' slots). */
+static void map_changed(RedisIo *io, size_t covered) {
+        Topology *t = io->topo_state;
+        size_t masters = 0;
+
+        for (size_t i = 0; i < io->n_shards; i++)
+                masters += io->shards[i]->n_slots > 0;
+        log_info("Redis Cluster: %zu of %u hash slots over %zu master(s)%s.", covered, REDIS_CLUSTER_SLOTS, masters,
+                 t->map_known ? " (the map changed)" : "");
+        epochs_follow(io);
+        io->ev.layout_changed(io);
+}
+
+/* A new map: built whole beside the one in force (which stays, untouched,
+ * if it cannot be), then put in force at once; only then are the masters
+ * it no longer names let go, and the new ones connected (map_reply). */
+static int map_apply(RedisIo *io, const RedisReply *reply) {
+        Topology *t = io->topo_state;
+        _cleanup_(map_build_freep) MapBuild *b = NULL;
+        _cleanup_free_ Shard **old = NULL;
+        size_t covered = 0, n_old;
+        bool changed;
+        int r;
+
+        b = calloc(1, sizeof(MapBuild));
+        if (!b)
+                return -ENOMEM;
+        for (unsigned s = 0; s < REDIS_CLUSTER_SLOTS; s++)
+                b->owner[s] = SLOT_NONE;
+        /* A new pass for each map read, used or not: a map given up on
+         * leaves no shard marked as named by the one in force. */
+        t->map_pass++;
+        r = map_build(io, reply, b, &covered);
+        if (r < 0)
+                return r;
+        changed = !t->map_known || map_differs(io, b);
+        map_swap(io, b, &old, &n_old);
+        shards_let_go(io, old, n_old);
         if (changed)
                 map_changed(io, covered);
         t->map_known = true;
@@ -237,6 +337,15 @@ static void map_reply(RedisConn *conn, const RedisReply *reply, void *userdata) 
         if (!reply)
                 return;         /* asked again on the next tick or reconnect */
         r = map_apply(io, reply);
+        if (r == -E2BIG) {
+                log_warning("Redis Cluster: the map names more than " STRINGIFY(SHARDS_MAX) " masters, more than "
+                            "the agent follows; the map before stays in force.");
+                return;
+        }
+        if (r == -ENOMEM) {
+                log_warning("Redis Cluster: out of memory reading the map; the map before stays in force.");
+                return;
+        }
         if (r < 0) {
                 log_warning("Redis Cluster: unusable answer to CLUSTER SLOTS%s%s.", redis_reply_error(reply) ? ": " : "",
                             redis_reply_error(reply) ?: "");
@@ -367,7 +476,8 @@ static int cluster_start(RedisIo *io) {
         if (!t)
                 return -ENOMEM;
         *t = (Topology) {};
-        memset(t->slot_shard, SLOT_NONE, REDIS_CLUSTER_SLOTS);
+        for (unsigned s = 0; s < REDIS_CLUSTER_SLOTS; s++)
+                t->slot_shard[s] = SLOT_NONE;
         r = sd_event_add_defer(io->agent->event, &t->map_source, on_map_refresh, io);
         if (r >= 0)
                 r = sd_event_source_set_enabled(t->map_source, SD_EVENT_OFF);
@@ -397,7 +507,7 @@ static RedisAddress cluster_address(RedisIo *io, const Shard *sh) {
 }
 
 static Shard *cluster_shard_of_slot(RedisIo *io, unsigned slot) {
-        uint8_t i = io->topo_state->slot_shard[slot];
+        uint16_t i = io->topo_state->slot_shard[slot];
 
         return i == SLOT_NONE ? NULL : io->shards[i];
 }
@@ -409,7 +519,7 @@ static Shard *cluster_redirect(RedisIo *io, unsigned slot, const char *host, uin
         if (to && moved) {
                 /* The slot lives elsewhere now: there from now on, and the
                  * whole map asked for again. */
-                io->topo_state->slot_shard[slot] = to->index;
+                io->topo_state->slot_shard[slot] = (uint16_t) to->index;
                 map_refresh_soon(io);
         }
         return to;
