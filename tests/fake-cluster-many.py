@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+# fake-cluster-many.py SEED_PORT REAL_PORT N: a Redis Cluster of N masters
+# for the tests, each a node of its own on a loopback port that forwards
+# what it is sent to the one real node at 127.0.0.1:REAL_PORT (which owns
+# every hash slot), and answers CLUSTER SLOTS itself: the 16384 slots
+# shared out in N ranges, one a master. SEED_PORT is a node of the same
+# kind that no map names, for the URL.
+#
+# "FAKE READDRESS", sent to the seed, moves every master to a new port at
+# once, as a redeploy does: N new nodes, the same ranges. From then on the
+# old nodes answer each command on a key with MOVED to the new owner, and
+# CLUSTER SLOTS (on every node) gives the new map once one MOVED went out
+# (so that a MOVED is what the agent hears of it first). Answers +OK once
+# the new nodes listen.
+#
+# Prints, a line each, flushed: "listening" (the seed), "master GEN PORT",
+# "readdressed", "accepted PORT" and "closed PORT" (a connection to a
+# master, made and closed by the client), "evalsha PORT KEY" (a script
+# call forwarded, KEY its first key), "moved PORT NEWPORT SLOT".
+import os
+import socket
+import sys
+import threading
+
+from resp import bulk, commands, say
+
+seed_port, real_port, n = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+SLOTS = 16384
+lock = threading.Lock()
+gens = []               # per generation: its masters' ports, in slot order
+moved_sent = False
+
+# Commands that name no key: forwarded by an old node too.
+KEYLESS = {"AUTH", "PING", "ROLE", "INFO", "CLUSTER", "SCRIPT", "SELECT", "ASKING", "HELLO", "CLIENT",
+           "READONLY", "WAIT", "SUBSCRIBE", "SSUBSCRIBE", "PSUBSCRIBE", "UNSUBSCRIBE", "SUNSUBSCRIBE",
+           "PUNSUBSCRIBE", "QUIT", "COMMAND"}
+SUBSCRIBE = {"SUBSCRIBE", "SSUBSCRIBE", "PSUBSCRIBE"}
+
+
+def crc16(data):
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def key_slot(key):
+    k = key.encode()
+    s = k.find(b"{")
+    if s >= 0:
+        e = k.find(b"}", s + 1)
+        if e > s + 1:
+            k = k[s + 1:e]
+    return crc16(k) % SLOTS
+
+
+def range_of(i):
+    return i * SLOTS // n, (i + 1) * SLOTS // n - 1
+
+
+def owner(gen, slot):
+    ports = gens[gen]
+    for i in range(n):
+        lo, hi = range_of(i)
+        if lo <= slot <= hi:
+            return ports[i]
+    raise ValueError(slot)
+
+
+def slots_reply(gen):
+    out = [b"*%d\r\n" % n]
+    for i, p in enumerate(gens[gen]):
+        lo, hi = range_of(i)
+        node = b"*3\r\n" + bulk("127.0.0.1") + b":%d\r\n" % p + bulk("%040x" % p)
+        out.append(b"*3\r\n:%d\r\n:%d\r\n" % (lo, hi) + node)
+    return b"".join(out)
+
+
+def encode(args):
+    return b"*%d\r\n" % len(args) + b"".join(bulk(a) for a in args)
+
+
+def read_reply(f):
+    """One whole reply from the real node, as it came."""
+    line = f.readline()
+    if not line:
+        raise EOFError
+    t = line[:1]
+    if t in (b"+", b"-", b":"):
+        return line
+    if t == b"$":
+        size = int(line[1:])
+        return line if size < 0 else line + f.read(size + 2)
+    if t == b"*":
+        count = int(line[1:])
+        return line + b"".join(read_reply(f) for _ in range(max(count, 0)))
+    raise ValueError(line)
+
+
+def pump(real, conn):
+    """A pub/sub connection: whatever the real node sends, on to the client."""
+    try:
+        while True:
+            data = real.recv(65536)
+            if not data:
+                break
+            conn.sendall(data)
+    except OSError:
+        pass
+
+
+def key_of(args):
+    """The first key a command names, or None."""
+    cmd = args[0].upper()
+    if cmd in ("EVALSHA", "EVAL"):
+        return args[3] if len(args) > 3 and args[2] != "0" else None
+    if cmd in KEYLESS or len(args) < 2:
+        return None
+    return args[1]
+
+
+def serve(conn, my_port, my_gen):
+    """my_gen: the generation of a master, None for the seed."""
+    global moved_sent
+    real = socket.create_connection(("127.0.0.1", real_port))
+    streaming = False
+    with conn, real, conn.makefile("rb") as f, real.makefile("rb") as rf:
+        for args in commands(f):
+            cmd = args[0].upper()
+            if streaming:
+                real.sendall(encode(args))
+                continue
+            if cmd == "FAKE" and my_gen is None:
+                readdress()
+                conn.sendall(b"+OK\r\n")
+                continue
+            if cmd == "CLUSTER" and len(args) > 1 and args[1].upper() == "SLOTS":
+                with lock:
+                    gen = len(gens) - 1 if moved_sent or len(gens) == 1 else len(gens) - 2
+                    reply = slots_reply(gen)
+                conn.sendall(reply)
+                continue
+            key = key_of(args)
+            with lock:
+                old = my_gen is not None and my_gen < len(gens) - 1
+                to = owner(len(gens) - 1, key_slot(key)) if old and key is not None else None
+                if to is not None:
+                    moved_sent = True
+            if to is not None:
+                say("moved %d %d %d" % (my_port, to, key_slot(key)))
+                conn.sendall(b"-MOVED %d 127.0.0.1:%d\r\n" % (key_slot(key), to))
+                continue
+            if cmd == "EVALSHA" and key is not None:
+                say("evalsha %d %s" % (my_port, key))
+            real.sendall(encode(args))
+            if cmd in SUBSCRIBE:
+                streaming = True
+                threading.Thread(target=pump, args=(real, conn), daemon=True).start()
+                continue
+            try:
+                conn.sendall(read_reply(rf))
+            except (EOFError, OSError, ValueError):
+                break
+        if streaming:
+            try:
+                real.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def accept(srv, p, gen):
+    while True:
+        c, _ = srv.accept()
+        if gen is not None:
+            say("accepted %d" % p)
+
+        def run(c=c):
+            try:
+                serve(c, p, gen)
+            except OSError:
+                pass
+            if gen is not None:
+                say("closed %d" % p)
+        threading.Thread(target=run, daemon=True).start()
+
+
+def listen(p, gen):
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", p))
+    srv.listen(128)
+    p = srv.getsockname()[1]
+    threading.Thread(target=accept, args=(srv, p, gen), daemon=True).start()
+    return p
+
+
+def new_generation():
+    gen = len(gens)
+    ports = [listen(0, gen) for _ in range(n)]
+    for p in ports:
+        say("master %d %d" % (gen, p))
+    with lock:
+        gens.append(ports)
+
+
+def readdress():
+    new_generation()
+    say("readdressed")
+
+
+new_generation()
+listen(seed_port, None)
+say("listening")
+threading.Event().wait()

@@ -1,0 +1,88 @@
+#!/bin/bash
+# A Cluster of 40 masters whose addresses all change at once, as in a
+# redeploy: the agent reads each new map beside the one in force and
+# swaps it in whole, so it follows however many masters move. The masters
+# are nodes of the test's own (tests/fake-cluster-many.py), each on a port
+# of its own, forwarding to one real node that owns every hash slot and
+# answering CLUSTER SLOTS with the 16384 slots shared out among them. After
+# the move the old nodes answer MOVED to the new ones (the first word the
+# agent has of it), then give the new map. A holder and a waiter live
+# through it: the holder's slot stays its own, the waiter gets the slot
+# once it is released, through the new masters; every connection to an
+# old one is closed.
+TTL=2s
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-cluster.sh"
+N=40
+
+cluster_one_node
+F=$(free_port)
+python3 "$(dirname "$0")/fake-cluster-many.py" "$F" "$P" "$N" >"$T/fake.out" 2>&1 &
+fake=$!
+wait_for 5 grep -q listening "$T/fake.out" || bail "the fake Cluster did not start"
+gen_ports() { awk -v g="$1" '$1 == "master" && $2 == g { print $3 }' "$T/fake.out"; }
+mapfile -t OLD < <(gen_ports 0)
+is "${#OLD[@]}" "$N" "the fake Cluster has $N masters"
+CLUSTER_URL="cluster://fleetsem@127.0.0.1:$F"
+cluster_agent a
+
+check "the agent is up on the $N masters" \
+        wait_for 30 sh -c "FLEETSEM_NAMESPACE=$NSBASE-a $FLEETSEM metrics | grep -qx 'fleetsem_redis_up 1'"
+fs a run --slots 1 --wait 20s first -- true
+is "$?" 0 "a job gets a slot through the $N masters"
+
+# A holder, and a waiter queued behind it, on the one slot of "many".
+job a many &
+holder=$!
+check "the holder has the slot" wait_for 20 grep -q '^enter' "$T/events-many"
+fs a run --slots 1 --wait 60s many -- sh -c "echo waiter >'$T/waiter-ran'" &
+waiter=$!
+zcard_is() { [ "$(ccli "$P" ZCARD "fleetsem:{many}:$1")" = "$2" ]; }
+check "the waiter is queued" wait_for 20 zcard_is queue 1
+
+# ---- Every master on a new port at once ---------------------------------------------
+is "$(ccli "$F" FAKE READDRESS)" OK "every master moves to a new port"
+mapfile -t NEW < <(gen_ports 1)
+is "${#NEW[@]}" "$N" "... $N new ones"
+# Each master's connections: as many closed as made.
+open_to() {
+        awk '$1 == "accepted" { n[$2]++ } $1 == "closed" { n[$2]-- } END { for (p in n) if (n[p]) print p }' \
+                "$T/fake.out" | sort -n
+}
+old_open() { printf '%s\n' "${OLD[@]}" | sort -n | comm -12 - <(open_to); }
+all_new_open() { [ "$(printf '%s\n' "${NEW[@]}" | sort -n | comm -12 - <(open_to) | wc -l)" = "$N" ]; }
+check "the agent connects to all $N new masters" wait_for 60 all_new_open
+no_old_open() { [ -z "$(old_open)" ]; }
+check "... and closes every connection to the old ones" wait_for 30 no_old_open
+is "$(old_open | tr '\n' ' ')" "" "no connection to an old master is left open"
+check "the agent is up on the new masters" \
+        wait_for 30 sh -c "FLEETSEM_NAMESPACE=$NSBASE-a $FLEETSEM metrics | grep -qx 'fleetsem_redis_up 1'"
+
+# MOVED to a new address came first, and the agent went there.
+moved=$(awk '$1 == "moved" { print $3; exit }' "$T/fake.out")
+check "an old master answered MOVED to a new one" [ -n "$moved" ]
+check "... which the agent followed" grep -q "^accepted $moved\$" "$T/fake.out"
+check "the agent followed the new map whole (and never refused one)" \
+        sh -c "! grep -q 'unusable answer to CLUSTER SLOTS\|the map before stays in force' '$T/agent-a.log'"
+is "$(grep -c 'no master of the map any more' "$T/agent-a.log")" "$N" "the agent let go of the $N old masters"
+
+# ---- No call lost across the swap ---------------------------------------------------
+check "the holder still holds the slot" zcard_is holders 1
+check "... and the waiter still waits" zcard_is queue 1
+check "... and runs" kill -0 "$holder"
+touch "$T/go-many"
+wait "$holder"
+is "$?" 0 "the holder exits 0"
+wait "$waiter"
+is "$?" 0 "the waiter gets the slot once it is released"
+check "... and runs" [ -f "$T/waiter-ran" ]
+owner_new=$(awk -v s="$(cluster_keyslot '{many}')" -v n="$N" \
+        'BEGIN { for (i = 0; i < n; i++) if (int(i * 16384 / n) <= s && s < int((i + 1) * 16384 / n)) print i }')
+check "... through the master that owns the slot now (${NEW[$owner_new]})" \
+        grep -q "^evalsha ${NEW[$owner_new]} fleetsem:{many}:" "$T/fake.out"
+fs a run --slots 1 --wait 20s after -- true
+is "$?" 0 "a new job gets a slot after the move"
+
+kill "$fake"
+wait "$fake" 2>/dev/null
+done_testing
