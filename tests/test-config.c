@@ -385,7 +385,10 @@ static void test_cluster_allow(void) {
         config_init(&c);
         CHECK_INT(config_set(&c, "redis", "cluster://10.1.2.3:7000,[fd00:1::5]:7000,127.0.0.1:7001", &why), 0,
                   "a cluster URL");
-        CHECK_INT(config_finish(&c, &err), 0, "without cluster_allow: derived from the seeds");
+        CHECK_INT(config_finish(&c, &err), 0, "a cluster URL without cluster_allow finishes");
+        CHECK_INT((int) c.n_cluster_allow, 0, "... resolving nothing (as on a reload)");
+        config_cluster_allow_derive(&c);
+        CHECK((int) c.n_cluster_allow > 0, "without cluster_allow: derived from the seeds");
         CHECK(config_cluster_allows(&c, "10.1.2.200"), "a seed's /24 is allowed");
         CHECK(!config_cluster_allows(&c, "10.1.3.1"), "the next /24 is not");
         CHECK(config_cluster_allows(&c, "fd00:1::ffff:1"), "an IPv6 seed's /64 is allowed");

@@ -158,7 +158,9 @@ static int parse_argv(int argc, char *argv[]) {
         return 1;
 }
 
-static int load_config(Config *c) {
+/* starting: read before the agent serves, so the seeds' names may be
+ * resolved (blocking); a reload resolves nothing. */
+static int load_config(Config *c, bool starting) {
         _cleanup_free_ char *error = NULL;
         int r;
 
@@ -182,6 +184,8 @@ static int load_config(Config *c) {
         r = config_finish(c, &error);
         if (r < 0)
                 return log_error_errno(r, "%s", error);
+        if (starting)
+                config_cluster_allow_derive(c);
         return 0;
 }
 
@@ -240,6 +244,15 @@ static void secret_take(char **dest, char **src) {
         *src = NULL;
 }
 
+/* cluster_allow as configured (what the running one derived from the
+ * seeds follows the URL, compared on its own, and is not derived again). */
+static bool cluster_allow_differs(const Config *c, const Config *n) {
+        if (c->cluster_allow_set != n->cluster_allow_set)
+                return true;
+        return n->cluster_allow_set && (c->n_cluster_allow != n->n_cluster_allow ||
+                                        memcmp(c->cluster_allow, n->cluster_allow, c->n_cluster_allow * sizeof(NetRule)));
+}
+
 /* SIGHUP (systemctl reload): the configuration read again. What applies to
  * requests (allow, limit, the per-user budgets) takes effect at once, a new
  * password at the next connection, made now; what the agent is built on
@@ -253,7 +266,7 @@ static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void
         bool new_password;
 
         (void) s;
-        if (load_config(&n) < 0) {
+        if (load_config(&n, false) < 0) {
                 log_error("Reload refused: the configuration above has errors; the running one is kept.");
                 config_done(&n);
                 return 0;
@@ -265,8 +278,7 @@ static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void
                 log_warning("Reload: tls_* changed; it takes effect at the next restart.");
         if (!streq(c->namespace, n.namespace) || !streq(c->host_id, n.host_id) || !streq(c->key_prefix, n.key_prefix) ||
             c->lease_ttl != n.lease_ttl || c->min_replicas_acked != n.min_replicas_acked ||
-            c->sentinel_quorum != n.sentinel_quorum || c->n_cluster_allow != n.n_cluster_allow ||
-            (c->n_cluster_allow > 0 && memcmp(c->cluster_allow, n.cluster_allow, c->n_cluster_allow * sizeof(NetRule))))
+            c->sentinel_quorum != n.sentinel_quorum || cluster_allow_differs(c, &n))
                 log_warning("Reload: namespace, host_id, key_prefix, lease_ttl, min_replicas_acked, sentinel_quorum or "
                             "cluster_allow changed; they take effect at the next restart.");
 
@@ -379,7 +391,7 @@ static int run(int argc, char *argv[]) {
         if (arg_log_level >= 0)
                 log_set_max_level(arg_log_level);
 
-        r = load_config(&config);
+        r = load_config(&config, true);
         if (r < 0) {
                 config_done(&config);
                 return r;

@@ -241,10 +241,9 @@ static int parse_cluster_allow(Config *c, const ConfigKey *k, const char *value,
         return 0;
 }
 
-/* Without cluster_allow: the network of each seed node (its /24, or /64),
- * those of a seed's name's addresses as the resolver gives them now (a
- * name it cannot resolve yet is allowed as that name). */
-static void cluster_allow_derive(Config *c) {
+void config_cluster_allow_derive(Config *c) {
+        if (!c->redis.cluster || c->cluster_allow_set)
+                return;
         for (size_t i = 0; i < c->redis.n_hosts; i++) {
                 struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
                 NetRule rule;
@@ -407,8 +406,7 @@ int config_finish(Config *c, char **ret_error) {
                                   c->sentinel_quorum, c->redis.n_hosts);
         if (c->cluster_allow_set && !c->redis.cluster)
                 return conf_error(ret_error, -EINVAL, "cluster_allow is set, but redis is not a cluster:// URL");
-        if (c->redis.cluster && !c->cluster_allow_set)
-                cluster_allow_derive(c);
+        /* (Nothing is resolved here: config_cluster_allow_derive().) */
         return 0;
 }
 

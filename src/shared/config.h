@@ -74,6 +74,14 @@ int config_load_file(Config *c, const char *path, char **ret_error);
 /* Fills in what was left unset (host_id from the host name) and reads the
  * password file. */
 int config_finish(Config *c, char **ret_error);
+/* Without cluster_allow, for a cluster:// URL: the network of each seed
+ * node (its /24, or /64), and those of a seed's name's addresses as the
+ * resolver gives them now (a name it cannot resolve yet is allowed as
+ * that name). The resolver is asked and waited for: only for a
+ * configuration read before the agent serves (its start,
+ * --check-config), never on a reload, where nothing may block the event
+ * loop (and the rules in force stay until a restart anyway). */
+void config_cluster_allow_derive(Config *c);
 
 /* Whether uid may ask for name: root always, others when an allow rule
  * names them or one of their groups. 1 yes, 0 no, -errno when a user or
