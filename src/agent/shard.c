@@ -680,9 +680,8 @@ static void on_cmd_state(RedisConn *conn, int error, const char *message, void *
         if (conn != sh->cmd)
                 return;
         if (error < 0) {
-                /* A refused AUTH says more than the connection Redis then
-                 * closes (it drops unauthenticated clients that send a
-                 * large bulk: the scripts sent behind the AUTH). */
+                /* A refused step of the set-up (AUTH, the library) says
+                 * more than the connection Redis may close after it. */
                 char why[sizeof(sh->error)];
 
                 snprintf(why, sizeof(why), "%s", sh->setup_failed ? sh->error : message ? message : "");
