@@ -33,6 +33,7 @@ check "agent b is up" wait_for 10 redis_state_is b up
 check "agent c is up" wait_for 10 redis_state_is c up
 V=$(version)
 like "$V" '^[1-9][0-9]*$' "the library is there, version $V"
+is "$(rcli FCALL fleetsem_version 0 | sed -n 2p)" PUBLISH "... its text for one server (wake-ups with PUBLISH)"
 is "$(cmdstat 'function|load')" 1 "three agents: FUNCTION LOAD ran once"
 is "$(cmdstat 'script|load') $(cmdstat evalsha) $(cmdstat eval)" "0 0 0" "... and no SCRIPT LOAD, EVALSHA or EVAL at all"
 fs a run --slots 1 --no-wait once -- true
