@@ -331,10 +331,11 @@ static void scenario_c(void) {
 #define BENCH_FLEET_CLOCK "bench-raw:clock"
 #define BENCH_CENSUS "bench-raw:census"
 
-/* EVALSHA sha on a name's keys and the fleet clock key, then the n args
- * (args.list gives their order): appended to c. */
-static int append_script(redisContext *c, const char *sha, char keys[N_KEYS][96], size_t n, const char *const *args) {
-        const char *argv[3 + N_SCRIPT_KEYS + 16] = { "EVALSHA", sha, STRINGIFY(N_SCRIPT_KEYS) };
+/* FCALL of fn (one of the library's functions) on a name's keys and the
+ * fleet clock key, then the n args (args.list gives their order):
+ * appended to c. */
+static int append_script(redisContext *c, const char *fn, char keys[N_KEYS][96], size_t n, const char *const *args) {
+        const char *argv[3 + N_SCRIPT_KEYS + 16] = { "FCALL", fn, STRINGIFY(N_SCRIPT_KEYS) };
         size_t k = 3;
 
         assert(n <= 16);
@@ -370,25 +371,25 @@ static int send_script(redisContext *c, const char *sha, char keys[N_KEYS][96], 
         });
 }
 
-/* Loads one of the agent's scripts, as the agent does; 0 or -EIO. */
-static int load_script(Script which, char sha[41]) {
+/* Loads the agent's library, as the agent does (the same text as the
+ * agent's, loaded again: harmless); 0 or -EIO. */
+static int load_library(void) {
         redisContext *l = redisConnectUnix(redis_socket);
         redisReply *r = NULL;
-        char *text = NULL;
         int k = -EIO;
 
         /* The raw calls' Redis is new: nobody held anything before
          * (fleetsemd(8), A NEW REDIS). */
         if (l && !l->err)
                 freeReplyObject(redisCommand(l, "ZADD %s NX -1 .", BENCH_CENSUS));
-        if (l && !l->err && asprintf(&text, "%s\n%s", lua_prelude, lua_scripts[which]) >= 0)
-                r = redisCommand(l, "SCRIPT LOAD %s", text);
-        if (r && r->type == REDIS_REPLY_STRING && r->len == 40) {
-                memcpy(sha, r->str, 41);
+        if (l && !l->err)
+                r = redisCommand(l, "FUNCTION LOAD REPLACE %s", lua_library);
+        if (r && r->type == REDIS_REPLY_STRING && streq(r->str, LUA_LIBRARY_NAME))
                 k = 0;
-        }
+        else
+                fprintf(stderr, "fleetsem-bench: Redis refused FUNCTION LOAD: %s\n",
+                        r && r->type == REDIS_REPLY_ERROR ? r->str : "no answer");
         freeReplyObject(r);
-        free(text);
         if (l)
                 redisFree(l);
         return k;
@@ -461,7 +462,6 @@ static unsigned long redis_saturate(usec_t duration, send_fn send, void *userdat
 /* L4's clients: acquire (granted), release, again with a new lease, each
  * on a name of its own. */
 typedef struct Churn {
-        char sha[2][41];
         char lease[SATURATE_CLIENTS][LEASE_ID_LEN + 1];
         char keys[SATURATE_CLIENTS][N_KEYS][96];
 } Churn;
@@ -473,13 +473,14 @@ static int send_churn(redisContext *c, int i, unsigned long round, void *userdat
         if (round == 0)
                 for (int k = 0; k < N_KEYS; k++)
                         snprintf(ch->keys[i][k], sizeof(ch->keys[i][k]), "bench-raw:{r%d}:%s", i, key_suffix[k]);
-        (void) send_script(c, ch->sha[release], ch->keys[i], ch->lease[i], release);
+        (void) send_script(c, lua_function[release ? SCRIPT_RELEASE : SCRIPT_ACQUIRE], ch->keys[i], ch->lease[i],
+                           release);
         return 1;
 }
 
 /* What Redis did so far, from one INFO. */
 typedef struct RedisUse {
-        long long scripts;      /* EVALSHA and EVAL calls */
+        long long scripts;      /* FCALL calls (the agent's), EVALSHA and EVAL (the peer's) */
         long long commands;     /* every command, those the scripts ran too */
         double cpu_s;           /* used_cpu_sys + used_cpu_user */
 } RedisUse;
@@ -498,7 +499,8 @@ static int redis_use(redisContext *c, RedisUse *ret) {
                 return -EIO;
         }
         *ret = (RedisUse) {
-                .scripts = (long long) (info_number(r->str, "cmdstat_evalsha:calls=") +
+                .scripts = (long long) (info_number(r->str, "cmdstat_fcall:calls=") +
+                                        info_number(r->str, "cmdstat_evalsha:calls=") +
                                         info_number(r->str, "cmdstat_eval:calls=")),
                 .commands = (long long) info_number(r->str, "total_commands_processed:"),
                 .cpu_s = info_number(r->str, "used_cpu_sys:") + info_number(r->str, "used_cpu_user:"),
@@ -539,7 +541,7 @@ static double floor_redis_throughput(void) {
         int ok0, ok1;
         double rate;
 
-        if (load_script(SCRIPT_ACQUIRE, ch.sha[0]) < 0 || load_script(SCRIPT_RELEASE, ch.sha[1]) < 0)
+        if (load_library() < 0)
                 return 0;
         rc = redisConnectUnix(redis_socket);
         if (!rc || rc->err)
@@ -1151,7 +1153,6 @@ static int g_fleet(const char *fleetsemd, redisContext *rc, int n, const char *t
  * as many holders as G's, each call with the ZADD to the names index the
  * agent sends with it: what one Redis core sustains. */
 typedef struct RenewLoad {
-        char sha[41];
         int hosts;
         char keys[G_NAMES][N_KEYS][96];
         char lease[G_AGENTS_MAX][G_NAMES][LEASE_ID_LEN + 1];
@@ -1163,7 +1164,7 @@ static int send_renew(redisContext *c, int i, unsigned long round, void *userdat
         char host[32], now[24], *index;
 
         snprintf(host, sizeof(host), "h%d", h);
-        (void) append_script(c, rl->sha, rl->keys[name], ARG_RENEW_LEASES + 1, (const char *[ARG_RENEW_LEASES + 1]) {
+        (void) append_script(c, lua_function[SCRIPT_RENEW], rl->keys[name], ARG_RENEW_LEASES + 1, (const char *[ARG_RENEW_LEASES + 1]) {
                 [ARG_RENEW_TTL_MS] = "15000", [ARG_RENEW_HOST] = host, [ARG_RENEW_GRACE_UNTIL_MS] = "0",
                 [ARG_RENEW_IDLE_MS] = "86400000", [ARG_RENEW_LEASES] = rl->lease[h][name],
         });
@@ -1175,13 +1176,13 @@ static int send_renew(redisContext *c, int i, unsigned long round, void *userdat
 
 static double g_floor(redisContext *rc, int hosts) {
         static RenewLoad rl;
-        char acquire_sha[41], host[32];
+        char host[32];
         RedisUse a, b;
         unsigned long calls;
         double rate, cpu;
 
         rl.hosts = hosts;
-        if (load_script(SCRIPT_ACQUIRE, acquire_sha) < 0 || load_script(SCRIPT_RENEW, rl.sha) < 0)
+        if (load_library() < 0)
                 return 0;
         for (int k = 0; k < G_NAMES; k++)
                 for (int j = 0; j < N_KEYS; j++)
@@ -1192,7 +1193,7 @@ static double g_floor(redisContext *rc, int hosts) {
 
                         snprintf(host, sizeof(host), "h%d", h);
                         (void) lease_id_new(rl.lease[h][k]);
-                        if (append_acquire(rc, acquire_sha, rl.keys[k], rl.lease[h][k], "1000", host) == REDIS_OK)
+                        if (append_acquire(rc, lua_function[SCRIPT_ACQUIRE], rl.keys[k], rl.lease[h][k], "1000", host) == REDIS_OK)
                                 (void) redisGetReply(rc, (void **) &r);
                         freeReplyObject(r);
                 }

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The benchmark run short (its floors for 300 ms, A and B as they are)
 # against the test's own redis-server and agent: it still drives the
-# agent's scripts as args.list and keys.list say, and the client and
+# agent's library as args.list and keys.list say, and the client and
 # `fleetsem run` as they are used; a call Redis refuses, a refused
 # `fleetsem run` or a scenario without samples ends it with an error, not
 # a figure. Figures are the benchmark's, not checked here (lua-scripts
@@ -24,9 +24,9 @@ like "$(p50 B)" '^[1-9][0-9.]*$' "B: fleetsem run -- /bin/true, timed ($(p50 B) 
 like "$(fs a status --json)" '"names":\[\]' "... and every run left its slot: the agent holds none"
 
 # A call Redis refuses ends the benchmark, saying so, instead of counting.
-rcli ACL SETUSER default -evalsha >/dev/null
+rcli ACL SETUSER default -fcall >/dev/null
 BENCH_ONLY=L BENCH_SATURATE_MS=300 "$FLEETSEM_BENCH" "$REDIS_SOCK" "$FLEETSEM" "$NSBASE-a" >"$T/refused.log" 2>&1
-is "$?" 1 "with EVALSHA refused, the benchmark fails"
+is "$?" 1 "with FCALL refused, the benchmark fails"
 like "$(cat "$T/refused.log")" "fleetsem-bench: Redis refused a call: NOPERM" "... saying why"
 is "$(grep -c '^L4' "$T/refused.log")" 0 "... and prints no L4 figure"
 done_testing

@@ -8,11 +8,10 @@
 # and "got COMMAND" for each command it is sent (no arguments), flushed.
 #
 # With $FAKE_LIVE=1 each new address is a live node of its own instead: a
-# master that takes the agent's set-up (AUTH, SCRIPT LOAD, ROLE, INFO, the
-# epoch script) and its subscriptions, then idles, and answers CLUSTER
+# master that takes the agent's set-up (AUTH, its library's version, ROLE,
+# INFO, the epoch function) and its subscriptions, then idles, and answers CLUSTER
 # SLOTS as the first node does. It prints "accepted PORT" and "closed PORT"
 # for each connection made to it and closed by the agent.
-import hashlib
 import os
 import socket
 import sys
@@ -64,15 +63,18 @@ LIVE_RUN_ID = "%040x" % 7
 def live_reply(args, raw):
     """A live node's answer to what the agent sends it (args: upper case,
     raw: as sent); None: not one of those."""
-    if args[:2] == ["SCRIPT", "LOAD"]:
-        return bulk(hashlib.sha1(raw[2].encode()).hexdigest())
+    if args[:2] == ["FCALL", "FLEETSEM_VERSION"]:
+        # No library: the agent loads its own (taken, not kept).
+        return b"-ERR Function not found\r\n"
+    if args[:2] == ["FUNCTION", "LOAD"]:
+        return bulk("fleetsem")
     if args[0] == "ROLE":
         return b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n"
     if args[0] == "INFO":
         return bulk("run_id:%s\r\nuptime_in_seconds:100000\r\nmaxmemory_policy:noeviction\r\n" % LIVE_RUN_ID)
-    if args[0] == "EVALSHA":
-        # The epoch script (the only one sent before anything needs a
-        # slot): there was none, made now, no grace.
+    if args[0] == "FCALL":
+        # The epoch function (the only one called before anything needs
+        # a slot): there was none, made now, no grace.
         value = "%032x 0 %s" % (1, LIVE_RUN_ID)
         return b"*3\r\n:1\r\n" + bulk(value) + b":%d\r\n" % int(time.time() * 1000)
     if args[0] in ("SUBSCRIBE", "SSUBSCRIBE"):

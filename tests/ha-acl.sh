@@ -3,10 +3,11 @@
 # redis-server that includes it (the default user off), agents that log in
 # as its "fleetsem" user over TCP with a password file and a database of
 # their own, doing real work: grants, a hand-over, renewals, status, a
-# SCRIPT FLUSH (the scripts again in full), an agent restart (re-adoption)
+# FUNCTION DELETE of their library (loaded again), an agent restart (re-adoption)
 # and a Redis restart that lost everything (a new epoch, re-assertion).
 # Redis must refuse the agents nothing (ACL LOG stays empty); its "app"
-# user, for every other client, must be refused every forgery.
+# user, for every other client, must be refused every forgery, and any
+# change to the library; the fleetsem user touches no other key.
 TTL=6s
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-ha.sh"
@@ -28,6 +29,7 @@ chmod 600 "$T/acl.conf" "$T/fleetsem.pw"
 
 as_admin() { redis-cli -p "$PORT" --user admin --pass "$ADMIN_PW" --no-auth-warning -n "$DB" "$@"; }
 as_app() { redis-cli -p "$PORT" --user app --pass "$APP_PW" --no-auth-warning -n "$DB" "$@"; }
+as_fleetsem() { redis-cli -p "$PORT" --user fleetsem --pass "$FS_PW" --no-auth-warning -n "$DB" "$@"; }
 
 acl_redis() {
         ha_server "$PORT" --include "$T/acl.conf"
@@ -113,10 +115,22 @@ for attempt in \
         "CONFIG SET maxmemory-policy allkeys-lru" \
         "CLIENT KILL USER fleetsem" \
         "ACL SETUSER app ~*" \
-        "REPLICAOF NO ONE"; do
+        "REPLICAOF NO ONE" \
+        "FUNCTION DELETE fleetsem" \
+        "FUNCTION FLUSH" \
+        "FUNCTION FLUSH SYNC" \
+        "FUNCTION KILL" \
+        "FUNCTION RESTORE x REPLACE"; do
         # shellcheck disable=SC2086
         like "$(as_app $attempt 2>&1)" '^NOPERM' "app: $attempt: NOPERM"
 done
+# The library, which runs with the agents' rights, cannot be replaced.
+library=$(as_admin FUNCTION LIST LIBRARYNAME fleetsem WITHCODE)
+like "$library" "fleetsem_version" "the agents loaded their library"
+forged=$(printf '#!lua name=fleetsem\nredis.register_function("fleetsem_version", function() return {999, "PUBLISH"} end)')
+like "$(as_app FUNCTION LOAD REPLACE "$forged" 2>&1)" '^NOPERM' "app: FUNCTION LOAD REPLACE of a library named fleetsem: NOPERM"
+like "$(as_app FUNCTION LOAD "${forged/name=fleetsem/name=other}" 2>&1)" '^NOPERM' "app: FUNCTION LOAD of any library: NOPERM"
+is "$(as_admin FUNCTION LIST LIBRARYNAME fleetsem WITHCODE)" "$library" "... the library is as the agents loaded it"
 like "$(as_app EVAL "return redis.call('ZADD', 'fleetsem:{acl-w}:holders', 99999999999999, 'forged')" 0 2>&1)" \
         "^(NOPERM|ERR).*(can't access at least one of the keys|ACL failure in script: No permissions to access a key)" \
         "app: a script that writes a fleetsem key it did not declare: refused"
@@ -131,15 +145,25 @@ is "$(as_admin ZCARD 'fleetsem:{acl-w}:holders')" 1 "the holders are untouched"
 is "$(as_admin EXISTS app:own fleetsem:names)" 2 "nothing was renamed away"
 is "$(refused_users | sort -u | tr '\n' ' ')" "app " "ACL LOG: every refusal so far is the app user's"
 as_admin ACL LOG RESET >/dev/null
+# The agents' user: fleetsem's keys only, also through its library.
+like "$(as_fleetsem SET app:own forged 2>&1)" '^NOPERM' "fleetsem: SET of another application's key: NOPERM"
+like "$(as_fleetsem FCALL "$(as_admin FUNCTION LIST LIBRARYNAME fleetsem | grep -m1 -o 'fleetsem_status_v[0-9]*')" \
+        4 'app:{x}:holders' 'app:{x}:queue' 'app:{x}:waiters' 'app:{x}:clock' 2>&1)" '^(NOPERM|ERR.*ACL failure)' \
+        "fleetsem: its own library's function on another application's keys: NOPERM"
+as_admin ACL LOG RESET >/dev/null
 
-# ---- Hand-over, then Redis forgets the scripts ---------------------------------------
+# ---- Hand-over, then Redis loses the library -----------------------------------------
 touch "$T/go-acl-w-a"
 check "b's job gets the slot when a's ends (wake-up on fleetsem's channel)" \
         wait_for 20 grep -q '^enter b' "$T/events-acl-w"
 wait "$holder"
-as_admin SCRIPT FLUSH >/dev/null
-fs b run --slots 1 --no-wait acl-flushed -- true
-is "$?" 0 "after SCRIPT FLUSH the agent sends its scripts again and grants"
+is "$(as_admin FUNCTION DELETE fleetsem)" OK "the operator deletes the library"
+# b's agent renews the holder of acl-w: its next renewal finds no function.
+check "the agents load the library again (as the fleetsem user)" wait_for 20 sh -c \
+        "redis-cli -p $PORT --user admin --pass $ADMIN_PW --no-auth-warning FUNCTION LIST LIBRARYNAME fleetsem | grep -q fleetsem_version"
+check "b's agent is up again" wait_for 10 redis_state_is b up
+fs b run --slots 1 --wait 20s acl-flushed -- true
+is "$?" 0 "... and grants"
 
 # ---- Agent restart: re-adoption --------------------------------------------------------
 kill -TERM "$(agent_pid b)"

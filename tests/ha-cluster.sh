@@ -79,6 +79,12 @@ for p in "${C_PORTS[@]}"; do
 done
 
 # ---- 3. Sharded pub/sub: a waiter's wake channel on its master --------------------
+# Each master holds the agents' library, its Cluster text: wake-ups with
+# SPUBLISH (fleetsemd(8), THE LIBRARY).
+for p in "${C_PORTS[@]}"; do
+        like "$(ccli "$p" FCALL fleetsem_version 0 | tr '\n' ' ')" '^[1-9][0-9]* SPUBLISH $' \
+                "master $p holds the library, its Cluster text (SPUBLISH)"
+done
 holders=() waiters=()
 for p in "${C_PORTS[@]}"; do n=${WAKE[$p]}; job a "$n" & holders+=($!); done
 for p in "${C_PORTS[@]}"; do

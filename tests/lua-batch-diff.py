@@ -12,8 +12,8 @@
 # Both servers read one wall clock that stands still between steps
 # (tests/chaos/clockstep.c, "=MS"), so they see the same time to the
 # microsecond: everything is compared exactly but the fleet clock key's
-# run id, each server's own. The scripts are assembled as the agent loads
-# them (src/agent/embed-lua.py, keys.list, args.list).
+# run id, each server's own. The library is made as the agent loads it
+# (src/agent/embed-lua.py, keys.list, args.list).
 #
 # SEED=N replays a run (the seed is printed); STEPS=N (default 1000). The
 # run stops at the first step whose servers differ (the plan comes last).
@@ -127,18 +127,20 @@ class Server:
             time.sleep(0.02)
         info = self.c.call("INFO", "server")
         self.run_id = [ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("run_id:")][0]
-        self.sha = {}
-        for s in SCRIPTS:
-            self.sha[s] = self.c.call("SCRIPT", "LOAD", SCRIPTS[s])
-            if isinstance(self.sha[s], Error):
-                bail("%s.lua does not load: %s" % (s, self.sha[s]))
+        loaded = self.c.call("FUNCTION", "LOAD", "REPLACE", LIBRARY)
+        if loaded != "fleetsem":
+            bail("the library does not load: %s" % loaded)
+        version = self.c.call("FCALL", "fleetsem_version", 0)
+        if not isinstance(version, list) or not isinstance(version[0], int):
+            bail("fleetsem_version says %r" % (version,))
+        self.function = {s: "fleetsem_%s_v%d" % (s, version[0]) for s in SCRIPTS}
         # The wake messages of every name, in order.
         self.sub = Conn(self.sock)
         self.sub.call("PSUBSCRIBE", "fleetsem:{*}:wake")
 
     def script(self, name, script, argv):
         k = keys_of(name)
-        return self.c.call("EVALSHA", self.sha[script], len(k), *k, *argv)
+        return self.c.call("FCALL", self.function[script], len(k), *k, *argv)
 
     def wakes(self):
         """The wake messages published since the last look ("pong" ends them)."""
@@ -178,15 +180,18 @@ class Server:
 
 
 # ---- The scripts and their arguments --------------------------------------------
-KEYS_LIST, ARGS_LIST, REPLIES_LIST, PRELUDE = (os.path.join(SRC, f) for f in ("keys.list", "args.list", "replies.list",
-                                                                             "lua/prelude.lua"))
+KEYS_LIST, ARGS_LIST, REPLIES_LIST, VERSION, PRELUDE = (
+    os.path.join(SRC, f) for f in ("keys.list", "args.list", "replies.list", "lua/library.version", "lua/prelude.lua"))
 SUFFIXES = embed("--keys", KEYS_LIST).split()
 FLEET_CLOCK = "fleetsem:clock"
 CENSUS = "fleetsem:census"
 KINDS = ["acquire", "release", "renew", "adopt"]
 OPERATOR = ["reassert", "drain", "revoke", "limit"]
-SCRIPTS = {s: embed("--lua", KEYS_LIST, ARGS_LIST, REPLIES_LIST, PRELUDE, os.path.join(SRC, "lua", s + ".lua"))
-           for s in KINDS + OPERATOR + ["batch"]}
+SCRIPTS = KINDS + OPERATOR + ["batch"]
+# The agent's library (every script, each a function fleetsem_SCRIPT_vN).
+LIBRARY = embed("--library", KEYS_LIST, ARGS_LIST, REPLIES_LIST, VERSION, PRELUDE,
+                *sorted(os.path.join(SRC, "lua", f) for f in os.listdir(os.path.join(SRC, "lua"))
+                        if f.endswith(".lua") and f != "prelude.lua"))
 SPEC = {s: embed("--args", ARGS_LIST, s).split() for s in KINDS + OPERATOR}
 
 

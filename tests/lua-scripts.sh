@@ -1,6 +1,6 @@
 #!/bin/bash
 # The agent's Lua scripts on their own, against a real redis-server, as the
-# agent loads them (prelude, then script; KEYS in the order of keys.list):
+# agent loads them (its library, each script a function; KEYS in the order of keys.list):
 # first come first served, the limit in force, owners, tokens that never go
 # back, grace, idle names leaving Redis, expiry by the Redis clock, wake
 # messages, the epoch key, the data model marker beside it, the epoch's
@@ -22,18 +22,27 @@ step_clock 0
 start_stepped_redis() { LD_PRELOAD=$T/clockstep.so CLOCKSTEP_FILE=$T/clock start_redis; }
 start_stepped_redis
 [ "$(rcli --json PING)" = '"PONG"' ] || bail "redis-cli has no --json (redis-tools 7 or later)"
-declare -A SHA
+# The scripts as the agent's library (FUNCTION LOAD), each a function
+# FN[SCRIPT] (fleetsem_SCRIPT_vN).
+SCRIPTS=(acquire release renew reassert adopt status epoch batch drain revoke limit follow)
+SCRIPT_FILES=("${SCRIPTS[@]/%/.lua}")
+SCRIPT_FILES=("${SCRIPT_FILES[@]/#/$SRC/lua/}")
+LIBRARY=$(embed --library "$SRC/keys.list" "$SRC/args.list" "$SRC/replies.list" "$SRC/lua/library.version" \
+        "$SRC/lua/prelude.lua" "${SCRIPT_FILES[@]}" && echo .) || bail "embed-lua.py makes no library"
+LIBRARY=${LIBRARY%.}
+declare -A FN
 load_scripts() {
-        local s
-        for s in acquire release renew reassert adopt status epoch batch drain revoke limit follow; do
-                SHA[$s]=$(embed --lua "$SRC/keys.list" "$SRC/args.list" "$SRC/replies.list" "$SRC/lua/prelude.lua" "$SRC/lua/$s.lua" |
-                        rcli -x SCRIPT LOAD)
-                [[ ${SHA[$s]} =~ ^[0-9a-f]{40}$ ]] || bail "$s.lua does not load: ${SHA[$s]}"
-        done
+        local s v
+        v=$(printf %s "$LIBRARY" | rcli -x FUNCTION LOAD REPLACE)
+        [ "$v" = fleetsem ] || bail "the library does not load: $v"
+        v=$(rcli FCALL fleetsem_version 0 | head -1)
+        [[ $v =~ ^[1-9][0-9]*$ ]] || bail "fleetsem_version says $v"
+        for s in "${SCRIPTS[@]}"; do FN[$s]=fleetsem_${s}_v$v; done
 }
 load_scripts
 # snapshot NAME WHAT: Redis saves what it holds as NAME (check WHAT);
-# restart_from NAME: Redis restarted from it, the scripts loaded again.
+# restart_from NAME: Redis restarted from it, the library loaded again (as
+# it was: Redis keeps it in its snapshot).
 snapshot() { is "$(rcli SAVE)" OK "$2"; cp "$T/dump.rdb" "$T/$1.rdb"; }
 restart_from() { stop_redis nosave; cp "$T/$1.rdb" "$T/dump.rdb"; start_stepped_redis; load_scripts; }
 # emptied: Redis' data gone, and a census that says nobody held anything
@@ -78,11 +87,11 @@ lua() {
         local name=$1 script=$2 k
         shift 2
         mapfile -t k < <(keys_of "$name"; echo "$FLEET_CLOCK"; echo "$CENSUS")
-        rcli --json EVALSHA "${SHA[$script]}" "${#k[@]}" "${k[@]}" "$@"
+        rcli --json FCALL "${FN[$script]}" "${#k[@]}" "${k[@]}" "$@"
 }
 epoch() {          # ID GRACE_MS [MASTER_ID [FAILOVER_GRACE_MS]]
         args epoch id="$1" grace_ms="$2" ${3:+master_id="$3"} ${4:+failover_grace_ms="$4"}
-        rcli --json EVALSHA "${SHA[epoch]}" 1 "$EPOCH_KEY" "${ARGS_OUT[@]}"
+        rcli --json FCALL "${FN[epoch]}" 1 "$EPOCH_KEY" "${ARGS_OUT[@]}"
 }
 # j JSON EXPR: EXPR over the reply r, strings bare, the rest as JSON.
 j() {
@@ -648,7 +657,7 @@ emptied
 e7=$(epoch 00000000000000000000000000000007 0 "$RUN$R1" 3000)
 fresh_epoch() {    # ID MASTER_ID FRESH: as the agent calls it, knowing none
         args epoch id="$1" grace_ms=0 master_id="$2" failover_grace_ms=3000 known_id= known_grace_until_ms= replid_fresh="$3"
-        rcli --json EVALSHA "${SHA[epoch]}" 1 "$EPOCH_KEY" "${ARGS_OUT[@]}"
+        rcli --json FCALL "${FN[epoch]}" 1 "$EPOCH_KEY" "${ARGS_OUT[@]}"
 }
 e8=$(fresh_epoch 00000000000000000000000000000008 "$RUN$R2" 1)
 is "$(j "$e8" '[r[0], r[1].split()[0], r[1].split()[1] == "'"$(j "$e7" 'r[1].split()[1]')"'"]')" \
@@ -672,7 +681,7 @@ keep_state() { rcli -n 1 FLUSHDB >/dev/null; local k; for k in $(rcli KEYS '*');
 back_to_kept() { rcli FLUSHDB >/dev/null; local k; for k in $(rcli -n 1 KEYS '*'); do rcli -n 1 COPY "$k" "$k" DB 0 >/dev/null; done; }
 epoch_knowing() {  # ID KNOWN_ID KNOWN_GRACE_UNTIL_MS: as a standalone agent calls it, grace 0
         args epoch id="$1" grace_ms=0 master_id= failover_grace_ms=0 known_id="$2" known_grace_until_ms="$3"
-        rcli --json EVALSHA "${SHA[epoch]}" 1 "$EPOCH_KEY" "${ARGS_OUT[@]}"
+        rcli --json FCALL "${FN[epoch]}" 1 "$EPOCH_KEY" "${ARGS_OUT[@]}"
 }
 until_of() { j "$1" 'r[1].split()[1]'; }
 emptied
@@ -715,7 +724,7 @@ MODEL_KEY=fleetsem:model
 epoch_model() {    # ID: as a standalone agent of data model 2 calls it
         args epoch id="$1" grace_ms=0 master_id= failover_grace_ms=0 known_id= known_grace_until_ms= replid_fresh=0 \
                 model="2 0.2"
-        rcli --json EVALSHA "${SHA[epoch]}" 2 "$EPOCH_KEY" "$MODEL_KEY" "${ARGS_OUT[@]}"
+        rcli --json FCALL "${FN[epoch]}" 2 "$EPOCH_KEY" "$MODEL_KEY" "${ARGS_OUT[@]}"
 }
 emptied
 r=$(epoch_model 0000000000000000000000000000000a)
@@ -742,7 +751,7 @@ is "$(j "$r" 'r[0]')" 0 "model: a caller that passes no marker key is not asked"
 FKEY='fleetsem:epoch:{x}' FMKEY='fleetsem:model:{x}'
 follow() {         # VALUE [MARKER]
         args follow value="$1" model="${2:-2 0.2}"
-        rcli EVALSHA "${SHA[follow]}" 2 "$FKEY" "$FMKEY" "${ARGS_OUT[@]}"
+        rcli FCALL "${FN[follow]}" 2 "$FKEY" "$FMKEY" "${ARGS_OUT[@]}"
 }
 emptied
 old="aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa 2000 $RUN$R1" new="bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb 5000 $RUN$R2"

@@ -80,7 +80,7 @@ rcli PUBLISH 'fleetsem:{wake}:wake' "g $wlease 999 1" >/dev/null
 # What the agent does with it: it asks Redis (an acquire call, the one
 # call whose arguments have the description) for the lease the message names.
 check "the forged wake-up makes the waiter's agent ask Redis" \
-        wait_for 5 sh -c "sed -n '/PUBLISH/,\$p' $T/monitor | grep EVALSHA | grep '$wlease' | grep -q 'INFO host=b'"
+        wait_for 5 sh -c "sed -n '/PUBLISH/,\$p' $T/monitor | grep FCALL | grep '$wlease' | grep -q 'INFO host=b'"
 kill "$monitor"
 is "$(entered wake)" 1 "a forged wake message naming the waiter lets nobody in"
 is "$(rcli ZSCORE 'fleetsem:{wake}:queue' "$wlease" | grep -c .)" 1 "Redis still lists it as waiting"
@@ -97,7 +97,7 @@ check "with a token of Redis', not the forged 999 ($t_waiter after the holder's 
 check "the release's wake message names the waiter with a proof" \
         grep -Eq "PUBLISH.*\"g $wlease [0-9]+ [0-9]+ [0-9a-f]{32}\"" "$T/monitor2"
 check "b's agent grants on it without asking Redis again" \
-        sh -c "! sed -n '/PUBLISH.*g $wlease/,\$p' $T/monitor2 | grep EVALSHA | grep 'INFO host=b' | grep -q '$wlease'"
+        sh -c "! sed -n '/PUBLISH.*g $wlease/,\$p' $T/monitor2 | grep FCALL | grep 'INFO host=b' | grep -q '$wlease'"
 check "and says so in its log" grep -q "Granted slot of wake to .* on the release's wake message" "$T/agent-b.log"
 check "and the proof left Redis with the grant" \
         sh -c "! redis-cli -s $REDIS_SOCK HGET 'fleetsem:{wake}:clock' '$wlease' | cut -d' ' -f6 | grep -q '[0-9a-f]\{32\}'"

@@ -149,7 +149,7 @@ struct Agent {
         char master_name[300];          /* sentinel: "host:port" of the master followed */
         usec_t master_since;            /* … CLOCK_REALTIME of the last change */
         RedisState state;               /* cluster: up while any shard is */
-        char redis_error[600];
+        char redis_error[900];
         char redis_name[300];           /* address without password, for logs */
         /* A server that may evict fleetsem's keys (a maxmemory-policy
          * other than noeviction): nothing new is granted while it does.
@@ -182,7 +182,15 @@ struct Agent {
 /* The Redis layer (redis-layer.h): redis-io.c */
 int redis_io_start(Agent *a);
 void redis_io_stop(Agent *a);
-/* … batch.c: EVALSHA of script on the keys of name (NULL: the script's own keys,
+/* The library's text as an agent loads it (where keys are sharded, with
+ * SPUBLISH); NULL when out of memory. */
+char *library_text_new(bool sharded);
+/* FCALL fleetsem_version's reply: 0 and its version and whether its text
+ * is the sharded one; -ENOENT no library (no such function), -EOPNOTSUPP
+ * a server without FCALL (before Redis 7.0, Valkey 7.2), -EBADMSG one
+ * whose version cannot be read, -EIO another error (the ACL's). */
+int library_version_parse(const RedisReply *reply, long long *ret_version, bool *ret_sharded);
+/* … batch.c: FCALL of script on the keys of name (NULL: the script's own keys,
  * n_keys of them first in args). cb gets the reply (NULL when the
  * connection went); when this fails, cb is not called. */
 int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
@@ -355,6 +363,10 @@ void unit_stop(Agent *a, const char *unit, const char *why);
 int unit_user(Agent *a, const char *unit, uid_t *ret_uid);
 void units_close(void);
 
-/* lua-scripts.c (generated) */
-extern const char *const lua_prelude;
-extern const char *const lua_scripts[N_SCRIPTS];
+/* lua-scripts.c (generated): the Redis Functions library "fleetsem"
+ * (FUNCTION LOAD), its version and each script's function (FCALL). */
+#define LUA_LIBRARY_NAME "fleetsem"
+#define LUA_VERSION_FUNCTION "fleetsem_version"     /* {version, wake command}: the same in every version */
+extern const unsigned lua_library_version;
+extern const char *const lua_library;
+extern const char *const lua_function[N_SCRIPTS];

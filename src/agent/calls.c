@@ -2,8 +2,9 @@
 /* Calls: a command with its own copy of its arguments, sent to the shard
  * that holds its keys (the topology says which), and sent again where
  * Redis says: after MOVED (the slot lives elsewhere now) and ASK (one slot
- * half migrated: once, after ASKING), a little later after TRYAGAIN, and
- * in full after NOSCRIPT. */
+ * half migrated: once, after ASKING), a little later after TRYAGAIN. A
+ * library gone from a server (or replaced by a newer one) takes that
+ * server down, to be set up again (shard.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,6 @@ struct Call {
         RedisIo *io;
         LIST_FIELDS(Call, parked);
         int script;                     /* a Script, or -1: a plain command */
-        bool full_text;                 /* EVAL, not EVALSHA */
         unsigned slot;
         Shard *ask;                     /* ASK: this once, there, after ASKING */
         unsigned redirects;
@@ -66,8 +66,8 @@ static int call_send(Call *c) {
         if (!sh || !sh->cmd || sh->state != REDIS_READY)
                 return -ENOTCONN;
         if (c->script >= 0) {
-                c->argv[0] = c->full_text ? "EVAL" : "EVALSHA";
-                c->argv[1] = c->full_text ? io->script_text[c->script] : io->sha[c->script];
+                c->argv[0] = "FCALL";
+                c->argv[1] = lua_function[c->script];
                 c->argvlen[0] = strlen(c->argv[0]);
                 c->argvlen[1] = strlen(c->argv[1]);
         }
@@ -183,16 +183,19 @@ static void call_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
         c->ask = NULL;
         if (!err)
                 goto done;
-        if (strneq(err, "NOSCRIPT", 8) && c->script >= 0 && !c->full_text) {
-                /* The server lost our scripts (SCRIPT FLUSH, a restart): load
-                 * this one again for the calls to come, and send this call's
-                 * text in full. */
-                const char *load[] = { "SCRIPT", "LOAD", io->script_text[c->script] };
+        if (c->script >= 0 && (strneq(err, "ERR Function not found", 22) || strneq(err, "ERR Library not found", 21))) {
+                /* The server lost this agent's library (FUNCTION DELETE or
+                 * FLUSH, a restart without it) or holds a newer one: set up
+                 * again, where it is loaded or refused; the call hears
+                 * Redis went, as its other calls do. */
+                Shard *sh = shard_of_conn(io, conn);
+                char why[200];
 
-                log_warning("Redis does not know the %s script any more; loading it again.", script_name[c->script]);
-                (void) redis_conn_command(conn, redis_fire_and_forget, (void *) "SCRIPT LOAD", 3, load, NULL);
-                c->full_text = true;
-                call_resend(c, conn);
+                snprintf(why, sizeof(why), "it has no function %s (its fleetsem library was deleted, or replaced by "
+                         "another version): setting it up again", lua_function[c->script]);
+                if (sh)
+                        shard_down(sh, -ENOENT, why);
+                call_done(c, NULL, NULL);
                 return;
         }
         if (!io->topo->redirect)
@@ -210,7 +213,7 @@ done:
 }
 
 /* A call with n_keys keys, then the other args (argv[0] and [1] left for
- * the script's EVALSHA and sha); the call keeps its own copy of it all. */
+ * FCALL and the script's function); the call keeps its own copy of it all. */
 static Call *call_new(RedisIo *io, int script, redis_reply_cb cb, void *userdata, size_t n_keys, size_t n_args,
                       const char *const *args, const size_t *arglens) {
         size_t head = script >= 0 ? 3 : 0, argc = head + n_args, data_size = 16;

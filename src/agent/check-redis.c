@@ -3,9 +3,11 @@
  * command line, read-only (INFO; under Sentinel first the master the
  * Sentinels name): whether it can be reached, and whether it runs as
  * fleetsem needs it (maxmemory-policy noeviction: fleetsemd(8), SAFETY;
- * appendonly yes). */
+ * appendonly yes). fleetsemd --load-library: the library loaded there
+ * (each master of a Cluster) where it is missing or older. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
@@ -13,6 +15,7 @@
 #include "redis.h"
 
 #define PROBE_TIMEOUT (3 * USEC_PER_SEC)
+#define SHARDS_MAX_CLI 64                       /* a Cluster's masters (SHARDS_MAX) */
 
 /* FIELD's value in an INFO reply ("" when it has none), at most size-1 bytes. */
 static void info_field(const char *s, size_t len, const char *field, char *buf, size_t size) {
@@ -28,6 +31,13 @@ static void info_field(const char *s, size_t len, const char *field, char *buf, 
         buf[k] = '\0';
 }
 
+static void where_format(char *where, size_t size, const char *unix_path, const char *host, unsigned port) {
+        if (unix_path)
+                snprintf(where, size, "unix:%s", unix_path);
+        else
+                (void) redis_host_port_format(where, size, host, port);
+}
+
 /* Looks at one server; 0 fine, 1 a problem (said on stderr). */
 static int check_server(const RedisAddress *a, const char *unix_path, const char *host, unsigned port) {
         RedisProbe p = { .unix_path = unix_path, .host = host, .port = port, .user = a->user,
@@ -38,10 +48,7 @@ static int check_server(const RedisAddress *a, const char *unix_path, const char
         size_t len;
         int r;
 
-        if (unix_path)
-                snprintf(where, sizeof(where), "unix:%s", unix_path);
-        else
-                (void) redis_host_port_format(where, sizeof(where), host, port);
+        where_format(where, sizeof(where), unix_path, host, port);
         r = redis_probe(&p, 2, (const char *[]) { "INFO", "default" }, &reply);
         if (r < 0) {
                 fprintf(stderr, "Redis at %s: cannot be reached or refused the login: %s\n", where, strerror(-r));
@@ -122,4 +129,141 @@ int check_redis(const Config *config) {
         for (size_t i = 0; i < a->n_hosts; i++)
                 bad |= check_server(a, NULL, a->hosts[i].host, a->hosts[i].port);
         return bad;
+}
+
+/* ---- --load-library ------------------------------------------------------------ */
+
+/* The library loaded into one server where it is missing or older (or
+ * the other text: a Cluster's, or not); 0 done or nothing to do, 1 not
+ * (said on stderr). */
+static int load_server(const RedisAddress *a, bool sharded, const char *unix_path, const char *host, unsigned port) {
+        RedisProbe p = { .unix_path = unix_path, .host = host, .port = port, .user = a->user,
+                         .password = a->password, .db = a->db, .timeout = PROBE_TIMEOUT };
+        _cleanup_free_ char *text = NULL;
+        RedisReply *reply = NULL;
+        char where[300], had[64] = "none";
+        long long version = 0;
+        bool was_sharded = false;
+        const char *err, *name;
+        size_t len;
+        int r;
+
+        where_format(where, sizeof(where), unix_path, host, port);
+        r = redis_probe(&p, 3, (const char *[]) { "FCALL", LUA_VERSION_FUNCTION, "0" }, &reply);
+        if (r < 0) {
+                fprintf(stderr, "Redis at %s: cannot be reached or refused the login: %s\n", where, strerror(-r));
+                return 1;
+        }
+        r = library_version_parse(reply, &version, &was_sharded);
+        if (r == -EIO)
+                fprintf(stderr, "Redis at %s: refused FCALL %s: %s\n", where, LUA_VERSION_FUNCTION,
+                        redis_reply_error(reply) ?: "no answer");
+        redis_reply_free(reply);
+        if (r == -EOPNOTSUPP)
+                fprintf(stderr, "Redis at %s has no FCALL (Redis functions): fleetsem needs Redis 7.0 or later, or "
+                        "Valkey 7.2 or later.\n", where);
+        else if (r == -EBADMSG)
+                fprintf(stderr, "Redis at %s holds a fleetsem library whose version this fleetsemd cannot read: "
+                        "nothing done.\n", where);
+        if (r < 0 && r != -ENOENT)
+                return 1;
+        if (r == 0 && version > (long long) lua_library_version) {
+                fprintf(stderr, "Redis at %s holds fleetsem library version %lld, newer than this fleetsemd's (%u): "
+                        "nothing done; this fleetsemd (and its agents) must be upgraded.\n", where, version,
+                        lua_library_version);
+                return 1;
+        }
+        if (r == 0 && version == (long long) lua_library_version && was_sharded == sharded) {
+                printf("Redis at %s: fleetsem library version %lld is there already; nothing done.\n", where, version);
+                return 0;
+        }
+        if (r == 0)
+                snprintf(had, sizeof(had), "version %lld%s", version,
+                         was_sharded == sharded ? "" : was_sharded ? ", a Cluster's" : ", not a Cluster's");
+
+        text = library_text_new(sharded);
+        if (!text) {
+                fprintf(stderr, "Out of memory.\n");
+                return 1;
+        }
+        reply = NULL;
+        r = redis_probe(&p, 4, (const char *[]) { "FUNCTION", "LOAD", "REPLACE", text }, &reply);
+        if (r < 0) {
+                fprintf(stderr, "Redis at %s: cannot be reached or refused the login: %s\n", where, strerror(-r));
+                return 1;
+        }
+        err = redis_reply_error(reply);
+        if (err || redis_reply_string(reply, &name, &len) < 0 || len != strlen(LUA_LIBRARY_NAME) ||
+            memcmp(name, LUA_LIBRARY_NAME, len) != 0) {
+                fprintf(stderr, "Redis at %s refused FUNCTION LOAD: %s\n", where, err ?: "an unexpected reply");
+                redis_reply_free(reply);
+                return 1;
+        }
+        redis_reply_free(reply);
+        printf("Redis at %s: fleetsem library version %u loaded (it had %s).\n", where, lua_library_version, had);
+        return 0;
+}
+
+/* A Cluster's masters, from the first node the URL names that answers
+ * CLUSTER SLOTS: each loaded once. */
+static int load_cluster(const RedisAddress *a) {
+        for (size_t i = 0; i < a->n_hosts; i++) {
+                RedisProbe p = { .host = a->hosts[i].host, .port = a->hosts[i].port, .user = a->user,
+                                 .password = a->password, .timeout = PROBE_TIMEOUT };
+                char hosts[SHARDS_MAX_CLI][256];
+                unsigned ports[SHARDS_MAX_CLI];
+                size_t n = 0, n_ranges;
+                RedisReply *reply = NULL;
+                int bad = 0;
+
+                if (redis_probe(&p, 2, (const char *[]) { "CLUSTER", "SLOTS" }, &reply) < 0)
+                        continue;
+                n_ranges = redis_reply_array_len(reply);
+                for (size_t k = 0; k < n_ranges; k++) {
+                        const RedisReply *master = redis_reply_array_get(redis_reply_array_get(reply, k), 2);
+                        char host[256];
+                        long long port;
+                        bool seen = false;
+
+                        if (redis_reply_array_string(master, 0, host, sizeof(host)) < 0 || !redis_host_is_valid(host) ||
+                            redis_reply_array_integer(master, 1, &port) < 0 || port < 1 || port > 65535)
+                                continue;
+                        for (size_t j = 0; j < n && !seen; j++)
+                                seen = ports[j] == (unsigned) port && streq(hosts[j], host);
+                        if (seen || n >= SHARDS_MAX_CLI)
+                                continue;
+                        snprintf(hosts[n], sizeof(hosts[n]), "%s", host);
+                        ports[n++] = (unsigned) port;
+                }
+                redis_reply_free(reply);
+                if (n == 0)
+                        continue;
+                for (size_t j = 0; j < n; j++)
+                        bad |= load_server(a, true, NULL, hosts[j], ports[j]);
+                return bad;
+        }
+        fprintf(stderr, "No Cluster node the configuration names gave its masters (CLUSTER SLOTS).\n");
+        return 1;
+}
+
+int load_library(const Config *config) {
+        const RedisAddress *a = &config->redis;
+        char host[256];
+        unsigned port;
+
+        if (a->tls) {
+                fprintf(stderr, "Redis over TLS: the library is not loaded from the command line; load it with "
+                        "redis-cli, or let the agents load it (fleetsemd(8), THE LIBRARY).\n");
+                return 1;
+        }
+        if (a->cluster)
+                return load_cluster(a);
+        if (a->master_name && !a->unix_path) {
+                if (sentinel_master(a, host, sizeof(host), &port) < 0) {
+                        fprintf(stderr, "No Sentinel named master %s.\n", a->master_name);
+                        return 1;
+                }
+                return load_server(a, false, NULL, host, port);
+        }
+        return load_server(a, false, a->unix_path, a->host, a->port);
 }

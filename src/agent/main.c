@@ -16,6 +16,7 @@ static const char *arg_config = NULL;
 static bool arg_config_explicit = false;
 static bool arg_check_config = false;
 static bool arg_check_redis = false;
+static bool arg_load_library = false;
 /* Command-line settings, applied over the file in the order given. */
 static const char *arg_overrides[16][2];
 static size_t arg_n_overrides = 0;
@@ -45,6 +46,8 @@ static void help(void) {
                "     --check-config           Check the configuration and exit\n"
                "     --check-redis            Check it, then look at its Redis (read-only): can it\n"
                "                              be reached, does it keep fleetsem's keys (noeviction)\n"
+               "     --load-library           Check it, then load the agents' library into its Redis\n"
+               "                              where it is missing or older, and exit\n"
                "     --redis=URL              redis://host[:port][/db] or unix:/path/to/redis.sock\n"
                "                              (passwords only through redis_password_file)\n"
                "     --redis-password-file=FILE\n"
@@ -71,6 +74,7 @@ static int parse_argv(int argc, char *argv[]) {
                 ARG_VERSION = 0x100,
                 ARG_CHECK_CONFIG,
                 ARG_CHECK_REDIS,
+                ARG_LOAD_LIBRARY,
                 ARG_REDIS,
                 ARG_REDIS_PASSWORD_FILE,
                 ARG_NAMESPACE,
@@ -85,6 +89,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "config", required_argument, NULL, 'c' },
                 { "check-config", no_argument, NULL, ARG_CHECK_CONFIG },
                 { "check-redis", no_argument, NULL, ARG_CHECK_REDIS },
+                { "load-library", no_argument, NULL, ARG_LOAD_LIBRARY },
                 { "redis", required_argument, NULL, ARG_REDIS },
                 { "redis-password-file", required_argument, NULL, ARG_REDIS_PASSWORD_FILE },
                 { "namespace", required_argument, NULL, ARG_NAMESPACE },
@@ -118,6 +123,9 @@ static int parse_argv(int argc, char *argv[]) {
                         break;
                 case ARG_CHECK_REDIS:
                         arg_check_config = arg_check_redis = true;
+                        break;
+                case ARG_LOAD_LIBRARY:
+                        arg_check_config = arg_load_library = true;
                         break;
                 case ARG_REDIS:
                         if (redis_url_has_password(optarg))
@@ -409,6 +417,8 @@ static int run(int argc, char *argv[]) {
                        (unsigned long long) (config.lease_ttl / USEC_PER_MSEC),
                        config.redis.password ? " (password set)" : "");
                 r = arg_check_redis && check_redis(&config) != 0 ? -EIO : 0;
+                if (r >= 0 && arg_load_library && load_library(&config) != 0)
+                        r = -EIO;
                 config_done(&config);
                 return r;
         }

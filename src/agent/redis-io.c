@@ -4,6 +4,7 @@
  * means for the agent (Redis up or down for the engine), the tick that
  * renews and watches for a Redis that hangs, start and stop. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,28 +226,51 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
 
 /* ---- Start and stop ------------------------------------------------------------ */
 
-/* Where keys are sharded the scripts publish wake-ups with SPUBLISH, to
- * the node of the name's slot only (the prelude's WAKE_COMMAND). */
-static char *script_text_new(bool sharded, const char *script) {
+/* Where keys are sharded the library publishes wake-ups with SPUBLISH,
+ * to the node of the name's slot only (the prelude's WAKE_COMMAND). The
+ * two texts are one version: fleetsem_version returns the wake command
+ * beside it, and an agent that finds the other one on its server loads its
+ * own (shard.c). They never take turns: a Cluster's nodes serve Cluster
+ * agents only (a standalone agent cannot use one), so a server holds the
+ * other text only after it changed sides. */
+char *library_text_new(bool sharded) {
         static const char plain[] = "local WAKE_COMMAND = 'PUBLISH'", spublish[] = "local WAKE_COMMAND = 'SPUBLISH'";
-        const char *prelude = lua_prelude, *at = strstr(prelude, plain);
-        size_t before, n = strlen(script);
+        const char *at = strstr(lua_library, plain);
+        size_t before;
         char *text;
 
         if (!at)
                 return NULL;
-        before = sharded ? (size_t) (at - prelude) : strlen(prelude);
-        text = malloc(strlen(prelude) + 1 + n + 2);
+        before = sharded ? (size_t) (at - lua_library) : strlen(lua_library);
+        text = malloc(strlen(lua_library) + 2);
         if (!text)
                 return NULL;
-        memcpy(text, prelude, before);
+        memcpy(text, lua_library, before);
         if (sharded)
                 stpcpy(stpcpy(text + before, spublish), at + strlen(plain));
         else
                 text[before] = '\0';
-        strcat(text, "\n");
-        strcat(text, script);
         return text;
+}
+
+int library_version_parse(const RedisReply *reply, long long *ret_version, bool *ret_sharded) {
+        const char *err = redis_reply_error(reply);
+        long long version;
+        char wake[16];
+
+        if (err && strneq(err, "ERR Function not found", 22))
+                return -ENOENT;
+        if (err && strneq(err, "ERR unknown command", 19))
+                return -EOPNOTSUPP;
+        if (err || !reply)
+                return -EIO;
+        if (redis_reply_array_len(reply) != 2 || redis_reply_array_integer(reply, 0, &version) < 0 || version < 1 ||
+            version > INT32_MAX || redis_reply_array_string(reply, 1, wake, sizeof(wake)) < 0 ||
+            (!streq(wake, "PUBLISH") && !streq(wake, "SPUBLISH")))
+                return -EBADMSG;
+        *ret_version = version;
+        *ret_sharded = streq(wake, "SPUBLISH");
+        return 0;
 }
 
 void redis_io_watch_all(Agent *a, bool on) {
@@ -321,11 +345,9 @@ int redis_io_start(Agent *a) {
                 .replaced = on_replaced,
                 .policy_changed = on_policy_changed,
         };
-        for (int i = 0; i < N_SCRIPTS; i++) {
-                io->script_text[i] = script_text_new(io->topo->sharded, lua_scripts[i]);
-                if (!io->script_text[i])
-                        return log_error_errno(ENOMEM, "Out of memory.");
-        }
+        io->library_text = library_text_new(io->topo->sharded);
+        if (!io->library_text)
+                return log_error_errno(ENOMEM, "Out of memory.");
         r = io->topo->start(io);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the connections to Redis: %m");
@@ -354,7 +376,6 @@ void redis_io_stop(Agent *a) {
         io->topo->stop(io);
         sd_event_source_disable_unref(io->reconnect_source);
         sd_event_source_disable_unref(io->tick_source);
-        for (int i = 0; i < N_SCRIPTS; i++)
-                free(io->script_text[i]);
+        free(io->library_text);
         a->redis_io = mfree(io);
 }

@@ -7,13 +7,15 @@
  * which redis-io.c sets:
  *
  *   shard.c          one server: its command and pub/sub connections,
- *                    AUTH, SELECT, SCRIPT LOAD, ROLE, INFO, the epoch;
+ *                    AUTH, SELECT, the library (FUNCTION LOAD when it
+ *                    is missing or older), ROLE, INFO, the epoch;
  *                    its maxmemory-policy, asked again on the tick
  *   topo-single.c    the topologies behind one interface (TopologyOps):
  *   topo-sentinel.c  which servers there are, which one holds a hash
  *   topo-cluster.c   slot, what to do when one goes
- *   calls.c          a call routed to its shard (MOVED, ASK, TRYAGAIN,
- *                    NOSCRIPT), the keys of a name's script calls
+ *   calls.c          a call routed to its shard (MOVED, ASK, TRYAGAIN;
+ *                    a library gone takes the shard down), the keys of a
+ *                    name's script calls
  *   batch.c          group commit: one script call a name and a turn
  *   redis-engine.c   the slot engine's calls (SlotsOps) and wake-ups
  *   redis-io.c       start and stop, the tick, up and down for the agent */
@@ -47,7 +49,8 @@ struct Shard {
         bool sub_ready;
         unsigned setup_pending;         /* replies awaited before READY */
         bool setup_failed;
-        char error[256];
+        bool setup_refused;             /* … for a reason only an operator changes (its library) */
+        char error[512];
         char epoch[LEASE_ID_LEN + 1];   /* the Redis state this agent knows ("" before the first) */
         uint64_t grace_until_ms;        /* Redis clock: nobody is granted anything before */
         bool replid_fresh;              /* INFO: a replication id with no history
@@ -60,6 +63,7 @@ struct Shard {
         int n_replicas;                 /* replicas attached, as ROLE last said (-1: not asked) */
         int epoch_slot;                 /* cluster: the slot its epoch key is in (-1: none yet) */
         char model_refused[512];        /* why its data model marker is refused ("": it is not) */
+        char library_refused[512];      /* why its library is refused, or cannot be loaded ("": it is not) */
         usec_t backoff;                 /* after it went: how long before it is tried again */
         usec_t retry_at;                /* CLOCK_MONOTONIC: not connected to before */
         /* Its maxmemory-policy, as INFO last said ("" not asked yet since
@@ -147,8 +151,9 @@ struct RedisIo {
         Shard **shards;                 /* grows as needed, up to SHARDS_MAX */
         size_t n_shards, n_shards_alloc;
         Batcher *batcher;
-        char sha[N_SCRIPTS][41];
-        char *script_text[N_SCRIPTS];
+        /* The library as this agent loads it (lua_library; where keys are
+         * sharded, with SPUBLISH: redis-io.c). */
+        char *library_text;
         unsigned sub_generation;        /* any subscription connection made again, or the layout changed */
         bool watch_all;                 /* root watches: every name's wake-ups (engine_watch()) */
         bool watch_subscribed;          /* … subscribed to, on the connection of watch_generation */
@@ -216,7 +221,7 @@ usec_t backoff_next(usec_t b);
 
 /* calls.c */
 Shard *shard_of_name(RedisIo *io, const char *name);
-/* EVALSHA of script on name's keys (n_args args after them). */
+/* FCALL of script on name's keys (n_args args after them). */
 int call_script_now(RedisIo *io, Script script, const char *name, redis_reply_cb cb, void *userdata,
                     size_t n_args, const char *const *args, const size_t *arglens);
 /* Calls parked on sh: sent (send) or told Redis went. */

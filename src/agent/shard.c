@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* One Redis server ("shard"): its command connection (AUTH, SELECT, the
- * scripts loaded, ROLE where a failover may have replaced it, INFO, then
+ * library's version asked, and the library loaded when it is missing or
+ * older, ROLE where a failover may have replaced it, INFO, then
  * the epoch that tells a Redis that lost its state) and its pub/sub
  * connection. What becomes of it is reported up through io->ev; the
  * topology says where it is and how it is named. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,58 +180,167 @@ static void shard_ready(Shard *sh, bool reset, usec_t grace, const char *why) {
 
 /* ---- Set-up --------------------------------------------------------------------- */
 
+typedef enum SetupKind {
+        SETUP_PLAIN,            /* AUTH, SELECT: an error fails the setup */
+        SETUP_VERSION,          /* the library's version */
+        SETUP_LOAD,             /* FUNCTION LOAD REPLACE */
+} SetupKind;
+
 typedef struct SetupStep {
         Shard *shard;
         const char *what;
-        int script;             /* -1: not a SCRIPT LOAD */
+        SetupKind kind;
 } SetupStep;
 
 static void setup_done(Shard *sh);
+static void setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv);
+
+/* Nothing granted through sh, for a reason only an operator can change
+ * (its library, its data model): said once, and in status; connected to
+ * again after the backoff, so that the change is seen within 2 s. */
+static void shard_refuse(Shard *sh, char *refused, size_t size, const char *why) {
+        if (!streq(why, refused))
+                log_error("%s; granting nothing through it, looking again every 2 s.", why);
+        snprintf(refused, size, "%s", why);
+        shard_down(sh, -EPROTONOSUPPORT, why);
+}
+
+/* Setup failed: sh->error says why; refused: for a reason only an
+ * operator changes (shard_refuse()). */
+static void setup_fail(Shard *sh, bool refused, const char *fmt, ...) _printf_(3, 4);
+static void setup_fail(Shard *sh, bool refused, const char *fmt, ...) {
+        va_list ap;
+
+        if (sh->setup_failed)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(sh->error, sizeof(sh->error), fmt, ap);
+        va_end(ap);
+        sh->setup_failed = true;
+        sh->setup_refused = refused;
+}
+
+/* ---- The library ------------------------------------------------------------- */
+
+/* The library ("fleetsem", lua/library.version) is Redis', not a
+ * connection's: loaded once, by the first agent that finds it missing or
+ * older than its own (REPLACE: two agents that load the same one at once
+ * load the same text), kept across restarts where Redis persists. Its
+ * functions' names carry its version, so that an agent never runs another
+ * version's function with its own arguments: one that a newer agent
+ * replaced hears "Function not found" on its next call (calls.c) and
+ * comes here again, where it refuses the newer one. */
+
+static void library_load(Shard *sh, const char *had) {
+        log_notice("Loading fleetsem's library, version %u, into Redis at %s (it had %s).", lua_library_version,
+                   sh->name, had);
+        setup_send(sh, "FUNCTION LOAD", SETUP_LOAD, 4,
+                   (const char *[]) { "FUNCTION", "LOAD", "REPLACE", sh->io->library_text });
+}
+
+static void library_newer(Shard *sh, long long version) {
+        char why[sizeof(sh->library_refused)];
+
+        snprintf(why, sizeof(why), "Redis at %s holds fleetsem library version %lld, newer than this agent's (%u): "
+                 "this agent is older than the library there and must be upgraded; see fleetsemd(8) UPGRADING",
+                 sh->name, version, lua_library_version);
+        setup_fail(sh, true, "%s", why);
+}
+
+/* FCALL fleetsem_version: {VERSION, WAKE_COMMAND}, or no such function. */
+static void library_version_reply(Shard *sh, const RedisReply *reply) {
+        long long version = 0;
+        bool sharded = false;
+        int r = library_version_parse(reply, &version, &sharded);
+
+        if (r == -ENOENT)
+                library_load(sh, "none");
+        else if (r == -EOPNOTSUPP)
+                setup_fail(sh, true, "Redis at %s has no FCALL (Redis functions): fleetsem needs Redis 7.0 or later, or "
+                           "Valkey 7.2 or later; see fleetsemd(8)", sh->name);
+        else if (r == -EBADMSG)
+                setup_fail(sh, true, "Redis at %s holds a fleetsem library whose version this agent cannot read; see "
+                           "fleetsemd(8) THE LIBRARY", sh->name);
+        else if (r < 0)
+                setup_fail(sh, false, "FCALL " LUA_VERSION_FUNCTION " failed: %s",
+                           redis_reply_error(reply) ?: "no answer");
+        else if (version > (long long) lua_library_version)
+                library_newer(sh, version);
+        else if (version < (long long) lua_library_version || sharded != sh->io->topo->sharded) {
+                char had[64];
+
+                snprintf(had, sizeof(had), "version %lld%s", version, sharded == sh->io->topo->sharded ? "" :
+                         sharded ? ", a Cluster's" : ", not a Cluster's");
+                library_load(sh, had);
+        }
+        /* (Else the same: nothing to do.) */
+}
+
+static void library_load_reply(Shard *sh, const RedisReply *reply) {
+        const char *err = redis_reply_error(reply), *name;
+        size_t len;
+
+        if (err && strneq(err, "NOPERM", 6))
+                setup_fail(sh, true, "Redis at %s has no fleetsem library version %u, and this agent may not load it (%s): "
+                           "load it with `fleetsemd --load-library` (as a Redis user allowed FUNCTION LOAD), or "
+                           "allow the agents' user function|load; see fleetsemd(8) THE LIBRARY", sh->name,
+                           lua_library_version, err);
+        else if (err)
+                setup_fail(sh, false, "FUNCTION LOAD of fleetsem's library failed: %s", err);
+        else if (redis_reply_string(reply, &name, &len) < 0 || len != strlen(LUA_LIBRARY_NAME) ||
+                 memcmp(name, LUA_LIBRARY_NAME, len) != 0)
+                setup_fail(sh, false, "FUNCTION LOAD gave an unexpected reply");
+}
 
 static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         SetupStep *step = userdata;
         Shard *sh = step->shard;
-        RedisIo *io = sh->io;
-        const char *err = redis_reply_error(reply), *s;
-        size_t len;
+        const char *err = redis_reply_error(reply);
 
         if (!reply || conn != sh->cmd)
                 goto finish;    /* an old connection */
-        if (err) {
-                if (!sh->setup_failed)
-                        snprintf(sh->error, sizeof(sh->error), "%s failed: %s", step->what, err);
-                sh->setup_failed = true;
-        } else if (step->script >= 0) {
-                if (redis_reply_string(reply, &s, &len) < 0 || len != 40 ||
-                    (io->sha[step->script][0] && !strneq(io->sha[step->script], s, 40))) {
-                        sh->setup_failed = true;
-                        snprintf(sh->error, sizeof(sh->error), "SCRIPT LOAD gave an unexpected reply");
-                } else {
-                        memcpy(io->sha[step->script], s, 40);
-                        io->sha[step->script][40] = '\0';
-                }
-        }
+        /* (After a step failed, those after it are not looked at.) */
+        if (sh->setup_failed)
+                ;
+        else if (step->kind == SETUP_VERSION)
+                library_version_reply(sh, reply);
+        else if (step->kind == SETUP_LOAD)
+                library_load_reply(sh, reply);
+        else if (err)
+                setup_fail(sh, false, "%s failed: %s", step->what, err);
         if (--sh->setup_pending > 0)
                 goto finish;
         if (sh->setup_failed) {
                 char why[sizeof(sh->error)];
 
                 snprintf(why, sizeof(why), "%s", sh->error);
-                shard_down(sh, -EACCES, why);
-        } else
+                if (sh->setup_refused)
+                        shard_refuse(sh, sh->library_refused, sizeof(sh->library_refused), why);
+                else
+                        shard_down(sh, -EACCES, why);
+        } else {
+                if (sh->library_refused[0]) {
+                        log_notice("Redis at %s holds this agent's library (version %u) now.", sh->name,
+                                   lua_library_version);
+                        sh->library_refused[0] = '\0';
+                }
                 setup_done(sh);
+        }
 finish:
         free(step);
 }
 
-static void setup_send(Shard *sh, const char *what, int script, int argc, const char *const *argv) {
+static void setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv) {
         SetupStep *step = calloc(1, sizeof(*step));
 
-        if (!step)
+        if (!step) {
+                setup_fail(sh, false, "out of memory");
                 return;
-        *step = (SetupStep) { .shard = sh, .what = what, .script = script };
+        }
+        *step = (SetupStep) { .shard = sh, .what = what, .kind = kind };
         if (redis_conn_command(sh->cmd, setup_reply, step, argc, argv, NULL) < 0) {
                 free(step);
+                setup_fail(sh, false, "cannot send commands");
                 return;
         }
         sh->setup_pending++;
@@ -250,10 +362,7 @@ static void model_refuse(Shard *sh, const char *marker) {
                 snprintf(why, sizeof(why), "Redis at %s holds a fleetsem data model marker this agent cannot read "
                          "(%s:model); this agent speaks %d: upgrade this agent; see fleetsemd(8) UPGRADING", sh->name,
                          sh->io->agent->config->key_prefix, DATA_MODEL);
-        if (!streq(why, sh->model_refused))
-                log_error("%s; granting nothing through it, looking again every 2 s.", why);
-        snprintf(sh->model_refused, sizeof(sh->model_refused), "%s", why);
-        shard_down(sh, -EPROTONOSUPPORT, why);
+        shard_refuse(sh, sh->model_refused, sizeof(sh->model_refused), why);
 }
 
 /* The epoch: "ID GRACE_UNTIL_MS [RUN_ID]" in P:epoch (in a Cluster one per
@@ -315,7 +424,7 @@ static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                     why);
 }
 
-/* EVALSHA of the epoch script, loaded just before on this connection;
+/* FCALL of the epoch script, its library looked at just before;
  * the data model marker beside the epoch key (P:epoch… → P:model…). */
 static int epoch_send(Shard *sh, const char *key, const char *id, const char *grace, const char *failover) {
         RedisIo *io = sh->io;
@@ -328,9 +437,9 @@ static int epoch_send(Shard *sh, const char *key, const char *id, const char *gr
                 return -EINVAL;
         snprintf(model_key, sizeof(model_key), "%s:model%s", prefix, key + strlen(prefix) + strlen(":epoch"));
 
-        enum { HEAD = 5 };      /* EVALSHA SHA 2 KEY MODEL_KEY */
+        enum { HEAD = 5 };      /* FCALL FUNCTION 2 KEY MODEL_KEY */
         const char *argv[HEAD + N_EPOCH_ARGS] = {
-                "EVALSHA", io->sha[SCRIPT_EPOCH], "2", key, model_key,
+                "FCALL", lua_function[SCRIPT_EPOCH], "2", key, model_key,
                 [HEAD + ARG_EPOCH_ID] = id, [HEAD + ARG_EPOCH_GRACE_MS] = grace,
                 [HEAD + ARG_EPOCH_MASTER_ID] = io->topo->failover ? sh->master_id : "",
                 [HEAD + ARG_EPOCH_FAILOVER_GRACE_MS] = failover,
@@ -571,9 +680,8 @@ static void on_cmd_state(RedisConn *conn, int error, const char *message, void *
         if (conn != sh->cmd)
                 return;
         if (error < 0) {
-                /* A refused AUTH says more than the connection Redis then
-                 * closes (it drops unauthenticated clients that send a
-                 * large bulk: the scripts sent behind the AUTH). */
+                /* A refused step of the set-up (AUTH, the library) says
+                 * more than the connection Redis may close after it. */
                 char why[sizeof(sh->error)];
 
                 snprintf(why, sizeof(why), "%s", sh->setup_failed ? sh->error : message ? message : "");
@@ -581,18 +689,19 @@ static void on_cmd_state(RedisConn *conn, int error, const char *message, void *
                 return;
         }
         sh->setup_pending = 0;
-        sh->setup_failed = false;
+        sh->setup_failed = sh->setup_refused = false;
         if (redis->password) {
                 const char *argv[3];
 
-                setup_send(sh, "AUTH", -1, redis_auth_argv(io, argv), argv);
+                setup_send(sh, "AUTH", SETUP_PLAIN, redis_auth_argv(io, argv), argv);
         }
         if (redis->db > 0) {
                 snprintf(db, sizeof(db), "%u", redis->db);
-                setup_send(sh, "SELECT", -1, 2, (const char *[]) { "SELECT", db });
+                setup_send(sh, "SELECT", SETUP_PLAIN, 2, (const char *[]) { "SELECT", db });
         }
-        for (int i = 0; i < N_SCRIPTS; i++)
-                setup_send(sh, "SCRIPT LOAD", i, 3, (const char *[]) { "SCRIPT", "LOAD", io->script_text[i] });
+        /* One round trip when the library is there already. */
+        setup_send(sh, "FCALL " LUA_VERSION_FUNCTION, SETUP_VERSION, 3,
+                   (const char *[]) { "FCALL", LUA_VERSION_FUNCTION, "0" });
         if (sh->setup_pending == 0)
                 shard_down(sh, -EIO, "cannot send commands");
 }
@@ -633,7 +742,7 @@ void shard_connect(Shard *sh) {
 
         if (!sh->cmd) {
                 sh->state = REDIS_CONNECTING;
-                sh->setup_failed = false;
+                sh->setup_failed = sh->setup_refused = false;
                 r = redis_conn_new(io->agent->event, &addr, REDIS_CONNECT_TIMEOUT, on_cmd_state, sh, &sh->cmd);
                 if (r < 0) {
                         sh->cmd = NULL;

@@ -128,9 +128,9 @@ static void epochs_follow(RedisIo *io) {
                 snprintf(value, sizeof(value), "%s %" PRIu64 "%s%s", sh->epoch, sh->grace_until_ms,
                          sh->master_id[0] ? " " : "", sh->master_id);
 
-                enum { HEAD = 5 };      /* EVALSHA SHA 2 KEY MODEL_KEY */
+                enum { HEAD = 5 };      /* FCALL FUNCTION 2 KEY MODEL_KEY */
                 const char *argv[HEAD + N_FOLLOW_ARGS] = {
-                        "EVALSHA", io->sha[SCRIPT_FOLLOW], "2", key, model_key,
+                        "FCALL", lua_function[SCRIPT_FOLLOW], "2", key, model_key,
                         [HEAD + ARG_FOLLOW_VALUE] = value, [HEAD + ARG_FOLLOW_MODEL] = DATA_MODEL_MARKER,
                 };
                 (void) redis_conn_command(sh->cmd, redis_fire_and_forget, (void *) "the epoch's move (follow.lua)",

@@ -30,7 +30,10 @@
 -- "NEW_ID GRACE_UNTIL_MS [MASTER_ID]" (no expiry) and returns {1, value, now_ms}
 -- when there was none, {2, value, now_ms} when it named another master,
 -- {3, value, now_ms} when it was older than the one the agent knew.
-local now_ms = now()
+-- (The server's clock read here, not with now(): this script does not
+-- start with begin_call(), so now()'s would be the last call's.)
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local model = ARGV[A_EPOCH_MODEL]
 if KEYS[2] and model then
   local marker = redis.call('GET', KEYS[2])

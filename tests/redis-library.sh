@@ -1,0 +1,153 @@
+#!/bin/bash
+# The agents' Redis Functions library ("fleetsem", fleetsemd(8), THE
+# LIBRARY) on a real redis-server: loaded once for three agents, never
+# again by an agent restarted while it is there, loaded again when it is
+# deleted under running agents (which go on granting, one holder at a
+# time), a newer version refused with "upgrade this agent" (nothing
+# granted, requests unavailable, status says why), and a Redis user that
+# may not load it refused with the way out, `fleetsemd --load-library`,
+# which loads it; a server without functions (as before Redis 7.0)
+# refused by name.
+TTL=3s
+. "$(dirname "$0")/lib.sh"
+
+SRC=$(cd "$(dirname "$0")/../src/agent" && pwd)
+PORT=$(free_port)
+start_redis --port "$PORT" --bind 127.0.0.1
+# cmdstat COMMAND: how many times Redis ran it since the last CONFIG
+# RESETSTAT (0 when not at all).
+cmdstat() {
+        rcli INFO commandstats | tr -d '\r' |
+                awk -F'[:=,]' -v c="cmdstat_$1" '$1 == c { n = $3 } END { print n + 0 }'
+}
+version() { rcli FCALL fleetsem_version 0 | head -1; }
+is "$(rcli FUNCTION LIST LIBRARYNAME fleetsem)" "" "a fresh Redis holds no library"
+
+# ---- Loaded once -----------------------------------------------------------------
+rcli CONFIG RESETSTAT >/dev/null
+start_agent a
+check "agent a is up" wait_for 10 redis_state_is a up
+start_agent b
+start_agent c
+check "agent b is up" wait_for 10 redis_state_is b up
+check "agent c is up" wait_for 10 redis_state_is c up
+V=$(version)
+like "$V" '^[1-9][0-9]*$' "the library is there, version $V"
+is "$(rcli FCALL fleetsem_version 0 | sed -n 2p)" PUBLISH "... its text for one server (wake-ups with PUBLISH)"
+is "$(cmdstat 'function|load')" 1 "three agents: FUNCTION LOAD ran once"
+is "$(cmdstat 'script|load') $(cmdstat evalsha) $(cmdstat eval)" "0 0 0" "... and no SCRIPT LOAD, EVALSHA or EVAL at all"
+fs a run --slots 1 --no-wait once -- true
+is "$?" 0 "a grants a slot"
+like "$(cmdstat fcall)" '^[1-9][0-9]*$' "... through FCALL ($(cmdstat fcall) calls)"
+
+# ---- An agent restarted while the library is there ----------------------------------
+rcli CONFIG RESETSTAT >/dev/null
+kill -TERM "$(agent_pid a)"; wait "$(agent_pid a)"
+AGENT_HOSTS=(b c)
+start_agent a
+check "agent a restarted is up" wait_for 10 redis_state_is a up
+fs a run --slots 1 --no-wait again -- true
+is "$?" 0 "... and grants"
+is "$(cmdstat 'function|load')" 0 "... having loaded nothing"
+like "$(cmdstat fcall)" '^[1-9][0-9]*$' "... having asked the version and granted with FCALL"
+
+# ---- Deleted under running agents ------------------------------------------------
+job() {
+        local host=$1 name=$2
+        fs "$host" run --slots 1 --wait 60s "$name" -- sh -c '
+                echo "enter $0" >>"$1"
+                while [ ! -f "$2" ]; do sleep 0.02; done
+                echo "exit $0" >>"$1"' "$host" "$T/events-$name" "$T/go-$name-$host"
+}
+job a del & ja=$!
+check "a's job holds the slot of 'del'" wait_for 10 grep -q '^enter a' "$T/events-del"
+rcli CONFIG RESETSTAT >/dev/null
+is "$(rcli FUNCTION DELETE fleetsem)" OK "the library deleted while the agents run"
+# a's agent renews its holder: its next renewal finds no function.
+check "the agents notice on their next call and load it again" wait_for 10 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK FCALL fleetsem_version 0 2>/dev/null | head -1)\" = $V ]"
+check "agent a is up again" wait_for 10 redis_state_is a up
+is "$(rcli ZCARD 'fleetsem:{del}:holders')" 1 "... its job still holds the slot"
+job b del & jb=$!
+check "... saying why they set Redis up again" grep -q "no function fleetsem_.*setting it up again" \
+        "$T/agent-a.log" "$T/agent-b.log" "$T/agent-c.log"
+like "$(cmdstat 'function|load')" '^[1-3]$' "... each at most once ($(cmdstat 'function|load') loads)"
+check "b's job waits in line" wait_for 15 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{del}:queue')\" = 1 ]"
+is "$(rcli ZCARD 'fleetsem:{del}:holders')" 1 "... and there is still one holder"
+touch "$T/go-del-a"
+check "b's job gets the slot when a's ends" wait_for 20 grep -q '^enter b' "$T/events-del"
+touch "$T/go-del-b"
+wait "$ja" "$jb"
+is "$(tr '\n' ' ' <"$T/events-del")" "enter a exit a enter b exit b " "the jobs ran one at a time"
+
+# ---- A newer library -----------------------------------------------------------------
+# The library this build makes, as a later version would have it.
+mapfile -t scripts < <(ls "$SRC"/lua/*.lua | grep -v '/prelude\.lua$')
+newer=$(python3 "$SRC/embed-lua.py" --library "$SRC/keys.list" "$SRC/args.list" "$SRC/replies.list" \
+        "$SRC/lua/library.version" "$SRC/lua/prelude.lua" "${scripts[@]}" |
+        sed -e "s/return {$V, WAKE_COMMAND}/return {99, WAKE_COMMAND}/" -e "s/_v$V'/_v99'/")
+like "$newer" "return \{99, WAKE_COMMAND\}" "a library of version 99 made from this one"
+printf %s "$newer" | rcli -x FUNCTION LOAD REPLACE >/dev/null
+is "$(version)" 99 "... loaded in its place"
+MSG="Redis at [^ ]+ holds fleetsem library version 99, newer than this agent's \($V\): this agent is older than the library there and must be upgraded; see fleetsemd\(8\) UPGRADING"
+fs a run --slots 1 --no-wait newer -- true 2>/dev/null
+check "agent a takes that Redis for down (its call found no function of its version)" wait_for 10 redis_state_is a down
+out=$(fs a run --slots 1 --no-wait newer -- true 2>&1); rc=$?
+is "$rc" 69 "a request is refused as unavailable (exit 69)"
+like "$out" "$MSG" "... saying the agent must be upgraded"
+like "$(fs a status 2>&1)" "$MSG" "status shows it"
+like "$(raw a STATUS)" '^ERROR code=unavailable ' "... with the error code unavailable"
+is "$(rcli EXISTS 'fleetsem:{newer}:holders')" 0 "nothing was granted on that Redis"
+is "$(version)" 99 "the agent left the newer library alone"
+check "the journal says it" grep -qE "$MSG" "$T/agent-a.log"
+out=$("$FLEETSEMD" --redis "unix:$REDIS_SOCK" --load-library 2>&1); rc=$?
+is "$rc" 1 "fleetsemd --load-library refuses to replace a newer library"
+like "$out" "holds fleetsem library version 99, newer than this fleetsemd's \($V\): nothing done" "... saying so"
+# Back to this version: the agents load their own within their backoff.
+rcli FUNCTION DELETE fleetsem >/dev/null
+check "the newer library gone, agent a serves again" wait_for 10 redis_state_is a up
+is "$(version)" "$V" "... having loaded its own"
+check "the journal says it" grep -q "holds this agent's library (version $V) now" "$T/agent-a.log"
+is "$(grep -cE "$MSG" "$T/agent-a.log")" 1 "... the refusal said once in all"
+stop_agents
+AGENT_HOSTS=()
+
+# ---- Agents that may not load code -----------------------------------------------------
+printf 'pw-%s\n' "$RANDOM$RANDOM" >"$T/nl.pw"
+chmod 600 "$T/nl.pw"
+rcli ACL SETUSER noload on ">$(cat "$T/nl.pw")" '~fleetsem:*' '&fleetsem:*' '&fleetsem:{*}:wake' +@all -function >/dev/null
+rcli FUNCTION DELETE fleetsem >/dev/null
+run_agent d --redis "redis://noload@127.0.0.1:$PORT" --redis-password-file "$T/nl.pw"
+check "an agent that may not load the library takes Redis for down" wait_for 10 redis_state_is d down
+LMSG="Redis at [^ ]+ has no fleetsem library version $V, and this agent may not load it \(NOPERM[^)]*\): load it with \`fleetsemd --load-library\`"
+like "$(fs d status 2>&1)" "$LMSG" "status says to run fleetsemd --load-library"
+check "the journal says it" grep -qE "$LMSG" "$T/agent-d.log"
+out=$("$FLEETSEMD" --redis "unix:$REDIS_SOCK" --load-library 2>&1); rc=$?
+is "$rc" 0 "fleetsemd --load-library, as a user that may: exit 0"
+like "$out" "fleetsem library version $V loaded \(it had none\)" "... saying what it did"
+check "agent d comes up" wait_for 10 redis_state_is d up
+fs d run --slots 1 --no-wait loaded -- true
+is "$?" 0 "... and grants"
+out=$("$FLEETSEMD" --redis "unix:$REDIS_SOCK" --load-library 2>&1); rc=$?
+is "$rc" 0 "fleetsemd --load-library again: exit 0"
+like "$out" "fleetsem library version $V is there already; nothing done" "... and nothing done"
+
+# ---- A server without functions -----------------------------------------------------------
+# Redis before 7.0 (not installed here) answers FCALL as an unknown
+# command; so does this one, its FCALL renamed away.
+"$REDIS_SERVER" --port 0 --unixsocket "$T/old.sock" --unixsocketperm 700 --dir "$T" --dbfilename old.rdb --save '' \
+        --appendonly no --pidfile "$T/old.pid" --daemonize yes --logfile "$T/old.log" --rename-command FCALL "" \
+        >/dev/null || bail "the second redis-server did not start"
+wait_for 10 redis-cli -s "$T/old.sock" ping >/dev/null || bail "the second redis-server does not answer"
+seed_redis redis-cli -s "$T/old.sock"
+run_agent e --redis "unix:$T/old.sock"
+check "an agent takes a server without FCALL for down" wait_for 10 redis_state_is e down
+OMSG="Redis at [^ ]+ has no FCALL \(Redis functions\): fleetsem needs Redis 7\.0 or later, or Valkey 7\.2 or later"
+like "$(fs e status 2>&1)" "$OMSG" "status names the versions needed"
+check "the journal says it" grep -qE "$OMSG" "$T/agent-e.log"
+out=$("$FLEETSEMD" --redis "unix:$T/old.sock" --load-library 2>&1); rc=$?
+is "$rc" 1 "fleetsemd --load-library there: exit 1"
+like "$out" "has no FCALL \(Redis functions\): fleetsem needs Redis 7\.0 or later, or Valkey 7\.2 or later" "... saying why"
+stop_agents
+AGENT_HOSTS=()
+kill "$(cat "$T/old.pid")"
+done_testing
