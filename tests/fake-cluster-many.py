@@ -15,8 +15,8 @@
 #
 # Prints, a line each, flushed: "listening" (the seed), "master GEN PORT",
 # "readdressed", "accepted PORT" and "closed PORT" (a connection to a
-# master, made and closed by the client), "evalsha PORT KEY" (a script
-# call forwarded, KEY its first key), "moved PORT NEWPORT SLOT".
+# master, made and closed by the client), "fcall PORT KEY" (a call of a
+# library function forwarded, KEY its first key), "moved PORT NEWPORT SLOT".
 import os
 import socket
 import sys
@@ -31,7 +31,7 @@ gens = []               # per generation: its masters' ports, in slot order
 moved_sent = False
 
 # Commands that name no key: forwarded by an old node too.
-KEYLESS = {"AUTH", "PING", "ROLE", "INFO", "CLUSTER", "SCRIPT", "SELECT", "ASKING", "HELLO", "CLIENT",
+KEYLESS = {"AUTH", "PING", "ROLE", "INFO", "CLUSTER", "FUNCTION", "SELECT", "ASKING", "HELLO", "CLIENT",
            "READONLY", "WAIT", "SUBSCRIBE", "SSUBSCRIBE", "PSUBSCRIBE", "UNSUBSCRIBE", "SUNSUBSCRIBE",
            "PUNSUBSCRIBE", "QUIT", "COMMAND"}
 SUBSCRIBE = {"SUBSCRIBE", "SSUBSCRIBE", "PSUBSCRIBE"}
@@ -115,7 +115,7 @@ def pump(real, conn):
 def key_of(args):
     """The first key a command names, or None."""
     cmd = args[0].upper()
-    if cmd in ("EVALSHA", "EVAL"):
+    if cmd in ("FCALL", "FCALL_RO"):
         return args[3] if len(args) > 3 and args[2] != "0" else None
     if cmd in KEYLESS or len(args) < 2:
         return None
@@ -153,8 +153,8 @@ def serve(conn, my_port, my_gen):
                 say("moved %d %d %d" % (my_port, to, key_slot(key)))
                 conn.sendall(b"-MOVED %d 127.0.0.1:%d\r\n" % (key_slot(key), to))
                 continue
-            if cmd == "EVALSHA" and key is not None:
-                say("evalsha %d %s" % (my_port, key))
+            if cmd in ("FCALL", "FCALL_RO") and key is not None:
+                say("fcall %d %s" % (my_port, key))
             real.sendall(encode(args))
             if cmd in SUBSCRIBE:
                 streaming = True

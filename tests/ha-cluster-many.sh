@@ -79,7 +79,7 @@ check "... and runs" [ -f "$T/waiter-ran" ]
 owner_new=$(awk -v s="$(cluster_keyslot '{many}')" -v n="$N" \
         'BEGIN { for (i = 0; i < n; i++) if (int(i * 16384 / n) <= s && s < int((i + 1) * 16384 / n)) print i }')
 check "... through the master that owns the slot now (${NEW[$owner_new]})" \
-        grep -q "^evalsha ${NEW[$owner_new]} fleetsem:{many}:" "$T/fake.out"
+        grep -q "^fcall ${NEW[$owner_new]} fleetsem:{many}:" "$T/fake.out"
 fs a run --slots 1 --wait 20s after -- true
 is "$?" 0 "a new job gets a slot after the move"
 

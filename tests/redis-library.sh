@@ -91,10 +91,13 @@ is "$(version)" 99 "... loaded in its place"
 MSG="Redis at [^ ]+ holds fleetsem library version 99, newer than this agent's \($V\): this agent is older than the library there and must be upgraded; see fleetsemd\(8\) UPGRADING"
 fs a run --slots 1 --no-wait newer -- true 2>/dev/null
 check "agent a takes that Redis for down (its call found no function of its version)" wait_for 10 redis_state_is a down
+# Down first for the missing function, then, once it connected again and
+# read the version, for the newer library.
+says_upgrade() { fs a status 2>&1 | grep -qE "$MSG"; }
+check "status shows it: this agent must be upgraded" wait_for 10 says_upgrade
 out=$(fs a run --slots 1 --no-wait newer -- true 2>&1); rc=$?
 is "$rc" 69 "a request is refused as unavailable (exit 69)"
 like "$out" "$MSG" "... saying the agent must be upgraded"
-like "$(fs a status 2>&1)" "$MSG" "status shows it"
 like "$(raw a STATUS)" '^ERROR code=unavailable ' "... with the error code unavailable"
 is "$(rcli EXISTS 'fleetsem:{newer}:holders')" 0 "nothing was granted on that Redis"
 is "$(version)" 99 "the agent left the newer library alone"
