@@ -119,16 +119,24 @@ local REVOKED = 'revoked'
 local function revoked(r)
   return r.token > 0 and r.proof == REVOKED
 end
--- Nine numbers apart by white space, or no state (nil). (One match of
--- all nine, not a table of the fields: a grant parses the state twice.)
+-- The state's numbers (the words that are numbers), nine of them, or no
+-- state (nil). (Nine words that are all numbers, as state_text() writes
+-- them, in one match: a grant parses the state twice; anything else word
+-- by word.)
 local STATE_PATTERN = '^%s*(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s*$'
 local function parse_state(v)
   local held, line, limit, at_limit, token, ticket, ttl, offset, expires = string.match(v or '', STATE_PATTERN)
   held, line, limit, at_limit, token = tonumber(held), tonumber(line), tonumber(limit), tonumber(at_limit), tonumber(token)
   ticket, ttl, offset, expires = tonumber(ticket), tonumber(ttl), tonumber(offset), tonumber(expires)
-  if not (held and line and limit and at_limit and token and ticket and ttl and offset and expires) then return nil end
-  return {held = held, line = line, limit = limit, at_limit = at_limit, token = token, ticket = ticket, ttl = ttl,
-    offset = offset, expires = expires}
+  if held and line and limit and at_limit and token and ticket and ttl and offset and expires then
+    return {held = held, line = line, limit = limit, at_limit = at_limit, token = token, ticket = ticket, ttl = ttl,
+      offset = offset, expires = expires}
+  end
+  local n = {}
+  for f in string.gmatch(v or '', '%S+') do n[#n + 1] = tonumber(f) end
+  if #n ~= 9 then return nil end
+  return {held = n[1], line = n[2], limit = n[3], at_limit = n[4], token = n[5], ticket = n[6], ttl = n[7],
+    offset = n[8], expires = n[9]}
 end
 local function state_text(s)
   return string.format('%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f', s.held, s.line, s.limit, s.at_limit, s.token or 0,
