@@ -530,15 +530,146 @@ static GrantCost grant_cost(int before_ok, const RedisUse *before, int after_ok,
 
 static GrantCost floor_cost = { -1, -1, -1 };   /* L4's, a grant */
 
+/* Where the scripts' time went, from Redis' own accounting: CONFIG
+ * RESETSTAT before the loop, INFO commandstats after it. A script call's
+ * time (EVALSHA, EVAL, or FCALL of a Functions library) includes the
+ * commands it runs, each of which Redis also counts under its own name;
+ * what is left of the call is the Lua itself. INFO and CONFIG are the
+ * benchmark's own; `direct` names the commands its clients send outside a
+ * script (L5's release, a ZREM), which are listed but not taken from the
+ * scripts' time. */
+enum { TIME_CMDS_MAX = 48 };
+typedef struct CmdTime {
+        char name[40];
+        double calls, usec;
+        bool direct;
+} CmdTime;
+typedef struct TimeSplit {
+        double script_calls, script_usec;
+        size_t n;
+        CmdTime cmd[TIME_CMDS_MAX];
+} TimeSplit;
+
+static bool is_script_call(const char *name) {
+        static const char *const calls[] = { "evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro" };
+
+        for (size_t i = 0; i < ELEMENTSOF(calls); i++)
+                if (streq(name, calls[i]))
+                        return true;
+        return false;
+}
+
+static int time_split_start(redisContext *c) {
+        redisReply *r = redisCommand(c, "CONFIG RESETSTAT");
+        int k = r && r->type == REDIS_REPLY_STATUS ? 0 : -EIO;
+
+        freeReplyObject(r);
+        return k;
+}
+
+static int time_split_read(redisContext *c, const char *direct, TimeSplit *ret) {
+        redisReply *r = redisCommand(c, "INFO commandstats");
+        const char *p;
+
+        *ret = (TimeSplit) {};
+        if (!r || r->type != REDIS_REPLY_STRING) {
+                freeReplyObject(r);
+                return -EIO;
+        }
+        /* cmdstat_NAME:calls=N,usec=U,... (NAME: "config|resetstat" for a
+         * subcommand) */
+        for (p = strstr(r->str, "cmdstat_"); p; p = strstr(p, "cmdstat_")) {
+                char name[40];
+                double calls, usec;
+                int len;
+
+                p += strlen("cmdstat_");
+                if (sscanf(p, "%39[^:]:calls=%lf,usec=%lf%n", name, &calls, &usec, &len) != 3)
+                        continue;
+                p += len;
+                if (is_script_call(name)) {
+                        ret->script_calls += calls;
+                        ret->script_usec += usec;
+                } else if (!streq(name, "info") && strncmp(name, "config", 6) != 0 && ret->n < TIME_CMDS_MAX) {
+                        CmdTime *t = &ret->cmd[ret->n++];
+
+                        snprintf(t->name, sizeof(t->name), "%s", name);
+                        for (char *u = t->name; *u; u++)
+                                *u = (char) (*u >= 'a' && *u <= 'z' ? *u - 'a' + 'A' : *u);
+                        t->calls = calls;
+                        t->usec = usec;
+                        t->direct = direct && streq(name, direct);
+                }
+        }
+        freeReplyObject(r);
+        return 0;
+}
+
+static int cmd_time_cmp(const void *a, const void *b) {
+        const CmdTime *x = a, *y = b;
+
+        return x->usec < y->usec ? 1 : x->usec > y->usec ? -1 : strcmp(x->name, y->name);
+}
+
+/* Prints a grant's share: the script calls, each command, the rest (the
+ * Lua), and what Redis' CPU a grant spent outside the scripts (reading
+ * the calls, writing the replies, the event loop). */
+static void time_split_print(const char *id, TimeSplit *t, unsigned long grants, double cpu_us) {
+        double n = (double) grants, in_scripts = 0;
+        char json[4096];
+        size_t k = 0;
+
+        if (grants == 0 || t->script_calls == 0)
+                return;
+        qsort(t->cmd, t->n, sizeof(t->cmd[0]), cmd_time_cmp);
+        for (size_t i = 0; i < t->n; i++)
+                if (!t->cmd[i].direct)
+                        in_scripts += t->cmd[i].usec;
+        printf("     %s: where a grant's Redis time goes (INFO commandstats)      calls/grant   us/grant\n", id);
+        printf("     %-4s   %-46s %11.2f %10.2f\n", "", "script calls, all they do included", t->script_calls / n,
+               t->script_usec / n);
+        /* (Commands a script runs rarely, such as the fleet clock's SET
+         * once in 50 ms, are in the JSON only.) */
+        for (size_t i = 0; i < t->n; i++)
+                if (!t->cmd[i].direct && t->cmd[i].calls / n >= 0.005)
+                        printf("     %-4s     %-44s %11.2f %10.2f\n", "", t->cmd[i].name, t->cmd[i].calls / n,
+                               t->cmd[i].usec / n);
+        printf("     %-4s   %-46s %11s %10.2f\n", "", "the rest of the script calls: the Lua itself", "",
+               (t->script_usec - in_scripts) / n);
+        for (size_t i = 0; i < t->n; i++)
+                if (t->cmd[i].direct) {
+                        char label[64];
+
+                        snprintf(label, sizeof(label), "%s, sent outside a script", t->cmd[i].name);
+                        printf("     %-4s   %-46s %11.2f %10.2f\n", "", label, t->cmd[i].calls / n, t->cmd[i].usec / n);
+                }
+        if (cpu_us > 0)
+                printf("     %-4s   %-46s %11s %10.2f\n", "", "Redis CPU outside the script calls, all else", "",
+                       cpu_us - t->script_usec / n);
+        fflush(stdout);
+        for (size_t i = 0; i < t->n && k < sizeof(json) - 128; i++)
+                k += (size_t) snprintf(json + k, sizeof(json) - k, "%s\"%s\":{\"calls_per_grant\":%.2f,\"us_per_grant\":%.2f%s}",
+                                       i ? "," : "", t->cmd[i].name, t->cmd[i].calls / n, t->cmd[i].usec / n,
+                                       t->cmd[i].direct ? ",\"direct\":true" : "");
+        json[k] = 0;
+        printf("@json {\"id\":\"%s-time\",\"what\":\"where a grant's Redis time goes\",\"script_calls_per_grant\":%.2f,"
+               "\"script_us_per_grant\":%.2f,\"commands_us_per_grant\":%.2f,\"lua_us_per_grant\":%.2f,"
+               "\"outside_scripts_us_per_grant\":%.2f,\"commands\":{%s}}\n",
+               id, t->script_calls / n, t->script_usec / n, in_scripts / n, (t->script_usec - in_scripts) / n,
+               cpu_us > 0 ? cpu_us - t->script_usec / n : -1, json);
+        fflush(stdout);
+}
+
 /* The floor for D: Redis alone running the agent's acquire and release
  * scripts for 64 clients at once (each on a name of its own, so every
  * acquire is granted), as fast as it can. */
 static double floor_redis_throughput(void) {
         static Churn ch;
+        static TimeSplit split;
         redisContext *rc;
         unsigned long grants;
         RedisUse u0, u1;
-        int ok0, ok1;
+        int ok0, ok1, split_ok;
         double rate;
 
         if (load_library() < 0)
@@ -546,9 +677,12 @@ static double floor_redis_throughput(void) {
         rc = redisConnectUnix(redis_socket);
         if (!rc || rc->err)
                 return 0;
+        split_ok = time_split_start(rc);
         ok0 = redis_use(rc, &u0);
         grants = redis_saturate(saturate_for, send_churn, &ch) / 2;
         ok1 = redis_use(rc, &u1);
+        if (split_ok == 0)
+                split_ok = time_split_read(rc, NULL, &split);
         redisFree(rc);
         floor_cost = grant_cost(ok0, &u0, ok1, &u1, grants);
         rate = (double) grants / SATURATE_SECONDS;
@@ -558,6 +692,8 @@ static double floor_redis_throughput(void) {
                "\"redis_cpu_us_per_grant\":%.1f,\"redis_commands_per_grant\":%.1f}\n", rate, floor_cost.cpu_us,
                floor_cost.commands);
         fflush(stdout);
+        if (split_ok == 0)
+                time_split_print("L4", &split, grants, floor_cost.cpu_us);
         return rate;
 }
 
@@ -597,11 +733,12 @@ static int send_peer(redisContext *c, int i, unsigned long round, void *userdata
 
 static void floor_peer(void) {
         static Peer p;
+        static TimeSplit split;
         redisContext *rc = redisConnectUnix(redis_socket);
         redisReply *r = NULL;
         unsigned long grants;
         RedisUse u0, u1;
-        int ok0, ok1;
+        int ok0, ok1, split_ok;
         GrantCost cost;
 
         if (rc && !rc->err)
@@ -614,9 +751,12 @@ static void floor_peer(void) {
         }
         memcpy(p.sha, r->str, 41);
         freeReplyObject(r);
+        split_ok = time_split_start(rc);
         ok0 = redis_use(rc, &u0);
         grants = redis_saturate(saturate_for, send_peer, &p) / 2;
         ok1 = redis_use(rc, &u1);
+        if (split_ok == 0)
+                split_ok = time_split_read(rc, "zrem", &split);
         redisFree(rc);
         cost = grant_cost(ok0, &u0, ok1, &u1, grants);
         printf("%-4s %-52s %9.0f grants/s  Redis CPU %.1f us/grant, %.1f commands/grant\n", "L5",
@@ -629,6 +769,8 @@ static void floor_peer(void) {
                grants / SATURATE_SECONDS, cost.cpu_us, cost.commands,
                cost.cpu_us > 0 && floor_cost.cpu_us > 0 ? floor_cost.cpu_us / cost.cpu_us : -1);
         fflush(stdout);
+        if (split_ok == 0)
+                time_split_print("L5", &split, grants, cost.cpu_us);
 }
 
 /* Asks without waiting for an answer: D's clients all ask at once. */
@@ -652,9 +794,10 @@ static void scenario_d(const char *id, int agents, int N, int names, double floo
         char name[D_CLIENTS_MAX][24];
         usec_t start, duration = 5 * USEC_PER_SEC;
         unsigned long grants = 0;
+        static TimeSplit split;
         redisContext *rc;
         RedisUse u0, u1;
-        int ok0 = -EIO, ok1 = -EIO;
+        int ok0 = -EIO, ok1 = -EIO, split_ok = -EIO;
         GrantCost cost;
         double rate;
         char what[96];
@@ -677,8 +820,10 @@ static void scenario_d(const char *id, int agents, int N, int names, double floo
                 holding[i] = false;
         }
         rc = redisConnectUnix(redis_socket);
-        if (rc && !rc->err)
+        if (rc && !rc->err) {
+                split_ok = time_split_start(rc);
                 ok0 = redis_use(rc, &u0);
+        }
         start = now_usec(CLOCK_MONOTONIC);
         while (now_usec(CLOCK_MONOTONIC) - start < duration) {
                 for (int i = 0; i < N; i++) {
@@ -720,6 +865,8 @@ static void scenario_d(const char *id, int agents, int N, int names, double floo
         }
         if (rc && !rc->err)
                 ok1 = redis_use(rc, &u1);
+        if (rc && !rc->err && split_ok == 0)
+                split_ok = time_split_read(rc, NULL, &split);
         if (rc)
                 redisFree(rc);
         cost = grant_cost(ok0, &u0, ok1, &u1, grants);
@@ -747,6 +894,10 @@ static void scenario_d(const char *id, int agents, int N, int names, double floo
                cost.cpu_us > 0 && floor_cost.cpu_us > 0 ? cost.cpu_us / floor_cost.cpu_us : 0.0, cost.scripts,
                cost.commands);
         fflush(stdout);
+        /* (The agent's own ZADD of the names index, a few a second, counts
+         * among the scripts' commands here.) */
+        if (split_ok == 0)
+                time_split_print(id, &split, grants, cost.cpu_us);
 }
 
 /* ---- E: scale ---- */
