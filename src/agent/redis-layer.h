@@ -208,6 +208,10 @@ Shard *shard_of_name(RedisIo *io, const char *name);
 /* EVALSHA of script on name's keys (n_args args after them). */
 int call_script_now(RedisIo *io, Script script, const char *name, redis_reply_cb cb, void *userdata,
                     size_t n_args, const char *const *args, const size_t *arglens);
+/* The same on the keys of n_names names (a batch: batch.lua), which share
+ * one hash slot where keys are sharded (else -EXDEV). */
+int call_script_names(RedisIo *io, Script script, size_t n_names, const char *const *names, redis_reply_cb cb,
+                      void *userdata, size_t n_args, const char *const *args, const size_t *arglens);
 /* Calls parked on sh: sent (send) or told Redis went. */
 void calls_unpark(Shard *sh, bool send);
 
