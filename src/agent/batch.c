@@ -140,11 +140,14 @@ static void batch_send(RedisIo *io, Batch *b) {
 /* The batch name's calls join: where keys are sharded, that of its slot;
  * else the one batch. */
 static Batch *batch_find(RedisIo *io, const char *name) {
-        unsigned slot = redis_key_slot(name, strlen(name));
+        unsigned slot;
         Batch *b;
 
+        if (!io->topo->sharded)
+                return io->batcher->batches;
+        slot = redis_key_slot(name, strlen(name));
         LIST_FOREACH(batches, b, io->batcher->batches)
-                if (!io->topo->sharded || b->slot == slot)
+                if (b->slot == slot)
                         return b;
         return NULL;
 }
@@ -262,7 +265,7 @@ int batch_add(RedisIo *io, Script script, const char *name, redis_reply_cb cb, v
                 b = calloc(1, sizeof(*b));
                 if (!b)
                         return -ENOMEM;
-                b->slot = redis_key_slot(name, strlen(name));
+                b->slot = io->topo->sharded ? redis_key_slot(name, strlen(name)) : 0;
                 LIST_PREPEND(batches, bt->batches, b);
         }
         for (j = 0; j < b->n_names && !streq(b->names[j], name); j++)
