@@ -307,15 +307,15 @@ int call_script_names(RedisIo *io, Script script, size_t n_names, const char *co
                 return -ENOMEM;
         for (size_t i = 0; i < n_keys; i++) {
                 char *k = keys + i * KEY_SIZE;
-                size_t f = i - n_names * N_KEYS;
                 int n;
 
                 if (i < n_names * N_KEYS)
                         n = snprintf(k, KEY_SIZE, "%s:{%s}:%s", prefix, names[i / N_KEYS], key_suffix[i % N_KEYS]);
                 else if (io->topo->sharded)
-                        n = snprintf(k, KEY_SIZE, "%s:%s:{%s}", prefix, fleet_key[f], redis_slot_tag(slot));
+                        n = snprintf(k, KEY_SIZE, "%s:%s:{%s}", prefix, fleet_key[i - n_names * N_KEYS],
+                                     redis_slot_tag(slot));
                 else
-                        n = snprintf(k, KEY_SIZE, "%s:%s", prefix, fleet_key[f]);
+                        n = snprintf(k, KEY_SIZE, "%s:%s", prefix, fleet_key[i - n_names * N_KEYS]);
                 argv[i] = k;
                 lens[i] = (size_t) n;
         }

@@ -14,7 +14,7 @@
  *   topo-cluster.c   slot, what to do when one goes
  *   calls.c          a call routed to its shard (MOVED, ASK, TRYAGAIN,
  *                    NOSCRIPT), the keys of a name's script calls
- *   batch.c          group commit: one script call a name and a turn
+ *   batch.c          group commit: one script call a turn (in a Cluster, a hash slot)
  *   redis-engine.c   the slot engine's calls (SlotsOps) and wake-ups
  *   redis-io.c       start and stop, the tick, up and down for the agent */
 
