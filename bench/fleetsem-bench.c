@@ -792,9 +792,11 @@ static void scenario_d(const char *id, int agents, int N, int names, double floo
         static bool holding[D_CLIENTS_MAX];
         static struct pollfd p[D_CLIENTS_MAX];
         char name[D_CLIENTS_MAX][24];
+        const char *env_ms = getenv("BENCH_D_MS");
         usec_t start, duration = 5 * USEC_PER_SEC;
         unsigned long grants = 0;
         static TimeSplit split;
+        uint64_t ms;
         redisContext *rc;
         RedisUse u0, u1;
         int ok0 = -EIO, ok1 = -EIO, split_ok = -EIO;
@@ -803,6 +805,14 @@ static void scenario_d(const char *id, int agents, int N, int names, double floo
         char what[96];
         struct rlimit rl;
 
+        /* BENCH_D_MS: each D run that long (a short one for the tests). */
+        if (env_ms) {
+                if (parse_uint64(env_ms, 100, 600000, &ms) < 0) {
+                        fprintf(stderr, "fleetsem-bench: BENCH_D_MS must be 100 to 600000, not '%s'\n", env_ms);
+                        exit(EXIT_USAGE);
+                }
+                duration = ms * USEC_PER_MSEC;
+        }
         if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t) (2 * N + 64)) {
                 rl.rlim_cur = rl.rlim_max;
                 (void) setrlimit(RLIMIT_NOFILE, &rl);

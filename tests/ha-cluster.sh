@@ -78,6 +78,39 @@ for p in "${C_PORTS[@]}"; do
         done
 done
 
+# ---- 2b. Group commit: names of one hash slot share a script call -----------------
+# Two names whose keys hash to one slot: agent a's renewals of both go in
+# one batch (one FCALL with both names' keys and the slot's clock and
+# census), which Redis serves.
+read -r g1 g2 <<<"$(python3 -c '
+import binascii
+seen = {}
+for i in range(100000):
+    n = "grp%d" % i
+    s = binascii.crc_hqx(n.encode(), 0) % 16384
+    if s in seen:
+        print(seen[s], n)
+        break
+    seen[s] = n')"
+gs=$(slot_of "$g1") gp=$(cluster_owner "$(slot_of "$g1")")
+is "$(slot_of "$g2")" "$gs" "$g1 and $g2 hash to one slot ($gs, master $gp)"
+redis-cli -p "$gp" MONITOR >"$T/monitor-batch" & monitor=$!
+check "MONITOR runs on $gp" wait_for 5 test -s "$T/monitor-batch"
+gpids=()
+for n in "$g1" "$g2"; do job a "$n" & gpids+=($!); done
+for n in "$g1" "$g2"; do check "a job holds $n" wait_for 20 grep -q '^enter' "$T/events-$n"; done
+# both_batched: a script call MONITOR saw with both names' keys.
+both_batched() { grep -i '"fcall"' "$T/monitor-batch" | grep "fleetsem:{$g1}:" | grep -m1 "fleetsem:{$g2}:"; }
+check "a renewal round sends both names in one script call" wait_for 10 both_batched
+like "$(both_batched)" "\"fleetsem:\\{($g1|$g2)\\}:clock\" \"fleetsem:clock:\\{[^}]*\\}\" \"fleetsem:census:\\{[^}]*\\}\"" \
+        "... its keys each name's, then the slot's clock and census"
+for n in "$g1" "$g2"; do touch "$T/go-$n"; done
+failed=0
+for pid in "${gpids[@]}"; do wait "$pid" || failed=$((failed + 1)); done
+is "$failed" 0 "both jobs held to the end and exited 0"
+kill "$monitor" 2>/dev/null; wait "$monitor" 2>/dev/null
+is "$(ccli "$gp" INFO errorstats | grep -ci crossslot)" 0 "Redis refused no batch for its keys' slots"
+
 # ---- 3. Sharded pub/sub: a waiter's wake channel on its master --------------------
 # Each master holds the agents' library, its Cluster text: wake-ups with
 # SPUBLISH (fleetsemd(8), THE LIBRARY).

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # A batch (batch.lua) is exactly its calls: the same random sequence of
 # calls runs on two real redis-servers, grouped into batches at random
-# boundaries on A and as one script a call (acquire.lua, release.lua,
-# renew.lua, adopt.lua) on B, with reassert, drain, revoke and limit between
+# boundaries on A (on one name or several, each name's calls together or
+# interleaved with another's) and as one script a call (acquire.lua,
+# release.lua, renew.lua, adopt.lua) on B, with reassert, drain, revoke and limit between
 # the batches, over several names and hosts whose leases run out (hosts die
 # and come back) while the clock moves on and is stepped. After every step
 # the replies, the wake messages and every key (type, contents, scores,
@@ -141,6 +142,11 @@ class Server:
     def script(self, name, script, argv):
         k = keys_of(name)
         return self.c.call("FCALL", self.function[script], len(k), *k, *argv)
+
+    def batch(self, names, argv):
+        """batch.lua on the keys of names (each name's, then the fleet's)."""
+        k = [key for n in names for key in keys_of(n)[:-2]] + [FLEET_CLOCK, CENSUS]
+        return self.c.call("FCALL", self.function["batch"], len(k), *k, *argv)
 
     def wakes(self):
         """The wake messages published since the last look ("pong" ends them)."""
@@ -339,7 +345,7 @@ def main():
         for srv in servers:
             srv.c.call("ZADD", CENSUS, "-1", ".")
         print("# SEED=%d STEPS=%d (%s; SEED= replays it)" % (SEED, STEPS, SERVER), flush=True)
-        stats = dict(batched=0, calls=0, dropped=0)
+        stats = dict(batched=0, calls=0, dropped=0, names=0)
         negative = []
         diverged = None
         for step in range(1, STEPS + 1):
@@ -371,17 +377,35 @@ def main():
                 if not alive:
                     ok("step %d: every host is down" % step)
                     continue
-                h, name = rng.choice(alive), rng.choice(NAMES)
-                calls = [call_for(h, name) for _ in range(rng.choice([1, 2, 2, 3, 3, 4, 5, 6]))]
-                flat = []
-                for kind, argv in calls:
-                    flat += [kind, str(len(argv))] + argv
-                what = "batch of %d on %s by %s: %s" % (len(calls), name, h.id, " ".join(k for k, _ in calls))
-                replies_a = a.script(name, "batch", flat)
-                replies_b = [b.script(name, kind, argv) for kind, argv in calls]
+                # One agent's batch: on one name, or on several, their
+                # calls grouped by name (as the agent sends them) or
+                # interleaved (a name again after another's: the script
+                # must be right all the same); now and then with the keys
+                # of a name it has no call on.
+                h = rng.choice(alive)
+                on = rng.sample(NAMES, rng.choice([1, 1, 2, 2, 3]))
+                n = rng.choice([1, 2, 2, 3, 3, 4, 5, 6, 8])
+                seq = [rng.choice(on) for _ in range(n)]
+                if rng.random() < 0.5:
+                    seq.sort(key=on.index)
+                names = list(on)
+                if rng.random() < 0.1:
+                    names += [x for x in NAMES if x not in names][:1]
+                rng.shuffle(names)
+                calls, flat, ran = [], [], []
+                for name in seq:
+                    kind, argv = call_for(h, name)
+                    calls.append((kind, argv))
+                    ran.append(name)
+                    flat += [kind, str(names.index(name) + 1), str(len(argv))] + argv
+                what = "batch of %d on %s by %s: %s" % (len(calls), ",".join(names), h.id,
+                                                         " ".join("%s:%s" % (k, x) for (k, _), x in zip(calls, ran)))
+                replies_a = a.batch(names, flat)
+                replies_b = [b.script(name, kind, argv) for (kind, argv), name in zip(calls, ran)]
                 stats["batched"] += 1
                 stats["calls"] += len(calls)
-                for (kind, argv), r in zip(calls, replies_b):
+                stats["names"] += len(set(ran)) > 1
+                for (kind, argv), name, r in zip(calls, ran, replies_b):
                     learn(h, name, kind, argv, r)
                     if kind == "renew" and isinstance(r, list):
                         stats["dropped"] += len(r)
@@ -413,9 +437,9 @@ def main():
         else:
             ok("no acquire reply says a negative wait")
         # The sequence did what it is for: leases ran out under renewals.
-        if stats["dropped"] > 0 and stats["calls"] > STEPS:
-            ok("the run had %d calls in %d batches, %d leases found run out" %
-               (stats["calls"], stats["batched"], stats["dropped"]))
+        if stats["dropped"] > 0 and stats["calls"] > STEPS and stats["names"] > STEPS / 10:
+            ok("the run had %d calls in %d batches (%d on several names), %d leases found run out" %
+               (stats["calls"], stats["batched"], stats["names"], stats["dropped"]))
         else:
             not_ok("the run had enough calls and leases that ran out", ["%r" % stats])
         print("1..%d" % tap_n)

@@ -594,15 +594,25 @@ is "$n" 12 "an uncontended acquire and release run 12 commands in Redis, both ca
 unset TTL_MS
 
 # ---- Group commit ----------------------------------------------------------------
-# Calls as the agent batches them: kind, number of args, args; the replies
-# are each call's own, in order, as if run one after another.
-# batched SCRIPT NAME=VALUE...: one call of a batch (kind, count, args).
-batched() { args "$@"; BATCH+=("$1" "${#ARGS_OUT[@]}" "${ARGS_OUT[@]}"); }
+# Calls as the agent batches them: kind, the place of its name among the
+# batch's names (KEYS: each name's keys, then the fleet clock and the
+# census), number of args, args; the replies are each call's own, in
+# order, as if run one after another.
+# batched SCRIPT NAME=VALUE...: one call of a batch on its name number ON
+# (default 1).
+batched() { args "$@"; BATCH+=("$1" "${ON:-1}" "${#ARGS_OUT[@]}" "${ARGS_OUT[@]}"); }
 A() {
         batched acquire lease="$1" slots="$2" ttl_ms=10000 description="job-$1" host=a uid=1000 grace_until_ms=0 \
                 idle_ms=600000 weight=1 proof="$P1"
 }
 R() { batched release lease="$1" host=a uid=1000 grace_until_ms=0 idle_ms=600000; }
+# lua_names "NAME..." SCRIPT ARGV...: a script on several names' keys.
+lua_names() {
+        local names=$1 script=$2 k n
+        shift 2
+        mapfile -t k < <(for n in $names; do keys_of "$n"; done; echo "$FLEET_CLOCK"; echo "$CENSUS")
+        rcli --json FCALL "${FN[$script]}" "${#k[@]}" "${k[@]}" "$@"
+}
 BATCH=()
 A b1 1; A b2 1; A b3 1; R b1
 batched renew ttl_ms=10000 host=a grace_until_ms=0 idle_ms=600000 leases=b2
@@ -620,9 +630,42 @@ r=$(lua bat batch "${BATCH[@]}")
 is "$(j "$r" '[r[0][0], r[1], r[2]]')" "[1,[0],[-1]]" "batch: adopt finds b2 holding, b3 queued, an unknown lease gone"
 BATCH=()
 A b4 1
-r=$(lua bat batch "${BATCH[@]}" acquire 3 b5 1 10000 2>&1)
+r=$(lua bat batch "${BATCH[@]}" acquire 1 3 b5 1 10000 2>&1)
 like "$r" "malformed" "batch: a malformed batch is refused ($r)"
 is "$(rcli ZSCORE "$(key bat queue)" b4)" "" "batch: ... and none of its calls ran"
+# A batch spans names (one Redis; in a Cluster those of one hash slot):
+# each call says which, and its name's calls, in any interleaving, answer
+# and write as that many separate calls would, the name's state written
+# before the next name's calls.
+BATCH=()
+ON=1 A x1 1; ON=2 A y1 1; ON=1 A x2 1; ON=2 A y2 1; ON=1 R x1
+ON=3 batched adopt lease=z0 ttl_ms=10000 host=a uid=1000 grace_until_ms=0 idle_ms=0
+r=$(lua_names "mb1 mb2 mb3" batch "${BATCH[@]}")
+is "$(j "$r" '[r[0][0], r[1][0], r[2][:4], r[3][:4], r[4][:2], r[5]]')" '[1,1,[0,1,1,1],[0,1,1,1],[1,"x2"],[-1]]' \
+        "batch of names: each call answered on its own name, in order"
+is "$(j "$r" 'r[4][2] > r[0][1] and r[4][3] >= r[0][2]')" true "batch of names: ... x2 gets a token after x1's"
+is "$(rec mb1 x2 4)" "$(j "$r" 'r[4][2]')" "batch of names: mb1's hash has x2's token"
+is "$(counted mb1) | $(counted mb2)" "1 0 / 1 0 1 | 1 1 / 1 1 2" "batch of names: each name counted right"
+is "$(rcli ZSCORE "$CENSUS" 'fleetsem:{mb1}') $(rcli ZSCORE "$CENSUS" 'fleetsem:{mb2}')" \
+        "$(state mb1 9) $(state mb2 9)" "batch of names: the census knows when each name leaves"
+like "$(state mb1 9) $(state mb2 9)" '^[1-9][0-9]* [1-9][0-9]*$' "batch of names: ... a time for each"
+is "$(rcli PEXPIRETIME "$(key mb1 clock)") $(rcli PEXPIRETIME "$(key mb2 holders)")" "$(state mb1 9) $(state mb2 9)" \
+        "batch of names: ... and so do their keys"
+BATCH=()
+ON=1 A x3 1; ON=3 A z1 1
+r=$(lua_names "mb1 mb2" batch "${BATCH[@]}" 2>&1)
+like "$r" "malformed call" "batch of names: a call on a name the batch has not is refused ($r)"
+is "$(rcli HEXISTS "$(key mb1 clock)" x3)" 0 "batch of names: ... and none of its calls ran"
+BATCH=()
+ON=1 A x3 1; ON=0 A x3 1
+r=$(lua_names "mb1 mb2" batch "${BATCH[@]}" 2>&1)
+like "$r" "malformed call" "batch of names: ... so is one on name 0"
+BATCH=()
+A x3 1; A x4 1
+mapfile -t k < <(keys_of mb1; echo "fleetsem:{mb1}:x"; echo "$FLEET_CLOCK"; echo "$CENSUS")
+r=$(rcli --json FCALL "${FN[batch]}" "${#k[@]}" "${k[@]}" "${BATCH[@]}" 2>&1)
+like "$r" "malformed keys" "batch of names: keys that are not whole names' are refused ($r)"
+is "$(rcli HEXISTS "$(key mb1 clock)" x3)" 0 "batch of names: ... and nothing ran"
 
 # ---- Epoch ---------------------------------------------------------------------
 t0=$(redis_ms)

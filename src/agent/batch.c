@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* Group commit: acquires, releases and renewals of one name that reach the
+/* Group commit: acquires, releases, renewals and adoptions that reach the
  * agent in one turn of its loop (every event ready at once has been
  * handled) go to Redis as one script call (batch.lua), which runs them in
  * order and answers each as its own script would: Redis runs one script,
- * not one per request. */
+ * not one per request. A batch spans names: all of them with one Redis
+ * (or Sentinel's master); in a Redis Cluster, where a script's keys must
+ * share one hash slot, one batch a slot, of the names in it. Each name's
+ * calls go together, in the order they came (calls on different names do
+ * not depend on each other's order, as separate calls would not). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,11 +15,14 @@
 
 #include "redis-layer.h"
 
-#define BATCH_MAX 64            /* calls in one batch; a full one goes at once */
+#define BATCH_MAX 64            /* calls (so names) in one batch; a full one goes at once */
+#define BATCH_ARGS_MAX 4096     /* their arguments: one more that would pass it goes in the next */
 #define BATCH_WAIT_MAX (2 * USEC_PER_MSEC)
 
 typedef struct BatchCall {
         Script script;
+        size_t name;            /* its name in the batch's names */
+        size_t arg0, n_args;    /* its arguments, in the batch's args */
         redis_reply_cb cb;
         void *userdata;
 } BatchCall;
@@ -23,16 +30,19 @@ typedef struct BatchCall {
 typedef struct Batch Batch;
 struct Batch {
         LIST_FIELDS(Batch, batches);
-        char name[NAME_MAX_LEN + 1];
+        unsigned slot;          /* of its names, where keys are sharded */
+        char names[BATCH_MAX][NAME_MAX_LEN + 1];
+        size_t n_names;
         BatchCall calls[BATCH_MAX];
         size_t n_calls;
-        char **args;            /* for each call: its kind, its number of args, then them */
+        size_t order[BATCH_MAX];        /* the calls in the order sent (by name): replies come so */
+        char **args;
         size_t *lens;
         size_t n_args, cap_args;
 };
 
 struct Batcher {
-        Batch *batches;                 /* calls waiting, one batch per name */
+        Batch *batches;                 /* calls waiting: one batch (where keys are sharded, one a slot) */
         sd_event_source *turn;          /* once the requests ready are read */
         sd_event_source *deadline;      /* … or at the latest BATCH_WAIT_MAX after the first call */
 };
@@ -54,33 +64,90 @@ static void batch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         Batch *b = userdata;
         bool each = reply && !redis_reply_error(reply) && redis_reply_array_len(reply) == b->n_calls;
 
-        for (size_t i = 0; i < b->n_calls; i++)
-                b->calls[i].cb(conn, each ? redis_reply_array_get(reply, i) : reply, b->calls[i].userdata);
+        for (size_t k = 0; k < b->n_calls; k++) {
+                BatchCall *c = &b->calls[b->order[k]];
+
+                c->cb(conn, each ? redis_reply_array_get(reply, k) : reply, c->userdata);
+        }
         batch_free(b);
 }
 
+/* ARGV of batch.lua: each name's calls (name by name, each name's in the
+ * order they came), each as its kind, its name's place, its number of
+ * arguments, then them. */
+static int batch_argv(Batch *b, const char ***ret_argv, size_t **ret_lens, size_t *ret_n,
+                      char (*place)[8], char (*count)[24]) {
+        size_t n = 3 * b->n_calls + b->n_args, k = 0, m = 0;
+        const char **argv = calloc(n, sizeof(char *));
+        size_t *lens = calloc(n, sizeof(size_t));
+
+        if (!argv || !lens) {
+                free(argv);
+                free(lens);
+                return -ENOMEM;
+        }
+        for (size_t j = 0; j < b->n_names; j++)
+                for (size_t i = 0; i < b->n_calls; i++) {
+                        BatchCall *c = &b->calls[i];
+
+                        if (c->name != j)
+                                continue;
+                        b->order[m] = i;
+                        argv[k] = script_name[c->script];
+                        lens[k++] = strlen(script_name[c->script]);
+                        lens[k] = (size_t) snprintf(place[m], sizeof(place[m]), "%zu", j + 1);
+                        argv[k++] = place[m];
+                        lens[k] = (size_t) snprintf(count[m], sizeof(count[m]), "%zu", c->n_args);
+                        argv[k++] = count[m];
+                        for (size_t a = 0; a < c->n_args; a++) {
+                                argv[k] = b->args[c->arg0 + a];
+                                lens[k++] = b->lens[c->arg0 + a];
+                        }
+                        m++;
+                }
+        *ret_argv = argv;
+        *ret_lens = lens;
+        *ret_n = k;
+        return 0;
+}
+
 static void batch_send(RedisIo *io, Batch *b) {
+        char place[BATCH_MAX][8], count[BATCH_MAX][24];
+        const char *names[BATCH_MAX];
+        _cleanup_free_ const char **argv = NULL;
+        _cleanup_free_ size_t *lens = NULL;
+        size_t n;
+
         LIST_REMOVE(batches, io->batcher->batches, b);
         if (b->n_calls == 1) {
-                /* Alone: its own script, args after its kind and count. */
+                /* Alone: its own script. */
                 BatchCall *c = &b->calls[0];
 
-                if (call_script_now(io, c->script, b->name, c->cb, c->userdata, b->n_args - 2,
-                                    (const char *const *) b->args + 2, b->lens + 2) < 0)
+                if (call_script_now(io, c->script, b->names[0], c->cb, c->userdata, c->n_args,
+                                    c->n_args ? (const char *const *) b->args + c->arg0 : NULL,
+                                    c->n_args ? b->lens + c->arg0 : NULL) < 0)
                         c->cb(NULL, NULL, c->userdata);
                 batch_free(b);
                 return;
         }
-        if (call_script_now(io, SCRIPT_BATCH, b->name, batch_reply, b, b->n_args, (const char *const *) b->args,
-                            b->lens) < 0)
+        for (size_t j = 0; j < b->n_names; j++)
+                names[j] = b->names[j];
+        if (batch_argv(b, &argv, &lens, &n, place, count) < 0 ||
+            call_script_names(io, SCRIPT_BATCH, b->n_names, names, batch_reply, b, n, argv, lens) < 0)
                 batch_reply(NULL, NULL, b);
 }
 
+/* The batch name's calls join: where keys are sharded, that of its slot;
+ * else the one batch. */
 static Batch *batch_find(RedisIo *io, const char *name) {
+        unsigned slot;
         Batch *b;
 
+        if (!io->topo->sharded)
+                return io->batcher->batches;
+        slot = redis_key_slot(name, strlen(name));
         LIST_FOREACH(batches, b, io->batcher->batches)
-                if (streq(b->name, name))
+                if (b->slot == slot)
                         return b;
         return NULL;
 }
@@ -178,8 +245,7 @@ static int batch_push(Batch *b, const char *arg, size_t len) {
 int batch_add(RedisIo *io, Script script, const char *name, redis_reply_cb cb, void *userdata, size_t n_args,
               const char *const *args, const size_t *arglens) {
         Batcher *bt = io->batcher;
-        size_t mark;
-        char count[24];
+        size_t mark, j;
         Batch *b;
         int r;
 
@@ -191,18 +257,21 @@ int batch_add(RedisIo *io, Script script, const char *name, redis_reply_cb cb, v
                         (void) sd_event_source_set_enabled(bt->deadline, SD_EVENT_ONESHOT);
         }
         b = batch_find(io, name);
+        if (b && b->n_calls > 0 && b->n_args + n_args > BATCH_ARGS_MAX) {
+                batch_send(io, b);
+                b = NULL;
+        }
         if (!b) {
                 b = calloc(1, sizeof(*b));
                 if (!b)
                         return -ENOMEM;
-                snprintf(b->name, sizeof(b->name), "%s", name);
+                b->slot = io->topo->sharded ? redis_key_slot(name, strlen(name)) : 0;
                 LIST_PREPEND(batches, bt->batches, b);
         }
+        for (j = 0; j < b->n_names && !streq(b->names[j], name); j++)
+                ;
         mark = b->n_args;
-        snprintf(count, sizeof(count), "%zu", n_args);
-        r = batch_push(b, script_name[script], strlen(script_name[script]));
-        if (r >= 0)
-                r = batch_push(b, count, strlen(count));
+        r = 0;
         for (size_t i = 0; r >= 0 && i < n_args; i++)
                 r = batch_push(b, args[i], arglens ? arglens[i] : strlen(args[i]));
         if (r < 0) {
@@ -214,7 +283,11 @@ int batch_add(RedisIo *io, Script script, const char *name, redis_reply_cb cb, v
                 }
                 return r;
         }
-        b->calls[b->n_calls++] = (BatchCall) { .script = script, .cb = cb, .userdata = userdata };
+        if (j == b->n_names)
+                snprintf(b->names[b->n_names++], sizeof(b->names[0]), "%s", name);
+        b->calls[b->n_calls++] = (BatchCall) {
+                .script = script, .name = j, .arg0 = mark, .n_args = n_args, .cb = cb, .userdata = userdata,
+        };
         if (b->n_calls == BATCH_MAX)
                 batch_send(io, b);
         return 0;

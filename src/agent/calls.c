@@ -279,40 +279,57 @@ uint64_t redis_grace_until(Agent *a, const char *name) {
         return sh ? sh->grace_until_ms : 0;
 }
 
-/* Keys of name: the name's own, then the fleet's clock key and the
- * census (where keys are sharded, one each per hash slot: "P:clock:{TAG}",
- * "P:census:{TAG}", TAG in the name's slot). */
-int call_script_now(RedisIo *io, Script script, const char *name, redis_reply_cb cb, void *userdata,
-                    size_t n_args, const char *const *args, const size_t *arglens) {
-        enum { K = N_SCRIPT_KEYS };
-        static const char *const fleet_key[K - N_KEYS] = { "clock", "census" };
+/* Keys of names (n_names of them, each once): each name's own, one name
+ * after the other, then the fleet's clock key and the census (where keys
+ * are sharded, one each per hash slot: "P:clock:{TAG}", "P:census:{TAG}",
+ * TAG in the names' slot, which they must all share: a script's keys are
+ * on one node). */
+int call_script_names(RedisIo *io, Script script, size_t n_names, const char *const *names, redis_reply_cb cb,
+                      void *userdata, size_t n_args, const char *const *args, const size_t *arglens) {
+        enum { KEY_SIZE = IDENT_MAX_LEN + NAME_MAX_LEN + 32 };
+        static const char *const fleet_key[N_SCRIPT_KEYS - N_KEYS] = { "clock", "census" };
         const char *prefix = io->agent->config->key_prefix;
-        char keys[K][IDENT_MAX_LEN + NAME_MAX_LEN + 32];
+        size_t n_keys = n_names * N_KEYS + (N_SCRIPT_KEYS - N_KEYS);
+        unsigned slot;
+        _cleanup_free_ char *keys = NULL;
         _cleanup_free_ const char **argv = NULL;
         _cleanup_free_ size_t *lens = NULL;
 
         if (io->agent->state != REDIS_READY)
                 return -ENOTCONN;
-        argv = calloc(K + n_args, sizeof(char *));
-        lens = calloc(K + n_args, sizeof(size_t));
-        if (!argv || !lens)
+        if (n_names == 0)
+                return -EINVAL;
+        slot = redis_key_slot(names[0], strlen(names[0]));
+        for (size_t j = 1; j < n_names; j++)
+                if (io->topo->sharded && redis_key_slot(names[j], strlen(names[j])) != slot)
+                        return -EXDEV;
+        keys = malloc(n_keys * KEY_SIZE);
+        argv = calloc(n_keys + n_args, sizeof(char *));
+        lens = calloc(n_keys + n_args, sizeof(size_t));
+        if (!keys || !argv || !lens)
                 return -ENOMEM;
-        for (size_t i = 0; i < K; i++) {
+        for (size_t i = 0; i < n_keys; i++) {
+                char *k = keys + i * KEY_SIZE;
                 int n;
 
-                if (i < N_KEYS)
-                        n = snprintf(keys[i], sizeof(keys[i]), "%s:{%s}:%s", prefix, name, key_suffix[i]);
+                if (i < n_names * N_KEYS)
+                        n = snprintf(k, KEY_SIZE, "%s:{%s}:%s", prefix, names[i / N_KEYS], key_suffix[i % N_KEYS]);
                 else if (io->topo->sharded)
-                        n = snprintf(keys[i], sizeof(keys[i]), "%s:%s:{%s}", prefix, fleet_key[i - N_KEYS],
-                                     redis_slot_tag(redis_key_slot(name, strlen(name))));
+                        n = snprintf(k, KEY_SIZE, "%s:%s:{%s}", prefix, fleet_key[i - n_names * N_KEYS],
+                                     redis_slot_tag(slot));
                 else
-                        n = snprintf(keys[i], sizeof(keys[i]), "%s:%s", prefix, fleet_key[i - N_KEYS]);
-                argv[i] = keys[i];
+                        n = snprintf(k, KEY_SIZE, "%s:%s", prefix, fleet_key[i - n_names * N_KEYS]);
+                argv[i] = k;
                 lens[i] = (size_t) n;
         }
         for (size_t i = 0; i < n_args; i++) {
-                argv[K + i] = args[i];
-                lens[K + i] = arglens ? arglens[i] : strlen(args[i]);
+                argv[n_keys + i] = args[i];
+                lens[n_keys + i] = arglens ? arglens[i] : strlen(args[i]);
         }
-        return call_start(call_new(io, (int) script, cb, userdata, K, K + n_args, argv, lens));
+        return call_start(call_new(io, (int) script, cb, userdata, n_keys, n_keys + n_args, argv, lens));
+}
+
+int call_script_now(RedisIo *io, Script script, const char *name, redis_reply_cb cb, void *userdata,
+                    size_t n_args, const char *const *args, const size_t *arglens) {
+        return call_script_names(io, script, 1, &name, cb, userdata, n_args, args, arglens);
 }

@@ -16,7 +16,7 @@
  *   calls.c          a call routed to its shard (MOVED, ASK, TRYAGAIN;
  *                    a library gone takes the shard down), the keys of a
  *                    name's script calls
- *   batch.c          group commit: one script call a name and a turn
+ *   batch.c          group commit: one script call a turn (in a Cluster, a hash slot)
  *   redis-engine.c   the slot engine's calls (SlotsOps) and wake-ups
  *   redis-io.c       start and stop, the tick, up and down for the agent */
 
@@ -224,6 +224,10 @@ Shard *shard_of_name(RedisIo *io, const char *name);
 /* FCALL of script on name's keys (n_args args after them). */
 int call_script_now(RedisIo *io, Script script, const char *name, redis_reply_cb cb, void *userdata,
                     size_t n_args, const char *const *args, const size_t *arglens);
+/* The same on the keys of n_names names (a batch: batch.lua), which share
+ * one hash slot where keys are sharded (else -EXDEV). */
+int call_script_names(RedisIo *io, Script script, size_t n_names, const char *const *names, redis_reply_cb cb,
+                      void *userdata, size_t n_args, const char *const *args, const size_t *arglens);
 /* Calls parked on sh: sent (send) or told Redis went. */
 void calls_unpark(Shard *sh, bool send);
 
