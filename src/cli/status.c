@@ -23,8 +23,8 @@ static void help(void) {
                "and the waiters in line, as Redis has them now: the first 100 of each\n"
                "at most, then how many more there are.\n\n"
                "  -j --json             JSON: {\"now_ms\", \"redis\", \"grace\", \"evicts\", \"names\":[{\"name\",\n"
-               "                        \"held\", \"waiting\", \"holders_total\", \"waiters_total\", \"truncated\",\n"
-               "                        \"holders\", \"waiters\"}]}; see fleetsem(1)\n"
+               "                        \"held\", \"waiting\", \"holders\", \"waiters\", \"holders_total\",\n"
+               "                        \"waiters_total\", \"truncated\"}]}; see fleetsem(1)\n"
                "  -W --watch            On a terminal: show it again whenever this host's agent\n"
                "                        sees something change (its own jobs' slots, a wake\n"
                "                        message from Redis, Redis going or coming back), and\n"
@@ -216,17 +216,16 @@ static void print_json(const StatusOutput *out) {
                         json_field("drained", status_get(e, "drained"), false, &first);
                 if (message_get(&e->m, "last_action"))  /* "ACTION by WHO at WHEN[: REASON]" */
                         json_field("last_action", status_get(e, "last_action"), false, &first);
-                /* The totals (the lists hold a page of them at most) */
-                if (message_get(&e->m, "holders"))
-                        json_field("holders_total", status_get(e, "holders"), true, &first);
-                json_field("waiters_total", status_get(e, "waiting"), true, &first);
-                printf(",\"truncated\":%s",
-                       message_get(&e->m, "more_holders") || message_get(&e->m, "more_waiting") ? "true" : "false");
                 printf(",\"holders\":");
                 json_entries(out, i, "HOLDER");
                 printf(",\"waiters\":");
                 json_entries(out, i, "WAITER");
-                printf("}");
+                /* The totals: the lists hold a page of them at most. */
+                if (message_get(&e->m, "holders"))
+                        json_field("holders_total", status_get(e, "holders"), true, &first);
+                json_field("waiters_total", status_get(e, "waiting"), true, &first);
+                printf(",\"truncated\":%s}",
+                       message_get(&e->m, "more_holders") || message_get(&e->m, "more_waiting") ? "true" : "false");
         }
         printf("]}\n");
 }
