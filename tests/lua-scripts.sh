@@ -24,7 +24,7 @@ start_stepped_redis
 [ "$(rcli --json PING)" = '"PONG"' ] || bail "redis-cli has no --json (redis-tools 7 or later)"
 # The scripts as the agent's library (FUNCTION LOAD), each a function
 # FN[SCRIPT] (fleetsem_SCRIPT_vN).
-SCRIPTS=(acquire release renew reassert adopt status epoch batch drain revoke limit follow)
+SCRIPTS=(acquire release renew reassert adopt status epoch batch drain revoke limit follow counts)
 SCRIPT_FILES=("${SCRIPTS[@]/%/.lua}")
 SCRIPT_FILES=("${SCRIPT_FILES[@]/#/$SRC/lua/}")
 LIBRARY=$(embed --library "$SRC/keys.list" "$SRC/args.list" "$SRC/replies.list" "$SRC/lua/library.version" \
@@ -165,6 +165,7 @@ adopt() {           # NAME LEASE
         lua "$1" adopt "${ARGS_OUT[@]}"
 }
 status() { lua "$1" status; }
+counts() { lua "$1" counts; }
 drain() {           # NAME 1|0 [REASON]
         args drain on="$2" host="${AS_HOST:-a}" uid=0 user=root reason="${3:-}" grace_until_ms="${GRACE:-0}" \
                 idle_ms="${IDLE:-600000}"
@@ -1052,7 +1053,9 @@ is "$(j "$(NOW=1 WHICH=1 revoke rv h3)" 'r[0]')" 1 "revoke now: both: the holder
 is "$(counted rv)" "0 0 / 0 0 0" "revoke: counted right after all that"
 
 # ---- Status --------------------------------------------------------------------
-is "$(j "$(status st)" 'r[1:]')" '[[],[],0,"","",""]' "status: an unknown name: nobody, limit 0, not drained, no action, no fleet limit"
+is "$(j "$(status st)" 'r[1:]')" '[[],[],0,"","","",0,0,0]' "status: an unknown name: nobody, limit 0, not drained, no action, no fleet limit, no totals"
+is "$(j "$(counts st)" 'r[1:]')" '[0,0,0,"","",""]' "counts: an unknown name: nothing held or waited for, limit 0, no drain, action or fleet limit"
+is "$(rcli EXISTS "$(key st clock)")" 0 "counts: a look alone never creates the key"
 acquire st h1 2 >/dev/null
 AS_HOST=b AS_UID=7 acquire st h2 3 >/dev/null
 acquire st w 4 >/dev/null
@@ -1060,7 +1063,20 @@ r=$(status st)
 is "$(j "$r" '[[h[0], 0 < h[1] <= 10000, h[3], h[4]] for h in r[1]]')" \
         '[["h1",true,"INFO lease=h1","a 1000"],["h2",true,"INFO lease=h2","b 7"]]' "status: holders, expiry, desc, owner"
 is "$(j "$r" 'r[1][0][2]')" "$(rec st h1 4-5)" "status: holder's 'TOKEN SINCE'"
-is "$(j "$r" 'r[2:]')" '[[["w","INFO lease=w","a 1000",1]],2,"","",""]' "status: the queue (weight 1), the limit in force, no drain, no action, no fleet limit"
+is "$(j "$r" 'r[2:]')" '[[["w","INFO lease=w","a 1000",1]],2,"","","",2,2,1]' "status: the queue (weight 1), the limit in force, no drain, no action, no fleet limit, the totals"
+r=$(counts st)
+is "$(j "$r" 'r[1:]')" '[2,1,2,"","",""]' "counts: 2 held, 1 waiting, limit 2, as status says"
+is "$(j "$r" "abs(r[0] - $(redis_ms)) < 60000")" true "counts: now_ms is Redis's clock"
+# A page: the first 100 holders (by expiry) and waiters (by ticket), the
+# totals of all.
+for i in $(seq 1 110); do TTL_MS=$((20000 + i)) acquire pg "h$i" 110 >/dev/null; done
+for i in $(seq 1 105); do acquire pg "w$i" 110 >/dev/null; done
+r=$(status pg)
+is "$(j "$r" '[len(r[1]), r[1][0][0], r[1][-1][0], len(r[2]), r[2][0][0], r[2][-1][0], r[7], r[8], r[9]]')" \
+        '[100,"h1","h100",100,"w1","w100",110,110,105]' "status: a page of 100 holders and 100 waiters, in order, and the totals"
+is "$(j "$(counts pg)" 'r[1:4]')" '[110,105,110]' "counts: all 110 held and 105 waiting"
+WEIGHT=3 acquire pgw big 10 >/dev/null
+is "$(j "$(counts pgw)" 'r[1:4]')" '[3,0,10]' "counts: a holder's weight counts as its units"
 is "$(j "$r" "abs(r[0] - $(redis_ms)) < 60000")" true "status: now_ms is Redis's clock"
 
 # (Those from before a restart of Redis ended with it.)

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-# many-slots.py NAMESPACE NAME COUNT: holds COUNT slots of NAME through one
-# agent from this one process (an anchor and a request each), prints
-# "granted N", waits for a line on stdin, then closes every anchor.
+# many-slots.py NAMESPACE NAME COUNT [SLOTS WAIT_S]: holds COUNT slots of
+# NAME through one agent from this one process (an anchor and a request
+# each; a limit of COUNT, or SLOTS), prints "granted N" (with WAIT_S, the
+# requests wait that long: "granted N queued M", those queued stay in
+# line), waits for a line on stdin, then closes every anchor.
 import os
 import resource
 import select
@@ -9,6 +11,8 @@ import socket
 import sys
 
 ns, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+slots = int(sys.argv[4]) if len(sys.argv) > 4 else count
+wait = "%d" % (int(sys.argv[5]) * 1000000) if len(sys.argv) > 5 else "0"
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
@@ -20,11 +24,11 @@ for i in range(count):
     a.listen(16)
     c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     c.connect("\0%s/agent" % ns)
-    c.sendall(("ACQUIRE name=%s slots=%d lease=%s wait=0\n" % (name, count, lease)).encode())
+    c.sendall(("ACQUIRE name=%s slots=%d lease=%s wait=%s\n" % (name, slots, lease, wait)).encode())
     anchors.append(a)
     conns.append(c)
 
-granted, pending = 0, {c.fileno(): c for c in conns}
+granted, queued, pending = 0, 0, {c.fileno(): c for c in conns}
 buf = {fd: b"" for fd in pending}
 poller = select.poll()
 for fd in pending:
@@ -39,11 +43,13 @@ while pending:
         if b"\n" in buf[fd] or not data:
             if buf[fd].startswith(b"GRANTED"):
                 granted += 1
+            elif buf[fd].startswith(b"QUEUED"):
+                queued += 1
             else:
                 sys.stderr.write("reply: %r\n" % buf[fd])
             poller.unregister(fd)
             del pending[fd]
-print("granted", granted, flush=True)
+print("granted", granted, *(["queued", queued] if len(sys.argv) > 5 else []), flush=True)
 sys.stdin.readline()
 for a in anchors:
     a.close()

@@ -20,6 +20,12 @@ cmdstat() {
         rcli INFO commandstats | tr -d '\r' |
                 awk -F'[:=,]' -v c="cmdstat_$1" '$1 == c { n = $3 } END { print n + 0 }'
 }
+# … less those that failed (FUNCTION LOAD of a library there already:
+# refused before anything is compiled).
+cmdstat_ok() {
+        rcli INFO commandstats | tr -d '\r' |
+                awk -F'[:=,]' -v c="cmdstat_$1" '$1 == c { n = $3; for (i = 2; i < NF; i += 2) if ($i == "failed_calls") n -= $(i + 1) } END { print n + 0 }'
+}
 version() { rcli FCALL fleetsem_version 0 | head -1; }
 is "$(rcli FUNCTION LIST LIBRARYNAME fleetsem)" "" "a fresh Redis holds no library"
 
@@ -71,6 +77,7 @@ job b del & jb=$!
 check "... saying why they set Redis up again" grep -q "no function fleetsem_.*setting it up again" \
         "$T/agent-a.log" "$T/agent-b.log" "$T/agent-c.log"
 like "$(cmdstat 'function|load')" '^[1-3]$' "... each at most once ($(cmdstat 'function|load') loads)"
+is "$(cmdstat_ok 'function|load')" 1 "... and Redis compiled it once (a load that lost the race was refused: it exists)"
 check "b's job waits in line" wait_for 15 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{del}:queue')\" = 1 ]"
 is "$(rcli ZCARD 'fleetsem:{del}:holders')" 1 "... and there is still one holder"
 touch "$T/go-del-a"
@@ -78,6 +85,21 @@ check "b's job gets the slot when a's ends" wait_for 20 grep -q '^enter b' "$T/e
 touch "$T/go-del-b"
 wait "$ja" "$jb"
 is "$(tr '\n' ' ' <"$T/events-del")" "enter a exit a enter b exit b " "the jobs ran one at a time"
+
+# ---- Another library of that name ------------------------------------------------
+# One without fleetsem_version: a load without REPLACE is refused (it
+# exists), the version asked again is missing still: replaced, not asked
+# for ever.
+rcli CONFIG RESETSTAT >/dev/null
+printf '#!lua name=fleetsem\nredis.register_function("other", function() return 1 end)' |
+        rcli -x FUNCTION LOAD REPLACE >/dev/null
+# (Nobody holds a slot: the first call finds its function missing.)
+fs a run --slots 1 --no-wait other -- true 2>/dev/null
+check "an agent replaces a library of that name without the version function" \
+        wait_for 10 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK FCALL fleetsem_version 0 2>/dev/null | head -1)\" = $V ]"
+fs a run --slots 1 --no-wait other -- true
+is "$?" 0 "... and grant again"
+like "$(cmdstat_ok 'function|load')" '^[1-3]$' "... having replaced it ($(cmdstat_ok 'function|load') loads)"
 
 # ---- A newer library -----------------------------------------------------------------
 # The library this build makes, as a later version would have it.

@@ -422,6 +422,7 @@ static void test_release_and_renew(void) {
 static void test_revoke_and_status(void) {
         ReplyRevoke rv;
         ReplyStatus st;
+        ReplyCounts ct;
         ReplyHolder h;
         ReplyWaiter w;
         Resp r = {};
@@ -438,7 +439,7 @@ static void test_revoke_and_status(void) {
         CHECK_STR(rv.fenced.owner, "host-a 1000", "... and its owner");
         freeReplyObject(reply);
 
-        resp_array(&r, 7);
+        resp_array(&r, 10);
         resp_int(&r, 1700000000000);
         resp_array(&r, 1);
         resp_array(&r, 6);
@@ -458,6 +459,9 @@ static void test_revoke_and_status(void) {
         resp_str(&r, "");
         resp_str(&r, "");
         resp_str(&r, "");
+        resp_int(&r, 2);
+        resp_int(&r, 150);
+        resp_int(&r, 101);
         reply = resp_parse(&r);
         CHECK_INT(reply_decode_status(reply, &st), REPLY_STATUS_NAME, "status: a holder and a waiter");
         CHECK(reply_list_get(&st.name.holders, 0, &h) == 0 && h.expires_in_ms == 12000 && h.weight == 2 &&
@@ -465,6 +469,32 @@ static void test_revoke_and_status(void) {
         CHECK(reply_list_get(&st.name.queue, 0, &w) == 0 && streq(w.lease, LEASE2) && streq(w.owner, "b 0"),
               "... the waiter as sent");
         CHECK_INT(st.name.limit, 3, "... the limit");
+        CHECK(st.name.held == 2 && st.name.n_holders == 150 && st.name.waiting == 101, "... and the totals");
+        freeReplyObject(reply);
+
+        resp_array(&r, 7);
+        resp_int(&r, 1700000000000);
+        resp_int(&r, 250);
+        resp_int(&r, 130);
+        resp_int(&r, 250);
+        resp_str(&r, "");
+        resp_str(&r, "");
+        resp_str(&r, "");
+        reply = resp_parse(&r);
+        CHECK_INT(reply_decode_counts(reply, &ct), REPLY_COUNTS_NAME, "counts {now, held, waiting, limit, ...}");
+        CHECK(ct.name.held == 250 && ct.name.waiting == 130 && ct.name.limit == 250, "... the numbers as sent");
+        freeReplyObject(reply);
+
+        resp_array(&r, 7);
+        resp_int(&r, 1700000000000);
+        resp_int(&r, -1);
+        resp_int(&r, 0);
+        resp_int(&r, 0);
+        resp_str(&r, "");
+        resp_str(&r, "");
+        resp_str(&r, "");
+        reply = resp_parse(&r);
+        CHECK_INT(reply_decode_counts(reply, &ct), -EBADMSG, "counts: held below 0 fits no shape");
         freeReplyObject(reply);
 }
 

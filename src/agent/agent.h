@@ -73,6 +73,7 @@ typedef enum Script {
         SCRIPT_REVOKE,
         SCRIPT_LIMIT,
         SCRIPT_FOLLOW,
+        SCRIPT_COUNTS,
         N_SCRIPTS,
 } Script;
 

@@ -50,6 +50,7 @@ struct Shard {
         unsigned setup_pending;         /* replies awaited before READY */
         bool setup_failed;
         bool setup_refused;             /* … for a reason only an operator changes (its library) */
+        bool setup_raced;               /* … its library load lost to another agent's once already */
         char error[512];
         char epoch[LEASE_ID_LEN + 1];   /* the Redis state this agent knows ("" before the first) */
         uint64_t grace_until_ms;        /* Redis clock: nobody is granted anything before */

@@ -183,7 +183,8 @@ static void shard_ready(Shard *sh, bool reset, usec_t grace, const char *why) {
 typedef enum SetupKind {
         SETUP_PLAIN,            /* AUTH, SELECT: an error fails the setup */
         SETUP_VERSION,          /* the library's version */
-        SETUP_LOAD,             /* FUNCTION LOAD REPLACE */
+        SETUP_LOAD,             /* FUNCTION LOAD REPLACE (an older one there) */
+        SETUP_LOAD_NEW,         /* FUNCTION LOAD (none there) */
 } SetupKind;
 
 typedef struct SetupStep {
@@ -224,18 +225,32 @@ static void setup_fail(Shard *sh, bool refused, const char *fmt, ...) {
 
 /* The library ("fleetsem", lua/library.version) is Redis', not a
  * connection's: loaded once, by the first agent that finds it missing or
- * older than its own (REPLACE: two agents that load the same one at once
- * load the same text), kept across restarts where Redis persists. Its
+ * older than its own, kept across restarts where Redis persists. Where
+ * there is none, without REPLACE: after a restart every agent of the
+ * fleet asks at once, and those that lose the race ("already exists",
+ * refused before Redis compiles anything) ask the version again instead
+ * of compiling the library once more each; an older one is REPLACEd
+ * (two agents that replace it at once load the same text). Its
  * functions' names carry its version, so that an agent never runs another
  * version's function with its own arguments: one that a newer agent
  * replaced hears "Function not found" on its next call (calls.c) and
  * comes here again, where it refuses the newer one. */
 
+/* had: what Redis holds; NULL: nothing (loaded without REPLACE). */
 static void library_load(Shard *sh, const char *had) {
         log_notice("Loading fleetsem's library, version %u, into Redis at %s (it had %s).", lua_library_version,
-                   sh->name, had);
-        setup_send(sh, "FUNCTION LOAD", SETUP_LOAD, 4,
-                   (const char *[]) { "FUNCTION", "LOAD", "REPLACE", sh->io->library_text });
+                   sh->name, had ?: "none");
+        if (had)
+                setup_send(sh, "FUNCTION LOAD REPLACE", SETUP_LOAD, 4,
+                           (const char *[]) { "FUNCTION", "LOAD", "REPLACE", sh->io->library_text });
+        else
+                setup_send(sh, "FUNCTION LOAD", SETUP_LOAD_NEW, 3,
+                           (const char *[]) { "FUNCTION", "LOAD", sh->io->library_text });
+}
+
+static void library_ask_version(Shard *sh) {
+        setup_send(sh, "FCALL " LUA_VERSION_FUNCTION, SETUP_VERSION, 3,
+                   (const char *[]) { "FCALL", LUA_VERSION_FUNCTION, "0" });
 }
 
 static void library_newer(Shard *sh, long long version) {
@@ -254,7 +269,9 @@ static void library_version_reply(Shard *sh, const RedisReply *reply) {
         int r = library_version_parse(reply, &version, &sharded);
 
         if (r == -ENOENT)
-                library_load(sh, "none");
+                /* (Again after a lost race: a library of that name without
+                 * the function, not ours; replaced.) */
+                library_load(sh, sh->setup_raced ? "one without " LUA_VERSION_FUNCTION : NULL);
         else if (r == -EOPNOTSUPP)
                 setup_fail(sh, true, "Redis at %s has no FCALL (Redis functions): fleetsem needs Redis 7.0 or later, or "
                            "Valkey 7.2 or later; see fleetsemd(8)", sh->name);
@@ -276,11 +293,17 @@ static void library_version_reply(Shard *sh, const RedisReply *reply) {
         /* (Else the same: nothing to do.) */
 }
 
-static void library_load_reply(Shard *sh, const RedisReply *reply) {
+/* new: loaded without REPLACE (there was none). */
+static void library_load_reply(Shard *sh, const RedisReply *reply, bool new) {
         const char *err = redis_reply_error(reply), *name;
         size_t len;
 
-        if (err && strneq(err, "NOPERM", 6))
+        if (err && new && strstr(err, "already exists")) {
+                /* Another agent loaded one since we asked: which version? */
+                log_debug("Redis at %s has a fleetsem library now (%s); asking its version again.", sh->name, err);
+                sh->setup_raced = true;
+                library_ask_version(sh);
+        } else if (err && strneq(err, "NOPERM", 6))
                 setup_fail(sh, true, "Redis at %s has no fleetsem library version %u, and this agent may not load it (%s): "
                            "load it with `fleetsemd --load-library` (as a Redis user allowed FUNCTION LOAD), or "
                            "allow the agents' user function|load; see fleetsemd(8) THE LIBRARY", sh->name,
@@ -304,8 +327,8 @@ static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 ;
         else if (step->kind == SETUP_VERSION)
                 library_version_reply(sh, reply);
-        else if (step->kind == SETUP_LOAD)
-                library_load_reply(sh, reply);
+        else if (step->kind == SETUP_LOAD || step->kind == SETUP_LOAD_NEW)
+                library_load_reply(sh, reply, step->kind == SETUP_LOAD_NEW);
         else if (err)
                 setup_fail(sh, false, "%s failed: %s", step->what, err);
         if (--sh->setup_pending > 0)
@@ -689,7 +712,7 @@ static void on_cmd_state(RedisConn *conn, int error, const char *message, void *
                 return;
         }
         sh->setup_pending = 0;
-        sh->setup_failed = sh->setup_refused = false;
+        sh->setup_failed = sh->setup_refused = sh->setup_raced = false;
         if (redis->password) {
                 const char *argv[3];
 
@@ -700,8 +723,7 @@ static void on_cmd_state(RedisConn *conn, int error, const char *message, void *
                 setup_send(sh, "SELECT", SETUP_PLAIN, 2, (const char *[]) { "SELECT", db });
         }
         /* One round trip when the library is there already. */
-        setup_send(sh, "FCALL " LUA_VERSION_FUNCTION, SETUP_VERSION, 3,
-                   (const char *[]) { "FCALL", LUA_VERSION_FUNCTION, "0" });
+        library_ask_version(sh);
         if (sh->setup_pending == 0)
                 shard_down(sh, -EIO, "cannot send commands");
 }
@@ -742,7 +764,7 @@ void shard_connect(Shard *sh) {
 
         if (!sh->cmd) {
                 sh->state = REDIS_CONNECTING;
-                sh->setup_failed = sh->setup_refused = false;
+                sh->setup_failed = sh->setup_refused = sh->setup_raced = false;
                 r = redis_conn_new(io->agent->event, &addr, REDIS_CONNECT_TIMEOUT, on_cmd_state, sh, &sh->cmd);
                 if (r < 0) {
                         sh->cmd = NULL;

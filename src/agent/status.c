@@ -93,66 +93,54 @@ static bool may_see_lease(const StatusJob *job, const char *owner) {
         return streq(owner, mine);
 }
 
-/* The units the holders take: their weights summed. */
-static uint64_t held_units(const ReplyList *holders) {
-        uint64_t n = 0;
+/* What status and metrics say of every name: the NAME line's numbers. */
+typedef struct NameCounts {
+        uint64_t held, holders, waiting, limit;
+        const char *drain, *action, *cap;
+} NameCounts;
 
-        for (size_t i = 0; i < holders->n; i++) {
-                ReplyHolder h;
-
-                if (reply_list_get(holders, i, &h) >= 0)
-                        n += (uint64_t) h.weight;
-        }
-        return n;
-}
-
-static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        StatusItem *item = userdata;
-        StatusJob *job = item->job;
+/* The NAME line; false when there is nothing to say of the name (fleetsem
+ * status leaves out a name nobody uses and no operator touched). holders
+ * and waiters: how many the reply listed (more than that: the NAME line
+ * says how many it left out). */
+static bool send_name_line(StatusJob *job, const char *name, const NameCounts *n, size_t holders, size_t waiters) {
         char line[PROTO_REPLY_MAX], drained[512], last[512], cap_set[512];
-        long long now = 0;
         uint32_t cap_n = 0;
-        ReplyStatus r, *st = &r;
         MessageBuilder b;
 
-        (void) conn;
-        if (!job->client || !reply)
-                goto finish;
-        if (redis_reply_error(reply)) {
-                message_start(&b, line, sizeof(line), "ERROR");
-                message_add(&b, "code", ERROR_CODE_REDIS);
-                message_addf(&b, "message", "%s: %s", item->name, redis_reply_error(reply));
-                client_send(job->client, line, message_finish(&b));
-                goto finish;
-        }
-        if (reply_decode_status(reply, st) < 0) {
-                reply_log_unknown("status", item->name, reply, "the name is left out of the status");
-                goto finish;
-        }
-        now = st->name.now_ms;
         /* The fleet limit: "N HOST UID SINCE_MS USER REASON". */
-        if (slots_cap_text(st->name.cap, &cap_n, cap_set, sizeof(cap_set)) < 0)
+        if (slots_cap_text(n->cap, &cap_n, cap_set, sizeof(cap_set)) < 0)
                 cap_n = 0;
-        if (st->name.holders.n == 0 && st->name.queue.n == 0 && !job->summary && !st->name.drain[0] &&
-            !st->name.action[0] && !cap_n)
-                goto finish;
+        if (n->holders == 0 && n->waiting == 0 && !job->summary && !n->drain[0] && !n->action[0] && !cap_n)
+                return false;
 
         message_start(&b, line, sizeof(line), "NAME");
-        message_add(&b, "name", item->name);
-        message_add_u64(&b, "held", held_units(&st->name.holders));
-        message_add_u64(&b, "waiting", st->name.queue.n);
-        message_add_u64(&b, "limit", (uint64_t) st->name.limit);
+        message_add(&b, "name", name);
+        message_add_u64(&b, "held", n->held);
+        message_add_u64(&b, "waiting", n->waiting);
+        message_add_u64(&b, "limit", n->limit);
         if (cap_n) {
                 message_add_u64(&b, "fleet_limit", cap_n);
                 message_add(&b, "fleet_limit_set", cap_set);
         }
-        if (st->name.drain[0] && slots_drain_text(st->name.drain, drained, sizeof(drained)) >= 0)
+        if (n->drain[0] && slots_drain_text(n->drain, drained, sizeof(drained)) >= 0)
                 message_add(&b, "drained", drained);
-        if (st->name.action[0] && slots_action_text(st->name.action, last, sizeof(last)) >= 0)
+        if (n->action[0] && slots_action_text(n->action, last, sizeof(last)) >= 0)
                 message_add(&b, "last_action", last);
+        if (!job->summary) {
+                message_add_u64(&b, "holders", n->holders);
+                if (n->holders > holders)
+                        message_add_u64(&b, "more_holders", n->holders - holders);
+                if (n->waiting > waiters)
+                        message_add_u64(&b, "more_waiting", n->waiting - waiters);
+        }
         client_send(job->client, line, message_finish(&b));
-        if (job->summary)
-                goto finish;
+        return true;
+}
+
+static void send_entries(StatusJob *job, const char *name, const ReplyStatus *st) {
+        char line[PROTO_REPLY_MAX];
+        MessageBuilder b;
 
         for (size_t i = 0; i < st->name.holders.n; i++) {
                 unsigned long long token = 0, since = 0;
@@ -163,7 +151,7 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
                 if (sscanf(h.grant, "%llu %llu", &token, &since) != 2)
                         token = since = 0;
                 message_start(&b, line, sizeof(line), "HOLDER");
-                message_add(&b, "name", item->name);
+                message_add(&b, "name", name);
                 if (may_see_lease(job, h.owner))
                         message_add(&b, "lease", h.lease);
                 message_add_u64(&b, "token", token);
@@ -179,7 +167,7 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
                 if (reply_list_get(&st->name.queue, i, &w) < 0)
                         continue;
                 message_start(&b, line, sizeof(line), "WAITER");
-                message_add(&b, "name", item->name);
+                message_add(&b, "name", name);
                 if (may_see_lease(job, w.owner))
                         message_add(&b, "lease", w.lease);
                 message_add_u64(&b, "position", i + 1);
@@ -187,6 +175,55 @@ static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdat
                 add_description(&b, w.description);
                 client_send(job->client, line, message_finish(&b));
         }
+}
+
+/* The reply of status.lua (fleetsem status) or counts.lua (metrics). */
+static void status_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        StatusItem *item = userdata;
+        StatusJob *job = item->job;
+        char line[PROTO_REPLY_MAX];
+        long long now = 0;
+        NameCounts n;
+        ReplyStatus st;
+        ReplyCounts ct;
+        MessageBuilder b;
+
+        (void) conn;
+        if (!job->client || !reply)
+                goto finish;
+        if (redis_reply_error(reply)) {
+                message_start(&b, line, sizeof(line), "ERROR");
+                message_add(&b, "code", ERROR_CODE_REDIS);
+                message_addf(&b, "message", "%s: %s", item->name, redis_reply_error(reply));
+                client_send(job->client, line, message_finish(&b));
+                goto finish;
+        }
+        if (job->summary) {
+                if (reply_decode_counts(reply, &ct) < 0) {
+                        reply_log_unknown("counts", item->name, reply, "the name is left out of the metrics");
+                        goto finish;
+                }
+                now = ct.name.now_ms;
+                n = (NameCounts) { .held = (uint64_t) ct.name.held, .waiting = (uint64_t) ct.name.waiting,
+                                   .limit = (uint64_t) ct.name.limit, .drain = ct.name.drain,
+                                   .action = ct.name.action, .cap = ct.name.cap };
+                (void) send_name_line(job, item->name, &n, 0, 0);
+                goto finish;
+        }
+        if (reply_decode_status(reply, &st) < 0) {
+                reply_log_unknown("status", item->name, reply, "the name is left out of the status");
+                goto finish;
+        }
+        now = st.name.now_ms;
+        /* A page of holders and waiters, and the totals: never fewer than
+         * the page holds. */
+        n = (NameCounts) { .held = (uint64_t) st.name.held,
+                           .holders = MAX((uint64_t) st.name.n_holders, (uint64_t) st.name.holders.n),
+                           .waiting = MAX((uint64_t) st.name.waiting, (uint64_t) st.name.queue.n),
+                           .limit = (uint64_t) st.name.limit, .drain = st.name.drain,
+                           .action = st.name.action, .cap = st.name.cap };
+        if (send_name_line(job, item->name, &n, st.name.holders.n, st.name.queue.n))
+                send_entries(job, item->name, &st);
 finish:
         free(item);
         status_job_done_one(job, now);
@@ -200,7 +237,7 @@ static void status_name(Agent *a, StatusJob *job, const char *name) {
         item->job = job;
         snprintf(item->name, sizeof(item->name), "%s", name);
         job->pending++;
-        if (script_call(a, SCRIPT_STATUS, name, status_reply, item, 0, NULL, NULL) < 0) {
+        if (script_call(a, job->summary ? SCRIPT_COUNTS : SCRIPT_STATUS, name, status_reply, item, 0, NULL, NULL) < 0) {
                 free(item);
                 job->pending--;
         }

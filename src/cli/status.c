@@ -20,9 +20,11 @@ static void help(void) {
         printf("Usage: fleetsem status [OPTIONS] [NAME...]\n\n"
                "Shows, for every name in use (or the ones given), the slots held with\n"
                "each holder (host, pid, user, unit or session, token, since, lease expiry)\n"
-               "and the waiters in line, as Redis has them now.\n\n"
+               "and the waiters in line, as Redis has them now: the first 100 of each\n"
+               "at most, then how many more there are.\n\n"
                "  -j --json             JSON: {\"now_ms\", \"redis\", \"grace\", \"evicts\", \"names\":[{\"name\",\n"
-               "                        \"held\", \"waiting\", \"holders\", \"waiters\"}]}; see fleetsem(1)\n"
+               "                        \"held\", \"waiting\", \"holders\", \"waiters\", \"holders_total\",\n"
+               "                        \"waiters_total\", \"truncated\"}]}; see fleetsem(1)\n"
                "  -W --watch            On a terminal: show it again whenever this host's agent\n"
                "                        sees something change (its own jobs' slots, a wake\n"
                "                        message from Redis, Redis going or coming back), and\n"
@@ -218,7 +220,12 @@ static void print_json(const StatusOutput *out) {
                 json_entries(out, i, "HOLDER");
                 printf(",\"waiters\":");
                 json_entries(out, i, "WAITER");
-                printf("}");
+                /* The totals: the lists hold a page of them at most. */
+                if (message_get(&e->m, "holders"))
+                        json_field("holders_total", status_get(e, "holders"), true, &first);
+                json_field("waiters_total", status_get(e, "waiting"), true, &first);
+                printf(",\"truncated\":%s}",
+                       message_get(&e->m, "more_holders") || message_get(&e->m, "more_waiting") ? "true" : "false");
         }
         printf("]}\n");
 }
@@ -339,6 +346,11 @@ static void print_table(const StatusOutput *out) {
                 if (message_get(&e->m, "last_action"))
                         printf("  Last action: %s\n", text_escape(status_get(e, "last_action"), last, sizeof(last)));
                 print_name_table(out, i + 1, end);
+                /* The agent lists a page of each at most. */
+                if (message_get(&e->m, "more_holders"))
+                        printf("  … and %s more holders\n", text_escape(status_get(e, "more_holders"), held, sizeof(held)));
+                if (message_get(&e->m, "more_waiting"))
+                        printf("  … and %s more waiting\n", text_escape(status_get(e, "more_waiting"), waiting, sizeof(waiting)));
                 any = true;
                 i = end - 1;
         }
