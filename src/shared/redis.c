@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -12,6 +14,7 @@
 #include "macro.h"
 #include "redis-tls.h"
 #include "redis.h"
+#include "resolve.h"
 
 typedef struct Pending {
         RedisConn *conn;
@@ -36,6 +39,15 @@ struct RedisConn {
         redis_state_cb state_cb;
         void *userdata;
         void *tls;                      /* the TLS connection (hiredis owns it), or NULL */
+        /* A host name is looked up off the loop, then its addresses are
+         * connected to one after the other until one answers. */
+        char *host;                     /* as the URL or peer names it: TLS checks this name */
+        uint16_t port;
+        Resolve *resolve;               /* the lookup in flight, or NULL */
+        ResolveResult *addrs;           /* what it found, or NULL */
+        size_t next_addr;
+        bool try_next;                  /* an address failed: the next, once hiredis let go of it */
+        char why[256];                  /* the last failure, when no context holds it */
 };
 
 static int errno_from_hiredis(int err, int saved_errno) {
@@ -54,11 +66,15 @@ static int errno_from_hiredis(int err, int saved_errno) {
 }
 
 static void conn_destroy(RedisConn *c) {
+        resolve_cancel(c->resolve);     /* its result, when it comes, reaches nobody */
         sd_event_source_disable_unref(c->io);
         sd_event_source_disable_unref(c->timeout);
         sd_event_unref(c->event);
+        free(c->addrs);
+        free(c->host);
         free(c);
 }
+DEFINE_TRIVIAL_CLEANUP_FUNC(RedisConn *, redis_conn_free);
 
 static void conn_report(RedisConn *c, int error, const char *message) {
         if (c->closing || !c->state_cb)
@@ -67,6 +83,24 @@ static void conn_report(RedisConn *c, int error, const char *message) {
                 c->closing = true;      /* report a loss once */
         c->state_cb(c, error, message, c->userdata);
 }
+
+/* A connect that failed before hiredis had a context to say why. The
+ * message goes from the stack: the state callback may free c. c is not
+ * touched after. */
+_printf_(3, 4) static void conn_fail(RedisConn *c, int error, const char *format, ...) {
+        char message[sizeof(c->why)];
+        va_list ap;
+
+        va_start(ap, format);
+        vsnprintf(message, sizeof(message), format, ap);
+        va_end(ap);
+        log_debug("Redis connection failed: %s", message);
+        memcpy(c->why, message, sizeof(message));
+        c->timeout = sd_event_source_disable_unref(c->timeout);
+        conn_report(c, error, message);
+}
+
+static void conn_try_next(RedisConn *c);
 
 static int io_handler(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         RedisConn *c = userdata;
@@ -82,6 +116,10 @@ static int io_handler(sd_event_source *s, int fd, uint32_t revents, void *userda
 
         if (c->free_requested)
                 redis_conn_free(c);
+        else if (c->try_next) {
+                c->try_next = false;
+                conn_try_next(c);
+        }
         return 0;
 }
 
@@ -121,15 +159,24 @@ static void ev_cleanup(void *p) {
 static void on_connect(const redisAsyncContext *ac, int status) {
         RedisConn *c = ac->data;
 
-        c->timeout = sd_event_source_disable_unref(c->timeout);
         if (status != REDIS_OK) {
                 int r = errno_from_hiredis(ac->err, errno);
 
                 log_debug("Redis connection failed: %s", ac->errstr);
                 c->tls = NULL;
+                if (c->addrs && c->next_addr < c->addrs->n) {
+                        /* hiredis frees this context when we return:
+                         * the next address from io_handler(), after. */
+                        snprintf(c->why, sizeof(c->why), "%s", ac->errstr);
+                        c->try_next = true;
+                        return;
+                }
+                c->timeout = sd_event_source_disable_unref(c->timeout);
                 conn_report(c, r, ac->errstr);
                 return;                 /* hiredis frees the context */
         }
+        c->timeout = sd_event_source_disable_unref(c->timeout);
+        c->why[0] = '\0';
         c->connected = true;
         c->last_activity = now_usec(CLOCK_MONOTONIC);
         conn_report(c, 0, NULL);
@@ -154,6 +201,11 @@ static int on_connect_timeout(sd_event_source *s, uint64_t usec, void *userdata)
 
         (void) s;
         (void) usec;
+        if (c->resolve) {
+                c->resolve = resolve_cancel(c->resolve);
+                conn_fail(c, -ETIMEDOUT, "cannot resolve %s: timed out", c->host);
+                return 0;
+        }
         if (c->connected || !c->ac)
                 return 0;
         redisAsyncFree(c->ac);          /* not connected: no disconnect callback */
@@ -161,44 +213,41 @@ static int on_connect_timeout(sd_event_source *s, uint64_t usec, void *userdata)
         return 0;
 }
 
-int redis_conn_new(sd_event *e, const RedisAddress *a, usec_t connect_timeout,
-                   redis_state_cb cb, void *userdata, RedisConn **ret) {
+/* Starts hiredis' connect to unix_path, or to ip (numeric: hiredis looks
+ * nothing up) at c->port. On failure c->why says why. */
+static int conn_open(RedisConn *c, const char *unix_path, const char *ip) {
         redisAsyncContext *ac;
         void *tls = NULL;
-        RedisConn *c;
         int r;
 
-        ac = a->unix_path ? redisAsyncConnectUnix(a->unix_path) : redisAsyncConnect(a->host, a->port);
+        ac = unix_path ? redisAsyncConnectUnix(unix_path) : redisAsyncConnect(ip, c->port);
         if (!ac)
                 return -ENOMEM;
         if (ac->err) {
                 r = errno_from_hiredis(ac->err, errno);
                 log_debug("Redis connection failed: %s", ac->errstr);
+                snprintf(c->why, sizeof(c->why), "%s", ac->errstr);
                 redisAsyncFree(ac);
                 return r;
         }
-        if (!a->unix_path && redis_tls_active()) {
-                /* Before any command is queued: nothing leaves in clear. */
-                r = redis_tls_start(&ac->c, a->host, &tls);
+        if (!unix_path && redis_tls_active()) {
+                /* Before any command is queued: nothing leaves in clear.
+                 * The certificate must carry the name the URL gives (SNI
+                 * too), never the address it resolved to. */
+                r = redis_tls_start(&ac->c, c->host, &tls);
                 if (r < 0) {
-                        log_debug("Cannot start TLS to %s: %s", a->host, ac->c.errstr[0] ? ac->c.errstr : "no TLS");
+                        snprintf(c->why, sizeof(c->why), "cannot start TLS to %s: %s", c->host,
+                                 ac->c.errstr[0] ? ac->c.errstr : "no TLS");
+                        log_debug("%s", c->why);
                         redisAsyncFree(ac);
                         return r;
                 }
         }
-        if (!a->unix_path)
+        if (!unix_path)
                 (void) redisEnableKeepAlive(&ac->c);
 
-        c = calloc(1, sizeof(*c));
-        if (!c) {
-                redisAsyncFree(ac);
-                return -ENOMEM;
-        }
-        c->event = sd_event_ref(e);
         c->ac = ac;
         c->tls = tls;
-        c->state_cb = cb;
-        c->userdata = userdata;
         ac->data = c;
         ac->ev.data = c;
         ac->ev.addRead = ev_add_read;
@@ -210,14 +259,73 @@ int redis_conn_new(sd_event *e, const RedisAddress *a, usec_t connect_timeout,
         redisAsyncSetDisconnectCallback(ac, on_disconnect);
         /* hiredis asks for write readiness to learn the connect outcome. */
         ev_add_write(c);
+        return 0;
+}
+
+/* The addresses the name resolved to, in order, until one connects (its
+ * outcome then comes to on_connect()) or none is left. */
+static void conn_try_next(RedisConn *c) {
+        int r = -EADDRNOTAVAIL;
+
+        while (c->next_addr < c->addrs->n) {
+                const char *ip = c->addrs->addr[c->next_addr++];
+
+                r = conn_open(c, NULL, ip);
+                if (r >= 0)
+                        return;
+                log_debug("Redis at %s (%s): %s", c->host, ip, c->why);
+        }
+        conn_fail(c, r, "%s", c->why);
+}
+
+static void on_resolved(int error, const char *why, const ResolveResult *result, void *userdata) {
+        RedisConn *c = userdata;
+
+        c->resolve = NULL;
+        if (error < 0) {
+                conn_fail(c, error, "cannot resolve %s: %s", c->host, why);
+                return;
+        }
+        c->addrs = malloc(sizeof(*c->addrs));
+        if (!c->addrs) {
+                conn_fail(c, -ENOMEM, "cannot resolve %s: %s", c->host, strerror(ENOMEM));
+                return;
+        }
+        *c->addrs = *result;
+        c->next_addr = 0;
+        conn_try_next(c);
+}
+
+int redis_conn_new(sd_event *e, const RedisAddress *a, usec_t connect_timeout,
+                   redis_state_cb cb, void *userdata, RedisConn **ret) {
+        _cleanup_(redis_conn_freep) RedisConn *c = NULL;
+        int r;
+
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        c->event = sd_event_ref(e);
+        c->state_cb = cb;
+        c->userdata = userdata;
+        c->port = a->port;
+        if (!a->unix_path && !(c->host = strdup(a->host)))
+                return -ENOMEM;
+
+        /* A name is looked up off the loop, each connect anew (a DNS
+         * change is followed at the next one); the connect timeout
+         * covers the lookup too. */
+        if (a->unix_path || resolve_is_literal(a->host))
+                r = conn_open(c, a->unix_path, a->host);
+        else
+                r = resolve_start(e, a->host, on_resolved, c, &c->resolve);
+        if (r < 0)
+                return r;
 
         r = sd_event_add_time_relative(e, &c->timeout, CLOCK_MONOTONIC, connect_timeout, 0,
                                        on_connect_timeout, c);
-        if (r < 0) {
-                redis_conn_free(c);
+        if (r < 0)
                 return r;
-        }
-        *ret = c;
+        *ret = TAKE_PTR(c);
         return 0;
 }
 
@@ -226,7 +334,7 @@ const char *redis_conn_error(RedisConn *c, char *buf, size_t size) {
 
         if (why)
                 return why;
-        return c->ac && c->ac->err ? c->ac->errstr : "";
+        return c->ac && c->ac->err ? c->ac->errstr : c->why;
 }
 
 void redis_conn_free(RedisConn *c) {
