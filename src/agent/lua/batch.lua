@@ -40,9 +40,10 @@ end
 -- Each call moves its name's expiry with its own idle time, as it would
 -- alone; the writes are the batch's, each name's done (idle()) before the
 -- next name's calls, as the end of a call does. The time is the batch's;
--- the fleet's clock is read by each name's first sweep (observe()) and
+-- the fleet's clock is read once, by the first sweep (observe()), and
 -- written when due at each name's end, as separate calls would: the next
--- name sees what the one before left. A name again later (the agent sends
+-- name sees what the one before left (what a GET would find: only this
+-- script writes it meanwhile). A name again later (the agent sends
 -- each name's calls together, but the script does not rely on it) starts
 -- again from what Redis has, as another call would.
 local replies, on = {}, 1
