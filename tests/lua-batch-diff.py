@@ -3,8 +3,8 @@
 # calls runs on two real redis-servers, grouped into batches at random
 # boundaries on A (on one name or several, each name's calls together or
 # interleaved with another's) and as one script a call (acquire.lua,
-# release.lua, renew.lua, adopt.lua) on B, with reassert, drain, revoke and limit between
-# the batches, over several names and hosts whose leases run out (hosts die
+# release.lua, renew.lua, reassert.lua, adopt.lua) on B, with reassert, drain, revoke
+# and limit also alone between the batches, over several names and hosts whose leases run out (hosts die
 # and come back) while the clock moves on and is stepped. After every step
 # the replies, the wake messages and every key (type, contents, scores,
 # fields, expiry time) must be the same on both; no acquire may say a
@@ -191,9 +191,9 @@ KEYS_LIST, ARGS_LIST, REPLIES_LIST, VERSION, PRELUDE = (
 SUFFIXES = embed("--keys", KEYS_LIST).split()
 FLEET_CLOCK = "fleetsem:clock"
 CENSUS = "fleetsem:census"
-KINDS = ["acquire", "release", "renew", "adopt"]
+KINDS = ["acquire", "release", "renew", "reassert", "adopt"]
 OPERATOR = ["reassert", "drain", "revoke", "limit"]
-SCRIPTS = KINDS + OPERATOR + ["batch"]
+SCRIPTS = sorted(set(KINDS + OPERATOR)) + ["batch"]
 # The agent's library (every script, each a function fleetsem_SCRIPT_vN).
 LIBRARY = embed("--library", KEYS_LIST, ARGS_LIST, REPLIES_LIST, VERSION, PRELUDE,
                 *sorted(os.path.join(SRC, "lua", f) for f in os.listdir(os.path.join(SRC, "lua"))
@@ -272,6 +272,15 @@ def call_for(h, name):
     lease = rng.choice(known)
     if rng.random() < 0.05:
         lease = rng.choice([l for o in HOSTS for l in o.leases[name]] or [lease])   # maybe another's
+    if roll > 0.92:
+        # Its holders put back, as after a reset (maybe one Redis still has,
+        # or another's, or one gone).
+        if rng.random() < 0.2:
+            lease = "%s-%s-back%d" % (h.id, name, rng.randrange(9))
+        token = h.leases[name].get(lease) or clock_ms * 1000 - rng.randrange(10 ** 6)
+        return "reassert", args("reassert", lease=lease, slots=USUAL_SLOTS[name], token=token,
+                                since_ms=clock_ms - rng.randrange(10000), ttl_ms=h.ttl, description="back " + lease,
+                                uid=h.uid, idle_ms=h.idle, weight=1, **c)
     if roll < 0.9:
         return "release", args("release", lease=lease, uid=h.uid, idle_ms=h.idle_new, **c)
     return "adopt", args("adopt", lease=lease, ttl_ms=h.ttl, uid=h.uid, idle_ms=0, **c)
@@ -282,6 +291,12 @@ def learn(h, name, kind, argv, reply):
     leases = h.leases[name]
     spec = [s.rstrip("?.") for s in SPEC[kind]]
     lease = argv[spec.index("lease")] if "lease" in spec else None
+    if kind == "reassert":
+        if reply == 1:
+            leases[lease] = int(argv[spec.index("token")])
+        elif reply in (0, -1):
+            leases.pop(lease, None)
+        return
     if not isinstance(reply, list):
         return
     if kind == "acquire":
@@ -301,6 +316,7 @@ def learn(h, name, kind, argv, reply):
             leases.pop(l, None)
     elif kind == "adopt" and reply == [-1]:
         leases.pop(lease, None)
+
 
 
 def operator_call():

@@ -667,6 +667,24 @@ mapfile -t k < <(keys_of mb1; echo "fleetsem:{mb1}:x"; echo "$FLEET_CLOCK"; echo
 r=$(rcli --json FCALL "${FN[batch]}" "${#k[@]}" "${k[@]}" "${BATCH[@]}" 2>&1)
 like "$r" "malformed keys" "batch of names: keys that are not whole names' are refused ($r)"
 is "$(rcli HEXISTS "$(key mb1 clock)" x3)" 0 "batch of names: ... and nothing ran"
+# After a reset an agent puts all its holders back in one batch: each
+# re-assertion answered as reassert.lua alone would (1 held, 0 lost, -1
+# another's), on its own name, and Redis counts them.
+BATCH=()
+ON=1 batched reassert lease=ra1 slots=1 token=7 since_ms=1234 ttl_ms=10000 description="back ra1" host=a uid=1000 \
+        grace_until_ms=0 idle_ms=600000 weight=1
+ON=1 batched reassert lease=ra2 slots=1 token=8 since_ms=1234 ttl_ms=10000 description="back ra2" host=a uid=1000 \
+        grace_until_ms=0 idle_ms=600000 weight=1
+ON=2 batched reassert lease=rb1 slots=2 token=9 since_ms=1234 ttl_ms=10000 description="back rb1" host=a uid=1000 \
+        grace_until_ms=0 idle_ms=600000 weight=1
+ON=1 batched reassert lease=ra1 slots=1 token=7 since_ms=1234 ttl_ms=10000 description="back ra1" host=b uid=1000 \
+        grace_until_ms=0 idle_ms=600000 weight=1
+r=$(lua_names "rbat1 rbat2" batch "${BATCH[@]}")
+is "$r" '[1,0,1,-1]' "batch of reasserts: held, lost (the limit is 1), held on the other name, another host's refused"
+is "$(rcli ZRANGE "$(key rbat1 holders)" 0 -1) $(rcli ZRANGE "$(key rbat2 holders)" 0 -1)" "ra1 rb1" \
+        "batch of reasserts: Redis holds what they put back"
+is "$(rec rbat1 ra1 4) $(rec rbat2 rb1 4)" "7 9" "batch of reasserts: ... with their tokens"
+is "$(counted rbat1) | $(counted rbat2)" "1 0 / 1 0 1 | 1 0 / 1 0 1" "batch of reasserts: each name counted right"
 
 # ---- Epoch ---------------------------------------------------------------------
 t0=$(redis_ms)

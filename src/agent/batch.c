@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Group commit: acquires, releases, renewals and adoptions that reach the
- * agent in one turn of its loop (every event ready at once has been
- * handled) go to Redis as one script call (batch.lua), which runs them in
- * order and answers each as its own script would: Redis runs one script,
- * not one per request. A batch spans names: all of them with one Redis
+/* Group commit: acquires, releases, renewals, re-assertions and adoptions
+ * that reach the agent in one turn of its loop (every event ready at once
+ * has been handled) go to Redis as one script call (batch.lua), which runs
+ * them in order and answers each as its own script would: Redis runs one
+ * script, not one per request. A batch spans names: all of them with one Redis
  * (or Sentinel's master); in a Redis Cluster, where a script's keys must
  * share one hash slot, one batch a slot, of the names in it. Each name's
  * calls go together, in the order they came (calls on different names do
@@ -293,13 +293,15 @@ int batch_add(RedisIo *io, Script script, const char *name, redis_reply_cb cb, v
         return 0;
 }
 
-/* Acquires, releases, renewals and adoptions wait for the end of the
- * loop's turn; anything else on the name goes after what waits, at once. */
+/* Acquires, releases, renewals, re-assertions (after a reset, every holder
+ * of the host at once) and adoptions wait for the end of the loop's turn;
+ * anything else on the name goes after what waits, at once. */
 int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
                 size_t n_args, const char *const *args, const size_t *arglens) {
         RedisIo *io = a->redis_io;
 
-        if (script == SCRIPT_ACQUIRE || script == SCRIPT_RELEASE || script == SCRIPT_RENEW || script == SCRIPT_ADOPT)
+        if (script == SCRIPT_ACQUIRE || script == SCRIPT_RELEASE || script == SCRIPT_RENEW ||
+            script == SCRIPT_REASSERT || script == SCRIPT_ADOPT)
                 return batch_add(io, script, name, cb, userdata, n_args, args, arglens);
         batch_flush_name(io, name);
         return call_script_now(io, script, name, cb, userdata, n_args, args, arglens);

@@ -3,7 +3,7 @@
 -- census. (In a Redis Cluster a script's keys share one hash slot: the
 -- agent batches names of one slot only.)
 -- ARGV: calls that reached the agent together, each as its kind
--- ("acquire", "release", "renew" or "adopt"), its name (i: the i-th name's
+-- ("acquire", "release", "renew", "reassert" or "adopt"), its name (i: the i-th name's
 -- keys), its number of arguments, then its ARGV. Runs them in order, as
 -- that many scripts would, and returns their replies in order; a malformed
 -- batch runs none of them.
@@ -14,6 +14,7 @@ local kinds = {
   acquire = {acquire_call, A_ACQUIRE_NEED, A_ACQUIRE_IDLE_MS},
   release = {release_call, A_RELEASE_NEED, A_RELEASE_IDLE_MS},
   renew = {renew_call, A_RENEW_NEED, A_RENEW_IDLE_MS},
+  reassert = {reassert_call, A_REASSERT_NEED, A_REASSERT_IDLE_MS},
   adopt = {adopt_call, A_ADOPT_NEED, A_ADOPT_IDLE_MS},
 }
 local NAME_KEYS = 4     -- a name's keys (keys.list; begin_name() takes them)
@@ -39,9 +40,10 @@ end
 -- Each call moves its name's expiry with its own idle time, as it would
 -- alone; the writes are the batch's, each name's done (idle()) before the
 -- next name's calls, as the end of a call does. The time is the batch's;
--- the fleet's clock is read by each name's first sweep (observe()) and
+-- the fleet's clock is read once, by the first sweep (observe()), and
 -- written when due at each name's end, as separate calls would: the next
--- name sees what the one before left. A name again later (the agent sends
+-- name sees what the one before left (what a GET would find: only this
+-- script writes it meanwhile). A name again later (the agent sends
 -- each name's calls together, but the script does not rely on it) starts
 -- again from what Redis has, as another call would.
 local replies, on = {}, 1

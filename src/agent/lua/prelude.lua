@@ -390,6 +390,10 @@ end
 -- says what the first three are; next_token() the others. fleet_write()
 -- writes back what `fleet` holds; `fleet_due`: at the end of the call.
 local fleet, fleet_due = {}, false
+-- Read once a call: a batch's names share it (batch.lua). Nothing but this
+-- script writes the key while it runs, and what it writes is `fleet`, so
+-- a later name's GET would find what `fleet` holds already.
+local fleet_known = false
 local function field(w, pattern, default)
   return tonumber(w and string.match(w, pattern)) or default
 end
@@ -520,8 +524,9 @@ end
 local function observe(now_ms, ttl, grace_until, looker)
   local offset, last_ttl = st.offset, st.ttl
   ttl = tonumber(ttl) or last_ttl or 0
-  -- (Not again over what this script has yet to write: a batch's later call.)
-  if not fleet_due then fleet_read() end
+  -- (Once a call: see fleet_known.)
+  if not fleet_known and not fleet_due then fleet_read() end
+  fleet_known = true
   local fleet_last, fleet_offset = fleet.last, fleet.offset
   grace_until = tonumber(grace_until) or 0
   local stale = fleet_last and grace_until > fleet.era
@@ -578,14 +583,14 @@ end
 -- calls (batch.lua) share the time, not the sweep: a later call sweeps
 -- again if this one did not (lazy) or if it knows another lease or grace,
 -- as it would alone. `expired`: the time, lease and grace of the last sweep.
-local expired = false
+local expired, expired_ttl, expired_grace = false, false, false
 local function expire(now_ms, ttl, grace_until, looker, lazy)
   state()
-  local swept = string.format('%.0f %.0f %.0f', now_ms, tonumber(ttl) or st.ttl or 0, tonumber(grace_until) or 0)
-  if expired == swept then return end
+  local swept_ttl, swept_grace = tonumber(ttl) or st.ttl or 0, tonumber(grace_until) or 0
+  if expired == now_ms and expired_ttl == swept_ttl and expired_grace == swept_grace then return end
   if not observe(now_ms, ttl, grace_until, looker) then return end
   if lazy and st.line == 0 then return end
-  expired = swept
+  expired, expired_ttl, expired_grace = now_ms, swept_ttl, swept_grace
   local freed = false
   if st.held > 0 then freed = ran_out(K_HOLDERS, redis.call('ZRANGEBYSCORE', K_HOLDERS, '-inf', now_ms)) end
   if st.line > 0 then freed = ran_out(K_WAITERS, redis.call('ZRANGEBYSCORE', K_WAITERS, '-inf', now_ms)) or freed end
@@ -724,11 +729,11 @@ local function begin_name(keys, at)
   st, st_new, st_drain_, st_cap_, st_forgot_ = nil, false, nil, nil, nil
   st_dirty, forgot_dirty, drain_dirty = false, false, false
   rec, dirty, created = {}, {}, {}
-  census_made, expired, idle_again = false, false, false
+  census_made, expired, expired_ttl, expired_grace, idle_again = false, false, false, false, false
 end
 local function begin_call(keys)
   now_ms_, now_us_, now_read = nil, nil, false
-  fleet, fleet_due, run_id_ = {}, false, nil
+  fleet, fleet_due, fleet_known, run_id_ = {}, false, false, nil
   begin_name(keys, 1)
 end
 
@@ -912,6 +917,66 @@ local function renew_call(argv)
   end
   table.insert(missing, 1, math.floor(forgot_left(now_ms, ttl)))
   return missing
+end
+
+-- After Redis came back without this holder (restarted without its data, or
+-- a failover lost it): puts it back if a slot is free, also during the grace
+-- period. Returns 1 if it holds, 0 if lost, -1 if the lease is another
+-- host's or user's, or revoked.
+local function reassert_call(argv)
+  local lease, slots = argv[A_REASSERT_LEASE], tonumber(argv[A_REASSERT_SLOTS])
+  local token, since = tonumber(argv[A_REASSERT_TOKEN]), tonumber(argv[A_REASSERT_SINCE_MS])
+  local ttl, desc = tonumber(argv[A_REASSERT_TTL_MS]), argv[A_REASSERT_DESCRIPTION]
+  local host, uid = argv[A_REASSERT_HOST], argv[A_REASSERT_UID]
+  local weight = tonumber(argv[A_REASSERT_WEIGHT]) or 1
+  local now_ms, now_us = now()
+  fetch({lease})
+  -- Only after a reset, of which grace_until tells: what Redis has from
+  -- before it is old data, not a clock step.
+  expire(now_ms, ttl, argv[A_REASSERT_GRACE_UNTIL_MS])
+
+  local r = rec[lease]
+  if r and (foreign(r, host, uid) or revoked(r)) then return R_REASSERT_REFUSED end
+  if r and r.token > 0 then
+    if redis.call('ZSCORE', K_HOLDERS, lease) then
+      redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
+      return R_REASSERT_HELD
+    end
+    entry_lost(lease)
+    r = nil
+  end
+  -- Its entry is there but not its record (the hash was forgotten alone):
+  -- it holds, counted as 1 unit; its record and weight come back.
+  if not r and redis.call('ZSCORE', K_HOLDERS, lease) then
+    r = newcomer(lease, slots, host, uid, desc, weight)
+    r.token, r.since = token, since
+    st.held = count_held()
+    redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
+    st.token = math.max(st.token or token_clock(now_us), token)
+    return R_REASSERT_HELD
+  end
+  -- (A holder that asked for no number, when the fleet limit went with the
+  -- data too, is put back: all such holders held within the limit then,
+  -- and nobody is granted anything without one.)
+  local limit = limit_in_force(slots)
+  if slots > 0 then limit = math.min(slots, limit) end
+  if limit and limit > 0 and st.held + weight > limit then
+    return R_REASSERT_LOST
+  end
+  -- A waiter it was: out of the line.
+  if r then
+    st.line = st.line - redis.call('ZREM', K_QUEUE, lease)
+    redis.call('ZREM', K_WAITERS, lease)
+    forget(lease)
+  end
+  r = newcomer(lease, slots, host, uid, desc, weight)
+  r.token, r.since = token, since
+  if st.held == 0 then created[K_HOLDERS] = true end
+  st.held = st.held + redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease) * weight
+  -- The fencing token never goes back: not below the tokens' clock, if the
+  -- counter was lost, nor below the token this holder has.
+  st.token = math.max(st.token or token_clock(now_us), token)
+  return R_REASSERT_HELD
 end
 
 -- For an agent that restarted: does this lease hold? Returns {1, token,
