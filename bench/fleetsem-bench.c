@@ -644,9 +644,15 @@ static void time_split_print(const char *id, TimeSplit *t, unsigned long grants,
                         snprintf(label, sizeof(label), "%s, sent outside a script", t->cmd[i].name);
                         printf("     %-4s   %-46s %11.2f %10.2f\n", "", label, t->cmd[i].calls / n, t->cmd[i].usec / n);
                 }
-        if (cpu_us > 0)
+        /* commandstats counts wall time inside Redis, INFO cpu its CPU: on
+         * a loaded machine the first can exceed the second, and the
+         * difference is then no cost at all, not a negative one. */
+        if (cpu_us > 0 && cpu_us >= t->script_usec / n)
                 printf("     %-4s   %-46s %11s %10.2f\n", "", "Redis CPU outside the script calls, all else", "",
                        cpu_us - t->script_usec / n);
+        else if (cpu_us > 0)
+                printf("     %-4s   %-46s %11s %10s  (the calls' wall time exceeds Redis' CPU: a loaded machine)\n", "",
+                       "Redis CPU outside the script calls, all else", "", "-");
         fflush(stdout);
         for (size_t i = 0; i < t->n && k < sizeof(json) - 128; i++)
                 k += (size_t) snprintf(json + k, sizeof(json) - k, "%s\"%s\":{\"calls_per_grant\":%.2f,\"us_per_grant\":%.2f%s}",
@@ -657,7 +663,7 @@ static void time_split_print(const char *id, TimeSplit *t, unsigned long grants,
                "\"script_us_per_grant\":%.2f,\"commands_us_per_grant\":%.2f,\"lua_us_per_grant\":%.2f,"
                "\"outside_scripts_us_per_grant\":%.2f,\"commands\":{%s}}\n",
                id, t->script_calls / n, t->script_usec / n, in_scripts / n, (t->script_usec - in_scripts) / n,
-               cpu_us > 0 ? cpu_us - t->script_usec / n : -1, json);
+               cpu_us >= t->script_usec / n ? cpu_us - t->script_usec / n : -1, json);
         fflush(stdout);
 }
 
