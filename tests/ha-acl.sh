@@ -187,7 +187,8 @@ is "$?" 0 "after the grace, slots are granted again"
 touch "$T/go-acl-w-b"
 wait "$waiter"
 is "$(cat "$T/events-acl-w" | tr '\n' ' ')" "enter a exit a enter b exit b " "the jobs ran one at a time"
-check "nothing was lost" sh -c "! grep -q 'LOST\\|refused\\|NOPERM' $T/agent-a.log $T/agent-b.log"
+is "$(metric a fleetsem_lost_total) $(metric b fleetsem_lost_total)" "0 0" "nothing was lost (the agents' counts)"
+for h in a b; do agent_lacks "$h" 'LOST|refused|NOPERM' "agent $h's journal tells of no loss and no refusal"; done
 
 is "$(as_admin ACL LOG)" "" "nor after the restart"
 

@@ -62,8 +62,8 @@ check "the agent is up on the new masters" \
 moved=$(awk '$1 == "moved" { print $3; exit }' "$T/fake.out")
 check "an old master answered MOVED to a new one" [ -n "$moved" ]
 check "... which the agent followed" grep -q "^accepted $moved\$" "$T/fake.out"
-check "the agent followed the new map whole (and never refused one)" \
-        sh -c "! grep -q 'unusable answer to CLUSTER SLOTS\|the map before stays in force' '$T/agent-a.log'"
+agent_lacks a 'unusable answer to CLUSTER SLOTS|the map before stays in force' \
+        "the agent followed the new map whole (and never refused one)"
 is "$(grep -c 'no master of the map any more' "$T/agent-a.log")" "$N" "the agent let go of the $N old masters"
 
 # ---- No call lost across the swap ---------------------------------------------------

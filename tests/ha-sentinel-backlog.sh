@@ -37,7 +37,7 @@ fs b run --slots 1 --no-wait after -- true
 is "$?" 0 "an agent that connects now grants at once: no failover's grace"
 is "$(redis-cli -p "$HA_M" GET fleetsem:epoch | cut -d' ' -f1)" "$epoch" "the epoch is the same"
 is "$(redis-cli -p "$HA_M" GET fleetsem:epoch | cut -d' ' -f3)" "$after" "... naming the master as it is now"
-check "b's journal says nothing of a lost state" sh -c "! grep -q 'lost its state' '$T/agent-b.log'"
+agent_lacks b 'lost its state' "b's journal says nothing of a lost state"
 fs a run --slots 1 --no-wait again -- true
 is "$?" 0 "and the first agent grants on as before"
 done_testing

@@ -81,7 +81,10 @@ ha_agree() {
         HA_NOW_M=$m HA_NOW_R=$r
 }
 ha_settled() { wait_for 30 ha_agree; }
-ha_kill() { kill -KILL "$(cat "$T/r$1/pid")"; wait_for 10 sh -c "! redis-cli -p $1 ping" || true; }
+ha_kill() {
+        kill -KILL "$(cat "$T/r$1/pid")" || bail "no redis-server on port $1 to kill"
+        wait_for 10 sh -c "! redis-cli -p $1 ping" || bail "the redis-server on port $1 still answers after SIGKILL"
+}
 
 # ha_agent HOST [fleetsemd options...]: an agent that finds Redis through the Sentinels.
 ha_agent() { local host=$1; shift; run_agent "$host" --redis "$HA_URL" "$@"; }

@@ -20,7 +20,7 @@ REDIS_SOCK=$T/shared/redis.sock
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "$(dirname "$FLEETSEM")/../.." && pwd)
 
-[ "$(id -u)" -eq 0 ] || { echo "1..0 # SKIP needs root (systemd-nspawn)"; exit 77; }
+[ "$(id -u)" -eq 0 ] || skip_all "needs root (systemd-nspawn)"
 require systemd-nspawn
 require debootstrap
 require nsenter

@@ -101,15 +101,31 @@ require_that() {
         if [ "$tap_n" -gt 0 ]; then
                 prereq "$what" false
                 done_testing
-        elif [ "${CI:-}" = true ]; then
-                echo "not ok 1 - $what is required (CI=true: nothing may be skipped)"
+        fi
+        skip_all "$what is missing"
+}
+require() { require_that "$1" command -v "$1"; }
+# skip_all WHY: the whole test skipped before it ran anything (TAP's own
+# skip, "1..0 # SKIP", which meson reports as SKIP: it takes exit 77 from a
+# TAP test for an error); under CI=true a failure instead, since CI skips
+# nothing. The only skips of the tests (tests/check-tests.py holds them to
+# it).
+skip_all() {
+        if [ "${CI:-}" = true ]; then
+                echo "not ok 1 - $1 (CI=true: nothing may be skipped)"
                 echo "1..1"
                 exit 1
         fi
-        echo "1..0 # SKIP $what is missing"
-        exit 77
+        echo "1..0 # SKIP $1"
+        exit 0
 }
-require() { require_that "$1" command -v "$1"; }
+# skip_build WHY: skipped even under CI=true, for what this build cannot do
+# at all (a build without TLS); only the tests tests/check-tests.py lists,
+# each with its reason, may call it.
+skip_build() {
+        echo "1..0 # SKIP $1"
+        exit 0
+}
 
 # pam_setup: for PAM programs run under pam_wrapper: PRELOAD to put in
 # LD_PRELOAD (with the sanitizer runtime first when the module is built
@@ -137,12 +153,26 @@ require python3
 
 now_ms() { date +%s%3N; }
 
-# wait_for SECONDS CMD...: polls CMD every 20ms.
+# wait_for SECONDS CMD...: polls CMD every 20ms until it succeeds; fails
+# when it has not within SECONDS.
 wait_for() {
         local deadline=$(( $(now_ms) + ($1 * 1000) )); shift
         until "$@" >/dev/null 2>&1; do
                 [ "$(now_ms)" -gt "$deadline" ] && return 1
-                sleep 0.02
+                sleep 0.02      # not synchronisation: the poll of wait_for
+        done
+}
+# still_after SECONDS CMD...: CMD holds now and at every poll (20ms) for
+# SECONDS (fractions too): for what must not happen within a time, a lease
+# that would run out unrenewed, a waiter that must go on waiting. Fails at
+# the first poll where CMD does not hold.
+still_after() {
+        local deadline
+        deadline=$(( $(now_ms) + $(awk -v s="$1" 'BEGIN { printf "%d", s * 1000 }') )); shift
+        "$@" >/dev/null 2>&1 || return 1
+        while [ "$(now_ms)" -le "$deadline" ]; do
+                sleep 0.02      # not synchronisation: the poll of still_after
+                "$@" >/dev/null 2>&1 || return 1
         done
 }
 
@@ -281,7 +311,35 @@ redis_state() { raw "$1" METRICS | sed -n 's/^AGENT redis=\([a-z]*\).*/\1/p'; }
 redis_state_is() { [ "$(redis_state "$1")" = "$2" ]; }
 # started HOST: the agent's log holds the line it writes once listening,
 # so that a check that a message is absent from that log has read it.
-started() { grep -q "fleetsemd .* listening on @$NSBASE-$1/agent as host $1 " "$T/agent-$1.log"; }
+start_line() { echo "fleetsemd .* listening on @$NSBASE-$1/agent as host $1 "; }
+started() { grep -qE "$(start_line "$1")" "$T/agent-$1.log"; }
+# lacks FILE PATTERN MUST: FILE exists, has a line matching MUST and none
+# matching PATTERN (both grep -E). MUST is a line that is always there (an
+# agent's start line, a job's first line), so that a file never written or
+# a message reworded cannot pass for a message absent.
+# log_lacks FILE PATTERN MUST WHAT: the same as one TAP line for WHAT, and
+# agent_lacks HOST PATTERN WHAT: for HOST's agent's log, MUST its start line.
+# The only way the tests check that text is absent (tests/check-tests.py).
+lacks() {
+        [ -f "$1" ] && grep -qE -- "$3" "$1" && ! grep -qE -- "$2" "$1"
+}
+log_lacks() {
+        local file=$1 pat=$2 must=$3 what=$4
+        if lacks "$file" "$pat" "$must"; then
+                ok "$what"
+                return 0
+        fi
+        not_ok "$what"
+        if [ ! -f "$file" ]; then
+                echo "#   $file does not exist"
+        elif ! grep -qE -- "$must" "$file"; then
+                echo "#   $file has no line /$must/: it proves nothing"
+        else
+                grep -nE -- "$pat" "$file" | head -n 3 | sed "s|^|#   $file:|"
+        fi
+        return 1
+}
+agent_lacks() { log_lacks "$T/agent-$1.log" "$2" "$(start_line "$1")" "$3"; }
 
 # record NAME LEASE [FIELDS]: the lease's record in Redis, "HOST UID SLOTS
 # TOKEN SINCE_MS PROOF DESCRIPTION" (cut -f FIELDS of it).

@@ -9,7 +9,7 @@ TTL=2s
 . "$(dirname "$0")/lib.sh"
 require setpriv
 id nobody >/dev/null 2>&1 || bail "the user nobody is needed"
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runs clients and squatters as nobody)"; exit 77; }
+[ "$(id -u)" = 0 ] || skip_all "needs root (runs clients and squatters as nobody)"
 HERE=$(dirname "$0")
 chmod 755 "$T"
 

@@ -59,7 +59,7 @@ forget() {
                 check "$what: the name grants nothing for a lease, then grants again" wait_for 10 grace_over "$n"
         fi
         check "$what: a still holds" holds "$n" "$lease"
-        check "$what: neither of b's jobs started while a's runs" sh -c "grep -q '^enter a$n ' '$T/order' && ! grep -qE '^enter (w|c)$n ' '$T/order'"
+        log_lacks "$T/order" "^enter (w|c)$n " "^enter a$n " "$what: neither of b's jobs started while a's runs"
         touch "$T/go-a$n"
         wait "$ha"
         is "$?" 0 "$what: a's job ends well (its slot was never lost)"

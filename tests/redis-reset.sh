@@ -42,8 +42,8 @@ for round in $(seq 1 "$ROUNDS"); do
                 { not_ok "round $round: a's lease was not renewed"; }
         sleep "$(awk -v r="$round" -v n="$ROUNDS" -v p=$((TTL_MS / 3)) 'BEGIN { printf "%.3f", (r - 1) * p / n / 1000 }')"
 
-        kill -KILL "$(cat "$T/redis.pid")"
-        wait_for 10 sh -c "! redis-cli -s $REDIS_SOCK ping" || true
+        kill -KILL "$(cat "$T/redis.pid")" || bail "round $round: no redis-server to kill"
+        wait_for 10 sh -c "! redis-cli -s $REDIS_SOCK ping" || bail "round $round: redis-server still answers after SIGKILL"
         rm -f "$T/redis.pid" "$REDIS_SOCK"
         start_redis
         # Re-asserted: the new Redis, empty when it started, has a's lease.

@@ -119,8 +119,8 @@ tokens=()
 for i in 1 2 3 4 5; do tokens+=("$(fs a run --slots 1 tok -- sh -c 'echo $FLEETSEM_TOKEN')"); done
 highest=$(printf '%s\n' "${tokens[@]}" | sort -n | tail -n 1)
 is "$(printf '%s\n' "${tokens[@]}" | sort -n | uniq | wc -l)" 5 "5 grants, 5 tokens"
-kill -KILL "$(cat "$T/redis.pid")"
-wait_for 10 sh -c "! redis-cli -s $REDIS_SOCK ping" || true
+kill -KILL "$(cat "$T/redis.pid")" || bail "no redis-server to kill"
+wait_for 10 sh -c "! redis-cli -s $REDIS_SOCK ping" || bail "redis-server still answers after SIGKILL"
 rm -f "$T/redis.pid"
 start_redis
 t0=$(now_ms)

@@ -35,7 +35,7 @@ echo "# lines about uid $NOBODY_UID: $n"
 check "at most 20 lines about nobody so far, and some ($n)" [ "$n" -ge 1 -a "$n" -le 20 ]
 elapsed=$(( $(now_ms) - t0 ))
 check "all of it within the minute (${elapsed} ms)" [ "$elapsed" -lt 60000 ]
-check "nothing counted in the log yet" sh -c "! grep -q 'Suppressed' $T/agent-a.log"
+agent_lacks a 'Suppressed' "nothing counted in the log yet"
 
 kill -TERM "$(agent_pid a)"
 wait "$(agent_pid a)"

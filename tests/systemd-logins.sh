@@ -142,7 +142,7 @@ check "bob's session with mesg n is in" wait_for 10 grep -q tty-in "$T/ssh-mesg.
 ns h2 fleetsem revoke --reason "mesg test" "$(rcli ZRANGE 'fleetsem:{login:bob}:holders' 0 0)" >/dev/null 2>&1
 check "... revoked: the agent says it did not tell it" \
         wait_for 10 sh -c "nsenter -t $(ns_leader h1) -a journalctl --no-pager -q -u fleetsemd.service | grep -q 'Did not tell root@h1 pid [0-9]* ([^)]*) on /dev/pts/[0-9]* that its slot of login:bob is lost: it takes no messages (mesg n)'"
-check "... and its terminal shows nothing of it" sh -c "! grep -q 'fleetsem: this session' '$T/ssh-mesg.out'"
+log_lacks "$T/ssh-mesg.out" 'fleetsem: this session' tty-in "... and its terminal shows nothing of it"
 logout h1 3503
 # A terminal that is not its user's (as a pseudo-terminal of a user
 # namespace's own devpts would be here, with the same number): left alone.
@@ -153,7 +153,7 @@ ns h1 chown alice "$pty"
 ns h2 fleetsem revoke --reason "owner test" "$(rcli ZRANGE 'fleetsem:{login:bob}:holders' 0 0)" >/dev/null 2>&1
 check "... revoked with its terminal given to alice: the agent does not write there, and says so" \
         wait_for 10 sh -c "nsenter -t $(ns_leader h1) -a journalctl --no-pager -q -u fleetsemd.service | grep -q 'Could not tell root@h1 pid [0-9]* ([^)]*) on $pty that its slot of login:bob is lost: Operation not permitted'"
-check "... and the terminal shows nothing of it" sh -c "! grep -q 'fleetsem: this session' '$T/su-other.out'"
+log_lacks "$T/su-other.out" 'fleetsem: this session' tty-in "... and the terminal shows nothing of it"
 logout h1 3504
 
 # --- su -l, the same limit ------------------------------------------------------

@@ -31,7 +31,8 @@ ns h1 systemctl restart fleetsemd.service
 check "the agent came back (a new process)" [ "$(ns_prop h1 fleetsemd.service MainPID)" != "$pid" ]
 like "$(ns h1 fleetsem status keep)" "keep: 2 held, 1 waiting" "the new agent serves status"
 check "it re-adopted both slots" wait_for 5 sh -c "nsenter -t $(ns_leader h1) -a journalctl -q -u fleetsemd.service | grep -q 'Re-adopted 2 held slot'"
-sleep 3        # longer than the lease TTL ($TTL): renewals go on
+keep_holders_are() { [ "$(rcli ZRANGE 'fleetsem:{keep}:holders' 0 -1 | sort | tr '\n' ' ')" = "$before" ]; }
+check "the units keep their slots for longer than the lease TTL ($TTL): renewals go on" still_after 3 keep_holders_are
 is "$(rcli ZRANGE 'fleetsem:{keep}:holders' 0 -1 | sort | tr '\n' ' ')" "$before" "the units keep the same slots"
 is "$(state h1 keep@a.service) $(state h1 keep@b.service) $(state h2 keep@c.service)" "active active activating" \
         "nobody else got in"
@@ -49,8 +50,8 @@ ns h1 systemctl start hog.service
 ns h2 systemctl start --no-block patient.service
 t0=$(now_ms)
 check "patient waits" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{slow}:queue') = 1 ]"
-sleep 6
-is "$(state h2 patient.service)" activating "6 s in, past TimeoutStartSec=4s, it still waits"
+state_is() { [ "$(state "$1" "$2")" = "$3" ]; }
+check "6 s in, past TimeoutStartSec=4s, it still waits" still_after 6 state_is h2 patient.service activating
 ns h1 systemctl stop hog.service
 check "once the slot is free it starts" wait_for 5 sh -c "grep -q 'patient.service' $EV"
 is "$(state h2 patient.service) $(ns_prop h2 patient.service Result)" "active success" "no timeout"

@@ -49,12 +49,14 @@ check "the man pages are installed" ns pkg sh -c 'man_ok=1; for m in man1/fleets
 
 # --- the PAM profile: off until the admin turns it on -----------------------------------
 check "pam-auth-update knows the profile" ns pkg test -f /usr/share/pam-configs/fleetsem
-check "it is off by default: not in common-session" ns pkg sh -c '! grep -q pam_fleetsem /etc/pam.d/common-session'
+ns pkg cat /etc/pam.d/common-session >"$T/common-session"
+log_lacks "$T/common-session" pam_fleetsem 'pam_unix\.so' "it is off by default: not in common-session"
 ns pkg env DEBIAN_FRONTEND=noninteractive pam-auth-update --enable fleetsem >"$T/pam-auth-update.log" 2>&1
 like "$(ns pkg grep pam_fleetsem /etc/pam.d/common-session)" \
         '^session[[:space:]]+required[[:space:]]+pam_fleetsem\.so conf=/etc/security/pam_fleetsem\.conf' \
         "pam-auth-update --enable fleetsem: interactive sessions get it, options from /etc/security/pam_fleetsem.conf"
-check "... not the non-interactive ones (cron)" ns pkg sh -c '! grep -q pam_fleetsem /etc/pam.d/common-session-noninteractive'
+ns pkg cat /etc/pam.d/common-session-noninteractive >"$T/common-session-noninteractive"
+log_lacks "$T/common-session-noninteractive" pam_fleetsem 'pam_unix\.so' "... not the non-interactive ones (cron)"
 
 # --- the demo: 3 jobs, 1 slot -------------------------------------------------------------
 ns pkg sed -i 's|^redis = .*|redis = unix:/run/fleetsem-test/redis.sock|' /etc/fleetsem/fleetsem.conf
@@ -63,9 +65,8 @@ like "$(ns pkg fleetsemd --check-config 2>&1)" '^Configuration OK: redis=unix:/r
 EV=$T/shared/events
 : >"$EV"
 for i in 1 2 3; do
-        ns pkg fleetsem run --slots 1 demo -- sh -c \
-                'echo "start '$i' $FLEETSEM_TOKEN $(date +%s%N)" >>/run/fleetsem-test/events; sleep 0.3; echo "stop '$i' - $(date +%s%N)" >>/run/fleetsem-test/events' \
-                >"$T/job-$i.log" 2>&1 &
+        demo_job='echo "start '$i' $FLEETSEM_TOKEN $(date +%s%N)" >>/run/fleetsem-test/events; sleep 0.3; echo "stop '$i' - $(date +%s%N)" >>/run/fleetsem-test/events'  # not synchronisation: the job's run time
+        ns pkg fleetsem run --slots 1 demo -- sh -c "$demo_job" >"$T/job-$i.log" 2>&1 &
 done
 check "all 3 jobs ran" wait_for 30 sh -c "[ \$(grep -c '^stop' $EV) = 3 ]"
 wait
@@ -107,7 +108,8 @@ is "$?" 0 "apt-get remove fleetsem libpam-fleetsem"
 is "$(pkg_status fleetsem) / $(pkg_status libpam-fleetsem)" "deinstall ok config-files / deinstall ok config-files" "only their conffiles are left"
 is "$(ns pkg systemctl is-active fleetsem.socket fleetsemd.service | tr '\n' ' ')" "inactive inactive " "the socket and the agent are stopped"
 check "the programs and units are gone" ns pkg sh -c '! ls /usr/bin/fleetsem /usr/sbin/fleetsemd /lib/systemd/system/fleetsem.socket /lib/systemd/system/fleetsemd.service 2>/dev/null | grep -q .'
-check "the PAM profile is out of common-session" ns pkg sh -c '! grep -q pam_fleetsem /etc/pam.d/common-session'
+ns pkg cat /etc/pam.d/common-session >"$T/common-session"
+log_lacks "$T/common-session" pam_fleetsem 'pam_unix\.so' "the PAM profile is out of common-session"
 leftovers() {
         ns pkg find / \( -path /proc -o -path /sys -o -path /run/fleetsem-test -o -path /run/fleetsem-debs \) -prune \
                 -o -name '*fleetsem*' -print 2>/dev/null | sort | tr '\n' ' '

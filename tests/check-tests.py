@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Holds the shell tests (tests/*.sh) to the rules of HACKING.md, "What a
+test may not do": a check that cannot fail is worse than none.
+
+  negated-grep  `! grep ...`: passes on a missing file or a reworded
+                message. Assert on state, or use log_lacks/agent_lacks
+                (lib.sh), which first require a line that must be there.
+  or-true       `|| true`: goes on whether the step worked. Allowed only
+                for clean-up: in a function whose name ends in "cleanup",
+                or on a line ending in the comment "# cleanup".
+  sleep         `sleep` as a pause of the test: wait_for a condition, or
+                still_after SECONDS CMD for what must not happen within a
+                time. Allowed: sleep as a process (`-- sleep 300`, `exec
+                sleep`, `sleep 60 |`, `sleep 30 &`, `sleep infinity`), the
+                sleep of a poll on one line (`while/until ...; do sleep N;
+                done`), text that is data for another program (a here
+                document), and a line carrying "# not synchronisation:"
+                with the reason (a job's run time, the poll of a helper).
+  skip          `exit 77` or a "1..0 # SKIP" plan: only lib.sh's skip_all
+                (a failure under CI=true) and skip_build (a skip even under
+                CI=true), and skip_build only in the tests of SKIP_BUILD.
+
+Usage: check-tests.py [FILE...] (default: tests/*.sh beside it). TAP, one
+line per file; each finding as a diagnostic FILE:LINE: RULE: text.
+"""
+import glob
+import os
+import re
+import sys
+
+# The tests that may skip under CI=true too, each for a property of the
+# build that CI's build does not have: nothing to run, not a missing tool.
+SKIP_BUILD = {
+    "ha-tls.sh": "needs a build with TLS to Redis (hiredis_ssl): Debian 12's "
+                 "hiredis has none; tests/debian13.sh runs it with one",
+}
+# lib.sh's functions that are the skips, and those that check text absent.
+SKIP_FUNCS = {"skip_all", "skip_build"}
+LACKS_FUNCS = {"lacks", "log_lacks"}
+
+NEG_GREP = re.compile(r"(^|[\s;&|({\"'])!\s*[ef]?grep\b")
+OR_TRUE = re.compile(r"\|\|\s*true\b|\|\|\s*:(\s|;|$)")
+CLEANUP_MARK = re.compile(r"#\s*cleanup\s*$")
+SLEEP = re.compile(r"(?<![\w./:=^-])sleep(?=\s)")
+SLEEP_OK_MARK = re.compile(r"#\s*not synchronisation:\s*\S")
+POLL_LOOP = re.compile(r"\b(while|until)\b.*;\s*do\s+sleep\s+\S+\s*;\s*done")
+EXIT77 = re.compile(r"\bexit\s+77\s*($|[;}&|]|\)\s*($|[;}&|]))")
+SKIP_PLAN = re.compile(r"1\.\.0\s*#\s*SKIP")
+SKIP_BUILD_CALL = re.compile(r"(^|[\s;&|{])skip_build\b")
+FUNC = re.compile(r"^(\s*)(?:function\s+)?([A-Za-z_][\w-]*)\s*\(\)\s*\{(.*)$")
+HEREDOC = re.compile(r"(?<!<)<<(-?)\s*(['\"]?)([A-Za-z_]\w*)\2")
+
+
+def sleep_allowed(line, m):
+    before = line[:m.start()]
+    after = line[m.end():]
+    if re.search(r"(--|\bexec|-f)\s+['\"]?$", before):
+        return True             # the command a job runs, or a pattern
+    if re.match(r"\s+(infinity\b|\S+\s*(&(?!&)|\|(?!\|)))", after):
+        return True             # a process: in the background, or a pipe's
+    return False
+
+
+def check_file(path):
+    name = os.path.basename(path)
+    findings = []
+    funcs = []                  # (indent, name) of the functions open here
+    heredoc = None              # (strip, word) while in a here document
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = f.read().split("\n")
+    for n, line in enumerate(lines, 1):
+        if heredoc:
+            body = line.lstrip("\t") if heredoc[0] else line
+            if body == heredoc[1]:
+                heredoc = None
+            else:
+                # Data for another program (a unit, a script): the rules
+                # other than sleep still hold.
+                if NEG_GREP.search(line):
+                    findings.append((n, "negated-grep", line))
+                continue
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            continue
+        fm = FUNC.match(line)
+        one_liner = False
+        if fm:
+            rest = fm.group(3).strip()
+            one_liner = rest.endswith("}")
+            if not one_liner:
+                funcs.append((fm.group(1), fm.group(2)))
+        names = [fn for _, fn in funcs] + ([fm.group(2)] if one_liner else [])
+        in_cleanup = any(fn.endswith("cleanup") for fn in names)
+        hm = HEREDOC.search(line)
+        if hm and "<<<" not in line[max(0, hm.start() - 1):hm.start() + 3]:
+            heredoc = (hm.group(1) == "-", hm.group(3))
+
+        in_lacks = name == "lib.sh" and any(fn in LACKS_FUNCS for fn in names)
+        if NEG_GREP.search(line) and not in_lacks:
+            findings.append((n, "negated-grep", line))
+        if OR_TRUE.search(line) and not in_cleanup and not CLEANUP_MARK.search(line) \
+                and not re.search(r"\btrap\b", line):
+            findings.append((n, "or-true", line))
+        if not SLEEP_OK_MARK.search(line) and not POLL_LOOP.search(line):
+            for m in SLEEP.finditer(line):
+                if not sleep_allowed(line, m):
+                    findings.append((n, "sleep", line))
+                    break
+        in_skip = name == "lib.sh" and any(fn in SKIP_FUNCS for fn in names)
+        if (EXIT77.search(line) or SKIP_PLAN.search(line)) and not in_skip:
+            findings.append((n, "skip", line))
+        if SKIP_BUILD_CALL.search(line) and name not in SKIP_BUILD and not in_skip:
+            findings.append((n, "skip", line))
+
+        if funcs and not fm and re.match(r"^" + re.escape(funcs[-1][0]) + r"\}\s*(#.*)?$", line):
+            funcs.pop()
+    return findings
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    files = sys.argv[1:] or sorted(glob.glob(os.path.join(here, "*.sh")))
+    print(f"1..{len(files)}")
+    failed = 0
+    for i, path in enumerate(files, 1):
+        findings = check_file(path)
+        rel = os.path.relpath(path)
+        if findings:
+            failed += 1
+            print(f"not ok {i} - {rel}")
+            for n, rule, text in findings:
+                print(f"#   {rel}:{n}: {rule}: {text.strip()}")
+        else:
+            print(f"ok {i} - {rel}")
+    print(f"# {len(files) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
