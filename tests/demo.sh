@@ -24,20 +24,20 @@ for host in web-1 web-2; do
         tail -n +1 -f "$SCRATCH/agent-$host.log" | sed -u "s/^fleetsemd: /   [agent $host] /" &
         SCRATCH_PIDS+=($!)
 done
-sleep 0.3
+sleep 0.3       # not synchronisation: the demo's pace, for a reader
 
 say "== 6 jobs on 2 hosts, at most 2 at once fleet-wide: fleetsem run --slots 2 nightly-report -- …"
 jobs_pids=()
 for i in 1 2 3 4 5 6; do
         host=$([ $((i % 2)) = 1 ] && echo web-1 || echo web-2)
         echo "   job $i starts on $host"
-        FLEETSEM_NAMESPACE="demo-$host" "$FLEETSEM" run --verbose --slots 2 nightly-report -- \
-                sh -c 'echo "   job '"$i"' on '"$host"': RUNNING with fencing token $FLEETSEM_TOKEN"; sleep 2' \
+        report='echo "   job '"$i"' on '"$host"': RUNNING with fencing token $FLEETSEM_TOKEN"; sleep 2'  # not synchronisation: the job's run time
+        FLEETSEM_NAMESPACE="demo-$host" "$FLEETSEM" run --verbose --slots 2 nightly-report -- sh -c "$report" \
                 2>&1 | sed -u "s/^fleetsem: nightly-report: /   job $i on $host: /" &
         jobs_pids+=($!)
-        sleep 0.1
+        sleep 0.1       # not synchronisation: the demo's pace, for a reader
 done
-sleep 0.5
+sleep 0.5       # not synchronisation: the demo's pace, for a reader
 say "== fleetsem status, while 2 run and 4 wait in line"
 FLEETSEM_NAMESPACE=demo-web-1 "$FLEETSEM" status
 wait "${jobs_pids[@]}"

@@ -155,12 +155,12 @@ worker() {
                 echo "$host" >>"$T/started-$name"
                 fs "$host" run --slots 2 --wait 60s "$name" -- sh -c '
                         echo "enter $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"
-                        sleep 0.2
+                        sleep 0.2       # not synchronisation: the job runs 0.2 s
                         echo "exit $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"' "$host" "$T/events-$name"
                 rc=$?
                 [ "$rc" = 0 ] || echo "$name $host exit $rc at $(date +%s%N)" >>"$T/failed"
                 n=$((n + 1))
-                sleep 0.1
+                sleep 0.1       # not synchronisation: the worker's pace between jobs
         done
         echo "$name $host $n" >>"$T/workers-done"
 }

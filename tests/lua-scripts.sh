@@ -1036,7 +1036,7 @@ is "$(j "$(AS_HOST=b revoke rg h)" 'r[0]')" 5 "revoke: h of rg revoked (a lease 
 granted=
 for _ in $(seq 1 100); do
         [ "$(j "$(TTL_MS=600 acquire rg w 1)" 'r[0]')" = 1 ] && { granted=$(redis_ms); break; }
-        sleep 0.02
+        sleep 0.02      # not synchronisation: the poll that measures when w is granted
 done
 check "revoke: w is granted once h's fence point passed, not before (${granted:+$((granted - expiry + 200)) ms after it})" \
         [ -n "$granted" -a "${granted:-0}" -ge $((expiry - 200)) ]

@@ -29,10 +29,12 @@ before=$(rcli ZRANGE 'fleetsem:{ar}:holders' 0 -1 | sort | tr '\n' ' ')
 kill -TERM "$(agent_pid a)"
 wait "$(agent_pid a)"
 is "$?" 0 "the agent exits cleanly on SIGTERM"
-sleep 1
+same_leases() { [ "$(rcli ZRANGE 'fleetsem:{ar}:holders' 0 -1 | sort | tr '\n' ' ')" = "$before" ]; }
+check "while the agent is down (1 s), Redis keeps both leases" still_after 1 same_leases
 start_agent a
 check "the new agent re-adopts both slots" wait_for 5 grep -q "Re-adopted 2 held slot" "$T/agent-a.log"
-sleep 7         # longer than the lease TTL: unrenewed slots would have expired
+# Longer than the lease TTL: unrenewed slots would have expired.
+check "the same two leases hold for 7 s, longer than the lease TTL" still_after 7 same_leases
 
 check "nobody else got in during the restart" test ! -e "$T/granted"
 is "$(rcli ZRANGE 'fleetsem:{ar}:queue' 0 -1 | tr '\n' ' ')" "$queue_before" \

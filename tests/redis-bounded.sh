@@ -25,6 +25,8 @@ asnobody() { "${NOBODY[@]}" "$@"; }
 PYN=$(command -v /usr/bin/python3 || command -v python3)
 # fsn NS ARGS...: fleetsem as nobody, talking to @NS/agent.
 fsn() { local ns=$1; shift; asnobody env FLEETSEM_NAMESPACE="$ns" "$FLEETSEM" "$@"; }
+# connecting PID: PID has a socket open (run, trying the agent's).
+connecting() { ls -l "/proc/$1/fd" 2>/dev/null | grep -q 'socket:'; }
 # timed VAR CMD...: runs CMD, sets $rc, and VAR to how long it took (ms).
 timed() { local var=$1 t0; shift; t0=$(now_ms); "$@"; rc=$?; eval "$var=$(( $(now_ms) - t0 ))"; }
 
@@ -48,13 +50,13 @@ check "... within 2 s ($took ms)" [ "$took" -lt 2000 ]
 like "$(cat "$T/err")" 'takes no connections \(stopped, or its queue is full\)' "... saying why"
 fs_exec a run --slots 1 stopped -- true 2>/dev/null &
 w=$!
-sleep 0.3
+check "run is connecting (its socket open)" wait_for 5 connecting "$w"
 t0=$(now_ms); kill -TERM "$w"; wait "$w"; rc=$?; took=$(( $(now_ms) - t0 ))
 is "$rc" 143 "SIGTERM while run connects: exits 143"
 check "... at once ($took ms)" [ "$took" -lt 500 ]
 fs_exec a run --slots 1 stopped -- true 2>/dev/null &
 w=$!
-sleep 0.3
+check "run is connecting (its socket open)" wait_for 5 connecting "$w"
 t0=$(now_ms); kill -INT "$w"; wait "$w"; rc=$?; took=$(( $(now_ms) - t0 ))
 is "$rc" 130 "SIGINT while run connects: exits 130, at once ($took ms)"
 timed took fsn "$NS" status 2>"$T/err"

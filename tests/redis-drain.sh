@@ -41,9 +41,8 @@ job a d w2 & w2=$!
 check "w2 (on a) waits behind it" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{d}:queue') = 2 ]"
 check "w1 is told the name is drained, and waits" wait_for 5 grep -q 'd is drained (by root .*: again); .*; waiting\.' "$T/run-w1.err"
 # Three renewals of the holder: it runs on; nobody else got in.
-sleep_ttl() { sleep 2.2; }
-sleep_ttl
-is "$(grep -c enter "$T/order")" 1 "a lease later, h1 still holds and nobody else got in (a slot is free)"
+one_entered() { [ "$(grep -c enter "$T/order")" = 1 ]; }
+check "a lease later (2.2 s), h1 still holds and nobody else got in (a slot is free)" still_after 2.2 one_entered
 check "h1 runs on" kill -0 "$h1"
 is "$(holders d) $(waiters d)" "1 2" "Redis: 1 holder, 2 waiters"
 

@@ -14,7 +14,7 @@ check "the first request holds the slot" wait_for 5 sh -c "[ \$(redis-cli -s $T/
 pids=()
 for i in 1 2 3 4 5 6; do
         host=$([ $((i % 2)) = 1 ] && echo a || echo b)
-        fs "$host" run --slots 1 fifo -- sh -c 'echo "$1" >>"$0"; sleep 0.05' "$T/order" "$i" &
+        fs "$host" run --slots 1 fifo -- sh -c 'echo "$1" >>"$0"; sleep 0.05' "$T/order" "$i" &     # not synchronisation: the job's run time
         pids+=($!)
         wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{fifo}:queue') = $i ]" ||
                 not_ok "request $i did not queue"

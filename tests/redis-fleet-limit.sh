@@ -88,11 +88,12 @@ check "with the fleet limit 5 and nobody asking less, three hold at once" wait_f
 is "$(fs a limit --fleet f 1 --reason "disk slow")" "f: fleet limit 1 (was 5); 0 waiter(s) granted at once." "root lowers it to 1"
 job b f k4 & k4=$!
 check "a newcomer waits" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{f}:queue') = 1 ]"
-sleep 2.2       # a lease: the holders are renewed past it
-is "$(entered) $(holders f)" "3 3" "a lease later, the three holders run on and nobody else got in"
+three_in() { [ "$(entered) $(holders f)" = "3 3" ]; }
+# A lease: the holders are renewed past it.
+check "for a lease (2.2 s), the three holders run on and nobody else got in" still_after 2.2 three_in
 touch "$T/go-k1" "$T/go-k2"; wait "$k1" "$k2"
-sleep 0.5
-is "$(entered)" 3 "with 1 holder left of limit 1, the waiter still waits"
+still_waits() { [ "$(entered) $(holders f) $(waiters f)" = "3 1 1" ]; }
+check "with 1 holder left of limit 1, the waiter still waits (0.5 s)" still_after 0.5 still_waits
 touch "$T/go-k3"; wait "$k3"
 check "once fewer hold than the limit, the waiter gets in" wait_for 10 grep -qx 'enter k4' "$T/order"
 touch "$T/go-k4"; wait "$k4"

@@ -17,7 +17,7 @@ job() {
         fs "$1" run --slots 3 inv -- sh -c '
                 granted=$(redis-cli -s "$2" TIME | awk "NR == 1 { s = \$1 } NR == 2 { printf \"%d%06d\n\", s, \$1 }")
                 echo "enter $FLEETSEM_TOKEN $(date +%s%N) $0 $3 $granted" >>"$1"
-                sleep 0.02
+                sleep 0.02      # not synchronisation: the job runs 20 ms
                 echo "exit $FLEETSEM_TOKEN $(date +%s%N) $0" >>"$1"' "$1" "$T/events" "$REDIS_SOCK" "$before"
 }
 pids=()

@@ -46,8 +46,9 @@ is "$(lease_of ja)" "$lease1" "Redis: the killed run's lease still holds, and no
 # Past a whole lease: the agent renews the slot of a job without its run.
 exp0=$(expiry_of ja "$lease1")
 check "Redis: the agent keeps renewing it" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZSCORE 'fleetsem:{ja}:holders' $lease1) -gt $((exp0 + 1000)) ]"
-sleep "${TTL%s}"        # one more lease: unrenewed, it would have run out
-is "$(lease_of ja)" "$lease1" "Redis: still held after more than a lease"
+still_lease1() { [ "$(lease_of ja)" = "$lease1" ]; }
+# One more lease: unrenewed, it would have run out.
+check "Redis: still held after more than a lease" still_after "${TTL%s}" still_lease1
 is "$(no_wait b ja)" 75 "and still refused to others"
 
 # The agent restarts while only the job holds the anchor: nobody accepts a
@@ -58,8 +59,7 @@ wait "$(agent_pid a)"
 is "$?" 0 "agent a exits cleanly on SIGTERM"
 start_agent a
 check "the new agent re-adopts the job's slot" wait_for 5 grep -q "Re-adopted 1 held slot" "$T/agent-a.log"
-sleep "${TTL%s}"
-is "$(lease_of ja)" "$lease1" "Redis: still held after a lease under the new agent"
+check "Redis: still held after a lease under the new agent" still_after "${TTL%s}" still_lease1
 is "$(no_wait b ja)" 75 "and still refused to others"
 
 touch "$T/stop1"

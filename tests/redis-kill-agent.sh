@@ -31,7 +31,7 @@ deadline=$(( $(now_ms) + 10000 ))
 while [ ! -s "$T/granted" ] && [ "$(now_ms)" -lt "$deadline" ]; do
         e=$(rcli ZSCORE 'fleetsem:{ka}:holders' "$held")
         [ -n "$e" ] && [ "${e%.*}" != "$expiry" ] && { echo "# the expiry moved from $expiry to ${e%.*}"; expiry=${e%.*}; }
-        sleep 0.02
+        sleep 0.02      # not synchronisation: the poll that notes each move of the expiry
 done
 check "the waiter is granted once the lease expires" test -s "$T/granted"
 granted=$(cat "$T/granted")

@@ -40,7 +40,7 @@ for round in $(seq 1 "$ROUNDS"); do
         expiry=$(rcli ZSCORE 'fleetsem:{reset}:holders' "$held")
         wait_for 5 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK ZSCORE 'fleetsem:{reset}:holders' '$held')\" != '$expiry' ]" ||
                 { not_ok "round $round: a's lease was not renewed"; }
-        sleep "$(awk -v r="$round" -v n="$ROUNDS" -v p=$((TTL_MS / 3)) 'BEGIN { printf "%.3f", (r - 1) * p / n / 1000 }')"
+        sleep "$(awk -v r="$round" -v n="$ROUNDS" -v p=$((TTL_MS / 3)) 'BEGIN { printf "%.3f", (r - 1) * p / n / 1000 }')"   # not synchronisation: where in the period the fault falls
 
         kill -KILL "$(cat "$T/redis.pid")" || bail "round $round: no redis-server to kill"
         wait_for 10 sh -c "! redis-cli -s $REDIS_SOCK ping" || bail "round $round: redis-server still answers after SIGKILL"

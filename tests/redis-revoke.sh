@@ -47,7 +47,7 @@ sample() {
         while :; do
                 echo "$(redis-cli -s "$REDIS_SOCK" ZCARD "fleetsem:{$1}:holders")" \
                         "$(redis-cli -s "$REDIS_SOCK" HGET "fleetsem:{$1}:clock" . | cut -d' ' -f1)"
-                sleep 0.01
+                sleep 0.01      # not synchronisation: the sampler's period
         done >>"$T/held-$1"
 }
 most_held() { tr ' ' '\n' <"$T/held-$1" | sort -n | tail -n 1; }

@@ -37,7 +37,7 @@ for round in $(seq "$ROUNDS"); do
         expiry=$(rcli ZSCORE 'fleetsem:{sf}:holders' "$lease")
         wait_for 5 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK ZSCORE 'fleetsem:{sf}:holders' '$lease')\" != '$expiry' ]" ||
                 bail "round $round: a's lease was not renewed"
-        sleep "$(awk -v r="$round" -v n="$ROUNDS" -v p=$((TTL_MS / 3)) 'BEGIN { printf "%.3f", (r - 1) * p / n / 1000 }')"
+        sleep "$(awk -v r="$round" -v n="$ROUNDS" -v p=$((TTL_MS / 3)) 'BEGIN { printf "%.3f", (r - 1) * p / n / 1000 }')"   # not synchronisation: where in the period the fault falls
 
         stopped=$(now_ms)
         kill -STOP "$agent_a"

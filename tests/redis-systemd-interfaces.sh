@@ -22,8 +22,7 @@ like "$(cat "$T/agent-sa.log")" "configuration says namespace fleetsem, but syst
         "and takes its namespace from it, saying so"
 check "READY=1 is sent" wait_for 5 grep -q 'READY=1' "$T/notify.log"
 check "STATUS= shows the held slot and Redis" wait_for 5 grep -q 'STATUS=1 slot(s) held, 0 waiting, Redis up' "$T/notify.log"
-sleep 1.2
-check "WATCHDOG=1 pings keep coming (WATCHDOG_USEC=1s)" [ "$(grep -c 'WATCHDOG=1' "$T/notify.log")" -ge 2 ]
+check "WATCHDOG=1 pings keep coming (WATCHDOG_USEC=1s)" wait_for 5 sh -c "[ \$(grep -c 'WATCHDOG=1' '$T/notify.log') -ge 2 ]"
 
 kill -KILL "$job"
 wait "$job" 2>/dev/null

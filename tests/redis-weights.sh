@@ -43,8 +43,9 @@ start_agent a
 check "agent a re-adopts big1's slot" wait_for 10 grep -q 'Re-adopted 1 held slot' "$T/agent-a.log"
 is "$(rcli HGET 'fleetsem:host:{a}' "$(rcli ZRANGE 'fleetsem:{w}:holders' 0 0)" | awk '{ print $NF }')" 2 \
         "this host's index keeps the weight, for the re-adoption"
-sleep 2.2       # a lease: renewed by the new agent, with its weight kept
-is "$(units) $(entered)" "2 1" "a lease later: still 2 units held, and still only big1 runs"
+two_units_one_job() { [ "$(units) $(entered)" = "2 1" ]; }
+# A lease: renewed by the new agent, with its weight kept.
+check "for a lease (2.2 s): still 2 units held, and still only big1 runs" still_after 2.2 two_units_one_job
 
 touch "$T/go-big1"; wait "$big1"
 is "$?" 0 "big1 ends"

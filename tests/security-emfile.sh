@@ -32,7 +32,7 @@ for i in 1 2 3; do
         fs a run --slots 1 emf-root -- true 2>"$T/root.err"
         rc=$?
         [ "$rc" = 0 ] && break
-        sleep 0.2
+        sleep 0.2       # not synchronisation: a client's pause before it tries again
 done
 check "root's request succeeds or is busy, never 'not permitted' (exit $rc: $(cat "$T/root.err"))" test "$rc" = 0 -o "$rc" = 69
 check "root is served" test "$rc" = 0

@@ -51,7 +51,7 @@ while [ "$(now_ms)" -lt "$end" ]; do
         t=$(now_ms)
         "$FLEETSEM" --version >/dev/null
         echo $(( $(now_ms) - t )) >>"$T/floor"
-        sleep 0.1
+        sleep 0.1       # not synchronisation: the probes' period
 done
 wait_for $((FLOOD_S + 10)) sh -c "cat $T/flood-g1 $T/flood-g2 $T/flood-s1 $T/flood-s2 | grep -c '^connections' | grep -qx 4"
 cpu1=$(ticks "$pid")

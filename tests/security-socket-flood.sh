@@ -49,7 +49,7 @@ end=$(( t0 + MEASURE_S * 1000 ))
 while [ "$(now_ms)" -lt "$end" ]; do
         ms=$(ms_of fs a run --no-wait --slots 1000 sflood-probe -- true) || fails=$((fails + 1))
         echo "$ms" >>"$T/probe"
-        sleep 0.5
+        sleep 0.5       # not synchronisation: the probes' period
 done
 cpu1=$(ticks "$pid")
 t1=$(now_ms)
