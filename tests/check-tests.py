@@ -5,9 +5,10 @@ test may not do": a check that cannot fail is worse than none.
   negated-grep  `! grep ...`: passes on a missing file or a reworded
                 message. Assert on state, or use log_lacks/agent_lacks
                 (lib.sh), which first require a line that must be there.
-  or-true       `|| true`: goes on whether the step worked. Allowed only
-                for clean-up: in a function whose name ends in "cleanup",
-                or on a line ending in the comment "# cleanup".
+  or-true       `|| true` or `|| :`: goes on whether the step worked.
+                Allowed only for clean-up: in a function whose name ends
+                in "cleanup", on a trap line, or on a line ending in the
+                comment "# cleanup".
   sleep         `sleep` as a pause of the test: wait_for a condition, or
                 still_after SECONDS CMD for what must not happen within a
                 time. Allowed: sleep as a process (`-- sleep 300`, `exec
@@ -16,8 +17,9 @@ test may not do": a check that cannot fail is worse than none.
                 done`), text that is data for another program (a here
                 document), and a line carrying "# not synchronisation:"
                 with the reason (a job's run time, the poll of a helper).
-  skip          `exit 77` or a "1..0 # SKIP" plan: only lib.sh's skip_all
-                (a failure under CI=true) and skip_build (a skip even under
+  skip          `exit 77` nowhere (meson takes it from a TAP test for an
+                error); a "1..0 # SKIP" plan only in lib.sh's skip_all (a
+                failure under CI=true) and skip_build (a skip even under
                 CI=true), and skip_build only in the tests of SKIP_BUILD.
 
 Usage: check-tests.py [FILE...] (default: tests/*.sh beside it). TAP, one
@@ -124,7 +126,8 @@ def main():
     failed = 0
     for i, path in enumerate(files, 1):
         findings = check_file(path)
-        rel = os.path.relpath(path)
+        rel = os.path.join("tests", os.path.basename(path)) \
+            if os.path.dirname(os.path.abspath(path)) == here else path
         if findings:
             failed += 1
             print(f"not ok {i} - {rel}")
