@@ -554,6 +554,8 @@ void io_name_waiting(void *ctx, Name *n) {
         Shard *sh;
         int r;
 
+        if (!io)
+                return;         /* stopped: the agent exits */
         if (n->io_generation == io->sub_generation)
                 return;
         sh = shard_of_name(io, n->name);

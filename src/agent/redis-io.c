@@ -274,6 +274,8 @@ int library_version_parse(const RedisReply *reply, long long *ret_version, bool 
 }
 
 void redis_io_watch_all(Agent *a, bool on) {
+        if (!a->redis_io)
+                return;         /* stopped: the agent exits */
         a->redis_io->watch_all = on;
         engine_watch(a->redis_io);
 }
