@@ -379,7 +379,7 @@ static const SlotsOps agent_slots_ops = {
  * (once, when Redis is first up), the STATUS and METRICS that waited for
  * Redis, and STATUS= for systemd. */
 static void on_redis_changed(Agent *a) {
-        if (a->state == REDIS_READY && !a->adopted)
+        if (a->state == REDIS_READY && !a->adopted && !a->adopting)
                 adopt_start(a);
         requests_resume_deferred(a);
         status_mark_dirty(a);
