@@ -183,8 +183,12 @@ struct Agent {
 int redis_io_start(Agent *a);
 void redis_io_stop(Agent *a);
 /* The library's text as an agent loads it (where keys are sharded, with
- * SPUBLISH); NULL when out of memory. */
-char *library_text_new(bool sharded);
+ * SPUBLISH); -ENOMEM, or -EBADMSG when the built-in text lacks the line
+ * that says the wake command (a build that went wrong). */
+#define LIBRARY_WAKE_LINE "local WAKE_COMMAND = 'PUBLISH'"
+int library_text_new(bool sharded, char **ret);
+/* … what its error r means, for a message. */
+const char *library_text_error(int r);
 /* FCALL fleetsem_version's reply: 0 and its version and whether its text
  * is the sharded one; -ENOENT no library (no such function), -EOPNOTSUPP
  * a server without FCALL (before Redis 7.0, Valkey 7.2), -EBADMSG one
