@@ -197,6 +197,7 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         RedisIo *io = userdata;
         Agent *a = io->agent;
         usec_t now = now_mono();
+        int r;
 
         (void) usec;
         for (size_t i = 0; i < io->n_shards; i++) {
@@ -220,7 +221,9 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
                  * grant), for the journal and as the count seen before. */
                 for (size_t i = 0; i < io->n_shards; i++)
                         shard_role_refresh(io->shards[i]);
-        (void) sd_event_source_set_time_relative(s, MIN(slots_tick(&a->slots, now), policy_every(io)));
+        r = sd_event_source_set_time_relative(s, MIN(slots_tick(&a->slots, now), policy_every(io)));
+        if (r < 0)
+                redis_io_fatal(io, r, "arm the renewal tick");
         return 0;
 }
 
@@ -277,6 +280,11 @@ int library_version_parse(const RedisReply *reply, long long *ret_version, bool 
         *ret_version = version;
         *ret_sharded = streq(wake, "SPUBLISH");
         return 0;
+}
+
+void redis_io_fatal(RedisIo *io, int r, const char *what) {
+        log_error_errno(r, "Failed to %s: %m; exiting, held slots stay anchored for the next agent.", what);
+        (void) sd_event_exit(io->agent->event, r);
 }
 
 void redis_io_watch_all(Agent *a, bool on) {
