@@ -359,6 +359,21 @@ static void test_wait_deadline_and_no_wait(void) {
         teardown();
 }
 
+/* The longest wait a request may give (2^64 - 2 us) ends never, not at
+ * once: now + wait saturates. */
+static void test_huge_wait(void) {
+        Client c1 = {};
+        Lease *a;
+
+        setup(0);
+        a = ask(1, "x", 1, USEC_INFINITY - 1, &c1, 5 * USEC_PER_SEC);
+        CHECK_U64(a->deadline, USEC_INFINITY, "the deadline of a huge wait is never");
+        reply_queued(a, 1, 1, 60000, 5 * USEC_PER_SEC);
+        slots_lease_timer(&e, a, 6 * USEC_PER_SEC);
+        CHECK(!has_line(&c1, "DENIED reason=timeout"), "it is not denied at the next look");
+        teardown();
+}
+
 /* A drained name: a waiter is told by whom and why, once it changes; one
  * that does not wait is denied as "drained"; the drain's end is told too. */
 static void test_drained(void) {
@@ -1560,6 +1575,7 @@ int main(void) {
         test_grant_and_limit();
         test_weight_and_fleet_limit();
         test_wait_deadline_and_no_wait();
+        test_huge_wait();
         test_fail_waiters();
         test_drained();
         test_grants_in_token_order();

@@ -15,6 +15,7 @@
 
 /* One re-adoption: this host's index read once, each entry asked of Redis. */
 typedef struct AdoptRound {
+        Agent *agent;
         size_t pending;         /* replies still awaited, and the index itself */
         size_t count;           /* slots re-adopted */
         usec_t started;
@@ -33,14 +34,31 @@ typedef struct Adoption {
         char id[LEASE_ID_LEN + 1];
 } Adoption;
 
+static Adoption *adoption_free(Adoption *ad) {
+        if (!ad)
+                return NULL;
+        safe_close(ad->watch_fd);
+        free(ad->unit);
+        return mfree(ad);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(Adoption *, adoption_free);
+
+/* Adoption is over, done or not: the RELEASEs that waited for it look. */
+static void adopt_over(Agent *a) {
+        a->adopting = false;
+        requests_resume_deferred(a);
+}
+
 static void adopt_done_one(AdoptRound *round) {
         char buf[FORMAT_DURATION_MAX];
+        Agent *a = round->agent;
 
         if (--round->pending > 0)
                 return;
         log_full(round->count > 0 ? LOG_INFO : LOG_DEBUG, "Re-adopted %zu held slot(s) of this host in %s.",
                  round->count, format_duration(buf, sizeof(buf), now_usec(CLOCK_MONOTONIC) - round->started));
         free(round);
+        adopt_over(a);
 }
 
 static void forget_index_entry(Agent *a, const char *id) {
@@ -50,7 +68,7 @@ static void forget_index_entry(Agent *a, const char *id) {
 }
 
 static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        Adoption *ad = userdata;
+        _cleanup_(adoption_freep) Adoption *ad = userdata;
         Agent *a = ad->agent;
         ReplyAdopt d = {};
         int state = -2;         /* Redis went, or refused the call: ask again next time */
@@ -87,18 +105,16 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 forget_index_entry(a, ad->id);
         /* state 0: only queued; its client asks again if it still wants it. */
 
-        safe_close(ad->watch_fd);
-        free(ad->unit);
         adopt_done_one(ad->round);
-        free(ad);
 }
 
 static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char *value) {
         char name[NAME_MAX_LEN + 1], unit[UNIT_NAME_MAX + 1] = "-", on_lost[8] = "ignore";
         unsigned slots, uid, weight = 1;
-        int watch = -EBADF, n = 0, r, k;
+        _cleanup_close_ int watch = -EBADF;
+        int n = 0, r, k;
         struct ucred owner = { .pid = 0, .gid = (gid_t) -1 };
-        Adoption *ad;
+        _cleanup_(adoption_freep) Adoption *ad = NULL;
 
         if (!lease_id_is_valid(id) || slots_lease_find(&a->slots, id))
                 return;
@@ -132,24 +148,22 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
         if (r < 0) {
                 if (r == -ENOENT)
                         log_info("Anchor of lease %s is gone; releasing its slot of %s.", id, name);
-                safe_close(watch);
-                (void) io_call_release(a, name, id, (uid_t) uid);
-                forget_index_entry(a, id);
+                /* Sent, it leaves the index with it; else it stays there,
+                 * and the next re-adoption releases it. */
+                r = io_call_release(a, name, id, (uid_t) uid);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to release lease %s of %s: %m; it stays in %s, released at the "
+                                          "next re-adoption.", id, name, a->host_key);
                 return;
         }
 
         ad = calloc(1, sizeof(*ad));
-        if (!ad) {
-                safe_close(watch);
+        if (!ad)
                 return;
-        }
-        *ad = (Adoption) { .agent = a, .round = round, .watch_fd = watch, .slots = slots, .weight = weight, .owner = owner,
-                           .stop_on_lost = streq(on_lost, "stop") };
-        if (!streq(unit, "-") && !(ad->unit = strdup(unit))) {
-                safe_close(watch);
-                free(ad);
+        *ad = (Adoption) { .agent = a, .round = round, .watch_fd = TAKE_FD(watch), .slots = slots, .weight = weight,
+                           .owner = owner, .stop_on_lost = streq(on_lost, "stop") };
+        if (!streq(unit, "-") && !(ad->unit = strdup(unit)))
                 return;
-        }
         snprintf(ad->name, sizeof(ad->name), "%s", name);
         snprintf(ad->id, sizeof(ad->id), "%s", id);
         {
@@ -163,13 +177,10 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
                 snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
                 snprintf(uid_s, sizeof(uid_s), UID_FMT, (uid_t) uid);
                 snprintf(grace, sizeof(grace), "%" PRIu64, redis_grace_until(a, name));
+                if (script_call(a, SCRIPT_ADOPT, name, adopt_reply, ad, ELEMENTSOF(args), args, NULL) < 0)
+                        return;
                 round->pending++;
-                if (script_call(a, SCRIPT_ADOPT, name, adopt_reply, ad, ELEMENTSOF(args), args, NULL) < 0) {
-                        safe_close(ad->watch_fd);
-                        free(ad->unit);
-                        free(ad);
-                        adopt_done_one(round);
-                }
+                TAKE_PTR(ad);
         }
 }
 
@@ -180,18 +191,22 @@ static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         AdoptRound *round;
 
         (void) conn;
-        if (!reply)
-                return;         /* Redis went: adoption runs again when it is back */
+        if (!reply) {
+                adopt_over(a);  /* Redis went: adoption runs again when it is back */
+                return;
+        }
         if (err) {
                 log_error("Failed to read this host's leases from %s: %s", a->host_key, err);
+                adopt_over(a);
                 return;
         }
         round = calloc(1, sizeof(*round));
         if (!round) {
                 log_error("Out of memory: this host's leases are re-adopted on the next connection to Redis.");
+                adopt_over(a);
                 return;
         }
-        *round = (AdoptRound) { .pending = 1, .started = now_usec(CLOCK_MONOTONIC) };
+        *round = (AdoptRound) { .agent = a, .pending = 1, .started = now_usec(CLOCK_MONOTONIC) };
         a->adopted = true;
         for (size_t i = 0; i + 1 < n; i += 2) {
                 char id[LEASE_ID_LEN + 1], value[NAME_MAX_LEN + UNIT_NAME_MAX + 64];
@@ -207,6 +222,9 @@ static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 void adopt_start(Agent *a) {
         const char *argv[] = { "HGETALL", a->host_key };
 
-        if (redis_key_command(a, index_reply, a, 2, argv) < 0)
+        if (redis_key_command(a, index_reply, a, 2, argv) < 0) {
                 log_warning("Failed to ask Redis for this host's leases; trying again on the next connection.");
+                return;
+        }
+        a->adopting = true;
 }

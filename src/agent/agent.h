@@ -112,10 +112,8 @@ struct Client {
         Lease *lease;
         StatusJob *status;
         Client **op_ref;                /* DRAIN, REVOKE under way: its pointer to this client, cleared when it goes */
-        bool status_deferred;           /* STATUS or METRICS asked while the first connection to Redis is made */
+        Request *deferred;              /* a request that waits for Redis (requests.c), or NULL */
         bool watching;                  /* WATCH: told CHANGED until it goes */
-        bool metrics;                   /* … METRICS */
-        char status_name[NAME_MAX_LEN + 1];
         char *out;
         size_t out_start;       /* the output not yet written: out_len bytes from here */
         size_t out_len;
@@ -167,6 +165,7 @@ struct Agent {
         void (*fleet_changed)(Agent *a);
         size_t n_watching;              /* root's clients that WATCH (every name's wake-ups) */
         bool adopted;                   /* this host's leases re-adopted (adopt.c), once */
+        bool adopting;                  /* … under way: a RELEASE waits for it */
 
         Client *clients;
         size_t n_clients;
@@ -184,8 +183,12 @@ struct Agent {
 int redis_io_start(Agent *a);
 void redis_io_stop(Agent *a);
 /* The library's text as an agent loads it (where keys are sharded, with
- * SPUBLISH); NULL when out of memory. */
-char *library_text_new(bool sharded);
+ * SPUBLISH); -ENOMEM, or -EBADMSG when the built-in text lacks the line
+ * that says the wake command (a build that went wrong). */
+#define LIBRARY_WAKE_LINE "local WAKE_COMMAND = 'PUBLISH'"
+int library_text_new(bool sharded, char **ret);
+/* … what its error r means, for a message. */
+const char *library_text_error(int r);
 /* FCALL fleetsem_version's reply: 0 and its version and whether its text
  * is the sharded one; -ENOENT no library (no such function), -EOPNOTSUPP
  * a server without FCALL (before Redis 7.0, Valkey 7.2), -EBADMSG one

@@ -300,6 +300,8 @@ int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, vo
                 size_t n_args, const char *const *args, const size_t *arglens) {
         RedisIo *io = a->redis_io;
 
+        if (!io || a->state != REDIS_READY)
+                return -ENOTCONN;       /* (stopped: the agent exits) */
         if (script == SCRIPT_ACQUIRE || script == SCRIPT_RELEASE || script == SCRIPT_RENEW ||
             script == SCRIPT_REASSERT || script == SCRIPT_ADOPT)
                 return batch_add(io, script, name, cb, userdata, n_args, args, arglens);

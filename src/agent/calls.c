@@ -275,7 +275,7 @@ void redis_command(Agent *a, const char *what, int argc, const char *const *argv
 }
 
 uint64_t redis_grace_until(Agent *a, const char *name) {
-        Shard *sh = shard_of_name(a->redis_io, name);
+        Shard *sh = a->redis_io ? shard_of_name(a->redis_io, name) : NULL;
 
         return sh ? sh->grace_until_ms : 0;
 }

@@ -181,9 +181,9 @@ static int load_server(const RedisAddress *a, bool sharded, const char *unix_pat
                 snprintf(had, sizeof(had), "version %lld%s", version,
                          was_sharded == sharded ? "" : was_sharded ? ", a Cluster's" : ", not a Cluster's");
 
-        text = library_text_new(sharded);
-        if (!text) {
-                fprintf(stderr, "Out of memory.\n");
+        r = library_text_new(sharded, &text);
+        if (r < 0) {
+                fprintf(stderr, "Failed to make the library's text: %s\n", library_text_error(r));
                 return 1;
         }
         reply = NULL;

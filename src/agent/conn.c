@@ -37,6 +37,7 @@ void client_free(Client *c) {
                 c->status->client = NULL;
         if (c->op_ref)
                 *c->op_ref = NULL;
+        free(c->deferred);
         if (c->lease) {
                 Lease *l = c->lease;
 

@@ -379,7 +379,7 @@ static const SlotsOps agent_slots_ops = {
  * (once, when Redis is first up), the STATUS and METRICS that waited for
  * Redis, and STATUS= for systemd. */
 static void on_redis_changed(Agent *a) {
-        if (a->state == REDIS_READY && !a->adopted)
+        if (a->state == REDIS_READY && !a->adopted && !a->adopting)
                 adopt_start(a);
         requests_resume_deferred(a);
         status_mark_dirty(a);
@@ -463,10 +463,12 @@ static int run(int argc, char *argv[]) {
 
 finish:
         /* Leaving releases nothing: the anchors live on in the sessions
-         * and units, and the next agent re-adopts them. */
+         * and units, and the next agent re-adopts them. Redis' side stops
+         * first: what it still holds (a batch, a reply awaited) is told to
+         * the engine while the engine is there. */
+        redis_io_stop(&agent);
         slots_done(&agent.slots);
         server_stop(&agent);
-        redis_io_stop(&agent);
         status_stop(&agent);
         lease_io_stop(&agent);
         units_close();

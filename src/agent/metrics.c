@@ -112,13 +112,6 @@ static void send_names(Client *c, const Agent *a) {
 }
 
 void metrics_request(Agent *a, Client *c) {
-        if (a->state == REDIS_CONNECTING) {
-                /* A socket-activated agent's first client comes before
-                 * Redis: answered once Redis is up, or down. */
-                c->status_deferred = true;
-                c->metrics = true;
-                return;
-        }
         send_counters(c, a);
         send_names(c, a);
         if (a->state == REDIS_READY) {

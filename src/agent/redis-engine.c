@@ -63,6 +63,18 @@ static usec_t wait_timeout(const Agent *a) {
         return MIN(redis_command_timeout(a->redis_io) / 2, USEC_PER_SEC);
 }
 
+/* A grant the replicas did not confirm, given back. Not sent (Redis went),
+ * it stays with the lease: the request asks again under the same id and
+ * finds it (acquire.lua grants a lease its slot again), or its TTL ends it
+ * when the request goes. */
+static void give_back(Agent *a, const Lease *l) {
+        int r = io_call_release(a, l->name->name, l->id, l->uid);
+
+        if (r < 0)
+                log_debug_errno(r, "Failed to give back the unconfirmed grant of lease %s of %s: %m; it ends with its "
+                                "lease.", l->id, l->name->name);
+}
+
 /* The engine hears how the grant gw waited for ended: r (NULL: Redis went
  * before it said; asked again on the next master). */
 static void grant_wait_done(GrantWait *gw, const AcquireResult *r) {
@@ -76,7 +88,7 @@ static void grant_give_back(GrantWait *gw, const char *why) {
         Lease *l = gw->lease;
 
         if (l->state != LEASE_GONE)     /* (released meanwhile: given back already) */
-                (void) io_call_release(gw->agent, l->name->name, l->id, l->uid);
+                give_back(gw->agent, l);
         gw->result = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = why };
         grant_wait_done(gw, &gw->result);
 }
@@ -146,7 +158,7 @@ static void grant_role_reply(RedisConn *conn, const RedisReply *reply, void *use
  * told once the replicas have it (or, under Sentinel and in a Cluster,
  * once ROLE says there are none); <0: the replicas cannot be asked. */
 static int wait_for_replicas(Agent *a, RedisConn *conn, Lease *l, const AcquireResult *r) {
-        GrantWait *gw;
+        _cleanup_free_ GrantWait *gw = NULL;
         int k;
 
         gw = malloc(sizeof(*gw));
@@ -157,10 +169,9 @@ static int wait_for_replicas(Agent *a, RedisConn *conn, Lease *l, const AcquireR
                 k = redis_conn_command(conn, grant_role_reply, gw, 1, (const char *[]) { "ROLE" }, NULL);
         else
                 k = wait_send(gw, conn);
-        if (k < 0) {
-                free(gw);
+        if (k < 0)
                 return -ENOTCONN;
-        }
+        TAKE_PTR(gw);           /* the reply's now */
         return 0;
 }
 
@@ -211,7 +222,7 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
         if (r.outcome == ACQUIRE_GRANTED && a->config->min_replicas_acked > 0) {
                 if (wait_for_replicas(a, conn, l, &r) >= 0)
                         return;
-                (void) io_call_release(a, l->name->name, l->id, l->uid);
+                give_back(a, l);
                 r = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = "cannot ask the replicas" };
         }
         slots_acquire_done(&a->slots, l, &r, now_mono());
@@ -293,7 +304,7 @@ static void release_reply(RedisConn *conn, const RedisReply *reply, void *userda
 
 int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
         Agent *a = agent_of(ctx);
-        ReleaseCall *rc;
+        _cleanup_free_ ReleaseCall *rc = NULL;
         CommonArgs c;
         int r;
 
@@ -312,10 +323,9 @@ int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
                                 [ARG_RELEASE_IDLE_MS] = c.idle_new,
                         },
                         NULL);
-        if (r < 0) {
-                free(rc);
+        if (r < 0)
                 return r;
-        }
+        TAKE_PTR(rc);           /* release_reply()'s now */
         /* Out of this host's index with it, whenever it goes out. */
         redis_command(a, "HDEL", 3, (const char *[]) { "HDEL", a->host_key, lease });
         return 0;
@@ -395,8 +405,8 @@ finish:
 
 int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids) {
         Agent *a = agent_of(ctx);
-        const char **args;
-        RenewCall *rc;
+        _cleanup_free_ const char **args = NULL;
+        _cleanup_free_ RenewCall *rc = NULL;
         CommonArgs c;
         int r;
 
@@ -404,11 +414,8 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
                 return -ENOTCONN;
         rc = malloc(sizeof(*rc) + n_ids * sizeof(rc->ids[0]));
         args = calloc(ARG_RENEW_LEASES + n_ids, sizeof(char *));
-        if (!rc || !args) {
-                free(rc);
-                free(args);
+        if (!rc || !args)
                 return -ENOMEM;
-        }
         *rc = (RenewCall) { .agent = a, .sent = now_mono(), .n = n_ids };
         snprintf(rc->name, sizeof(rc->name), "%s", n->name);
         memcpy(rc->ids, ids, n_ids * sizeof(rc->ids[0]));
@@ -420,11 +427,13 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
         for (size_t i = 0; i < n_ids; i++)
                 args[ARG_RENEW_LEASES + i] = rc->ids[i];
         r = script_call(a, SCRIPT_RENEW, n->name, renew_reply, rc, ARG_RENEW_LEASES + n_ids, args, NULL);
-        free(args);
         if (r < 0) {
-                free(rc);
+                if (r != -ENOTCONN)     /* (Redis gone: said already) */
+                        log_warning_errno(r, "Failed to renew the leases of %s: %m; trying again at the next tick.",
+                                          n->name);
                 return r;
         }
+        TAKE_PTR(rc);           /* renew_reply()'s now */
         index_name(a, n->name);
         return 0;
 }
@@ -554,6 +563,8 @@ void io_name_waiting(void *ctx, Name *n) {
         Shard *sh;
         int r;
 
+        if (!io)
+                return;         /* stopped: the agent exits */
         if (n->io_generation == io->sub_generation)
                 return;
         sh = shard_of_name(io, n->name);

@@ -197,6 +197,7 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         RedisIo *io = userdata;
         Agent *a = io->agent;
         usec_t now = now_mono();
+        int r;
 
         (void) usec;
         for (size_t i = 0; i < io->n_shards; i++) {
@@ -220,7 +221,9 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
                  * grant), for the journal and as the count seen before. */
                 for (size_t i = 0; i < io->n_shards; i++)
                         shard_role_refresh(io->shards[i]);
-        (void) sd_event_source_set_time_relative(s, MIN(slots_tick(&a->slots, now), policy_every(io)));
+        r = sd_event_source_set_time_relative(s, MIN(slots_tick(&a->slots, now), policy_every(io)));
+        if (r < 0)
+                redis_io_fatal(io, r, "arm the renewal tick");
         return 0;
 }
 
@@ -233,24 +236,30 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
  * own (shard.c). They never take turns: a Cluster's nodes serve Cluster
  * agents only (a standalone agent cannot use one), so a server holds the
  * other text only after it changed sides. */
-char *library_text_new(bool sharded) {
-        static const char plain[] = "local WAKE_COMMAND = 'PUBLISH'", spublish[] = "local WAKE_COMMAND = 'SPUBLISH'";
+int library_text_new(bool sharded, char **ret) {
+        static const char plain[] = LIBRARY_WAKE_LINE, spublish[] = "local WAKE_COMMAND = 'SPUBLISH'";
         const char *at = strstr(lua_library, plain);
         size_t before;
         char *text;
 
         if (!at)
-                return NULL;
+                return -EBADMSG;
         before = sharded ? (size_t) (at - lua_library) : strlen(lua_library);
         text = malloc(strlen(lua_library) + 2);
         if (!text)
-                return NULL;
+                return -ENOMEM;
         memcpy(text, lua_library, before);
         if (sharded)
                 stpcpy(stpcpy(text + before, spublish), at + strlen(plain));
         else
                 text[before] = '\0';
-        return text;
+        *ret = text;
+        return 0;
+}
+
+const char *library_text_error(int r) {
+        return r == -EBADMSG ? "the built-in library has no line " LIBRARY_WAKE_LINE " to set the wake command in "
+                               "(the build is broken)" : strerror(-r);
 }
 
 int library_version_parse(const RedisReply *reply, long long *ret_version, bool *ret_sharded) {
@@ -273,7 +282,14 @@ int library_version_parse(const RedisReply *reply, long long *ret_version, bool 
         return 0;
 }
 
+void redis_io_fatal(RedisIo *io, int r, const char *what) {
+        log_error_errno(r, "Failed to %s: %m; exiting, held slots stay anchored for the next agent.", what);
+        (void) sd_event_exit(io->agent->event, r);
+}
+
 void redis_io_watch_all(Agent *a, bool on) {
+        if (!a->redis_io)
+                return;         /* stopped: the agent exits */
         a->redis_io->watch_all = on;
         engine_watch(a->redis_io);
 }
@@ -345,9 +361,9 @@ int redis_io_start(Agent *a) {
                 .replaced = on_replaced,
                 .policy_changed = on_policy_changed,
         };
-        io->library_text = library_text_new(io->topo->sharded);
-        if (!io->library_text)
-                return log_error_errno(ENOMEM, "Out of memory.");
+        r = library_text_new(io->topo->sharded, &io->library_text);
+        if (r < 0)
+                return log_error_errno(r, "Failed to make the library's text: %s", library_text_error(r));
         r = io->topo->start(io);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the connections to Redis: %m");

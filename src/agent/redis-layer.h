@@ -217,6 +217,10 @@ int redis_auth_argv(const RedisIo *io, const char *argv[3]);
 void redis_fire_and_forget(RedisConn *conn, const RedisReply *reply, void *userdata);
 /* The peers' backoff: connect() again in delay, or as due already. */
 void redis_reconnect_in(RedisIo *io, usec_t delay);
+/* A timer of the Redis layer could not be armed (r): without it the agent
+ * would wait for Redis forever; it exits instead, its slots anchored for
+ * the next agent (systemd starts it again). */
+void redis_io_fatal(RedisIo *io, int r, const char *what);
 void redis_reconnect_later(RedisIo *io);
 usec_t backoff_next(usec_t b);
 

@@ -292,23 +292,34 @@ static void handle_release(Client *c, const Request *req) {
         client_finish(c);
 }
 
-static void client_handle_request(Client *c, const char *line, size_t len) {
+/* A request that needs Redis, read while the agent makes its connection
+ * (a socket-activated agent's first client comes before it): kept, and
+ * handled once Redis is up or known down, a bound the connection's
+ * timeouts set, as for an acquire (the engine keeps those). A RELEASE
+ * also waits for this host's leases to be re-adopted: until then it
+ * would find none. */
+static bool request_waits(const Agent *a, RequestVerb verb) {
+        switch (verb) {
+        case REQUEST_STATUS:
+        case REQUEST_METRICS:
+        case REQUEST_DRAIN:
+        case REQUEST_REVOKE:
+        case REQUEST_LIMIT:
+                return a->state == REDIS_CONNECTING;
+        case REQUEST_RELEASE:
+                return (a->state == REDIS_CONNECTING && !a->adopted) || (a->state == REDIS_READY && a->adopting);
+        default:
+                return false;
+        }
+}
+
+static void client_dispatch(Client *c, const Request *req) {
         Agent *a = c->agent;
-        const char *why = NULL;
-        Request req;
         int r;
 
-        c->got_request = true;
-        r = request_parse(line, len, &req, &why);
-        if (r < 0) {
-                log_uid(c->cred.uid, now_mono(), LOG_DEBUG, "Refused request from pid " PID_FMT ": %s", c->cred.pid, why);
-                client_send_error(c, r == -EINVAL ? ERROR_CODE_INVALID : ERROR_CODE_USAGE, "%s", why);
-                return;
-        }
-
-        switch (req.verb) {
+        switch (req->verb) {
         case REQUEST_ACQUIRE:
-                r = user_permits(a, c->cred.uid, req.name);
+                r = user_permits(a, c->cred.uid, req->name);
                 if (r < 0) {
                         /* No answer from NSS (out of file descriptors, a
                          * directory that does not answer) is not a "no". */
@@ -319,19 +330,19 @@ static void client_handle_request(Client *c, const char *line, size_t len) {
                 if (r == 0) {
                         log_uid(c->cred.uid, now_mono(), LOG_NOTICE,
                                 "Refused %s to uid " UID_FMT " (pid " PID_FMT "): not permitted by configuration.",
-                                req.name, c->cred.uid, c->cred.pid);
+                                req->name, c->cred.uid, c->cred.pid);
                         client_send_error(c, ERROR_CODE_PERMISSION,
                                           "uid " UID_FMT " may not ask for \"%s\" (see allow= in the agent's configuration)",
-                                          c->cred.uid, req.name);
+                                          c->cred.uid, req->name);
                         return;
                 }
-                handle_acquire(c, &req);
+                handle_acquire(c, req);
                 return;
         case REQUEST_RELEASE:
-                handle_release(c, &req);
+                handle_release(c, req);
                 return;
         case REQUEST_STATUS:
-                status_request(a, c, req.name, false);
+                status_request(a, c, req->name, false);
                 return;
         case REQUEST_WATCH:
                 /* Every name's wake-ups cost Redis a copy of each name's
@@ -347,15 +358,41 @@ static void client_handle_request(Client *c, const char *line, size_t len) {
                 metrics_request(a, c);
                 return;
         case REQUEST_DRAIN:
-                drain_request(a, c, &req);
+                drain_request(a, c, req);
                 return;
         case REQUEST_REVOKE:
-                revoke_request(a, c, &req);
+                revoke_request(a, c, req);
                 return;
         case REQUEST_LIMIT:
-                limit_request(a, c, &req);
+                limit_request(a, c, req);
                 return;
         }
+}
+
+static void client_handle_request(Client *c, const char *line, size_t len) {
+        Agent *a = c->agent;
+        const char *why = NULL;
+        Request req;
+        int r;
+
+        c->got_request = true;
+        r = request_parse(line, len, &req, &why);
+        if (r < 0) {
+                log_uid(c->cred.uid, now_mono(), LOG_DEBUG, "Refused request from pid " PID_FMT ": %s", c->cred.pid, why);
+                client_send_error(c, r == -EINVAL ? ERROR_CODE_INVALID : ERROR_CODE_USAGE, "%s", why);
+                return;
+        }
+
+        if (request_waits(a, req.verb)) {
+                c->deferred = malloc(sizeof(Request));
+                if (!c->deferred) {
+                        client_send_error(c, ERROR_CODE_BUSY, "out of memory; try again");
+                        return;
+                }
+                *c->deferred = req;
+                return;
+        }
+        client_dispatch(c, &req);
 }
 
 int client_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -417,11 +454,10 @@ void requests_resume_deferred(Agent *a) {
         Client *c, *next;
 
         LIST_FOREACH_SAFE(clients, c, next, a->clients)
-                if (c->status_deferred) {
-                        c->status_deferred = false;
-                        if (c->metrics)
-                                metrics_request(a, c);
-                        else
-                                status_request(a, c, c->status_name, false);
+                if (c->deferred && !request_waits(a, c->deferred->verb)) {
+                        _cleanup_free_ Request *req = TAKE_PTR(c->deferred);
+
+                        client_dispatch(c, req);
+                        client_update_events(c);
                 }
 }

@@ -38,13 +38,17 @@ usec_t backoff_next(usec_t b) {
 void redis_reconnect_in(RedisIo *io, usec_t delay) {
         uint64_t when = 0;
         int enabled = SD_EVENT_OFF;
-        usec_t at = now_mono() + delay;
+        usec_t at = usec_add(now_mono(), delay);
+        int r;
 
-        (void) sd_event_source_get_enabled(io->reconnect_source, &enabled);
-        if (enabled != SD_EVENT_OFF && sd_event_source_get_time(io->reconnect_source, &when) >= 0 && when <= at)
+        if (sd_event_source_get_enabled(io->reconnect_source, &enabled) >= 0 && enabled != SD_EVENT_OFF &&
+            sd_event_source_get_time(io->reconnect_source, &when) >= 0 && when <= at)
                 return;
-        (void) sd_event_source_set_time(io->reconnect_source, at);
-        (void) sd_event_source_set_enabled(io->reconnect_source, SD_EVENT_ONESHOT);
+        r = sd_event_source_set_time(io->reconnect_source, at);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(io->reconnect_source, SD_EVENT_ONESHOT);
+        if (r < 0)
+                redis_io_fatal(io, r, "arm the reconnection to Redis");
 }
 
 void redis_reconnect_later(RedisIo *io) {
@@ -734,6 +738,15 @@ static void on_sub_state(RedisConn *conn, int error, const char *message, void *
 
         if (conn != sh->sub)
                 return;
+        if (error >= 0 && io->agent->config->redis.password) {
+                const char *argv[3];
+
+                if (redis_conn_command(sh->sub, redis_fire_and_forget, (void *) "AUTH", redis_auth_argv(io, argv),
+                                       argv, NULL) < 0) {
+                        error = -ENOTCONN;
+                        message = "cannot send AUTH";
+                }
+        }
         if (error < 0) {
                 log_debug("Pub/sub connection to Redis at %s lost: %s", sh->name, message);
                 sh->sub = NULL;
@@ -745,12 +758,6 @@ static void on_sub_state(RedisConn *conn, int error, const char *message, void *
                 if (sh->cmd)
                         redis_reconnect_later(io);
                 return;
-        }
-        if (io->agent->config->redis.password) {
-                const char *argv[3];
-
-                (void) redis_conn_command(sh->sub, redis_fire_and_forget, (void *) "AUTH", redis_auth_argv(io, argv),
-                                          argv, NULL);
         }
         redis_conn_set_message_handler(sh->sub, io->ev.wake, io);
         sh->sub_ready = true;

@@ -194,7 +194,7 @@ static void renew_name(Slots *e, Name *n) {
         Lease *l = n->leases;
 
         while (l) {
-                char (*ids)[LEASE_ID_LEN + 1] = malloc(SLOTS_RENEW_BATCH * sizeof(*ids));
+                _cleanup_free_ char (*ids)[LEASE_ID_LEN + 1] = malloc(SLOTS_RENEW_BATCH * sizeof(*ids));
                 size_t k = 0;
 
                 if (!ids)
@@ -206,9 +206,12 @@ static void renew_name(Slots *e, Name *n) {
                                 continue;
                         memcpy(ids[k++], l->id, sizeof(l->id));
                 }
-                if (k > 0)
-                        (void) e->ops->call_renew(e->ctx, n, (const char (*)[LEASE_ID_LEN + 1]) ids, k);
-                free(ids);
+                /* Not sent (Redis went, no memory: said where it
+                 * failed): the rest of the name waits with it for the
+                 * next tick, and its holders are told in time if that
+                 * goes on. */
+                if (k > 0 && e->ops->call_renew(e->ctx, n, (const char (*)[LEASE_ID_LEN + 1]) ids, k) < 0)
+                        return;
         }
 }
 

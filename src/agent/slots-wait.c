@@ -251,7 +251,7 @@ int slots_acquire(Slots *e, const LeaseSpec *spec, usec_t wait, void *client, vo
          * starts at 0 counts its first event in Prometheus' increase(). */
         (void) name_stats_get(e, spec->name);
         if (wait != 0 && wait != USEC_INFINITY)
-                l->deadline = now + wait;
+                l->deadline = usec_add(now, wait);
         lease_set_state(l, LEASE_WAITING);
         lease_check(l, now);
         lease_arm(l);

@@ -300,12 +300,6 @@ static void status_host_names(Agent *a, StatusJob *job) {
 void status_request(Agent *a, Client *c, const char *name, bool summary) {
         StatusJob *job;
 
-        if (a->state == REDIS_CONNECTING) {
-                /* A socket-activated agent's first client comes before Redis. */
-                c->status_deferred = true;
-                snprintf(c->status_name, sizeof(c->status_name), "%s", name);
-                return;
-        }
         if (a->state != REDIS_READY) {
                 client_send_error(c, ERROR_CODE_UNAVAILABLE, "Redis at %s is unreachable: %s",
                                   a->redis_name, a->redis_error[0] ? a->redis_error : "not connected yet");

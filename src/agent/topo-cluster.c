@@ -32,8 +32,13 @@ struct Topology {
 };
 
 static void map_refresh_soon(RedisIo *io) {
-        if (io->topo_state->map_source)
-                (void) sd_event_source_set_enabled(io->topo_state->map_source, SD_EVENT_ONESHOT);
+        int r;
+
+        if (!io->topo_state->map_source)
+                return;
+        r = sd_event_source_set_enabled(io->topo_state->map_source, SD_EVENT_ONESHOT);
+        if (r < 0)
+                redis_io_fatal(io, r, "arm the Cluster map's refresh");
 }
 
 /* A node outside cluster_allow (or the seeds' networks) is never

@@ -168,7 +168,11 @@ static void on_watch_state(RedisConn *conn, int error, const char *message, void
         }
         sentinel_auth(io, conn);
         redis_conn_set_message_handler(conn, on_switch_master, io);
-        (void) redis_conn_subscribe(conn, "+switch-master");
+        if (redis_conn_subscribe(conn, "+switch-master") < 0) {
+                log_debug("Failed to subscribe to +switch-master on a Sentinel; the next one is watched.");
+                conn_drop(&t->watch);
+                t->watch_next++;
+        }
 }
 
 static void sentinel_watch(RedisIo *io) {
@@ -424,12 +428,18 @@ static void on_query_state(RedisConn *conn, int error, const char *message, void
 static void sentinel_ask(RedisIo *io) {
         Topology *t = io->topo_state;
         size_t n = io->agent->config->redis.n_hosts;
+        int r;
 
         if (t->q_pending > 0)
                 return;         /* a round is under way */
         t->asked_at = now_mono();
-        (void) sd_event_source_set_time(t->round_timer, t->asked_at + REDIS_CONNECT_TIMEOUT);
-        (void) sd_event_source_set_enabled(t->round_timer, SD_EVENT_ONESHOT);
+        r = sd_event_source_set_time(t->round_timer, t->asked_at + REDIS_CONNECT_TIMEOUT);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(t->round_timer, SD_EVENT_ONESHOT);
+        if (r < 0) {
+                redis_io_fatal(io, r, "arm the timeout of the Sentinels' round");
+                return;
+        }
         t->q_pending = n;
         for (size_t i = 0; i < n; i++) {
                 t->q[i].io = io;

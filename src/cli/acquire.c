@@ -406,7 +406,7 @@ static int wait_for_grant(Acquire *a, int agent_fd, int signal_fd, const char *l
         int r;
 
         if (a->wait != USEC_INFINITY)
-                deadline = started + a->wait;
+                deadline = usec_add(started, a->wait);
         line_reader_init(&lr, PROTO_REPLY_MAX);
         for (;;) {
                 struct pollfd p[2] = { { .fd = agent_fd, .events = POLLIN }, { .fd = signal_fd, .events = POLLIN } };

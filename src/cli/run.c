@@ -652,8 +652,8 @@ int verb_run(int argc, char *argv[]) {
                 return EXIT_USAGE;
         r.started = now_usec(CLOCK_MONOTONIC);
         if (r.wait != USEC_INFINITY) {
-                r.deadline = r.started + r.wait;
-                r.give_up_at = r.deadline + ANSWER_GRACE;
+                r.deadline = usec_add(r.started, r.wait);
+                r.give_up_at = usec_add(r.deadline, ANSWER_GRACE);
         } else
                 r.deadline = USEC_INFINITY;
 

@@ -154,10 +154,15 @@ static void print_redis(const StatusOutput *out) {
         if (out->grace_ms > 0) {
                 char d[FORMAT_DURATION_MAX], until[32], ms[32];
 
+                format_duration(d, sizeof(d), out->grace_ms * USEC_PER_MSEC);
+                /* Redis' clock comes with the names' counts: without a
+                 * name, no time of day can be given. */
                 snprintf(ms, sizeof(ms), "%" PRIu64, (uint64_t) out->now_ms + out->grace_ms);
-                printf("No slot is granted for another %s (until %s): %s.\n",
-                       format_duration(d, sizeof(d), out->grace_ms * USEC_PER_MSEC), clock_time(ms, until, sizeof(until)),
-                       out->grace_why);
+                if (out->now_ms > 0)
+                        printf("No slot is granted for another %s (until %s): %s.\n", d,
+                               clock_time(ms, until, sizeof(until)), out->grace_why);
+                else
+                        printf("No slot is granted for another %s: %s.\n", d, out->grace_why);
         }
         if (out->evicts[0]) {
                 char text[TEXT_ESCAPE_SIZE(sizeof(out->refusing))];
@@ -178,8 +183,12 @@ static void print_json(const StatusOutput *out) {
                 printf(",\"master_since_ms\":%" PRIu64, out->master_since_ms);
         printf(",\"grace\":");
         if (out->grace_ms > 0) {
-                printf("{\"remaining_ms\":%" PRIu64 ",\"until_ms\":%" PRIu64 ",\"reason\":", out->grace_ms,
-                       (uint64_t) out->now_ms + out->grace_ms);
+                printf("{\"remaining_ms\":%" PRIu64 ",\"until_ms\":", out->grace_ms);
+                if (out->now_ms > 0)
+                        printf("%" PRIu64, (uint64_t) out->now_ms + out->grace_ms);
+                else
+                        printf("null");
+                printf(",\"reason\":");
                 json_string(out->grace_why);
                 printf("}");
         } else

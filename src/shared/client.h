@@ -23,14 +23,7 @@
 
 #define TTL_MS_MAX (24ULL * 3600 * 1000)       /* the longest lease TTL a reply may carry */
 
-/* Deadlines: a + b without overflow (USEC_INFINITY stays), and poll()'s
- * timeout from now until deadline (-1 for USEC_INFINITY). */
-static inline usec_t usec_add(usec_t a, usec_t b) {
-        return a > USEC_INFINITY - b ? USEC_INFINITY : a + b;
-}
-static inline usec_t usec_min(usec_t a, usec_t b) {
-        return a < b ? a : b;
-}
+/* poll()'s timeout from now until deadline (-1 for USEC_INFINITY). */
 int usec_to_poll_ms(usec_t now, usec_t deadline);
 
 typedef enum ReplyKind {

@@ -27,6 +27,8 @@ struct RedisConn {
         redisAsyncContext *ac;          /* NULL once hiredis freed it */
         sd_event_source *io;
         sd_event_source *timeout;
+        sd_event_source *broken;        /* fires once the loop cannot watch the connection */
+        int watch_error;                /* … why (0: it can) */
         uint32_t events;
         bool connected;
         bool dispatching;               /* inside hiredis: defer our own free */
@@ -69,6 +71,7 @@ static void conn_destroy(RedisConn *c) {
         resolve_cancel(c->resolve);     /* its result, when it comes, reaches nobody */
         sd_event_source_disable_unref(c->io);
         sd_event_source_disable_unref(c->timeout);
+        sd_event_source_disable_unref(c->broken);
         sd_event_unref(c->event);
         free(c->addrs);
         free(c->host);
@@ -123,6 +126,30 @@ static int io_handler(sd_event_source *s, int fd, uint32_t revents, void *userda
         return 0;
 }
 
+/* The loop cannot watch the connection: it goes down, now, rather than
+ * wait for replies it would never read. Out of hiredis (which called
+ * ev_update()), from its own source. */
+static int on_broken(sd_event_source *s, void *userdata) {
+        RedisConn *c = userdata;
+
+        (void) s;
+        conn_fail(c, c->watch_error, "cannot watch the connection: %s", strerror(-c->watch_error));
+        return 0;
+}
+
+static void watch_failed(RedisConn *c, int error) {
+        int r;
+
+        log_debug_errno(error, "Failed to watch Redis connection: %m");
+        if (c->watch_error < 0)
+                return;         /* said already */
+        c->watch_error = error;
+        r = sd_event_source_set_enabled(c->broken, SD_EVENT_ONESHOT);
+        if (r < 0)
+                /* Then what waits for a reply on it times out. */
+                log_debug_errno(r, "Failed to take the Redis connection down: %m");
+}
+
 static void ev_update(RedisConn *c, uint32_t events) {
         int r;
 
@@ -136,11 +163,14 @@ static void ev_update(RedisConn *c, uint32_t events) {
                 if (r >= 0)
                         r = sd_event_source_set_priority(c->io, SD_EVENT_PRIORITY_IMPORTANT);
                 if (r < 0)
-                        log_debug_errno(r, "Failed to watch Redis connection: %m");
+                        watch_failed(c, r);
                 return;
         }
-        (void) sd_event_source_set_io_events(c->io, events);
-        (void) sd_event_source_set_enabled(c->io, events ? SD_EVENT_ON : SD_EVENT_OFF);
+        r = sd_event_source_set_io_events(c->io, events);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(c->io, events ? SD_EVENT_ON : SD_EVENT_OFF);
+        if (r < 0)
+                watch_failed(c, r);
 }
 
 static void ev_add_read(void *p) { RedisConn *c = p; ev_update(c, c->events | EPOLLIN); }
@@ -243,8 +273,10 @@ static int conn_open(RedisConn *c, const char *unix_path, const char *ip) {
                         return r;
                 }
         }
-        if (!unix_path)
-                (void) redisEnableKeepAlive(&ac->c);
+        /* Without keep-alive a dead peer is still found: by the hang
+         * timeout of whoever waits for a reply. */
+        if (!unix_path && redisEnableKeepAlive(&ac->c) != REDIS_OK)
+                log_debug("Failed to enable TCP keep-alive to Redis: %s", ac->c.errstr);
 
         c->ac = ac;
         c->tls = tls;
@@ -305,6 +337,13 @@ int redis_conn_new(sd_event *e, const RedisAddress *a, usec_t connect_timeout,
         if (!c)
                 return -ENOMEM;
         c->event = sd_event_ref(e);
+        /* Made now: when the loop fails to watch the connection, it has
+         * the source that takes it down. */
+        r = sd_event_add_defer(e, &c->broken, on_broken, c);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(c->broken, SD_EVENT_OFF);
+        if (r < 0)
+                return r;
         c->state_cb = cb;
         c->userdata = userdata;
         c->port = a->port;

@@ -86,8 +86,15 @@ int agent_listen_root(const char *ns, int *ret_fd) {
         /* A socket left by an agent that went: this one takes its place. */
         if (unlink(sa.sun_path) < 0 && errno != ENOENT)
                 return -errno;
-        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
-                return -errno;
+        /* Made 0600 by bind() itself, never looser for a moment (Linux
+         * ignores an fchmod() of the socket before bind(); the umask it
+         * takes). The agent makes it at start, before any other thread
+         * that could create a file meanwhile. */
+        mode_t mask = umask(0177);
+        r = bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 ? -errno : 0;
+        (void) umask(mask);
+        if (r < 0)
+                return r;
         if (chmod(sa.sun_path, 0600) < 0 || listen(fd, SOMAXCONN) < 0) {
                 r = -errno;
                 (void) unlink(sa.sun_path);

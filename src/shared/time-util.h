@@ -7,6 +7,15 @@
 typedef uint64_t usec_t;
 
 #define USEC_INFINITY ((usec_t) UINT64_MAX)
+
+/* Deadlines: a + b without overflow (a sum past the end is USEC_INFINITY,
+ * "never"), never wrapping to a time already past. */
+static inline usec_t usec_add(usec_t a, usec_t b) {
+        return a > USEC_INFINITY - b ? USEC_INFINITY : a + b;
+}
+static inline usec_t usec_min(usec_t a, usec_t b) {
+        return a < b ? a : b;
+}
 #define USEC_PER_MSEC ((usec_t) 1000ULL)
 #define USEC_PER_SEC ((usec_t) 1000000ULL)
 #define USEC_PER_MINUTE (60ULL * USEC_PER_SEC)
