@@ -641,7 +641,7 @@ static void time_split_print(const char *id, TimeSplit *t, unsigned long grants,
                 if (t->cmd[i].direct) {
                         char label[64];
 
-                        snprintf(label, sizeof(label), "%s, sent outside a script", t->cmd[i].name);
+                        snprintf(label, sizeof(label), "%.38s, sent outside a script", t->cmd[i].name);
                         printf("     %-4s   %-46s %11.2f %10.2f\n", "", label, t->cmd[i].calls / n, t->cmd[i].usec / n);
                 }
         /* commandstats counts wall time inside Redis, INFO cpu its CPU: on
