@@ -110,7 +110,7 @@
  * and, while the holder has not fenced, keeps the lease until the
  * holder's anchor closes, then releases it; Redis' sweep frees it at the
  * fence point anyway.  (lease_lost() in slots.c keeps it only after an
- * "r" message: MUT_UNHEARD_RELEASES, model/README.md.)  LOST is a message:
+ * "r" message: MUT_UNHEARD_RELEASES, model/FINDINGS.md.)  LOST is a message:
  * the holder believes until it acts on it (or its timer fires).  A
  * revoked holder counts among the believers.  MUT_REVOKE_AT_ONCE: the
  * default revoke frees the slot at once (the --now form) though its
