@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+"""Holds the docs to the facts the code knows (HACKING.md, "What a test may
+not do", has the shell tests' rules; these are the docs'). Each check is
+one TAP line; each difference a diagnostic FILE:LINE: what is wrong.
+
+  verbs       the CLI's commands, from the dispatch table in
+              src/cli/fleetsem.c (and the forms its help gives a line of
+              their own, `limit --fleet`): each in the help, the bash
+              completion, fleetsem(1)'s SYNOPSIS and DESCRIPTION; nothing
+              there that is no command. A list of commands in README.md or
+              HACKING.md (three or more in backquotes, joined by commas,
+              slashes, "and", "or") names every one, or says "e.g." first.
+  codes       every `code=X` (and `code=X|Y`) in man/, docs/ and the
+              Markdown files is an ERROR_CODE_* of src/shared/protocol.h;
+              a list of three or more names them all.
+  exits       fleetsem(1)'s EXIT STATUS tags are exactly the exit codes
+              the CLI uses: the EXIT_* of src/shared/client.h and
+              src/cli/*.c that src/cli or outcome.c returns, and run's
+              126 and 127.
+  model       model/README.md's tables of checks and of seeded bugs name
+              exactly the `queue check` and `queue mutant` of model/run.sh;
+              a count of checks, mutants or seeded bugs written in
+              HACKING.md or model/README.md is the real one.
+  test-counts HACKING.md gives no number of tests (it goes stale with
+              every test added to tests/meson.build: name the suites).
+  suite-time  the suite's time is given in HACKING.md's "What CI runs"
+              table alone: no "takes about N minutes" elsewhere in
+              README.md or HACKING.md.
+  links       every relative Markdown link resolves: the file exists and
+              a #fragment names a heading of it.
+
+Usage: check-docs.py [SRCDIR] (default: the tree above this file).
+"""
+import glob
+import os
+import re
+import sys
+
+SRC = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+                      os.path.join(os.path.dirname(__file__), ".."))
+
+
+def read(rel):
+    with open(os.path.join(SRC, rel), encoding="utf-8") as f:
+        return f.read()
+
+
+def line_of(text, pos):
+    return text.count("\n", 0, pos) + 1
+
+
+def md_files():
+    out = []
+    for pat in ("*.md", "docs/*.md", "model/*.md", "bench/*.md", "tests/*/*.md"):
+        out += sorted(glob.glob(os.path.join(SRC, pat)))
+    return [os.path.relpath(p, SRC) for p in out]
+
+
+def man_files():
+    return [os.path.relpath(p, SRC) for p in sorted(glob.glob(os.path.join(SRC, "man", "*.[1-8]")))]
+
+
+def man_section(text, name):
+    """(start offset, body) of a man page's .SH NAME section."""
+    m = re.search(r'^\.SH "?%s"?\s*$' % re.escape(name), text, re.M)
+    if not m:
+        return None, ""
+    end = re.search(r"^\.SH ", text[m.end():], re.M)
+    body = text[m.end():m.end() + end.start()] if end else text[m.end():]
+    return m.end(), body
+
+
+# ---------------------------------------------------------------- verbs
+
+def cli_verbs():
+    src = read("src/cli/fleetsem.c")
+    verbs = re.findall(r'if \(streq\(argv\[1\], "([a-z]+)"\)\)\s*\n\s*return verb_\w+\(', src)
+    m = re.search(r'"Commands:\\n"(.*?)"Options common', src, re.S)
+    help_text = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1))) if m else ""
+    help_text = help_text.replace("\\n", "\n")
+    # A form of its own: a help line "  VERB --OPTION ..." (limit --fleet).
+    forms = re.findall(r"^  ([a-z]+ --[a-z-]+)", help_text, re.M)
+    help_verbs = set(re.findall(r"^  ([a-z]+)\b", help_text, re.M))
+    help_verbs |= set(re.findall(r"\| ([a-z]+) [A-Z]", help_text))   # "drain NAME | undrain NAME"
+    return verbs, forms, help_verbs
+
+
+VERB_ITEM = r"`(?:fleetsem )?([a-z]+(?: --[a-z-]+)?)(?: [^`]*)?`"
+# Between two: a comma, a slash, "and", "or"; after a remark in brackets too.
+VERB_SEP = r"(?:\s*\([^()`]*\))?(?:\s*(?:,|/)\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)"
+
+
+def check_verb_lists(rel, verbs, forms):
+    """Runs of 3+ backquoted commands joined by list separators."""
+    text = read(rel)
+    known = set(verbs) | set(forms)
+    want = known
+    bad = []
+    run = re.compile(VERB_ITEM + r"(?:" + VERB_SEP + VERB_ITEM + r")+")
+    for m in run.finditer(text):
+        items = re.findall(VERB_ITEM, m.group(0))
+        named = [i for i in items if i in known or i.split(" ")[0] in verbs]
+        if len(set(named)) < 3 or len(named) != len(items):
+            continue
+        before = text[max(0, m.start() - 12):m.start()]
+        if "e.g." in before:
+            continue
+        missing = sorted(want - set(named))
+        if missing:
+            bad.append("%s:%d: a list of commands without %s (name them all, or say \"e.g.\")"
+                       % (rel, line_of(text, m.start()), ", ".join(missing)))
+    return bad
+
+
+def check_verbs():
+    verbs, forms, help_verbs = cli_verbs()
+    bad = []
+    if len(verbs) < 5:
+        return ["src/cli/fleetsem.c: cannot read the verb table (found %s)" % verbs]
+    for v in verbs:
+        if v not in help_verbs:
+            bad.append("src/cli/fleetsem.c: %s is not in the help's Commands" % v)
+    for v in help_verbs - set(verbs):
+        bad.append("src/cli/fleetsem.c: the help names %s, which is no command" % v)
+    comp = read("src/cli/completion/fleetsem")
+    m = re.search(r"local commands='([^']*)'", comp)
+    cv = set(m.group(1).split()) - {"help"} if m else set()
+    for v in sorted(set(verbs) ^ cv):
+        bad.append("src/cli/completion/fleetsem:%d: commands: %s %s"
+                   % (line_of(comp, m.start()) if m else 0, v,
+                      "missing" if v in verbs else "is no command"))
+    man = read("man/fleetsem.1")
+    start, syn = man_section(man, "SYNOPSIS")
+    syn_forms = re.findall(r"^\.B fleetsem ([a-z]+(?: \\-\\-[a-z-]+)?)\s*$", syn, re.M)
+    syn_forms = {s.replace("\\-", "-") for s in syn_forms}
+    for v in verbs + forms:
+        if v not in syn_forms:
+            bad.append("man/fleetsem.1:%d: SYNOPSIS lacks fleetsem %s" % (line_of(man, start), v))
+    for s in sorted(syn_forms):
+        if s.split(" ")[0] not in verbs:
+            bad.append("man/fleetsem.1:%d: SYNOPSIS names fleetsem %s, which is no command"
+                       % (line_of(man, start), s))
+    dstart, desc = man_section(man, "DESCRIPTION")
+    for v in verbs + forms:
+        pat = r"^\.BR? " + re.escape(v).replace("\\-\\-", r"\\-\\-").replace("--", r"\\-\\-") + r"\b"
+        if not re.search(pat, desc, re.M):
+            bad.append("man/fleetsem.1:%d: DESCRIPTION does not describe %s" % (line_of(man, dstart), v))
+    for rel in ("README.md", "HACKING.md"):
+        bad += check_verb_lists(rel, verbs, forms)
+    return bad
+
+
+# ---------------------------------------------------------------- codes
+
+def error_codes():
+    return set(re.findall(r'#define ERROR_CODE_\w+ "([a-z_]+)"', read("src/shared/protocol.h")))
+
+
+def check_codes():
+    codes = error_codes()
+    bad = []
+    if len(codes) < 5:
+        return ["src/shared/protocol.h: cannot read the ERROR_CODE_* (found %s)" % sorted(codes)]
+    for rel in md_files() + man_files():
+        text = read(rel)
+        for m in re.finditer(r"code=((?:[a-z_]+\|)*[a-z_]+)", text):
+            named = m.group(1).split("|")
+            for c in named:
+                if c not in codes:
+                    bad.append("%s:%d: code=%s is no error code (%s)"
+                               % (rel, line_of(text, m.start()), c, "|".join(sorted(codes))))
+            if len(named) >= 3 and set(named) != codes:
+                bad.append("%s:%d: the list of codes lacks %s"
+                           % (rel, line_of(text, m.start()), "|".join(sorted(codes - set(named)))))
+    return bad
+
+
+# ---------------------------------------------------------------- exits
+
+def cli_exit_codes():
+    srcs = sorted(glob.glob(os.path.join(SRC, "src/cli/*.c"))) + [os.path.join(SRC, "src/shared/outcome.c")]
+    defs = {}
+    for p in [os.path.join(SRC, "src/shared/client.h")] + srcs:
+        with open(p, encoding="utf-8") as f:
+            for name, val in re.findall(r"#define (EXIT_[A-Z_]+) (\d+)", f.read()):
+                defs[name] = int(val)
+    used = set()
+    for p in srcs:
+        with open(p, encoding="utf-8") as f:
+            body = re.sub(r"#define EXIT_\w+ \d+", "", f.read())
+        used |= {defs[n] for n in re.findall(r"\b(EXIT_[A-Z_]+)\b", body) if n in defs}
+        for call in re.findall(r"\b_exit\(([^;]*)\);", body):      # run's exec failing
+            used |= {int(n) for n in re.findall(r"\b12[67]\b", call)}
+    return used
+
+
+def check_exits():
+    used = cli_exit_codes()
+    bad = []
+    if not {64, 69, 75} <= used:
+        return ["src/cli: cannot read the exit codes (found %s)" % sorted(used)]
+    man = read("man/fleetsem.1")
+    start, body = man_section(man, "EXIT STATUS")
+    documented = {}
+    for m in re.finditer(r"^\.TP\n\.B ([\d, ]+)$", body, re.M):
+        for n in re.findall(r"\d+", m.group(1)):
+            documented[int(n)] = line_of(man, start + m.start())
+    # 0 and 1 (acquire --skip) are in the section's opening prose.
+    for n in (0, 1):
+        if n in used and re.search(r"exits %s\b|, %s when" % (n, n), body):
+            documented.setdefault(n, 0)
+    for n in sorted(used - set(documented)):
+        bad.append("man/fleetsem.1:%d: EXIT STATUS lacks %d, which the CLI exits with"
+                   % (line_of(man, start), n))
+    for n in sorted(set(documented) - used):
+        bad.append("man/fleetsem.1:%d: EXIT STATUS gives %d, which the CLI never exits with"
+                   % (documented[n], n))
+    return bad
+
+
+# ---------------------------------------------------------------- model
+
+def md_table_first_column(text, header):
+    """(offset, [first cells]) of the Markdown table whose header row
+    starts with | HEADER |."""
+    m = re.search(r"^\| %s \|.*\n\|[-| ]+\|\n((?:\|.*\n)+)" % re.escape(header), text, re.M)
+    if not m:
+        return None, []
+    return m.start(), [r.split("|")[1].strip() for r in m.group(1).splitlines()]
+
+
+def check_model():
+    run = read("model/run.sh")
+    checks = re.findall(r"^\s*queue check ([\w-]+)", run, re.M)
+    mutants = re.findall(r"^\s*queue mutant ([\w-]+)", run, re.M)
+    bad = []
+    if len(checks) < 5 or len(mutants) < 5:
+        return ["model/run.sh: cannot read the checks and mutants"]
+    readme = read("model/README.md")
+    for header, real, what in (("check", checks, "checks"), ("mutant", mutants, "mutants")):
+        pos, rows = md_table_first_column(readme, header)
+        if pos is None:
+            bad.append("model/README.md: no table of %s (| %s | ...)" % (what, header))
+            continue
+        rows = [r.strip("`") for r in rows]
+        for n in sorted(set(real) - set(rows)):
+            bad.append("model/README.md:%d: the table of %s lacks %s" % (line_of(readme, pos), what, n))
+        for n in sorted(set(rows) - set(real)):
+            bad.append("model/README.md:%d: the table of %s names %s, which model/run.sh does not run"
+                       % (line_of(readme, pos), what, n))
+    for rel in ("HACKING.md", "model/README.md"):
+        text = read(rel)
+        for m in re.finditer(r"\b(\d+) (checks|mutants|seeded bugs)\b", text):
+            real = len(checks) if m.group(2) == "checks" else len(mutants)
+            if int(m.group(1)) != real:
+                bad.append("%s:%d: %s %s; model/run.sh has %d"
+                           % (rel, line_of(text, m.start()), m.group(1), m.group(2), real))
+    return bad
+
+
+# ---------------------------------------------------------------- CI
+
+def hacking_ci_section():
+    text = read("HACKING.md")
+    m = re.search(r"^## What CI runs\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    return text, (m.start(1), m.group(1)) if m else (None, "")
+
+
+def check_test_counts():
+    text = read("HACKING.md")
+    return ["HACKING.md:%d: \"%s\": a count of tests goes stale; name the suites"
+            % (line_of(text, m.start()), m.group(0)) for m in re.finditer(r"\b\d+ tests\b", text)]
+
+
+SUITE_TIME = re.compile(r"\btakes? about [\d½]+\s*(?:\n\s*)?(?:min|minutes)\b")
+
+
+def check_suite_time():
+    text, (start, body) = hacking_ci_section()
+    bad = []
+    if start is None or not re.search(r"^\| tests \|.*\| \d+ min( \d+ s)? \|$", body, re.M):
+        bad.append("HACKING.md: \"What CI runs\" has no time for the tests phase")
+    for rel in ("README.md", "HACKING.md"):
+        t = read(rel)
+        for m in SUITE_TIME.finditer(t):
+            if rel == "HACKING.md" and start is not None and start <= m.start() < start + len(body):
+                continue
+            bad.append("%s:%d: \"%s\": the suite's time is HACKING.md's \"What CI runs\" alone; link there"
+                       % (rel, line_of(t, m.start()), m.group(0).replace("\n", " ")))
+    return bad
+
+
+# ---------------------------------------------------------------- links
+
+def slug(heading):
+    h = re.sub(r"[`*_]|\[|\]\([^)]*\)", "", heading.strip()).lower()
+    h = re.sub(r"[^\w\- ]", "", h)
+    return h.replace(" ", "-")
+
+
+def anchors(path):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    seen = {}
+    out = set()
+    for h in re.findall(r"^#{1,6} (.*)$", text, re.M):
+        s = slug(h)
+        n = seen.get(s, 0)
+        seen[s] = n + 1
+        out.add(s if n == 0 else "%s-%d" % (s, n))
+    return out
+
+
+def check_links():
+    bad = []
+    for rel in md_files():
+        text = read(rel)
+        code_free = re.sub(r"^```.*?^```", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.M | re.S)
+        for m in re.finditer(r"\]\(([^)\s]+)\)", code_free):
+            target = m.group(1)
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, frag = target.partition("#")
+            full = os.path.normpath(os.path.join(SRC, os.path.dirname(rel), path)) if path else os.path.join(SRC, rel)
+            where = "%s:%d" % (rel, line_of(text, m.start()))
+            if not os.path.exists(full):
+                bad.append("%s: %s: no such file" % (where, target))
+            elif frag and full.endswith(".md") and frag not in anchors(full):
+                bad.append("%s: %s: no such heading" % (where, target))
+    return bad
+
+
+CHECKS = [
+    ("verbs", check_verbs),
+    ("codes", check_codes),
+    ("exits", check_exits),
+    ("model", check_model),
+    ("test-counts", check_test_counts),
+    ("suite-time", check_suite_time),
+    ("links", check_links),
+]
+
+
+def main():
+    print("1..%d" % len(CHECKS))
+    failed = 0
+    for i, (name, fn) in enumerate(CHECKS, 1):
+        try:
+            bad = fn()
+        except (OSError, UnicodeDecodeError) as e:
+            bad = ["%s" % e]
+        print("%s %d - %s" % ("not ok" if bad else "ok", i, name))
+        for b in bad:
+            print("# " + b)
+        failed += bool(bad)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
