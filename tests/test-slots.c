@@ -669,8 +669,11 @@ static void test_forgotten(void) {
         CHECK_INT(count_calls("reassert", id(1)), 1, "and is put back in Redis");
         CHECK(!has_line(&c1, "LOST"), "its client hears no LOST");
         CHECK(said("4 -1 Redis forgot the slot of x (token 1) while it stayed up"), "the journal says what happened");
+        CHECK(!has_line(&c1, "RENEWED"), "its client hears no RENEWED while it is not back");
         reassert_done(a, 1, TTL / 3 + 2);
         CHECK(said("5 -1 Re-asserted slot of x (token 1)"), "and that it is back");
+        CHECK(has_line(&c1, "RENEWED ttl=2999"),
+              "and its client hears RENEWED at once, the lease left since the re-assertion went out");
         /* One whose last renewal is older than two thirds of a lease: its
          * holder fenced itself; nothing to put back. */
         memcpy(one[0], id(2), sizeof(one[0]));

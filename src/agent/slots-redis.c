@@ -156,7 +156,7 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
 
 /* ---- Renewal and loss ----------------------------------------------------------- */
 
-static void lease_reassert(Lease *l) {
+static void lease_reassert(Lease *l, usec_t now) {
         Slots *e = l->slots_engine;
 
         /* (Nor one revoked, told LOST: Redis lost its record.) */
@@ -167,6 +167,7 @@ static void lease_reassert(Lease *l) {
                 return;
         }
         l->reassert_inflight = true;
+        l->reassert_sent = now;
 }
 
 void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now) {
@@ -175,7 +176,20 @@ void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now) {
         l->reassert_inflight = false;
         if (l->state == LEASE_HELD) {
                 if (result == 1) {
-                        l->renewed = now;
+                        /* As a renewal: counted from when it was sent, and
+                         * told to the holder at once, whose last word from
+                         * here is a round older than the one that found
+                         * the slot missing. */
+                        usec_t sent = MIN(l->reassert_sent, now);
+
+                        l->renewed = MAX(l->renewed, sent);
+                        if (now - sent < e->lease_ttl) {
+                                char line[64];
+                                int len = snprintf(line, sizeof(line), "RENEWED ttl=%" PRIu64,
+                                                   (e->lease_ttl - (now - sent)) / USEC_PER_MSEC);
+
+                                lease_send(l, line, len);
+                        }
                         e->ops->index(e->ctx, l, true);
                         f = lease_fields(l);
                         slots_say(e, LOG_NOTICE, SLOTS_NO_UID, now, &f,
@@ -276,7 +290,7 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                         slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f,
                                   "Redis forgot the slot of %s (token %" PRIu64 ") while it stayed up "
                                   "(FLUSHALL, DEL or eviction); putting it back.", l->name->name, l->token);
-                        lease_reassert(l);
+                        lease_reassert(l, now);
                 } else
                         lease_lost(l, "its lease is gone from Redis (it ran out, was evicted, or was revoked)", now);
         }
@@ -386,7 +400,7 @@ void slots_redis_up(Slots *e, bool reset, usec_t grace, const char *why, usec_t 
                         if (!reset)
                                 continue;
                         if (l->state == LEASE_HELD)
-                                lease_reassert(l);
+                                lease_reassert(l, now);
                         else if (l->state == LEASE_WAITING) {
                                 /* Its place in line went with the rest, and
                                  * any grant heard of: queue again (in the

@@ -71,6 +71,7 @@ struct Lease {
          * one; "" none): a wake message that names it is Redis' word. */
         char proof[LEASE_ID_LEN + 1];
         bool reassert_inflight;
+        usec_t reassert_sent;   /* when the re-assertion in flight went out */
         /* Lost before its fence point (a renewal found it missing: revoked,
          * or gone): told LOST, and given back in Redis only once its
          * anchor closes (the job stopped) or its fence point passes. */
