@@ -137,15 +137,21 @@ stop_agents
 AGENT_HOSTS=()
 
 # ---- Agents that may not load code -----------------------------------------------------
+# refused_with HOST MSG WHAT_DOWN WHAT_STATUS: HOST's agent takes Redis for
+# down, and its status and its journal say MSG.
+refused_with() {
+        check "$3" wait_for 10 redis_state_is "$1" down
+        like "$(fs "$1" status 2>&1)" "$2" "$4"
+        check "the journal says it" grep -qE "$2" "$T/agent-$1.log"
+}
 printf 'pw-%s\n' "$RANDOM$RANDOM" >"$T/nl.pw"
 chmod 600 "$T/nl.pw"
 rcli ACL SETUSER noload on ">$(cat "$T/nl.pw")" '~fleetsem:*' '&fleetsem:*' '&fleetsem:{*}:wake' +@all -function >/dev/null
 rcli FUNCTION DELETE fleetsem >/dev/null
 run_agent d --redis "redis://noload@127.0.0.1:$PORT" --redis-password-file "$T/nl.pw"
-check "an agent that may not load the library takes Redis for down" wait_for 10 redis_state_is d down
 LMSG="Redis at [^ ]+ has no fleetsem library version $V, and this agent may not load it \(NOPERM[^)]*\): load it with \`fleetsemd --load-library\`"
-like "$(fs d status 2>&1)" "$LMSG" "status says to run fleetsemd --load-library"
-check "the journal says it" grep -qE "$LMSG" "$T/agent-d.log"
+refused_with d "$LMSG" "an agent that may not load the library takes Redis for down" \
+        "status says to run fleetsemd --load-library"
 out=$("$FLEETSEMD" --redis "unix:$REDIS_SOCK" --load-library 2>&1); rc=$?
 is "$rc" 0 "fleetsemd --load-library, as a user that may: exit 0"
 like "$out" "fleetsem library version $V loaded \(it had none\)" "... saying what it did"
@@ -165,10 +171,8 @@ like "$out" "fleetsem library version $V is there already; nothing done" "... an
 wait_for 10 redis-cli -s "$T/old.sock" ping >/dev/null || bail "the second redis-server does not answer"
 seed_redis redis-cli -s "$T/old.sock"
 run_agent e --redis "unix:$T/old.sock"
-check "an agent takes a server without FCALL for down" wait_for 10 redis_state_is e down
 OMSG="Redis at [^ ]+ has no FCALL \(Redis functions\): fleetsem needs Redis 7\.0 or later, or Valkey 7\.2 or later"
-like "$(fs e status 2>&1)" "$OMSG" "status names the versions needed"
-check "the journal says it" grep -qE "$OMSG" "$T/agent-e.log"
+refused_with e "$OMSG" "an agent takes a server without FCALL for down" "status names the versions needed"
 out=$("$FLEETSEMD" --redis "unix:$T/old.sock" --load-library 2>&1); rc=$?
 is "$rc" 1 "fleetsemd --load-library there: exit 1"
 like "$out" "has no FCALL \(Redis functions\): fleetsem needs Redis 7\.0 or later, or Valkey 7\.2 or later" "... saying why"
