@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: MIT */
+/* fleetsem-bench REDIS_SOCKET FLEETSEM NS1 [NS2 NS3]: measures the floors
+ * (unix round trip, Redis EVALSHA round trip, fork+exec) and fleetsem
+ * through its client code against running agents, in the same run. Prints
+ * a table and JSON lines ("@json {...}") that bench/run.sh collects. What
+ * the families share: the run's arguments, reporting, processes, the
+ * client and Redis connections; main() runs the families asked for. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "client.h"
+#include "macro.h"
+
+const char *redis_socket, *fleetsem_bin;
+const char *ns[3];
+int n_ns;
+
+/* A figure of nothing is no figure: the run ends, saying which. */
+_Noreturn void bench_failed(const char *id, const char *why) {
+        fflush(stdout);
+        fprintf(stderr, "fleetsem-bench: %s: %s; no figure is given.\n", id, why);
+        exit(EXIT_FAILURE);
+}
+
+void report(const char *id, const char *what, Samples *s, double floor_us) {
+        double p50, p99;
+
+        if (s->n == 0)
+                bench_failed(id, "no samples");
+        p50 = samples_pct(s, 50);
+        p99 = samples_pct(s, 99);
+
+        printf("%-4s %-52s %9.1f %9.1f %8s\n", id, what, p50, p99, "");
+        if (floor_us > 0)
+                printf("%-4s %-52s %9.2fx %8.2fx  (of %.1f us)\n", "", "  ratio to floor", p50 / floor_us,
+                       p99 / floor_us, floor_us);
+        printf("@json {\"id\":\"%s\",\"what\":\"%s\",\"samples\":%zu,\"p50_us\":%.1f,\"p99_us\":%.1f,\"floor_us\":%.1f}\n",
+               id, what, s->n, p50, p99, floor_us);
+        fflush(stdout);
+}
+
+pid_t spawn_quiet(char *const argv[]) {
+        pid_t pid = fork();
+
+        if (pid == 0) {
+                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+                if (null >= 0) {
+                        dup2(null, STDOUT_FILENO);
+                        dup2(null, STDERR_FILENO);
+                }
+                execvp(argv[0], argv);
+                _exit(127);
+        }
+        return pid;
+}
+
+/* Waits for pid, spawned to run argv: a command that failed was not what
+ * was to be measured (a refused `fleetsem run` is no run). */
+void spawn_done(pid_t pid, char *const argv[]) {
+        int status = 0;
+
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                char why[512];
+
+                if (pid >= 0 && WIFSIGNALED(status))
+                        snprintf(why, sizeof(why), "'%s %s' was killed by signal %d", argv[0], argv[1] ?: "",
+                                 WTERMSIG(status));
+                else
+                        snprintf(why, sizeof(why), "'%s %s' failed (exit %d); run it by hand to see why", argv[0],
+                                 argv[1] ?: "", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+                bench_failed(argv[0], why);
+        }
+}
+
+double spawn_wait(char *const argv[]) {
+        usec_t t0 = now_usec(CLOCK_MONOTONIC);
+
+        spawn_done(spawn_quiet(argv), argv);
+        return since_us(t0);
+}
+
+/* ---- Through fleetsem ---- */
+
+/* Asks for a slot without waiting for an answer (D's clients all ask at
+ * once); acquire() reads it. */
+int send_acquire(const char *n, const char *name, uint32_t slots, usec_t wait, int *ret_anchor, int *ret_fd) {
+        Request req = { .verb = REQUEST_ACQUIRE, .slots = slots, .wait = wait };
+
+        snprintf(req.name, sizeof(req.name), "%s", name);
+        if (lease_id_new(req.lease) < 0 || anchor_create(n, req.lease, ret_anchor) < 0)
+                return -EIO;
+        return client_send_request(n, 0, 10 * USEC_PER_SEC, &req, ret_fd);
+}
+
+/* 1 granted, 0 queued (without until_granted), -errno. */
+int acquire(const char *n, const char *name, uint32_t slots, usec_t wait, int *ret_anchor, int *ret_fd,
+            bool until_granted) {
+        LineReader lr;
+        Reply rep;
+        int r;
+
+        r = send_acquire(n, name, slots, wait, ret_anchor, ret_fd);
+        if (r < 0)
+                return r;
+        line_reader_init(&lr, PROTO_REPLY_MAX);
+        for (;;) {
+                r = client_read_reply(*ret_fd, &lr, USEC_INFINITY, &rep);
+                if (r < 0)
+                        return r;
+                if (rep.kind == REPLY_GRANTED)
+                        return 1;
+                if (rep.kind != REPLY_QUEUED)
+                        return -EAGAIN;
+                if (!until_granted)
+                        return 0;
+        }
+}
+
+/* ---- Redis, agents ---- */
+
+/* A connection to the run's Redis, or NULL. */
+redisContext *bench_redis(void) {
+        redisContext *c = redisConnectUnix(redis_socket);
+
+        if (c && c->err) {
+                redisFree(c);
+                return NULL;
+        }
+        return c;
+}
+
+/* Raises the open-file limit to the hard one; returns the limit in force. */
+unsigned long long files_max(void) {
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return 0;
+        rl.rlim_cur = rl.rlim_max;
+        (void) setrlimit(RLIMIT_NOFILE, &rl);
+        return (unsigned long long) rl.rlim_cur;
+}
+
+/* The agent logs to a file (a pipe would fill while we are busy); with
+ * ret_log, *ret_log reads it from its start. extra: more options, NULL-ended. */
+pid_t start_agent(const char *fleetsemd, const char *n, const char *host, const char *const *extra,
+                         const char *log, int *ret_log) {
+        char redis[300];
+        const char *argv[32] = { fleetsemd, "--redis", redis, "--namespace", n, "--host-id", host };
+        size_t k = 7;
+        pid_t pid;
+        int fd;
+
+        snprintf(redis, sizeof(redis), "unix:%s", redis_socket);
+        for (; extra && *extra && k < ELEMENTSOF(argv) - 1; extra++)
+                argv[k++] = *extra;
+        fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -1;
+        pid = fork();
+        if (pid == 0) {
+                dup2(fd, STDERR_FILENO);
+                execv(fleetsemd, (char **) argv);
+                _exit(127);
+        }
+        close(fd);
+        if (ret_log)
+                *ret_log = open(log, O_RDONLY | O_CLOEXEC);
+        return pid;
+}
+
+/* Follows the agent's log until a line containing what; returns when, in
+ * us since start, or -1 after 60 s. */
+double wait_log(int fd, const char *what, usec_t start) {
+        char buf[65536];
+        size_t len = 0;
+
+        while (since_us(start) < 60e6) {
+                ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+
+                if (n < 0)
+                        return -1;
+                if (n == 0) {
+                        usleep(500);
+                        continue;
+                }
+                len += (size_t) n;
+                buf[len] = '\0';
+                if (strstr(buf, what))
+                        return since_us(start);
+                if (len > sizeof(buf) / 2) {
+                        size_t keep = 512;
+
+                        memmove(buf, buf + len - keep, keep);
+                        len = keep;
+                }
+        }
+        return -1;
+}
+
+/* CPU time a process used so far, in seconds: from schedstat (ns), else
+ * from stat (clock ticks, 10 ms: too coarse for an idle agent). */
+double cpu_seconds(pid_t pid) {
+        char path[64], buf[1024], *p;
+        unsigned long long nsec;
+        unsigned long utime = 0, stime = 0;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/%d/schedstat", pid);
+        f = fopen(path, "re");
+        if (f) {
+                int k = fscanf(f, "%llu", &nsec);
+
+                fclose(f);
+                if (k == 1)
+                        return (double) nsec / 1e9;
+        }
+        snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+        f = fopen(path, "re");
+        if (!f)
+                return -1;
+        p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+        fclose(f);
+        if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
+                return -1;
+        return (double) (utime + stime) / (double) sysconf(_SC_CLK_TCK);
+}
+
+/* $BENCH_ONLY=AD runs the floors and scenarios A and D only (D with L4 and
+ * L5); L: the floors only, L4 and L5 too. */
+static bool wanted(char scenario) {
+        const char *only = getenv("BENCH_ONLY");
+
+        return !only || !only[0] || strchr(only, scenario);
+}
+
+int main(int argc, char *argv[]) {
+        const char *env_ms = getenv("BENCH_SATURATE_MS");
+        double f_unix, f_redis, floor_rate = 0;
+        uint64_t ms;
+
+        if (argc < 4) {
+                fprintf(stderr, "Usage: fleetsem-bench REDIS_SOCKET FLEETSEM NAMESPACE [NAMESPACE NAMESPACE]\n");
+                return EXIT_USAGE;
+        }
+        if (env_ms) {
+                if (parse_uint64(env_ms, 1, 600000, &ms) < 0) {
+                        fprintf(stderr, "fleetsem-bench: BENCH_SATURATE_MS must be 1 to 600000, not '%s'\n", env_ms);
+                        return EXIT_USAGE;
+                }
+                saturate_for = ms * USEC_PER_MSEC;
+        }
+        redis_socket = argv[1];
+        fleetsem_bin = argv[2];
+        for (int i = 3; i < argc && n_ns < 3; i++)
+                ns[n_ns++] = argv[i];
+
+        printf("%-4s %-52s %9s %9s\n", "", "scenario", "p50 us", "p99 us");
+        f_unix = floor_unix();
+        f_redis = floor_redis();
+        if (wanted('A'))
+                scenario_a(f_unix + f_redis);
+        if (wanted('B'))
+                scenario_b();
+        if (wanted('C') && n_ns == 3)
+                scenario_c();
+        if (wanted('D') || wanted('L')) {
+                floor_rate = floor_redis_throughput();
+                floor_peer();
+        }
+        if (wanted('D')) {
+                scenario_d("D1", 1, 64, 1, floor_rate);
+                if (n_ns == 3)
+                        scenario_d("D3", 3, 64, 1, floor_rate);
+                scenario_d("D100", 1, 1000, 100, floor_rate);
+        }
+        if (wanted('E') && getenv("FLEETSEMD"))
+                scenario_e(getenv("FLEETSEMD"));
+        if (wanted('F'))
+                scenario_f();
+        if (wanted('G') && getenv("FLEETSEMD"))
+                scenario_g(getenv("FLEETSEMD"));
+        if (wanted('H') && getenv("FLEETSEMD"))
+                scenario_h(getenv("FLEETSEMD"), f_unix + f_redis);
+        return 0;
+}
+
