@@ -4,7 +4,7 @@
  * Redis says: after MOVED (the slot lives elsewhere now) and ASK (one slot
  * half migrated: once, after ASKING), a little later after TRYAGAIN. A
  * library gone from a server (or replaced by a newer one) takes that
- * server down, to be set up again (shard.c). */
+ * server down, to be set up again (shard-setup.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -233,7 +233,7 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
  * to the node of the name's slot only (the prelude's WAKE_COMMAND). The
  * two texts are one version: fleetsem_version returns the wake command
  * beside it, and an agent that finds the other one on its server loads its
- * own (shard.c). They never take turns: a Cluster's nodes serve Cluster
+ * own (shard-setup.c). They never take turns: a Cluster's nodes serve Cluster
  * agents only (a standalone agent cannot use one), so a server holds the
  * other text only after it changed sides. */
 int library_text_new(bool sharded, char **ret) {

@@ -7,9 +7,11 @@
  * which redis-io.c sets:
  *
  *   shard.c          one server: its command and pub/sub connections,
- *                    AUTH, SELECT, the library (FUNCTION LOAD when it
- *                    is missing or older), ROLE, INFO, the epoch;
- *                    its maxmemory-policy, asked again on the tick
+ *                    down and the backoff, the table of servers
+ *   shard-setup.c    a command connection set up: AUTH, SELECT, the
+ *                    library (FUNCTION LOAD when it is missing or older),
+ *                    ROLE, INFO, the epoch; its maxmemory-policy, asked
+ *                    again on the tick
  *   topo-single.c    the topologies behind one interface (TopologyOps):
  *   topo-sentinel.c  which servers there are, which one holds a hash
  *   topo-cluster.c   slot, what to do when one goes
@@ -173,7 +175,7 @@ extern const char *const script_name[N_SCRIPTS];
 /* The data model of the keys these scripts keep (docs/protocol.md), and
  * the first fleetsem that speaks it: Redis' marker P:model, "N V", beside
  * each epoch key (P:model:{TAG} in a Cluster). 1 was 0.1's eleven keys a
- * name. A newer marker than this is refused at connect (shard.c). */
+ * name. A newer marker than this is refused at connect (shard-setup.c). */
 #define DATA_MODEL 2
 #define DATA_MODEL_MARKER "2 0.2"
 
@@ -200,15 +202,6 @@ Shard *shard_of_conn(RedisIo *io, const RedisConn *conn);
 bool shards_any_ready(const RedisIo *io);
 /* Connects the shards that count and are not within their backoff. */
 void shards_connect_due(RedisIo *io);
-/* ROLE: whether it says master; the replicas attached are recorded. */
-bool shard_role_parse(Shard *sh, const RedisReply *reply);
-/* ROLE asked again (a master demoted without word goes down). */
-void shard_role_refresh(Shard *sh);
-/* INFO memory asked again, if sh is up, nothing is asked yet and the
- * last was asked every or longer before now: its maxmemory-policy. */
-void shard_policy_refresh(Shard *sh, usec_t every, usec_t now);
-/* Whether sh runs with a policy that evicts keys (or does not say). */
-bool shard_evicts(const Shard *sh);
 /* Calls under way and no word for longer than a silent Redis may take. */
 bool redis_conn_hangs(const RedisIo *io, RedisConn *c, usec_t now);
 usec_t redis_command_timeout(const RedisIo *io);
@@ -223,6 +216,17 @@ void redis_reconnect_in(RedisIo *io, usec_t delay);
 void redis_io_fatal(RedisIo *io, int r, const char *what);
 void redis_reconnect_later(RedisIo *io);
 usec_t backoff_next(usec_t b);
+
+/* shard-setup.c */
+/* ROLE: whether it says master; the replicas attached are recorded. */
+bool shard_role_parse(Shard *sh, const RedisReply *reply);
+/* ROLE asked again (a master demoted without word goes down). */
+void shard_role_refresh(Shard *sh);
+/* INFO memory asked again, if sh is up, nothing is asked yet and the
+ * last was asked every or longer before now: its maxmemory-policy. */
+void shard_policy_refresh(Shard *sh, usec_t every, usec_t now);
+/* Whether sh runs with a policy that evicts keys (or does not say). */
+bool shard_evicts(const Shard *sh);
 
 /* calls.c */
 Shard *shard_of_name(RedisIo *io, const char *name);

@@ -1,0 +1,557 @@
+/* SPDX-License-Identifier: MIT */
+/* A shard's command connection set up (AUTH, SELECT, the library's
+ * version asked, and the library loaded when it is missing or older,
+ * ROLE where a failover may have replaced it, INFO, then the epoch that
+ * tells a Redis that lost its state) until the shard is ready (shard.c). */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "lua-args.h"
+#include "redis-layer.h"
+#include "shard-internal.h"
+
+#define FAILOVER_GRACE_WAIT (500 * USEC_PER_MSEC)       /* grace after a failover, grants confirmed by WAIT, at least */
+
+/* ---- Set-up --------------------------------------------------------------------- */
+
+typedef enum SetupKind {
+        SETUP_PLAIN,            /* AUTH, SELECT: an error fails the setup */
+        SETUP_VERSION,          /* the library's version */
+        SETUP_LOAD,             /* FUNCTION LOAD REPLACE (an older one there) */
+        SETUP_LOAD_NEW,         /* FUNCTION LOAD (none there) */
+} SetupKind;
+
+typedef struct SetupStep {
+        Shard *shard;
+        const char *what;
+        SetupKind kind;
+} SetupStep;
+
+static void setup_done(Shard *sh);
+static void setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv);
+
+/* Nothing granted through sh, for a reason only an operator can change
+ * (its library, its data model): said once, and in status; connected to
+ * again after the backoff, so that the change is seen within 2 s. */
+static void shard_refuse(Shard *sh, char *refused, size_t size, const char *why) {
+        if (!streq(why, refused))
+                log_error("%s; granting nothing through it, looking again every 2 s.", why);
+        snprintf(refused, size, "%s", why);
+        shard_down(sh, -EPROTONOSUPPORT, why);
+}
+
+/* Setup failed: sh->error says why; refused: for a reason only an
+ * operator changes (shard_refuse()). */
+static void setup_fail(Shard *sh, bool refused, const char *fmt, ...) _printf_(3, 4);
+static void setup_fail(Shard *sh, bool refused, const char *fmt, ...) {
+        va_list ap;
+
+        if (sh->setup_failed)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(sh->error, sizeof(sh->error), fmt, ap);
+        va_end(ap);
+        sh->setup_failed = true;
+        sh->setup_refused = refused;
+}
+
+/* ---- The library ------------------------------------------------------------- */
+
+/* The library ("fleetsem", lua/library.version) is Redis', not a
+ * connection's: loaded once, by the first agent that finds it missing or
+ * older than its own, kept across restarts where Redis persists. Where
+ * there is none, without REPLACE: after a restart every agent of the
+ * fleet asks at once, and those that lose the race ("already exists",
+ * refused before Redis compiles anything) ask the version again instead
+ * of compiling the library once more each; an older one is REPLACEd
+ * (two agents that replace it at once load the same text). Its
+ * functions' names carry its version, so that an agent never runs another
+ * version's function with its own arguments: one that a newer agent
+ * replaced hears "Function not found" on its next call (calls.c) and
+ * comes here again, where it refuses the newer one. */
+
+/* had: what Redis holds; NULL: nothing (loaded without REPLACE). */
+static void library_load(Shard *sh, const char *had) {
+        log_notice("Loading fleetsem's library, version %u, into Redis at %s (it had %s).", lua_library_version,
+                   sh->name, had ?: "none");
+        if (had)
+                setup_send(sh, "FUNCTION LOAD REPLACE", SETUP_LOAD, 4,
+                           (const char *[]) { "FUNCTION", "LOAD", "REPLACE", sh->io->library_text });
+        else
+                setup_send(sh, "FUNCTION LOAD", SETUP_LOAD_NEW, 3,
+                           (const char *[]) { "FUNCTION", "LOAD", sh->io->library_text });
+}
+
+static void library_ask_version(Shard *sh) {
+        setup_send(sh, "FCALL " LUA_VERSION_FUNCTION, SETUP_VERSION, 3,
+                   (const char *[]) { "FCALL", LUA_VERSION_FUNCTION, "0" });
+}
+
+static void library_newer(Shard *sh, long long version) {
+        char why[sizeof(sh->library_refused)];
+
+        snprintf(why, sizeof(why), "Redis at %s holds fleetsem library version %lld, newer than this agent's (%u): "
+                 "this agent is older than the library there and must be upgraded; see fleetsemd(8) UPGRADING",
+                 sh->name, version, lua_library_version);
+        setup_fail(sh, true, "%s", why);
+}
+
+/* FCALL fleetsem_version: {VERSION, WAKE_COMMAND}, or no such function. */
+static void library_version_reply(Shard *sh, const RedisReply *reply) {
+        long long version = 0;
+        bool sharded = false;
+        int r = library_version_parse(reply, &version, &sharded);
+
+        if (r == -ENOENT)
+                /* (Again after a lost race: a library of that name without
+                 * the function, not ours; replaced.) */
+                library_load(sh, sh->setup_raced ? "one without " LUA_VERSION_FUNCTION : NULL);
+        else if (r == -EOPNOTSUPP)
+                setup_fail(sh, true, "Redis at %s has no FCALL (Redis functions): fleetsem needs Redis 7.0 or later, or "
+                           "Valkey 7.2 or later; see fleetsemd(8)", sh->name);
+        else if (r == -EBADMSG)
+                setup_fail(sh, true, "Redis at %s holds a fleetsem library whose version this agent cannot read; see "
+                           "fleetsemd(8) THE LIBRARY", sh->name);
+        else if (r < 0)
+                setup_fail(sh, false, "FCALL " LUA_VERSION_FUNCTION " failed: %s",
+                           redis_reply_error(reply) ?: "no answer");
+        else if (version > (long long) lua_library_version)
+                library_newer(sh, version);
+        else if (version < (long long) lua_library_version || sharded != sh->io->topo->sharded) {
+                char had[64];
+
+                snprintf(had, sizeof(had), "version %lld%s", version, sharded == sh->io->topo->sharded ? "" :
+                         sharded ? ", a Cluster's" : ", not a Cluster's");
+                library_load(sh, had);
+        }
+        /* (Else the same: nothing to do.) */
+}
+
+/* new: loaded without REPLACE (there was none). */
+static void library_load_reply(Shard *sh, const RedisReply *reply, bool new) {
+        const char *err = redis_reply_error(reply), *name;
+        size_t len;
+
+        if (err && new && strstr(err, "already exists")) {
+                /* Another agent loaded one since we asked: which version? */
+                log_debug("Redis at %s has a fleetsem library now (%s); asking its version again.", sh->name, err);
+                sh->setup_raced = true;
+                library_ask_version(sh);
+        } else if (err && strneq(err, "NOPERM", 6))
+                setup_fail(sh, true, "Redis at %s has no fleetsem library version %u, and this agent may not load it (%s): "
+                           "load it with `fleetsemd --load-library` (as a Redis user allowed FUNCTION LOAD), or "
+                           "allow the agents' user function|load; see fleetsemd(8) THE LIBRARY", sh->name,
+                           lua_library_version, err);
+        else if (err)
+                setup_fail(sh, false, "FUNCTION LOAD of fleetsem's library failed: %s", err);
+        else if (redis_reply_string(reply, &name, &len) < 0 || len != strlen(LUA_LIBRARY_NAME) ||
+                 memcmp(name, LUA_LIBRARY_NAME, len) != 0)
+                setup_fail(sh, false, "FUNCTION LOAD gave an unexpected reply");
+}
+
+static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        SetupStep *step = userdata;
+        Shard *sh = step->shard;
+        const char *err = redis_reply_error(reply);
+
+        if (!reply || conn != sh->cmd)
+                goto finish;    /* an old connection */
+        /* (After a step failed, those after it are not looked at.) */
+        if (sh->setup_failed)
+                ;
+        else if (step->kind == SETUP_VERSION)
+                library_version_reply(sh, reply);
+        else if (step->kind == SETUP_LOAD || step->kind == SETUP_LOAD_NEW)
+                library_load_reply(sh, reply, step->kind == SETUP_LOAD_NEW);
+        else if (err)
+                setup_fail(sh, false, "%s failed: %s", step->what, err);
+        if (--sh->setup_pending > 0)
+                goto finish;
+        if (sh->setup_failed) {
+                char why[sizeof(sh->error)];
+
+                snprintf(why, sizeof(why), "%s", sh->error);
+                if (sh->setup_refused)
+                        shard_refuse(sh, sh->library_refused, sizeof(sh->library_refused), why);
+                else
+                        shard_down(sh, -EACCES, why);
+        } else {
+                if (sh->library_refused[0]) {
+                        log_notice("Redis at %s holds this agent's library (version %u) now.", sh->name,
+                                   lua_library_version);
+                        sh->library_refused[0] = '\0';
+                }
+                setup_done(sh);
+        }
+finish:
+        free(step);
+}
+
+static void setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv) {
+        SetupStep *step = calloc(1, sizeof(*step));
+
+        if (!step) {
+                setup_fail(sh, false, "out of memory");
+                return;
+        }
+        *step = (SetupStep) { .shard = sh, .what = what, .kind = kind };
+        if (redis_conn_command(sh->cmd, setup_reply, step, argc, argv, NULL) < 0) {
+                free(step);
+                setup_fail(sh, false, "cannot send commands");
+                return;
+        }
+        sh->setup_pending++;
+}
+
+/* The marker of a newer data model than this agent's, or one it cannot
+ * read (epoch.lua): nothing granted there; connected to again after the
+ * backoff, so that the marker's removal (or this agent's upgrade) is seen
+ * within 2 s. Said once, and in status. */
+static void model_refuse(Shard *sh, const char *marker) {
+        char why[sizeof(sh->model_refused)];
+        size_t n = strspn(marker, "0123456789"), v = n > 0 && marker[n] == ' ' ? strspn(marker + n + 1, "0123456789.") : 0;
+
+        if (n > 0 && n <= 9 && v > 0 && v <= 15 && marker[n + 1 + v] == '\0')
+                snprintf(why, sizeof(why), "Redis at %s holds fleetsem data model %.*s (fleetsem >= %s); this agent "
+                         "speaks %d: upgrade this agent; see fleetsemd(8) UPGRADING", sh->name, (int) n, marker,
+                         marker + n + 1, DATA_MODEL);
+        else
+                snprintf(why, sizeof(why), "Redis at %s holds a fleetsem data model marker this agent cannot read "
+                         "(%s:model); this agent speaks %d: upgrade this agent; see fleetsemd(8) UPGRADING", sh->name,
+                         sh->io->agent->config->key_prefix, DATA_MODEL);
+        shard_refuse(sh, sh->model_refused, sizeof(sh->model_refused), why);
+}
+
+/* The epoch: "ID GRACE_UNTIL_MS [RUN_ID]" in P:epoch (in a Cluster one per
+ * master, P:epoch:{TAG} in the first hash slot it owns), made by the first
+ * agent that finds none. An id other than the one this agent knew means
+ * Redis lost its state since (restarted empty, a failover that lost
+ * writes). The grace lasts until Redis has been up for one lease: holders
+ * from before are re-asserted or told they lost their slot by then. */
+static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+        char value[160], id[LEASE_ID_LEN + 1];
+        long long created = -1, now_ms = -1;
+        uint64_t grace_until = 0;
+        const char *why;
+        bool reset;
+        int n = 0;
+
+        if (!reply || conn != sh->cmd)
+                return;
+        if (!redis_reply_error(reply) && redis_reply_array_len(reply) == 3 &&
+            redis_reply_array_integer(reply, 0, &created) >= 0 && created == 4) {
+                if (redis_reply_array_string(reply, 1, value, sizeof(value)) < 0)
+                        value[0] = '\0';       /* (too long: unreadable) */
+                model_refuse(sh, value);
+                return;
+        }
+        if (sh->model_refused[0]) {
+                log_notice("Redis at %s holds this agent's data model (%d) again.", sh->name, DATA_MODEL);
+                sh->model_refused[0] = '\0';
+        }
+        if (redis_reply_error(reply) || redis_reply_array_len(reply) != 3 ||
+            redis_reply_array_integer(reply, 0, &created) < 0 ||
+            redis_reply_array_string(reply, 1, value, sizeof(value)) < 0 ||
+            redis_reply_array_integer(reply, 2, &now_ms) < 0 || now_ms < 0 ||
+            strchr(value, '-') || sscanf(value, "%32[0-9a-f] %" SCNu64 "%n", id, &grace_until, &n) != 2 ||
+            (value[n] != '\0' && (value[n] != ' ' || strspn(value + n + 1, "0123456789abcdef") != strlen(value + n + 1))) ||
+            !lease_id_is_valid(id)) {
+                shard_down(sh, -EBADMSG, redis_reply_error(reply) ?: "unexpected reply to the epoch script");
+                return;
+        }
+        reset = created >= 1 || (sh->epoch[0] && !streq(sh->epoch, id));
+        if (created == 3)
+                log_warning("Redis at %s holds older state than this agent last saw (epoch %s): a failover back to a "
+                            "master that had not caught up, data restored from a copy, or two resets close together; "
+                            "new epoch %s.", sh->name, sh->epoch, id);
+        else if (reset)
+                log_full(sh->epoch[0] ? LOG_WARNING : LOG_INFO, "Redis at %s %s (epoch %s).", sh->name,
+                         sh->epoch[0] ? "lost its state since this agent last saw it" : "holds no fleetsem state yet", id);
+        /* 2: the epoch named another master; 1: there was none, which is
+         * news to an agent that knew one; 3: it was older than the one
+         * this agent knew (a reset too); else this agent knows no better
+         * than that Redis' state is new. */
+        why = created == 2 ? GRACE_WHY_FAILOVER
+              : sh->epoch[0] && (created == 1 || !streq(sh->epoch, id)) ? GRACE_WHY_RESET
+              : !sh->epoch[0] ? GRACE_WHY_NEW : NULL;
+        memcpy(sh->epoch, id, sizeof(sh->epoch));
+        sh->grace_until_ms = grace_until;
+        shard_ready(sh, reset, grace_until > (uint64_t) now_ms ? (grace_until - (uint64_t) now_ms) * USEC_PER_MSEC : 0,
+                    why);
+}
+
+/* FCALL of the epoch script, its library looked at just before;
+ * the data model marker beside the epoch key (P:epoch… → P:model…). */
+static int epoch_send(Shard *sh, const char *key, const char *id, const char *grace, const char *failover) {
+        RedisIo *io = sh->io;
+        const char *prefix = io->agent->config->key_prefix;
+        char known_until[24] = "", model_key[IDENT_MAX_LEN + 32];
+
+        if (sh->epoch[0])
+                snprintf(known_until, sizeof(known_until), "%" PRIu64, sh->grace_until_ms);
+        if (!strneq(key, prefix, strlen(prefix)) || !strneq(key + strlen(prefix), ":epoch", strlen(":epoch")))
+                return -EINVAL;
+        snprintf(model_key, sizeof(model_key), "%s:model%s", prefix, key + strlen(prefix) + strlen(":epoch"));
+
+        enum { HEAD = 5 };      /* FCALL FUNCTION 2 KEY MODEL_KEY */
+        const char *argv[HEAD + N_EPOCH_ARGS] = {
+                "FCALL", lua_function[SCRIPT_EPOCH], "2", key, model_key,
+                [HEAD + ARG_EPOCH_ID] = id, [HEAD + ARG_EPOCH_GRACE_MS] = grace,
+                [HEAD + ARG_EPOCH_MASTER_ID] = io->topo->failover ? sh->master_id : "",
+                [HEAD + ARG_EPOCH_FAILOVER_GRACE_MS] = failover,
+                [HEAD + ARG_EPOCH_KNOWN_ID] = sh->epoch, [HEAD + ARG_EPOCH_KNOWN_GRACE_UNTIL_MS] = known_until,
+                [HEAD + ARG_EPOCH_REPLID_FRESH] = sh->replid_fresh ? "1" : "0",
+                [HEAD + ARG_EPOCH_MODEL] = DATA_MODEL_MARKER,
+        };
+
+        return redis_conn_command(sh->cmd, epoch_reply, sh, ELEMENTSOF(argv), argv, NULL);
+}
+
+/* info_hex40: the 40 hex digits after FIELD (with its newline before it)
+ * in an INFO reply, into out[0..40]. */
+static int info_hex40(const char *s, size_t len, const char *field, char out[static 41]) {
+        size_t n = strlen(field);
+        const char *p = memmem(s, len, field, n);
+
+        if (!p || (size_t) (s + len - (p + n)) < 40 || strspn(p + n, "0123456789abcdef") < 40)
+                return -EBADMSG;
+        memcpy(out, p + n, 40);
+        out[40] = '\0';
+        return 0;
+}
+
+/* maxmemory_policy from an INFO reply (its memory section) into
+ * sh->policy, and said up when it is news: "?" when the reply has none
+ * (an error, a server that does not say), which counts as evicting. */
+static void policy_parse(Shard *sh, const RedisReply *reply) {
+        char policy[REDIS_POLICY_MAX] = "?";
+        const char *s, *p;
+        size_t len, n;
+
+        if (redis_reply_string(reply, &s, &len) >= 0 && (p = memmem(s, len, "\nmaxmemory_policy:", 18))) {
+                p += 18;
+                n = 0;
+                while (p + n < s + len && n < sizeof(policy) - 1 && strchr("abcdefghijklmnopqrstuvwxyz-", p[n]) &&
+                       p[n] != '\0')
+                        n++;
+                /* The whole value, up to its line's end, or nothing. */
+                if (n > 0 && p + n < s + len && (p[n] == '\r' || p[n] == '\n')) {
+                        memcpy(policy, p, n);
+                        policy[n] = '\0';
+                }
+        }
+        if (streq(policy, sh->policy))
+                return;
+        memcpy(sh->policy, policy, sizeof(policy));
+        sh->io->ev.policy_changed(sh);
+}
+
+bool shard_evicts(const Shard *sh) {
+        return sh->policy[0] && !streq(sh->policy, SHARD_POLICY_SAFE);
+}
+
+static void policy_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+
+        if (!reply || conn != sh->cmd)
+                return;
+        sh->policy_inflight = false;
+        policy_parse(sh, reply);
+}
+
+void shard_policy_refresh(Shard *sh, usec_t every, usec_t now) {
+        if (sh->state != REDIS_READY || sh->policy_inflight || now - sh->policy_asked < every)
+                return;
+        if (redis_conn_command(sh->cmd, policy_reply, sh, 2, (const char *[]) { "INFO", "memory" }, NULL) < 0)
+                return;
+        sh->policy_inflight = true;
+        sh->policy_asked = now;
+}
+
+static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+        RedisIo *io = sh->io;
+        const Config *config = io->agent->config;
+        const char *s, *p;
+        size_t len;
+        long long uptime = 0;
+        uint64_t ttl_ms = config->lease_ttl / USEC_PER_MSEC, grace_ms, failover_ms;
+        char key[LEASE_ID_LEN + 1 + IDENT_MAX_LEN + 16], id[LEASE_ID_LEN + 1], grace[24], failover[24];
+        int r, first;
+
+        if (!reply || conn != sh->cmd)
+                return;
+        /* Known before the shard is up: nothing is granted on a server
+         * that may evict before its policy was read. */
+        sh->policy_asked = now_mono();
+        policy_parse(sh, reply);
+        sh->master_id[0] = '\0';
+        sh->replid_fresh = false;
+        if (redis_reply_string(reply, &s, &len) >= 0) {
+                char replid2[41];
+
+                if ((p = memmem(s, len, "uptime_in_seconds:", 18)))
+                        uptime = strtoll(p + 18, NULL, 10);
+                /* A server without a replication id (not Redis 6.2 or
+                 * later, nor Valkey) is named by its run id alone: a
+                 * failover back to it with old data is then no reset. */
+                if (info_hex40(s, len, "\nrun_id:", sh->master_id) < 0)
+                        sh->master_id[0] = '\0';
+                else if (info_hex40(s, len, "\nmaster_replid:", sh->master_id + 40) < 0 && io->topo->failover)
+                        log_warning("Redis at %s gives no replication id in INFO: a failover back to it with old data "
+                                    "would not be seen as one.", sh->name);
+                /* A master makes a new replication id, with no history,
+                 * when it creates its backlog (its first replica since it
+                 * started) or drops it (repl-backlog-ttl): the same data.
+                 * A promotion keeps the id it followed as the history. */
+                sh->replid_fresh = info_hex40(s, len, "\nmaster_replid2:", replid2) >= 0 &&
+                                   strspn(replid2, "0") == 40;
+        }
+        /* Whole seconds, rounded down: the grace is never too short. */
+        grace_ms = uptime >= 0 && (uint64_t) uptime * 1000 < ttl_ms ? ttl_ms - (uint64_t) uptime * 1000 : 0;
+        /* A master other than the one the epoch names means a failover,
+         * which may have lost the last writes. With WAIT, every grant told
+         * to a holder while its master had a replica is on the replica that
+         * took over, with an expiry no earlier than its agent stops
+         * believing in it (unless the replica missed two renewals in a
+         * row); what a master without one granted is re-asserted by its
+         * agent once it hears of the failover, which the topology bounds
+         * (failover_heard_within). Without WAIT the failover may have lost
+         * any grant: a whole lease. */
+        failover_ms = config->min_replicas_acked > 0
+                              ? MIN(ttl_ms, MAX(FAILOVER_GRACE_WAIT, io->topo->failover_heard_within
+                                                                             ? io->topo->failover_heard_within(io)
+                                                                             : 0) / USEC_PER_MSEC)
+                              : ttl_ms;
+        /* A new master is a failover, also when the epoch is missing,
+         * which is also what a master restarted empty looks like: the
+         * longer of the two (the epoch script takes the longer too when
+         * the epoch names another run id: the same master restarted). In
+         * a Cluster an epoch key follows its master's first slot when a
+         * resharding moves it, so a missing one is a loss. */
+        if (io->topo->failover)
+                grace_ms = MAX(grace_ms, failover_ms);
+        r = lease_id_new(id);
+        if (r < 0) {
+                shard_down(sh, r, "cannot make an epoch id");
+                return;
+        }
+        first = io->topo->epoch_slot(io, sh);
+        if (first == -1) {
+                /* Only asked (ASK) while slots move to it: its epoch is
+                 * looked at once it owns one and its connection is made
+                 * again. */
+                sh->epoch[0] = '\0';
+                sh->grace_until_ms = 0;
+                shard_ready(sh, false, 0, NULL);
+                return;
+        }
+        if (first >= 0) {
+                snprintf(key, sizeof(key), "%s:epoch:{%s}", config->key_prefix, redis_slot_tag((unsigned) first));
+                sh->epoch_slot = first;
+        } else
+                snprintf(key, sizeof(key), "%s:epoch", config->key_prefix);
+        snprintf(grace, sizeof(grace), "%" PRIu64, grace_ms);
+        snprintf(failover, sizeof(failover), "%" PRIu64, failover_ms);
+        /* Under Sentinel and in a Cluster the epoch belongs to one master:
+         * another one (a failover) starts a new epoch, which every agent
+         * takes as a reset. */
+        if (epoch_send(sh, key, id, grace, failover) < 0)
+                shard_down(sh, -EIO, "cannot send commands");
+}
+
+bool shard_role_parse(Shard *sh, const RedisReply *reply) {
+        const Config *config = sh->io->agent->config;
+        char role[16] = "";
+        int n, k;
+
+        (void) redis_reply_array_string(reply, 0, role, sizeof(role));
+        if (!streq(role, "master"))
+                return false;
+        n = (int) MIN(redis_reply_array_len(redis_reply_array_get(reply, 2)), (size_t) INT_MAX);
+        k = MIN(n, config->min_replicas_acked);
+        if (n != sh->n_replicas && config->min_replicas_acked > 0)
+                log_full(sh->n_replicas < 0 ? LOG_INFO : LOG_NOTICE,
+                         "Redis master %s has %d replica(s); grants are told once %d of them %s them (min_replicas_acked %d).",
+                         shard_server(sh), n, k, k == 1 ? "has" : "have", config->min_replicas_acked);
+        sh->n_replicas = n;
+        return true;
+}
+
+static void role_refresh_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+
+        if (!reply || conn != sh->cmd || redis_reply_error(reply))
+                return;
+        if (!shard_role_parse(sh, reply))
+                /* Demoted (a failover it was not told of): calls fail, the
+                 * map or the Sentinels are asked again. */
+                shard_down(sh, -EAGAIN, "it is no master any more (ROLE)");
+}
+
+void shard_role_refresh(Shard *sh) {
+        if (sh->state == REDIS_READY)
+                (void) redis_conn_command(sh->cmd, role_refresh_reply, sh, 1, (const char *[]) { "ROLE" }, NULL);
+}
+
+static void info_send(Shard *sh) {
+        if (redis_conn_command(sh->cmd, info_reply, sh, 2, (const char *[]) { "INFO", "default" }, NULL) < 0)
+                shard_down(sh, -EIO, "cannot send commands");
+}
+
+static void role_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+        char role[16] = "";
+
+        if (!reply || conn != sh->cmd)
+                return;
+        (void) redis_reply_array_string(reply, 0, role, sizeof(role));
+        if (!shard_role_parse(sh, reply)) {
+                char why[400];
+
+                snprintf(why, sizeof(why), "%s is not a master (ROLE says \"%s\")", shard_server(sh), role);
+                shard_down(sh, -EAGAIN, why);
+                return;
+        }
+        info_send(sh);
+}
+
+static void setup_done(Shard *sh) {
+        /* What a Sentinel names, or a Cluster's map, may be stale: the
+         * server itself says. */
+        if (sh->io->topo->failover) {
+                if (redis_conn_command(sh->cmd, role_reply, sh, 1, (const char *[]) { "ROLE" }, NULL) < 0)
+                        shard_down(sh, -EIO, "cannot send commands");
+                return;
+        }
+        info_send(sh);
+}
+
+void shard_setup_start(Shard *sh) {
+        const RedisAddress *redis = &sh->io->agent->config->redis;
+        char db[16];
+
+        sh->setup_pending = 0;
+        sh->setup_failed = sh->setup_refused = sh->setup_raced = false;
+        if (redis->password) {
+                const char *argv[3];
+
+                setup_send(sh, "AUTH", SETUP_PLAIN, redis_auth_argv(sh->io, argv), argv);
+        }
+        if (redis->db > 0) {
+                snprintf(db, sizeof(db), "%u", redis->db);
+                setup_send(sh, "SELECT", SETUP_PLAIN, 2, (const char *[]) { "SELECT", db });
+        }
+        /* One round trip when the library is there already. */
+        library_ask_version(sh);
+        if (sh->setup_pending == 0)
+                shard_down(sh, -EIO, "cannot send commands");
+}
