@@ -30,7 +30,7 @@ typedef struct BatchCall {
 typedef struct Batch Batch;
 struct Batch {
         LIST_FIELDS(Batch, batches);
-        unsigned slot;          /* of its names, where keys are sharded */
+        unsigned slot;          /* its first name's (where keys are sharded, all its names') */
         char names[BATCH_MAX][NAME_MAX_LEN + 1];
         size_t n_names;
         BatchCall calls[BATCH_MAX];
@@ -123,9 +123,11 @@ static void batch_send(RedisIo *io, Batch *b) {
                 /* Alone: its own script. */
                 BatchCall *c = &b->calls[0];
 
-                if (call_script_now(io, c->script, b->names[0], c->cb, c->userdata, c->n_args,
-                                    c->n_args ? (const char *const *) b->args + c->arg0 : NULL,
-                                    c->n_args ? b->lens + c->arg0 : NULL) < 0)
+                const char *name = b->names[0];
+
+                if (call_script_names(io, c->script, b->slot, 1, &name, c->cb, c->userdata, c->n_args,
+                                      c->n_args ? (const char *const *) b->args + c->arg0 : NULL,
+                                      c->n_args ? b->lens + c->arg0 : NULL) < 0)
                         c->cb(NULL, NULL, c->userdata);
                 batch_free(b);
                 return;
@@ -133,27 +135,26 @@ static void batch_send(RedisIo *io, Batch *b) {
         for (size_t j = 0; j < b->n_names; j++)
                 names[j] = b->names[j];
         if (batch_argv(b, &argv, &lens, &n, place, count) < 0 ||
-            call_script_names(io, SCRIPT_BATCH, b->n_names, names, batch_reply, b, n, argv, lens) < 0)
+            call_script_names(io, SCRIPT_BATCH, b->slot, b->n_names, names, batch_reply, b, n, argv, lens) < 0)
                 batch_reply(NULL, NULL, b);
 }
 
-/* The batch name's calls join: where keys are sharded, that of its slot;
- * else the one batch. */
-static Batch *batch_find(RedisIo *io, const char *name) {
-        unsigned slot;
+/* The batch a name's calls join (slot: the name's): where keys are
+ * sharded, that of its slot; else the one batch. */
+static Batch *batch_find(RedisIo *io, unsigned slot) {
         Batch *b;
 
         if (!io->topo->sharded)
                 return io->batcher->batches;
-        slot = redis_key_slot(name, strlen(name));
         LIST_FOREACH(batches, b, io->batcher->batches)
                 if (b->slot == slot)
                         return b;
         return NULL;
 }
 
-void batch_flush_name(RedisIo *io, const char *name) {
-        Batch *b = batch_find(io, name);
+/* The batch of a name in slot sent now, if it has one. */
+static void batch_flush_slot(RedisIo *io, unsigned slot) {
+        Batch *b = batch_find(io, slot);
 
         if (b)
                 batch_send(io, b);
@@ -242,8 +243,9 @@ static int batch_push(Batch *b, const char *arg, size_t len) {
         return 0;
 }
 
-int batch_add(RedisIo *io, Script script, const char *name, redis_reply_cb cb, void *userdata, size_t n_args,
-              const char *const *args, const size_t *arglens) {
+/* A call on name (in slot) into the batch of this turn. */
+static int batch_add(RedisIo *io, Script script, unsigned slot, const char *name, redis_reply_cb cb, void *userdata,
+                     size_t n_args, const char *const *args, const size_t *arglens) {
         Batcher *bt = io->batcher;
         size_t mark, j;
         Batch *b;
@@ -256,7 +258,7 @@ int batch_add(RedisIo *io, Script script, const char *name, redis_reply_cb cb, v
                 if (sd_event_source_set_time_relative(bt->deadline, BATCH_WAIT_MAX) >= 0)
                         (void) sd_event_source_set_enabled(bt->deadline, SD_EVENT_ONESHOT);
         }
-        b = batch_find(io, name);
+        b = batch_find(io, slot);
         if (b && b->n_calls > 0 && b->n_args + n_args > BATCH_ARGS_MAX) {
                 batch_send(io, b);
                 b = NULL;
@@ -265,7 +267,7 @@ int batch_add(RedisIo *io, Script script, const char *name, redis_reply_cb cb, v
                 b = calloc(1, sizeof(*b));
                 if (!b)
                         return -ENOMEM;
-                b->slot = io->topo->sharded ? redis_key_slot(name, strlen(name)) : 0;
+                b->slot = slot;
                 LIST_PREPEND(batches, bt->batches, b);
         }
         for (j = 0; j < b->n_names && !streq(b->names[j], name); j++)
@@ -295,17 +297,21 @@ int batch_add(RedisIo *io, Script script, const char *name, redis_reply_cb cb, v
 
 /* Acquires, releases, renewals, re-assertions (after a reset, every holder
  * of the host at once) and adoptions wait for the end of the loop's turn;
- * anything else on the name goes after what waits, at once. */
+ * anything else on the name goes after what waits, at once. The name's
+ * hash slot is computed here, once: the batch, the call and its keys
+ * take it from here. */
 int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
                 size_t n_args, const char *const *args, const size_t *arglens) {
         RedisIo *io = a->redis_io;
+        unsigned slot;
 
         if (!io || a->state != REDIS_READY)
                 return -ENOTCONN;       /* (stopped: the agent exits) */
+        slot = redis_key_slot(name, strlen(name));
         if (script == SCRIPT_ACQUIRE || script == SCRIPT_RELEASE || script == SCRIPT_RENEW ||
             script == SCRIPT_REASSERT || script == SCRIPT_ADOPT)
-                return batch_add(io, script, name, cb, userdata, n_args, args, arglens);
-        batch_flush_name(io, name);
-        return call_script_now(io, script, name, cb, userdata, n_args, args, arglens);
+                return batch_add(io, script, slot, name, cb, userdata, n_args, args, arglens);
+        batch_flush_slot(io, slot);
+        return call_script_names(io, script, slot, 1, &name, cb, userdata, n_args, args, arglens);
 }
 

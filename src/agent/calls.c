@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Calls: a command with its own copy of its arguments, sent to the shard
+/* Calls: a command formatted once (its own copy of its arguments, in
+ * Redis' wire format, sent as it is every time), sent to the shard
  * that holds its keys (the topology says which), and sent again where
  * Redis says: after MOVED (the slot lives elsewhere now) and ASK (one slot
  * half migrated: once, after ASKING), a little later after TRYAGAIN. A
@@ -36,15 +37,15 @@ struct Call {
         sd_event_source *retry;
         redis_reply_cb cb;
         void *userdata;
-        int argc;
-        const char **argv;
-        size_t *argvlen;
+        char *cmd;                      /* formatted: redis_command_format() */
+        size_t cmd_len;
 };
 
 static void call_reply(RedisConn *conn, const RedisReply *reply, void *userdata);
 
 static void call_free(Call *c) {
         sd_event_source_disable_unref(c->retry);
+        redis_command_free(c->cmd);
         free(c);
 }
 
@@ -66,16 +67,10 @@ static int call_send(Call *c) {
 
         if (!sh || !sh->cmd || sh->state != REDIS_READY)
                 return -ENOTCONN;
-        if (c->script >= 0) {
-                c->argv[0] = "FCALL";
-                c->argv[1] = lua_function[c->script];
-                c->argvlen[0] = strlen(c->argv[0]);
-                c->argvlen[1] = strlen(c->argv[1]);
-        }
         if (c->ask && redis_conn_command(sh->cmd, redis_fire_and_forget, (void *) "ASKING", 1,
                                          (const char *[]) { "ASKING" }, NULL) < 0)
                 return -ENOTCONN;
-        return redis_conn_command(sh->cmd, call_reply, c, c->argc, c->argv, c->argvlen);
+        return redis_conn_send_formatted(sh->cmd, call_reply, c, c->cmd, c->cmd_len);
 }
 
 /* Sends c again; when it cannot go, its caller hears Redis went. */
@@ -213,43 +208,18 @@ done:
         call_done(c, conn, reply);
 }
 
-/* A call with n_keys keys, then the other args (argv[0] and [1] left for
- * FCALL and the script's function); the call keeps its own copy of it all. */
-static Call *call_new(RedisIo *io, int script, redis_reply_cb cb, void *userdata, size_t n_keys, size_t n_args,
-                      const char *const *args, const size_t *arglens) {
-        size_t head = script >= 0 ? 3 : 0, argc = head + n_args, data_size = 16;
-        Call *c;
-        char *p;
+/* A call of argv (script: a Script, argv FCALL of its function; -1: a
+ * plain command) on keys in slot, formatted here once: its arguments are
+ * not copied again, nor formatted again when it is sent again. */
+static Call *call_new(RedisIo *io, int script, unsigned slot, redis_reply_cb cb, void *userdata, int argc,
+                      const char *const *argv, const size_t *argvlen) {
+        Call *c = malloc(sizeof(*c));
 
-        for (size_t i = 0; i < n_args; i++)
-                data_size += (arglens ? arglens[i] : strlen(args[i])) + 1;
-        c = malloc(sizeof(*c) + argc * (sizeof(char *) + sizeof(size_t)) + data_size);
         if (!c)
                 return NULL;
-        *c = (Call) {
-                .io = io, .script = script, .cb = cb, .userdata = userdata, .argc = (int) argc,
-                .argv = (const char **) (c + 1),
-        };
-        c->argvlen = (size_t *) (c->argv + argc);
-        p = (char *) (c->argvlen + argc);
-        if (script >= 0) {
-                c->argv[2] = p;
-                c->argvlen[2] = (size_t) sprintf(p, "%zu", n_keys);
-                p += c->argvlen[2] + 1;
-        }
-        for (size_t i = 0; i < n_args; i++) {
-                size_t n = arglens ? arglens[i] : strlen(args[i]);
-
-                memcpy(p, args[i], n);
-                p[n] = '\0';
-                c->argv[head + i] = p;
-                c->argvlen[head + i] = n;
-                p += n + 1;
-        }
-        /* Where its first key lives. */
-        if (n_args > 0 && (script < 0 || n_keys > 0))
-                c->slot = redis_key_slot(c->argv[head + (script < 0 ? 1 : 0)],
-                                         c->argvlen[head + (script < 0 ? 1 : 0)]);
+        *c = (Call) { .io = io, .script = script, .slot = slot, .cb = cb, .userdata = userdata };
+        if (redis_command_format(argc, argv, argvlen, &c->cmd, &c->cmd_len) < 0)
+                return mfree(c);
         return c;
 }
 
@@ -267,7 +237,8 @@ static int call_start(Call *c) {
 int redis_key_command(Agent *a, redis_reply_cb cb, void *userdata, int argc, const char *const *argv) {
         if (a->state != REDIS_READY || argc < 2)
                 return -ENOTCONN;
-        return call_start(call_new(a->redis_io, -1, cb, userdata, 0, (size_t) argc, argv, NULL));
+        return call_start(call_new(a->redis_io, -1, redis_key_slot(argv[1], strlen(argv[1])), cb, userdata, argc, argv,
+                                   NULL));
 }
 
 void redis_command(Agent *a, const char *what, int argc, const char *const *argv) {
@@ -285,13 +256,14 @@ uint64_t redis_grace_until(Agent *a, const char *name) {
  * are sharded, one each per hash slot: "P:clock:{TAG}", "P:census:{TAG}",
  * TAG in the names' slot, which they must all share: a script's keys are
  * on one node). */
-int call_script_names(RedisIo *io, Script script, size_t n_names, const char *const *names, redis_reply_cb cb,
-                      void *userdata, size_t n_args, const char *const *args, const size_t *arglens) {
+int call_script_names(RedisIo *io, Script script, unsigned slot, size_t n_names, const char *const *names,
+                      redis_reply_cb cb, void *userdata, size_t n_args, const char *const *args,
+                      const size_t *arglens) {
         enum { KEY_SIZE = IDENT_MAX_LEN + NAME_MAX_LEN + 32 };
         static const char *const fleet_key[N_SCRIPT_KEYS - N_KEYS] = { "clock", "census" };
         const char *prefix = io->agent->config->key_prefix;
-        size_t n_keys = n_names * N_KEYS + (N_SCRIPT_KEYS - N_KEYS);
-        unsigned slot;
+        size_t n_keys = n_names * N_KEYS + (N_SCRIPT_KEYS - N_KEYS), head = 3;
+        char n_keys_s[24];
         _cleanup_free_ char *keys = NULL;
         _cleanup_free_ const char **argv = NULL;
         _cleanup_free_ size_t *lens = NULL;
@@ -300,15 +272,17 @@ int call_script_names(RedisIo *io, Script script, size_t n_names, const char *co
                 return -ENOTCONN;
         if (n_names == 0)
                 return -EINVAL;
-        slot = redis_key_slot(names[0], strlen(names[0]));
-        for (size_t j = 1; j < n_names; j++)
-                if (io->topo->sharded && redis_key_slot(names[j], strlen(names[j])) != slot)
-                        return -EXDEV;
         keys = malloc(n_keys * KEY_SIZE);
-        argv = calloc(n_keys + n_args, sizeof(char *));
-        lens = calloc(n_keys + n_args, sizeof(size_t));
+        argv = calloc(head + n_keys + n_args, sizeof(char *));
+        lens = calloc(head + n_keys + n_args, sizeof(size_t));
         if (!keys || !argv || !lens)
                 return -ENOMEM;
+        argv[0] = "FCALL";
+        lens[0] = strlen(argv[0]);
+        argv[1] = lua_function[script];
+        lens[1] = strlen(argv[1]);
+        argv[2] = n_keys_s;
+        lens[2] = (size_t) snprintf(n_keys_s, sizeof(n_keys_s), "%zu", n_keys);
         for (size_t i = 0; i < n_keys; i++) {
                 char *k = keys + i * KEY_SIZE;
                 int n;
@@ -320,17 +294,12 @@ int call_script_names(RedisIo *io, Script script, size_t n_names, const char *co
                                      redis_slot_tag(slot));
                 else
                         n = snprintf(k, KEY_SIZE, "%s:%s", prefix, fleet_key[i - n_names * N_KEYS]);
-                argv[i] = k;
-                lens[i] = (size_t) n;
+                argv[head + i] = k;
+                lens[head + i] = (size_t) n;
         }
         for (size_t i = 0; i < n_args; i++) {
-                argv[n_keys + i] = args[i];
-                lens[n_keys + i] = arglens ? arglens[i] : strlen(args[i]);
+                argv[head + n_keys + i] = args[i];
+                lens[head + n_keys + i] = arglens ? arglens[i] : strlen(args[i]);
         }
-        return call_start(call_new(io, (int) script, cb, userdata, n_keys, n_keys + n_args, argv, lens));
-}
-
-int call_script_now(RedisIo *io, Script script, const char *name, redis_reply_cb cb, void *userdata,
-                    size_t n_args, const char *const *args, const size_t *arglens) {
-        return call_script_names(io, script, 1, &name, cb, userdata, n_args, args, arglens);
+        return call_start(call_new(io, (int) script, slot, cb, userdata, (int) (head + n_keys + n_args), argv, lens));
 }

@@ -230,24 +230,19 @@ bool shard_evicts(const Shard *sh);
 
 /* calls.c */
 Shard *shard_of_name(RedisIo *io, const char *name);
-/* FCALL of script on name's keys (n_args args after them). */
-int call_script_now(RedisIo *io, Script script, const char *name, redis_reply_cb cb, void *userdata,
-                    size_t n_args, const char *const *args, const size_t *arglens);
-/* The same on the keys of n_names names (a batch: batch.lua), which share
- * one hash slot where keys are sharded (else -EXDEV). */
-int call_script_names(RedisIo *io, Script script, size_t n_names, const char *const *names, redis_reply_cb cb,
-                      void *userdata, size_t n_args, const char *const *args, const size_t *arglens);
+/* FCALL of script on the keys of n_names names (one, or a batch:
+ * batch.lua), n_args args after them. slot: the first name's hash slot,
+ * which the others share where keys are sharded (the caller made sure:
+ * batch.c groups names by it), computed once by the caller. */
+int call_script_names(RedisIo *io, Script script, unsigned slot, size_t n_names, const char *const *names,
+                      redis_reply_cb cb, void *userdata, size_t n_args, const char *const *args,
+                      const size_t *arglens);
 /* Calls parked on sh: sent (send) or told Redis went. */
 void calls_unpark(Shard *sh, bool send);
 
 /* batch.c */
 int batcher_new(RedisIo *io);
 void batcher_free(RedisIo *io);
-/* A call on name into the batch of this turn. */
-int batch_add(RedisIo *io, Script script, const char *name, redis_reply_cb cb, void *userdata, size_t n_args,
-              const char *const *args, const size_t *arglens);
-/* name's batch sent now, if it has one. */
-void batch_flush_name(RedisIo *io, const char *name);
 void batch_flush_all(RedisIo *io);
 
 /* redis-engine.c */

@@ -413,8 +413,7 @@ static void reply_handler(redisAsyncContext *ac, void *reply, void *privdata) {
         free(p);
 }
 
-int redis_conn_command(RedisConn *c, redis_reply_cb cb, void *userdata,
-                       int argc, const char *const *argv, const size_t *argvlen) {
+int redis_conn_send_formatted(RedisConn *c, redis_reply_cb cb, void *userdata, const char *cmd, size_t len) {
         Pending *p;
 
         if (!redis_conn_is_connected(c))
@@ -423,13 +422,45 @@ int redis_conn_command(RedisConn *c, redis_reply_cb cb, void *userdata,
         if (!p)
                 return -ENOMEM;
         *p = (Pending) { .conn = c, .cb = cb, .userdata = userdata };
-        if (redisAsyncCommandArgv(c->ac, reply_handler, p, argc, (const char **) argv, argvlen) != REDIS_OK) {
+        if (redisAsyncFormattedCommand(c->ac, reply_handler, p, cmd, len) != REDIS_OK) {
                 free(p);
                 return -ENOTCONN;
         }
         if (c->pending++ == 0)
                 c->last_activity = now_usec(CLOCK_MONOTONIC);
         return 0;
+}
+
+int redis_command_format(int argc, const char *const *argv, const size_t *argvlen, char **ret_cmd, size_t *ret_len) {
+        char *cmd = NULL;
+        int len;
+
+        len = redisFormatCommandArgv(&cmd, argc, (const char **) argv, argvlen);
+        if (len < 0)
+                return -ENOMEM;
+        *ret_cmd = cmd;
+        *ret_len = (size_t) len;
+        return 0;
+}
+
+void redis_command_free(char *cmd) {
+        redisFreeCommand(cmd);
+}
+
+int redis_conn_command(RedisConn *c, redis_reply_cb cb, void *userdata,
+                       int argc, const char *const *argv, const size_t *argvlen) {
+        char *cmd;
+        size_t len;
+        int r;
+
+        if (!redis_conn_is_connected(c))
+                return -ENOTCONN;
+        r = redis_command_format(argc, argv, argvlen, &cmd, &len);
+        if (r < 0)
+                return r;
+        r = redis_conn_send_formatted(c, cb, userdata, cmd, len);
+        redisFreeCommand(cmd);
+        return r;
 }
 
 static void subscription_handler(redisAsyncContext *ac, void *reply, void *privdata) {
@@ -471,7 +502,8 @@ int redis_conn_psubscribe(RedisConn *c, const char *pattern, bool on) {
 int redis_conn_ssubscribe(RedisConn *c, const char *channel) {
         const char *argv[] = { "SSUBSCRIBE", channel };
         char *cmd = NULL;
-        int r, len;
+        size_t len;
+        int r;
 
         r = redis_conn_subscribe(c, channel);
         if (r < 0)
@@ -479,10 +511,10 @@ int redis_conn_ssubscribe(RedisConn *c, const char *channel) {
         /* Sent without a callback: its confirmation and its messages go to
          * the channel's handler. (Through redisAsyncCommand, hiredis would
          * keep a callback for it that nothing ever takes.) */
-        len = redisFormatCommandArgv(&cmd, 2, argv, NULL);
-        if (len < 0)
-                return -ENOMEM;
-        r = redisAppendFormattedCommand(&c->ac->c, cmd, (size_t) len) == REDIS_OK ? 0 : -ENOMEM;
+        r = redis_command_format(2, argv, NULL, &cmd, &len);
+        if (r < 0)
+                return r;
+        r = redisAppendFormattedCommand(&c->ac->c, cmd, len) == REDIS_OK ? 0 : -ENOMEM;
         redisFreeCommand(cmd);
         if (r >= 0)
                 ev_add_write(c);

@@ -35,6 +35,18 @@ bool redis_conn_is_connected(const RedisConn *c);
 size_t redis_conn_pending(const RedisConn *c);
 usec_t redis_conn_last_activity(const RedisConn *c);
 
+/* A command in Redis' wire format, built once from its arguments
+ * (argvlen NULL: C strings): a call that may be sent again (a redirect)
+ * keeps it and is never formatted again. Freed with redis_command_free(). */
+int redis_command_format(int argc, const char *const *argv, const size_t *argvlen, char **ret_cmd, size_t *ret_len);
+void redis_command_free(char *cmd);
+/* Sends a command formatted already; cb hears its reply (NULL: the
+ * connection went). */
+int redis_conn_send_formatted(RedisConn *c, redis_reply_cb cb, void *userdata, const char *cmd, size_t len);
+/* The same from arguments, for a command sent once on this connection:
+ * the set-up, the topologies' own questions. (The agent's calls on names
+ * and keys, routed to a server and sent again where Redis says, go through
+ * its calls.c, which formats each once and uses the above.) */
 int redis_conn_command(RedisConn *c, redis_reply_cb cb, void *userdata,
                        int argc, const char *const *argv, const size_t *argvlen);
 /* Pub/sub: one handler per connection sees every subscription confirmation
