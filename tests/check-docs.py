@@ -5,7 +5,7 @@ one TAP line; each difference a diagnostic FILE:LINE: what is wrong.
 
   verbs       the CLI's commands, from the dispatch table in
               src/cli/fleetsem.c (and the forms its help gives a line of
-              their own, `limit --fleet`): each in the help, the bash
+              their own, as `VERB --OPTION`): each in the help, the bash
               completion, fleetsem(1)'s SYNOPSIS and DESCRIPTION; nothing
               there that is no command. A list of commands in README.md or
               HACKING.md (three or more in backquotes, joined by commas,
@@ -74,18 +74,18 @@ def man_section(text, name):
 
 def cli_verbs():
     src = read("src/cli/fleetsem.c")
-    verbs = re.findall(r'if \(streq\(argv\[1\], "([a-z]+)"\)\)\s*\n\s*return verb_\w+\(', src)
+    verbs = re.findall(r'if \(streq\(argv\[1\], "([a-z][a-z-]*)"\)\)\s*\n\s*return verb_\w+\(', src)
     m = re.search(r'"Commands:\\n"(.*?)"Options common', src, re.S)
     help_text = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1))) if m else ""
     help_text = help_text.replace("\\n", "\n")
-    # A form of its own: a help line "  VERB --OPTION ..." (limit --fleet).
-    forms = re.findall(r"^  ([a-z]+ --[a-z-]+)", help_text, re.M)
-    help_verbs = set(re.findall(r"^  ([a-z]+)\b", help_text, re.M))
-    help_verbs |= set(re.findall(r"\| ([a-z]+) [A-Z]", help_text))   # "drain NAME | undrain NAME"
+    # A form of its own: a help line "  VERB --OPTION ...".
+    forms = re.findall(r"^  ([a-z][a-z-]* --[a-z-]+)", help_text, re.M)
+    help_verbs = set(re.findall(r"^  ([a-z][a-z-]*)(?![a-z-])", help_text, re.M))
+    help_verbs |= set(re.findall(r"\| ([a-z][a-z-]*) [A-Z]", help_text))   # "drain NAME | undrain NAME"
     return verbs, forms, help_verbs
 
 
-VERB_ITEM = r"`(?:fleetsem )?([a-z]+(?: --[a-z-]+)?)(?: [^`]*)?`"
+VERB_ITEM = r"`(?:fleetsem )?([a-z][a-z-]*(?: --[a-z-]+)?)(?: [^`]*)?`"
 # Between two: a comma, a slash, "and", "or"; after a remark in brackets too.
 VERB_SEP = r"(?:\s*\([^()`]*\))?(?:\s*(?:,|/)\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)"
 
@@ -131,7 +131,7 @@ def check_verbs():
                       "missing" if v in verbs else "is no command"))
     man = read("man/fleetsem.1")
     start, syn = man_section(man, "SYNOPSIS")
-    syn_forms = re.findall(r"^\.B fleetsem ([a-z]+(?: \\-\\-[a-z-]+)?)\s*$", syn, re.M)
+    syn_forms = re.findall(r"^\.B fleetsem ([a-z][a-z\\-]*(?: \\-\\-[a-z-]+)?)\s*$", syn, re.M)
     syn_forms = {s.replace("\\-", "-") for s in syn_forms}
     for v in verbs + forms:
         if v not in syn_forms:
@@ -142,7 +142,7 @@ def check_verbs():
                        % (line_of(man, start), s))
     dstart, desc = man_section(man, "DESCRIPTION")
     for v in verbs + forms:
-        pat = r"^\.BR? " + re.escape(v).replace("\\-\\-", r"\\-\\-").replace("--", r"\\-\\-") + r"\b"
+        pat = r"^\.BR? " + re.escape(v.replace("-", "\\-")) + r"\b"
         if not re.search(pat, desc, re.M):
             bad.append("man/fleetsem.1:%d: DESCRIPTION does not describe %s" % (line_of(man, dstart), v))
     for rel in ("README.md", "HACKING.md"):

@@ -248,21 +248,21 @@ like "$(cat "$T/pam-u2.log")" 'bad configuration: slots=two: expected a number' 
 service malformed-deny slots=two name=mal on_error=deny
 once u3 malformed-deny daemon
 is "$(result u3)" 14 "slots=two with on_error=deny: refused"
-# slots= may be left out when the name has a fleet limit (fleetsem limit --fleet).
+# slots= may be left out when the name has a fleet limit (fleetsem fleet-limit).
 service noslots name=mal on_error=deny
 once u4 noslots daemon
 is "$(result u4)" 14 "slots= missing and no fleet limit: refused with on_error=deny"
 like "$(cat "$T/pam-u4.log")" 'no fleet limit is set for this name' "... the log says so"
 # (mal is no template: one slot name for every user.)
 if prereq "root, to set a fleet limit" [ "$(id -u)" = 0 ]; then
-        fs h1 limit --fleet mal 1 >/dev/null
+        fs h1 fleet-limit mal 1 >/dev/null
         is "$?" 0 "root sets a fleet limit of 1 on mal"
         open u4b noslots daemon
         is "$(result u4b)" 0 "slots= missing with a fleet limit: the session opens"
         once u4c noslots daemon
         is "$(result u4c)" 6 "... and holds the one slot: another is refused (PAM_PERM_DENIED)"
         close u4b
-        fs h1 limit --fleet mal none >/dev/null
+        fs h1 fleet-limit mal none >/dev/null
 fi
 # weight=: each session takes that many units of the limit.
 service weighted slots=3 weight=2 name=wtd

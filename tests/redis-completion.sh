@@ -42,11 +42,12 @@ comp() {
 }
 
 # --- commands and options ----------------------------------------------------
-is "$(comp 'fleetsem ')" "--help --version acquire drain help limit metrics release revoke run status undrain" "the commands"
+is "$(comp 'fleetsem ')" "--help --version acquire drain fleet-limit help limit metrics release revoke run status undrain" "the commands"
 is "$(comp 'fleetsem rel')" "release" "a command from its start"
 is "$(comp 'fleetsem run -')" "--help --namespace --no-wait --on-lost --slots --verbose --wait --weight" "run's options"
 is "$(comp 'fleetsem status --')" "--help --json --namespace --watch" "status' options"
-is "$(comp 'fleetsem limit --r')" "--reason --remove" "limit's options"
+is "$(comp 'fleetsem limit --r')" "--remove" "limit's options: the drop-in's alone"
+is "$(comp 'fleetsem fleet-limit --')" "--help --namespace --reason" "fleet-limit's options"
 is "$(comp 'fleetsem metrics -')" "--help --namespace --output" "metrics' options"
 is "$(comp 'fleetsem drain -')" "--help --namespace --reason" "drain's options"
 is "$(comp 'fleetsem undrain -')" "--help --namespace" "undrain's: no --reason"
@@ -73,8 +74,8 @@ fs a run --slots 1 login:alice -- sleep 60 &
 check "three names are held" wait_for 10 sh -c "[ \$(FLEETSEM_NAMESPACE=$NSBASE-a $FLEETSEM status --json | grep -o '\"name\":' | wc -l) -ge 3 ]"
 is "$(comp 'fleetsem status ')" "backup-db backup-web login:alice" "status: the names in use"
 is "$(comp 'fleetsem run backup-w')" "backup-web" "run: a name from its start"
-is "$(comp 'fleetsem limit --fleet backup-w')" "backup-web" "limit --fleet: a name from its start"
-is "$(comp 'fleetsem limit --fleet backup-web ')" "none" "limit --fleet NAME: none (or a number)"
+is "$(comp 'fleetsem fleet-limit backup-w')" "backup-web" "fleet-limit: a name from its start"
+is "$(comp 'fleetsem fleet-limit backup-web ')" "none" "fleet-limit NAME: none (or a number)"
 is "$(comp 'fleetsem run --slots 2 --wait=5s back')" "backup-db backup-web" "run: a name after options with values"
 is "$(comp 'fleetsem status login:al')" "alice" "a name with a colon: what bash puts after the colon"
 is "$(comp 'fleetsem release ')" "backup-db backup-web login:alice" "release: the names"

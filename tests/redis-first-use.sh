@@ -1,6 +1,6 @@
 #!/bin/bash
 # The first requests to an agent that has not reached Redis yet (a
-# socket-activated agent's first client starts it): drain, limit --fleet,
+# socket-activated agent's first client starts it): drain, fleet-limit,
 # status and metrics, sent while Redis does not answer yet (stopped with
 # SIGSTOP: the connection is made, no reply comes), wait for it and then do
 # their work, as run does. The Redis is new (no epoch), so the agent grants
@@ -15,7 +15,7 @@ kill -STOP "$redis_pid"
 start_agent a
 
 fs a drain d --reason "first use" >"$T/drain.out" 2>&1 & drain=$!
-fs a limit --fleet f 3 --reason "first use" >"$T/limit.out" 2>&1 & limit=$!
+fs a fleet-limit f 3 --reason "first use" >"$T/limit.out" 2>&1 & limit=$!
 fs a status >"$T/status.out" 2>&1 & status=$!
 fs a metrics >"$T/metrics.out" 2>&1 & metrics=$!
 
@@ -32,7 +32,7 @@ is "$alive" 4 "none of them was answered while Redis did not answer"
 kill -CONT "$redis_pid"
 wait "$drain"; is "$?" 0 "drain, sent first, succeeds once Redis answers"
 check "... d is drained in Redis" test -n "$(rcli HGET 'fleetsem:{d}:clock' '!')"
-wait "$limit"; is "$?" 0 "limit --fleet, sent first, succeeds"
+wait "$limit"; is "$?" 0 "fleet-limit, sent first, succeeds"
 is "$(rcli HGET 'fleetsem:{f}:clock' '#' | cut -d' ' -f1)" 3 "... f's fleet limit is 3 in Redis"
 wait "$status"; is "$?" 0 "status, sent first, succeeds"
 like "$(cat "$T/status.out")" '^Redis: unix:' "... and says which Redis answered"

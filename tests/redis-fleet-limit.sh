@@ -1,6 +1,6 @@
 #!/bin/bash
 # The fleet limit, on two agents ("hosts") and Redis: root sets a name's
-# limit in one place (fleetsem limit --fleet) and callers on both hosts
+# limit in one place (fleetsem fleet-limit) and callers on both hosts
 # that ask for no number of slots share it; without one they are refused
 # (exit 78). The limit in force is the lowest of it and what callers
 # asked for. Lowering it stops no holder; raising it grants waiters at
@@ -22,25 +22,25 @@ entered() { grep -c '^enter' "$T/order" 2>/dev/null || echo 0; }
 # ---- No limit anywhere: refused, saying what to do ------------------------------
 err=$(fs a run --no-wait f -- touch "$T/ran" 2>&1); rc=$?
 is "$rc" 78 "a caller that asks for no number of slots, with no fleet limit, is refused (78)"
-like "$err" "f: no fleet limit is set for this name: ask for a number of slots, or set one \(fleetsem limit --fleet NAME N\)" \
+like "$err" "f: no fleet limit is set for this name: ask for a number of slots, or set one \(fleetsem fleet-limit NAME N\)" \
         "... saying what to do"
 check "... and its command did not run" [ ! -e "$T/ran" ]
 is "$(holders f) $(waiters f)" "0 0" "... and nothing of it stays in Redis"
-is "$(fs b limit --fleet f)" "f: no fleet limit" "limit --fleet NAME says there is none"
+is "$(fs b fleet-limit f)" "f: no fleet limit" "fleet-limit NAME says there is none"
 
 # ---- Set in one place, shared by both hosts --------------------------------------
-out=$(fs a limit --fleet f 2 --reason "two backups at most" 2>&1); rc=$?
+out=$(fs a fleet-limit f 2 --reason "two backups at most" 2>&1); rc=$?
 is "$rc" 0 "root sets the fleet limit of f to 2 on a"
 is "$out" "f: fleet limit 2 (was none); 0 waiter(s) granted at once." "... and is told so"
 check "the journal says who set it, from where and why" grep -q \
         'Set the fleet limit of f to 2 for root (uid 0, pid [0-9]*) on a (two backups at most; it was none); 0 waiter(s) granted at once. \[name=f action=limit operator=root (uid 0, pid [0-9]*) on a reason=two backups at most\]' \
         "$T/agent-a.log"
-like "$(fs b limit --fleet f)" '^f: fleet limit 2, set by root \(uid 0\) on a since [0-9-]+ [0-9:]+ UTC: two backups at most$' \
+like "$(fs b fleet-limit f)" '^f: fleet limit 2, set by root \(uid 0\) on a since [0-9-]+ [0-9:]+ UTC: two backups at most$' \
         "the other host reads it, with who, where, when and why"
 prereq "root, setpriv and the user nobody" sh -c '[ "$(id -u)" = 0 ] && command -v setpriv && id nobody' &&
         asnobody() { local host=$1; shift; setpriv --reuid=nobody --regid=nogroup --clear-groups \
                 env FLEETSEM_NAMESPACE="$NSBASE-$host" "$@"; }
-like "$(asnobody b "$FLEETSEM" limit --fleet f)" '^f: fleet limit 2, set by root' "... and so may nobody"
+like "$(asnobody b "$FLEETSEM" fleet-limit f)" '^f: fleet limit 2, set by root' "... and so may nobody"
 
 job a f j1 & j1=$!
 job b f j2 & j2=$!
@@ -65,7 +65,7 @@ check "one that asks for 1 waits behind j3" wait_for 10 sh -c "[ \$(redis-cli -s
 is "$(fs a status f | head -n 1)" "f: 2 held, 2 waiting, limit 1" "the limit in force is the lowest asked (1 < 2)"
 
 # ---- Raising it grants the waiters that fit, at once ------------------------------
-out=$(fs b limit --fleet f 5 2>&1); rc=$?
+out=$(fs b fleet-limit f 5 2>&1); rc=$?
 is "$rc" 0 "root raises it to 5 on b"
 # (j4 asks for 1 and 2 hold: nobody fits until it leaves the line.)
 is "$out" "f: fleet limit 5 (was 2); 0 waiter(s) granted at once." \
@@ -85,7 +85,7 @@ job a f k3 & k3=$!
 check "with the fleet limit 5 and nobody asking less, three hold at once" wait_for 10 sh -c "[ \$(grep -c '^enter' '$T/order') = 3 ]"
 
 # ---- Lowering it stops no holder --------------------------------------------------
-is "$(fs a limit --fleet f 1 --reason "disk slow")" "f: fleet limit 1 (was 5); 0 waiter(s) granted at once." "root lowers it to 1"
+is "$(fs a fleet-limit f 1 --reason "disk slow")" "f: fleet limit 1 (was 5); 0 waiter(s) granted at once." "root lowers it to 1"
 job b f k4 & k4=$!
 check "a newcomer waits" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{f}:queue') = 1 ]"
 three_in() { [ "$(entered) $(holders f)" = "3 3" ]; }
@@ -102,31 +102,34 @@ touch "$T/go-k4"; wait "$k4"
 is "$(redis-cli -s "$REDIS_SOCK" TTL 'fleetsem:{f}:clock')" -1 "the name's hash does not expire while it has a fleet limit"
 
 # ---- Nobody may set or remove it; bad input changes nothing -----------------------
-err=$(asnobody a "$FLEETSEM" limit --fleet f 9 2>&1); rc=$?
+err=$(asnobody a "$FLEETSEM" fleet-limit f 9 2>&1); rc=$?
 is "$rc" 77 "nobody may not set it (77)"
 like "$err" "only root may set a fleet limit" "... and is told why"
 check "the agent logs the refusal" grep -q "Refused to set the fleet limit of f for uid 65534: root only." "$T/agent-a.log"
 is "$(asnobody a python3 "$(dirname "$0")/agent-raw.py" "$NSBASE-a" 'LIMIT name=f slots=0')" \
         "ERROR code=permission message=only%20root%20may%20set%20a%20fleet%20limit" "nobody's raw LIMIT is refused by the agent itself"
 for bad in "0" "-1" "1000001" "2x" ""; do
-        fs a limit --fleet f "$bad" >/dev/null 2>&1
-        is "$?" 64 "limit --fleet f '$bad' is a usage error"
+        fs a fleet-limit f "$bad" >/dev/null 2>&1
+        is "$?" 64 "fleet-limit f '$bad' is a usage error"
 done
-fs a limit --fleet 'bad name' 3 >/dev/null 2>&1
+fs a fleet-limit 'bad name' 3 >/dev/null 2>&1
 is "$?" 64 "an invalid name is a usage error"
-fs a limit --fleet f >/dev/null --reason why 2>&1
+fs a fleet-limit f >/dev/null --reason why 2>&1
 is "$?" 64 "--reason without a value to set is a usage error"
 like "$(raw a 'LIMIT name=f slots=x')" "^ERROR code=[a-z]+ message=invalid%20slots%20%280-1000000%29" "a raw LIMIT with bad slots is refused"
 like "$(raw a 'LIMIT name=f')" "^ERROR code=[a-z]+ message=LIMIT%20needs%20name=%20and%20slots=" "... and one without slots"
-like "$(fs a limit --fleet f)" '^f: fleet limit 1, set by root \(uid 0\) on a since [0-9-]+ [0-9:]+ UTC: disk slow$' \
+like "$(fs a fleet-limit f)" '^f: fleet limit 1, set by root \(uid 0\) on a since [0-9-]+ [0-9:]+ UTC: disk slow$' \
         "after all of that, the limit is still 1"
+out=$(fs a limit --fleet f 2>"$T/alias.err"); rc=$?
+is "$rc $out" "0 $(fs a fleet-limit f)" "the old spelling, limit --fleet, still shows it"
+like "$(cat "$T/alias.err")" '"fleetsem limit --fleet" is deprecated: use "fleetsem fleet-limit"' "... and says it is deprecated"
 
 # ---- Removed: those that ask for no number are refused again ----------------------
 job a f w1 & w1=$!
 check "w1 holds" wait_for 10 grep -qx 'enter w1' "$T/order"
 job b f w2 & w2=$!
 check "w2 waits" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{f}:queue') = 1 ]"
-is "$(fs b limit --fleet f none --reason "limit in the drop-ins again")" "f: fleet limit removed (was 1); 0 waiter(s) granted at once." \
+is "$(fs b fleet-limit f none --reason "limit in the drop-ins again")" "f: fleet limit removed (was 1); 0 waiter(s) granted at once." \
         "root removes it"
 wait "$w2"
 is "$?" 78 "the waiter that asked for no number is refused once no limit is left (78)"

@@ -131,7 +131,7 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 slots_say(e, LOG_NOTICE, l->uid, now, &f, "Refused %s for %s: it asks for no number of slots and %s "
                     "has no fleet limit.", l->id, l->name->name, l->name->name);
                 lease_send_error(l, ERROR_CODE_NO_LIMIT, "no fleet limit is set for this name: ask for a number "
-                    "of slots, or set one (fleetsem limit --fleet NAME N)");
+                    "of slots, or set one (fleetsem fleet-limit NAME N)");
                 lease_release_at(l, "no fleet limit", now);
                 goto finish;
         case ACQUIRE_TOO_HEAVY: {

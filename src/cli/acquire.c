@@ -65,7 +65,7 @@ static void help_acquire(void) {
                "(`fleetsem limit UNIT [SLOTS]` writes this drop-in.) NAME defaults to the unit's\n"
                "name without \".service\" (what %%N gives).\n\n"
                "  -n --slots=N          At most N holders of NAME fleet-wide (default: its\n"
-               "                        fleet limit, fleetsem limit --fleet; refused without)\n"
+               "                        fleet limit, fleetsem fleet-limit; refused without)\n"
                "  -k --weight=K         Take K units of the limit (default 1)\n"
                "  -w --wait=DURATION    Give up after DURATION without a slot (default:\n"
                "                        infinity; with --skip: 0). The unit's start timeout\n"

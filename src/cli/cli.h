@@ -18,7 +18,7 @@ int verb_status(int argc, char *argv[]);
 int verb_acquire(int argc, char *argv[]);
 int verb_release(int argc, char *argv[]);
 int verb_limit(int argc, char *argv[]);
-int verb_fleet_limit(int argc, char *argv[]);       /* limit --fleet */
+int verb_fleet_limit(int argc, char *argv[]);       /* fleet-limit */
 int verb_metrics(int argc, char *argv[]);
 int verb_drain(int argc, char *argv[]);
 int verb_undrain(int argc, char *argv[]);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* `fleetsem limit --fleet NAME [N|none] [--reason TEXT]`: the name's
+/* `fleetsem fleet-limit NAME [N|none] [--reason TEXT]`: the name's
  * fleet limit, one number in Redis that every host's callers share, set or
  * removed by root on any host, or shown to anyone. */
 #include <getopt.h>
@@ -14,7 +14,7 @@
 #include "status-fetch.h"
 
 static void help(void) {
-        printf("Usage: fleetsem limit --fleet NAME [N|none] [--reason TEXT]\n\n"
+        printf("Usage: fleetsem fleet-limit NAME [N|none] [--reason TEXT]\n\n"
                "Shows, sets or removes the fleet limit of NAME: at most N holders of NAME at\n"
                "once across the fleet, kept in Redis for every host. The limit in force is\n"
                "the lowest of the fleet limit and what holders and waiters asked for (--slots,\n"
@@ -62,7 +62,7 @@ int verb_fleet_limit(int argc, char *argv[]) {
         enum { ARG_NAMESPACE = 0x100, ARG_FLEET };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
-                { "fleet", no_argument, NULL, ARG_FLEET },
+                { "fleet", no_argument, NULL, ARG_FLEET },     /* limit --fleet, the old spelling */
                 { "reason", required_argument, NULL, 'r' },
                 { "namespace", required_argument, NULL, ARG_NAMESPACE },
                 {}
@@ -92,7 +92,7 @@ int verb_fleet_limit(int argc, char *argv[]) {
                 }
         }
         if (optind >= argc || argc - optind > 2) {
-                log_error("Expected NAME and at most a limit; see fleetsem limit --fleet --help.");
+                log_error("Expected NAME and at most a limit; see fleetsem fleet-limit --help.");
                 return EXIT_USAGE;
         }
         if (cli_parse_name(argv[optind]) < 0)

@@ -20,9 +20,9 @@ static void help(void) {
                "                  for a slot and hand it to the service until it stops\n"
                "  release [NAME]  From ExecStopPost=: give the service's slot back now\n"
                "  limit UNIT [SLOTS] [--wait DURATION|--skip] | limit UNIT --remove\n"
-               "                  Write (or remove) the drop-in that limits a service\n"
-               "  limit --fleet NAME [N|none] [--reason TEXT]\n"
-               "                  Show, or as root set or remove, NAME's fleet-wide limit\n"
+               "                  Write (or remove) the drop-in that makes a service take a slot\n"
+               "  fleet-limit NAME [N|none] [--reason TEXT]\n"
+               "                  Show, or as root set or remove, NAME's fleet limit in Redis\n"
                "  metrics [--output FILE]\n"
                "                  Print the agent's metrics in the Prometheus text format\n"
                "  drain NAME [--reason TEXT] | undrain NAME\n"
@@ -66,6 +66,8 @@ int main(int argc, char *argv[]) {
                 return verb_release(argc - 1, argv + 1);
         if (streq(argv[1], "limit"))
                 return verb_limit(argc - 1, argv + 1);
+        if (streq(argv[1], "fleet-limit"))
+                return verb_fleet_limit(argc - 1, argv + 1);
         if (streq(argv[1], "metrics"))
                 return verb_metrics(argc - 1, argv + 1);
         if (streq(argv[1], "drain"))

@@ -38,12 +38,12 @@ typedef struct Limit {
 static void help(void) {
         printf("Usage: fleetsem limit UNIT [SLOTS] [OPTIONS]\n"
                "       fleetsem limit UNIT --remove\n"
-               "       fleetsem limit --fleet NAME [N|none] (see fleetsem limit --fleet --help)\n\n"
+               "(The fleet limit of a name, in Redis: fleetsem fleet-limit.)\n\n"
                "Lets at most SLOTS runs of the service UNIT run at once across the fleet, by\n"
                "writing the drop-in /etc/systemd/system/UNIT.d/" DROPIN_NAME " and reloading\n"
                "systemd. Starts beyond SLOTS wait in line (first come, first served), or with\n"
                "--skip are skipped (the unit is not marked failed). Without SLOTS, the slot\n"
-               "name's fleet limit applies (fleetsem limit --fleet NAME N).\n\n"
+               "name's fleet limit applies (fleetsem fleet-limit NAME N).\n\n"
                "UNIT is a service: \"backup\" or \"backup.service\", a template \"worker@.service\"\n"
                "(all its instances share the slots) or one instance \"worker@3.service\". For a\n"
                "timer, limit the service the timer starts.\n\n"
@@ -217,7 +217,7 @@ static int write_dropin(const Limit *l, const char *dir, const char *path) {
                 fprintf(f, "# At most %" PRIu32 " of \"%s\" run at once across the fleet; the rest %s.\n", l->slots,
                         l->name, l->skip ? "skip their run" : "wait in line");
         else
-                fprintf(f, "# At most the fleet limit of \"%s\" (fleetsem limit --fleet) run at once across the\n"
+                fprintf(f, "# At most the fleet limit of \"%s\" (fleetsem fleet-limit) run at once across the\n"
                            "# fleet; the rest %s.\n", l->name, l->skip ? "skip their run" : "wait in line");
         fprintf(f, "[Service]\n"
                    "NotifyAccess=all\n"
@@ -248,9 +248,13 @@ int verb_limit(int argc, char *argv[]) {
         char dir[sizeof("/etc/systemd/system/") + UNIT_NAME_MAX + 2], path[sizeof(dir) + sizeof(DROPIN_NAME) + 1];
         int r;
 
+        /* "limit --fleet": the fleet limit's verb before it had its own
+         * word, still served. */
         for (int i = 1; i < argc && !streq(argv[i], "--"); i++)
-                if (streq(argv[i], "--fleet"))
+                if (streq(argv[i], "--fleet")) {
+                        log_warning("\"fleetsem limit --fleet\" is deprecated: use \"fleetsem fleet-limit\".");
                         return verb_fleet_limit(argc, argv);
+                }
         r = parse_argv(&l, argc, argv);
         if (r <= 0)
                 return r < 0 ? EXIT_USAGE : 0;
@@ -263,11 +267,11 @@ int verb_limit(int argc, char *argv[]) {
                                 log_error_errno(errno, "Cannot remove %s: %m", path);
                                 return EXIT_CANTCREAT;
                         }
-                        printf("%s has no fleet limit (no %s).\n", l.unit, path);
+                        printf("%s has no fleetsem drop-in (no %s).\n", l.unit, path);
                         return 0;
                 }
                 (void) rmdir(dir);      /* only if nothing else is in it */
-                printf("Removed %s: %s runs without a fleet limit.\n", path, l.unit);
+                printf("Removed %s: %s runs without a fleet slot.\n", path, l.unit);
         } else {
                 if (write_dropin(&l, dir, path) < 0)
                         return EXIT_CANTCREAT;
@@ -275,7 +279,7 @@ int verb_limit(int argc, char *argv[]) {
                         printf("Wrote %s: at most %" PRIu32 " of \"%s\" at once across the fleet.\n", path, l.slots,
                                l.name);
                 else
-                        printf("Wrote %s: at most the fleet limit of \"%s\" at once (fleetsem limit --fleet %s N).\n",
+                        printf("Wrote %s: at most the fleet limit of \"%s\" at once (fleetsem fleet-limit %s N).\n",
                                path, l.name, l.name);
         }
         if (!l.reload)

@@ -81,7 +81,7 @@ static void help(void) {
                "Runs COMMAND while holding one of the fleet-wide slots of NAME; waits in\n"
                "line (first come, first served) while all are in use.\n\n"
                "  -n --slots=N          At most N holders of NAME fleet-wide (default: its\n"
-               "                        fleet limit, fleetsem limit --fleet; refused without)\n"
+               "                        fleet limit, fleetsem fleet-limit; refused without)\n"
                "  -k --weight=K         Take K units of the limit (default 1): a big job\n"
                "                        counts for more; the line stays first come, first\n"
                "                        served (a heavy job at its head is not overtaken)\n"

@@ -217,7 +217,7 @@ static void print_json(const StatusOutput *out) {
                 json_field("waiting", status_get(e, "waiting"), true, &first);
                 if (message_get(&e->m, "limit"))        /* the limit in force, when the agent says it */
                         json_field("limit", status_get(e, "limit"), true, &first);
-                if (message_get(&e->m, "fleet_limit")) {        /* set with fleetsem limit --fleet */
+                if (message_get(&e->m, "fleet_limit")) {        /* set with fleetsem fleet-limit */
                         json_field("fleet_limit", status_get(e, "fleet_limit"), true, &first);
                         json_field("fleet_limit_set", status_get(e, "fleet_limit_set"), false, &first);
                 }
