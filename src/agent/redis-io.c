@@ -262,31 +262,6 @@ const char *library_text_error(int r) {
                                "(the build is broken)" : strerror(-r);
 }
 
-int library_version_parse(const RedisReply *reply, long long *ret_version, bool *ret_sharded) {
-        const char *err = redis_reply_error(reply);
-        long long version;
-        char wake[16];
-
-        if (err && strneq(err, "ERR Function not found", 22))
-                return -ENOENT;
-        if (err && strneq(err, "ERR unknown command", 19))
-                return -EOPNOTSUPP;
-        if (err || !reply)
-                return -EIO;
-        if (redis_reply_array_len(reply) != 2 || redis_reply_array_integer(reply, 0, &version) < 0 || version < 1 ||
-            version > INT32_MAX || redis_reply_array_string(reply, 1, wake, sizeof(wake)) < 0 ||
-            (!streq(wake, "PUBLISH") && !streq(wake, "SPUBLISH")))
-                return -EBADMSG;
-        *ret_version = version;
-        *ret_sharded = streq(wake, "SPUBLISH");
-        return 0;
-}
-
-void redis_io_fatal(RedisIo *io, int r, const char *what) {
-        log_error_errno(r, "Failed to %s: %m; exiting, held slots stay anchored for the next agent.", what);
-        (void) sd_event_exit(io->agent->event, r);
-}
-
 void redis_io_watch_all(Agent *a, bool on) {
         if (!a->redis_io)
                 return;         /* stopped: the agent exits */

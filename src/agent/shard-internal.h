@@ -11,5 +11,3 @@ const char *shard_server(const Shard *sh);
  * a reset in which nobody is granted anything; why: a GRACE_WHY_*, NULL
  * when this agent cannot tell. */
 void shard_ready(Shard *sh, bool reset, usec_t grace, const char *why);
-/* sh's command connection is up: AUTH, SELECT, the library, ... */
-void shard_setup_start(Shard *sh);

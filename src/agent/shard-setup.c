@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* A shard's command connection set up (AUTH, SELECT, the library's
- * version asked, and the library loaded when it is missing or older,
- * ROLE where a failover may have replaced it, INFO, then the epoch that
- * tells a Redis that lost its state) until the shard is ready (shard.c). */
+/* A shard's connections made, and its command connection set up (AUTH,
+ * SELECT, the library's version asked, and the library loaded when it is
+ * missing or older, ROLE where a failover may have replaced it, INFO, then
+ * the epoch that tells a Redis that lost its state) until the shard is
+ * ready (shard.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -535,7 +536,7 @@ static void setup_done(Shard *sh) {
         info_send(sh);
 }
 
-void shard_setup_start(Shard *sh) {
+static void shard_setup_start(Shard *sh) {
         const RedisAddress *redis = &sh->io->agent->config->redis;
         char db[16];
 
@@ -554,4 +555,118 @@ void shard_setup_start(Shard *sh) {
         library_ask_version(sh);
         if (sh->setup_pending == 0)
                 shard_down(sh, -EIO, "cannot send commands");
+}
+
+int library_version_parse(const RedisReply *reply, long long *ret_version, bool *ret_sharded) {
+        const char *err = redis_reply_error(reply);
+        long long version;
+        char wake[16];
+
+        if (err && strneq(err, "ERR Function not found", 22))
+                return -ENOENT;
+        if (err && strneq(err, "ERR unknown command", 19))
+                return -EOPNOTSUPP;
+        if (err || !reply)
+                return -EIO;
+        if (redis_reply_array_len(reply) != 2 || redis_reply_array_integer(reply, 0, &version) < 0 || version < 1 ||
+            version > INT32_MAX || redis_reply_array_string(reply, 1, wake, sizeof(wake)) < 0 ||
+            (!streq(wake, "PUBLISH") && !streq(wake, "SPUBLISH")))
+                return -EBADMSG;
+        *ret_version = version;
+        *ret_sharded = streq(wake, "SPUBLISH");
+        return 0;
+}
+
+/* ---- Connecting ------------------------------------------------------------------ */
+
+static void on_cmd_state(RedisConn *conn, int error, const char *message, void *userdata) {
+        Shard *sh = userdata;
+
+        if (conn != sh->cmd)
+                return;
+        if (error < 0) {
+                /* A refused step of the set-up (AUTH, the library) says
+                 * more than the connection Redis may close after it. */
+                char why[sizeof(sh->error)];
+
+                snprintf(why, sizeof(why), "%s", sh->setup_failed ? sh->error : message ? message : "");
+                shard_down(sh, error, why);
+                return;
+        }
+        shard_setup_start(sh);
+}
+
+static void on_sub_state(RedisConn *conn, int error, const char *message, void *userdata) {
+        Shard *sh = userdata;
+        RedisIo *io = sh->io;
+
+        if (conn != sh->sub)
+                return;
+        if (error >= 0 && io->agent->config->redis.password) {
+                const char *argv[3];
+
+                if (redis_conn_command(sh->sub, redis_fire_and_forget, (void *) "AUTH", redis_auth_argv(io, argv),
+                                       argv, NULL) < 0) {
+                        error = -ENOTCONN;
+                        message = "cannot send AUTH";
+                }
+        }
+        if (error < 0) {
+                log_debug("Pub/sub connection to Redis at %s lost: %s", sh->name, message);
+                sh->sub = NULL;
+                sh->sub_ready = false;
+                redis_conn_free(conn);
+                io->ev.sub_lost(sh, message);
+                /* (The map is asked for again on reconnection too: an
+                 * SSUBSCRIBE told MOVED closes the connection, say.) */
+                if (sh->cmd)
+                        redis_reconnect_later(io);
+                return;
+        }
+        redis_conn_set_message_handler(sh->sub, io->ev.wake, io);
+        sh->sub_ready = true;
+        io->ev.sub_ready(sh);
+}
+
+void shard_connect(Shard *sh) {
+        RedisIo *io = sh->io;
+        RedisAddress addr = io->topo->address(io, sh);
+        int r;
+
+        if (!sh->cmd) {
+                sh->state = REDIS_CONNECTING;
+                sh->setup_failed = sh->setup_refused = sh->setup_raced = false;
+                r = redis_conn_new(io->agent->event, &addr, REDIS_CONNECT_TIMEOUT, on_cmd_state, sh, &sh->cmd);
+                if (r < 0) {
+                        sh->cmd = NULL;
+                        shard_down(sh, r, NULL);
+                        return;
+                }
+        }
+        if (!sh->sub) {
+                r = redis_conn_new(io->agent->event, &addr, REDIS_CONNECT_TIMEOUT, on_sub_state, sh, &sh->sub);
+                if (r < 0) {
+                        sh->sub = NULL;
+                        redis_reconnect_later(io);
+                }
+        }
+}
+
+/* Connects the shards whose backoff is over; for one still in its
+ * backoff the reconnect timer is armed for when it ends. Without that, a
+ * connect asked for early (under Sentinel: a quorum that named the master
+ * during the backoff) would leave the shard down for good. */
+void shards_connect_due(RedisIo *io) {
+        usec_t now = now_mono();
+
+        for (size_t i = 0; i < io->n_shards; i++) {
+                Shard *sh = io->shards[i];
+
+                if (!io->topo->shard_counts(io, sh))
+                        continue;
+                if (now >= sh->retry_at)
+                        shard_connect(sh);
+                else
+                        redis_reconnect_in(io, sh->retry_at - now);
+        }
 }

@@ -96,25 +96,6 @@ bool shards_any_ready(const RedisIo *io) {
         return false;
 }
 
-/* Connects the shards whose backoff is over; for one still in its
- * backoff the reconnect timer is armed for when it ends. Without that, a
- * connect asked for early (under Sentinel: a quorum that named the master
- * during the backoff) would leave the shard down for good. */
-void shards_connect_due(RedisIo *io) {
-        usec_t now = now_mono();
-
-        for (size_t i = 0; i < io->n_shards; i++) {
-                Shard *sh = io->shards[i];
-
-                if (!io->topo->shard_counts(io, sh))
-                        continue;
-                if (now >= sh->retry_at)
-                        shard_connect(sh);
-                else
-                        redis_reconnect_in(io, sh->retry_at - now);
-        }
-}
-
 Shard *shard_of_conn(RedisIo *io, const RedisConn *conn) {
         for (size_t i = 0; i < io->n_shards; i++)
                 if (io->shards[i]->cmd == conn)
@@ -179,79 +160,6 @@ void shard_ready(Shard *sh, bool reset, usec_t grace, const char *why) {
         io->ev.shard_ready(sh, reset, grace, why);
 }
 
-static void on_cmd_state(RedisConn *conn, int error, const char *message, void *userdata) {
-        Shard *sh = userdata;
-
-        if (conn != sh->cmd)
-                return;
-        if (error < 0) {
-                /* A refused step of the set-up (AUTH, the library) says
-                 * more than the connection Redis may close after it. */
-                char why[sizeof(sh->error)];
-
-                snprintf(why, sizeof(why), "%s", sh->setup_failed ? sh->error : message ? message : "");
-                shard_down(sh, error, why);
-                return;
-        }
-        shard_setup_start(sh);
-}
-
-static void on_sub_state(RedisConn *conn, int error, const char *message, void *userdata) {
-        Shard *sh = userdata;
-        RedisIo *io = sh->io;
-
-        if (conn != sh->sub)
-                return;
-        if (error >= 0 && io->agent->config->redis.password) {
-                const char *argv[3];
-
-                if (redis_conn_command(sh->sub, redis_fire_and_forget, (void *) "AUTH", redis_auth_argv(io, argv),
-                                       argv, NULL) < 0) {
-                        error = -ENOTCONN;
-                        message = "cannot send AUTH";
-                }
-        }
-        if (error < 0) {
-                log_debug("Pub/sub connection to Redis at %s lost: %s", sh->name, message);
-                sh->sub = NULL;
-                sh->sub_ready = false;
-                redis_conn_free(conn);
-                io->ev.sub_lost(sh, message);
-                /* (The map is asked for again on reconnection too: an
-                 * SSUBSCRIBE told MOVED closes the connection, say.) */
-                if (sh->cmd)
-                        redis_reconnect_later(io);
-                return;
-        }
-        redis_conn_set_message_handler(sh->sub, io->ev.wake, io);
-        sh->sub_ready = true;
-        io->ev.sub_ready(sh);
-}
-
-void shard_connect(Shard *sh) {
-        RedisIo *io = sh->io;
-        RedisAddress addr = io->topo->address(io, sh);
-        int r;
-
-        if (!sh->cmd) {
-                sh->state = REDIS_CONNECTING;
-                sh->setup_failed = sh->setup_refused = sh->setup_raced = false;
-                r = redis_conn_new(io->agent->event, &addr, REDIS_CONNECT_TIMEOUT, on_cmd_state, sh, &sh->cmd);
-                if (r < 0) {
-                        sh->cmd = NULL;
-                        shard_down(sh, r, NULL);
-                        return;
-                }
-        }
-        if (!sh->sub) {
-                r = redis_conn_new(io->agent->event, &addr, REDIS_CONNECT_TIMEOUT, on_sub_state, sh, &sh->sub);
-                if (r < 0) {
-                        sh->sub = NULL;
-                        redis_reconnect_later(io);
-                }
-        }
-}
-
 static int shard_init(Shard *sh, RedisIo *io, const char *host, uint16_t port) {
         char *h = NULL;
 
@@ -309,4 +217,9 @@ Shard *shard_free(Shard *sh) {
         shard_disconnect(sh, REDIS_DOWN);
         free(sh->host);
         return mfree(sh);
+}
+
+void redis_io_fatal(RedisIo *io, int r, const char *what) {
+        log_error_errno(r, "Failed to %s: %m; exiting, held slots stay anchored for the next agent.", what);
+        (void) sd_event_exit(io->agent->event, r);
 }
