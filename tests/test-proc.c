@@ -2,12 +2,18 @@
 /* The agent's parsers of /proc (src/agent/terminal.c) against what this
  * kernel writes: /proc/PID/stat of every process there is, this process'
  * status and a child of its own in its list of children; and lines the
- * kernel does not write, refused. */
+ * kernel does not write, refused. Then terminal_tell() on a child of its
+ * own: told on the pseudo-terminal the child has, nothing without one. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -136,10 +142,87 @@ static void test_refused(void) {
         CHECK_INT(proc_children_parse("12 13 14 15 16 ", pids, 4), 4, "... and at n");
 }
 
+/* A child in a session of its own, on the pseudo-terminal whose other end
+ * is *ret_master (-EBADF: none); it waits for SIGKILL. */
+static pid_t session_child(int *ret_master) {
+        int master = -EBADF, ready[2];
+        const char *slave = NULL;
+        pid_t pid;
+        char c;
+
+        if (pipe2(ready, O_CLOEXEC) < 0)
+                return -1;
+        if (ret_master) {
+                master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+                if (master < 0 || grantpt(master) < 0 || unlockpt(master) < 0 || !(slave = ptsname(master)))
+                        return -1;
+                /* It takes messages (mesg y), whatever devpts' mode= made it. */
+                if (chmod(slave, 0620) < 0)
+                        return -1;
+        }
+        pid = fork();
+        if (pid == 0) {
+                int fd;
+
+                setsid();
+                if (slave) {
+                        fd = open(slave, O_RDWR);       /* its controlling terminal, as login's */
+                        if (fd < 0 || ioctl(fd, TIOCSCTTY, 0) < 0 || dup2(fd, 0) < 0)
+                                _exit(1);
+                }
+                (void) !write(ready[1], "r", 1);
+                pause();
+                _exit(0);
+        }
+        close(ready[1]);
+        if (pid < 0 || read(ready[0], &c, 1) != 1)
+                pid = -1;
+        close(ready[0]);
+        if (ret_master)
+                *ret_master = master;
+        return pid;
+}
+
+static void test_tell(void) {
+        char path[PATH_MAX], got[256] = "";
+        int master = -EBADF;
+        ProcStat st;
+        pid_t pid;
+        ssize_t k;
+
+        pid = session_child(&master);
+        CHECK(pid > 0 && proc_stat_read(pid, &st) == 0, "a child on a pseudo-terminal of its own");
+        if (pid <= 0)
+                return;
+        CHECK_INT(terminal_tell(pid, st.start + 1, "x", path, sizeof(path)), -ESRCH,
+                  "another start time: not the process that asked, not told");
+        chmod(ptsname(master), 0600);
+        CHECK_INT(terminal_tell(pid, st.start, "x", path, sizeof(path)), -EACCES, "mesg n: not told");
+        chmod(ptsname(master), 0620);
+        CHECK_INT(terminal_tell(pid, st.start, "slot lost", path, sizeof(path)), 0, "mesg y: told");
+        CHECK_STR(path, ptsname(master), "... on its terminal");
+        if (poll(&(struct pollfd) { .fd = master, .events = POLLIN }, 1, 5000) == 1 &&
+            (k = read(master, got, sizeof(got) - 1)) > 0)
+                got[k] = '\0';
+        CHECK_STR(got, "slot lost", "... which shows the text");
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        close(master);
+
+        pid = session_child(NULL);
+        CHECK(pid > 0 && proc_stat_read(pid, &st) == 0, "a child without a terminal");
+        if (pid <= 0)
+                return;
+        CHECK_INT(terminal_tell(pid, st.start, "x", path, sizeof(path)), -ENXIO, "... is told nothing (-ENXIO)");
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+}
+
 int main(void) {
         test_every_process();
         test_self();
         test_children();
         test_refused();
+        test_tell();
         return tap_done();
 }

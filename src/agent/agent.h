@@ -331,8 +331,11 @@ int proc_status_uid_parse(const char *text, uid_t *ret);
 size_t proc_children_parse(const char *text, pid_t *ret, size_t n);
 /* Writes text to the terminal of process pid if it is still the process
  * that started at start; ret_path: the terminal, as far as it was found.
- * -ESRCH: that process is gone; -ENXIO: it has no terminal; -EACCES: the
- * terminal takes no messages (mesg n); -EPERM: it is not its user's. */
+ * -ESRCH: that process is gone; -ENXIO: it has no terminal; -ENODEV: it
+ * has one this agent has no device node of (a virtual console or a serial
+ * line, under the unit's PrivateDevices=, which leaves it /dev/pts only);
+ * -EACCES: the terminal takes no messages (mesg n); -EPERM: it is not its
+ * user's. */
 int terminal_tell(pid_t pid, uint64_t start, const char *text, char *ret_path, size_t size);
 
 /* describe.c */

@@ -270,10 +270,10 @@ int terminal_tell(pid_t pid, uint64_t start, const char *text, char *ret_path, s
         if (now.start != start)
                 return -ESRCH;          /* gone, and the pid given to another */
         r = terminal_of(pid, &now, ret_path, size, &dev, &owner);
-        if (r == -ENOENT || r == -ENXIO)
-                return -ENXIO;          /* none: a daemon's, or ssh without a terminal */
+        if (r == -ENOENT)
+                return -ENODEV;         /* one, with no device node here: a console under PrivateDevices= */
         if (r < 0)
-                return r;
+                return r;               /* -ENXIO: none (a daemon's, ssh without a terminal) */
         /* Looked at before it is opened, and again once open (the same
          * device, the same owner). It must be the terminal of whoever
          * runs that process (a pseudo-terminal of a devpts mounted
