@@ -40,7 +40,7 @@ m=$(fs a metrics)
 like "$m" 'fleetsem_reset_grace_seconds\{reason="new"\} [0-5]\.[0-9]+' "metrics: the grace left, with its reason"
 like "$(cat "$T/agent-a.log")" "No slot is granted through Redis .* for another [0-9].*: Redis $NEW" "the agent logs it, with the reason"
 
-check "once the grace is over, the job runs" wait_for 8 grep -qx ran "$T/run.out"
+check "once the grace is over, the job runs" wait_for 20 grep -qx ran "$T/run.out"
 wait "$job"
 is "$?" 0 "... and succeeds"
 check "... and the session opens" wait_for 5 grep -q '^open: 0' "$T/pam.out"
