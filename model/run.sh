@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-for t in spin gcc timeout; do
+for t in spin gcc awk; do
 	command -v $t >/dev/null || { echo "$0: $t is missing (apt-get install spin gcc)" >&2; exit 2; }
 done
 
@@ -75,11 +75,79 @@ report() {
 	fi
 }
 
-# check NAME PROPERTY CONFIG DEFINES KIND SECONDS [DEPTH]
+# Searches are bounded by what they explore, not by the machine's speed:
+# each by a number of states stored (and pan's depth and memory bounds),
+# past which it stops and fails with its figures. GUARD seconds is only
+# against a verifier that hangs, far beyond any search's time.
+GUARD=${MODEL_GUARD_SECONDS:-3600}
+
+# stop_pan PID: SIGINT (pan prints its figures so far and exits), SIGKILL
+# 10 s later if it has not.
+stop_pan() {
+	local i
+	kill -INT "$1" 2>/dev/null
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
+# run_pan DIR STATES ARGS...: ./pan ARGS in DIR (its output in DIR/pan.out),
+# stopped once it has stored more than STATES states (pan's progress lines,
+# one a million states) or run GUARD seconds. 0: it finished; 2: past
+# STATES; 124: past GUARD.
+run_pan() {
+	local dir=$1 bound=$2 pid start=$SECONDS n
+	shift 2
+	(cd "$dir" && exec ./pan "$@" >pan.out 2>&1) &
+	pid=$!
+	while kill -0 "$pid" 2>/dev/null; do
+		n=$(sed -n 's/^Depth= *[0-9]* States= *\([0-9.e+]*\) .*/\1/p' "$dir/pan.out" | tail -n 1)
+		if [ -n "$n" ] && past "$n" "$bound"; then
+			stop_pan "$pid"
+			return 2
+		fi
+		if [ $((SECONDS - start)) -ge "$GUARD" ]; then
+			stop_pan "$pid"
+			return 124
+		fi
+		sleep 0.5	# the poll of a search that takes seconds to minutes
+	done
+	wait "$pid" 2>/dev/null
+	return 0
+}
+
+# past N BOUND: the number N (pan writes 1.2e+07) is above BOUND
+past() { awk -v n="$1" -v b="$2" 'BEGIN { exit !(n + 0 > b + 0) }'; }
+
+# bounded OUT RC STATES: why a search that ran with run_pan is incomplete,
+# if it is (one line, and status 1); the figures are report's.
+bounded() {
+	local out=$1 rc=$2 bound=$3 stored
+	stored=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' "$out" | head -1)
+	if [ "$rc" = 2 ] || { [ -n "$stored" ] && past "$stored" "$bound"; }; then
+		echo "  past its bound of $bound states: incomplete (the figures above are where it stopped)"
+	elif [ "$rc" = 124 ]; then
+		echo "  did not finish within ${GUARD} s, a guard against a hang, not its bound (the figures above are where it stopped)"
+	elif grep -q "max search depth too small" "$out"; then
+		echo "  search depth too small: incomplete"
+	elif grep -q -e "reached -DMEMLIM bound" -e "Search not completed" "$out"; then
+		echo "  out of memory (MEMLIM): incomplete"
+	else
+		return 0
+	fi
+	return 1
+}
+
+# check NAME PROPERTY CONFIG DEFINES KIND STATES [DEPTH]
 #   KIND: safety (exhaustive, assertions), bitstate, liveness (acceptance
-#   cycles under weak fairness); DEPTH: pan's -m (default 300000)
+#   cycles under weak fairness); STATES: the bound of the search in states
+#   stored, three times what it stores (model/FINDINGS.md); DEPTH: pan's -m
+#   (default 300000)
 check() {
-	local name=$1 prop=$2 conf=$3 defs=$4 kind=$5 secs=$6 depth=${7:-300000} out ok=1
+	local name=$1 prop=$2 conf=$3 defs=$4 kind=$5 bound=$6 depth=${7:-300000} out ok=1 rc
 	echo "== $name"
 	echo "  property: $prop"
 	echo "  configuration: $conf"
@@ -95,32 +163,31 @@ check() {
 	esac
 	out=$work/$name/pan.out
 	if [ $ok = 1 ]; then
-		# SIGINT: pan stops and prints its figures so far
-		(cd "$work/$name" && timeout --foreground --signal=INT --kill-after=10 "$secs" ./pan $args >pan.out 2>&1)
+		echo "  bound: $bound states stored"
+		run_pan "$work/$name" "$bound" $args
 		rc=$?
 		report "$out"
-		if [ $rc = 124 ]; then
-			echo "  did not finish within ${secs} s (the figures above are where it stopped)"; ok=0
-		elif grep -q "max search depth too small" "$out"; then
-			echo "  search depth too small: incomplete"; ok=0
-		elif grep -q -e "reached -DMEMLIM bound" -e "Search not completed" "$out"; then
-			echo "  out of memory (MEMLIM): incomplete"; ok=0
-		elif [ "$(field "$out" "errors:")" != 0 ]; then
+		# A violation first: pan stops at it, "Search not completed".
+		if [ -n "$(field "$out" "errors:")" ] && [ "$(field "$out" "errors:")" != 0 ]; then
 			echo "  VIOLATED: $(grep -m1 -E 'assertion violated|acceptance cycle|invalid end' "$out" | cut -c1-160)"
+			ok=0
+		elif ! bounded "$out" "$rc" "$bound"; then
 			ok=0
 		fi
 	fi
 	if [ $ok = 1 ]; then echo "  ok"; else echo "  FAILED"; return 1; fi
 }
 
-# mutant NAME WHAT DEFINES: spin must find a violation
+# mutant NAME WHAT DEFINES: spin must find a violation within
+# MUTANT_STATES states (each finds its first within a million or so).
+MUTANT_STATES=20000000
 mutant() {
 	local name=$1 what=$2 defs=$3 out steps
 	echo "== mutant $name: $what"
 	if compile "$name" "$defs" "-O0 -DSAFETY -DCOLLAPSE"; then
 		out=$work/$name/pan.out
-		(cd "$work/$name" && timeout --foreground --signal=INT --kill-after=10 120 ./pan -m300000 -w25 >pan.out 2>&1)
-		[ $? = 124 ] && echo "  did not finish within 120 s"
+		run_pan "$work/$name" "$MUTANT_STATES" -m300000 -w25
+		rc=$?
 		report "$out"
 		if [ "$(field "$out" "errors:")" != "" ] && [ "$(field "$out" "errors:")" != 0 ] &&
 			[ -f "$work/$name/fleetsem.pml.trail" ]; then
@@ -131,6 +198,7 @@ mutant() {
 			if [ $verbose = 1 ]; then cat "$work/$name/events"; else tail -6 "$work/$name/events"; fi
 			return 0
 		fi
+		bounded "$out" "$rc" "$MUTANT_STATES"
 	fi
 	echo "  NOT CAUGHT"
 	return 1
@@ -180,52 +248,52 @@ SBASE="$BASE -DMAXG=2 -DTTL=6 -DRENEW=2 -DDRIFT=0 -DUSTEPS=1"
 if [ $mode = checks ]; then
 	# The longest first, so that both cores stay busy to the end.
 	queue check wakes-3 "at most N believers; no overtaking" "$N1 but 3 jobs (2 on host 0), waiters do not give up; pub/sub on (a late g message and a waiter asked again)" \
-		"$BASE -DGIVEUP=0 -DNJ=3 -DWAKES=1" bitstate 300 1000000
+		"$BASE -DGIVEUP=0 -DNJ=3 -DWAKES=1" bitstate 115400000 1000000
 	queue check liveness "every waiter eventually holds (LTL, weak fairness)" "N=1, 2 jobs, no pauses (the clock waits for live agents), holders end; one crash, one reset, one wake lost" \
-		"-DLIVENESS -DSYNC -DWAKES=1 -DCRASHES=1 -DRESETS=1 -DLOSSES=1 -DDUPS=0 -DSTRAYS=0" liveness 150
+		"-DLIVENESS -DSYNC -DWAKES=1 -DCRASHES=1 -DRESETS=1 -DLOSSES=1 -DDUPS=0 -DSTRAYS=0" liveness 12600000
 	queue check liveness-drain "every waiter eventually holds, the operator's undrain under fairness (LTL, weak fairness)" "N=1, 2 jobs, no pauses, holders end; an operator drains once and undrains once; one reset (the drain goes with it), one wake lost" \
-		"-DLIVENESS -DSYNC -DWAKES=1 -DCRASHES=0 -DRESETS=1 -DLOSSES=1 -DDUPS=0 -DSTRAYS=0 -DDRAIN=1" liveness 150
+		"-DLIVENESS -DSYNC -DWAKES=1 -DCRASHES=0 -DRESETS=1 -DLOSSES=1 -DDUPS=0 -DSTRAYS=0 -DDRAIN=1" liveness 11300000
 	queue check revert "at most N believers; no overtaking" "N=1, 2 jobs on 2 hosts, TTL 3 ticks, fence at 2, drift 1, agents paused at will, at most 2 grants, waiters do not give up; a master's data kept, one reset, then a failover back to that master (finding 9 of the fault harness)" \
-		"$BASE -DMAXG=2 -DGIVEUP=0 -DRESETS=1 -DREVERTS=1" safety 300
+		"$BASE -DMAXG=2 -DGIVEUP=0 -DRESETS=1 -DREVERTS=1" safety 34600000
 	queue check crash-reset "at most N believers; no overtaking" "$N1, waiters do not give up; one crash and one reset" \
-		"$BASE -DGIVEUP=0 -DCRASHES=1 -DRESETS=1" safety 150
+		"$BASE -DGIVEUP=0 -DCRASHES=1 -DRESETS=1" safety 13000000
 	# The default revoke: the slot stays counted until its holder's agent
 	# releases it (the job stopped) or its fence point. No drift: Redis'
 	# fence point is the holder's own (revoke-fence-drift below).
 	queue check revoke-counted "at most N believers, a revoked holder among them; a revoked holder stops believing within the fence; no overtaking" "$N1, waiters do not give up, but drift 0; pub/sub on, one wake lost (the r message or another); root revokes job 0's held slot once, at any time, without --now; LOST heard late" \
-		"$BASE -DGIVEUP=0 -DDRIFT=0 -DWAKES=1 -DLOSSES=1 -DREVOKES=1" safety 90
+		"$BASE -DGIVEUP=0 -DDRIFT=0 -DWAKES=1 -DLOSSES=1 -DREVOKES=1" safety 9500000
 	queue check pause "at most N believers; no overtaking (asserts)" "$N1, waiters may give up" \
-		"$BASE" safety 60
+		"$BASE" safety 700000
 	queue check crash "at most N believers; no overtaking" "$N1, waiters may give up; one agent crash, restart, re-adoption" \
-		"$BASE -DCRASHES=1" safety 90
+		"$BASE -DCRASHES=1" safety 3500000
 	queue check reset "at most N believers; no overtaking" "$N1, waiters may give up; one Redis reset or failover, re-assertion, grace" \
-		"$BASE -DRESETS=1" safety 90
+		"$BASE -DRESETS=1" safety 6300000
 	queue check drain "no new grant while drained; at most N believers; no overtaking" "$N1, waiters do not give up; an operator drains once and undrains once, at any time; one Redis reset (the drain goes with it), re-assertion while drained" \
-		"$BASE -DGIVEUP=0 -DRESETS=1 -DDRAIN=1" safety 90
+		"$BASE -DGIVEUP=0 -DRESETS=1 -DDRAIN=1" safety 5900000
 	queue check wakes "at most N believers; no overtaking" "$N1, waiters do not give up; pub/sub on, one wake lost, one duplicated" \
-		"$BASE -DGIVEUP=0 -DWAKES=1 -DLOSSES=1 -DDUPS=1" safety 90
+		"$BASE -DGIVEUP=0 -DWAKES=1 -DLOSSES=1 -DDUPS=1" safety 4800000
 	queue check wakes-reset "at most N believers; no overtaking" "$N1, waiters do not give up; pub/sub on, one wake lost, one Redis reset (the proofs go with it)" \
-		"$BASE -DGIVEUP=0 -DWAKES=1 -DLOSSES=1 -DRESETS=1" bitstate 120
+		"$BASE -DGIVEUP=0 -DWAKES=1 -DLOSSES=1 -DRESETS=1" bitstate 36400000
 	queue check stranger "at most N believers (a stranger's grant counts)" "$N1, waiters may give up; a user on host 1 releases or asks with job 0's lease id" \
-		"$BASE -DSTRAYS=1" safety 60
+		"$BASE -DSTRAYS=1" safety 1400000
 	queue check limit "nobody more crowded than the slots it asked for" "3 jobs asking 2, 1, 2 slots (2 on host 0), TTL 3, fence at 2, drift 1, agents paused at will, at most 3 grants, waiters do not give up" \
-		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=1 -DSL2=2" safety 90
+		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=1 -DSL2=2" safety 4300000
 	queue check n2 "at most N believers; no overtaking" "N=2, 3 jobs (2 on host 0), TTL 3, fence at 2, drift 1, agents paused at will, at most 3 grants, waiters do not give up" \
-		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=2 -DSL2=2" safety 90
+		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=2 -DSL2=2" safety 5100000
 	queue check weights "at most N units of believers (each its weight); no overtaking" "N=2, 3 jobs (2 on host 0), job 0 taking 2 units, TTL 3, fence at 2, drift 1, agents paused at will, at most 3 grants, waiters do not give up" \
-		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=2 -DSL2=2 -DW0=2" safety 90
+		"$BASE -DGIVEUP=0 -DNJ=3 -DSL0=2 -DSL1=2 -DSL2=2 -DW0=2" safety 4200000
 	queue check fenced-resource "no stale write accepted (token check downstream)" "$N1, waiters do not give up; holders freeze (timers stop), one reset" \
-		"$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1" safety 90
+		"$BASE -DGIVEUP=0 -DFREEZE -DRESETS=1" safety 6200000
 	queue check revoke "a revoked holder stops believing within the fence; at most N believers besides it; no overtaking; no new grant while drained" "$N1, waiters do not give up; root revokes job 0's held slot once, at any time; an operator drains once and undrains once" \
-		"$BASE -DGIVEUP=0 -DREVOKES=1 -DREVOKE_NOW=1 -DDRAIN=1" safety 60
+		"$BASE -DGIVEUP=0 -DREVOKES=1 -DREVOKE_NOW=1 -DDRAIN=1" safety 1200000
 	queue check forget "at most N believers; no overtaking" "$N1, waiters may give up; Redis, up all along, loses the name's keys, or all of fleetsem's (FLUSHALL), once, at any time: census, grace, re-assertion" \
-		"$BASE -DFORGETS=1" safety 90
+		"$BASE -DFORGETS=1" safety 4900000
 	queue check clock-step "at most N believers; no overtaking" "$S6; fence at 3 (half a lease); Redis' clock stepped forward half a lease (3 ticks), unnoticed, once, at any time" \
-		"$SBASE -DFENCE=3 -DUSTEP=3" safety 60
+		"$SBASE -DFENCE=3 -DUSTEP=3" safety 3700000
 	queue check clock-step-third "at most N believers; no overtaking" "$S6; fence at 4 (2/3 of a lease, as fleetsem run); Redis' clock stepped forward a third of a lease (2 ticks), unnoticed, once, at any time" \
-		"$SBASE -DFENCE=4 -DUSTEP=2" safety 60
+		"$SBASE -DFENCE=4 -DUSTEP=2" safety 4100000
 	queue check revoke-fenced "no stale write accepted after a revoke" "$N1, waiters do not give up; holders freeze (timers stop); root revokes job 0's held slot once" \
-		"$BASE -DGIVEUP=0 -DREVOKES=1 -DREVOKE_NOW=1 -DFREEZE" safety 60
+		"$BASE -DGIVEUP=0 -DREVOKES=1 -DREVOKE_NOW=1 -DFREEZE" safety 1900000
 else
 	queue mutant no-grace "no grace after a reset" "$BASE -DRESETS=1 -DMUT_NO_GRACE"
 	queue mutant no-fence "holders never fence themselves" "$BASE -DMUT_NO_FENCE"

@@ -39,5 +39,5 @@ rcli ACL SETUSER default -fcall >/dev/null
 BENCH_ONLY=L BENCH_SATURATE_MS=300 "$FLEETSEM_BENCH" "$REDIS_SOCK" "$FLEETSEM" "$NSBASE-a" >"$T/refused.log" 2>&1
 is "$?" 1 "with FCALL refused, the benchmark fails"
 like "$(cat "$T/refused.log")" "fleetsem-bench: Redis refused a call: NOPERM" "... saying why"
-is "$(grep -c '^L4' "$T/refused.log")" 0 "... and prints no L4 figure"
+log_lacks "$T/refused.log" '^L4' 'fleetsem-bench: Redis refused a call: NOPERM' "... and prints no L4 figure"
 done_testing

@@ -17,6 +17,10 @@ test may not do": a check that cannot fail is worse than none.
                 done`), text that is data for another program (a here
                 document), and a line carrying "# not synchronisation:"
                 with the reason (a job's run time, the poll of a helper).
+  count-zero    `is "$(grep -c PATTERN FILE)" 0` (or `[ "$(grep -c ...)" = 0 ]`):
+                a count of nothing is what a missing file, a command that
+                failed or a reworded message give too. As negated-grep:
+                state, or log_lacks.
   skip          `exit 77` nowhere (meson takes it from a TAP test for an
                 error); a "1..0 # SKIP" plan only in lib.sh's skip_all (a
                 failure under CI=true) and skip_build (a skip even under
@@ -41,6 +45,11 @@ SKIP_FUNCS = {"skip_all", "skip_build"}
 LACKS_FUNCS = {"lacks", "log_lacks"}
 
 NEG_GREP = re.compile(r"(^|[\s;&|({\"'])!\s*[ef]?grep\b")
+# A count of grep's compared with 0: is "$(... grep -c ...)" 0, or a test
+# [ "$(... grep -c ...)" = 0 ] (-eq, ==).
+GREP_C = r"\$\((?:[^()]|\([^()]*\))*\b[ef]?grep\s+(?:-[A-Za-z]+\s+)*-[A-Za-z]*c[A-Za-z]*\b(?:[^()]|\([^()]*\))*\)"
+COUNT_ZERO = re.compile(r"\bis\s+\"" + GREP_C + r"\"\s+[\"']?0[\"']?(\s|\\?$)"
+                        r"|\[\s+\"?" + GREP_C + r"\"?\s+(=|==|-eq)\s+[\"']?0[\"']?\s+\]")
 OR_TRUE = re.compile(r"\|\|\s*true\b|\|\|\s*:(\s|;|$)")
 CLEANUP_MARK = re.compile(r"#\s*cleanup\s*$")
 SLEEP = re.compile(r"(?<![\w./:=^-])sleep(?=\s)")
@@ -100,6 +109,8 @@ def check_file(path):
         in_lacks = name == "lib.sh" and any(fn in LACKS_FUNCS for fn in names)
         if NEG_GREP.search(line) and not in_lacks:
             findings.append((n, "negated-grep", line))
+        if COUNT_ZERO.search(line):
+            findings.append((n, "count-zero", line))
         if OR_TRUE.search(line) and not in_cleanup and not CLEANUP_MARK.search(line) \
                 and not re.search(r"\btrap\b", line):
             findings.append((n, "or-true", line))

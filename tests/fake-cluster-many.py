@@ -22,7 +22,7 @@ import socket
 import sys
 import threading
 
-from resp import bulk, commands, say
+from resp import bulk, commands, encode, raw_reply, say
 
 seed_port, real_port, n = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 SLOTS = 16384
@@ -77,27 +77,6 @@ def slots_reply(gen):
         node = b"*3\r\n" + bulk("127.0.0.1") + b":%d\r\n" % p + bulk("%040x" % p)
         out.append(b"*3\r\n:%d\r\n:%d\r\n" % (lo, hi) + node)
     return b"".join(out)
-
-
-def encode(args):
-    return b"*%d\r\n" % len(args) + b"".join(bulk(a) for a in args)
-
-
-def read_reply(f):
-    """One whole reply from the real node, as it came."""
-    line = f.readline()
-    if not line:
-        raise EOFError
-    t = line[:1]
-    if t in (b"+", b"-", b":"):
-        return line
-    if t == b"$":
-        size = int(line[1:])
-        return line if size < 0 else line + f.read(size + 2)
-    if t == b"*":
-        count = int(line[1:])
-        return line + b"".join(read_reply(f) for _ in range(max(count, 0)))
-    raise ValueError(line)
 
 
 def pump(real, conn):
@@ -161,7 +140,7 @@ def serve(conn, my_port, my_gen):
                 threading.Thread(target=pump, args=(real, conn), daemon=True).start()
                 continue
             try:
-                conn.sendall(read_reply(rf))
+                conn.sendall(raw_reply(rf))
             except (EOFError, OSError, ValueError):
                 break
         if streaming:

@@ -15,17 +15,11 @@ TTL=6s
 SRC=$(dirname "$0")/..
 PORT=$(free_port)
 DB=3
-FS_PW="fs-$$-$RANDOM$RANDOM"
-APP_PW="app-$$-$RANDOM$RANDOM"
-ADMIN_PW="admin-$$-$RANDOM$RANDOM"
 
 # The example with real passwords (fleetsem's by its SHA-256, as the
-# example recommends), and an operator for the test's own look-ups.
-sed -e "s/>CHANGE-ME-fleetsem/#$(printf %s "$FS_PW" | sha256sum | cut -d' ' -f1)/" \
-    -e "s/>CHANGE-ME-app/>$APP_PW/" "$SRC/systemd/redis-acl.conf.example" >"$T/acl.conf"
-echo "user admin on >$ADMIN_PW ~* &* +@all" >>"$T/acl.conf"
-printf '%s\n' "$FS_PW" >"$T/fleetsem.pw"
-chmod 600 "$T/acl.conf" "$T/fleetsem.pw"
+# example recommends), and its operator on for the test's own look-ups.
+acl_conf "$T/acl.conf" "$T/fleetsem.pw" "$T/app.pw" "$T/admin.pw"
+FS_PW=$(cat "$T/fleetsem.pw") APP_PW=$(cat "$T/app.pw") ADMIN_PW=$(cat "$T/admin.pw")
 
 as_admin() { redis-cli -p "$PORT" --user admin --pass "$ADMIN_PW" --no-auth-warning -n "$DB" "$@"; }
 as_app() { redis-cli -p "$PORT" --user app --pass "$APP_PW" --no-auth-warning -n "$DB" "$@"; }

@@ -154,13 +154,21 @@ require python3
 now_ms() { date +%s%3N; }
 
 # wait_for SECONDS CMD...: polls CMD every 20ms until it succeeds; fails
-# when it has not within SECONDS.
+# when it has not within SECONDS. A wait that took more than a third of
+# its SECONDS is noted as a TAP comment (its bound is too close to the
+# time it takes: widen it, unless the bound is the behaviour checked).
 wait_for() {
-        local deadline=$(( $(now_ms) + ($1 * 1000) )); shift
+        local secs=$1 start deadline took
+        start=$(now_ms)
+        deadline=$((start + secs * 1000)); shift
         until "$@" >/dev/null 2>&1; do
                 [ "$(now_ms)" -gt "$deadline" ] && return 1
                 sleep 0.02      # not synchronisation: the poll of wait_for
         done
+        took=$(($(now_ms) - start))
+        [ $((took * 3)) -le $((secs * 1000)) ] ||
+                echo "# wait_for $secs s took $took ms: $*" | cut -c1-200
+        return 0
 }
 # still_after SECONDS CMD...: CMD holds now and at every poll (20ms) for
 # SECONDS (fractions too): for what must not happen within a time, a lease
@@ -190,11 +198,46 @@ acl_audit() { [ -n "${FLEETSEM_TEST_ACL:-}" ] && [ -z "${REDIS_AUTH:-}" ]; }
 acl_audit_setup() {
         [ -n "${ACL_PORT:-}" ] && return
         ACL_PORT=$(free_port)
-        printf 'fleetsem-%s-%s\n' $$ "$RANDOM$RANDOM" >"$T/acl.pw"
-        chmod 600 "$T/acl.pw"
-        sed -e "s/^user default off\$/user default on nopass ~* \&* +@all/" \
-            -e "s/>CHANGE-ME-fleetsem/>$(cat "$T/acl.pw")/" \
-            "$(dirname "$0")/../systemd/redis-acl.conf.example" >"$T/acl.conf"
+        acl_conf "$T/acl.conf" "$T/acl.pw"
+        sed -i "s/^user default off\$/user default on nopass ~* \&* +@all/" "$T/acl.conf" ||
+                bail "cannot open the default user in $T/acl.conf"
+}
+
+# The tests' Redis users, one way: each user's password a new random one
+# in a file of its own (mode 0600), as the agents read theirs.
+# secret_file FILE: such a password in FILE.
+secret_file() {
+        printf '%s-%s-%s\n' "$TEST_NAME" $$ "$RANDOM$RANDOM" >"$1" && chmod 600 "$1" ||
+                bail "cannot write the password file $1"
+}
+# acl_conf OUT FLEETSEM_PW [APP_PW [ADMIN_PW]]: the shipped ACL
+# (systemd/redis-acl.conf.example) in OUT (mode 0600) as an operator fills
+# it in: the password of its fleetsem user that of the file FLEETSEM_PW,
+# given as its SHA-256 as the example recommends, its app user's that of
+# APP_PW and, with ADMIN_PW, its operator (commented out in the example)
+# on with that one. A password file that does not exist is made.
+acl_conf() {
+        local out=$1 f sed=() users=(fleetsem app admin) i
+        shift
+        for f; do [ -f "$f" ] || secret_file "$f"; done
+        sed+=(-e "s/^\\(user fleetsem .*\\)>CHANGE-ME-fleetsem /\\1#$(head -n 1 "$1" | tr -d '\n' | sha256sum | cut -d' ' -f1) /")
+        [ $# -ge 2 ] && sed+=(-e "s/^\\(user app .*\\)>CHANGE-ME-app /\\1>$(head -n 1 "$2") /")
+        [ $# -ge 3 ] && sed+=(-e "s/^# \\(user admin .*\\)>CHANGE-ME-admin /\\1>$(head -n 1 "$3") /")
+        sed "${sed[@]}" "$(dirname "$0")/../systemd/redis-acl.conf.example" >"$out" && chmod 600 "$out" ||
+                bail "cannot write $out"
+        for ((i = 0; i < $#; i++)); do
+                lacks "$out" "^user ${users[i]} .*CHANGE-ME" "^user ${users[i]} " ||
+                        bail "$out: the user ${users[i]} has no password of the test's"
+        done
+}
+# acl_user NAME PW_FILE RULE...: the user NAME on the test's Redis (rcli)
+# with the password of PW_FILE (made when it does not exist) and RULEs.
+acl_user() {
+        local name=$1 pwf=$2
+        shift 2
+        [ -f "$pwf" ] || secret_file "$pwf"
+        [ "$(rcli ACL SETUSER "$name" reset on ">$(head -n 1 "$pwf")" "$@")" = OK ] ||
+                bail "Redis refused the user $name"
 }
 
 # notify_listen SOCKET LOG: a datagram socket in place of systemd's

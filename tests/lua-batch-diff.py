@@ -21,11 +21,13 @@
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from resp import Redis  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(os.path.dirname(HERE), "src", "agent")
@@ -61,50 +63,6 @@ def embed(*args):
                           capture_output=True, text=True).stdout
 
 
-# ---- A Redis client, RESP2 -----------------------------------------------------
-class Error(str):
-    """An error reply, compared as its text."""
-
-
-class Conn:
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX)
-        self.s.connect(path)
-        self.f = self.s.makefile("rb")
-
-    def send(self, *args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            b = a if isinstance(a, bytes) else str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(b), b))
-        self.s.sendall(b"".join(out))
-
-    def read(self):
-        line = self.f.readline()
-        if not line:
-            raise EOFError("connection closed")
-        kind, rest = line[:1], line[1:-2]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            return Error(rest.decode())
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            return self.f.read(n + 2)[:-2].decode(errors="replace")
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self.read() for _ in range(n)]
-        raise ValueError("bad reply %r" % line)
-
-    def call(self, *args):
-        self.send(*args)
-        return self.read()
-
-
 class Server:
     def __init__(self, name, tmp, shim, clock):
         self.dir = os.path.join(tmp, name)
@@ -118,7 +76,7 @@ class Server:
         deadline = time.monotonic() + 10
         while True:
             try:
-                self.c = Conn(self.sock)
+                self.c = Redis(self.sock, None, None)
                 if self.c.call("PING") == "PONG":
                     break
             except OSError:
@@ -136,7 +94,7 @@ class Server:
             bail("fleetsem_version says %r" % (version,))
         self.function = {s: "fleetsem_%s_v%d" % (s, version[0]) for s in SCRIPTS}
         # The wake messages of every name, in order.
-        self.sub = Conn(self.sock)
+        self.sub = Redis(self.sock, None, None)
         self.sub.call("PSUBSCRIBE", "fleetsem:{*}:wake")
 
     def script(self, name, script, argv):

@@ -994,7 +994,7 @@ is "$(j "$(acquire wt after 3)" 'r[:4]')" "[0,1,3,3]" "weights: a state lost fro
 sub dw
 acquire dw h 1 >/dev/null
 acquire dw w 1 >/dev/null
-is "$(wakes dw | grep -c .)" 0 "drain: no wake message before the drain"
+log_lacks "$T/wake-dw" '^message$' '^subscribe$' "drain: no wake message before the drain"
 drain dw 1 y >/dev/null
 check "drain: those in line are told to look again ('1')" wait_for 5 heard dw 1
 

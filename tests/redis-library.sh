@@ -144,9 +144,7 @@ refused_with() {
         like "$(fs "$1" status 2>&1)" "$2" "$4"
         check "the journal says it" grep -qE "$2" "$T/agent-$1.log"
 }
-printf 'pw-%s\n' "$RANDOM$RANDOM" >"$T/nl.pw"
-chmod 600 "$T/nl.pw"
-rcli ACL SETUSER noload on ">$(cat "$T/nl.pw")" '~fleetsem:*' '&fleetsem:*' '&fleetsem:{*}:wake' +@all -function >/dev/null
+acl_user noload "$T/nl.pw" '~fleetsem:*' '&fleetsem:*' '&fleetsem:{*}:wake' +@all -function
 rcli FUNCTION DELETE fleetsem >/dev/null
 run_agent d --redis "redis://noload@127.0.0.1:$PORT" --redis-password-file "$T/nl.pw"
 LMSG="Redis at [^ ]+ has no fleetsem library version $V, and this agent may not load it \(NOPERM[^)]*\): load it with \`fleetsemd --load-library\`"

@@ -24,7 +24,8 @@ like "$out" "$T/agent.conf: the configuration file is owned by uid $NOBODY_UID w
 like "$out" "chown root $T/agent.conf" "... and the fix"
 timeout 10 "$FLEETSEMD" --namespace "$NSBASE-x" --config "$T/agent.conf" >"$T/start.log" 2>&1
 is "$?" 1 "the agent does not start on it"
-is "$(grep -c "@$NSBASE-x/agent" /proc/net/unix)" 0 "... and does not listen"
+agent_listening "$NSBASE-x"
+is "$?" 1 "... and does not listen"
 chown root "$T/agent.conf"
 
 ln -s "$T/agent.conf" "$T/link.conf"

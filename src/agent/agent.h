@@ -327,10 +327,19 @@ typedef struct ProcStat {
  * one. */
 int proc_stat_parse(char *buf, ProcStat *ret);
 int proc_stat_read(pid_t pid, ProcStat *ret);
+/* The real uid in the text of /proc/PID/status (its "Uid:" line's first
+ * number); -EBADMSG without one. */
+int proc_status_uid_parse(const char *text, uid_t *ret);
+/* Up to n pids from the text of /proc/PID/task/TID/children (pids and
+ * spaces), the list cut at the first word that is no pid. */
+size_t proc_children_parse(const char *text, pid_t *ret, size_t n);
 /* Writes text to the terminal of process pid if it is still the process
  * that started at start; ret_path: the terminal, as far as it was found.
- * -ESRCH: that process is gone; -ENXIO: it has no terminal; -EACCES: the
- * terminal takes no messages (mesg n); -EPERM: it is not its user's. */
+ * -ESRCH: that process is gone; -ENXIO: it has no terminal; -ENODEV: it
+ * has one this agent has no device node of (a virtual console or a serial
+ * line, under the unit's PrivateDevices=, which leaves it /dev/pts only);
+ * -EACCES: the terminal takes no messages (mesg n); -EPERM: it is not its
+ * user's. */
 int terminal_tell(pid_t pid, uint64_t start, const char *text, char *ret_path, size_t size);
 
 /* describe.c */

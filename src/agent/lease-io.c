@@ -409,6 +409,10 @@ void io_tell_lost(void *ctx, Lease *l, const char *why) {
         else if (r == -EACCES)
                 log_fields(LOG_NOTICE, &f, "Did not tell %s on %s that its slot of %s is lost: it takes no messages "
                            "(mesg n).", l->holder, tty, l->name->name);
+        else if (r == -ENODEV)
+                log_fields(LOG_NOTICE, &f, "Did not tell %s on %s that its slot of %s is lost: this agent found no "
+                           "device node of that terminal (a virtual console or a serial line; PrivateDevices= leaves "
+                           "it pseudo-terminals only).", l->holder, tty, l->name->name);
         else    /* -ESRCH, -ENXIO: nobody there to tell (a unit's helper, a daemon) */
                 log_internal(r == -ESRCH || r == -ENXIO ? LOG_DEBUG : LOG_WARNING, r, &f,
                              "Could not tell %s on %s that its slot of %s is lost: %m", l->holder, tty, l->name->name);

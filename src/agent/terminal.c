@@ -27,10 +27,20 @@
 #include "log.h"
 #include "macro.h"
 
+/* The word of n bytes at p as a number in [0, max], whole: digits only. */
+static int proc_number(const char *p, size_t n, uint64_t max, uint64_t *ret) {
+        char word[24];
+
+        if (n >= sizeof(word))
+                return -EBADMSG;
+        memcpy(word, p, n);
+        word[n] = '\0';
+        return parse_uint64(word, 0, max, ret) < 0 ? -EBADMSG : 0;
+}
+
 int proc_stat_parse(char *buf, ProcStat *ret) {
         char *open_paren, *close_paren, *p;
-        unsigned long long tty = 0, start = 0, ppid = 0;
-        int field;
+        ProcStat st = {};
 
         /* "PID (COMM) STATE PPID PGRP SESSION TTY_NR …", COMM may hold
          * anything, ")" and spaces too: it ends at the last ")". */
@@ -39,33 +49,40 @@ int proc_stat_parse(char *buf, ProcStat *ret) {
         if (!open_paren || !close_paren || close_paren < open_paren)
                 return -EBADMSG;
         *close_paren = '\0';
-        snprintf(ret->comm, sizeof(ret->comm), "%s", open_paren + 1);
-        ret->comm[strcspn(ret->comm, "\n")] = '\0';
-        /* Fields counted from STATE (3 in proc(5)): TTY_NR is 7, STARTTIME 22. */
+        snprintf(st.comm, sizeof(st.comm), "%s", open_paren + 1);
+        st.comm[strcspn(st.comm, "\n")] = '\0';
+        /* Fields counted from STATE (3 in proc(5)), each a word: PPID is 4
+         * (a pid), TTY_NR 7 (the device as the kernel encodes it in 32
+         * bits, printed as an int: "-" for those of the top bit),
+         * STARTTIME 22 (ticks); each whole and in range, or the line is not
+         * one the kernel wrote. */
         p = close_paren + 1;
-        for (field = 3; field <= 22; field++) {
-                char *end;
-                unsigned long long v;
+        for (int field = 3; field <= 22; field++) {
+                uint64_t v;
+                size_t n;
+                bool neg;
 
                 p += strspn(p, " ");
-                if (!*p)
+                n = strcspn(p, " \n");
+                if (n == 0)
                         return -EBADMSG;
-                errno = 0;
-                v = strtoull(p, &end, 10);
-                if (field == 4)
-                        ppid = v;
-                if (field == 7)
-                        tty = v;
-                if (field == 22) {
-                        if (errno != 0 || end == p)
+                neg = p[0] == '-';
+                if (field == 4) {
+                        if (proc_number(p, n, INT32_MAX, &v) < 0)
                                 return -EBADMSG;
-                        start = v;
+                        st.ppid = (pid_t) v;
+                } else if (field == 7) {
+                        if (proc_number(p + neg, n - neg, neg ? (uint64_t) INT32_MAX + 1 : INT32_MAX, &v) < 0)
+                                return -EBADMSG;
+                        st.tty = (dev_t) (uint32_t) (neg ? 0 - v : v);
+                } else if (field == 22) {
+                        if (proc_number(p, n, UINT64_MAX, &v) < 0)
+                                return -EBADMSG;
+                        st.start = v;
                 }
-                p += strcspn(p, " ");
+                p += n;
         }
-        ret->ppid = (pid_t) ppid;
-        ret->tty = (dev_t) tty;
-        ret->start = start;
+        *ret = st;
         return 0;
 }
 
@@ -85,26 +102,39 @@ int proc_stat_read(pid_t pid, ProcStat *ret) {
         return proc_stat_parse(buf, ret);
 }
 
-/* The real uid of pid, from its status ("Uid:\tREAL\tEFFECTIVE…"): who
- * runs it, also in a set-uid program (su). */
+int proc_status_uid_parse(const char *text, uid_t *ret) {
+        for (const char *line = text; line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+                const char *p;
+                uint64_t v;
+
+                if (!strneq(line, "Uid:", 4))
+                        continue;
+                p = line + 4 + strspn(line + 4, "\t ");
+                if (proc_number(p, strcspn(p, "\t \n"), UINT32_MAX - 1, &v) < 0)
+                        return -EBADMSG;
+                *ret = (uid_t) v;
+                return 0;
+        }
+        return -EBADMSG;
+}
+
+/* The real uid of pid, from its status: who runs it, also in a set-uid
+ * program (su). */
 static int proc_real_uid(pid_t pid, uid_t *ret) {
-        char path[64], line[256];
-        unsigned long v;
-        FILE *f;
-        int r = -EBADMSG;
+        char path[64], buf[4096];
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t k;
 
         snprintf(path, sizeof(path), "/proc/%i/status", pid);
-        f = fopen(path, "re");
-        if (!f)
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
                 return -errno;
-        while (fgets(line, sizeof(line), f))
-                if (sscanf(line, "Uid: %lu", &v) == 1) {
-                        *ret = (uid_t) v;
-                        r = 0;
-                        break;
-                }
-        fclose(f);
-        return r;
+        /* The Uid line is among the first few hundred bytes. */
+        k = read(fd, buf, sizeof(buf) - 1);
+        if (k < 0)
+                return -errno;
+        buf[k] = '\0';
+        return proc_status_uid_parse(buf, ret);
 }
 
 /* A path of the terminal dev: one of the process' descriptors 0-2 that
@@ -133,12 +163,29 @@ static int tty_path(pid_t pid, dev_t dev, char *buf, size_t size) {
         return -ENOENT;
 }
 
+size_t proc_children_parse(const char *text, pid_t *ret, size_t n) {
+        const char *p = text;
+        size_t k = 0;
+
+        while (k < n) {
+                size_t len;
+                uint64_t v;
+
+                p += strspn(p, " ");
+                len = strcspn(p, " \n");
+                if (proc_number(p, len, INT32_MAX, &v) < 0 || v == 0)
+                        break;
+                ret[k++] = (pid_t) v;
+                p += len;
+        }
+        return k;
+}
+
 /* Up to n children of pid, from the kernel's list of them (its main
  * thread's: the login programs that open sessions have one). */
 static size_t children_of(pid_t pid, pid_t *ret, size_t n) {
-        char path[64], buf[512], *p, *end;
+        char path[64], buf[512];
         _cleanup_close_ int fd = -EBADF;
-        size_t k = 0;
         ssize_t len;
 
         snprintf(path, sizeof(path), "/proc/%i/task/%i/children", pid, pid);
@@ -149,14 +196,7 @@ static size_t children_of(pid_t pid, pid_t *ret, size_t n) {
         if (len <= 0)
                 return 0;
         buf[len] = '\0';
-        for (p = buf; k < n; p = end) {
-                long v = strtol(p, &end, 10);
-
-                if (end == p || v <= 0)
-                        break;
-                ret[k++] = (pid_t) v;
-        }
-        return k;
+        return proc_children_parse(buf, ret, n);
 }
 
 #define TERMINAL_LOOK_MAX 32    /* processes looked at: the requester and its first descendants */
@@ -230,10 +270,10 @@ int terminal_tell(pid_t pid, uint64_t start, const char *text, char *ret_path, s
         if (now.start != start)
                 return -ESRCH;          /* gone, and the pid given to another */
         r = terminal_of(pid, &now, ret_path, size, &dev, &owner);
-        if (r == -ENOENT || r == -ENXIO)
-                return -ENXIO;          /* none: a daemon's, or ssh without a terminal */
+        if (r == -ENOENT)
+                return -ENODEV;         /* one, with no device node here: a console under PrivateDevices= */
         if (r < 0)
-                return r;
+                return r;               /* -ENXIO: none (a daemon's, ssh without a terminal) */
         /* Looked at before it is opened, and again once open (the same
          * device, the same owner). It must be the terminal of whoever
          * runs that process (a pseudo-terminal of a devpts mounted

@@ -513,7 +513,7 @@ int verb_acquire(int argc, char *argv[]) {
                 return r == -ENOPKG ? EXIT_SOFTWARE : EXIT_USAGE;
         if (check_unit_settings(a.unit) < 0)
                 return EXIT_CONFIG;
-        if (cli_parse_namespace(client_namespace(a.ns), &a.ns) < 0 || cli_agent_uid(&agent_uid) < 0)
+        if (cli_agent(&a.ns, &agent_uid) != 0)
                 return EXIT_USAGE;
 
         sigemptyset(&mask);
@@ -592,7 +592,7 @@ int verb_release(int argc, char *argv[]) {
         if (r < 0)
                 return r == -ENOPKG ? EXIT_SOFTWARE : EXIT_USAGE;
         remove_env_file(a.unit);
-        if (cli_parse_namespace(client_namespace(a.ns), &a.ns) < 0 || cli_agent_uid(&agent_uid) < 0)
+        if (cli_agent(&a.ns, &agent_uid) != 0)
                 return EXIT_USAGE;
         snprintf(req.name, sizeof(req.name), "%s", a.name);
         r = client_send_request(a.ns, agent_uid, FIRST_REPLY_MAX, &req, &agent_fd);

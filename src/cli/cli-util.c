@@ -11,7 +11,8 @@
 #include "log.h"
 #include "macro.h"
 
-int cli_agent_uid(uid_t *ret) {
+/* The uid besides root whose agent we trust: $FLEETSEM_AGENT_USER, if set. */
+static int agent_uid(uid_t *ret) {
         const char *user = getenv("FLEETSEM_AGENT_USER");
         struct passwd *pw;
 
@@ -22,6 +23,12 @@ int cli_agent_uid(uid_t *ret) {
         if (!pw)
                 return log_error_errno(ENOENT, "FLEETSEM_AGENT_USER names an unknown user \"%s\".", user);
         *ret = pw->pw_uid;
+        return 0;
+}
+
+int cli_agent(const char **ns, uid_t *ret_uid) {
+        if (cli_parse_namespace(client_namespace(*ns), ns) < 0 || agent_uid(ret_uid) < 0)
+                return EXIT_USAGE;
         return 0;
 }
 

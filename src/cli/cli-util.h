@@ -7,8 +7,11 @@
 #include "client.h"
 #include "time-util.h"
 
-/* The uid besides root whose agent we trust: $FLEETSEM_AGENT_USER, if set. */
-int cli_agent_uid(uid_t *ret);
+/* The agent a command asks, the same for every command: *ns, the
+ * namespace of --namespace (NULL: $FLEETSEM_NAMESPACE or the default) set
+ * to the one in force, checked; *ret_uid, the uid besides root whose agent
+ * we trust ($FLEETSEM_AGENT_USER, if set). 0, or EXIT_USAGE (logged). */
+int cli_agent(const char **ns, uid_t *ret_uid);
 /* Prints why a request failed and returns the exit code. */
 int cli_request_failed(const char *ns, int error);
 

@@ -80,7 +80,7 @@ static int drain(int argc, char *argv[], bool on) {
                         return EXIT_USAGE;
                 snprintf(req.reason, sizeof(req.reason), "%s", reason);
         }
-        if (cli_parse_namespace(client_namespace(ns), &ns) < 0 || cli_agent_uid(&agent_uid) < 0)
+        if (cli_agent(&ns, &agent_uid) != 0)
                 return EXIT_USAGE;
         if (geteuid() != 0)
                 log_notice("Only root may %s a name; the agent will refuse.", verb);

@@ -109,7 +109,7 @@ int verb_fleet_limit(int argc, char *argv[]) {
                         return EXIT_USAGE;
                 snprintf(req.reason, sizeof(req.reason), "%s", reason);
         }
-        if (cli_parse_namespace(client_namespace(ns), &ns) < 0 || cli_agent_uid(&agent_uid) < 0)
+        if (cli_agent(&ns, &agent_uid) != 0)
                 return EXIT_USAGE;
         if (argc - optind == 1)
                 return show(ns, agent_uid, argv[optind]);

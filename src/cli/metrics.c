@@ -542,9 +542,7 @@ int verb_metrics(int argc, char *argv[]) {
                 log_error("Invalid --output \"%s\".", output);
                 return EXIT_USAGE;
         }
-        if (cli_parse_namespace(client_namespace(ns), &ns) < 0)
-                return EXIT_USAGE;
-        if (cli_agent_uid(&agent_uid) < 0)
+        if (cli_agent(&ns, &agent_uid) != 0)
                 return EXIT_USAGE;
         if (output && (code = output_open(output, &out)) != 0)
                 return code;

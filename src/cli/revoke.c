@@ -173,7 +173,7 @@ int verb_revoke(int argc, char *argv[]) {
                 }
         if (reason && cli_parse_reason(reason) < 0)
                 return EXIT_USAGE;
-        if (cli_parse_namespace(client_namespace(ns), &ns) < 0 || cli_agent_uid(&agent_uid) < 0)
+        if (cli_agent(&ns, &agent_uid) != 0)
                 return EXIT_USAGE;
         if (geteuid() != 0) {
                 /* Others see only their own leases; the agent refuses them anyway. */

@@ -646,9 +646,7 @@ int verb_run(int argc, char *argv[]) {
         k = parse_argv(&r, argc, argv);
         if (k <= 0)
                 return k == 0 ? 0 : EXIT_USAGE;
-        if (cli_parse_namespace(client_namespace(r.ns), &r.ns) < 0)
-                return EXIT_USAGE;
-        if (cli_agent_uid(&r.agent_uid) < 0)
+        if (cli_agent(&r.ns, &r.agent_uid) != 0)
                 return EXIT_USAGE;
         r.started = now_usec(CLOCK_MONOTONIC);
         if (r.wait != USEC_INFINITY) {

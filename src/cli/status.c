@@ -528,12 +528,10 @@ int verb_status(int argc, char *argv[]) {
                         return EXIT_USAGE;
                 }
         }
-        if (cli_parse_namespace(client_namespace(ns), &ns) < 0)
-                return EXIT_USAGE;
         for (int i = optind; i < argc; i++)
                 if (cli_parse_name(argv[i]) < 0)
                         return EXIT_USAGE;
-        if (cli_agent_uid(&agent_uid) < 0)
+        if (cli_agent(&ns, &agent_uid) != 0)
                 return EXIT_USAGE;
         if (watching && json) {
                 log_error("--watch and --json do not go together.");

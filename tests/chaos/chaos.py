@@ -22,7 +22,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))     # tests/: resp.py
 from resp import Redis, RedisError, master_of  # noqa: E402
 
 NET = "192.0.2."
