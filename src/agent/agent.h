@@ -199,9 +199,9 @@ int library_version_parse(const RedisReply *reply, long long *ret_version, bool 
  * connection went); when this fails, cb is not called. */
 int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
                 size_t n_args, const char *const *args, const size_t *arglens);
-/* … calls.c */
+/* A command nobody waits for on a key (argv[1]). */
 void redis_command(Agent *a, const char *what, int argc, const char *const *argv);
-/* A command on a key (argv[1]), sent where that key lives; cb as above. */
+/* … calls.c: a command on a key (argv[1]), sent where that key lives; cb as above. */
 int redis_key_command(Agent *a, redis_reply_cb cb, void *userdata, int argc, const char *const *argv);
 /* The Redis clock before which nobody is granted anything on name's server. */
 uint64_t redis_grace_until(Agent *a, const char *name);
