@@ -138,28 +138,23 @@ static void proc_look_stat(ProcEntry *e) {
 
 #define CGROUP_TEXT_MAX 16384
 
-/* The text of /proc/PID/cgroup; -E2BIG when it does not fit. */
+/* The text of /proc/PID/cgroup, in one read (the kernel makes the whole
+ * file at the first); -E2BIG when it does not fit. */
 static int proc_cgroup_read(pid_t pid, char *buf, size_t size) {
         char path[64];
         _cleanup_close_ int fd = -EBADF;
-        size_t n = 0;
+        ssize_t k;
 
         snprintf(path, sizeof(path), "/proc/%i/cgroup", pid);
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        while (n < size - 1) {
-                ssize_t k = read(fd, buf + n, size - 1 - n);
-
-                if (k < 0)
-                        return -errno;
-                if (k == 0)
-                        break;
-                n += (size_t) k;
-        }
-        if (n == size - 1)
+        k = read(fd, buf, size - 1);
+        if (k < 0)
+                return -errno;
+        if ((size_t) k == size - 1)
                 return -E2BIG;
-        buf[n] = '\0';
+        buf[k] = '\0';
         return 0;
 }
 
