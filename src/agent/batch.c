@@ -167,7 +167,21 @@ void batch_flush_all(RedisIo *io) {
                 return;
         while (bt->batches)
                 batch_send(io, bt->batches);
+        calls_send_deferred(io);
         (void) sd_event_source_set_enabled(bt->deadline, SD_EVENT_OFF);
+}
+
+/* A command nobody waits for (the hosts' and names' indexes). Issued
+ * while calls wait for the end of the turn, it goes after them, in the
+ * same write: the turn's acquire does not wait a turn of the loop behind
+ * its index entry, nor behind that entry's reply. Such commands keep
+ * their order among themselves. */
+void redis_command(Agent *a, const char *what, int argc, const char *const *argv) {
+        RedisIo *io = a->redis_io;
+
+        if (!io || a->state != REDIS_READY || argc < 2)
+                return;
+        (void) call_command(io, what, argc, argv, io->deferred || (io->batcher && io->batcher->batches));
 }
 
 static int on_batch_turn(sd_event_source *s, void *userdata) {

@@ -241,8 +241,29 @@ int redis_key_command(Agent *a, redis_reply_cb cb, void *userdata, int argc, con
                                    NULL));
 }
 
-void redis_command(Agent *a, const char *what, int argc, const char *const *argv) {
-        (void) redis_key_command(a, redis_fire_and_forget, (void *) what, argc, argv);
+int call_command(RedisIo *io, const char *what, int argc, const char *const *argv, bool defer) {
+        Call *c = call_new(io, -1, redis_key_slot(argv[1], strlen(argv[1])), redis_fire_and_forget, (void *) what, argc,
+                           argv, NULL);
+
+        if (c && defer) {
+                LIST_PREPEND(parked, io->deferred, c);
+                return 0;
+        }
+        return call_start(c);
+}
+
+void calls_send_deferred(RedisIo *io) {
+        Call *c, *oldest = NULL;
+
+        /* The list holds the newest first. */
+        LIST_FOREACH(parked, c, io->deferred)
+                oldest = c;
+        io->deferred = NULL;
+        while ((c = oldest)) {
+                oldest = c->parked_prev;
+                c->parked_next = c->parked_prev = NULL;
+                (void) call_start(c);
+        }
 }
 
 uint64_t redis_grace_until(Agent *a, const char *name) {

@@ -2,13 +2,17 @@
 /* Who asks: the description of a requester that Redis keeps beside its
  * lease, from the kernel's view of the process (never from the request). */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <linux/magic.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <string.h>
-#include <systemd/sd-login.h>
+#include <sys/vfs.h>
+#include <unistd.h>
 
 #include "agent.h"
+#include "cgroup-path.h"
 #include "log-limit.h"
 #include "log.h"
 #include "names.h"
@@ -101,13 +105,12 @@ static const char *user_name(Agent *a, uid_t uid, char *buf, size_t size) {
 }
 
 /* What /proc says of a requester — its comm, its unit or session — kept
- * for a second per pid: one look costs some thirty system calls
- * (sd_pid_get_unit() reads the process' cgroup file and PID 1's), and a
- * busy script asking again and again would pay them on every request.
- * It feeds the description Redis shows, never a decision (a unit=1
- * request looks its unit up itself, units.c); the uid is part of the key,
- * and a pid comes back within the second only on a host that forks
- * pid_max processes in it. */
+ * for a second per pid: one look reads two files (its stat and its
+ * cgroup), and a busy script asking again and again would pay them on
+ * every request. It feeds the description Redis shows, never a decision
+ * (a unit=1 request looks its unit up itself with sd_pid_get_unit(),
+ * units.c); the uid is part of the key, and a pid comes back within the
+ * second only on a host that forks pid_max processes in it. */
 #define PROC_CACHE_SIZE 64
 #define PROC_CACHE_TTL USEC_PER_SEC
 
@@ -133,20 +136,81 @@ static void proc_look_stat(ProcEntry *e) {
         e->start = st.start;
 }
 
-/* One look at the cgroup; the session or user unit only where it points
- * there (each lookup reads /proc again). */
+#define CGROUP_TEXT_MAX 16384
+
+/* The text of /proc/PID/cgroup, in one read (the kernel makes the whole
+ * file at the first); -E2BIG when it does not fit. */
+static int proc_cgroup_read(pid_t pid, char *buf, size_t size) {
+        char path[64];
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t k;
+
+        snprintf(path, sizeof(path), "/proc/%i/cgroup", pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        k = read(fd, buf, size - 1);
+        if (k < 0)
+                return -errno;
+        if ((size_t) k == size - 1)
+                return -E2BIG;
+        buf[k] = '\0';
+        return 0;
+}
+
+static bool is_cgroup2(const char *path) {
+        struct statfs fs;
+
+        return statfs(path, &fs) >= 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+/* Whether systemd's hierarchy is the unified one (cgroup v2 alone, or
+ * beside v1 controllers), as libsystemd decides it; looked at once. */
+static bool cgroup_unified(void) {
+        static int unified = -1;
+
+        if (unified < 0)
+                unified = is_cgroup2("/sys/fs/cgroup") || is_cgroup2("/sys/fs/cgroup/unified") ||
+                          is_cgroup2("/sys/fs/cgroup/systemd");
+        return unified;
+}
+
+/* The root systemd counts units from: PID 1's group, without its
+ * init.scope. Looked at once (libsystemd reads PID 1's file at every
+ * look): systemd puts itself there at boot, before the agent starts. */
+static const char *cgroup_root(void) {
+        static char root[CGROUP_TEXT_MAX];
+        static bool known;
+        char text[CGROUP_TEXT_MAX];
+        const char *path;
+
+        if (known)
+                return root;
+        if (proc_cgroup_read(1, text, sizeof(text)) < 0 || cgroup_systemd_path(text, cgroup_unified(), &path) < 0)
+                return NULL;
+        snprintf(root, sizeof(root), "%s", path);
+        cgroup_root_of_init(root);
+        known = true;
+        return root;
+}
+
+/* The unit, and the session or user unit where it points there, from one
+ * read of the cgroup file (as sd_pid_get_unit(), sd_pid_get_session() and
+ * sd_pid_get_user_unit() would find them, each with its own reads). */
 static void proc_look_unit(ProcEntry *e) {
-        _cleanup_free_ char *unit = NULL, *inner = NULL;
+        char text[CGROUP_TEXT_MAX], unit[UNIT_NAME_MAX + 1];
+        const char *path, *root;
 
         e->looked_unit = true;
-        if (sd_pid_get_unit(e->pid, &unit) < 0)
+        root = cgroup_root();
+        if (!root || proc_cgroup_read(e->pid, text, sizeof(text)) < 0 ||
+            cgroup_systemd_path(text, cgroup_unified(), &path) < 0)
                 return;
-        if (strneq(unit, "session-", 8) && sd_pid_get_session(e->pid, &inner) >= 0)
-                snprintf(e->session, sizeof(e->session), "%s", inner);
-        else if (strneq(unit, "user@", 5) && sd_pid_get_user_unit(e->pid, &inner) >= 0) {
-                free(unit);
-                unit = TAKE_PTR(inner);
-        }
+        path = cgroup_below_root(path, root);
+        if (cgroup_path_unit(path, unit, sizeof(unit)) < 0)
+                return;
+        if (cgroup_unit_session(unit, e->session, sizeof(e->session)) < 0 && strneq(unit, "user@", 5))
+                (void) cgroup_path_user_unit(path, unit, sizeof(unit));
         snprintf(e->unit, sizeof(e->unit), "%s", unit);
 }
 

@@ -154,6 +154,7 @@ struct RedisIo {
         Shard **shards;                 /* grows as needed, up to SHARDS_MAX */
         size_t n_shards, n_shards_alloc;
         Batcher *batcher;
+        Call *deferred;                 /* commands nobody waits for, kept for the end of the turn (batch.c) */
         /* The library as this agent loads it (lua_library; where keys are
          * sharded, with SPUBLISH: redis-io.c). */
         char *library_text;
@@ -239,6 +240,10 @@ int call_script_names(RedisIo *io, Script script, unsigned slot, size_t n_names,
                       const size_t *arglens);
 /* Calls parked on sh: sent (send) or told Redis went. */
 void calls_unpark(Shard *sh, bool send);
+/* A command nobody waits for, sent now, or (defer) kept until
+ * calls_send_deferred(), in the order they came. */
+int call_command(RedisIo *io, const char *what, int argc, const char *const *argv, bool defer);
+void calls_send_deferred(RedisIo *io);
 
 /* batch.c */
 int batcher_new(RedisIo *io);

@@ -516,10 +516,11 @@ static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec
         s = name_stats_get(e, l->name->name);
         if (s)
                 s->grants++;
+        /* The holder first, the log (the journal, at info) after. */
+        send_granted(l, now);
         f = lease_fields(l);
         slots_say(e, LOG_INFO, l->uid, now, &f, "Granted slot of %s to %s (token %" PRIu64 ")%s.", l->name->name,
             l->holder, token, by_wake ? " on the release's wake message" : "");
-        send_granted(l, now);
 }
 
 /* Grants come in the replies to this host's own calls in the order Redis

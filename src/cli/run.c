@@ -662,9 +662,7 @@ int verb_run(int argc, char *argv[]) {
         }
         k = lease_id_new(r.lease);
         if (k >= 0)
-                k = anchor_create(r.ns, r.lease, &r.anchor_fd);
-        if (k >= 0)
-                k = fd_set_nonblock(r.anchor_fd);
+                k = anchor_create(r.ns, r.lease, &r.anchor_fd);        /* non-blocking, as on_anchor() needs */
         if (k < 0) {
                 log_error_errno(k, "Failed to create the anchor for %s: %m", r.name);
                 return EXIT_SOFTWARE;

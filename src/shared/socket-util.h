@@ -13,8 +13,8 @@
 int sockaddr_abstract(const char *ns, const char *suffix, const char *lease,
                       struct sockaddr_un *ret, socklen_t *ret_len);
 
-/* The anchor: a listening socket on @NS/lease/LEASE, never accepted. Whoever
- * holds the last copy of the fd holds the slot. */
+/* The anchor: a listening socket on @NS/lease/LEASE, never accepted, made
+ * non-blocking. Whoever holds the last copy of the fd holds the slot. */
 int anchor_create(const char *ns, const char *lease, int *ret_fd);
 
 /* The agent's watch on an anchor: a non-blocking connection that sees
