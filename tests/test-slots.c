@@ -97,7 +97,8 @@ static int fx_call_release(void *ctx, const char *name, const char *lease, uid_t
         return 0;
 }
 
-static int fx_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids) {
+static int fx_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, bool host_held) {
+        (void) host_held;
         Call *c;
 
         (void) ctx;
