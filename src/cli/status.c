@@ -304,6 +304,7 @@ static void entry_cells(const Entry *e, char t1[static 32], char t2[static 32], 
         /* A slot the host holds itself (fleetsem reboot): no process
          * holds it; why it does. */
         if (streq(status_get(e, "hold"), "host")) {
+                cells[3] = "-";         /* the pid that asked is long gone */
                 cells[4] = "(host)";
                 cells[6] = status_get(e, "reason")[0] ? status_get(e, "reason") : "-";
         }
