@@ -136,6 +136,18 @@ wait "$rb_b"; is "$?" 0 "b: fleetsem reboot exits 0"
 fs b reboot --release --state-dir "$T/state-b" >/dev/null; is "$?" 0 "b: --release (the groups from its state)"
 is "$(holders reboot:r1)$(holders reboot)" "00" "Redis: both free"
 
+# The name's keys outlive a host that is down: a short idle_time, and a
+# waiter that gives up (its release would let the keys go with idle_time)
+# while d, down, holds the slot: d's slot stays for its host_lease.
+printf 'host_lease = 20s\nidle_time = 6s\n' >"$T/short.conf"
+start_agent d -c "$T/short.conf"
+start_agent e -c "$T/short.conf"
+fs d reboot --state-dir "$T/state-d" --reboot-command true --slots 1 kept >/dev/null || bail "d could not take kept"
+kill -KILL "$(agent_pid d)"
+fs e reboot --state-dir "$T/state-e" --reboot-command true --slots 1 --wait 1s kept >/dev/null 2>&1
+is "$?" 75 "e gives up on kept after its --wait: 75"
+check "d's slot outlives idle_time after e's release (its host_lease: 20 s)" still_after 10 host_holds kept d
+
 # Bad input, and not root.
 reboot a --group 'r1' >/dev/null 2>&1; is "$?" 64 "--group without :M: 64"
 reboot a --health "$(printf 'a\nb')" >/dev/null 2>&1; is "$?" 64 "a health command on two lines: 64"

@@ -330,6 +330,7 @@ static void release_reply(RedisConn *conn, const RedisReply *reply, void *userda
 int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
         Agent *a = agent_of(ctx);
         _cleanup_free_ ReleaseCall *rc = NULL;
+        const Lease *l;
         CommonArgs c;
         int r;
 
@@ -341,6 +342,12 @@ int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
         snprintf(rc->name, sizeof(rc->name), "%s", name);
         snprintf(rc->lease, sizeof(rc->lease), "%s", lease);
         common_args(a, name, uid, &c);
+        /* A host-held slot's release (after its host's boot, or a wait
+         * given up) leaves the name's keys their long life: another host
+         * of the name may be down, its slot unrenewed, for host_lease. */
+        l = slots_lease_find(&a->slots, lease);
+        if (l && l->host_held)
+                host_held_args(a, &c);
         r = script_call(a, SCRIPT_RELEASE, name, release_reply, rc, N_RELEASE_ARGS,
                         (const char *[N_RELEASE_ARGS]) {
                                 [ARG_RELEASE_LEASE] = lease, [ARG_RELEASE_HOST] = a->config->host_id,
