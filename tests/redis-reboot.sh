@@ -42,6 +42,13 @@ done_on() {
 out=$(reboot a --slots 1 --dry-run --reason "kernel")
 like "$out" '^Would wait for a slot of reboot \(at most 1 at once\), held by this host \(kernel\), then reboot' \
         "--dry-run says what it would do"
+for i in $(seq 1 60); do echo "package-number-$i"; done >"$T/many.pkgs"
+touch "$T/many"
+out=$(fs a reboot --dry-run --required-file "$T/many" --reason kernel)
+why=$(sed -n 's/.*held by this host (\(.*\)), then reboot.*/\1/p' <<<"$out")
+like "$why" '^kernel; packages: package-number-1 package-number-2 .* package-number-[0-9]+\.\.\.$' \
+        "60 packages: the reason cut at a package, with ..."
+check "... within 200 bytes (${#why})" [ "${#why}" -le 200 -a "${#why}" -ge 150 ]
 out=$(reboot a --slots 1 --if-required); rc=$?
 is "$rc" 0 "--if-required without $T/required-a: exit 0"
 like "$out" '^No reboot required' "... and says so"

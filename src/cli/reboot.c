@@ -283,24 +283,28 @@ static void read_packages(const char *required_file, char *buf, size_t size) {
         }
 }
 
-/* "REASON; packages: P…" within DRAIN_REASON_MAX bytes (the packages cut
- * with "..."), or "" when there is neither. */
+/* "REASON; packages: P…" within DRAIN_REASON_MAX bytes, the packages (only
+ * ASCII) cut at a word with "..." when they do not fit, left out when not
+ * one fits; "" when there is neither. The reason is never cut: it may end
+ * in the middle of a character. */
 static void compose_reason(const Reboot *rb, char ret[static DRAIN_REASON_MAX + 1]) {
-        char pkgs[DRAIN_REASON_MAX + 1];
-        int k;
+        char pkgs[PKGS_READ_MAX + 1];
+        const char *reason = rb->reason ?: "", *sep = reason[0] ? "; packages: " : "packages: ";
+        size_t room;
 
+        snprintf(ret, DRAIN_REASON_MAX + 1, "%s", reason);
         read_packages(rb->required_file, pkgs, sizeof(pkgs));
-        k = snprintf(ret, DRAIN_REASON_MAX + 1, "%s%s%s%s", rb->reason ?: "", rb->reason && pkgs[0] ? "; " : "",
-                     pkgs[0] ? "packages: " : "", pkgs);
-        if (k > DRAIN_REASON_MAX) {
-                /* Cut at a space (only ASCII came from the packages). */
-                char *cut = ret + DRAIN_REASON_MAX - 3;
-
-                *cut = '\0';
-                if (strrchr(ret, ' ') && strrchr(ret, ' ') > ret + strlen(rb->reason ?: ""))
-                        cut = strrchr(ret, ' ');
-                strcpy(cut, "...");
+        if (!pkgs[0] || strlen(reason) + strlen(sep) + strlen("x...") > DRAIN_REASON_MAX)
+                return;
+        room = DRAIN_REASON_MAX - strlen(reason) - strlen(sep);
+        if (strlen(pkgs) > room) {
+                /* The whole words that fit with "...". */
+                pkgs[room - 3] = '\0';
+                if (strrchr(pkgs, ' '))
+                        *strrchr(pkgs, ' ') = '\0';
+                strcat(pkgs, "...");
         }
+        snprintf(ret + strlen(ret), DRAIN_REASON_MAX + 1 - strlen(ret), "%s%s", sep, pkgs);
 }
 
 /* ---- The state kept for --done -------------------------------------------------- */
