@@ -44,10 +44,13 @@ BASE="-DMAXG=3 -DWAKES=0 -DGIVEUP=1 -DCRASHES=0 -DRESETS=0 -DLOSSES=0 -DDUPS=0 -
 # compile NAME DEFINES CFLAGS: spin -a and gcc in $work/NAME. -O2 pays for
 # its 5 s of gcc on the searches of a million states and more; a mutant's
 # search stops at its first violation, and -O0 builds in under a second.
+# The model a search reads: fleetsem.pml, or reboot.pml for the reboot-*
+# searches (check_reboot, mutant_reboot).
+pml=fleetsem.pml
 compile() {
 	local dir=$work/$1 t0=$EPOCHREALTIME
-	mkdir -p "$dir" && cp "$here/fleetsem.pml" "$dir/" || return 1
-	(cd "$dir" && spin -a $2 fleetsem.pml >spin.log 2>&1 &&
+	mkdir -p "$dir" && cp "$here/$pml" "$dir/" || return 1
+	(cd "$dir" && spin -a $2 "$pml" >spin.log 2>&1 &&
 		gcc -w -DVECTORSZ=1024 -DMEMLIM=4096 $3 -o pan pan.c >gcc.log 2>&1) || {
 		echo "  cannot build: $(cat "$dir/spin.log" "$dir/gcc.log" | head -5)"
 		return 1
@@ -190,10 +193,10 @@ mutant() {
 		rc=$?
 		report "$out"
 		if [ "$(field "$out" "errors:")" != "" ] && [ "$(field "$out" "errors:")" != 0 ] &&
-			[ -f "$work/$name/fleetsem.pml.trail" ]; then
-			steps=$(wc -l <"$work/$name/fleetsem.pml.trail")
+			[ -f "$work/$name/$pml.trail" ]; then
+			steps=$(wc -l <"$work/$name/$pml.trail")
 			echo "  caught: $(grep -m1 -oE 'assertion violated|acceptance cycle|invalid end state' "$out"), counterexample of $steps steps"
-			(cd "$work/$name" && spin $defs -t fleetsem.pml 2>/dev/null | sed -n 's/^ *MSC: /    /p' >events)
+			(cd "$work/$name" && spin $defs -t "$pml" 2>/dev/null | sed -n 's/^ *MSC: /    /p' >events)
 			echo "  $(grep -c . "$work/$name/events") protocol events; the last ones:"
 			if [ $verbose = 1 ]; then cat "$work/$name/events"; else tail -6 "$work/$name/events"; fi
 			return 0
@@ -203,6 +206,9 @@ mutant() {
 	echo "  NOT CAUGHT"
 	return 1
 }
+
+check_reboot() { pml=reboot.pml; check "$@"; }
+mutant_reboot() { pml=reboot.pml; mutant "$@"; }
 
 # The searches, queued by `queue check|mutant ARGS...` and run by run_all.
 queued=()
@@ -292,6 +298,13 @@ if [ $mode = checks ]; then
 		"$SBASE -DFENCE=3 -DUSTEP=3" safety 3700000
 	queue check clock-step-third "at most N believers; no overtaking" "$S6; fence at 4 (2/3 of a lease, as fleetsem run); Redis' clock stepped forward a third of a lease (2 ticks), unnoticed, once, at any time" \
 		"$SBASE -DFENCE=4 -DUSTEP=2" safety 4100000
+	# fleetsem reboot (reboot.pml): slots held by hosts across their
+	# reboot, taken in one order across groups and the reboot name.
+	RB="3 hosts, groups r1 (hosts 0, 1) and r2 (hosts 1, 2) of 1 each, each host its groups in name order then reboot; a host down keeps its slots until it is back (--done, or a revoke) or, once, never comes back (its lease runs out)"
+	queue check_reboot reboot-1 "caps hold (holders, and hosts down, of every name); no deadlock (no invalid end state)" "$RB; reboot limit 1" \
+		"-DLIM=1" safety 12000
+	queue check_reboot reboot-2 "caps hold (holders, and hosts down, of every name); no deadlock (no invalid end state)" "$RB; reboot limit 2" \
+		"-DLIM=2" safety 17000
 	queue check revoke-fenced "no stale write accepted after a revoke" "$N1, waiters do not give up; holders freeze (timers stop); root revokes job 0's held slot once" \
 		"$BASE -DGIVEUP=0 -DREVOKES=1 -DREVOKE_NOW=1 -DFREEZE" safety 1900000
 else
@@ -325,6 +338,8 @@ else
 	queue mutant clock-step-fence "by design: a step of half a lease, unnoticed, with the fence at 2/3 of a lease (a lease ends a sixth of a lease before its holder fences)" "$SBASE -DFENCE=4 -DUSTEP=3"
 	queue mutant drain-straight-in "acquire's straight-in path (nobody in line) ignores the drain" "$BASE -DDRAIN=1 -DMUT_DRAIN_STRAIGHT_IN"
 	queue mutant drain-release "a release while drained hands the slot to the next in line" "$BASE -DDRAIN=1 -DMUT_DRAIN_RELEASE"
+	queue mutant_reboot reboot-any-order "a host takes its reboot slots in the reverse order (a deadlock)" "-DLIM=1 -DMUT_ANY_ORDER"
+	queue mutant_reboot reboot-short-lease "a host-held slot runs out while its host is down, and the host comes back after" "-DLIM=1 -DMUT_SHORT_LEASE"
 fi
 if [ ${#only[@]} -gt 0 ] && [ ${#queued[@]} != ${#only[@]} ]; then
 	echo "$0: ${#only[@]} names given, ${#queued[@]} of them known ($mode)" >&2; exit 2

@@ -231,8 +231,8 @@ def md_table_first_column(text, header):
 
 def check_model():
     run = read("model/run.sh")
-    checks = re.findall(r"^\s*queue check ([\w-]+)", run, re.M)
-    mutants = re.findall(r"^\s*queue mutant ([\w-]+)", run, re.M)
+    checks = re.findall(r"^\s*queue check(?:_reboot)? ([\w-]+)", run, re.M)
+    mutants = re.findall(r"^\s*queue mutant(?:_reboot)? ([\w-]+)", run, re.M)
     bad = []
     if len(checks) < 5 or len(mutants) < 5:
         return ["model/run.sh: cannot read the checks and mutants"]

@@ -105,10 +105,41 @@ ns_launch() {
         NS_HOSTS+=("$host")
 }
 
+# ns_launch_rebooting HOST [NSPAWN_OPTION...]: as ns_launch, but HOST is
+# booted again each time it reboots (systemctl reboot makes nspawn exit
+# with 133), until it stops otherwise; each boot appends "TIME_MS boot"
+# to $T/boots-HOST. ns_wait_booted finds the boot that runs now.
+ns_launch_rebooting() {
+        local host=$1; shift
+        [ -n "${NS_ROOT:-}" ] || ns_root
+        mkdir -p "$T/shared"
+        (
+                for d in $(ns_cgroup_dirs); do
+                        mkdir -p "$d/$NSBASE-$host" && echo "$BASHPID" >"$d/$NSBASE-$host/cgroup.procs"
+                done
+                while :; do
+                        echo "$(date +%s%3N) boot" >>"$T/boots-$host"
+                        systemd-nspawn -q -D "$NS_ROOT" --volatile=overlay -b -M "$NSBASE-$host" --hostname="$host" \
+                                --private-network --register=no --keep-unit \
+                                --bind="$T/shared:/run/fleetsem-test" "$@" "${NS_BINDS[@]}"
+                        [ $? = 133 ] && [ ! -e "$T/stop-$host" ] || break
+                done
+        ) >"$T/console-$host.txt" 2>&1 </dev/null &
+        eval "NS_PID_$host=$!"
+        disown
+        NS_HOSTS+=("$host")
+}
+
 # ns_wait_booted HOST: until HOST's systemd has finished booting.
 ns_wait_booted() {
         local host=$1 pid leader
         pid=$(eval "echo \$NS_PID_$host")
+        # A host that reboots: its nspawn is the loop's child, the one
+        # that runs now.
+        if [ -e "$T/boots-$host" ]; then
+                wait_for 30 pgrep -x -P "$pid" systemd-nspawn || bail "container $host did not start again"
+                pid=$(pgrep -x -P "$pid" systemd-nspawn | tail -n1)
+        fi
         # The container's PID 1 is nspawn's child once it runs systemd
         # (before that, a short-lived helper child of nspawn's may be
         # the one there).
@@ -145,6 +176,7 @@ ns_boot() {
 ns_cleanup() {
         local host leader pid
         for host in "${NS_HOSTS[@]}"; do
+                touch "$T/stop-$host"
                 leader=$(ns_leader "$host")
                 [ -n "$leader" ] && kill -KILL "$leader" 2>/dev/null
         done

@@ -13,11 +13,12 @@ DASH=$SRC/systemd/fleetsem-dashboard.json
 # ---- Alerts ---------------------------------------------------------------------
 out=$(promtool check rules "$RULES" 2>&1)
 is "$?" 0 "promtool check rules: the alerting rules are valid"
-like "$out" 'SUCCESS: 7 rules found' "... all seven of them"
+like "$out" 'SUCCESS: 8 rules found' "... all eight of them"
 out=$(cd "$SRC/tests" && promtool test rules fleetsem-alerts.test.yml 2>&1)
 is "$?" 0 "promtool test rules: each alert fires on its fixture, and only then"
 like "$out" 'SUCCESS' "... (${out//$'\n'/ })"
-for a in FleetsemNameSaturated FleetsemLongWait FleetsemWaiterStuck FleetsemRedisDown FleetsemRenewalsLate FleetsemSlotLost; do
+for a in FleetsemNameSaturated FleetsemLongWait FleetsemWaiterStuck FleetsemRedisDown FleetsemRenewalsLate FleetsemSlotLost \
+        FleetsemRebootSlotHeld; do
         check "the fixtures test $a, firing and not" \
                 [ "$(grep -c "alertname: $a\$" "$SRC/tests/fleetsem-alerts.test.yml")" -ge 2 ]
 done

@@ -42,7 +42,7 @@ comp() {
 }
 
 # --- commands and options ----------------------------------------------------
-is "$(comp 'fleetsem ')" "--help --version acquire drain fleet-limit help limit metrics release revoke run status undrain" "the commands"
+is "$(comp 'fleetsem ')" "--help --version acquire drain fleet-limit help limit metrics reboot release revoke run status undrain" "the commands"
 is "$(comp 'fleetsem rel')" "release" "a command from its start"
 is "$(comp 'fleetsem run -')" "--help --namespace --no-wait --on-lost --slots --verbose --wait --weight" "run's options"
 is "$(comp 'fleetsem status --')" "--help --json --namespace --watch" "status' options"

@@ -86,6 +86,7 @@ static void test_file(void) {
                           "\n"
                           "redis = unix:/run/redis.sock\n"
                           "lease_ttl = 30s\n"
+                          "host_lease = 2h\n"
                           "  namespace=prod  \n"
                           "host_id = web-3\n"
                           "allow = nightly-* alice @ops\n"
@@ -93,6 +94,7 @@ static void test_file(void) {
         config_init(&c);
         CHECK_INT(config_load_file(&c, path, &err), 0, "a good file loads");
         CHECK_U64(c.lease_ttl, 30 * USEC_PER_SEC, "lease_ttl");
+        CHECK_U64(c.host_lease, 2 * 3600 * USEC_PER_SEC, "host_lease");
         CHECK_STR(c.namespace, "prod", "namespace, spaces stripped");
         CHECK_STR(c.host_id, "web-3", "host_id");
         CHECK_INT(c.n_allow, 2, "two allow rules");
@@ -133,6 +135,7 @@ static void test_bad_files(void) {
         check_bad_bytes("namespace = a\0b\nredis = unix:/x\n", 32, "bad.conf:1: NUL byte in line");
         check_bad("max_names_per_user = 0\n", "bad.conf:1: max_names_per_user: expected a number from 1 to 1000000");
         check_bad("idle_time = 400d\n", "bad.conf:1: idle_time: must be between 1s and 366d");
+        check_bad("host_lease = 8d\n", "bad.conf:1: host_lease: must be between 1s and 7d");
         check_bad("min_replicas_acked = 17\n", "bad.conf:1: min_replicas_acked: expected a number from 0 to 16");
 }
 
@@ -386,6 +389,7 @@ static void test_cluster_allow(void) {
         CHECK_INT(config_set(&c, "redis", "cluster://10.1.2.3:7000,[fd00:1::5]:7000,127.0.0.1:7001", &why), 0,
                   "a cluster URL");
         CHECK_INT(config_finish(&c, &err), 0, "a cluster URL without cluster_allow finishes");
+        CHECK_U64(c.host_lease, 3600 * USEC_PER_SEC, "host_lease: 1h unless set");
         CHECK_INT((int) c.n_cluster_allow, 0, "... resolving nothing (as on a reload)");
         config_cluster_allow_derive(&c);
         CHECK((int) c.n_cluster_allow > 0, "without cluster_allow: derived from the seeds");

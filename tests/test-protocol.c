@@ -45,6 +45,24 @@ static void test_roundtrip(void) {
         CHECK(out.verb == REQUEST_RELEASE && out.unit && streq(out.name, "backup") && !out.lease[0],
               "RELEASE by the unit's name survives");
 
+        in = (Request) { .verb = REQUEST_ACQUIRE, .slots = 1, .weight = 1, .host_held = true };
+        strcpy(in.name, "reboot");
+        strcpy(in.lease, LEASE);
+        strcpy(in.reason, "kernel 6.1; packages: linux-image-amd64");
+        n = request_format(&in, line, sizeof(line));
+        CHECK(n > 0 && strstr(line, " hold=host reason=kernel%206.1%3B%20packages:%20linux-image-amd64"),
+              "ACQUIRE hold=host with its reason, encoded");
+        CHECK_INT(request_parse(line, (size_t) n, &out, NULL), 0, "parse ACQUIRE hold=host");
+        CHECK(out.host_held && !out.unit && streq(out.reason, in.reason), "hold=host and the reason survive");
+
+        in = (Request) { .verb = REQUEST_RELEASE, .host_held = true };
+        strcpy(in.name, "reboot");
+        n = request_format(&in, line, sizeof(line));
+        CHECK_STR(line, "RELEASE name=reboot hold=host", "RELEASE of the host's slot of a name");
+        CHECK_INT(request_parse(line, (size_t) n, &out, NULL), 0, "parse RELEASE name= hold=host");
+        CHECK(out.verb == REQUEST_RELEASE && out.host_held && !out.unit && !out.lease[0],
+              "RELEASE of the host's slot survives");
+
         in = (Request) { .verb = REQUEST_METRICS };
         n = request_format(&in, line, sizeof(line));
         CHECK_STR(line, "METRICS", "METRICS has no fields");
@@ -156,6 +174,13 @@ static void test_malformed(void) {
                 "ACQUIRE name=x slots=1 lease=" LEASE " wait=0 on_lost=stop",   /* on_lost needs unit=1 */
                 "ACQUIRE name=x slots=1 lease=" LEASE " wait=0 unit=1 on_lost=halt",
                 "ACQUIRE name=x slots=1 lease=" LEASE " wait=0 unit=0",
+                "ACQUIRE name=x slots=1 lease=" LEASE " wait=0 hold=host unit=1",     /* one or the other */
+                "ACQUIRE name=x slots=1 lease=" LEASE " wait=0 hold=unit",
+                "ACQUIRE name=x slots=1 lease=" LEASE " wait=0 reason=why",           /* a reason goes with hold=host */
+                "ACQUIRE name=x slots=1 lease=" LEASE " wait=0 hold=host reason=a%0Ab",
+                "RELEASE hold=host",                                                  /* no name */
+                "RELEASE name=x hold=host unit=1",
+                "RELEASE lease=" LEASE " hold=host",
                 "STATUS name=",
                 "METRICS name=x",                                               /* no fields */
                 "METRICS ",

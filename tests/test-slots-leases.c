@@ -144,6 +144,72 @@ void test_revoke_heard(void) {
         teardown();
 }
 
+/* A slot the host holds itself (fleetsem reboot): renewed in calls of its
+ * own, on its own lease; not lost when a job's would be; kept when its
+ * client goes; given back at once when a renewal finds it revoked. */
+void test_host_held(void) {
+        Client c1 = {}, c2 = {}, c3 = {};
+        LeaseSpec spec = { .name = "reboot", .id = id(2), .slots = 1, .uid = 0, .pid = 7,
+                           .desc = "INFO host=h hold=host", .host_held = true, .ttl = 30 * TTL };
+        char one[1][LEASE_ID_LEN + 1];
+        bool missing = false;
+        Lease *a, *b, *c;
+        unsigned host_calls = 0, job_calls = 0;
+
+        setup(0);
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
+        reply_granted(a, 1, 1, 0);
+        snprintf(c2.name, sizeof(c2.name), "c2");
+        CHECK_INT(slots_acquire(&e, &spec, USEC_INFINITY, &c2, NULL, 0, &b), 0, "a host-held lease accepted");
+        reply_granted(b, 2, 1, 0);
+        CHECK(has_line(&c2, "GRANTED token=2"), "granted");
+        CHECK(has_line(&c2, "GRANTED token=2 lease=2") && strstr(c2.lines[0], " ttl=90000 "),
+              "GRANTED tells its own lease (30 leases here)");
+        CHECK(slots_lease_of_host(&e, "reboot") == b, "found as the host's slot of its name");
+        CHECK(!slots_lease_of_host(&e, "x"), "a job's slot is none");
+        /* A job's lease on the same name: a call of its own. */
+        c = ask(3, "reboot", 2, USEC_INFINITY, &c3, 0);
+        reply_granted(c, 3, 2, 0);
+        slots_tick(&e, TTL / 3);
+        for (unsigned i = 0; i < w.n_calls; i++)
+                if (streq(w.calls[i].what, "renew") && streq(w.calls[i].name, "reboot")) {
+                        if (w.calls[i].host_held) {
+                                host_calls++;
+                                CHECK(w.calls[i].n_ids == 1 && streq(w.calls[i].ids[0], id(2)),
+                                      "the host-held call renews the host's slot alone");
+                        } else
+                                job_calls++;
+                }
+        CHECK(host_calls == 1 && job_calls == 1, "one name's host-held and other slots are renewed apart");
+        /* Its client goes: it stays (nothing holds it but the host). */
+        slots_client_gone(&e, b, 1);
+        CHECK_INT(b->state, LEASE_HELD, "its client gone, the slot stays held");
+        /* No renewal for longer than a job may go: jobs lost, it is not. */
+        slots_tick(&e, slots_lost_after(&e) + 1);
+        CHECK(has_line(&c1, "LOST"), "a job's slot is lost after two thirds of the lease");
+        CHECK_INT(b->state, LEASE_HELD, "the host's is not: its lease is its own");
+        CHECK_INT(count_calls("release", id(2)), 0, "nor given back");
+        lease_ref(b);
+        slots_tick(&e, 20 * TTL + 1);
+        CHECK_INT(b->state, LEASE_GONE, "... until two thirds of its own lease went by without a renewal");
+        lease_unref(b);
+        CHECK_INT(count_calls("release", id(2)), 1, "given back then at once: no job to fence");
+        teardown();
+
+        /* Revoked: the renewal finds it missing; no anchor to wait for. */
+        setup(0);
+        snprintf(c2.name, sizeof(c2.name), "c2");
+        c2.n_lines = 0;
+        CHECK_INT(slots_acquire(&e, &spec, USEC_INFINITY, &c2, NULL, 0, &b), 0, "a host-held lease accepted");
+        reply_granted(b, 2, 1, 0);
+        memcpy(one[0], id(2), sizeof(one[0]));
+        missing = true;
+        slots_renew_done(&e, "reboot", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, 1, 2);
+        CHECK_INT(count_calls("release", id(2)), 1, "revoked (found missing): given back at once");
+        CHECK_INT(e.n_held, 0, "and gone from here");
+        teardown();
+}
+
 /* Redis lost its state: holders are re-asserted, waiters queue again and
  * look once the grace is over; a reset during a grant grants nothing. */
 void test_reset(void) {

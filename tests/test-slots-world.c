@@ -69,13 +69,14 @@ static int fx_call_release(void *ctx, const char *name, const char *lease, uid_t
         return 0;
 }
 
-static int fx_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids) {
+static int fx_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, bool host_held) {
         Call *c;
 
         (void) ctx;
         if (!w.redis_up)
                 return -ENOTCONN;
         c = record("renew", n->name, ids[0]);
+        c->host_held = host_held;
         c->n_ids = n_ids;
         c->ids = malloc(n_ids * sizeof(*ids));
         if (!c->ids)

@@ -30,6 +30,7 @@ int main(void) {
         test_lost_when_not_renewed();
         test_forgotten();
         test_revoke_heard();
+        test_host_held();
         test_reset();
         test_refused_and_pending_release();
         test_unconfirmed_grant();

@@ -29,6 +29,7 @@ typedef struct Call {
         bool answered;
         size_t n_ids;
         char (*ids)[LEASE_ID_LEN + 1];  /* renew: all of them */
+        bool host_held;                 /* renew: of slots the host holds itself */
 } Call;
 
 typedef struct World {
@@ -81,6 +82,7 @@ void test_wake_grant_behind_earlier(void);
 void test_lost_when_not_renewed(void);
 void test_forgotten(void);
 void test_revoke_heard(void);
+void test_host_held(void);
 void test_reset(void);
 void test_fail_waiters(void);
 void test_refused_and_pending_release(void);

@@ -28,6 +28,7 @@ typedef struct Adoption {
         uint32_t slots;
         uint32_t weight;
         bool stop_on_lost;
+        bool host_held;
         char *unit;
         struct ucred owner;
         char name[NAME_MAX_LEN + 1];
@@ -87,7 +88,8 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 LeaseSpec spec = {
                         .name = ad->name, .id = ad->id, .slots = ad->slots, .weight = ad->weight, .uid = ad->owner.uid,
                         .pid = ad->owner.pid, .desc = d.held.description, .unit = ad->unit,
-                        .stop_on_lost = ad->stop_on_lost,
+                        .stop_on_lost = ad->stop_on_lost, .host_held = ad->host_held,
+                        .ttl = ad->host_held ? a->config->host_lease : 0,
                 };
 
                 io = lease_io_new(a, ad->watch_fd);
@@ -109,7 +111,7 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 }
 
 static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char *value) {
-        char name[NAME_MAX_LEN + 1], unit[UNIT_NAME_MAX + 1] = "-", on_lost[8] = "ignore";
+        char name[NAME_MAX_LEN + 1], unit[UNIT_NAME_MAX + 1] = "-", on_lost[8] = "ignore", kind[16] = "";
         unsigned slots, uid, weight = 1;
         _cleanup_close_ int watch = -EBADF;
         int n = 0, r, k;
@@ -118,11 +120,13 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
 
         if (!lease_id_is_valid(id) || slots_lease_find(&a->slots, id))
                 return;
-        /* "NAME SLOTS UID UNIT ON-LOST[ WEIGHT]"; older agents wrote the
-         * first three. */
-        k = sscanf(value, "%200s %u %u%n %255s %7s%n %u%n", name, &slots, &uid, &n, unit, on_lost, &n, &weight, &n);
-        if ((k != 3 && k != 5 && k != 6) || value[n] != '\0' || !name_is_valid(name) || slots > SLOTS_MAX ||
-            weight < 1 || weight > SLOTS_MAX ||
+        /* "NAME SLOTS UID UNIT ON-LOST[ WEIGHT[ KIND]]" (io_index());
+         * older agents wrote the first three. */
+        k = sscanf(value, "%200s %u %u%n %255s %7s%n %u%n %15s%n", name, &slots, &uid, &n, unit, on_lost, &n, &weight,
+                   &n, kind, &n);
+        if ((k != 3 && k != 5 && k != 6 && k != 7) || value[n] != '\0' || !name_is_valid(name) || slots > SLOTS_MAX ||
+            weight < 1 || weight > SLOTS_MAX || (k == 7 && !streq(kind, "host-held")) ||
+            (k == 7 && (uid != 0 || !streq(unit, "-"))) ||
             (!streq(unit, "-") && !service_unit_is_valid(unit)) ||
             (!streq(on_lost, "stop") && !streq(on_lost, "ignore"))) {
                 log_warning("Ignoring malformed entry for lease %s in %s.", id, a->host_key);
@@ -130,7 +134,12 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
                 return;
         }
 
-        r = anchor_probe(a, id, &watch, &owner.uid);
+        if (k == 7) {
+                /* Held by the host itself: no anchor to look for. */
+                owner.uid = 0;
+                r = 0;
+        } else
+                r = anchor_probe(a, id, &watch, &owner.uid);
         if (r < 0 && r != -ENOENT) {
                 /* Cannot tell now (out of file descriptors): alive until
                  * the name says otherwise. */
@@ -161,20 +170,20 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
         if (!ad)
                 return;
         *ad = (Adoption) { .agent = a, .round = round, .watch_fd = TAKE_FD(watch), .slots = slots, .weight = weight,
-                           .owner = owner, .stop_on_lost = streq(on_lost, "stop") };
+                           .owner = owner, .stop_on_lost = streq(on_lost, "stop"), .host_held = k == 7 };
         if (!streq(unit, "-") && !(ad->unit = strdup(unit)))
                 return;
         snprintf(ad->name, sizeof(ad->name), "%s", name);
         snprintf(ad->id, sizeof(ad->id), "%s", id);
         {
-                char ttl[24], uid_s[16], grace[24];
+                char ttl[24], idle[24], uid_s[16], grace[24];
                 /* No idle time ("0"): adopting writes only what exists. */
                 const char *args[N_ADOPT_ARGS] = {
                         [ARG_ADOPT_LEASE] = id, [ARG_ADOPT_TTL_MS] = ttl, [ARG_ADOPT_HOST] = a->config->host_id,
                         [ARG_ADOPT_UID] = uid_s, [ARG_ADOPT_GRACE_UNTIL_MS] = grace, [ARG_ADOPT_IDLE_MS] = "0",
                 };
 
-                snprintf(ttl, sizeof(ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
+                io_lease_args(a, ad->host_held, name, (uid_t) uid, ttl, idle);
                 snprintf(uid_s, sizeof(uid_s), UID_FMT, (uid_t) uid);
                 snprintf(grace, sizeof(grace), "%" PRIu64, redis_grace_until(a, name));
                 if (script_call(a, SCRIPT_ADOPT, name, adopt_reply, ad, ELEMENTSOF(args), args, NULL) < 0)

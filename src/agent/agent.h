@@ -222,7 +222,10 @@ void redis_io_watch_all(Agent *a, bool on);
  * Redis' in redis-engine.c, the rest in lease-io.c. */
 int io_call_acquire(void *ctx, Lease *l);
 int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid);
-int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids);
+int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, bool host_held);
+/* The ttl_ms and idle_ms a script call on a lease of name is told (a
+ * slot the host holds: its own, longer). */
+void io_lease_args(Agent *a, bool host_held, const char *name, uid_t uid, char ttl[static 24], char idle[static 24]);
 int io_call_reassert(void *ctx, Lease *l);
 /* The drain, revoke and limit scripts for root's DRAIN, REVOKE and LIMIT (operator.c). */
 int io_call_drain(Agent *a, const char *name, bool on, uid_t uid, const char *user, const char *reason,
@@ -344,7 +347,9 @@ int terminal_tell(pid_t pid, uint64_t start, const char *text, char *ret_path, s
 
 /* describe.c */
 /* ret_start: the requester's start time (proc(5), 0 when unknown). */
-char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit, uint64_t *ret_start);
+/* reason: non-NULL for a slot the host holds itself ("" no reason given). */
+char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit, const char *reason,
+               uint64_t *ret_start);
 /* config_permits() with NSS answers cached (see describe.c): 1 yes, 0 no,
  * -errno when the user could not be looked up (answer "busy"). */
 int user_permits(Agent *a, uid_t uid, const char *name);

@@ -228,7 +228,8 @@ static const ProcEntry *proc_lookup(const struct ucred *uc, bool want_unit) {
 }
 
 /* known_unit: the requester's service when the caller looked it up already. */
-char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit, uint64_t *ret_start) {
+char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit, const char *reason,
+               uint64_t *ret_start) {
         char user[64], line[SLOTS_DESC_MAX];
         const ProcEntry *e = proc_lookup(uc, !known_unit);
         MessageBuilder b;
@@ -250,6 +251,12 @@ char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *kno
                         message_add(&b, "session", e->session);
                 if (e->unit[0])
                         message_add(&b, "unit", e->unit);
+        }
+        /* A slot the host holds itself, and why (checked text, bounded). */
+        if (reason) {
+                message_add(&b, "hold", "host");
+                if (reason[0])
+                        message_add(&b, "reason", reason);
         }
 
         if (message_finish(&b) < 0)

@@ -127,6 +127,8 @@ void lease_io_free(LeaseIo *io) {
 /* Starts watching once the engine made the lease. */
 int lease_io_attach(LeaseIo *io, Lease *l) {
         io->lease = l;
+        if (l->host_held)
+                return 0;       /* no anchor: held until released or revoked */
         if (io->watch_fd >= 0)
                 return watch_fd_attach(io);
         watch_by_name(io);

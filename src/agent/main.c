@@ -285,9 +285,9 @@ static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void
             str_differs(c->tls_key_file, n.tls_key_file) || str_differs(c->tls_server_name, n.tls_server_name))
                 log_warning("Reload: tls_* changed; it takes effect at the next restart.");
         if (!streq(c->namespace, n.namespace) || !streq(c->host_id, n.host_id) || !streq(c->key_prefix, n.key_prefix) ||
-            c->lease_ttl != n.lease_ttl || c->min_replicas_acked != n.min_replicas_acked ||
+            c->lease_ttl != n.lease_ttl || c->host_lease != n.host_lease || c->min_replicas_acked != n.min_replicas_acked ||
             c->sentinel_quorum != n.sentinel_quorum || cluster_allow_differs(c, &n))
-                log_warning("Reload: namespace, host_id, key_prefix, lease_ttl, min_replicas_acked, sentinel_quorum or "
+                log_warning("Reload: namespace, host_id, key_prefix, lease_ttl, host_lease, min_replicas_acked, sentinel_quorum or "
                             "cluster_allow changed; they take effect at the next restart.");
 
         /* What applies at once: swapped in whole. */

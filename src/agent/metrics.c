@@ -90,6 +90,15 @@ static uint64_t oldest_wait_ms(const Name *n, usec_t now) {
         return oldest == USEC_INFINITY || oldest > now ? 0 : (now - oldest) / USEC_PER_MSEC;
 }
 
+/* Slots of n this host holds itself (fleetsem reboot). */
+static uint64_t host_held(const Name *n) {
+        uint64_t k = 0;
+
+        for (const Lease *l = n->leases; l; l = l->by_name_next)
+                k += l->host_held && l->state == LEASE_HELD;
+        return k;
+}
+
 static void send_names(Client *c, const Agent *a) {
         usec_t now = now_mono();
         char line[PROTO_REPLY_MAX];
@@ -101,6 +110,7 @@ static void send_names(Client *c, const Agent *a) {
                 message_add_u64(&b, "held", n->n_held);
                 message_add_u64(&b, "waiting", n->n_waiting);
                 message_add_u64(&b, "oldest_wait", oldest_wait_ms(n, now));
+                message_add_u64(&b, "host_held", host_held(n));
                 client_send(c, line, message_finish(&b));
         }
         for (const NameStats *s = a->slots.name_stats; s; s = s->lru_next) {

@@ -41,6 +41,29 @@ static void common_args(Agent *a, const char *name, uid_t uid, CommonArgs *c) {
         snprintf(c->idle_new, sizeof(c->idle_new), "%" PRIu64, MIN(idle, (uint64_t) IDLE_NEW_MS));
 }
 
+/* A slot the host holds itself: its own lease (host_lease), and the
+ * name's keys kept for at least twice that from its calls, so that a host
+ * that reboots right after its grant finds its slot when it is back. */
+static void host_held_args(Agent *a, CommonArgs *c) {
+        uint64_t ttl = a->config->host_lease / USEC_PER_MSEC;
+        uint64_t idle = a->config->idle_time ? a->config->idle_time / USEC_PER_MSEC : IDLE_DEFAULT_MS;
+
+        idle = MAX(idle, 2 * ttl);
+        snprintf(c->ttl, sizeof(c->ttl), "%" PRIu64, ttl);
+        snprintf(c->idle, sizeof(c->idle), "%" PRIu64, idle);
+        snprintf(c->idle_new, sizeof(c->idle_new), "%" PRIu64, idle);
+}
+
+void io_lease_args(Agent *a, bool host_held, const char *name, uid_t uid, char ttl[static 24], char idle[static 24]) {
+        CommonArgs c;
+
+        common_args(a, name, uid, &c);
+        if (host_held)
+                host_held_args(a, &c);
+        memcpy(ttl, c.ttl, sizeof(c.ttl));
+        memcpy(idle, c.idle, sizeof(c.idle));
+}
+
 /* ---- The engine's calls: acquire ------------------------------------------------- */
 
 /* With replicas (Sentinel), a grant is told only once WAIT says enough
@@ -234,6 +257,8 @@ int io_call_acquire(void *ctx, Lease *l) {
         CommonArgs c;
 
         common_args(a, l->name->name, l->uid, &c);
+        if (l->host_held)
+                host_held_args(a, &c);
         snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
         snprintf(weight, sizeof(weight), "%" PRIu32, l->weight);
         return script_call(a, SCRIPT_ACQUIRE, l->name->name, acquire_reply, l, N_ACQUIRE_ARGS,
@@ -305,6 +330,7 @@ static void release_reply(RedisConn *conn, const RedisReply *reply, void *userda
 int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
         Agent *a = agent_of(ctx);
         _cleanup_free_ ReleaseCall *rc = NULL;
+        const Lease *l;
         CommonArgs c;
         int r;
 
@@ -316,6 +342,12 @@ int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
         snprintf(rc->name, sizeof(rc->name), "%s", name);
         snprintf(rc->lease, sizeof(rc->lease), "%s", lease);
         common_args(a, name, uid, &c);
+        /* A host-held slot's release (after its host's boot, or a wait
+         * given up) leaves the name's keys their long life: another host
+         * of the name may be down, its slot unrenewed, for host_lease. */
+        l = slots_lease_find(&a->slots, lease);
+        if (l && l->host_held)
+                host_held_args(a, &c);
         r = script_call(a, SCRIPT_RELEASE, name, release_reply, rc, N_RELEASE_ARGS,
                         (const char *[N_RELEASE_ARGS]) {
                                 [ARG_RELEASE_LEASE] = lease, [ARG_RELEASE_HOST] = a->config->host_id,
@@ -403,7 +435,7 @@ finish:
         free(rc);
 }
 
-int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids) {
+int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, bool host_held) {
         Agent *a = agent_of(ctx);
         _cleanup_free_ const char **args = NULL;
         _cleanup_free_ RenewCall *rc = NULL;
@@ -420,6 +452,8 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
         snprintf(rc->name, sizeof(rc->name), "%s", n->name);
         memcpy(rc->ids, ids, n_ids * sizeof(rc->ids[0]));
         common_args(a, n->name, 0, &c);
+        if (host_held)
+                host_held_args(a, &c);
         args[ARG_RENEW_TTL_MS] = c.ttl;
         args[ARG_RENEW_HOST] = a->config->host_id;
         args[ARG_RENEW_GRACE_UNTIL_MS] = c.grace;
@@ -464,6 +498,8 @@ int io_call_reassert(void *ctx, Lease *l) {
         CommonArgs c;
 
         common_args(a, l->name->name, l->uid, &c);
+        if (l->host_held)
+                host_held_args(a, &c);
         snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
         snprintf(weight, sizeof(weight), "%" PRIu32, l->weight);
         snprintf(token, sizeof(token), "%" PRIu64, l->token);
@@ -531,8 +567,9 @@ int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, con
 
 /* ---- This host's index ---------------------------------------------------------- */
 
-/* "NAME SLOTS UID UNIT ON-LOST[ WEIGHT]", UNIT "-" when not bound to one,
- * WEIGHT only when above 1. */
+/* "NAME SLOTS UID UNIT ON-LOST[ WEIGHT[ KIND]]", UNIT "-" when not bound
+ * to one, WEIGHT only when above 1 or a KIND follows; KIND "host-held"
+ * for a slot the host holds itself (no anchor). */
 void io_index(void *ctx, const Lease *l, bool add) {
         Agent *a = agent_of(ctx);
         char value[NAME_MAX_LEN + UNIT_NAME_MAX + 64];
@@ -543,8 +580,10 @@ void io_index(void *ctx, const Lease *l, bool add) {
         }
         snprintf(value, sizeof(value), "%s %" PRIu32 " " UID_FMT " %s %s", l->name->name, l->slots, l->uid,
                  l->unit ?: "-", l->stop_on_lost ? "stop" : "ignore");
-        if (l->weight > 1)
+        if (l->weight > 1 || l->host_held)
                 snprintf(value + strlen(value), sizeof(value) - strlen(value), " %" PRIu32, l->weight);
+        if (l->host_held)
+                snprintf(value + strlen(value), sizeof(value) - strlen(value), " host-held");
         redis_command(a, "HSET", 4, (const char *[]) { "HSET", a->host_key, l->id, value });
         /* A name's first lease here: in the names index at once, not at the
          * next renewal. */

@@ -171,6 +171,21 @@ static void handle_acquire(Client *c, const Request *req) {
                                   a->redis_name, a->redis_error);
                 return;
         }
+        if (req->host_held) {
+                /* A slot that outlives every process, and the agent: the
+                 * host's administrator's alone. */
+                if (c->cred.uid != 0) {
+                        client_send_error(c, ERROR_CODE_PERMISSION, "only root may take a slot held by the host");
+                        return;
+                }
+                /* One a name: asking again answers with the slot (or the
+                 * place in line) the host has already. */
+                l = slots_lease_of_host(&a->slots, req->name);
+                if (l) {
+                        client_take_lease(c, l);
+                        return;
+                }
+        }
         if (req->unit) {
                 if (client_unit(c, &unit) < 0)
                         return;
@@ -200,6 +215,11 @@ static void handle_acquire(Client *c, const Request *req) {
                         client_send_error(c, ERROR_CODE_PERMISSION, "lease %s belongs to another user", req->lease);
                         return;
                 }
+                if (l->host_held != req->host_held) {
+                        client_send_error(c, ERROR_CODE_INVALID, "lease %s is %sheld by the host", req->lease,
+                                          l->host_held ? "" : "not ");
+                        return;
+                }
                 client_take_lease(c, l);
                 return;
         }
@@ -222,19 +242,20 @@ static void handle_acquire(Client *c, const Request *req) {
                 client_send_error(c, ERROR_CODE_BUSY, "the agent is short of file descriptors; try again");
                 return;
         }
-        if (request_watch(c, req, &watch) < 0)
+        if (!req->host_held && request_watch(c, req, &watch) < 0)
                 return;
 
         spec = (LeaseSpec) {
                 .name = req->name, .id = req->lease, .uid = c->cred.uid, .pid = c->cred.pid, .unit = unit,
-                .stop_on_lost = req->stop_on_lost, .weight = req->weight,
+                .stop_on_lost = req->stop_on_lost, .weight = req->weight, .host_held = req->host_held,
+                .ttl = req->host_held ? a->config->host_lease : 0,
                 /* This host's administrator may cap what its users ask for
                  * (also a caller that asks for none, the fleet limit's). */
                 .slots = req->slots > 0                                        ? MIN(req->slots, config_limit_for(a->config, req->name))
                          : config_limit_for(a->config, req->name) <= SLOTS_MAX ? config_limit_for(a->config, req->name)
                                                                                : 0,
         };
-        desc = describe(a, &c->cred, spec.slots, unit, &start);
+        desc = describe(a, &c->cred, spec.slots, unit, req->host_held ? req->reason : NULL, &start);
         if (!desc) {
                 client_send_error(c, ERROR_CODE_BUSY, "out of memory");
                 return;
@@ -277,6 +298,13 @@ static void handle_release(Client *c, const Request *req) {
                 if (client_unit(c, &unit) < 0)
                         return;
                 l = slots_lease_of_unit(&a->slots, req->name, unit, c->cred.uid);
+        } else if (req->host_held) {
+                /* The host's own slot: the host's administrator's. */
+                if (c->cred.uid != 0) {
+                        client_send_error(c, ERROR_CODE_PERMISSION, "only root may release a slot held by the host");
+                        return;
+                }
+                l = slots_lease_of_host(&a->slots, req->name);
         } else
                 l = slots_lease_find(&a->slots, req->lease);
 

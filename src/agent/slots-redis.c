@@ -99,6 +99,22 @@ static void revoked_heard(Slots *e, Name *n, const char *s) {
                 renew_name(e, n);
 }
 
+/* "x LEASE HOST host": a slot host HOST held itself ran out in Redis (its
+ * host did not come back within its lease): said in the journal, with
+ * what the message names checked (anyone who may PUBLISH can send it). */
+static void host_slot_ran_out(Slots *e, Name *n, const char *s, usec_t now) {
+        char id[LEASE_ID_LEN + 1], host[IDENT_MAX_LEN + 1], kind[8];
+        LogFields f = { .name = n->name };
+
+        if (next_word(&s, id, sizeof(id)) < 0 || !lease_id_is_valid(id) || next_word(&s, host, sizeof(host)) < 0 ||
+            !ident_is_valid(host) || next_word(&s, kind, sizeof(kind)) < 0 || !streq(kind, "host") || *s)
+                return;
+        f.lease = id;
+        slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f,
+                  "Slot of %s held by host %s (lease %s) ran out: its host did not renew it within its lease "
+                  "(host_lease); it is free.", n->name, host, id);
+}
+
 void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
         Name *n = slots_name_find(e, name);
         Granted g[SLOTS_GRANTS_MAX];
@@ -122,7 +138,7 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
                          * line, on the expiry of its last renewal, which
                          * leaves it most of a lease. */
                         if (e->wake_grants && l->enqueued && l->proof[0] && streq(g[i].proof, l->proof) &&
-                            now < l->renewed + e->lease_ttl / 3)
+                            now < l->renewed + lease_ttl(l) / 3)
                                 grant_in_order(l, g[i].token, g[i].since_ms, 0, l->renewed, true, now);
                         else
                                 lease_check(l, now);
@@ -151,6 +167,8 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
                 revoked_heard(e, n, payload + 2);
                 return;
         }
+        if (payload && strneq(payload, "x ", 2))
+                host_slot_ran_out(e, n, payload + 2, now);
         name_recheck(n, now);
 }
 
@@ -183,10 +201,10 @@ void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now) {
                         usec_t sent = MIN(l->reassert_sent, now);
 
                         l->renewed = MAX(l->renewed, sent);
-                        if (now - sent < e->lease_ttl) {
+                        if (now - sent < lease_ttl(l)) {
                                 char line[64];
                                 int len = snprintf(line, sizeof(line), "RENEWED ttl=%" PRIu64,
-                                                   (e->lease_ttl - (now - sent)) / USEC_PER_MSEC);
+                                                   (lease_ttl(l) - (now - sent)) / USEC_PER_MSEC);
 
                                 lease_send(l, line, len);
                         }
@@ -204,7 +222,9 @@ void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now) {
         lease_unref(l);
 }
 
-static void renew_name(Slots *e, Name *n) {
+/* The leases of n that the host holds itself (host_held) go in calls of
+ * their own: their lease in Redis is another. */
+static void renew_name_kind(Slots *e, Name *n, bool host_held) {
         Lease *l = n->leases;
 
         while (l) {
@@ -216,7 +236,8 @@ static void renew_name(Slots *e, Name *n) {
                 for (; l && k < SLOTS_RENEW_BATCH; l = l->by_name_next) {
                         /* A waiter not in line yet has nothing to renew;
                          * one with a grant on hold has (it holds in Redis). */
-                        if ((l->state == LEASE_WAITING && !l->enqueued && !l->grant_pending) || l->reassert_inflight)
+                        if ((l->state == LEASE_WAITING && !l->enqueued && !l->grant_pending) || l->reassert_inflight ||
+                            l->host_held != host_held)
                                 continue;
                         memcpy(ids[k++], l->id, sizeof(l->id));
                 }
@@ -224,9 +245,14 @@ static void renew_name(Slots *e, Name *n) {
                  * failed): the rest of the name waits with it for the
                  * next tick, and its holders are told in time if that
                  * goes on. */
-                if (k > 0 && e->ops->call_renew(e->ctx, n, (const char (*)[LEASE_ID_LEN + 1]) ids, k) < 0)
+                if (k > 0 && e->ops->call_renew(e->ctx, n, (const char (*)[LEASE_ID_LEN + 1]) ids, k, host_held) < 0)
                         return;
         }
+}
+
+static void renew_name(Slots *e, Name *n) {
+        renew_name_kind(e, n, false);
+        renew_name_kind(e, n, true);
 }
 
 /* A waiter whose place in Redis expired: in line again, at the end; a
@@ -242,9 +268,6 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                       size_t n, bool forgotten, usec_t sent, usec_t now) {
         Lease *gone[SLOTS_RENEW_BATCH];
         size_t k_gone = 0;
-        char line[64];
-        int len;
-
         (void) name;
         if (now >= sent) {
                 e->stats.rtt_last = now - sent;
@@ -254,9 +277,6 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
         /* Counted from when the renewal was sent, not from when its answer
          * came: a late answer (the agent was stopped in between) leaves the
          * holder only the time its lease really has left. */
-        len = now - sent < e->lease_ttl
-                ? snprintf(line, sizeof(line), "RENEWED ttl=%" PRIu64, (e->lease_ttl - (now - sent)) / USEC_PER_MSEC)
-                : -1;
         for (size_t i = 0; i < n; i++) {
                 Lease *l = slots_lease_find(e, ids[i]);
 
@@ -269,8 +289,13 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                                 histogram_add(&e->stats.lateness, late);
                                 e->stats.lateness_max = MAX(e->stats.lateness_max, late);
                                 l->renewed = sent;
-                                if (l->state == LEASE_HELD && len > 0)
+                                if (l->state == LEASE_HELD && now - sent < lease_ttl(l)) {
+                                        char line[64];
+                                        int len = snprintf(line, sizeof(line), "RENEWED ttl=%" PRIu64,
+                                                           (lease_ttl(l) - (now - sent)) / USEC_PER_MSEC);
+
                                         lease_send(l, line, len);
+                                }
                         }
                         continue;
                 }
@@ -278,7 +303,7 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                         gone[k_gone++] = lease_ref(l);
                 else if (l->state == LEASE_WAITING)
                         requeue(l, now);
-                else if (forgotten && now - l->renewed <= slots_lost_after(e)) {
+                else if (forgotten && now - l->renewed <= lease_lost_after(l)) {
                         /* Redis lost it while it stayed up, and grants
                          * nothing on the name for a lease: put it back,
                          * as after a reset only while its holder still
@@ -315,7 +340,7 @@ static void check_lost(Slots *e, usec_t now) {
 
                 /* lease_lost() may free n once its last lease goes. */
                 LIST_FOREACH_SAFE(by_name, l, next, n->leases)
-                        if (l->state == LEASE_HELD && now - l->renewed > slots_lost_after(e))
+                        if (l->state == LEASE_HELD && now - l->renewed > lease_lost_after(l))
                                 lease_lost(l, e->redis_up ? "its lease was not renewed in time; it may have run out"
                                                           : "Redis unreachable for too long; the lease runs out before it can be renewed",
                                            now);

@@ -60,6 +60,25 @@ usec_t slots_lost_after(const Slots *e) {
         return e->lease_ttl * 2 / 3;
 }
 
+usec_t lease_ttl(const Lease *l) {
+        return l->ttl > 0 ? l->ttl : l->slots_engine->lease_ttl;
+}
+
+usec_t lease_lost_after(const Lease *l) {
+        return lease_ttl(l) * 2 / 3;
+}
+
+Lease *slots_lease_of_host(Slots *e, const char *name) {
+        Name *n = slots_name_find(e, name);
+
+        if (!n)
+                return NULL;
+        for (Lease *l = n->leases; l; l = l->by_name_next)
+                if (l->host_held && l->state != LEASE_GONE)
+                        return l;
+        return NULL;
+}
+
 /* ---- Names -------------------------------------------------------------------- */
 
 static Name *name_get(Slots *e, const char *name) {
@@ -315,7 +334,8 @@ void lease_lost(Lease *l, const char *why, usec_t now) {
         char line[PROTO_REPLY_MAX];
         MessageBuilder b;
         LogFields f = lease_fields(l);
-        bool fenced = now - l->renewed > slots_lost_after(e);
+        /* A slot the host holds has no job to fence: given back at once. */
+        bool fenced = l->host_held || now - l->renewed > lease_lost_after(l);
 
         /* Revoked, told already: released when its anchor closes, or now
          * that it must have fenced itself. */
@@ -382,6 +402,7 @@ int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret) {
         *l = (Lease) {
                 .n_ref = 1, .slots_engine = e, .name = n, .slots = spec->slots, .weight = MAX(spec->weight, 1u), .limit = spec->slots,
                 .uid = spec->uid, .pid = spec->pid, .io = io, .state = LEASE_GONE, .stop_on_lost = spec->stop_on_lost,
+                .host_held = spec->host_held, .ttl = spec->ttl,
                 .deadline = USEC_INFINITY, .recheck_at = USEC_INFINITY, .timer_armed = USEC_INFINITY,
                 .asked = USEC_INFINITY,
         };
@@ -464,7 +485,7 @@ void send_queued(Lease *l, usec_t now) {
 /* The ttl a holder is told is what its lease has left, counted from the
  * last call that set its expiry in Redis, never 0 (no self-fencing). */
 void send_granted(Lease *l, usec_t now) {
-        usec_t ttl = l->slots_engine->lease_ttl, age = now > l->renewed ? now - l->renewed : 0;
+        usec_t ttl = lease_ttl(l), age = now > l->renewed ? now - l->renewed : 0;
         char line[PROTO_REPLY_MAX];
         MessageBuilder b;
 

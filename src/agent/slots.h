@@ -52,6 +52,11 @@ struct Lease {
         char holder[128];       /* the same for people: "alice@web-3 pid 42 (backup.service)" */
         char *unit;             /* the systemd service the slot is bound to, or NULL */
         bool stop_on_lost;
+        /* Held by the host itself (fleetsem reboot): no anchor, kept across
+         * agent restarts and reboots until released or revoked, on a lease
+         * of its own (ttl) while nobody renews it. */
+        bool host_held;
+        usec_t ttl;             /* its lease in Redis (0: the engine's lease_ttl) */
         uint64_t token;
         uint64_t since_ms;
         uint32_t position;      /* last known place in line */
@@ -227,7 +232,7 @@ typedef struct SlotsOps {
          * connection went before the answer). */
         int (*call_acquire)(void *ctx, Lease *l);
         int (*call_release)(void *ctx, const char *name, const char *lease, uid_t uid);
-        int (*call_renew)(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids);
+        int (*call_renew)(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, bool host_held);
         int (*call_reassert)(void *ctx, Lease *l);
         /* This host's index of its leases in Redis, for re-adoption. */
         void (*index)(void *ctx, const Lease *l, bool add);
@@ -291,6 +296,11 @@ uint64_t slots_units_of(const Slots *e, uid_t uid);
 size_t slots_names_of(const Slots *e, uid_t uid, const char *but);
 /* Holders: how long they may keep believing without a confirmed renewal. */
 usec_t slots_lost_after(const Slots *e);
+/* A lease's own lease in Redis, and how long it may go without a renewal. */
+usec_t lease_ttl(const Lease *l);
+usec_t lease_lost_after(const Lease *l);
+/* The slot of name that this host holds itself (hold=host), or NULL. */
+Lease *slots_lease_of_host(Slots *e, const char *name);
 
 typedef struct LeaseSpec {
         const char *name;
@@ -302,6 +312,8 @@ typedef struct LeaseSpec {
         const char *desc;
         const char *unit;               /* or NULL */
         bool stop_on_lost;
+        bool host_held;
+        usec_t ttl;                     /* 0: the engine's lease_ttl */
 } LeaseSpec;
 
 /* A new request: a new waiter, with the adapter's io (its anchor watch).

@@ -65,7 +65,8 @@ static void status_job_done_one(StatusJob *job, long long now) {
         free(job);
 }
 
-static const char *const desc_keys[] = { "host", "pid", "uid", "user", "slots", "comm", "unit", "session" };
+static const char *const desc_keys[] = { "host", "pid", "uid", "user", "slots", "comm", "unit", "session", "hold",
+                                         "reason" };
 
 /* Copies the known fields of a description from Redis: it is data, checked
  * again here rather than passed on. */

@@ -23,3 +23,4 @@ int verb_metrics(int argc, char *argv[]);
 int verb_drain(int argc, char *argv[]);
 int verb_undrain(int argc, char *argv[]);
 int verb_revoke(int argc, char *argv[]);
+int verb_reboot(int argc, char *argv[]);

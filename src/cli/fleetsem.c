@@ -28,7 +28,10 @@ static void help(void) {
                "  drain NAME [--reason TEXT] | undrain NAME\n"
                "                  As root: stop new grants of NAME fleet-wide, or allow them again\n"
                "  revoke [--reason TEXT] LEASE... | revoke --host HOST [NAME...]\n"
-               "                  As root: free held slots now, whoever holds them\n\n"
+               "                  As root: free held slots now, whoever holds them\n"
+               "  reboot [--group GROUP:M]... [--if-required] [--dry-run] [NAME] | reboot --done\n"
+               "                  As root: reboot when it is this host's turn, holding the slot\n"
+               "                  across the reboot; --done gives it back after the boot\n\n"
                "Options common to all commands:\n"
                "  -h --help       Show help (fleetsem COMMAND --help for a command's)\n"
                "     --version    Show the version\n"
@@ -76,6 +79,8 @@ int main(int argc, char *argv[]) {
                 return verb_undrain(argc - 1, argv + 1);
         if (streq(argv[1], "revoke"))
                 return verb_revoke(argc - 1, argv + 1);
+        if (streq(argv[1], "reboot"))
+                return verb_reboot(argc - 1, argv + 1);
 
         log_error("Unknown command \"%s\"; see fleetsem --help.", argv[1]);
         return EXIT_USAGE;

@@ -33,6 +33,7 @@ typedef struct Row {
         char name[NAME_MAX_LEN + 1];
         uint64_t held, waiting, limit, total;
         uint64_t oldest_wait;           /* HOST: ms the longest waiter here has waited (0: none) */
+        uint64_t host_held;             /* HOST: slots the host holds itself (fleetsem reboot) */
         bool drained;                   /* NAME: drained fleet-wide */
 } Row;
 
@@ -140,7 +141,9 @@ static int take_row(Metrics *mt, const Message *m) {
         } else if (get_u64(m, "held", &r->held) < 0 || get_u64(m, "waiting", &r->waiting) < 0 ||
                    (streq(m->verb, "NAME") && get_u64(m, "limit", &r->limit) < 0) ||
                    (streq(m->verb, "HOST") && message_get(m, "oldest_wait") &&
-                    get_u64(m, "oldest_wait", &r->oldest_wait) < 0))
+                    get_u64(m, "oldest_wait", &r->oldest_wait) < 0) ||
+                   (streq(m->verb, "HOST") && message_get(m, "host_held") &&
+                    get_u64(m, "host_held", &r->host_held) < 0))
                 return -EBADMSG;
         r->drained = streq(m->verb, "NAME") && message_get(m, "drained");
         mt->n_rows++;
@@ -365,6 +368,12 @@ static void print_metrics(FILE *f, Metrics *mt) {
                         sample(f, "fleetsem_oldest_wait_seconds",
                                seconds(mt->rows[i].oldest_wait * USEC_PER_MSEC, a, sizeof(a)), "name", mt->rows[i].name,
                                NULL);
+        family(f, "fleetsem_host_held_slots", "gauge",
+               "Slots of a name this host holds itself (fleetsem reboot): held across its reboot until released.");
+        for (size_t i = 0; i < mt->n_rows; i++)
+                if (streq(mt->rows[i].verb, "HOST"))
+                        sample(f, "fleetsem_host_held_slots", u64(mt->rows[i].host_held, a, sizeof(a)), "name",
+                               mt->rows[i].name, NULL);
         family(f, "fleetsem_grants_total", "counter", "Slots of a name granted on this host.");
         for (size_t i = 0; i < mt->n_rows; i++)
                 if (streq(mt->rows[i].verb, "GRANTS"))

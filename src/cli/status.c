@@ -82,8 +82,9 @@ static void json_field(const char *key, const char *value, bool number, bool *fi
                 json_string(value);
 }
 
-static const char *const person_keys[] = { "host", "pid", "uid", "user", "slots", "weight", "comm", "unit", "session" };
-static const bool person_numeric[] = { false, true, true, false, true, true, false, false, false };
+static const char *const person_keys[] = { "host", "pid", "uid", "user", "slots", "weight", "comm", "unit", "session",
+                                           "hold", "reason" };
+static const bool person_numeric[] = { false, true, true, false, true, true, false, false, false, false, false };
 
 static void json_entry(const Entry *e) {
         bool first = true;
@@ -300,6 +301,13 @@ static void entry_cells(const Entry *e, char t1[static 32], char t2[static 32], 
                 cells[5] = t3;
         }
         cells[6] = where;
+        /* A slot the host holds itself (fleetsem reboot): no process
+         * holds it; why it does. */
+        if (streq(status_get(e, "hold"), "host")) {
+                cells[3] = "-";         /* the pid that asked is long gone */
+                cells[4] = "(host)";
+                cells[6] = status_get(e, "reason")[0] ? status_get(e, "reason") : "-";
+        }
         cells[7] = held ? clock_time(status_get(e, "since"), t1, 32) : "-";
         cells[8] = held ? seconds(status_get(e, "expires_in"), t2, 32) : "-";
         cells[9] = status_get(e, "lease");

@@ -44,6 +44,7 @@ static void *field(Config *c, const ConfigKey *k) {
 void config_init(Config *c) {
         *c = (Config) {
                 .lease_ttl = DEFAULT_LEASE_TTL,
+                .host_lease = DEFAULT_HOST_LEASE,
                 .max_clients = 4096,
                 .max_clients_per_user = DEFAULT_MAX_PER_USER,
                 .max_leases_per_user = DEFAULT_MAX_PER_USER,
@@ -293,6 +294,8 @@ static const ConfigKey config_keys[] = {
           "expected a number from 1 to 16" },
         { "lease_ttl", parse_usec, FIELD(lease_ttl, usec_t), LEASE_TTL_MIN, LEASE_TTL_MAX,
           "expected a duration such as 15s", "must be between 1s and 1h" },
+        { "host_lease", parse_usec, FIELD(host_lease, usec_t), LEASE_TTL_MIN, HOST_LEASE_MAX,
+          "expected a duration such as 1h", "must be between 1s and 7d" },
         { "namespace", parse_ident, FIELD(namespace, char[IDENT_MAX_LEN + 1]) },
         { "host_id", parse_ident, FIELD(host_id, char[IDENT_MAX_LEN + 1]) },
         { "key_prefix", parse_ident, FIELD(key_prefix, char[IDENT_MAX_LEN + 1]) },
@@ -367,6 +370,8 @@ int config_finish(Config *c, char **ret_error) {
                                   "unix:/path, sentinel://… or cluster://…)");
         if (c->idle_time < 2 * c->lease_ttl)
                 return conf_error(ret_error, -EINVAL, "idle_time must be at least twice lease_ttl");
+        if (c->host_lease < c->lease_ttl)
+                return conf_error(ret_error, -EINVAL, "host_lease must be at least lease_ttl");
         if (c->host_id[0] == '\0') {
                 char host[HOST_NAME_MAX + 1] = "";
 

@@ -18,6 +18,10 @@
 #define DEFAULT_LEASE_TTL (15 * USEC_PER_SEC)
 #define LEASE_TTL_MIN (1 * USEC_PER_SEC)
 #define LEASE_TTL_MAX (3600 * USEC_PER_SEC)
+/* A slot the host holds (fleetsem reboot): how long it stays counted after
+ * its last renewal, while the host reboots or never comes back. */
+#define DEFAULT_HOST_LEASE (3600 * USEC_PER_SEC)
+#define HOST_LEASE_MAX (7 * 24 * 3600 * USEC_PER_SEC)
 
 /* "limit = GLOB N": requests from this host for matching names ask for
  * at most N slots (the smallest matching rule wins). */
@@ -45,6 +49,7 @@ typedef struct Config {
         unsigned sentinel_quorum; /* Sentinels that must name a master; 0: a majority of the URL's */
         int log_level;          /* LOG_*; -1: unset (info, or --log-level) */
         usec_t lease_ttl;
+        usec_t host_lease;      /* of a slot the host holds (hold=host); at least lease_ttl */
         char namespace[IDENT_MAX_LEN + 1];
         char host_id[IDENT_MAX_LEN + 1];
         char key_prefix[IDENT_MAX_LEN + 1];

@@ -192,7 +192,7 @@ bool drain_reason_is_valid(const char *s) {
 int request_parse(const char *line, size_t len, Request *ret, const char **ret_error) {
         Request r = {};
         Message m;
-        const char *name, *lease, *slots, *wait, *unit, *on_lost, *on, *reason, *host, *weight, *now;
+        const char *name, *lease, *slots, *wait, *unit, *on_lost, *on, *reason, *host, *weight, *now, *hold;
         size_t expected;
         uint64_t v;
         int k;
@@ -214,18 +214,25 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
         host = message_get(&m, "host");
         weight = message_get(&m, "weight");
         now = message_get(&m, "now");
+        hold = message_get(&m, "hold");
+        if (hold && !streq(hold, "host"))
+                return fail(ret_error, "invalid hold (host)");
 
         if (streq(m.verb, "ACQUIRE")) {
                 r.verb = REQUEST_ACQUIRE;
                 if (!name || !lease || !slots || !wait)
                         return fail(ret_error, "ACQUIRE needs name=, lease=, slots= and wait=");
-                expected = 4 + !!unit + !!on_lost + !!weight;
+                expected = 4 + !!unit + !!on_lost + !!weight + !!hold + !!reason;
                 if (on_lost && !unit)
                         return fail(ret_error, "on_lost= needs unit=1");
+                if (hold && unit)
+                        return fail(ret_error, "hold=host and unit=1 exclude each other");
+                if (reason && !hold)
+                        return fail(ret_error, "reason= goes with hold=host");
         } else if (streq(m.verb, "RELEASE")) {
                 r.verb = REQUEST_RELEASE;
-                if (!!lease == !!unit || (unit && !name) || (lease && name))
-                        return fail(ret_error, "RELEASE needs lease=, or name= and unit=1");
+                if (!!lease == (!!unit || !!hold) || (unit && hold) || ((unit || hold) && !name) || (lease && name))
+                        return fail(ret_error, "RELEASE needs lease=, or name= and unit=1 or hold=host");
                 expected = lease ? 1 : 2;
         } else if (streq(m.verb, "STATUS")) {
                 r.verb = REQUEST_STATUS;
@@ -290,7 +297,8 @@ int request_parse(const char *line, size_t len, Request *ret, const char **ret_e
                         return fail(ret_error, "invalid lease id (32 lower-case hex digits)");
                 strcpy(r.lease, lease);
         }
-        if (reason) {   /* DRAIN, REVOKE, LIMIT */
+        r.host_held = !!hold;
+        if (reason) {   /* DRAIN, REVOKE, LIMIT, ACQUIRE hold=host */
                 if (!drain_reason_is_valid(reason))
                         return fail(ret_error, "invalid reason (1-200 bytes of printable UTF-8)");
                 strcpy(r.reason, reason);
@@ -340,12 +348,16 @@ int request_format(const Request *r, char *buf, size_t size) {
                         message_add(&b, "on_lost", "stop");
                 if (r->weight > 1)
                         message_add_u64(&b, "weight", r->weight);
+                if (r->host_held)
+                        message_add(&b, "hold", "host");
+                if (r->host_held && r->reason[0])
+                        message_add(&b, "reason", r->reason);
                 break;
         case REQUEST_RELEASE:
                 message_start(&b, buf, size, "RELEASE");
-                if (r->unit) {
+                if (r->unit || r->host_held) {
                         message_add(&b, "name", r->name);
-                        message_add(&b, "unit", "1");
+                        message_add(&b, r->unit ? "unit" : "hold", r->unit ? "1" : "host");
                 } else
                         message_add(&b, "lease", r->lease);
                 break;

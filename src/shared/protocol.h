@@ -6,6 +6,7 @@
  * connection; the agent answers with progress lines and one final line.
  *
  *   → ACQUIRE name=N slots=3 lease=<32 hex> wait=<usec|infinity> [unit=1] [on_lost=stop]
+ *             [hold=host [reason=TEXT]]   (root: a slot the host holds, no anchor; docs/protocol.md)
  *   ← QUEUED position=2 held=3 slots=3 limit=1 [grace=<ms> why=new|reset|failover]
  *                         (limit: the limit in force; grace: no slot is granted
  *                         for that long after Redis lost or began its state)
@@ -17,6 +18,7 @@
  *
  *   → RELEASE lease=<id>            ← RELEASED held=0|1
  *   → RELEASE name=N unit=1         ← RELEASED held=0|1
+ *   → RELEASE name=N hold=host      ← RELEASED held=0|1      (root: the slot the host holds)
  *
  * unit=1 binds the slot to the systemd service the requester runs in (the
  * agent looks it up from the peer's pid, never from the request): asking
@@ -34,7 +36,9 @@
  *   ← RELEASES anchor_closed=N released=N lost=N
  *   ← DENIALS timeout=N full=N
  *   ← WAIT count=N sum=<usec> bounds=<usec>,… buckets=N,…   (buckets: cumulative, then +Inf)
- *   ← HOST name=N held=H waiting=W          (each name this agent has leases of, or had lately)
+ *   ← HOST name=N held=H waiting=W oldest_wait=MS host_held=K
+ *                                         (each name this agent has leases of, or had lately;
+ *                                         host_held: slots of it the host holds itself)
  *   ← GRANTS name=N total=G                 (each name this agent counts grants of)
  *   → WATCH                         ← WATCHING, then CHANGED whenever the agent saw something
  *                                     change (its slots, a wake message, Redis), a quarter of a
@@ -116,9 +120,10 @@ typedef struct Request {
         usec_t wait;                            /* ACQUIRE: 0 = do not wait */
         bool unit;                              /* ACQUIRE, RELEASE: bound to the requester's unit */
         bool stop_on_lost;                      /* ACQUIRE: stop that unit when the slot is lost */
+        bool host_held;                         /* ACQUIRE, RELEASE: hold=host, a slot the host holds, no anchor */
         bool drain;                             /* DRAIN: on (true) or off */
         bool revoke_now;                        /* REVOKE: freed at once, not at the holder's fence point */
-        char reason[DRAIN_REASON_MAX + 1];      /* DRAIN, REVOKE, LIMIT: why ("" none) */
+        char reason[DRAIN_REASON_MAX + 1];      /* DRAIN, REVOKE, LIMIT, ACQUIRE hold=host: why ("" none) */
 } Request;
 
 #define SLOTS_MAX 1000000U

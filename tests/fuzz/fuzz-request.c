@@ -20,9 +20,13 @@ static void check_request(const Request *r) {
                 fuzz_assert(r->slots <= SLOTS_MAX);  /* 0: the fleet limit's */
                 fuzz_assert(r->weight >= 1 && r->weight <= SLOTS_MAX && (r->slots == 0 || r->weight <= r->slots));
                 fuzz_assert(!r->stop_on_lost || r->unit);
+                fuzz_assert(!(r->unit && r->host_held));
+                fuzz_assert(!r->reason[0] || (r->host_held && drain_reason_is_valid(r->reason)));
                 break;
         case REQUEST_RELEASE:
-                fuzz_assert(r->unit ? name_is_valid(r->name) && !r->lease[0] : lease_id_is_valid(r->lease) && !r->name[0]);
+                fuzz_assert(!(r->unit && r->host_held));
+                fuzz_assert(r->unit || r->host_held ? name_is_valid(r->name) && !r->lease[0]
+                                                    : lease_id_is_valid(r->lease) && !r->name[0]);
                 break;
         case REQUEST_STATUS:
                 fuzz_assert(!r->name[0] || name_is_valid(r->name));
@@ -52,7 +56,7 @@ static void check_request(const Request *r) {
         fuzz_assert(n > 0 && n <= PROTO_REQUEST_MAX);
         fuzz_assert(request_parse(line, (size_t) n, &again, &why) == 0);
         fuzz_assert(again.verb == r->verb && again.slots == r->slots && again.wait == r->wait && again.weight == r->weight);
-        fuzz_assert(again.unit == r->unit && again.stop_on_lost == r->stop_on_lost);
+        fuzz_assert(again.unit == r->unit && again.stop_on_lost == r->stop_on_lost && again.host_held == r->host_held);
         fuzz_assert(strcmp(again.name, r->name) == 0 && strcmp(again.lease, r->lease) == 0);
         fuzz_assert(strcmp(again.host, r->host) == 0 && strcmp(again.reason, r->reason) == 0 && again.drain == r->drain);
 }

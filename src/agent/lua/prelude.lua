@@ -561,7 +561,13 @@ local function ran_out(key, gone)
   fetch(gone)
   if key == K_HOLDERS then
     local units = 0
-    for _, lease in ipairs(gone) do units = units + (rec[lease] and rec[lease].weight or 1) end
+    for _, lease in ipairs(gone) do
+      local r = rec[lease]
+      units = units + (r and r.weight or 1)
+      -- A slot a host held itself (fleetsem reboot) whose host never came
+      -- back to renew it: "x LEASE HOST host", for the agents' journals.
+      if r and string.find(r.desc, ' hold=host', 1, true) then wake('x ' .. lease .. ' ' .. r.host .. ' host') end
+    end
     if each_chunk('ZREM', K_HOLDERS, gone) == #gone then st.held = st.held - units else st.held = nil end
   else
     st.line = st.line - each_chunk('ZREM', K_QUEUE, gone)

@@ -1,0 +1,668 @@
+/* SPDX-License-Identifier: MIT */
+/* `fleetsem reboot [NAME]`: root waits in NAME's line (and first in the
+ * line of each --group, in one fixed order), takes slots the host itself
+ * holds (hold=host: no anchor, kept by the agent across its restarts and
+ * the reboot), and reboots through logind. `--done`, at boot
+ * (fleetsem-reboot-done.service), waits for the system to be running,
+ * runs the health command and gives the slots back; an unhealthy host
+ * keeps them, so that the rollout stops there. What is recorded for
+ * --done (the groups, the health command) is in a root-owned state file. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "log.h"
+#include "macro.h"
+#include "names.h"
+#include "sd-dl.h"
+
+#define REBOOT_NAME_DEFAULT "reboot"
+#define REQUIRED_FILE_DEFAULT "/run/reboot-required"
+#define STATE_DIR_DEFAULT "/var/lib/fleetsem"
+#define RUNNING_TIMEOUT_DEFAULT (10 * USEC_PER_MINUTE)
+#define GROUPS_MAX 8
+#define PKGS_READ_MAX 4096              /* bytes of reboot-required.pkgs looked at */
+#define HEALTH_MAX 1024                 /* bytes of a health command */
+#define REPLY_MARGIN (5 * USEC_PER_SEC) /* the agent's answer after the wait it was given */
+
+typedef struct Group {
+        char name[NAME_MAX_LEN + 1];    /* the Redis name: REBOOT_NAME:GROUP */
+        uint32_t slots;
+} Group;
+
+typedef struct Reboot {
+        const char *ns;
+        const char *name;
+        uint32_t slots;
+        usec_t wait;
+        bool if_required, dry_run, done, release_only;
+        const char *reason;
+        const char *health;
+        const char *reboot_command;
+        const char *required_file;
+        const char *state_dir;
+        usec_t running_timeout;
+        Group groups[GROUPS_MAX];
+        size_t n_groups;
+} Reboot;
+
+static void help(void) {
+        printf("Usage: fleetsem reboot [OPTIONS] [NAME]\n"
+               "       fleetsem reboot --done|--release [OPTIONS] [NAME]\n\n"
+               "Reboots this host when it is its turn (root only): waits in the line of\n"
+               "NAME (default \"reboot\"; its fleet limit, or --slots), and first of each\n"
+               "--group, takes slots held by the host itself, which outlive every process\n"
+               "and the reboot, and reboots through logind. At boot, --done (run by\n"
+               "fleetsem-reboot-done.service) waits for the system to be running, runs the\n"
+               "health command and gives the slots back; an unhealthy host keeps them, and\n"
+               "the rollout stops there. See fleetsem(1), REBOOTS.\n\n"
+               "  -s --slots=N           NAME's fleet-wide limit (default: its fleet limit)\n"
+               "  -g --group=GROUP:M     Also at most M hosts of GROUP at once (repeatable)\n"
+               "  -w --wait=DURATION     Wait at most this long for the slots (default: forever)\n"
+               "     --if-required       Only if a reboot is required (/run/reboot-required)\n"
+               "     --dry-run           Say what would be done; take nothing\n"
+               "  -r --reason=TEXT       Why, for \"fleetsem status\" (packages that need it are\n"
+               "                         added from /run/reboot-required.pkgs)\n"
+               "     --health=CMD        After the reboot, --done runs CMD (sh -c): the slots\n"
+               "                         are given back only if it exits 0\n"
+               "     --reboot-command=CMD  Run CMD (sh -c) instead of asking logind to reboot\n"
+               "     --done              After the boot: wait for the system to run, check its\n"
+               "                         health and give the host's slots back\n"
+               "     --release           Give the host's slots back now, without checks\n"
+               "     --running-timeout=DURATION  How long --done waits for \"systemctl\n"
+               "                         is-system-running\" to say running (default 10min;\n"
+               "                         0: no wait)\n"
+               "     --required-file=PATH  Instead of /run/reboot-required (PATH.pkgs too)\n"
+               "     --state-dir=DIR     Where the groups and health command are kept for\n"
+               "                         --done (default /var/lib/fleetsem)\n"
+               "     --namespace=NS      Agent namespace (default: $FLEETSEM_NAMESPACE or fleetsem)\n"
+               "  -h --help              Show this help\n\n"
+               "Exit codes: 0 rebooting, done, or nothing to do, 1 --done: not healthy (the slots\n"
+               "are kept), 64 usage, 69 agent or Redis unavailable, 70 the reboot could not be\n"
+               "asked for, 75 no slot within the wait, 77 not root, 78 NAME has no fleet limit\n"
+               "and no --slots.\n");
+}
+
+static int parse_group(Reboot *rb, const char *s) {
+        const char *colon = strrchr(s, ':');
+        char group[NAME_MAX_LEN + 1];
+        uint64_t m;
+        int k;
+
+        if (!colon || colon == s || (size_t) (colon - s) >= sizeof(group) ||
+            parse_uint64(colon + 1, 1, SLOTS_MAX, &m) < 0)
+                return log_error_errno(EINVAL, "Invalid --group \"%s\": expected GROUP:M, such as rack-12:1.", s);
+        if (rb->n_groups >= GROUPS_MAX)
+                return log_error_errno(E2BIG, "At most %d --group.", GROUPS_MAX);
+        memcpy(group, s, (size_t) (colon - s));
+        group[colon - s] = '\0';
+        k = snprintf(rb->groups[rb->n_groups].name, sizeof(rb->groups[0].name), "%s:%s", rb->name, group);
+        if (k < 0 || (size_t) k >= sizeof(rb->groups[0].name) || !name_is_valid(rb->groups[rb->n_groups].name))
+                return log_error_errno(EINVAL, "Invalid --group \"%s\": %s:GROUP must be a name "
+                                       "(1-200 of A-Z a-z 0-9 _ . : @ -).", s, rb->name);
+        for (size_t i = 0; i < rb->n_groups; i++)
+                if (streq(rb->groups[i].name, rb->groups[rb->n_groups].name))
+                        return log_error_errno(EINVAL, "--group %s given twice.", group);
+        rb->groups[rb->n_groups++].slots = (uint32_t) m;
+        return 0;
+}
+
+static int group_cmp(const void *x, const void *y) {
+        return strcmp(((const Group *) x)->name, ((const Group *) y)->name);
+}
+
+static int parse_argv(Reboot *rb, int argc, char *argv[]) {
+        enum {
+                ARG_NAMESPACE = 0x100, ARG_IF_REQUIRED, ARG_DRY_RUN, ARG_HEALTH, ARG_REBOOT_COMMAND, ARG_DONE,
+                ARG_RELEASE, ARG_RUNNING_TIMEOUT, ARG_REQUIRED_FILE, ARG_STATE_DIR,
+        };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "slots", required_argument, NULL, 's' },
+                { "group", required_argument, NULL, 'g' },
+                { "wait", required_argument, NULL, 'w' },
+                { "reason", required_argument, NULL, 'r' },
+                { "if-required", no_argument, NULL, ARG_IF_REQUIRED },
+                { "dry-run", no_argument, NULL, ARG_DRY_RUN },
+                { "health", required_argument, NULL, ARG_HEALTH },
+                { "reboot-command", required_argument, NULL, ARG_REBOOT_COMMAND },
+                { "done", no_argument, NULL, ARG_DONE },
+                { "release", no_argument, NULL, ARG_RELEASE },
+                { "running-timeout", required_argument, NULL, ARG_RUNNING_TIMEOUT },
+                { "required-file", required_argument, NULL, ARG_REQUIRED_FILE },
+                { "state-dir", required_argument, NULL, ARG_STATE_DIR },
+                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                {}
+        };
+        const char *groups[GROUPS_MAX + 1];
+        size_t n_groups = 0;
+        int c;
+
+        while ((c = getopt_long(argc, argv, "hs:g:w:r:", options, NULL)) >= 0) {
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case 's':
+                        if (cli_parse_slots(optarg, &rb->slots) < 0)
+                                return -EINVAL;
+                        break;
+                case 'g':
+                        if (n_groups > GROUPS_MAX)
+                                return log_error_errno(E2BIG, "At most %d --group.", GROUPS_MAX);
+                        groups[n_groups++] = optarg;
+                        break;
+                case 'w':
+                        if (cli_parse_wait(optarg, &rb->wait) < 0)
+                                return -EINVAL;
+                        break;
+                case 'r':
+                        if (cli_parse_reason(optarg) < 0)
+                                return -EINVAL;
+                        rb->reason = optarg;
+                        break;
+                case ARG_IF_REQUIRED:
+                        rb->if_required = true;
+                        break;
+                case ARG_DRY_RUN:
+                        rb->dry_run = true;
+                        break;
+                case ARG_HEALTH:
+                        if (strlen(optarg) == 0 || strlen(optarg) > HEALTH_MAX || strchr(optarg, '\n'))
+                                return log_error_errno(EINVAL, "Invalid --health: 1 to %d bytes, on one line.",
+                                                       HEALTH_MAX);
+                        rb->health = optarg;
+                        break;
+                case ARG_REBOOT_COMMAND:
+                        rb->reboot_command = optarg;
+                        break;
+                case ARG_DONE:
+                        rb->done = true;
+                        break;
+                case ARG_RELEASE:
+                        rb->release_only = true;
+                        break;
+                case ARG_RUNNING_TIMEOUT:
+                        if (parse_duration(optarg, &rb->running_timeout) < 0 || rb->running_timeout == USEC_INFINITY)
+                                return log_error_errno(EINVAL, "Invalid --running-timeout \"%s\": expected a "
+                                                       "duration such as 10min, or 0.", optarg);
+                        break;
+                case ARG_REQUIRED_FILE:
+                        rb->required_file = optarg;
+                        break;
+                case ARG_STATE_DIR:
+                        rb->state_dir = optarg;
+                        break;
+                case ARG_NAMESPACE:
+                        if (cli_parse_namespace(optarg, &rb->ns) < 0)
+                                return -EINVAL;
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        }
+        if (argc - optind > 1)
+                return log_error_errno(EINVAL, "Too many arguments; usage: fleetsem reboot [OPTIONS] [NAME]");
+        if (optind < argc) {
+                if (cli_parse_name(argv[optind]) < 0)
+                        return -EINVAL;
+                rb->name = argv[optind];
+        }
+        if (rb->done && rb->release_only)
+                return log_error_errno(EINVAL, "--done and --release exclude each other.");
+        if ((rb->done || rb->release_only) && (rb->if_required || rb->dry_run || rb->reason || rb->reboot_command))
+                return log_error_errno(EINVAL, "--done and --release take no --if-required, --dry-run, --reason "
+                                       "nor --reboot-command.");
+        for (size_t i = 0; i < n_groups; i++)
+                if (parse_group(rb, groups[i]) < 0)
+                        return -EINVAL;
+        /* One order for every host: the groups by name, then the reboot
+         * name; nobody holds one while it waits for an earlier one. */
+        qsort(rb->groups, rb->n_groups, sizeof(Group), group_cmp);
+        return 1;
+}
+
+/* ---- Why: the reason and the packages ------------------------------------------- */
+
+/* The packages that asked for the reboot, from PATH.pkgs (written by
+ * packages' maintainer scripts; anything in it may be hostile): each
+ * line's bytes of [A-Za-z0-9.+:_-] only, the first PKGS_READ_MAX bytes,
+ * each package once, into buf as "pkg pkg …" cut to size. */
+static void read_packages(const char *required_file, char *buf, size_t size) {
+        char path[PATH_MAX], data[PKGS_READ_MAX + 1];
+        _cleanup_close_ int fd = -EBADF;
+        size_t used = 0;
+        ssize_t n;
+
+        buf[0] = '\0';
+        if (snprintf(path, sizeof(path), "%s.pkgs", required_file) >= (int) sizeof(path))
+                return;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0)
+                return;
+        n = read(fd, data, PKGS_READ_MAX);
+        if (n <= 0)
+                return;
+        data[n] = '\0';
+        for (char *line = data, *next; line && *line; line = next) {
+                char pkg[128];
+                size_t k = 0;
+
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = '\0';
+                for (const char *p = line; *p && k < sizeof(pkg) - 1; p++)
+                        if (strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.+:_-", *p))
+                                pkg[k++] = *p;
+                pkg[k] = '\0';
+                if (k == 0)
+                        continue;
+                /* Once each: a word of buf already. */
+                bool seen = false;
+                for (const char *w = buf; *w && !seen; w += strcspn(w, " "), w += *w == ' ') {
+                        size_t wl = strcspn(w, " ");
+                        seen = wl == k && strneq(w, pkg, k);
+                }
+                if (seen)
+                        continue;
+                if (used + (used > 0) + k >= size)
+                        break;
+                if (used > 0)
+                        buf[used++] = ' ';
+                memcpy(buf + used, pkg, k + 1);
+                used += k;
+        }
+}
+
+/* "REASON; packages: P…" within DRAIN_REASON_MAX bytes, the packages (only
+ * ASCII) cut at a word with "..." when they do not fit, left out when not
+ * one fits; "" when there is neither. The reason is never cut: it may end
+ * in the middle of a character. */
+static void compose_reason(const Reboot *rb, char ret[static DRAIN_REASON_MAX + 1]) {
+        char pkgs[PKGS_READ_MAX + 1];
+        const char *reason = rb->reason ?: "", *sep = reason[0] ? "; packages: " : "packages: ";
+        size_t room;
+
+        snprintf(ret, DRAIN_REASON_MAX + 1, "%s", reason);
+        read_packages(rb->required_file, pkgs, sizeof(pkgs));
+        if (!pkgs[0] || strlen(reason) + strlen(sep) + strlen("x...") > DRAIN_REASON_MAX)
+                return;
+        room = DRAIN_REASON_MAX - strlen(reason) - strlen(sep);
+        if (strlen(pkgs) > room) {
+                /* The whole words that fit with "...". */
+                pkgs[room - 3] = '\0';
+                if (strrchr(pkgs, ' '))
+                        *strrchr(pkgs, ' ') = '\0';
+                strcat(pkgs, "...");
+        }
+        snprintf(ret + strlen(ret), DRAIN_REASON_MAX + 1 - strlen(ret), "%s%s", sep, pkgs);
+}
+
+/* ---- The state kept for --done -------------------------------------------------- */
+
+static int state_path(const Reboot *rb, char *buf, size_t size) {
+        int k = snprintf(buf, size, "%s/reboot-%s", rb->state_dir, rb->name);
+
+        return k < 0 || (size_t) k >= size ? -ENAMETOOLONG : 0;
+}
+
+/* "group NAME SLOTS" lines, then "health CMD", written whole: it must
+ * be on disk before the reboot. */
+static int state_write(const Reboot *rb) {
+        char path[PATH_MAX], tmp[PATH_MAX + 16];
+        FILE *f;
+        int r;
+
+        r = state_path(rb, path, sizeof(path));
+        if (r < 0)
+                return log_error_errno(-r, "State directory %s too long.", rb->state_dir);
+        if (mkdir(rb->state_dir, 0755) < 0 && errno != EEXIST)
+                return log_error_errno(errno, "Failed to make %s: %m", rb->state_dir);
+        f = atomic_file_open(path, tmp, sizeof(tmp));
+        if (!f)
+                return -EIO;
+        (void) fchmod(fileno(f), 0600);
+        for (size_t i = 0; i < rb->n_groups; i++)
+                fprintf(f, "group %s %" PRIu32 "\n", rb->groups[i].name, rb->groups[i].slots);
+        if (rb->health)
+                fprintf(f, "health %s\n", rb->health);
+        return atomic_file_commit(f, tmp, path);
+}
+
+/* Reads the state into rb (groups, and the health command into health
+ * unless one was given): only a regular file of root's that nobody else
+ * may write, for its command runs as root. 0 (none is fine too), <0. */
+static int state_read(Reboot *rb, char *health, size_t health_size) {
+        char path[PATH_MAX], data[GROUPS_MAX * (NAME_MAX_LEN + 32) + HEALTH_MAX + 64];
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        ssize_t n;
+        int r;
+
+        r = state_path(rb, path, sizeof(path));
+        if (r < 0)
+                return log_error_errno(-r, "State directory %s too long.", rb->state_dir);
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0 && errno == ENOENT)
+                return 0;
+        if (fd < 0)
+                return log_error_errno(errno, "Failed to open %s: %m", path);
+        if (fstat(fd, &st) < 0)
+                return log_error_errno(errno, "Failed to stat %s: %m", path);
+        if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 0022))
+                return log_error_errno(EPERM, "%s is not a file of root's that only root may write; ignoring it.",
+                                       path);
+        n = read(fd, data, sizeof(data) - 1);
+        if (n < 0)
+                return log_error_errno(errno, "Failed to read %s: %m", path);
+        data[n] = '\0';
+        for (char *line = data, *next; line && *line; line = next) {
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = '\0';
+                if (strneq(line, "health ", 7)) {
+                        if (!rb->health)
+                                snprintf(health, health_size, "%s", line + 7);
+                } else if (strneq(line, "group ", 6) && rb->n_groups < GROUPS_MAX) {
+                        char name[NAME_MAX_LEN + 1];
+                        unsigned slots;
+                        int k = 0;
+
+                        if (sscanf(line + 6, "%200s %u%n", name, &slots, &k) == 2 && line[6 + k] == '\0' &&
+                            name_is_valid(name)) {
+                                bool dup = false;
+
+                                for (size_t i = 0; i < rb->n_groups; i++)
+                                        dup = dup || streq(rb->groups[i].name, name);
+                                if (!dup) {
+                                        snprintf(rb->groups[rb->n_groups].name, sizeof(rb->groups[0].name), "%s", name);
+                                        rb->groups[rb->n_groups++].slots = slots;
+                                }
+                        }
+                }
+        }
+        return 0;
+}
+
+static void state_remove(const Reboot *rb) {
+        char path[PATH_MAX];
+
+        if (state_path(rb, path, sizeof(path)) >= 0 && unlink(path) < 0 && errno != ENOENT)
+                log_warning_errno(errno, "Failed to remove %s: %m", path);
+}
+
+/* ---- Taking and giving back ----------------------------------------------------- */
+
+/* One slot of name the host holds: GRANTED (0), or the exit code (said). */
+static int take_one(const Reboot *rb, uid_t agent_uid, const char *name, uint32_t slots, const char *reason,
+                    usec_t deadline) {
+        Request req = { .verb = REQUEST_ACQUIRE, .host_held = true, .slots = slots, .weight = 1 };
+        _cleanup_close_ int fd = -EBADF;
+        char text[TEXT_ESCAPE_SIZE(sizeof(((Reply *) NULL)->message))];
+        uint32_t told = 0;
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+        LineReader lr;
+        Reply rep;
+        int r;
+
+        snprintf(req.name, sizeof(req.name), "%s", name);
+        snprintf(req.reason, sizeof(req.reason), "%s", reason);
+        req.wait = deadline == USEC_INFINITY ? USEC_INFINITY : deadline > now ? deadline - now : 0;
+        r = lease_id_new(req.lease);
+        if (r < 0)
+                return log_error_errno(-r, "Failed to make a lease id: %m"), EXIT_SOFTWARE;
+        r = client_send_request(rb->ns, agent_uid, REPLY_MARGIN, &req, &fd);
+        if (r < 0)
+                return cli_request_failed(rb->ns, r);
+        line_reader_init(&lr, PROTO_REPLY_MAX);
+        for (;;) {
+                r = client_read_reply(fd, &lr, deadline == USEC_INFINITY ? USEC_INFINITY : usec_add(deadline, REPLY_MARGIN),
+                                      &rep);
+                if (r < 0)
+                        return cli_request_failed(rb->ns, r);
+                switch (rep.kind) {
+                case REPLY_QUEUED:
+                        if (rep.position != told)
+                                printf("Waiting for a slot of %s: position %" PRIu32 " in line, %" PRIu32 " of %" PRIu32
+                                       " held.\n", name, rep.position, rep.held, reply_limit(&rep, slots));
+                        fflush(stdout);
+                        told = rep.position;
+                        continue;
+                case REPLY_GRANTED:
+                        printf("This host holds a slot of %s (token %" PRIu64 ", lease %s).\n", name, rep.token,
+                               rep.lease);
+                        return 0;
+                case REPLY_DENIED:
+                        log_error("%s: no slot within the wait (position %" PRIu32 " in line).", name, rep.position);
+                        return EXIT_TEMPFAIL;
+                case REPLY_ERROR:
+                        log_error("%s: %s", name, text_escape(rep.message, text, sizeof(text)));
+                        return exit_code_for_error(rep.code);
+                default:
+                        log_error("Unexpected reply from the agent.");
+                        return EXIT_SOFTWARE;
+                }
+        }
+}
+
+/* RELEASE name= hold=host: 0 (released, or not held), or the exit code. */
+static int give_back(const Reboot *rb, uid_t agent_uid, const char *name) {
+        Request req = { .verb = REQUEST_RELEASE, .host_held = true };
+        Message m;
+        int r;
+
+        snprintf(req.name, sizeof(req.name), "%s", name);
+        r = cli_one_request(rb->ns, agent_uid, &req, "release", "RELEASED", &m);
+        if (r != 0)
+                return r;
+        if (streq(message_get(&m, "held") ?: "0", "1"))
+                printf("Released this host's slot of %s.\n", name);
+        else
+                printf("This host held no slot of %s.\n", name);
+        return 0;
+}
+
+static int give_back_all(const Reboot *rb, uid_t agent_uid) {
+        int ret = give_back(rb, agent_uid, rb->name);
+
+        /* The reverse of the order they were taken in. */
+        for (size_t i = rb->n_groups; i > 0; i--) {
+                int r = give_back(rb, agent_uid, rb->groups[i - 1].name);
+
+                if (ret == 0)
+                        ret = r;
+        }
+        return ret;
+}
+
+/* ---- The reboot ----------------------------------------------------------------- */
+
+/* sh -c CMD; its exit status, or 128+signal, or <0. */
+static int run_shell(const char *cmd) {
+        pid_t pid;
+        int status;
+
+        fflush(NULL);
+        pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                execl("/bin/sh", "sh", "-c", cmd, (char *) NULL);
+                _exit(127);
+        }
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int ask_reboot(const Reboot *rb) {
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        sd_bus_message *reply = NULL;
+        sd_bus *bus = NULL;
+        int r;
+
+        if (rb->reboot_command) {
+                r = run_shell(rb->reboot_command);
+                if (r != 0) {
+                        log_error("The reboot command failed (%d); the slots stay held until --release.", r);
+                        return EXIT_SOFTWARE;
+                }
+                return 0;
+        }
+        if (sd_dl_open() < 0)
+                return EXIT_SOFTWARE;
+        r = sym_sd_bus_open_system(&bus);
+        if (r < 0) {
+                log_error_errno(-r, "Failed to connect to the system bus: %m; the slots stay held until --release.");
+                return EXIT_SOFTWARE;
+        }
+        r = sym_sd_bus_call_method(bus, "org.freedesktop.login1", "/org/freedesktop/login1",
+                                   "org.freedesktop.login1.Manager", "Reboot", &error, &reply, "b", 0);
+        if (r < 0)
+                log_error("Failed to ask logind to reboot: %s; the slots stay held until --release.",
+                          error.message ?: strerror(-r));
+        sym_sd_bus_error_free(&error);
+        sym_sd_bus_message_unref(reply);
+        sym_sd_bus_flush_close_unref(bus);
+        return r < 0 ? EXIT_SOFTWARE : 0;
+}
+
+static int dry_run(const Reboot *rb, const char *reason) {
+        printf("Would wait for ");
+        for (size_t i = 0; i < rb->n_groups; i++)
+                printf("a slot of %s (at most %" PRIu32 " at once), then ", rb->groups[i].name, rb->groups[i].slots);
+        if (rb->slots > 0)
+                printf("a slot of %s (at most %" PRIu32 " at once)", rb->name, rb->slots);
+        else
+                printf("a slot of %s (its fleet limit)", rb->name);
+        printf(", held by this host%s%s%s, then reboot %s%s.\n", reason[0] ? " (" : "", reason, reason[0] ? ")" : "",
+               rb->reboot_command ? "by running: " : "through logind", rb->reboot_command ?: "");
+        if (rb->health)
+                printf("After the boot, --done would run: %s\n", rb->health);
+        return 0;
+}
+
+static int take_and_reboot(Reboot *rb, uid_t agent_uid) {
+        char reason[DRAIN_REASON_MAX + 1];
+        usec_t deadline = rb->wait == USEC_INFINITY ? USEC_INFINITY : usec_add(now_usec(CLOCK_MONOTONIC), rb->wait);
+        int r;
+
+        if (rb->if_required && access(rb->required_file, F_OK) < 0) {
+                printf("No reboot required (%s is absent); nothing to do.\n", rb->required_file);
+                return 0;
+        }
+        compose_reason(rb, reason);
+        if (rb->dry_run)
+                return dry_run(rb, reason);
+        r = state_write(rb);
+        if (r < 0)
+                return EXIT_CANTCREAT;
+        for (size_t i = 0; i < rb->n_groups; i++) {
+                r = take_one(rb, agent_uid, rb->groups[i].name, rb->groups[i].slots, reason, deadline);
+                if (r != 0)
+                        goto failed;
+        }
+        r = take_one(rb, agent_uid, rb->name, rb->slots, reason, deadline);
+        if (r != 0)
+                goto failed;
+        printf("Rebooting.\n");
+        fflush(stdout);
+        return ask_reboot(rb);
+failed:
+        /* Nothing held while nothing reboots: what was taken goes back. */
+        (void) give_back_all(rb, agent_uid);
+        state_remove(rb);
+        return r;
+}
+
+/* ---- After the boot ------------------------------------------------------------- */
+
+/* Until `systemctl is-system-running` says running, at most timeout: 0 or
+ * -ETIMEDOUT (with what it said last). */
+static int wait_running(usec_t timeout, char *state, size_t size) {
+        usec_t deadline = usec_add(now_usec(CLOCK_MONOTONIC), timeout);
+
+        for (;;) {
+                FILE *p = popen("systemctl is-system-running 2>/dev/null", "re");
+
+                state[0] = '\0';
+                if (p) {
+                        if (!fgets(state, (int) size, p))
+                                state[0] = '\0';
+                        state[strcspn(state, "\n")] = '\0';
+                        pclose(p);
+                }
+                if (streq(state, "running"))
+                        return 0;
+                if (now_usec(CLOCK_MONOTONIC) >= deadline)
+                        return -ETIMEDOUT;
+                usleep(USEC_PER_SEC);   /* not synchronisation: systemd has no call to wait on this */
+        }
+}
+
+static int done(Reboot *rb, uid_t agent_uid) {
+        char health[HEALTH_MAX + 1] = "", state[64];
+        int r;
+
+        if (state_read(rb, health, sizeof(health)) < 0 && !rb->release_only)
+                return EXIT_CONFIG;
+        if (rb->release_only) {
+                r = give_back_all(rb, agent_uid);
+                if (r == 0)
+                        state_remove(rb);
+                return r;
+        }
+        if (rb->running_timeout > 0 && wait_running(rb->running_timeout, state, sizeof(state)) < 0) {
+                log_error("The system is not running (\"%s\") after %s; this host keeps its slot of %s: the "
+                          "rollout waits until it is released (fleetsem reboot --release) or revoked.",
+                          state[0] ? state : "?", "--running-timeout", rb->name);
+                return 1;
+        }
+        if (rb->health || health[0]) {
+                const char *cmd = rb->health ?: health;
+
+                r = run_shell(cmd);
+                if (r != 0) {
+                        log_error("The health command failed (%d): %s; this host keeps its slot of %s: the rollout "
+                                  "waits until it is released (fleetsem reboot --release) or revoked.", r, cmd,
+                                  rb->name);
+                        return 1;
+                }
+        }
+        r = give_back_all(rb, agent_uid);
+        if (r == 0)
+                state_remove(rb);
+        return r;
+}
+
+int verb_reboot(int argc, char *argv[]) {
+        Reboot rb = {
+                .name = REBOOT_NAME_DEFAULT, .wait = USEC_INFINITY, .required_file = REQUIRED_FILE_DEFAULT,
+                .state_dir = STATE_DIR_DEFAULT, .running_timeout = RUNNING_TIMEOUT_DEFAULT,
+        };
+        uid_t agent_uid;
+        int r;
+
+        r = parse_argv(&rb, argc, argv);
+        if (r <= 0)
+                return r < 0 ? EXIT_USAGE : 0;
+        if (geteuid() != 0 && !rb.dry_run) {
+                log_error("fleetsem reboot: root only.");
+                return EXIT_NOPERM;
+        }
+        if (cli_agent(&rb.ns, &agent_uid) != 0)
+                return EXIT_USAGE;
+        if (rb.done || rb.release_only)
+                return done(&rb, agent_uid);
+        return take_and_reboot(&rb, agent_uid);
+}

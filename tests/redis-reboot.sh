@@ -1,0 +1,170 @@
+#!/bin/bash
+# fleetsem reboot on three agents ("hosts") and Redis: --dry-run and
+# --if-required take nothing; a host takes a slot it holds itself (no
+# anchor: no process holds it), with its reason and the packages that asked
+# for the reboot (hostile bytes dropped), and "reboots" (the reboot command
+# in place of logind's); a second host waits in line until the first's
+# --done; the slot survives the agent's kill and restart (re-adopted from
+# the host's index, renewed) and Redis restarted empty (re-asserted); an
+# unhealthy host keeps its slot; revoke frees it; a host that never comes
+# back loses it after host_lease, and the journal of the agent that waits
+# says so; --group caps the hosts of a group in one fixed order.
+# (A lease of 3 s, host_lease 6 s: the host-held slot runs out soon.)
+TTL=3s
+. "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" = 0 ] || skip_all "fleetsem reboot is root's"
+
+printf 'host_lease = 6s\n' >"$T/c.conf"
+start_redis
+start_agent a -c "$T/c.conf"
+start_agent b -c "$T/c.conf"
+start_agent c -c "$T/c.conf"
+
+holder_of() { rcli ZRANGE "fleetsem:{$1}:holders" 0 -1; }
+holder_host() { record "$1" "$(holder_of "$1")" 1; }
+queued() { [ "$(waiters "$1")" = "$2" ]; }
+host_holds() { [ "$(holder_host "$1")" = "$2" ]; }
+expiry() { rcli ZSCORE "fleetsem:{$1}:holders" "$2"; }
+# reboot HOST ARGS...: fleetsem reboot on HOST, its state in $T/state-HOST,
+# the reboot a file $T/rebooted-HOST, the health check $T/healthy-HOST.
+reboot() {
+        local host=$1; shift
+        fs "$host" reboot --state-dir "$T/state-$host" --required-file "$T/required-$host" \
+                --reboot-command "touch $T/rebooted-$host" "$@"
+}
+done_on() {
+        local host=$1; shift
+        fs "$host" reboot --done --running-timeout 0 --state-dir "$T/state-$host" "$@"
+}
+
+# --dry-run and --if-required: nothing taken.
+out=$(reboot a --slots 1 --dry-run --reason "kernel")
+like "$out" '^Would wait for a slot of reboot \(at most 1 at once\), held by this host \(kernel\), then reboot' \
+        "--dry-run says what it would do"
+for i in $(seq 1 60); do echo "package-number-$i"; done >"$T/many.pkgs"
+touch "$T/many"
+out=$(fs a reboot --dry-run --required-file "$T/many" --reason kernel)
+why=$(sed -n 's/.*held by this host (\(.*\)), then reboot.*/\1/p' <<<"$out")
+like "$why" '^kernel; packages: package-number-1 package-number-2 .* package-number-[0-9]+\.\.\.$' \
+        "60 packages: the reason cut at a package, with ..."
+check "... within 200 bytes (${#why})" [ "${#why}" -le 200 -a "${#why}" -ge 150 ]
+out=$(reboot a --slots 1 --if-required); rc=$?
+is "$rc" 0 "--if-required without $T/required-a: exit 0"
+like "$out" '^No reboot required' "... and says so"
+is "$(holders reboot)$(rcli HLEN fleetsem:host:{a})" "00" "Redis: nothing taken by either"
+check "nothing rebooted" test ! -e "$T/rebooted-a"
+
+# a takes the slot: its reason, and the packages, hostile bytes dropped.
+touch "$T/required-a"
+printf 'linux-image-6.1.0-99-amd64\n\033[31mlibc6\nlibc6\n$(reboot)\n' >"$T/required-a.pkgs"
+out=$(reboot a --slots 1 --if-required --reason "kernel 6.1.99" --health "test -e $T/healthy-a"); rc=$?
+is "$rc" 0 "a: fleetsem reboot exits 0"
+check "a: the reboot command ran" test -e "$T/rebooted-a"
+check "Redis: host a holds the slot of reboot" host_holds reboot a
+lease_a=$(holder_of reboot)
+like "$(rcli HGET fleetsem:host:{a} "$lease_a")" '^reboot 1 0 - ignore 1 host-held$' \
+        "a's index records the slot as host-held"
+json=$(fs b status --json reboot)
+like "$json" '"hold":"host","reason":"kernel 6\.1\.99; packages: linux-image-6\.1\.0-99-amd64 31mlibc6 libc6 reboot"' \
+        "status --json: held by the host, why, the packages sanitised and once each"
+like "$(fs b status reboot)" ' a +- +\(host\) .*kernel 6\.1\.99' "status: held by host a, no process, why"
+is "$(metric a 'fleetsem_host_held_slots{name="reboot"}')" 1 "a's metrics: 1 host-held slot of reboot"
+
+# b waits in line.
+reboot b --slots 1 --wait 120s >"$T/b.out" 2>&1 & rb_b=$!
+check "b waits in line for reboot" wait_for 10 queued reboot 1
+
+# a's agent killed and started again: still held, re-adopted, renewed.
+kill -KILL "$(agent_pid a)"
+check "with a's agent gone, a's slot stays held past its lease_ttl" still_after 4 host_holds reboot a
+start_agent a -c "$T/c.conf"
+check "a's new agent re-adopts it" wait_for 10 grep -q 'Re-adopted 1 held slot' "$T/agent-a.log"
+before=$(expiry reboot "$lease_a")
+check "... and renews it" wait_for 10 sh -c "[ \"\$(redis-cli -s '$REDIS_SOCK' ZSCORE 'fleetsem:{reboot}:holders' $lease_a)\" != '$before' ]"
+token_a=$(record reboot "$lease_a" 4)
+
+# Redis restarted empty: a's slot re-asserted, with its token.
+stop_redis
+start_redis
+check "Redis restarted empty: a's slot is re-asserted" wait_for 15 host_holds reboot a
+is "$(record reboot "$lease_a" 4)" "$token_a" "... with its token"
+check "b still waits" wait_for 15 queued reboot 1
+
+# Unhealthy: a keeps its slot.
+done_on a >/dev/null; rc=$?
+is "$rc" 1 "a: --done with a failing health command: exit 1"
+check "... a keeps its slot" host_holds reboot a
+check "... and b waits on" still_after 1 queued reboot 1
+
+# Healthy: released; b goes.
+touch "$T/healthy-a"
+done_on a >/dev/null; rc=$?
+is "$rc" 0 "a: --done, healthy: exit 0"
+check "b gets the slot once a's --done released it" wait_for 10 host_holds reboot b
+wait "$rb_b"; is "$?" 0 "b: fleetsem reboot exits 0"
+check "b: rebooted" test -e "$T/rebooted-b"
+check "a's state is gone" test ! -e "$T/state-a/reboot-reboot"
+is "$(rcli HLEN fleetsem:host:{a})" 0 "a's index is empty"
+
+# Nobody but b's own host releases it: a's release finds nothing.
+fs a reboot --release --state-dir "$T/state-a" >/dev/null
+check "a's --release leaves b's slot" host_holds reboot b
+# Root's revoke frees it.
+lease_b=$(holder_of reboot)
+fs a revoke --now "$lease_b" >/dev/null; rc=$?
+is "$rc" 0 "revoke --now of b's host-held slot: exit 0"
+check "... Redis: free" wait_for 10 sh -c "[ \$(redis-cli -s '$REDIS_SOCK' ZCARD 'fleetsem:{reboot}:holders') = 0 ]"
+check "... b's agent let it go" wait_for 10 metric_is b 'fleetsem_host_held_slots{name="reboot"}' 0
+
+# c takes it and never comes back: freed after host_lease (6 s), and the
+# journal of a, whose agent waits, says so.
+reboot c --slots 1 >/dev/null || bail "c could not take the slot"
+lease_c=$(holder_of reboot)
+kill -KILL "$(agent_pid c)"
+reboot a --slots 1 --wait 60s >"$T/a2.out" 2>&1 & rb_a=$!
+check "a waits behind c" wait_for 10 queued reboot 1
+check "c's slot outlives lease_ttl" still_after 3 host_holds reboot c
+check "a gets it once c's host_lease ran out" wait_for 15 host_holds reboot a
+wait "$rb_a"; is "$?" 0 "a: fleetsem reboot exits 0"
+check "a's journal: c's slot ran out" grep -q "Slot of reboot held by host c (lease $lease_c) ran out" "$T/agent-a.log"
+done_on a >/dev/null || bail "a could not give its slot back"
+
+# Groups: a group of one caps b behind a although reboot has room for two.
+reboot a --slots 2 --group r1:1 >/dev/null || bail "a could not take the group slots"
+is "$(holder_host reboot:r1) $(holder_host reboot)" "a a" "a holds reboot:r1 and reboot"
+reboot b --slots 2 --group r1:1 --wait 60s >"$T/b2.out" 2>&1 & rb_b=$!
+check "b waits for reboot:r1" wait_for 10 queued reboot:r1 1
+check "... and does not take reboot before it" still_after 1 sh -c "[ \$(redis-cli -s '$REDIS_SOCK' ZCARD 'fleetsem:{reboot}:holders') = 1 ]"
+done_on a >/dev/null; is "$?" 0 "a: --done releases both"
+check "b then holds reboot:r1 and reboot" wait_for 10 sh -c "[ \"\$(redis-cli -s '$REDIS_SOCK' ZCARD 'fleetsem:{reboot}:holders')\" = 1 ] && [ \"\$(redis-cli -s '$REDIS_SOCK' ZCARD 'fleetsem:{reboot:r1}:holders')\" = 1 ]"
+is "$(holder_host reboot:r1) $(holder_host reboot)" "b b" "... b's"
+wait "$rb_b"; is "$?" 0 "b: fleetsem reboot exits 0"
+fs b reboot --release --state-dir "$T/state-b" >/dev/null; is "$?" 0 "b: --release (the groups from its state)"
+is "$(holders reboot:r1)$(holders reboot)" "00" "Redis: both free"
+
+# The name's keys outlive a host that is down: a short idle_time, and a
+# waiter that gives up (its release would let the keys go with idle_time)
+# while d, down, holds the slot: d's slot stays for its host_lease.
+printf 'host_lease = 20s\nidle_time = 6s\n' >"$T/short.conf"
+start_agent d -c "$T/short.conf"
+start_agent e -c "$T/short.conf"
+fs d reboot --state-dir "$T/state-d" --reboot-command true --slots 1 kept >/dev/null || bail "d could not take kept"
+kill -KILL "$(agent_pid d)"
+fs e reboot --state-dir "$T/state-e" --reboot-command true --slots 1 --wait 1s kept >/dev/null 2>&1
+is "$?" 75 "e gives up on kept after its --wait: 75"
+check "d's slot outlives idle_time after e's release (its host_lease: 20 s)" still_after 10 host_holds kept d
+
+# Bad input, and not root.
+reboot a --group 'r1' >/dev/null 2>&1; is "$?" 64 "--group without :M: 64"
+reboot a --health "$(printf 'a\nb')" >/dev/null 2>&1; is "$?" 64 "a health command on two lines: 64"
+if prereq "setpriv and the user nobody" sh -c 'command -v setpriv && id nobody'; then
+        setpriv --reuid=nobody --regid=nogroup --clear-groups env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" \
+                reboot --slots 1 >/dev/null 2>&1
+        is "$?" 77 "nobody: 77"
+        out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 "$(dirname "$0")/agent-raw.py" \
+                "$NSBASE-a" "ACQUIRE name=reboot slots=1 lease=$(printf '%032x' 7) wait=0 hold=host")
+        like "$out" '^ERROR code=permission' "the agent refuses nobody's hold=host"
+fi
+
+done_testing
