@@ -114,6 +114,24 @@ check "its next token is still larger ($t2 > $t1)" [ "$t2" -gt "$t1" ]
 check "and the names index forgets it" wait_for 10 sh -c \
         "FLEETSEM_NAMESPACE=$NSBASE-c $FLEETSEM status >/dev/null; [ -z \"\$(redis-cli -s $REDIS_SOCK ZSCORE fleetsem:names idle-x)\" ]"
 
+# The names index (what status lists): a name's first lease here writes
+# its entry at once; its renewals (every third of the 2-s lease) write it
+# again only once it is a quarter of idle_time old (16s: every 4s), not
+# at every tick.
+printf 'idle_time = 16s\n' >"$T/d.conf"
+start_agent d -c "$T/d.conf"
+job d ix & ix_job=$!
+check "a job holds ix" wait_for 5 grep -q "^enter" "$T/events-ix"
+ix0=$(rcli ZSCORE fleetsem:names ix)
+check "its name is in the names index at once ($ix0)" [ -n "$ix0" ]
+fcalls() { rcli INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_fcall:calls=\([0-9]*\),.*/\1/p'; }
+fcalls_past() { [ "$(fcalls)" -ge "$1" ]; }
+check "the agent renews ix (three renewal calls)" wait_for 5 fcalls_past $(($(fcalls) + 3))
+is "$(rcli ZSCORE fleetsem:names ix)" "$ix0" "renewals within 4s leave the names index as it was"
+moved() { [ "$(rcli ZSCORE fleetsem:names ix)" != "$ix0" ]; }
+check "a renewal 4s later writes it again" wait_for 8 moved
+touch "$T/go-ix"; wait "$ix_job"
+
 # ---- 3. Tokens never go back, even when Redis loses its data -------------------------
 tokens=()
 for i in 1 2 3 4 5; do tokens+=("$(fs a run --slots 1 tok -- sh -c 'echo $FLEETSEM_TOKEN')"); done

@@ -364,12 +364,21 @@ int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
 }
 
 /* The index of names "fleetsem status" lists, by when they were last used
- * here (names idle for long leave it: status.c). */
-static void index_name(Agent *a, const char *name) {
+ * here (names idle for long leave it: status.c). A name's first lease
+ * here writes its entry at once; its renewals only once the entry is
+ * NAMES_INDEX_EVERY old (a quarter of idle_time, if less), not at every
+ * tick: a command that cost Redis as much as a name's renewal in the
+ * script, for a time that status needs only to within idle_time. */
+#define NAMES_INDEX_EVERY (60 * USEC_PER_SEC)
+static void index_name(Agent *a, Name *n, bool renewal) {
+        usec_t now = now_mono(), every = MIN(NAMES_INDEX_EVERY, a->config->idle_time / 4);
         char score[24];
 
+        if (renewal && n->io_indexed > 0 && now - n->io_indexed < every)
+                return;
         snprintf(score, sizeof(score), "%lld", (long long) (now_usec(CLOCK_REALTIME) / USEC_PER_MSEC));
-        redis_command(a, "ZADD", 4, (const char *[]) { "ZADD", a->names_key, score, name });
+        redis_command(a, "ZADD", 4, (const char *[]) { "ZADD", a->names_key, score, n->name });
+        n->io_indexed = now;
 }
 
 /* ---- renew ---------------------------------------------------------------------- */
@@ -468,7 +477,7 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
                 return r;
         }
         TAKE_PTR(rc);           /* renew_reply()'s now */
-        index_name(a, n->name);
+        index_name(a, n, true);
         return 0;
 }
 
@@ -504,6 +513,9 @@ int io_call_reassert(void *ctx, Lease *l) {
         snprintf(weight, sizeof(weight), "%" PRIu32, l->weight);
         snprintf(token, sizeof(token), "%" PRIu64, l->token);
         snprintf(since, sizeof(since), "%" PRIu64, l->since_ms);
+        /* Redis lost what it had, the names index with it: the name's next
+         * renewal writes its entry again. */
+        l->name->io_indexed = 0;
         return script_call(a, SCRIPT_REASSERT, l->name->name, reassert_reply, l, N_REASSERT_ARGS,
                            (const char *[N_REASSERT_ARGS]) {
                                    [ARG_REASSERT_LEASE] = l->id, [ARG_REASSERT_SLOTS] = slots,
@@ -588,7 +600,7 @@ void io_index(void *ctx, const Lease *l, bool add) {
         /* A name's first lease here: in the names index at once, not at the
          * next renewal. */
         if (l->name->n_held + l->name->n_waiting <= 1)
-                index_name(a, l->name->name);
+                index_name(a, l->name, false);
 }
 
 /* ---- Wake-ups ------------------------------------------------------------------- */

@@ -111,6 +111,7 @@ struct Name {
         usec_t positions_at;    /* when moved-up places are reported (USEC_INFINITY: none due) */
         unsigned io_generation; /* the adapter's: pub/sub connection it subscribed on */
         void *io;               /* the adapter's: its timer */
+        usec_t io_indexed;      /* the adapter's: when its renewal last wrote the names index (0: not since a reset) */
         /* Drained (no new grant fleet-wide), as Redis last said: "by WHO
          * since WHEN: REASON" for people; NULL: not drained. */
         char *drained;

@@ -8,15 +8,6 @@
 -- that many scripts would, and returns their replies in order; a malformed
 -- batch runs none of them.
 begin_call(KEYS)
--- Each kind: its function, the fewest arguments it takes and which one is
--- idle_ms (args.list).
-local kinds = {
-  acquire = {acquire_call, A_ACQUIRE_NEED, A_ACQUIRE_IDLE_MS},
-  release = {release_call, A_RELEASE_NEED, A_RELEASE_IDLE_MS},
-  renew = {renew_call, A_RENEW_NEED, A_RENEW_IDLE_MS},
-  reassert = {reassert_call, A_REASSERT_NEED, A_REASSERT_IDLE_MS},
-  adopt = {adopt_call, A_ADOPT_NEED, A_ADOPT_IDLE_MS},
-}
 local NAME_KEYS = 4     -- a name's keys (keys.list; begin_name() takes them)
 local names = (#KEYS - 2) / NAME_KEYS
 if names < 1 or names ~= math.floor(names) then
@@ -28,7 +19,7 @@ local function whole(s, low, high)
 end
 local calls, i = {}, 1
 while i <= #ARGV do
-  local kind, name, n = kinds[ARGV[i]], whole(ARGV[i + 1], 1, names), whole(ARGV[i + 2], 0, #ARGV)
+  local kind, name, n = BATCH_KINDS[ARGV[i]], whole(ARGV[i + 1], 1, names), whole(ARGV[i + 2], 0, #ARGV)
   if not kind or not name or not n or n < kind[2] or i + 2 + n > #ARGV then
     return redis.error_reply('batch: malformed call at argument ' .. i)
   end

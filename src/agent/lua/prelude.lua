@@ -102,6 +102,9 @@ local function parse_record(v)
   return {host = host, uid = uid, slots = tonumber(slots), token = tonumber(token), since = tonumber(since),
     proof = proof, weight = tonumber(weight) or 1, desc = rest or desc}
 end
+-- A record's host, token and proof (what a renewal checks), from its text:
+-- it matches exactly the texts parse_record() accepts.
+local RECORD_HEAD = '^(%S+) %d+ %d+ (%d+) %d+ (%S+) '
 -- (One string.format each, not a digits() a number and a table.concat:
 -- the same text, at half the Lua; a grant writes a record and two states.)
 local function record_text(r)
@@ -161,8 +164,10 @@ local function first_model()
 end
 
 -- Reads the state (once) and the records of `leases` not read yet, in one
--- HMGET (a few thousand fields at a time).
-local function fetch(leases)
+-- HMGET (a few thousand fields at a time). With `texts`, each such record
+-- goes there as Redis has it (false: none), unparsed and not kept in rec:
+-- a renewal reads only its head (renew_call()).
+local function fetch(leases, texts)
   local fields = {}
   if not st then fields[1], fields[2], fields[3], fields[4] = STATE, DRAIN, CAP, FORGOT end
   for _, lease in ipairs(leases) do
@@ -187,6 +192,8 @@ local function fetch(leases)
         st_cap_ = got[j] or false
       elseif f == FORGOT then
         st_forgot_ = tonumber(got[j]) or false
+      elseif texts then
+        texts[f] = got[j] or false
       else
         rec[f] = parse_record(got[j])
       end
@@ -747,6 +754,19 @@ end
 -- is one of them alone. Each takes its ARGV (A_<SCRIPT>_<NAME> from
 -- args.list) and returns its reply; the caller ends with idle().
 
+-- A lease whose record says it holds, asked for again (acquire, reassert,
+-- adopt): extended until now_ms + ttl while its entry is there (true);
+-- else its entry was lost, and so are its record and the counts
+-- (entry_lost(); false).
+local function hold_again(lease, now_ms, ttl)
+  if redis.call('ZSCORE', K_HOLDERS, lease) then
+    redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
+    return true
+  end
+  entry_lost(lease)
+  return false
+end
+
 -- The proof (optional) is kept while the lease waits, for the grant
 -- message. Returns {-1} when the lease is another host's or user's (or
 -- revoked), {-2} when it asks for no number of slots (0) and the name has
@@ -770,11 +790,9 @@ local function acquire_call(argv)
   if r and (foreign(r, host, uid) or revoked(r)) then return {R_ACQUIRE_REFUSED} end
 
   if r and r.token > 0 then
-    if redis.call('ZSCORE', K_HOLDERS, lease) then
-      redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
+    if hold_again(lease, now_ms, ttl) then
       return {R_ACQUIRE_GRANTED, r.token, r.since, st.held, limit_in_force(slots)}
     end
-    entry_lost(lease)
     r = nil
   end
   if slots == 0 and not cap() then return {R_ACQUIRE_NO_LIMIT} end
@@ -877,50 +895,62 @@ local function release_call(argv)
   return reply
 end
 
--- Extends holders and waiters among leases (one agent's on this name);
--- returns {ms, lease...}: the leases that are neither (expired, revoked,
--- or forgotten) or that belong to another host, after how long the name
--- grants again if Redis forgot it (0: it did not): then the agent puts
--- its holders back (reassert.lua) instead of taking them for lost.
-local function renew_call(argv)
-  local ttl, host = tonumber(argv[A_RENEW_TTL_MS]), argv[A_RENEW_HOST]
-  local leases = {}
-  for i = A_RENEW_LEASES, #argv do leases[#leases + 1] = argv[i] end
-  local now_ms = now()
-  fetch(leases)
-  expire(now_ms, ttl, argv[A_RENEW_GRACE_UNTIL_MS], false, true)
-  local missing, kinds = {}, {[K_HOLDERS] = {}, [K_WAITERS] = {}}
-  for _, lease in ipairs(leases) do
-    local r = rec[lease]
-    if not r or r.host ~= host or revoked(r) then
-      missing[#missing + 1] = lease
-    else
-      local list = kinds[r.token > 0 and K_HOLDERS or K_WAITERS]
-      list[#list + 1] = lease
-    end
-  end
-  -- Each kind's expiries in one ZMSCORE: those run out (not swept: nobody
-  -- waits) or gone are missing; the others get their new expiry.
-  for key, list in pairs(kinds) do
-    local scores, renewed, gone = {}, {}, {}
-    for i = 1, #list, 4000 do
-      for _, v in ipairs(redis.call('ZMSCORE', key, unpack(list, i, math.min(i + 3999, #list)))) do
-        scores[#scores + 1] = v
-      end
-    end
-    for i, lease in ipairs(list) do
-      local score = tonumber(scores[i])
+-- Extends the entries of `list` in the ZSET `key` (holders or waiters)
+-- until now_ms + ttl, in one ZMSCORE and one ZADD: those run out (not
+-- swept: nobody waits) or gone go to `missing` instead.
+local function renew_kind(key, list, now_ms, ttl, missing)
+  if #list == 0 then return end
+  local until_ms, renewed, gone = now_ms + ttl, {}, {}
+  for i = 1, #list, 4000 do
+    for j, v in ipairs(redis.call('ZMSCORE', key, unpack(list, i, math.min(i + 3999, #list)))) do
+      local lease, score = list[i + j - 1], tonumber(v)
       if score and score > now_ms then
-        renewed[#renewed + 1] = now_ms + ttl
+        renewed[#renewed + 1] = until_ms
         renewed[#renewed + 1] = lease
       else
         missing[#missing + 1] = lease
         if score then gone[#gone + 1] = lease else entry_lost(lease) end
       end
     end
-    ran_out(key, gone)
-    if #renewed > 0 then each_chunk('ZADD', key, renewed) end
   end
+  ran_out(key, gone)
+  if #renewed > 0 then each_chunk('ZADD', key, renewed) end
+end
+
+-- Extends holders and waiters among leases (one agent's on this name);
+-- returns {ms, lease...}: the leases that are neither (expired, revoked,
+-- or forgotten) or that belong to another host, after how long the name
+-- grants again if Redis forgot it (0: it did not): then the agent puts
+-- its holders back (reassert.lua) instead of taking them for lost.
+-- The most frequent call of all: it reads of each record only its head,
+-- and writes nothing but the expiries unless something changed.
+local function renew_call(argv)
+  local ttl, host = tonumber(argv[A_RENEW_TTL_MS]), argv[A_RENEW_HOST]
+  local leases, texts = {}, {}
+  for i = A_RENEW_LEASES, #argv do leases[#leases + 1] = argv[i] end
+  local now_ms = now()
+  fetch(leases, texts)
+  expire(now_ms, ttl, argv[A_RENEW_GRACE_UNTIL_MS], false, true)
+  local missing, holders, waiters = {}, {}, {}
+  for _, lease in ipairs(leases) do
+    -- (Read before, in this call or an earlier one of the batch: rec has it.)
+    local r, h, token, proof = rec[lease], nil, nil, nil
+    if r then
+      h, token, proof = r.host, r.token, r.proof
+    elseif r == nil then
+      h, token, proof = string.match(texts[lease] or '', RECORD_HEAD)
+      token = tonumber(token)
+    end
+    if h ~= host or (token > 0 and proof == REVOKED) then
+      missing[#missing + 1] = lease
+    elseif token > 0 then
+      holders[#holders + 1] = lease
+    else
+      waiters[#waiters + 1] = lease
+    end
+  end
+  renew_kind(K_HOLDERS, holders, now_ms, ttl, missing)
+  renew_kind(K_WAITERS, waiters, now_ms, ttl, missing)
   table.insert(missing, 1, math.floor(forgot_left(now_ms, ttl)))
   return missing
 end
@@ -944,11 +974,7 @@ local function reassert_call(argv)
   local r = rec[lease]
   if r and (foreign(r, host, uid) or revoked(r)) then return R_REASSERT_REFUSED end
   if r and r.token > 0 then
-    if redis.call('ZSCORE', K_HOLDERS, lease) then
-      redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
-      return R_REASSERT_HELD
-    end
-    entry_lost(lease)
+    if hold_again(lease, now_ms, ttl) then return R_REASSERT_HELD end
     r = nil
   end
   -- Its entry is there but not its record (the hash was forgotten alone):
@@ -996,12 +1022,19 @@ local function adopt_call(argv)
   local r = rec[lease]
   if not r or foreign(r, argv[A_ADOPT_HOST], argv[A_ADOPT_UID]) or revoked(r) then return {R_ADOPT_GONE} end
   if r.token > 0 then
-    if redis.call('ZSCORE', K_HOLDERS, lease) then
-      redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
-      return {R_ADOPT_HELD, r.token, r.since, r.desc}
-    end
-    entry_lost(lease)
+    if hold_again(lease, now_ms, ttl) then return {R_ADOPT_HELD, r.token, r.since, r.desc} end
     return {R_ADOPT_GONE}
   end
   return {R_ADOPT_QUEUED}
 end
+
+-- Each kind of call a batch holds (batch.lua): its function, the fewest
+-- arguments it takes and which one is idle_ms (args.list). Made once, when
+-- the library loads; nothing changes it.
+local BATCH_KINDS = {
+  acquire = {acquire_call, A_ACQUIRE_NEED, A_ACQUIRE_IDLE_MS},
+  release = {release_call, A_RELEASE_NEED, A_RELEASE_IDLE_MS},
+  renew = {renew_call, A_RENEW_NEED, A_RENEW_IDLE_MS},
+  reassert = {reassert_call, A_REASSERT_NEED, A_REASSERT_IDLE_MS},
+  adopt = {adopt_call, A_ADOPT_NEED, A_ADOPT_IDLE_MS},
+}
