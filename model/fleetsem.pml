@@ -947,7 +947,7 @@ inline s_connect(h) {
 	printf("MSC: agent %d: connected, epoch %d, grace %d ticks\n", h, r_epoch, r_grace)
 }
 
-/* A new acquire call, a new proof (lease_check() in src/agent/slots.c):
+/* A new acquire call, a new proof (lease_check() in src/agent/engine/slots.c):
  * unlike any the lease has anywhere (as 128 random bits would be); Redis
  * keeps the latest one given, so a g message carrying an earlier call's
  * proof grants nothing (the agent asks Redis).  MUT_PROOF_PER_PLACE: the

@@ -14,7 +14,7 @@
 # (tests/chaos/clockstep.c, "=MS"), so they see the same time to the
 # microsecond: everything is compared exactly but the fleet clock key's
 # run id, each server's own. The library is made as the agent loads it
-# (src/agent/embed-lua.py, keys.list, args.list).
+# (src/agent/redis/embed-lua.py, keys.list, args.list).
 #
 # SEED=N replays a run (the seed is printed); STEPS=N (default 1000). The
 # run stops at the first step whose servers differ (the plan comes last).
@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from resp import Redis  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.join(os.path.dirname(HERE), "src", "agent")
+SRC = os.path.join(os.path.dirname(HERE), "src", "agent", "redis")
 SEED = int(os.environ.get("SEED") or random.SystemRandom().randrange(1, 1 << 31))
 STEPS = int(os.environ.get("STEPS") or 1000)
 SERVER = {"redis": "redis-server", "valkey": "valkey-server"}.get(os.environ.get("FLEETSEM_TEST_SERVER", "redis"))

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The agent's parsers of /proc (src/agent/terminal.c) against what this
+/* The agent's parsers of /proc (src/agent/host/terminal.c) against what this
  * kernel writes: /proc/PID/stat of every process there is, this process'
  * status and a child of its own in its list of children; and lines the
  * kernel does not write, refused. Then terminal_tell() on a child of its

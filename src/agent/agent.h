@@ -6,7 +6,7 @@
  * requests.c, budgets budgets.c), Redis (redis-io.c and the layer below
  * it, redis-layer.h), anchors and timers
  * (lease-io.c), descriptions of requesters (describe.c), re-adoption
- * (adopt.c), status (status.c), systemd units (units.c). */
+ * (adopt.c), status (status-reply.c), systemd units (units.c). */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -170,7 +170,7 @@ struct Agent {
         Client *clients;
         size_t n_clients;
         Conns *conns;                   /* the connections' own (conn.c) */
-        StatusLine *status_line;        /* the systemd status line's own (status.c) */
+        StatusLine *status_line;        /* the systemd status line's own (status-reply.c) */
         char host_key[IDENT_MAX_LEN * 2 + 16];
         char names_key[IDENT_MAX_LEN + 16];
 
@@ -348,8 +348,8 @@ int terminal_tell(pid_t pid, uint64_t start, const char *text, char *ret_path, s
 /* describe.c */
 /* ret_start: the requester's start time (proc(5), 0 when unknown). */
 /* reason: non-NULL for a slot the host holds itself ("" no reason given). */
-char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit, const char *reason,
-               uint64_t *ret_start);
+char *requester_describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit, const char *reason,
+                         uint64_t *ret_start);
 /* config_permits() with NSS answers cached (see describe.c): 1 yes, 0 no,
  * -errno when the user could not be looked up (answer "busy"). */
 int user_permits(Agent *a, uid_t uid, const char *name);
@@ -358,7 +358,7 @@ void user_cache_clear(void);
 /* adopt.c */
 void adopt_start(Agent *a);
 
-/* status.c */
+/* status-reply.c */
 /* name "": every name in use. summary: a NAME line for each (idle ones
  * too), without holders and waiters. */
 void status_request(Agent *a, Client *c, const char *name, bool summary);
@@ -366,7 +366,7 @@ void status_mark_dirty(Agent *a);
 int status_start(Agent *a);
 void status_stop(Agent *a);
 
-/* metrics.c */
+/* metrics-reply.c */
 void metrics_request(Agent *a, Client *c);
 
 /* units.c */

@@ -364,7 +364,7 @@ int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
 }
 
 /* The index of names "fleetsem status" lists, by when they were last used
- * here (names idle for long leave it: status.c). A name's first lease
+ * here (names idle for long leave it: status-reply.c). A name's first lease
  * here writes its entry at once; its renewals only once the entry is
  * NAMES_INDEX_EVERY old (a quarter of idle_time, if less), not at every
  * tick: a command that cost Redis as much as a name's renewal in the

@@ -228,8 +228,8 @@ static const ProcEntry *proc_lookup(const struct ucred *uc, bool want_unit) {
 }
 
 /* known_unit: the requester's service when the caller looked it up already. */
-char *describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit, const char *reason,
-               uint64_t *ret_start) {
+char *requester_describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit, const char *reason,
+                         uint64_t *ret_start) {
         char user[64], line[SLOTS_DESC_MAX];
         const ProcEntry *e = proc_lookup(uc, !known_unit);
         MessageBuilder b;

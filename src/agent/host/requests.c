@@ -255,7 +255,7 @@ static void handle_acquire(Client *c, const Request *req) {
                          : config_limit_for(a->config, req->name) <= SLOTS_MAX ? config_limit_for(a->config, req->name)
                                                                                : 0,
         };
-        desc = describe(a, &c->cred, spec.slots, unit, req->host_held ? req->reason : NULL, &start);
+        desc = requester_describe(a, &c->cred, spec.slots, unit, req->host_held ? req->reason : NULL, &start);
         if (!desc) {
                 client_send_error(c, ERROR_CODE_BUSY, "out of memory");
                 return;
