@@ -130,21 +130,29 @@ ns_launch_rebooting() {
         NS_HOSTS+=("$host")
 }
 
+# ns_leader_of PID: the container's PID 1 (systemd, a child of nspawn),
+# PID being nspawn itself or, for a host that reboots, the loop that runs
+# its nspawn; looked up afresh at each call (an nspawn that just exited for
+# a reboot has none, the next one has it once it runs).
+ns_leader_of() {
+        local n
+        for n in "$1" $(pgrep -x -P "$1" systemd-nspawn); do
+                pgrep -x -P "$n" systemd | head -n1
+        done | grep -m1 .
+}
+
 # ns_wait_booted HOST: until HOST's systemd has finished booting.
 ns_wait_booted() {
         local host=$1 pid leader
         pid=$(eval "echo \$NS_PID_$host")
-        # A host that reboots: its nspawn is the loop's child, the one
-        # that runs now.
-        if [ -e "$T/boots-$host" ]; then
-                wait_for 30 pgrep -x -P "$pid" systemd-nspawn || bail "container $host did not start again"
-                pid=$(pgrep -x -P "$pid" systemd-nspawn | tail -n1)
-        fi
         # The container's PID 1 is nspawn's child once it runs systemd
         # (before that, a short-lived helper child of nspawn's may be
         # the one there).
-        wait_for 30 sh -c "pgrep -x -P $pid systemd >/dev/null" || bail "container $host did not start"
-        leader=$(pgrep -x -P "$pid" systemd | head -n1)
+        wait_for 30 ns_leader_of "$pid" || {
+                ps -e -o pid=,ppid=,comm= | sed 's/^/# ps: /'
+                bail "container $host did not start (no systemd under pid $pid)"
+        }
+        leader=$(ns_leader_of "$pid")
         eval "NS_LEADER_$host=$leader"
         wait_for 60 sh -c "nsenter -t $leader -a systemctl is-system-running --wait | grep -qE '^(running|degraded)\$'" || {
                 ns "$host" systemctl --failed --no-pager >&2

@@ -28,7 +28,7 @@ cleanup() {
         # What the test's daemons logged: the Redis servers a test runs in
         # directories of their own (DIR/log), then agents and the rest.
         if [ "$tap_failed" -gt 0 ] || [ -n "${KEEP_TMP:-}" ]; then
-                for f in "$T"/*/log "$T"/*.log; do [ -f "$f" ] && { echo "# --- $f"; sed 's/^/#   /' "$f" | tail -n 40; }; done
+                for f in "$T"/*/log "$T"/*.log "$T"/console-*.txt; do [ -f "$f" ] && { echo "# --- $f"; sed 's/^/#   /' "$f" | tail -n 40; }; done
         fi
         rm -rf "$T"
 }
@@ -74,7 +74,7 @@ done_testing() {
         [ "$tap_failed" -eq 0 ]
         exit $?
 }
-bail() { echo "Bail out! $*"; exit 1; }
+bail() { echo "Bail out! $*"; tap_failed=$((tap_failed + 1)); exit 1; }
 
 # Missing prerequisites, one rule everywhere: under CI=true a failure that
 # says what is missing (CI skips nothing), elsewhere a skip that says it.
@@ -167,7 +167,7 @@ wait_for() {
         done
         took=$(($(now_ms) - start))
         [ $((took * 3)) -le $((secs * 1000)) ] ||
-                echo "# wait_for $secs s took $took ms: $*" | cut -c1-200
+                echo "# wait_for $secs s took $took ms: $(echo "$*" | tr '\n' ' ' | cut -c1-160)"
         return 0
 }
 # still_after SECONDS CMD...: CMD holds now and at every poll (20ms) for

@@ -131,7 +131,7 @@ check "the su session is told on its terminal" \
 journal h1 -u fleetsemd.service >"$T/h1-told.log"
 is "$(grep -cE 'Told root@h1 pid [0-9]+ \([^)]+\) on /dev/pts/[0-9]+ that its slot of login:bob is lost' "$T/h1-told.log")" 2 \
         "h1's journal says whom it told, on which terminal, for each"
-check "the sessions go on (PAM ends no session)" nsenter -t "$(ns_leader h1)" -a pgrep -f 'sleep 3501'
+check "the sessions go on (PAM ends no session)" nsenter -t "$(ns_leader h1)" -a sh -c "pgrep -f 'sleep [3]501' >/dev/null"
 logout h1 3501
 logout h1 3502
 # A terminal that takes no messages (mesg n) is left alone; the journal says so.

@@ -33,7 +33,7 @@ done
 for h in $HOSTS; do ns_wait_booted "$h"; done
 boots() { grep -c ' boot$' "$T/boots-$1"; }
 
-ns h1 fleetsem limit --fleet reboot 1 >/dev/null || bail "cannot set the fleet limit"
+ns h1 fleetsem fleet-limit reboot 1 >/dev/null || bail "cannot set the fleet limit"
 
 # sample: every 20 ms until killed, "MS COUNT HOST" of reboot's holders
 # as Redis has them.

@@ -329,6 +329,9 @@ typedef struct ProcStat {
 /* One line of /proc/PID/stat (buf is changed); -EBADMSG when it is not
  * one. */
 int proc_stat_parse(char *buf, ProcStat *ret);
+/* One read of /proc/PID/FILE into buf, NUL-terminated (the kernel makes
+ * such a file whole at its first read): its length, or -errno. */
+ssize_t proc_file_read(pid_t pid, const char *file, char *buf, size_t size);
 int proc_stat_read(pid_t pid, ProcStat *ret);
 /* The real uid in the text of /proc/PID/status (its "Uid:" line's first
  * number); -EBADMSG without one. */

@@ -141,21 +141,11 @@ static void proc_look_stat(ProcEntry *e) {
 /* The text of /proc/PID/cgroup, in one read (the kernel makes the whole
  * file at the first); -E2BIG when it does not fit. */
 static int proc_cgroup_read(pid_t pid, char *buf, size_t size) {
-        char path[64];
-        _cleanup_close_ int fd = -EBADF;
-        ssize_t k;
+        ssize_t k = proc_file_read(pid, "cgroup", buf, size);
 
-        snprintf(path, sizeof(path), "/proc/%i/cgroup", pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        k = read(fd, buf, size - 1);
         if (k < 0)
-                return -errno;
-        if ((size_t) k == size - 1)
-                return -E2BIG;
-        buf[k] = '\0';
-        return 0;
+                return (int) k;
+        return (size_t) k == size - 1 ? -E2BIG : 0;
 }
 
 static bool is_cgroup2(const char *path) {

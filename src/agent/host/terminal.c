@@ -12,6 +12,7 @@
  * the request names the terminal, and only a terminal is
  * written to: a character device that isatty() accepts, opened without
  * becoming anyone's controlling terminal and without blocking. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -86,20 +87,28 @@ int proc_stat_parse(char *buf, ProcStat *ret) {
         return 0;
 }
 
-int proc_stat_read(pid_t pid, ProcStat *ret) {
-        char path[64], buf[1024];
+ssize_t proc_file_read(pid_t pid, const char *file, char *buf, size_t size) {
+        char path[64];
         _cleanup_close_ int fd = -EBADF;
         ssize_t k;
 
-        snprintf(path, sizeof(path), "/proc/%i/stat", pid);
+        assert(size > 0);
+        snprintf(path, sizeof(path), "/proc/%i/%s", pid, file);
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        k = read(fd, buf, sizeof(buf) - 1);
+        k = read(fd, buf, size - 1);
         if (k < 0)
                 return -errno;
         buf[k] = '\0';
-        return proc_stat_parse(buf, ret);
+        return k;
+}
+
+int proc_stat_read(pid_t pid, ProcStat *ret) {
+        char buf[1024];
+        ssize_t k = proc_file_read(pid, "stat", buf, sizeof(buf));
+
+        return k < 0 ? (int) k : proc_stat_parse(buf, ret);
 }
 
 int proc_status_uid_parse(const char *text, uid_t *ret) {
@@ -121,20 +130,11 @@ int proc_status_uid_parse(const char *text, uid_t *ret) {
 /* The real uid of pid, from its status: who runs it, also in a set-uid
  * program (su). */
 static int proc_real_uid(pid_t pid, uid_t *ret) {
-        char path[64], buf[4096];
-        _cleanup_close_ int fd = -EBADF;
-        ssize_t k;
-
-        snprintf(path, sizeof(path), "/proc/%i/status", pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
+        char buf[4096];
         /* The Uid line is among the first few hundred bytes. */
-        k = read(fd, buf, sizeof(buf) - 1);
-        if (k < 0)
-                return -errno;
-        buf[k] = '\0';
-        return proc_status_uid_parse(buf, ret);
+        ssize_t k = proc_file_read(pid, "status", buf, sizeof(buf));
+
+        return k < 0 ? (int) k : proc_status_uid_parse(buf, ret);
 }
 
 /* A path of the terminal dev: one of the process' descriptors 0-2 that
@@ -184,18 +184,11 @@ size_t proc_children_parse(const char *text, pid_t *ret, size_t n) {
 /* Up to n children of pid, from the kernel's list of them (its main
  * thread's: the login programs that open sessions have one). */
 static size_t children_of(pid_t pid, pid_t *ret, size_t n) {
-        char path[64], buf[512];
-        _cleanup_close_ int fd = -EBADF;
-        ssize_t len;
+        char file[32], buf[512];
 
-        snprintf(path, sizeof(path), "/proc/%i/task/%i/children", pid, pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
+        snprintf(file, sizeof(file), "task/%i/children", pid);
+        if (proc_file_read(pid, file, buf, sizeof(buf)) <= 0)
                 return 0;
-        len = read(fd, buf, sizeof(buf) - 1);
-        if (len <= 0)
-                return 0;
-        buf[len] = '\0';
         return proc_children_parse(buf, ret, n);
 }
 

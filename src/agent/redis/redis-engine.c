@@ -31,35 +31,28 @@ typedef struct CommonArgs {
         char ttl[24], uid[16], grace[24], idle[24], idle_new[24];
 } CommonArgs;
 
-static void common_args(Agent *a, const char *name, uid_t uid, CommonArgs *c) {
-        snprintf(c->ttl, sizeof(c->ttl), "%" PRIu64, a->config->lease_ttl / USEC_PER_MSEC);
+/* A slot the host holds itself (host_held) has its own lease (host_lease),
+ * and the name's keys are kept for at least twice that from its calls, so
+ * that a host that reboots right after its grant finds its slot when it
+ * is back. */
+static void common_args(Agent *a, const char *name, uid_t uid, bool host_held, CommonArgs *c) {
+        uint64_t ttl = (host_held ? a->config->host_lease : a->config->lease_ttl) / USEC_PER_MSEC;
+        uint64_t idle = a->config->idle_time ? a->config->idle_time / USEC_PER_MSEC : IDLE_DEFAULT_MS;
+        uint64_t idle_new = MIN(idle, (uint64_t) IDLE_NEW_MS);
+
+        if (host_held)
+                idle = idle_new = MAX(idle, 2 * ttl);
+        snprintf(c->ttl, sizeof(c->ttl), "%" PRIu64, ttl);
         snprintf(c->uid, sizeof(c->uid), UID_FMT, uid);
         snprintf(c->grace, sizeof(c->grace), "%" PRIu64, redis_grace_until(a, name));
-        uint64_t idle = a->config->idle_time ? a->config->idle_time / USEC_PER_MSEC : IDLE_DEFAULT_MS;
-
         snprintf(c->idle, sizeof(c->idle), "%" PRIu64, idle);
-        snprintf(c->idle_new, sizeof(c->idle_new), "%" PRIu64, MIN(idle, (uint64_t) IDLE_NEW_MS));
-}
-
-/* A slot the host holds itself: its own lease (host_lease), and the
- * name's keys kept for at least twice that from its calls, so that a host
- * that reboots right after its grant finds its slot when it is back. */
-static void host_held_args(Agent *a, CommonArgs *c) {
-        uint64_t ttl = a->config->host_lease / USEC_PER_MSEC;
-        uint64_t idle = a->config->idle_time ? a->config->idle_time / USEC_PER_MSEC : IDLE_DEFAULT_MS;
-
-        idle = MAX(idle, 2 * ttl);
-        snprintf(c->ttl, sizeof(c->ttl), "%" PRIu64, ttl);
-        snprintf(c->idle, sizeof(c->idle), "%" PRIu64, idle);
-        snprintf(c->idle_new, sizeof(c->idle_new), "%" PRIu64, idle);
+        snprintf(c->idle_new, sizeof(c->idle_new), "%" PRIu64, idle_new);
 }
 
 void io_lease_args(Agent *a, bool host_held, const char *name, uid_t uid, char ttl[static 24], char idle[static 24]) {
         CommonArgs c;
 
-        common_args(a, name, uid, &c);
-        if (host_held)
-                host_held_args(a, &c);
+        common_args(a, name, uid, host_held, &c);
         memcpy(ttl, c.ttl, sizeof(c.ttl));
         memcpy(idle, c.idle, sizeof(c.idle));
 }
@@ -256,9 +249,7 @@ int io_call_acquire(void *ctx, Lease *l) {
         char slots[16], weight[16];
         CommonArgs c;
 
-        common_args(a, l->name->name, l->uid, &c);
-        if (l->host_held)
-                host_held_args(a, &c);
+        common_args(a, l->name->name, l->uid, l->host_held, &c);
         snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
         snprintf(weight, sizeof(weight), "%" PRIu32, l->weight);
         return script_call(a, SCRIPT_ACQUIRE, l->name->name, acquire_reply, l, N_ACQUIRE_ARGS,
@@ -341,13 +332,11 @@ int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
         rc->uid = uid;
         snprintf(rc->name, sizeof(rc->name), "%s", name);
         snprintf(rc->lease, sizeof(rc->lease), "%s", lease);
-        common_args(a, name, uid, &c);
         /* A host-held slot's release (after its host's boot, or a wait
          * given up) leaves the name's keys their long life: another host
          * of the name may be down, its slot unrenewed, for host_lease. */
         l = slots_lease_find(&a->slots, lease);
-        if (l && l->host_held)
-                host_held_args(a, &c);
+        common_args(a, name, uid, l && l->host_held, &c);
         r = script_call(a, SCRIPT_RELEASE, name, release_reply, rc, N_RELEASE_ARGS,
                         (const char *[N_RELEASE_ARGS]) {
                                 [ARG_RELEASE_LEASE] = lease, [ARG_RELEASE_HOST] = a->config->host_id,
@@ -460,9 +449,7 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
         *rc = (RenewCall) { .agent = a, .sent = now_mono(), .n = n_ids };
         snprintf(rc->name, sizeof(rc->name), "%s", n->name);
         memcpy(rc->ids, ids, n_ids * sizeof(rc->ids[0]));
-        common_args(a, n->name, 0, &c);
-        if (host_held)
-                host_held_args(a, &c);
+        common_args(a, n->name, 0, host_held, &c);
         args[ARG_RENEW_TTL_MS] = c.ttl;
         args[ARG_RENEW_HOST] = a->config->host_id;
         args[ARG_RENEW_GRACE_UNTIL_MS] = c.grace;
@@ -506,9 +493,7 @@ int io_call_reassert(void *ctx, Lease *l) {
         char slots[16], weight[16], token[24], since[24];
         CommonArgs c;
 
-        common_args(a, l->name->name, l->uid, &c);
-        if (l->host_held)
-                host_held_args(a, &c);
+        common_args(a, l->name->name, l->uid, l->host_held, &c);
         snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
         snprintf(weight, sizeof(weight), "%" PRIu32, l->weight);
         snprintf(token, sizeof(token), "%" PRIu64, l->token);
@@ -534,7 +519,7 @@ int io_call_drain(Agent *a, const char *name, bool on, uid_t uid, const char *us
                   redis_reply_cb cb, void *userdata) {
         CommonArgs c;
 
-        common_args(a, name, uid, &c);
+        common_args(a, name, uid, false, &c);
         return script_call(a, SCRIPT_DRAIN, name, cb, userdata, N_DRAIN_ARGS,
                            (const char *[N_DRAIN_ARGS]) {
                                    [ARG_DRAIN_ON] = on ? "1" : "0", [ARG_DRAIN_HOST] = a->config->host_id,
@@ -549,7 +534,7 @@ int io_call_limit(Agent *a, const char *name, uint32_t n, uid_t uid, const char 
         char slots[16];
         CommonArgs c;
 
-        common_args(a, name, uid, &c);
+        common_args(a, name, uid, false, &c);
         snprintf(slots, sizeof(slots), "%" PRIu32, n);
         return script_call(a, SCRIPT_LIMIT, name, cb, userdata, N_LIMIT_ARGS,
                            (const char *[N_LIMIT_ARGS]) {
@@ -566,7 +551,7 @@ int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, con
                    const char *which, bool at_once, redis_reply_cb cb, void *userdata) {
         CommonArgs c;
 
-        common_args(a, name, uid, &c);
+        common_args(a, name, uid, false, &c);
         return script_call(a, SCRIPT_REVOKE, name, cb, userdata, N_REVOKE_ARGS,
                            (const char *[N_REVOKE_ARGS]) {
                                    [ARG_REVOKE_LEASE] = lease, [ARG_REVOKE_HOST] = a->config->host_id,
