@@ -191,7 +191,7 @@
 #endif
 #define GRACE TTL
 
-/* Keys lost while Redis stays up (prelude.lua, "What Redis forgot"): a
+/* Keys lost while Redis stays up (prelude/forgot.lua): a
  * DEL or eviction of one name's keys, or FLUSHALL/FLUSHDB (the census and
  * the epoch key too).  The census (one ZSET per Redis or Cluster slot)
  * says which names should exist; with one name and no idle expiry its
@@ -205,7 +205,7 @@
 #define FORGETS 0
 #endif
 /* Forward steps of Redis' clock smaller than the scripts notice (more than
- * half a lease past the last call; observe() in prelude.lua): taken as
+ * half a lease past the last call; observe() in prelude/clocks.lua): taken as
  * time, they bring every expiry and grace closer by USTEP ticks. */
 #ifndef USTEPS
 #define USTEPS 0
@@ -259,7 +259,7 @@ byte c_lim;             /* LIMIT: the lowest slots asked by a holder or waiter *
 byte c_at;              /* AT_LIMIT: how many ask exactly LIMIT */
 /* The drain record (field '!' of the name's hash): while it is there no
  * slot is handed out anew (drain.lua); a reset loses it with the rest.
- * may_grant (prelude.lua): not in the grace after a reset, not drained. */
+ * may_grant (prelude/forgot.lua): not in the grace after a reset, not drained. */
 #if DRAIN
 bool r_drain;
 byte op_st;             /* the operator: 0 not yet drained, 1 drained, 2 undrained */

@@ -145,7 +145,7 @@ class Server:
 
 # ---- The scripts and their arguments --------------------------------------------
 KEYS_LIST, ARGS_LIST, REPLIES_LIST, VERSION, PRELUDE = (
-    os.path.join(SRC, f) for f in ("keys.list", "args.list", "replies.list", "lua/library.version", "lua/prelude.lua"))
+    os.path.join(SRC, f) for f in ("keys.list", "args.list", "replies.list", "lua/library.version", "lua/prelude"))
 SUFFIXES = embed("--keys", KEYS_LIST).split()
 FLEET_CLOCK = "fleetsem:clock"
 CENSUS = "fleetsem:census"
@@ -155,7 +155,7 @@ SCRIPTS = sorted(set(KINDS + OPERATOR)) + ["batch"]
 # The agent's library (every script, each a function fleetsem_SCRIPT_vN).
 LIBRARY = embed("--library", KEYS_LIST, ARGS_LIST, REPLIES_LIST, VERSION, PRELUDE,
                 *sorted(os.path.join(SRC, "lua", f) for f in os.listdir(os.path.join(SRC, "lua"))
-                        if f.endswith(".lua") and f != "prelude.lua"))
+                        if f.endswith(".lua")))
 SPEC = {s: embed("--args", ARGS_LIST, s).split() for s in KINDS + OPERATOR}
 
 

@@ -28,7 +28,7 @@ SCRIPTS=(acquire release renew reassert adopt status epoch batch drain revoke li
 SCRIPT_FILES=("${SCRIPTS[@]/%/.lua}")
 SCRIPT_FILES=("${SCRIPT_FILES[@]/#/$SRC/lua/}")
 LIBRARY=$(embed --library "$SRC/keys.list" "$SRC/args.list" "$SRC/replies.list" "$SRC/lua/library.version" \
-        "$SRC/lua/prelude.lua" "${SCRIPT_FILES[@]}" && echo .) || bail "embed-lua.py makes no library"
+        "$SRC/lua/prelude" "${SCRIPT_FILES[@]}" && echo .) || bail "embed-lua.py makes no library"
 LIBRARY=${LIBRARY%.}
 declare -A FN
 load_scripts() {

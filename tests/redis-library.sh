@@ -103,9 +103,9 @@ like "$(cmdstat_ok 'function|load')" '^[1-3]$' "... having replaced it ($(cmdsta
 
 # ---- A newer library -----------------------------------------------------------------
 # The library this build makes, as a later version would have it.
-mapfile -t scripts < <(ls "$SRC"/lua/*.lua | grep -v '/prelude\.lua$')
+scripts=("$SRC"/lua/*.lua)
 newer=$(python3 "$SRC/embed-lua.py" --library "$SRC/keys.list" "$SRC/args.list" "$SRC/replies.list" \
-        "$SRC/lua/library.version" "$SRC/lua/prelude.lua" "${scripts[@]}" |
+        "$SRC/lua/library.version" "$SRC/lua/prelude" "${scripts[@]}" |
         sed -e "s/return {$V, WAKE_COMMAND}/return {99, WAKE_COMMAND}/" -e "s/_v$V'/_v99'/")
 like "$newer" "return \{99, WAKE_COMMAND\}" "a library of version 99 made from this one"
 printf %s "$newer" | rcli -x FUNCTION LOAD REPLACE >/dev/null

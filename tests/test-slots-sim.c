@@ -14,7 +14,7 @@
 
 /* ---- Random faults, against a model of the scripts ---------------------------------- */
 
-/* Redis as the scripts behave for one name (prelude.lua): a line in ticket
+/* Redis as the scripts behave for one name (lua/prelude/): a line in ticket
  * order, waiters and holders that run out unless renewed, grants to the
  * head of the line on release, nothing granted during a grace. Other
  * hosts' leases use it directly; this host's go through the engine over

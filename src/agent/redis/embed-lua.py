@@ -3,6 +3,8 @@
 # argument list, as the agent loads them.
 #
 #   embed-lua.py --c OUT.c KEYS.h ARGS.h REPLIES.c REPLIES.h KEYS.list ARGS.list REPLIES.list VERSION PRELUDE SCRIPT...
+#       (PRELUDE: the folder of the prelude's files, lua/prelude, put
+#       together in the order of PRELUDE_FILES)
 #       writes the library as a C string with its version and each
 #       script's function name (in the order of enum Script in agent.h),
 #       the key suffixes as key_suffix[N_KEYS] (KEYS.h), each script's
@@ -292,10 +294,30 @@ def write_replies(out_c, out_h, replies_path):
         c.write("};\n")
 
 
+# The prelude's files, by topic, in the order the library has them: a
+# file uses only what it or one before it declares (a Lua local is seen
+# only after its declaration).
+PRELUDE_FILES = ["records.lua", "forgot.lua", "clocks.lua", "line.lua", "calls.lua"]
+
+
+# The prelude's text: its files one after the other, a blank line between.
+# A .lua file in the folder that is not in PRELUDE_FILES (or one missing)
+# fails: the library never leaves a part out unseen.
+def read_prelude(prelude_dir):
+    if not os.path.isdir(prelude_dir):
+        sys.exit("%s: the prelude is a folder of %s" % (prelude_dir, ", ".join(PRELUDE_FILES)))
+    present = sorted(f for f in os.listdir(prelude_dir) if f.endswith(".lua"))
+    if present != sorted(PRELUDE_FILES):
+        sys.exit("%s: has %s, not the prelude's files %s (PRELUDE_FILES)"
+                 % (prelude_dir, ", ".join(present), ", ".join(PRELUDE_FILES)))
+    parts = [read(os.path.join(prelude_dir, f)) for f in PRELUDE_FILES]
+    return "\n".join(p if p.endswith("\n") else p + "\n" for p in parts)
+
+
 def prelude_text(keys_path, args_path, prelude_path):
     suffixes = key_suffixes(keys_path)
     names = ", ".join("K_" + s.upper() for s in suffixes)
-    text = read(prelude_path)
+    text = read_prelude(prelude_path)
     check_state_reset(prelude_path, text)
     return ("-- Generated from keys.list: begin_name() sets these for each name a\n"
             "-- call works on: its keys P:{NAME}:<suffix>, in that order in KEYS,\n"
@@ -308,8 +330,9 @@ def prelude_text(keys_path, args_path, prelude_path):
 
 
 # No state carries from one call to the next: every variable the
-# prelude's top level declares (but functions and CONSTANTS) is set again
-# by begin_call() or begin_name(), which every script on a name runs first.
+# prelude's top level declares (but functions and CONSTANTS), in any of
+# its files, is set again by begin_call() or begin_name(), which every
+# script on a name runs first. `text` is the whole prelude.
 def check_state_reset(path, text):
     declared = []
     for m in re.finditer(r"^local (?!function\b)([A-Za-z_][A-Za-z0-9_]*(?:, *[A-Za-z_][A-Za-z0-9_]*)*)", text, re.M):
@@ -377,7 +400,7 @@ def check_script(path, text, prelude):
 
 # The library with VERSION_MARK where its version goes.
 def library_template(keys_path, args_path, replies_path, prelude_path, scripts):
-    prelude = read(prelude_path)
+    prelude = read_prelude(prelude_path)
     if VERSION_MARK in prelude or "WAKE_COMMAND" not in prelude:
         sys.exit("%s: has %s, or no WAKE_COMMAND" % (prelude_path, VERSION_MARK))
     out = ["#!lua name=%s\n" % LIBRARY_NAME,

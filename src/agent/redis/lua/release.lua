@@ -1,3 +1,3 @@
--- One release_call (prelude.lua).
+-- One release_call (prelude/calls.lua).
 begin_call(KEYS)
 return idle(ARGV[A_RELEASE_IDLE_MS], release_call(ARGV))

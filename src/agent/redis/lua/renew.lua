@@ -1,3 +1,3 @@
--- One renew_call (prelude.lua).
+-- One renew_call (prelude/calls.lua).
 begin_call(KEYS)
 return idle(ARGV[A_RENEW_IDLE_MS], renew_call(ARGV))
