@@ -62,15 +62,9 @@ int redis_conn_ssubscribe(RedisConn *c, const char *channel);
  * elements) to the same handler. */
 int redis_conn_psubscribe(RedisConn *c, const char *pattern, bool on);
 
-/* Redis Cluster: the hash slot of a key (its {tag} when it has one). */
-#define REDIS_CLUSTER_SLOTS 16384
-unsigned redis_key_slot(const char *key, size_t len);
 /* What this build can do with Redis, for --version: the hiredis it was
  * built with, and whether TLS is in ("TLS to Redis: no (…)"). */
 const char *redis_build_features(void);
-/* A short string (at most 3 characters) whose hash slot is slot: as a
- * {tag}, it puts a key in that slot. The same on every host. */
-const char *redis_slot_tag(unsigned slot);
 
 /* The error text of an error reply, or NULL. */
 const char *redis_reply_error(const RedisReply *r);

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "lua-keys.h"
 #include "redis-layer.h"
+#include "redis-slot.h"
 
 #define REDIRECTS_MAX 5                 /* MOVED and ASK followed for one call */
 #define TRYAGAIN_DELAY (20 * USEC_PER_MSEC)     /* TRYAGAIN (a slot half migrated): again that soon */

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "lua-args.h"
 #include "redis-layer.h"
+#include "redis-slot.h"
 
 #define SLOT_NONE UINT16_MAX
 static_assert(SHARDS_MAX < SLOT_NONE, "a shard's place in the table fits a hash slot's entry");
