@@ -42,7 +42,7 @@ NAMES = {"one": 1, "solo": 1, "two": 2, "three": 3}   # names of one slot are fe
 CANARY = "canary"       # planted faults that the monitor and the checker must see
 
 # What the nemesis does, and whether the design promises anything under it
-# (README.md: "What is covered").
+# (FINDINGS.md: "What is covered").
 KINDS = ["partition-short", "partition-long", "agent-kill-short", "agent-kill-long",
          "agent-stop-short", "agent-stop-long", "holder-kill", "host-freeze",
          "master-kill", "restart-empty", "restart-stale", "clock-forward", "clock-back", "flood", "revoke",
