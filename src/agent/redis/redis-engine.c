@@ -2,7 +2,8 @@
 /* The slot engine's effects on Redis (SlotsOps: acquire, release, renew,
  * reassert, this host's index, wake-ups), with each script's arguments
  * built here and its reply checked and decoded before the engine sees it.
- * Grants wait for the replicas where min_replicas_acked asks for it. */
+ * Grants wait for the replicas where min_replicas_acked asks for it
+ * (grant-wait.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,7 +17,6 @@
 
 #define IDLE_DEFAULT_MS (24ULL * 3600 * 1000)
 #define IDLE_NEW_MS (10ULL * 60 * 1000)
-#define NO_WAIT_WAIT_TIMEOUT (500 * USEC_PER_MSEC)      /* WAIT for a request that would not wait */
 
 static Agent *agent_of(void *ctx) {
         return ctx;
@@ -58,138 +58,6 @@ void io_lease_args(Agent *a, bool host_held, const char *name, uid_t uid, char t
 }
 
 /* ---- The engine's calls: acquire ------------------------------------------------- */
-
-/* With replicas (Sentinel), a grant is told only once WAIT says enough
- * replicas have it: a failover cannot then lose a slot someone holds.
- * Enough: min_replicas_acked, or under Sentinel and in a Cluster all the
- * master has if it has fewer (ROLE, right after the grant). A master
- * without replicas is told at once: no failover can promote a replica
- * without the grant (one that attaches later copies it), and one that
- * restarts empty is a reset. */
-typedef struct GrantWait {
-        Agent *agent;
-        Lease *lease;
-        int need;
-        AcquireResult result;
-} GrantWait;
-
-/* Well under the time after which a silent Redis counts as hung (WAIT
- * blocks the connection it is sent on). */
-static usec_t wait_timeout(const Agent *a) {
-        return MIN(redis_command_timeout(a->redis_io) / 2, USEC_PER_SEC);
-}
-
-/* A grant the replicas did not confirm, given back. Not sent (Redis went),
- * it stays with the lease: the request asks again under the same id and
- * finds it (acquire.lua grants a lease its slot again), or its TTL ends it
- * when the request goes. */
-static void give_back(Agent *a, const Lease *l) {
-        int r = io_call_release(a, l->name->name, l->id, l->uid);
-
-        if (r < 0)
-                log_debug_errno(r, "Failed to give back the unconfirmed grant of lease %s of %s: %m; it ends with its "
-                                "lease.", l->id, l->name->name);
-}
-
-/* The engine hears how the grant gw waited for ended: r (NULL: Redis went
- * before it said; asked again on the next master). */
-static void grant_wait_done(GrantWait *gw, const AcquireResult *r) {
-        slots_acquire_done(&gw->agent->slots, gw->lease, r, now_mono());
-        free(gw);
-}
-
-/* The grant was not confirmed: given back, and the request waits again
- * (or is denied, if it would not wait). */
-static void grant_give_back(GrantWait *gw, const char *why) {
-        Lease *l = gw->lease;
-
-        if (l->state != LEASE_GONE)     /* (released meanwhile: given back already) */
-                give_back(gw->agent, l);
-        gw->result = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = why };
-        grant_wait_done(gw, &gw->result);
-}
-
-static void wait_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        GrantWait *gw = userdata;
-        Agent *a = gw->agent;
-        long long n = -1;
-        char why[256];
-
-        (void) conn;
-        if (!reply) {
-                grant_wait_done(gw, NULL);
-                return;
-        }
-        if (redis_reply_integer(reply, &n) >= 0 && n >= gw->need) {
-                grant_wait_done(gw, &gw->result);
-                return;
-        }
-        snprintf(why, sizeof(why), "the grant reached %lld of the %d replica(s) it waited for (min_replicas_acked %d); given back",
-                 n < 0 ? 0 : n, gw->need, a->config->min_replicas_acked);
-        grant_give_back(gw, why);
-}
-
-static int wait_send(GrantWait *gw, RedisConn *conn) {
-        Agent *a = gw->agent;
-        char n[16], ms[24];
-
-        snprintf(n, sizeof(n), "%d", gw->need);
-        /* A request that would not wait is answered while its client
-         * still listens (it gives the agent 800 ms). */
-        snprintf(ms, sizeof(ms), "%" PRIu64,
-                 (gw->lease->no_wait ? MIN(wait_timeout(a), NO_WAIT_WAIT_TIMEOUT) : wait_timeout(a)) / USEC_PER_MSEC);
-        return redis_conn_command(conn, wait_reply, gw, 3, (const char *[]) { "WAIT", n, ms }, NULL);
-}
-
-/* ROLE, asked right after the grant on the same connection: how many
- * replicas the master has now. Each of them may have the grant only once
- * WAIT says so; one that attaches later copies it. With none now nor at
- * the last look, the grant is told at once: no failover can then promote
- * a replica that lacks it. */
-static void grant_role_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        GrantWait *gw = userdata;
-        Agent *a = gw->agent;
-        Shard *sh = shard_of_conn(a->redis_io, conn);
-        int before;
-
-        if (!reply) {
-                grant_wait_done(gw, NULL);
-                return;
-        }
-        before = sh ? sh->n_replicas : -1;
-        if (!sh || !shard_role_parse(sh, reply)) {
-                grant_give_back(gw, "the server that granted it is no master any more (ROLE)");
-                return;
-        }
-        gw->need = MIN(a->config->min_replicas_acked, MAX(before, sh->n_replicas));
-        if (gw->need <= 0) {
-                grant_wait_done(gw, &gw->result);
-                return;
-        }
-        if (wait_send(gw, conn) < 0)
-                grant_give_back(gw, "cannot ask the replicas");
-}
-
-/* On conn: the connection to the master that granted it. 0: the grant is
- * told once the replicas have it (or, under Sentinel and in a Cluster,
- * once ROLE says there are none); <0: the replicas cannot be asked. */
-static int wait_for_replicas(Agent *a, RedisConn *conn, Lease *l, const AcquireResult *r) {
-        _cleanup_free_ GrantWait *gw = NULL;
-        int k;
-
-        gw = malloc(sizeof(*gw));
-        if (!gw)
-                return -ENOMEM;
-        *gw = (GrantWait) { .agent = a, .lease = l, .need = a->config->min_replicas_acked, .result = *r };
-        if (a->redis_io->topo->failover)
-                k = redis_conn_command(conn, grant_role_reply, gw, 1, (const char *[]) { "ROLE" }, NULL);
-        else
-                k = wait_send(gw, conn);
-        if (k < 0)
-                return -ENOTCONN;
-        TAKE_PTR(gw);           /* the reply's now */
-        return 0;
-}
 
 /* The engine's result from acquire.lua's reply (replies.list); one that
  * fits no shape grants nothing. */
@@ -236,9 +104,9 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
         }
         r = acquire_result(l, reply, &d);
         if (r.outcome == ACQUIRE_GRANTED && a->config->min_replicas_acked > 0) {
-                if (wait_for_replicas(a, conn, l, &r) >= 0)
+                if (grant_wait_for_replicas(a, conn, l, &r) >= 0)
                         return;
-                give_back(a, l);
+                grant_give_back(a, l);
                 r = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = "cannot ask the replicas" };
         }
         slots_acquire_done(&a->slots, l, &r, now_mono());

@@ -20,6 +20,7 @@
  *                    name's script calls
  *   batch.c          group commit: one script call a turn (in a Cluster, a hash slot)
  *   redis-engine.c   the slot engine's calls (SlotsOps) and wake-ups
+ *   grant-wait.c     a grant told once the replicas have it (WAIT)
  *   redis-io.c       start and stop, the tick, up and down for the agent */
 
 #include "agent.h"
@@ -249,6 +250,17 @@ void calls_send_deferred(RedisIo *io);
 int batcher_new(RedisIo *io);
 void batcher_free(RedisIo *io);
 void batch_flush_all(RedisIo *io);
+
+/* grant-wait.c */
+/* On conn: the connection to the master that granted it. 0: the grant is
+ * told once the replicas have it (or, under Sentinel and in a Cluster,
+ * once ROLE says there are none); <0: the replicas cannot be asked. */
+int grant_wait_for_replicas(Agent *a, RedisConn *conn, Lease *l, const AcquireResult *r);
+/* A grant the replicas did not confirm, given back. Not sent (Redis went),
+ * it stays with the lease: the request asks again under the same id and
+ * finds it (acquire.lua grants a lease its slot again), or its TTL ends it
+ * when the request goes. */
+void grant_give_back(Agent *a, const Lease *l);
 
 /* redis-engine.c */
 /* Every name with waiters subscribed to its wake-ups (where not yet). */
