@@ -147,7 +147,7 @@ static void test_random_faults(uint64_t seed) {
                         sim_answer(next_call, true, true, now);
                         sim_tell_held_back(++next_call, false, now);
                 }
-                if (!cut && sim_wake_next(msg, sizeof(msg)))
+                if (!cut && down_at == USEC_INFINITY && sim_wake_next(msg, sizeof(msg)))
                         slots_wake(&e, "x", msg, now);
                 /* A partition, or a restart: seen as a hang a third of a
                  * lease in, or at once. */
@@ -171,6 +171,7 @@ static void test_random_faults(uint64_t seed) {
                                 : cut_at + TTL / 3 + step + sim_random(TTL / 2);                        /* within it */
                 if (!cut && down_at != USEC_INFINITY) {
                         w.redis_up = true;
+                        sim_wakes_drop();       /* (published while the subscription was down) */
                         if (reset)
                                 sim_grace(now + TTL);
                         slots_redis_up(&e, reset, reset ? TTL : 0, NULL, now);
