@@ -62,10 +62,9 @@ static int fx_call_acquire(void *ctx, Lease *l) {
 
 static int fx_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
         (void) ctx;
-        (void) uid;
         if (!w.redis_up)
                 return -ENOTCONN;
-        record("release", name, lease);
+        record("release", name, lease)->uid = uid;
         return 0;
 }
 

@@ -36,9 +36,6 @@ int main(void) {
         test_unconfirmed_grant();
         test_counters();
         test_name_counters_bounded();
-        /* More with TEST_SLOTS_SEEDS=N. */
-        for (uint64_t seed = 1; seed <= (getenv("TEST_SLOTS_SEEDS") ? strtoull(getenv("TEST_SLOTS_SEEDS"), NULL, 10) : 8); seed++)
-                test_random_faults(seed);
         calls_free();
         return tap_done();
 }

@@ -3,8 +3,9 @@
 
 /* test-slots: the slot engine alone. A fake clock and an effects log stand
  * in for the agent's I/O (test-slots-world.c); the rules, each played step
- * by step (test-slots-grants.c, test-slots-leases.c); random faults
- * against a simulated Redis (test-slots-sim.c, test-slots-faults.c). */
+ * by step (test-slots-grants.c, test-slots-leases.c); and, a program of
+ * its own (test-slots-faults), random faults against a real redis-server
+ * running the scripts (test-slots-redis.c, test-slots-faults.c). */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,6 +26,7 @@ typedef struct Call {
         char what[16];          /* acquire, release, renew, reassert */
         char name[NAME_MAX_LEN + 1];
         char lease[LEASE_ID_LEN + 1];
+        uid_t uid;              /* release */
         Lease *l;               /* acquire, reassert: referenced until answered */
         bool answered;
         size_t n_ids;
@@ -93,6 +95,3 @@ void test_name_counters_bounded(void);
 void test_gate_survives_outage(void);
 void test_requeue_in_order(void);
 void test_each_grant_waits_for_its_answer(void);
-
-/* test-slots-faults.c */
-void test_random_faults(uint64_t seed);

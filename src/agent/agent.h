@@ -19,6 +19,7 @@
 #include "names.h"
 #include "protocol.h"
 #include "redis.h"
+#include "scripts.h"
 #include "slots.h"
 #include "socket-util.h"
 #include "time-util.h"
@@ -60,22 +61,6 @@ struct UserUse {
         usec_t name_look;
 };
 
-typedef enum Script {
-        SCRIPT_ACQUIRE,
-        SCRIPT_RELEASE,
-        SCRIPT_RENEW,
-        SCRIPT_REASSERT,
-        SCRIPT_ADOPT,
-        SCRIPT_STATUS,
-        SCRIPT_EPOCH,
-        SCRIPT_BATCH,
-        SCRIPT_DRAIN,
-        SCRIPT_REVOKE,
-        SCRIPT_LIMIT,
-        SCRIPT_FOLLOW,
-        SCRIPT_COUNTS,
-        N_SCRIPTS,
-} Script;
 
 typedef enum RedisState {
         REDIS_CONNECTING,       /* first attempt (or a retry after READY) under way */
@@ -388,10 +373,3 @@ void unit_stop(Agent *a, const char *unit, const char *why);
 int unit_user(Agent *a, const char *unit, uid_t *ret_uid);
 void units_close(void);
 
-/* lua-scripts.c (generated): the Redis Functions library "fleetsem"
- * (FUNCTION LOAD), its version and each script's function (FCALL). */
-#define LUA_LIBRARY_NAME "fleetsem"
-#define LUA_VERSION_FUNCTION "fleetsem_version"     /* {version, wake command}: the same in every version */
-extern const unsigned lua_library_version;
-extern const char *const lua_library;
-extern const char *const lua_function[N_SCRIPTS];

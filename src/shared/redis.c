@@ -647,3 +647,68 @@ finish:
 void redis_reply_free(RedisReply *r) {
         freeReplyObject(r);
 }
+
+/* ---- A blocking connection, for tests ------------------------------------------------ */
+
+struct RedisBlocking {
+        redisContext *c;
+};
+
+int redis_blocking_new(const char *unix_path, usec_t timeout, RedisBlocking **ret) {
+        struct timeval tv = { .tv_sec = (time_t) (timeout / USEC_PER_SEC),
+                              .tv_usec = (suseconds_t) (timeout % USEC_PER_SEC) };
+        RedisBlocking *b;
+        int r;
+
+        b = calloc(1, sizeof(*b));
+        if (!b)
+                return -ENOMEM;
+        b->c = redisConnectUnixWithTimeout(unix_path, tv);
+        if (!b->c) {
+                free(b);
+                return -ENOMEM;
+        }
+        if (b->c->err || redisSetTimeout(b->c, tv) != REDIS_OK) {
+                log_debug("Redis: cannot connect to %s: %s", unix_path, b->c->errstr);
+                r = b->c->err ? errno_from_hiredis(b->c->err, errno) : -EIO;
+                redis_blocking_free(b);
+                return r;
+        }
+        *ret = b;
+        return 0;
+}
+
+RedisBlocking *redis_blocking_free(RedisBlocking *b) {
+        if (!b)
+                return NULL;
+        if (b->c)
+                redisFree(b->c);
+        free(b);
+        return NULL;
+}
+
+int redis_blocking_append(RedisBlocking *b, int argc, const char *const *argv, const size_t *argvlen) {
+        if (b->c->err)
+                return -ENOTCONN;
+        if (redisAppendCommandArgv(b->c, argc, (const char **) argv, argvlen) != REDIS_OK)
+                return -ENOMEM;
+        return 0;
+}
+
+int redis_blocking_reply(RedisBlocking *b, RedisReply **ret) {
+        void *reply = NULL;
+
+        if (redisGetReply(b->c, &reply) != REDIS_OK || !reply) {
+                log_debug("Redis: no reply: %s", b->c->errstr);
+                return errno_from_hiredis(b->c->err, errno);
+        }
+        *ret = reply;
+        return 0;
+}
+
+int redis_blocking_command(RedisBlocking *b, int argc, const char *const *argv, const size_t *argvlen,
+                           RedisReply **ret) {
+        int r = redis_blocking_append(b, argc, argv, argvlen);
+
+        return r < 0 ? r : redis_blocking_reply(b, ret);
+}

@@ -95,3 +95,16 @@ typedef struct RedisProbe {
 } RedisProbe;
 int redis_probe(const RedisProbe *p, int argc, const char *const *argv, RedisReply **ret);
 void redis_reply_free(RedisReply *r);
+
+/* A blocking connection of its own on a unix socket, for tests that drive
+ * a real server step by step: commands may be pipelined (append several,
+ * then take their replies in order). -errno when it cannot connect or the
+ * connection failed; replies (errors too) for redis_reply_free(). */
+typedef struct RedisBlocking RedisBlocking;
+int redis_blocking_new(const char *unix_path, usec_t timeout, RedisBlocking **ret);
+RedisBlocking *redis_blocking_free(RedisBlocking *b);
+int redis_blocking_append(RedisBlocking *b, int argc, const char *const *argv, const size_t *argvlen);
+int redis_blocking_reply(RedisBlocking *b, RedisReply **ret);
+/* append and reply in one. */
+int redis_blocking_command(RedisBlocking *b, int argc, const char *const *argv, const size_t *argvlen,
+                           RedisReply **ret);

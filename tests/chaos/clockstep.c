@@ -13,7 +13,9 @@
  * jemalloc asks for the time while libfaketime is still looking up the
  * real functions. This shim never allocates and gets the real time from
  * the kernel directly. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/syscall.h>

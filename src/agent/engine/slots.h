@@ -1,15 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The slot engine: every rule about this host's names and leases — first
- * come first served, the limit in force, grants in token order, renewals
- * and loss, re-adoption, Redis resets and re-assertion, wait deadlines —
- * as a state machine with no I/O of its own. Events come in as calls
- * (a request, a script's decoded result, a wake hint, an anchor closing, a
- * timer, Redis up or down), each with the time; effects go out through
- * SlotsOps (send a line to a client, call a script, arm a timer, stop a
- * unit). The agent's I/O files (server.c, redis-io.c, …) adapt it to
- * sd-event, hiredis and sockets; tests/test-slots.c drives it directly. */
+/* The slot engine: this host's side of the rules — what clients are told
+ * and when (QUEUED, GRANTED, RENEWED, LOST, DENIED), holders that fence
+ * themselves when renewals go unconfirmed, grants told in the order of
+ * the tokens it sees, when to look at Redis again, renewals and loss,
+ * re-adoption, re-assertion after a reset, wait deadlines — as a state
+ * machine with no I/O of its own. The rules of the line itself are the
+ * scripts' (redis/lua/prelude.lua): who waits in what order, which lease
+ * is whose, the limit in force, tokens, the grace after a reset and a
+ * forgotten name; the engine only hears their outcomes. The Promela model
+ * (model/) holds both sides, abstractly.
+ *
+ * Events come in as calls (a request, a script's decoded result, a wake
+ * hint, an anchor closing, a timer, Redis up or down), each with the
+ * time; effects go out through SlotsOps (send a line to a client, call a
+ * script, arm a timer, stop a unit). The agent's I/O files (server.c,
+ * redis-io.c, …) adapt it to sd-event, hiredis and sockets;
+ * tests/test-slots.c drives it directly, step by step, and
+ * tests/test-slots-faults.c under random faults against the scripts
+ * themselves in a redis-server. */
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -15,6 +15,7 @@
 #include "lua-keys.h"
 #include "redis-layer.h"
 #include "redis-slot.h"
+#include "script-args.h"
 
 #define REDIRECTS_MAX 5                 /* MOVED and ASK followed for one call */
 #define TRYAGAIN_DELAY (20 * USEC_PER_MSEC)     /* TRYAGAIN (a slot half migrated): again that soon */
@@ -274,15 +275,13 @@ uint64_t redis_grace_until(Agent *a, const char *name) {
 }
 
 /* Keys of names (n_names of them, each once): each name's own, one name
- * after the other, then the fleet's clock key and the census (where keys
- * are sharded, one each per hash slot: "P:clock:{TAG}", "P:census:{TAG}",
- * TAG in the names' slot, which they must all share: a script's keys are
- * on one node). */
+ * after the other, then the fleet's clock key and the census
+ * (script_key(); where keys are sharded, in the names' slot, which they
+ * must all share: a script's keys are on one node). */
 int call_script_names(RedisIo *io, Script script, unsigned slot, size_t n_names, const char *const *names,
                       redis_reply_cb cb, void *userdata, size_t n_args, const char *const *args,
                       const size_t *arglens) {
-        enum { KEY_SIZE = IDENT_MAX_LEN + NAME_MAX_LEN + 32 };
-        static const char *const fleet_key[N_SCRIPT_KEYS - N_KEYS] = { "clock", "census" };
+        enum { KEY_SIZE = SCRIPT_KEY_SIZE };
         const char *prefix = io->agent->config->key_prefix;
         size_t n_keys = n_names * N_KEYS + (N_SCRIPT_KEYS - N_KEYS), head = 3;
         char n_keys_s[24];
@@ -309,13 +308,7 @@ int call_script_names(RedisIo *io, Script script, unsigned slot, size_t n_names,
                 char *k = keys + i * KEY_SIZE;
                 int n;
 
-                if (i < n_names * N_KEYS)
-                        n = snprintf(k, KEY_SIZE, "%s:{%s}:%s", prefix, names[i / N_KEYS], key_suffix[i % N_KEYS]);
-                else if (io->topo->sharded)
-                        n = snprintf(k, KEY_SIZE, "%s:%s:{%s}", prefix, fleet_key[i - n_names * N_KEYS],
-                                     redis_slot_tag(slot));
-                else
-                        n = snprintf(k, KEY_SIZE, "%s:%s", prefix, fleet_key[i - n_names * N_KEYS]);
+                n = script_key(k, prefix, names, n_names, io->topo->sharded, slot, i);
                 argv[head + i] = k;
                 lens[head + i] = (size_t) n;
         }

@@ -6,7 +6,7 @@
 #       (PRELUDE: the folder of the prelude's files, lua/prelude, put
 #       together in the order of PRELUDE_FILES)
 #       writes the library as a C string with its version and each
-#       script's function name (in the order of enum Script in agent.h),
+#       script's function name (in the order of enum Script in scripts.h),
 #       the key suffixes as key_suffix[N_KEYS] (KEYS.h), each script's
 #       arguments as ARG_<SCRIPT>_<NAME> (ARGS.h) and each script's reply
 #       shapes with their decoders (REPLIES.c, REPLIES.h);
@@ -468,7 +468,7 @@ def write_c(out_c, out_h, args_h, replies_c, replies_h, keys_path, args_path, re
         f.write("extern const char *const key_suffix[N_KEYS];\n")
     with open(out_c, "w", encoding="utf-8") as f:
         f.write("/* Generated from src/agent/redis/keys.list and the Lua scripts in src/agent/redis/lua; do not edit. */\n")
-        f.write('#include "agent.h"\n#include "lua-keys.h"\n\n')
+        f.write('#include "scripts.h"\n#include "lua-keys.h"\n\n')
         f.write("const char *const key_suffix[N_KEYS] = {\n")
         for s in suffixes:
             f.write('        "%s",\n' % s)

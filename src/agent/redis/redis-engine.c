@@ -14,83 +14,28 @@
 #include "lua-args.h"
 #include "lua-replies.h"
 #include "redis-layer.h"
-
-#define IDLE_DEFAULT_MS (24ULL * 3600 * 1000)
-#define IDLE_NEW_MS (10ULL * 60 * 1000)
+#include "replies.h"
+#include "script-args.h"
 
 static Agent *agent_of(void *ctx) {
         return ctx;
 }
 
-/* What every script on name is told besides its own arguments: idle is
- * how long the name stays in Redis after a renewal (idle_time), idle_new
- * after a request or a release (IDLE_NEW_MS, at most idle_time): a name
- * nobody ever held for a third of a lease leaves Redis within minutes, so
- * names made in a loop do not pile up for a day. */
-typedef struct CommonArgs {
-        char ttl[24], uid[16], grace[24], idle[24], idle_new[24];
-} CommonArgs;
-
-/* A slot the host holds itself (host_held) has its own lease (host_lease),
- * and the name's keys are kept for at least twice that from its calls, so
- * that a host that reboots right after its grant finds its slot when it
- * is back. */
-static void common_args(Agent *a, const char *name, uid_t uid, bool host_held, CommonArgs *c) {
-        uint64_t ttl = (host_held ? a->config->host_lease : a->config->lease_ttl) / USEC_PER_MSEC;
-        uint64_t idle = a->config->idle_time ? a->config->idle_time / USEC_PER_MSEC : IDLE_DEFAULT_MS;
-        uint64_t idle_new = MIN(idle, (uint64_t) IDLE_NEW_MS);
-
-        if (host_held)
-                idle = idle_new = MAX(idle, 2 * ttl);
-        snprintf(c->ttl, sizeof(c->ttl), "%" PRIu64, ttl);
-        snprintf(c->uid, sizeof(c->uid), UID_FMT, uid);
-        snprintf(c->grace, sizeof(c->grace), "%" PRIu64, redis_grace_until(a, name));
-        snprintf(c->idle, sizeof(c->idle), "%" PRIu64, idle);
-        snprintf(c->idle_new, sizeof(c->idle_new), "%" PRIu64, idle_new);
+/* What every script on name is told besides its own arguments
+ * (script-args.c), with the grace of name's shard. */
+static void engine_common_args(Agent *a, const char *name, uid_t uid, bool host_held, CommonArgs *c) {
+        common_args(a->config, redis_grace_until(a, name), uid, host_held, c);
 }
 
 void io_lease_args(Agent *a, bool host_held, const char *name, uid_t uid, char ttl[static 24], char idle[static 24]) {
         CommonArgs c;
 
-        common_args(a, name, uid, host_held, &c);
+        engine_common_args(a, name, uid, host_held, &c);
         memcpy(ttl, c.ttl, sizeof(c.ttl));
         memcpy(idle, c.idle, sizeof(c.idle));
 }
 
 /* ---- The engine's calls: acquire ------------------------------------------------- */
-
-/* The engine's result from acquire.lua's reply (replies.list); one that
- * fits no shape grants nothing. */
-static AcquireResult acquire_result(const Lease *l, const RedisReply *reply, ReplyAcquire *d) {
-        if (redis_reply_error(reply))
-                return (AcquireResult) { .outcome = ACQUIRE_FAILED, .error = redis_reply_error(reply), .next_expiry_ms = -1 };
-        if (reply_decode_acquire(reply, d) < 0) {
-                reply_log_unknown("acquire", l->name->name, reply, "the request fails");
-                return (AcquireResult) { .outcome = ACQUIRE_FAILED, .error = "unexpected reply from Redis",
-                                         .next_expiry_ms = -1 };
-        }
-        switch (d->outcome) {
-        case REPLY_ACQUIRE_GRANTED:
-                return (AcquireResult) { .outcome = ACQUIRE_GRANTED, .token = (uint64_t) d->granted.token,
-                                         .since_ms = (uint64_t) d->granted.since_ms, .held = (uint32_t) d->granted.held,
-                                         .limit = (uint32_t) d->granted.limit };
-        case REPLY_ACQUIRE_QUEUED:
-                return (AcquireResult) { .outcome = ACQUIRE_QUEUED, .position = (uint32_t) d->queued.position,
-                                         .held = (uint32_t) d->queued.held, .limit = (uint32_t) d->queued.limit,
-                                         .next_expiry_ms = d->queued.next_expiry_ms,
-                                         .drain = d->n_fields == 5 ? d->queued.drain : NULL };
-        case REPLY_ACQUIRE_REFUSED:
-                return (AcquireResult) { .outcome = ACQUIRE_REFUSED, .next_expiry_ms = -1 };
-        case REPLY_ACQUIRE_NO_LIMIT:
-                return (AcquireResult) { .outcome = ACQUIRE_NO_LIMIT, .next_expiry_ms = -1 };
-        case REPLY_ACQUIRE_TOO_HEAVY:
-                return (AcquireResult) { .outcome = ACQUIRE_TOO_HEAVY, .limit = (uint32_t) d->too_heavy.limit,
-                                         .next_expiry_ms = -1 };
-        case N_REPLY_ACQUIRE:
-                break;
-        }
-        return (AcquireResult) { .outcome = ACQUIRE_FAILED, .error = "unexpected reply from Redis", .next_expiry_ms = -1 };
-}
 
 static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Lease *l = userdata;
@@ -102,7 +47,7 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
                 slots_acquire_done(&a->slots, l, NULL, now_mono());
                 return;
         }
-        r = acquire_result(l, reply, &d);
+        r = acquire_result(l->name->name, reply, &d);
         if (r.outcome == ACQUIRE_GRANTED && a->config->min_replicas_acked > 0) {
                 if (grant_wait_for_replicas(a, conn, l, &r) >= 0)
                         return;
@@ -114,21 +59,10 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
 
 int io_call_acquire(void *ctx, Lease *l) {
         Agent *a = agent_of(ctx);
-        char slots[16], weight[16];
-        CommonArgs c;
+        AcquireArgs args;
 
-        common_args(a, l->name->name, l->uid, l->host_held, &c);
-        snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
-        snprintf(weight, sizeof(weight), "%" PRIu32, l->weight);
-        return script_call(a, SCRIPT_ACQUIRE, l->name->name, acquire_reply, l, N_ACQUIRE_ARGS,
-                           (const char *[N_ACQUIRE_ARGS]) {
-                                   [ARG_ACQUIRE_LEASE] = l->id, [ARG_ACQUIRE_SLOTS] = slots,
-                                   [ARG_ACQUIRE_TTL_MS] = c.ttl, [ARG_ACQUIRE_DESCRIPTION] = l->desc,
-                                   [ARG_ACQUIRE_HOST] = a->config->host_id, [ARG_ACQUIRE_UID] = c.uid,
-                                   [ARG_ACQUIRE_GRACE_UNTIL_MS] = c.grace, [ARG_ACQUIRE_IDLE_MS] = c.idle_new,
-                                   [ARG_ACQUIRE_WEIGHT] = weight, [ARG_ACQUIRE_PROOF] = l->proof,
-                           },
-                           NULL);
+        acquire_args(a->config, redis_grace_until(a, l->name->name), l, &args);
+        return script_call(a, SCRIPT_ACQUIRE, l->name->name, acquire_reply, l, N_ACQUIRE_ARGS, args.argv, NULL);
 }
 
 /* ---- release -------------------------------------------------------------------- */
@@ -143,40 +77,18 @@ typedef struct ReleaseCall {
 static void release_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         ReleaseCall *rc = userdata;
         Agent *a = rc->agent;
-        const char *err = redis_reply_error(reply);
         Granted g[SLOTS_GRANTS_MAX] = {};
-        const ReplyList *granted = NULL;
-        ReplyRelease d;
-        size_t k = 0;
+        size_t k;
 
         (void) conn;
-        if (err)
-                log_warning("Redis refused to release %s of %s: %s", rc->lease, rc->name, err);
-        else if (reply && reply_decode_release(reply, &d) < 0)
-                reply_log_unknown("release", rc->name, reply, "nobody is told of a slot it freed");
-        else if (reply && d.outcome == REPLY_RELEASE_REFUSED)
-                log_warning("Redis records lease %s of %s for another host or user; not released.", rc->lease, rc->name);
-        else if (reply)
-                /* Whom the release handed slots to. */
-                granted = d.outcome == REPLY_RELEASE_RELEASED ? &d.released.granted : &d.not_held.granted;
-        for (; granted && k < granted->n && k < SLOTS_GRANTS_MAX; k++) {
-                ReplyGrant grant;
-
-                if (reply_list_get(granted, k, &grant) < 0)
-                        break;
-                memcpy(g[k].lease, grant.lease, sizeof(g[k].lease));
-                g[k].token = (uint64_t) grant.token;
-                g[k].since_ms = (uint64_t) grant.since_ms;
-        }
+        /* Whom the release handed slots to. */
+        k = release_granted(rc->name, rc->lease, reply, g);
         if (k > 0 && a->config->min_replicas_acked > 0) {
                 /* Those granted here are told once WAIT confirms it: they
                  * ask Redis (and wait for the replicas) as on a wake-up. */
-                char payload[SLOTS_GRANTS_MAX * 80] = "g";
-                size_t n = 1;
+                char payload[GRANTED_WAKE_MAX];
 
-                for (size_t i = 0; i < k && n < sizeof(payload); i++)
-                        n += (size_t) snprintf(payload + n, sizeof(payload) - n, " %s %" PRIu64 " %" PRIu64 " -",
-                                               g[i].lease, g[i].token, g[i].since_ms);
+                granted_wake(g, k, payload);
                 slots_release_done(&a->slots, rc->name, rc->lease, rc->uid, false, NULL, 0, now_mono());
                 slots_wake(&a->slots, rc->name, payload, now_mono());
                 free(rc);
@@ -190,7 +102,7 @@ int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
         Agent *a = agent_of(ctx);
         _cleanup_free_ ReleaseCall *rc = NULL;
         const Lease *l;
-        CommonArgs c;
+        ReleaseArgs args;
         int r;
 
         rc = calloc(1, sizeof(*rc));
@@ -204,14 +116,8 @@ int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
          * given up) leaves the name's keys their long life: another host
          * of the name may be down, its slot unrenewed, for host_lease. */
         l = slots_lease_find(&a->slots, lease);
-        common_args(a, name, uid, l && l->host_held, &c);
-        r = script_call(a, SCRIPT_RELEASE, name, release_reply, rc, N_RELEASE_ARGS,
-                        (const char *[N_RELEASE_ARGS]) {
-                                [ARG_RELEASE_LEASE] = lease, [ARG_RELEASE_HOST] = a->config->host_id,
-                                [ARG_RELEASE_UID] = c.uid, [ARG_RELEASE_GRACE_UNTIL_MS] = c.grace,
-                                [ARG_RELEASE_IDLE_MS] = c.idle_new,
-                        },
-                        NULL);
+        release_args(a->config, redis_grace_until(a, name), lease, uid, l && l->host_held, &args);
+        r = script_call(a, SCRIPT_RELEASE, name, release_reply, rc, N_RELEASE_ARGS, args.argv, NULL);
         if (r < 0)
                 return r;
         TAKE_PTR(rc);           /* release_reply()'s now */
@@ -248,32 +154,9 @@ typedef struct RenewCall {
         char ids[][LEASE_ID_LEN + 1];
 } RenewCall;
 
-/* renew.lua's reply (replies.list): how long the name still grants
- * nothing because Redis forgot it (0: it did not), then leases among
- * those sent. Anything else is believed in no part: nothing counts as
- * renewed (holders fence themselves if it goes on), and it is logged as
- * the bug it is. */
-static int renew_decode(const RenewCall *rc, const RedisReply *reply, bool *missing, bool *ret_forgotten) {
-        ReplyRenew d;
-
-        if (reply_decode_renew(reply, &d) < 0 || d.renewed.missing.n > rc->n)
-                return -EBADMSG;
-        for (size_t j = 0; j < d.renewed.missing.n; j++) {
-                ReplyMissing m;
-                bool known = false;
-
-                if (reply_list_get(&d.renewed.missing, j, &m) < 0)
-                        return -EBADMSG;
-                for (size_t i = 0; i < rc->n; i++)
-                        if (streq(rc->ids[i], m.lease))
-                                missing[i] = known = true;
-                if (!known)
-                        return -EBADMSG;
-        }
-        *ret_forgotten = d.renewed.forgot_ms > 0;
-        return 0;
-}
-
+/* renew.lua's reply (script-args.c) is believed in no part when it fits
+ * no shape: nothing counts as renewed (holders fence themselves if it
+ * goes on), and it is logged as the bug it is. */
 static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         RenewCall *rc = userdata;
         Agent *a = rc->agent;
@@ -291,7 +174,7 @@ static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         missing = calloc(rc->n ?: 1, sizeof(bool));
         if (!missing)
                 goto finish;
-        if (renew_decode(rc, reply, missing, &forgotten) < 0) {
+        if (renew_result((const char (*)[LEASE_ID_LEN + 1]) rc->ids, rc->n, reply, missing, &forgotten) < 0) {
                 reply_log_unknown("renew", rc->name, reply, "nothing counts as renewed");
                 goto finish;
         }
@@ -303,28 +186,24 @@ finish:
 
 int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, bool host_held) {
         Agent *a = agent_of(ctx);
-        _cleanup_free_ const char **args = NULL;
         _cleanup_free_ RenewCall *rc = NULL;
-        CommonArgs c;
+        RenewArgs args;
         int r;
 
         if (a->state != REDIS_READY)
                 return -ENOTCONN;
         rc = malloc(sizeof(*rc) + n_ids * sizeof(rc->ids[0]));
-        args = calloc(ARG_RENEW_LEASES + n_ids, sizeof(char *));
-        if (!rc || !args)
+        if (!rc)
                 return -ENOMEM;
         *rc = (RenewCall) { .agent = a, .sent = now_mono(), .n = n_ids };
         snprintf(rc->name, sizeof(rc->name), "%s", n->name);
         memcpy(rc->ids, ids, n_ids * sizeof(rc->ids[0]));
-        common_args(a, n->name, 0, host_held, &c);
-        args[ARG_RENEW_TTL_MS] = c.ttl;
-        args[ARG_RENEW_HOST] = a->config->host_id;
-        args[ARG_RENEW_GRACE_UNTIL_MS] = c.grace;
-        args[ARG_RENEW_IDLE_MS] = c.idle;
-        for (size_t i = 0; i < n_ids; i++)
-                args[ARG_RENEW_LEASES + i] = rc->ids[i];
-        r = script_call(a, SCRIPT_RENEW, n->name, renew_reply, rc, ARG_RENEW_LEASES + n_ids, args, NULL);
+        r = renew_args(a->config, redis_grace_until(a, n->name), (const char (*)[LEASE_ID_LEN + 1]) rc->ids, n_ids,
+                       host_held, &args);
+        if (r < 0)
+                return r;
+        r = script_call(a, SCRIPT_RENEW, n->name, renew_reply, rc, args.n, args.argv, NULL);
+        renew_args_free(&args);
         if (r < 0) {
                 if (r != -ENOTCONN)     /* (Redis gone: said already) */
                         log_warning_errno(r, "Failed to renew the leases of %s: %m; trying again at the next tick.",
@@ -341,44 +220,20 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
 static void reassert_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Lease *l = userdata;
         Agent *a = agent_of(l->slots_engine->ctx);
-        ReplyReassert d = {};
-        int result = -2;
 
         (void) conn;
-        if (reply)
-                result = 0;     /* an error or nonsense: do not believe it holds */
-        if (reply && !redis_reply_error(reply)) {
-                if (reply_decode_reassert(reply, &d) < 0)
-                        reply_log_unknown("reassert", l->name->name, reply, "the slot counts as not held");
-                else
-                        result = d.outcome == REPLY_REASSERT_HELD ? 1 : d.outcome == REPLY_REASSERT_REFUSED ? -1 : 0;
-        }
-        slots_reassert_done(&a->slots, l, result, now_mono());
+        slots_reassert_done(&a->slots, l, reassert_result(l->name->name, reply), now_mono());
 }
 
 int io_call_reassert(void *ctx, Lease *l) {
         Agent *a = agent_of(ctx);
-        char slots[16], weight[16], token[24], since[24];
-        CommonArgs c;
+        ReassertArgs args;
 
-        common_args(a, l->name->name, l->uid, l->host_held, &c);
-        snprintf(slots, sizeof(slots), "%" PRIu32, l->slots);
-        snprintf(weight, sizeof(weight), "%" PRIu32, l->weight);
-        snprintf(token, sizeof(token), "%" PRIu64, l->token);
-        snprintf(since, sizeof(since), "%" PRIu64, l->since_ms);
+        reassert_args(a->config, redis_grace_until(a, l->name->name), l, &args);
         /* Redis lost what it had, the names index with it: the name's next
          * renewal writes its entry again. */
         l->name->io_indexed = 0;
-        return script_call(a, SCRIPT_REASSERT, l->name->name, reassert_reply, l, N_REASSERT_ARGS,
-                           (const char *[N_REASSERT_ARGS]) {
-                                   [ARG_REASSERT_LEASE] = l->id, [ARG_REASSERT_SLOTS] = slots,
-                                   [ARG_REASSERT_TOKEN] = token, [ARG_REASSERT_SINCE_MS] = since,
-                                   [ARG_REASSERT_TTL_MS] = c.ttl, [ARG_REASSERT_DESCRIPTION] = l->desc,
-                                   [ARG_REASSERT_HOST] = a->config->host_id, [ARG_REASSERT_UID] = c.uid,
-                                   [ARG_REASSERT_GRACE_UNTIL_MS] = c.grace, [ARG_REASSERT_IDLE_MS] = c.idle,
-                                   [ARG_REASSERT_WEIGHT] = weight,
-                           },
-                           NULL);
+        return script_call(a, SCRIPT_REASSERT, l->name->name, reassert_reply, l, N_REASSERT_ARGS, args.argv, NULL);
 }
 
 /* ---- An operator's drain --------------------------------------------------------- */
@@ -387,7 +242,7 @@ int io_call_drain(Agent *a, const char *name, bool on, uid_t uid, const char *us
                   redis_reply_cb cb, void *userdata) {
         CommonArgs c;
 
-        common_args(a, name, uid, false, &c);
+        engine_common_args(a, name, uid, false, &c);
         return script_call(a, SCRIPT_DRAIN, name, cb, userdata, N_DRAIN_ARGS,
                            (const char *[N_DRAIN_ARGS]) {
                                    [ARG_DRAIN_ON] = on ? "1" : "0", [ARG_DRAIN_HOST] = a->config->host_id,
@@ -402,7 +257,7 @@ int io_call_limit(Agent *a, const char *name, uint32_t n, uid_t uid, const char 
         char slots[16];
         CommonArgs c;
 
-        common_args(a, name, uid, false, &c);
+        engine_common_args(a, name, uid, false, &c);
         snprintf(slots, sizeof(slots), "%" PRIu32, n);
         return script_call(a, SCRIPT_LIMIT, name, cb, userdata, N_LIMIT_ARGS,
                            (const char *[N_LIMIT_ARGS]) {
@@ -419,7 +274,7 @@ int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, con
                    const char *which, bool at_once, redis_reply_cb cb, void *userdata) {
         CommonArgs c;
 
-        common_args(a, name, uid, false, &c);
+        engine_common_args(a, name, uid, false, &c);
         return script_call(a, SCRIPT_REVOKE, name, cb, userdata, N_REVOKE_ARGS,
                            (const char *[N_REVOKE_ARGS]) {
                                    [ARG_REVOKE_LEASE] = lease, [ARG_REVOKE_HOST] = a->config->host_id,
