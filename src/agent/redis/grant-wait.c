@@ -24,20 +24,13 @@ typedef struct GrantWait {
         Lease *lease;
         int need;
         AcquireResult result;
+        GiveBack give_back;
 } GrantWait;
 
 /* Well under the time after which a silent Redis counts as hung (WAIT
  * blocks the connection it is sent on). */
 static usec_t wait_timeout(const Agent *a) {
         return MIN(redis_command_timeout(a->redis_io) / 2, USEC_PER_SEC);
-}
-
-void grant_give_back(Agent *a, const Lease *l) {
-        int r = io_call_release(a, l->name->name, l->id, l->uid);
-
-        if (r < 0)
-                log_debug_errno(r, "Failed to give back the unconfirmed grant of lease %s of %s: %m; it ends with its "
-                                "lease.", l->id, l->name->name);
 }
 
 /* The engine hears how the grant gw waited for ended: r (NULL: Redis went
@@ -53,7 +46,7 @@ static void wait_give_back(GrantWait *gw, const char *why) {
         Lease *l = gw->lease;
 
         if (l->state != LEASE_GONE)     /* (released meanwhile: given back already) */
-                grant_give_back(gw->agent, l);
+                gw->give_back(gw->agent, l);
         gw->result = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = why };
         grant_wait_done(gw, &gw->result);
 }
@@ -119,14 +112,15 @@ static void grant_role_reply(RedisConn *conn, const RedisReply *reply, void *use
                 wait_give_back(gw, "cannot ask the replicas");
 }
 
-int grant_wait_for_replicas(Agent *a, RedisConn *conn, Lease *l, const AcquireResult *r) {
+int grant_wait_for_replicas(Agent *a, RedisConn *conn, Lease *l, const AcquireResult *r, GiveBack give_back) {
         _cleanup_free_ GrantWait *gw = NULL;
         int k;
 
         gw = malloc(sizeof(*gw));
         if (!gw)
                 return -ENOMEM;
-        *gw = (GrantWait) { .agent = a, .lease = l, .need = a->config->min_replicas_acked, .result = *r };
+        *gw = (GrantWait) { .agent = a, .lease = l, .need = a->config->min_replicas_acked, .result = *r,
+                            .give_back = give_back };
         if (a->redis_io->topo->failover)
                 k = redis_conn_command(conn, grant_role_reply, gw, 1, (const char *[]) { "ROLE" }, NULL);
         else

@@ -37,6 +37,18 @@ void io_lease_args(Agent *a, bool host_held, const char *name, uid_t uid, char t
 
 /* ---- The engine's calls: acquire ------------------------------------------------- */
 
+/* A grant the replicas did not confirm, given back. Not sent (Redis went),
+ * it stays with the lease: the request asks again under the same id and
+ * finds it (acquire.lua grants a lease its slot again), or its TTL ends it
+ * when the request goes. */
+static void grant_give_back(Agent *a, const Lease *l) {
+        int r = io_call_release(a, l->name->name, l->id, l->uid);
+
+        if (r < 0)
+                log_debug_errno(r, "Failed to give back the unconfirmed grant of lease %s of %s: %m; it ends with its "
+                                "lease.", l->id, l->name->name);
+}
+
 static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Lease *l = userdata;
         Agent *a = agent_of(l->slots_engine->ctx);
@@ -49,7 +61,7 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
         }
         r = acquire_result(l->name->name, reply, &d);
         if (r.outcome == ACQUIRE_GRANTED && a->config->min_replicas_acked > 0) {
-                if (grant_wait_for_replicas(a, conn, l, &r) >= 0)
+                if (grant_wait_for_replicas(a, conn, l, &r, grant_give_back) >= 0)
                         return;
                 grant_give_back(a, l);
                 r = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = "cannot ask the replicas" };

@@ -252,15 +252,13 @@ void batcher_free(RedisIo *io);
 void batch_flush_all(RedisIo *io);
 
 /* grant-wait.c */
+/* Gives back a grant the replicas did not confirm (redis-engine.c). */
+typedef void (*GiveBack)(Agent *a, const Lease *l);
 /* On conn: the connection to the master that granted it. 0: the grant is
  * told once the replicas have it (or, under Sentinel and in a Cluster,
- * once ROLE says there are none); <0: the replicas cannot be asked. */
-int grant_wait_for_replicas(Agent *a, RedisConn *conn, Lease *l, const AcquireResult *r);
-/* A grant the replicas did not confirm, given back. Not sent (Redis went),
- * it stays with the lease: the request asks again under the same id and
- * finds it (acquire.lua grants a lease its slot again), or its TTL ends it
- * when the request goes. */
-void grant_give_back(Agent *a, const Lease *l);
+ * once ROLE says there are none), else given back with give_back; <0:
+ * the replicas cannot be asked. */
+int grant_wait_for_replicas(Agent *a, RedisConn *conn, Lease *l, const AcquireResult *r, GiveBack give_back);
 
 /* redis-engine.c */
 /* Every name with waiters subscribed to its wake-ups (where not yet). */
