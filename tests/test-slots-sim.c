@@ -201,7 +201,7 @@ void sim_answer(unsigned k, bool runs, bool told, usec_t now) {
                 for (size_t i = 0; runs && i < n; i++)
                         missing[i] = !sim_renew_one(c->ids[i], now);
                 if (told && runs)
-                        slots_renew_done(&e, c->name, (const char (*)[LEASE_ID_LEN + 1]) c->ids, missing, n, false, now, now);
+                        slots_renew_done(&e, c->name, (const char (*)[LEASE_ID_LEN + 1]) c->ids, missing, n, 0, now, now);
         } else if (streq(c->what, "reassert")) {
                 int r = -2;
 

@@ -385,7 +385,7 @@ typedef struct RenewCall {
  * those sent. Anything else is believed in no part: nothing counts as
  * renewed (holders fence themselves if it goes on), and it is logged as
  * the bug it is. */
-static int renew_decode(const RenewCall *rc, const RedisReply *reply, bool *missing, bool *ret_forgotten) {
+static int renew_decode(const RenewCall *rc, const RedisReply *reply, bool *missing, usec_t *ret_forgot_left) {
         ReplyRenew d;
 
         if (reply_decode_renew(reply, &d) < 0 || d.renewed.missing.n > rc->n)
@@ -402,7 +402,7 @@ static int renew_decode(const RenewCall *rc, const RedisReply *reply, bool *miss
                 if (!known)
                         return -EBADMSG;
         }
-        *ret_forgotten = d.renewed.forgot_ms > 0;
+        *ret_forgot_left = (usec_t) MIN(d.renewed.forgot_ms, (long long) (USEC_INFINITY / USEC_PER_MSEC / 2)) * USEC_PER_MSEC;
         return 0;
 }
 
@@ -411,7 +411,7 @@ static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         Agent *a = rc->agent;
         const char *err = redis_reply_error(reply);
         _cleanup_free_ bool *missing = NULL;
-        bool forgotten = false;
+        usec_t forgot_left = 0;
 
         (void) conn;
         if (!reply)
@@ -423,11 +423,11 @@ static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         missing = calloc(rc->n ?: 1, sizeof(bool));
         if (!missing)
                 goto finish;
-        if (renew_decode(rc, reply, missing, &forgotten) < 0) {
+        if (renew_decode(rc, reply, missing, &forgot_left) < 0) {
                 reply_log_unknown("renew", rc->name, reply, "nothing counts as renewed");
                 goto finish;
         }
-        slots_renew_done(&a->slots, rc->name, (const char (*)[LEASE_ID_LEN + 1]) rc->ids, missing, rc->n, forgotten,
+        slots_renew_done(&a->slots, rc->name, (const char (*)[LEASE_ID_LEN + 1]) rc->ids, missing, rc->n, forgot_left,
                          rc->sent, now_mono());
 finish:
         free(rc);
