@@ -51,7 +51,8 @@ ns_leader() { eval "echo \${NS_LEADER_$1:-}"; }
 # ns HOST CMD...: runs CMD inside HOST (all its namespaces).
 ns() { local host=$1; shift; nsenter -t "$(ns_leader "$host")" -a -- "$@"; }
 
-# The agent's configuration on HOST, bound in at /etc/fleetsem.
+# The agent's configuration on HOST, bound in at /etc/fleetsem (with the
+# lines of $NS_CONF, when set, at its end).
 ns_config() {
         local host=$1
         mkdir -p "$T/$host/etc"
@@ -59,6 +60,7 @@ ns_config() {
 redis = unix:/run/fleetsem-test/redis.sock
 host_id = $host
 lease_ttl = $TTL
+${NS_CONF:-}
 EOF
         chmod 0640 "$T/$host/etc/fleetsem.conf"
 }
@@ -178,6 +180,65 @@ ns_boot() {
                 ns_wait_booted "$host"
                 ns "$host" systemctl enable --now fleetsem.socket >/dev/null 2>&1 || bail "cannot enable fleetsem.socket on $host"
         done
+}
+
+# ns_boot_rebooting HOST...: boots each HOST as ns_launch_rebooting does,
+# with the shipped units as ns_boot installs them and
+# fleetsem-reboot-done.service too, its /var/lib/fleetsem in $T/HOST/lib
+# (kept across its reboots: fleetsem reboot's state, and what a test puts
+# there for a health command); the agent's socket and the done service
+# wanted on every boot (systemd.wants= on PID 1's command line: the
+# overlay forgets systemctl enable).
+ns_boot_rebooting() {
+        local host unit_exec
+        unit_exec=$(sed -n 's/^ExecStart=//p' "$BUILD/systemd/fleetsemd.service")
+        for host in "$@"; do
+                ns_config "$host"
+                mkdir -p "$T/$host/lib"
+                ns_launch_rebooting "$host" \
+                        --bind-ro="$FLEETSEMD:$unit_exec" \
+                        --bind-ro="$FLEETSEM:/usr/local/bin/fleetsem" \
+                        --bind-ro="$BUILD/systemd/fleetsemd.service:/etc/systemd/system/fleetsemd.service" \
+                        --bind-ro="$SRC/systemd/fleetsem.socket:/etc/systemd/system/fleetsem.socket" \
+                        --bind-ro="$BUILD/systemd/fleetsem-reboot-done.service:/etc/systemd/system/fleetsem-reboot-done.service" \
+                        --bind-ro="$T/$host/etc:/etc/fleetsem" \
+                        --bind="$T/$host/lib:/var/lib/fleetsem" \
+                        systemd.wants=fleetsem.socket systemd.wants=fleetsem-reboot-done.service
+        done
+        for host in "$@"; do ns_wait_booted "$host"; done
+}
+
+# ns_sample_holders NAME &: every 20 ms until killed, "MS COUNT HOST" of
+# NAME's holders as Redis has them (HOST: the first holder's), appended
+# to $T/held.
+ns_sample_holders() {
+        local lease
+        while :; do
+                lease=$(redis-cli -s "$REDIS_SOCK" ZRANGE "fleetsem:{$1}:holders" 0 -1 | head -n1)
+                echo "$(date +%s%3N) $(redis-cli -s "$REDIS_SOCK" ZCARD "fleetsem:{$1}:holders")" \
+                        "$( [ -n "$lease" ] && redis-cli -s "$REDIS_SOCK" HGET "fleetsem:{$1}:clock" "$lease" | cut -d' ' -f1)"
+                sleep 0.02      # not synchronisation: the sampler's period
+        done >>"$T/held"
+}
+
+# boots HOST: how many times HOST has booted.
+boots() { grep -c ' boot$' "$T/boots-$1"; }
+
+# ns_check_in_turn HOST...: TAP lines on $T/held (ns_sample_holders) once
+# each HOST rebooted once: never two holders, each HOST went down (its
+# second boot began) while it held the slot (the last sample before that
+# moment names it), and the slot went to each once, in turn.
+ns_check_in_turn() {
+        local host at order
+        is "$(awk '$2 > m { m = $2 } END { print m + 0 }' "$T/held")" 1 "Redis never counted two holders"
+        for host in "$@"; do
+                at=$(sed -n '2s/ boot$//p' "$T/boots-$host")
+                is "$(awk -v t="$at" '$1 <= t { h = $3 } END { print h }' "$T/held")" "$host" \
+                        "$host rebooted while holding the slot"
+        done
+        order=$(awk '$3 != "" && $3 != last { print $3; last = $3 }' "$T/held" | tr '\n' ' ')
+        is "$(tr ' ' '\n' <<<"$order" | sed '/^$/d' | sort | tr '\n' ' ')" "$(printf '%s\n' "$@" | sort | tr '\n' ' ')" \
+                "the slot went to each host once, in turn ($order)"
 }
 
 # Every container goes down with the test (also on failure).

@@ -8,7 +8,8 @@
 # the host's index, renewed) and Redis restarted empty (re-asserted); an
 # unhealthy host keeps its slot; revoke frees it; a host that never comes
 # back loses it after host_lease, and the journal of the agent that waits
-# says so; --group caps the hosts of a group in one fixed order.
+# says so; --group caps the hosts of a group in one fixed order; revoke
+# --now after Redis lost its data is not undone by the holder's agent.
 # (A lease of 3 s, host_lease 6 s: the host-held slot runs out soon.)
 TTL=3s
 . "$(dirname "$0")/lib.sh"
@@ -154,6 +155,29 @@ kill -KILL "$(agent_pid d)"
 fs e reboot --state-dir "$T/state-e" --reboot-command true --slots 1 --wait 1s kept >/dev/null 2>&1
 is "$?" 75 "e gives up on kept after its --wait: 75"
 check "d's slot outlives idle_time after e's release (its host_lease: 20 s)" still_after 10 host_holds kept d
+
+# Revoked while its name still grants nothing after Redis lost its data
+# (for host_lease: a host down then could not put its slot back):
+# revoke --now frees it as its host's release would, and its agent, which
+# renewed it since, does not put it back as Redis' loss; the waiter is
+# granted nothing within host_lease all the same.
+printf 'host_lease = 60s\n' >"$T/long.conf"
+start_agent f -c "$T/long.conf"
+start_agent g -c "$T/long.conf"
+fs f reboot --state-dir "$T/state-f" --reboot-command true --slots 1 rv >/dev/null || bail "f could not take rv"
+lease_f=$(holder_of rv)
+fs g reboot --state-dir "$T/state-g" --reboot-command true --slots 1 --wait 15s rv >/dev/null 2>&1 & rb_g=$!
+check "g waits for rv" wait_for 10 queued rv 1
+stop_redis
+start_redis
+check "Redis restarted empty: f's slot of rv is re-asserted" wait_for 15 host_holds rv f
+before=$(expiry rv "$lease_f")
+check "... and renewed since" wait_for 10 sh -c "[ \"\$(redis-cli -s '$REDIS_SOCK' ZSCORE 'fleetsem:{rv}:holders' $lease_f)\" != '$before' ]"
+fs g revoke --now "$lease_f" >/dev/null; is "$?" 0 "revoke --now of f's slot of rv: exit 0"
+check "f's agent lets it go" wait_for 10 metric_is f 'fleetsem_host_held_slots{name="rv"}' 0
+check "... and does not put it back" still_after 3 sh -c "[ \$(redis-cli -s '$REDIS_SOCK' ZCARD 'fleetsem:{rv}:holders') = 0 ]"
+wait "$rb_g"
+is "$?" 75 "g gets nothing within host_lease of the reset: 75 after its --wait"
 
 # Bad input, and not root.
 reboot a --group 'r1' >/dev/null 2>&1; is "$?" 64 "--group without :M: 64"

@@ -30,9 +30,9 @@ void test_lost_when_not_renewed(void) {
         CHECK_U64(t, TTL / 6, "looks every sixth of the lease while Redis is up");
         CHECK_STR(last_call()->what, "renew", "the tick renews");
         memcpy(one[0], id(1), sizeof(one[0]));
-        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, TTL / 3, TTL / 3 + 1);
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, TTL / 3, TTL / 3 + 1);
         CHECK(has_line(&c1, "RENEWED ttl=2999"), "a confirmed renewal is passed on, with the lease left since it was sent");
-        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, TTL / 3, TTL / 3 + TTL);
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, TTL / 3, TTL / 3 + TTL);
         CHECK_INT(c1.n_lines, 2, "an answer that came a lease late is passed on to nobody");
         /* Exactly at two thirds since that renewal: still held. */
         slots_tick(&e, TTL / 3 + slots_lost_after(&e));
@@ -50,7 +50,7 @@ void test_lost_when_not_renewed(void) {
         CHECK_INT(a->state, LEASE_HELD, "as a holder");
         missing = true;
         memcpy(one[0], id(3), sizeof(one[0]));
-        slots_renew_done(&e, "svc", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, 10 * TTL, 10 * TTL + 1);
+        slots_renew_done(&e, "svc", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, 10 * TTL, 10 * TTL + 1);
         CHECK_STR(w.stopped, "job.service", "a unit whose slot Redis lost is stopped (on-lost=stop)");
         CHECK_STR(w.told, id(3), "a holder that no longer listens (a login session) is told through the adapter");
         teardown();
@@ -58,7 +58,8 @@ void test_lost_when_not_renewed(void) {
 
 /* Redis forgot a name while it stayed up: a renewal says so, and the
  * holder that still believes is put back (re-asserted), not lost; one
- * whose last confirmed renewal is older than that is lost as before. */
+ * whose last confirmed renewal is older than that is lost as before, and
+ * so is one renewed after Redis forgot the name. */
 void test_forgotten(void) {
         Client c1 = {}, c2 = {};
         Lease *a, *b;
@@ -71,7 +72,7 @@ void test_forgotten(void) {
         b = ask(2, "y", 1, USEC_INFINITY, &c2, 0);
         reply_granted(b, 2, 1, 0);
         memcpy(one[0], id(1), sizeof(one[0]));
-        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, true, TTL / 3, TTL / 3 + 1);
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, TTL, TTL / 3, TTL / 3 + 1);
         CHECK_INT(a->state, LEASE_HELD, "a holder Redis forgot still holds here");
         CHECK_INT(count_calls("reassert", id(1)), 1, "and is put back in Redis");
         CHECK(!has_line(&c1, "LOST"), "its client hears no LOST");
@@ -81,10 +82,21 @@ void test_forgotten(void) {
         CHECK(said("5 -1 Re-asserted slot of x (token 1)"), "and that it is back");
         CHECK(has_line(&c1, "RENEWED ttl=2999"),
               "and its client hears RENEWED at once, the lease left since the re-assertion went out");
+        /* Renewed since, then missing while the name still grants
+         * nothing (it was found forgotten at TTL / 3): released or
+         * revoked since (revoke --now frees it as a release does), not
+         * Redis' loss to undo. */
+        missing = false;
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, TTL / 3 + TTL / 3, 2 * TTL / 3,
+                         2 * TTL / 3 + 1);
+        missing = true;
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, TTL / 3, TTL, TTL + 1);
+        CHECK(has_line(&c1, "LOST"), "a holder renewed after Redis forgot its name, then missing, is lost");
+        CHECK_INT(count_calls("reassert", id(1)), 1, "and not put back");
         /* One whose last renewal is older than two thirds of a lease: its
          * holder fenced itself; nothing to put back. */
         memcpy(one[0], id(2), sizeof(one[0]));
-        slots_renew_done(&e, "y", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, true, TTL, TTL + 1);
+        slots_renew_done(&e, "y", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, TTL, TTL, TTL + 1);
         CHECK(has_line(&c2, "LOST"), "a holder past its fence point is lost, even when Redis forgot it");
         CHECK_INT(count_calls("reassert", id(2)), 0, "and not put back");
         teardown();
@@ -116,12 +128,12 @@ void test_revoke_heard(void) {
         CHECK_INT(count_calls("renew", NULL), renews + 1, "one that names a holder here renews its name at once");
         CHECK(!has_line(&c1, "LOST"), "... and is no loss by itself (anyone may PUBLISH)");
         memcpy(one[0], id(1), sizeof(one[0]));
-        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, 2, 3);
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, 2, 3);
         CHECK(has_line(&c1, "LOST"), "Redis finds it missing: the holder is told at once");
         CHECK(c1.finished, "... and let go");
         CHECK_INT(count_calls("release", id(1)), 0, "its slot is not released while the job may still run");
         CHECK_INT(a->state, LEASE_HELD, "... it stays here until then");
-        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, 4, 5);
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, 4, 5);
         CHECK_INT(count_calls("release", id(1)), 0, "... also when a renewal finds it missing again");
         slots_anchor_closed(&e, a, 6);
         CHECK_INT(count_calls("release", id(1)), 1, "released once its anchor closed (the job stopped)");
@@ -134,7 +146,7 @@ void test_revoke_heard(void) {
         snprintf(msg, sizeof(msg), "r %s", id(2));
         slots_wake(&e, "x", msg, 11);
         memcpy(one[0], id(2), sizeof(one[0]));
-        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, 11, 12);
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, 11, 12);
         CHECK(has_line(&c2, "LOST"), "a second holder revoked is told");
         slots_tick(&e, 10 + slots_lost_after(&e));
         CHECK_INT(count_calls("release", id(2)), 0, "not released before its fence point");
@@ -204,7 +216,7 @@ void test_host_held(void) {
         reply_granted(b, 2, 1, 0);
         memcpy(one[0], id(2), sizeof(one[0]));
         missing = true;
-        slots_renew_done(&e, "reboot", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, 1, 2);
+        slots_renew_done(&e, "reboot", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, 1, 2);
         CHECK_INT(count_calls("release", id(2)), 1, "revoked (found missing): given back at once");
         CHECK_INT(e.n_held, 0, "and gone from here");
         teardown();
@@ -400,7 +412,7 @@ void test_counters(void) {
         CHECK_U64(e.stats.wait.buckets[11], 1, "a 90 s wait lands in the bucket up to 5 min");
         memcpy(one[0], id(4), sizeof(one[0]));
         due = d->renewed + TTL / 3;
-        slots_renew_done(&e, "z", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, 100 * USEC_PER_SEC,
+        slots_renew_done(&e, "z", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, 100 * USEC_PER_SEC,
                          100 * USEC_PER_SEC + 7 * USEC_PER_MSEC);
         CHECK_U64(e.stats.rtt_last, 7 * USEC_PER_MSEC, "a renewal's round trip: its reply's time minus its call's");
         CHECK_U64(e.stats.rtt_count, 1, "one sample");
@@ -548,7 +560,7 @@ void test_requeue_in_order(void) {
         memcpy(ids[1], id(2), sizeof(ids[1]));
         memcpy(ids[2], id(1), sizeof(ids[2]));
         first = w.n_calls;
-        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) ids, missing, 3, false, 20, 30);
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) ids, missing, 3, 0, 20, 30);
         CHECK_INT(w.n_calls - first, 3, "each asks for a place again");
         CHECK(w.n_calls - first == 3 && streq(w.calls[first].lease, id(1)) && streq(w.calls[first + 1].lease, id(2)) &&
               streq(w.calls[first + 2].lease, id(3)), "a, b, c, in the order they came");

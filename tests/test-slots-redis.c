@@ -295,7 +295,7 @@ static void answer_release(Call *c, bool runs, bool told, usec_t now) {
 
 static void answer_renew(Call *c, bool runs, bool told, usec_t now) {
         _cleanup_free_ bool *missing = NULL;
-        bool forgotten = false;
+        usec_t forgot_left = 0;
         RedisReply *reply;
         RenewArgs args;
         int r;
@@ -309,11 +309,11 @@ static void answer_renew(Call *c, bool runs, bool told, usec_t now) {
         missing = calloc(c->n_ids ?: 1, sizeof(bool));
         if (!missing)
                 bail("renew", ENOMEM);
-        r = renew_result((const char (*)[LEASE_ID_LEN + 1]) c->ids, c->n_ids, reply, missing, &forgotten);
+        r = renew_result((const char (*)[LEASE_ID_LEN + 1]) c->ids, c->n_ids, reply, missing, &forgot_left);
         if (r < 0)
                 printf("# renew: a reply of no shape\n");
         else if (told)
-                slots_renew_done(&e, c->name, (const char (*)[LEASE_ID_LEN + 1]) c->ids, missing, c->n_ids, forgotten,
+                slots_renew_done(&e, c->name, (const char (*)[LEASE_ID_LEN + 1]) c->ids, missing, c->n_ids, forgot_left,
                                  now, now);
         redis_reply_free(reply);
 }

@@ -610,6 +610,18 @@ static int wait_running(usec_t timeout, char *state, size_t size) {
         }
 }
 
+/* The agent runs before the checks: started by this request (socket
+ * activation) if nothing else started it since the boot, it re-adopts the
+ * host's slots from Redis and renews them, so that a host that fails its
+ * checks keeps them until an operator acts, not only for host_lease. 0, or
+ * the exit code (said). */
+static int agent_start(const Reboot *rb, uid_t agent_uid) {
+        Request req = { .verb = REQUEST_METRICS };
+        Message m;
+
+        return cli_one_request(rb->ns, agent_uid, &req, "agent's answer", "AGENT", &m);
+}
+
 static int done(Reboot *rb, uid_t agent_uid) {
         char health[HEALTH_MAX + 1] = "", state[64];
         int r;
@@ -622,6 +634,9 @@ static int done(Reboot *rb, uid_t agent_uid) {
                         state_remove(rb);
                 return r;
         }
+        r = agent_start(rb, agent_uid);
+        if (r != 0)
+                return r;
         if (rb->running_timeout > 0 && wait_running(rb->running_timeout, state, sizeof(state)) < 0) {
                 log_error("The system is not running (\"%s\") after %s; this host keeps its slot of %s: the "
                           "rollout waits until it is released (fleetsem reboot --release) or revoked.",

@@ -264,8 +264,18 @@ static void requeue(Lease *l, usec_t now) {
         lease_check(l, now);
 }
 
+/* Whether Redis forgot l's name after l's last confirmed renewal went
+ * out: it found the name forgotten a lease (l's, the call's) before the
+ * end of what is left (forgot_left, as of sent, at the latest). A holder
+ * renewed since, then missing, was released or revoked (revoke --now
+ * frees it as a release does), or ran out: not Redis' loss to undo,
+ * though the name may still grant nothing for most of a host_lease. */
+static bool forgot_since_renewed(const Lease *l, usec_t forgot_left, usec_t sent) {
+        return forgot_left > 0 && usec_add(l->renewed, lease_ttl(l)) < usec_add(sent, forgot_left);
+}
+
 void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN + 1], const bool *missing,
-                      size_t n, bool forgotten, usec_t sent, usec_t now) {
+                      size_t n, usec_t forgot_left, usec_t sent, usec_t now) {
         Lease *gone[SLOTS_RENEW_BATCH];
         size_t k_gone = 0;
         (void) name;
@@ -303,7 +313,7 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                         gone[k_gone++] = lease_ref(l);
                 else if (l->state == LEASE_WAITING)
                         requeue(l, now);
-                else if (forgotten && now - l->renewed <= lease_lost_after(l)) {
+                else if (forgot_since_renewed(l, forgot_left, sent) && now - l->renewed <= lease_lost_after(l)) {
                         /* Redis lost it while it stayed up, and grants
                          * nothing on the name for a lease: put it back,
                          * as after a reset only while its holder still

@@ -370,12 +370,14 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now);
 /* reply_lost: the connection went before the answer (sent again later). */
 void slots_release_done(Slots *e, const char *name, const char *lease, uid_t uid, bool reply_lost,
                         const Granted *g, size_t k, usec_t now);
-/* missing[i]: Redis has no such lease (any more); forgotten: Redis lost
- * the name's keys (the scripts found them gone while it stayed up), so
- * the missing holders are put back (re-asserted) rather than lost; sent:
+/* missing[i]: Redis has no such lease (any more); forgot_left: how long
+ * the name still grants nothing because Redis lost its keys (the scripts
+ * found them gone while it stayed up; 0: it did not), a lease of the
+ * call's own after it found so: the missing holders whose last renewal
+ * went out before that are put back (re-asserted) rather than lost; sent:
  * when the call went out. */
 void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN + 1], const bool *missing,
-                      size_t n, bool forgotten, usec_t sent, usec_t now);
+                      size_t n, usec_t forgot_left, usec_t sent, usec_t now);
 /* result: 1 holds again, 0 lost (no room), -1 owned elsewhere, -2 Redis went. */
 void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now);
 /* A wake message on name's channel: "g LEASE TOKEN SINCE PROOF …" or

@@ -174,7 +174,7 @@ static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         Agent *a = rc->agent;
         const char *err = redis_reply_error(reply);
         _cleanup_free_ bool *missing = NULL;
-        bool forgotten = false;
+        usec_t forgot_left = 0;
 
         (void) conn;
         if (!reply)
@@ -186,11 +186,11 @@ static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         missing = calloc(rc->n ?: 1, sizeof(bool));
         if (!missing)
                 goto finish;
-        if (renew_result((const char (*)[LEASE_ID_LEN + 1]) rc->ids, rc->n, reply, missing, &forgotten) < 0) {
+        if (renew_result((const char (*)[LEASE_ID_LEN + 1]) rc->ids, rc->n, reply, missing, &forgot_left) < 0) {
                 reply_log_unknown("renew", rc->name, reply, "nothing counts as renewed");
                 goto finish;
         }
-        slots_renew_done(&a->slots, rc->name, (const char (*)[LEASE_ID_LEN + 1]) rc->ids, missing, rc->n, forgotten,
+        slots_renew_done(&a->slots, rc->name, (const char (*)[LEASE_ID_LEN + 1]) rc->ids, missing, rc->n, forgot_left,
                          rc->sent, now_mono());
 finish:
         free(rc);

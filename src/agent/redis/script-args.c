@@ -175,7 +175,7 @@ void granted_wake(const Granted *g, size_t k, char buf[static GRANTED_WAKE_MAX])
 }
 
 int renew_result(const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, const RedisReply *reply, bool *missing,
-                 bool *ret_forgotten) {
+                 usec_t *ret_forgot_left) {
         ReplyRenew d;
 
         if (reply_decode_renew(reply, &d) < 0 || d.renewed.missing.n > n_ids)
@@ -192,7 +192,7 @@ int renew_result(const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, const RedisR
                 if (!known)
                         return -EBADMSG;
         }
-        *ret_forgotten = d.renewed.forgot_ms > 0;
+        *ret_forgot_left = (usec_t) MIN(d.renewed.forgot_ms, (long long) (USEC_INFINITY / USEC_PER_MSEC / 2)) * USEC_PER_MSEC;
         return 0;
 }
 

@@ -79,10 +79,11 @@ size_t release_granted(const char *name, const char *lease, const RedisReply *re
 #define GRANTED_WAKE_MAX (SLOTS_GRANTS_MAX * 80)
 void granted_wake(const Granted *g, size_t k, char buf[static GRANTED_WAKE_MAX]);
 /* renew.lua's reply to a renewal of ids: missing[i] for each the reply
- * names, and whether Redis forgot the name; -EBADMSG when it names a lease
- * not sent or fits no shape (none of it is believed). */
+ * names, and how long the name still grants nothing because Redis forgot
+ * it (0: it did not); -EBADMSG when it names a lease not sent or fits no
+ * shape (none of it is believed). */
 int renew_result(const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, const RedisReply *reply, bool *missing,
-                 bool *ret_forgotten);
+                 usec_t *ret_forgot_left);
 /* reassert.lua's reply as slots_reassert_done() takes it: 1 holds, 0 lost
  * (or an error, or nonsense: not believed to hold), -1 owned elsewhere,
  * -2 none came (NULL). */
