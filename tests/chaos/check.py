@@ -389,6 +389,12 @@ def main():
             f = ln.split()
             if len(f) == 4:
                 runs[f[3]] = runs.get(f[3], 0) + 1
+    reboot_runs = {}
+    for p in glob.glob(os.path.join(wd, "reboot-*.jsonl.runs")):
+        for ln in open(p):
+            f = ln.split()
+            if len(f) == 4:
+                reboot_runs[f[3]] = reboot_runs.get(f[3], 0) + 1
 
     # ---- the checks ------------------------------------------------------------------
     grants = len(sessions)
@@ -431,7 +437,7 @@ def main():
     ]
     report = dict(seed=seed, minutes=round(minutes, 2), lease_ttl_s=ttl, limits=limits, grants=grants,
                   grants_per_host=grants_per_host, wake_grants_per_host=wake_grants, grants_per_minute=round(grants / minutes, 1) if minutes else 0,
-                  runs_by_exit_code=runs, most_at_once=most, faults=per_kind,
+                  runs_by_exit_code=runs, reboot_runs_by_exit_code=reboot_runs, most_at_once=most, faults=per_kind,
                   overgrants_covered=overgrants["covered"], overgrants_uncovered=overgrants["uncovered"],
                   uncovered_overlaps_fenced=sum(1 for e in overgrants["uncovered"] if e["fenced"]),
                   uncovered_overlaps_caught=sum(1 for e in overgrants["uncovered"] if e["caught"] > 0),
@@ -451,7 +457,8 @@ def main():
                                                           ", ".join("%s=%d" % kv for kv in sorted(limits.items()))))
     print("# grants: %d (%.0f a minute; %s)" % (grants, report["grants_per_minute"],
                                                 ", ".join("%s %d" % kv for kv in sorted(grants_per_host.items()))))
-    print("# runs by exit code: %s" % ", ".join("%s: %d" % kv for kv in sorted(runs.items())))
+    print("# runs by exit code: %s; fleetsem reboot: %s" % (", ".join("%s: %d" % kv for kv in sorted(runs.items())),
+                                                             ", ".join("%s: %d" % kv for kv in sorted(reboot_runs.items()))))
     print("# most holders at once: %s" % ", ".join("%s %d/%d" % (n, most[n], limits[n]) for n in sorted(limits)))
     print("# over-grants: %d where the design covers the fault, %d with holders it cannot protect "
           "(%d on fenced names: in %d the stale holder wrote and every such write was refused, in the rest "

@@ -23,6 +23,9 @@ while [ ! -e "$stop" ]; do
                 "$name" >>"$log.err" 2>&1
         rc=$?
         echo "$job $name host $rc" >>"$log.runs"
+        # 78: no fleet limit. A Redis that lost its data lost it too
+        # (fleetsem(1), "fleet-limit"); set it again, as its operator would.
+        [ "$rc" -eq 78 ] && "$fleetsem" fleet-limit "$name" 1 --reason "chaos: set again" >>"$log.err" 2>&1
         # Now and then a pause, so that the line moves on.
         sleep "0.$((RANDOM % 10))"
         [ "$rc" -eq 0 ] || sleep 0.2
