@@ -178,8 +178,15 @@ def main():
         else:
             hh_bad.append(dict(g, why="ran out while its agent could renew it"))
     # Each renewal moves its expiry to host_lease ahead (not lease_ttl's).
-    hh_short = [m for m in hh if not redis_fault_near(m["t"]) and not (
-        host_lease - ttl / 3 - 1.0 <= (m["exp"] - m["now_ms"]) / 1000.0 <= host_lease + 0.5)]
+    # A grant keeps its waiter's expiry, which may be older (a waiter whose
+    # agent was stopped): only never more than host_lease ahead.
+    hh_short, seen = [], set()
+    for m in hh:
+        ahead = (m["exp"] - m["now_ms"]) / 1000.0
+        low = host_lease - ttl / 3 - 1.0 if m["key"] in seen else float("-inf")
+        seen.add(m["key"])
+        if not redis_fault_near(m["t"]) and not low <= ahead <= host_lease + 0.5:
+            hh_short.append(m)
     # An agent killed while its host held a slot: renewed by the new agent
     # (re-adopted from the host's index), not lost.
     hh_restarts, hh_not_readopted = 0, []

@@ -1,6 +1,8 @@
 #!/bin/bash
 # The host's rolling reboot, again and again until STOP exists: `fleetsem
-# reboot` waits in the line of REBOOT_NAME (its fleet limit: 1), takes a
+# reboot` waits in the line of REBOOT_NAME (limit 1: its fleet limit, and
+# --slots 1, so that a Redis that lost the fleet limit does not refuse it:
+# FINDINGS.md, findings 13 and 15), takes a
 # slot held by the host itself, and runs reboot-job.py in place of the
 # reboot; that records the grant with the fenced resource, holds, and gives
 # the slot back as the host would after its boot. GEN: how many times the
@@ -18,14 +20,11 @@ while [ ! -e "$stop" ]; do
         how=release
         [ $((RANDOM % 2)) -eq 0 ] && how=done
         job=$host.r$gen.$seq
-        "$fleetsem" reboot --wait 60s --reason chaos --state-dir "$state" --required-file "$state/required" \
+        "$fleetsem" reboot --slots 1 --wait 60s --reason chaos --state-dir "$state" --required-file "$state/required" \
                 --reboot-command "python3 $here/reboot-job.py $fleetsem $host $store $port $name $job $hold $how $state $log" \
                 "$name" >>"$log.err" 2>&1
         rc=$?
         echo "$job $name host $rc" >>"$log.runs"
-        # 78: no fleet limit. A Redis that lost its data lost it too
-        # (fleetsem(1), "fleet-limit"); set it again, as its operator would.
-        [ "$rc" -eq 78 ] && "$fleetsem" fleet-limit "$name" 1 --reason "chaos: set again" >>"$log.err" 2>&1
         # Now and then a pause, so that the line moves on.
         sleep "0.$((RANDOM % 10))"
         [ "$rc" -eq 0 ] || sleep 0.2
