@@ -40,13 +40,17 @@ STORE_PORT = 7000
 MASTER = "fsm"
 NAMES = {"one": 1, "solo": 1, "two": 2, "three": 3}   # names of one slot are fenced
 CANARY = "canary"       # planted faults that the monitor and the checker must see
+# The name of the hosts' rolling reboots (rebooter.sh): one slot fleet-wide
+# (fleetsem fleet-limit), held by the host itself, fenced like the others.
+REBOOT = "reboot"
+HOST_LEASE = 4          # host_lease, in leases: longer than any fault but host-gone cuts a host off
 
 # What the nemesis does, and whether the design promises anything under it
 # (FINDINGS.md: "What is covered").
 KINDS = ["partition-short", "partition-long", "agent-kill-short", "agent-kill-long",
          "agent-stop-short", "agent-stop-long", "holder-kill", "host-freeze",
          "master-kill", "restart-empty", "restart-stale", "clock-forward", "clock-back", "flood", "revoke",
-         "forget"]
+         "forget", "host-gone"]
 # What `forget` makes the live master lose (design.md, "What Redis forgets"):
 # everything (the census, the epoch and the fleet clock too), one name's
 # keys, or the epoch alone, which only the next agent to connect sees.
@@ -68,6 +72,8 @@ class Harness:
         self.redis = {}             # port -> Popen
         self.agents = {}            # host -> Popen
         self.workers = {}           # host -> [Popen]
+        self.rebooters = {}         # host -> Popen
+        self.gen = {h: 0 for h in HOSTS}    # how many times the host came back (host-gone)
         self.cgroups = {}
         self.ev = open(os.path.join(self.T, "events.jsonl"), "a", buffering=1)
         self.records = os.path.join(self.T, "records.jsonl")
@@ -253,15 +259,33 @@ class Harness:
             return False
 
     def start_workers(self, h):
+        self.workers[h] = []
         for i in range(self.o.workers):
             names = ["%s:%d" % kv for kv in sorted(NAMES.items())]
-            seed = self.o.seed * 100 + HOSTS.index(h) * 10 + i
+            seed = self.o.seed * 100 + HOSTS.index(h) * 10 + i + 100000 * self.gen[h]
             self.workers.setdefault(h, []).append(self.spawn(
                 self.nsexec(h, os.path.join(HERE, "worker.sh"), self.o.fleetsem, os.path.join(HERE, "job.sh"),
-                            h, str(i), str(seed), STORE_IP, str(STORE_PORT), self.stop_file,
+                            h, str(i + 100 * self.gen[h]), str(seed), STORE_IP, str(STORE_PORT), self.stop_file,
                             os.path.join(self.T, "worker-%s-%d.log" % (h, i)), str(self.o.ignore_pct),
                             str(self.o.long_pct), str(int(self.ttl * 1000)), *names),
                 os.path.join(self.T, "worker-%s-%d.out" % (h, i)), host=h))
+        self.rebooters[h] = self.spawn(
+            self.nsexec(h, os.path.join(HERE, "rebooter.sh"), self.o.fleetsem, h, str(self.gen[h]),
+                        str(self.o.seed * 100 + HOSTS.index(h) * 10 + 9 + 100000 * self.gen[h]), STORE_IP,
+                        str(STORE_PORT), self.stop_file, os.path.join(self.T, "reboot-%s.jsonl" % h),
+                        os.path.join(self.T, "state-%s" % h), str(int(self.ttl * 1000)), REBOOT),
+            os.path.join(self.T, "reboot-%s.out" % h), host=h)
+
+    def reboot_holder(self):
+        """The host that holds the slot of REBOOT now, as the master says, or None."""
+        m = self.master()
+        if m is None:
+            return None
+        for lease in self.rcmd(m, "ZRANGE", "fleetsem:{%s}:holders" % REBOOT, 0, -1) or []:
+            rec = self.rcmd(m, "HGET", "fleetsem:{%s}:clock" % REBOOT, lease)
+            if rec and rec.split()[0] in HOSTS:
+                return rec.split()[0]
+        return None
 
     # ---- waiting on conditions ----------------------------------------------------------
     def wait_for(self, secs, cond, what):
@@ -301,6 +325,10 @@ class Harness:
     def fault(self, kind):
         L = self.ttl
         h = self.rng.choice(HOSTS)
+        # Half the faults against a host (every host-gone) hit the one that
+        # holds the reboot slot, if one does: the slot must outlive them.
+        if kind == "host-gone" or self.rng.random() < 0.5:
+            h = self.reboot_holder() or h
         if kind.startswith("partition"):
             dur = self.u(0.2 * L, 0.6 * L) if kind.endswith("short") else self.u(1.5 * L, 3 * L)
             rules = "add rule inet chaos out ip daddr %s drop\nadd rule inet chaos in ip saddr %s drop\n" % (
@@ -324,6 +352,21 @@ class Harness:
             self.log("inject", kind=kind, target=h, dur=dur)
             time.sleep(dur)
             self.agents[h].send_signal(signal.SIGCONT)
+        elif kind == "host-gone":
+            # The host dies (every process of it at once) and stays away past
+            # its host_lease: its reboot slot must be freed once host_lease
+            # ran out unrenewed, never before. Then it comes back, afresh.
+            dur = self.u(HOST_LEASE * L + 0.5 * L, HOST_LEASE * L + L)
+            self.agents[h].send_signal(signal.SIGKILL)
+            open(os.path.join(self.cgroups[h], "cgroup.kill"), "w").write("1")
+            self.log("inject", kind=kind, target=h, dur=dur)
+            self.agents[h].wait()
+            for p in self.workers[h] + [self.rebooters[h]]:
+                p.wait()
+            time.sleep(dur)
+            self.gen[h] += 1
+            self.start_agent(h)
+            self.start_workers(h)
         elif kind == "host-freeze":
             dur = self.u(1.5 * L, 2.5 * L)
             self.freeze(h, True)
@@ -493,9 +536,11 @@ class Harness:
 
     # ---- the run ------------------------------------------------------------------------
     def setup(self):
-        open(os.path.join(self.T, "empty.conf"), "w").close()
+        host_lease = "host_lease = %dms\n" % int(HOST_LEASE * self.ttl * 1000)
+        with open(os.path.join(self.T, "empty.conf"), "w") as f:
+            f.write(host_lease)
         with open(os.path.join(self.T, "nowait.conf"), "w") as f:
-            f.write("min_replicas_acked = 0\n")
+            f.write("min_replicas_acked = 0\n" + host_lease)
         self.make_network()
         self.enter("redis")
         self.make_cgroups()
@@ -512,14 +557,14 @@ class Harness:
                   "%032x 0 %s%s" % (os.getpid(), info["run_id"], info["master_replid"]))
         self.rcmd(REDIS_PORTS[0], "ZADD", "fleetsem:census", "-1", ".")
         self.spawn(self.nsexec("store", "python3", os.path.join(HERE, "store.py"), STORE_IP, str(STORE_PORT),
-                               self.records, CANARY, *[n for n, k in NAMES.items() if k == 1]),
+                               self.records, CANARY, REBOOT, *[n for n, k in NAMES.items() if k == 1]),
                    os.path.join(self.T, "store.out"))
         self.wait_for(10, lambda: os.path.exists(self.records + ".ready"), "the fenced resource")
         # One process per host namespace whose /proc/PID/net shows the host's anchors.
         ref = {h: self.spawn(self.nsexec(h, "sleep", "infinity"), os.devnull).pid for h in HOSTS}
         time.sleep(0.2)
         cfg = dict(sentinels=[(REDIS_IP, p) for p in SENTINEL_PORTS], master_name=MASTER,
-                   names=dict(NAMES, **{CANARY: 1}),
+                   names=dict(NAMES, **{CANARY: 1, REBOOT: 1}),
                    host_pids=ref, ttl_ms=int(self.ttl * 1000), stuck_s=2.0, slack_s=0.5, period_s=0.2,
                    monitor_log=os.path.join(self.T, "monitor.jsonl"), stop_file=self.stop_file + "-monitor")
         json.dump(cfg, open(os.path.join(self.T, "monitor.json"), "w"))
@@ -529,6 +574,10 @@ class Harness:
         self.plant_canaries()
         for h in HOSTS:
             self.start_agent(h)
+        out = sh(*self.nsexec(HOSTS[0], self.o.fleetsem, "fleet-limit", REBOOT, "1", "--reason", "chaos"),
+                 check=False)
+        if out.returncode != 0:
+            raise SystemExit("Bail out! fleetsem fleet-limit %s 1: %s" % (REBOOT, out.stdout.strip()))
         for h in HOSTS:
             self.start_workers(h)
 
@@ -565,7 +614,8 @@ class Harness:
 
     def run(self):
         self.t0 = time.monotonic()
-        self.log("start", seed=self.o.seed, ttl_ms=int(self.ttl * 1000), names=NAMES, hosts=HOSTS,
+        self.log("start", seed=self.o.seed, ttl_ms=int(self.ttl * 1000), names=dict(NAMES, **{REBOOT: 1}),
+                 host_held=[REBOOT], host_lease_ms=int(HOST_LEASE * self.ttl * 1000), hosts=HOSTS,
                  no_wait_hosts=NO_WAIT_HOSTS, minutes=self.o.minutes, workers=self.o.workers, ignore_pct=self.o.ignore_pct,
                  long_pct=self.o.long_pct, weights=self.o.weights)
         self.setup()
@@ -603,7 +653,7 @@ class Harness:
                 self.agents[h].send_signal(signal.SIGCONT)
         # Workers finish the job they run (a waiting one gives up after --wait).
         deadline = time.monotonic() + 20
-        for ws in self.workers.values():
+        for ws in list(self.workers.values()) + [list(self.rebooters.values())]:
             for w in ws:
                 try:
                     w.wait(max(0.1, deadline - time.monotonic()))

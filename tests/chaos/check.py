@@ -15,6 +15,10 @@
   - slots lost and waiters stuck behind a free slot (from the monitor);
   - what `forget` took from the live master (every key, one name's, the
     epoch) and what it cost;
+  - the slots hosts hold themselves (fleetsem reboot): their lease is
+    host_lease; they outlive an agent's restart (re-adopted, renewed by the
+    new agent); they end only by their host's release, or once host_lease
+    ran out unrenewed (a host gone), never before;
   - time to recover after each kind of fault.
 
 Exits 1 on any violation, after printing the seed and the events around the
@@ -28,7 +32,10 @@ import sys
 
 CANARY = "canary"       # chaos.py plants its faults on this name
 HOST_FAULTS = ("partition-short", "partition-long", "agent-kill-short", "agent-kill-long",
-               "agent-stop-short", "agent-stop-long", "host-freeze", "holder-kill")
+               "agent-stop-short", "agent-stop-long", "host-freeze", "holder-kill", "host-gone")
+# Faults that keep a host's agent from renewing its slots.
+NO_RENEWAL = ("partition-short", "partition-long", "agent-kill-short", "agent-kill-long",
+              "agent-stop-short", "agent-stop-long", "host-freeze", "host-gone")
 
 
 def load(path):
@@ -133,6 +140,100 @@ def main():
     def frozen(s):
         return [f for f in faults if f["kind"] == "host-freeze" and f["target"] == s["host"]
                 and f["t"] < s["close"] and f["heal"] > s["open"]]
+
+    # ---- slots hosts hold themselves (fleetsem reboot) ------------------------------------
+    host_lease = start.get("host_lease_ms", 0) / 1000.0
+    releases = {}       # lease -> when its host gave it back (reboot-job.py)
+    for p in glob.glob(os.path.join(wd, "reboot-*.jsonl")):
+        for r in load(p):
+            if r["ev"] == "released" and r.get("rc") == 0 and r.get("lease"):
+                releases.setdefault(r["lease"], r["t"])
+    hh = [m for m in monitor if m["ev"] == "hh"]
+    hh_gone = [m for m in monitor if m["ev"] == "hh-gone"]
+
+    def redis_fault_near(t):
+        # A Redis fault may forget a host-held slot or bring back one given
+        # back long ago (an old snapshot): that one runs out at host_lease.
+        return [f for f in faults + aftermath if f["kind"] not in HOST_FAULTS and f["kind"] != "flood"
+                and f["kind"] != "revoke" and f["t"] - 0.5 <= t <= f["heal"] + host_lease + ttl + 2.0]
+    hh_bad = []         # a host-held slot that ended otherwise than promised
+    hh_freed = dict(released=0, ran_out=0, redis=0)
+    for g in hh_gone:
+        rel = releases.get(g["key"])
+        if not g["ran_out"]:
+            # The release may come before Redis hears it: an agent cut off
+            # from Redis gives the slot back once it is reachable again.
+            if rel is not None and rel <= g["t"] + 1.0:
+                hh_freed["released"] += 1
+            elif redis_fault_near(g["t"]):
+                hh_freed["redis"] += 1
+            else:
+                hh_bad.append(dict(g, why="taken away before it ran out, not by its host"))
+            continue
+        # Ran out: its agent cannot have renewed it for host_lease.
+        why = [f for f in faults if f["kind"] in NO_RENEWAL and f["target"] == g["host"]
+               and f["t"] <= g["t"] and f["heal"] + 1.0 >= g["t"] - host_lease]
+        if why or redis_fault_near(g["t"]):
+            hh_freed["ran_out"] += 1
+        else:
+            hh_bad.append(dict(g, why="ran out while its agent could renew it"))
+    # Each renewal moves its expiry to host_lease ahead (not lease_ttl's).
+    # A grant keeps its waiter's expiry, which may be older (a waiter whose
+    # agent was stopped): only never more than host_lease ahead.
+    hh_short, seen = [], set()
+    for m in hh:
+        ahead = (m["exp"] - m["now_ms"]) / 1000.0
+        low = host_lease - ttl / 3 - 1.0 if m["key"] in seen else float("-inf")
+        seen.add(m["key"])
+        if not redis_fault_near(m["t"]) and not low <= ahead <= host_lease + 0.5:
+            hh_short.append(m)
+    # An agent killed while its host held a slot: renewed by the new agent
+    # (re-adopted from the host's index), not lost.
+    hh_restarts, hh_not_readopted = 0, []
+    for f in faults:
+        if not f["kind"].startswith("agent-kill"):
+            continue
+        before = {}
+        for m in monitor:
+            if m["t"] > f["t"]:
+                break
+            if m["ev"] == "hh" and m["host"] == f["target"]:
+                before[m["key"]] = m
+            elif m["ev"] == "hh-gone":
+                before.pop(m["key"], None)
+        for lease, m in before.items():
+            hh_restarts += 1
+            renewed = any(x["key"] == lease and x["t"] > f["heal"] and x["exp"] > m["exp"] for x in hh)
+            gone = next((g for g in hh_gone if g["key"] == lease and g["t"] > f["t"]), None)
+            if renewed or redis_fault_near(f["heal"]):
+                continue
+            if gone and not gone["ran_out"] and releases.get(lease) is not None:
+                continue        # given back before the new agent's first renewal showed
+            hh_not_readopted.append(dict(key=lease, host=f["target"], name=m["name"], kill=f["t"], heal=f["heal"],
+                                         t=f["heal"]))
+    # A host gone past its host_lease while it held a slot: the slot ran out
+    # host_lease after the last renewal, not before, and was then free.
+    hh_gone_hosts, hh_gone_bad = 0, []
+    for f in faults:
+        if f["kind"] != "host-gone":
+            continue
+        last = {}
+        for m in monitor:
+            if m["t"] > f["t"]:
+                break
+            if m["ev"] == "hh" and m["host"] == f["target"]:
+                last[m["key"]] = m
+            elif m["ev"] == "hh-gone":
+                last.pop(m["key"], None)
+        for lease, m in last.items():
+            hh_gone_hosts += 1
+            g = next((g for g in hh_gone if g["key"] == lease and g["t"] > f["t"]), None)
+            if redis_fault_near(f["t"]) or (g and redis_fault_near(g["t"])):
+                continue
+            after = g["t"] - f["t"] if g else None
+            if g is None or not g["ran_out"] or after < host_lease - ttl / 3 - 0.5 or after > host_lease + 3.0:
+                hh_gone_bad.append(dict(key=lease, host=f["target"], name=m["name"], t=f["t"], freed_after=after,
+                                        ran_out=g["ran_out"] if g else None))
 
     # Slots root revoked (fleetsem revoke): the holder overlaps its
     # successor until its agent's next renewal tells it (or it fences itself).
@@ -295,6 +396,12 @@ def main():
             f = ln.split()
             if len(f) == 4:
                 runs[f[3]] = runs.get(f[3], 0) + 1
+    reboot_runs = {}
+    for p in glob.glob(os.path.join(wd, "reboot-*.jsonl.runs")):
+        for ln in open(p):
+            f = ln.split()
+            if len(f) == 4:
+                reboot_runs[f[3]] = reboot_runs.get(f[3], 0) + 1
 
     # ---- the checks ------------------------------------------------------------------
     grants = len(sessions)
@@ -317,6 +424,18 @@ def main():
         ("0 slots lost (%d)" % len(lost), not lost, lost[0]["since"] if lost else None),
         ("0 waiters stuck behind a free slot for more than 2 s (%d)" % len(stuck),
          not stuck, stuck[0]["since"] if stuck else None),
+        ("host-held slots: every renewal %g s ahead, not a lease_ttl (%d of %d not)" % (host_lease, len(hh_short), len(hh)),
+         bool(hh) and not hh_short, hh_short[0]["t"] if hh_short else None),
+        ("host-held slots ended only by their host's release or after host_lease unrenewed "
+         "(%d released, %d ran out, %d by Redis faults; %d otherwise)"
+         % (hh_freed["released"], hh_freed["ran_out"], hh_freed["redis"], len(hh_bad)),
+         hh_freed["released"] > 0 and not hh_bad, hh_bad[0]["t"] if hh_bad else None),
+        ("host-held slots outlived their agent's restart: renewed by the new agent (%d restarts, %d not)"
+         % (hh_restarts, len(hh_not_readopted)), not hh_not_readopted,
+         hh_not_readopted[0]["t"] if hh_not_readopted else None),
+        ("a host gone past host_lease: its slot freed host_lease after its last renewal, not before "
+         "(%d, %d not)" % (hh_gone_hosts, len(hh_gone_bad)), not hh_gone_bad,
+         hh_gone_bad[0]["t"] if hh_gone_bad else None),
         ("revoked holders ended within a lease of the revoke (%d revoked, %d not)" % (len(revoked), len(revoked_late)),
          not revoked_late, revoked_late[0]["revoked"] if revoked_late else None),
         ("every fault was recovered from (%d not)" % sum(k["not_recovered"] for k in per_kind.values()),
@@ -325,13 +444,17 @@ def main():
     ]
     report = dict(seed=seed, minutes=round(minutes, 2), lease_ttl_s=ttl, limits=limits, grants=grants,
                   grants_per_host=grants_per_host, wake_grants_per_host=wake_grants, grants_per_minute=round(grants / minutes, 1) if minutes else 0,
-                  runs_by_exit_code=runs, most_at_once=most, faults=per_kind,
+                  runs_by_exit_code=runs, reboot_runs_by_exit_code=reboot_runs, most_at_once=most, faults=per_kind,
                   overgrants_covered=overgrants["covered"], overgrants_uncovered=overgrants["uncovered"],
                   uncovered_overlaps_fenced=sum(1 for e in overgrants["uncovered"] if e["fenced"]),
                   uncovered_overlaps_caught=sum(1 for e in overgrants["uncovered"] if e["caught"] > 0),
                   stale_writes_accepted=len(stale_accepted), stale_writes_refused=len(refused),
                   refused_begin_after_thaw=refused_begin_alone, tokens_went_back=tokens_back,
-                  slots_lost=lost, waiters_stuck=stuck, waiters_stuck_explained=stuck_excused,
+                  slots_lost=lost, waiters_stuck=stuck,
+                  host_held=dict(host_lease_s=host_lease, renewals=len(hh), freed=hh_freed, bad=hh_bad,
+                                 short_renewals=hh_short[:20], agent_restarts_holding=hh_restarts,
+                                 not_readopted=hh_not_readopted, hosts_gone_holding=hh_gone_hosts,
+                                 hosts_gone_bad=hh_gone_bad), waiters_stuck_explained=stuck_excused,
                   checks=[dict(name=n, ok=ok) for n, ok, _ in checks])
     with open(report_path, "w") as f:
         json.dump(report, f, indent=1)
@@ -341,7 +464,8 @@ def main():
                                                           ", ".join("%s=%d" % kv for kv in sorted(limits.items()))))
     print("# grants: %d (%.0f a minute; %s)" % (grants, report["grants_per_minute"],
                                                 ", ".join("%s %d" % kv for kv in sorted(grants_per_host.items()))))
-    print("# runs by exit code: %s" % ", ".join("%s: %d" % kv for kv in sorted(runs.items())))
+    print("# runs by exit code: %s; fleetsem reboot: %s" % (", ".join("%s: %d" % kv for kv in sorted(runs.items())),
+                                                             ", ".join("%s: %d" % kv for kv in sorted(reboot_runs.items()))))
     print("# most holders at once: %s" % ", ".join("%s %d/%d" % (n, most[n], limits[n]) for n in sorted(limits)))
     print("# over-grants: %d where the design covers the fault, %d with holders it cannot protect "
           "(%d on fenced names: in %d the stale holder wrote and every such write was refused, in the rest "
@@ -374,6 +498,12 @@ def main():
                 "; ".join("%s t=%d %s %.3f-%.3f %s%s" % (x["job"], x["token"], x["mode"], x["open"], x["close"],
                                                         x["how"], " [" + ", ".join(x["why"]) + "]" if x["why"] else "")
                           for x in ep["sessions"])))
+    print("# host-held slots (%s, host_lease %g s): %d renewals seen; freed: %d released by their host, %d ran out, "
+          "%d by Redis faults; %d agent restarts and %d hosts gone while holding one"
+          % (",".join(start.get("host_held", [])) or "none", host_lease, len(hh), hh_freed["released"],
+             hh_freed["ran_out"], hh_freed["redis"], hh_restarts, hh_gone_hosts))
+    for m in hh_bad[:10] + hh_not_readopted[:10] + hh_gone_bad[:10] + hh_short[:10]:
+        print("# host-held slot: %s" % json.dumps(m))
     for m in lost[:20]:
         print("# slot lost: %s lease %s on %s, since %.3f for %s s, faults: %s" % (
             m["name"], m["lease"], m["host"], m["since"], m["dur"], m["faults"]))

@@ -8,6 +8,11 @@ two kinds of episodes (JSON lines, CLOCK_MONOTONIC):
   stuck  a name with waiters in its queue and fewer holders than its limit,
          for longer than STUCK_S: a waiter left waiting while a slot is free.
 
+and the life of every slot a host holds itself (`hold=host` in its record:
+no anchor, so never "lost"): "hh" each time Redis' expiry of it moves (a
+renewal; EXP and Redis' NOW_MS), "hh-gone" when Redis no longer counts it
+held (NOW_MS < EXP: taken away; otherwise it ran out).
+
     monitor.py CONFIG.json   (run inside the namespace Redis lives in)
 
 Each sample reads one MULTI/EXEC snapshot of the master the Sentinels name
@@ -41,6 +46,7 @@ def main():
     conn, addr = None, None
     orphan = {}         # lease -> {since, name, host, reported}
     stuck = {}          # name -> {since, ..., reported}
+    host_held = {}      # lease -> {name, host, exp, t}: slots hosts hold themselves, as last seen
     samples = failures = 0
 
     def rec(**kw):
@@ -77,13 +83,20 @@ def main():
         samples += 1
         live = {h: anchors(pid) for h, pid in cfg["host_pids"].items()}
         now_ms = int(r[0][0]) * 1000 + int(r[0][1]) // 1000
-        seen_orphans, seen_stuck = set(), set()
+        seen_orphans, seen_stuck, seen_hh = set(), set(), set()
         for i, n in enumerate(names):
             hz, queue, ow = r[1 + 3 * i], r[2 + 3 * i], r[3 + 3 * i]
             owner = dict(zip(ow[0::2], ow[1::2]))     # lease -> "HOST UID ..." (and "." -> the state)
             held = [(hz[j], float(hz[j + 1])) for j in range(0, len(hz), 2) if float(hz[j + 1]) > now_ms]
-            for lease, _ in held:
+            for lease, exp in held:
                 host = owner.get(lease, "? ?").split()[0]
+                if "hold=host" in owner.get(lease, "").split():
+                    seen_hh.add(lease)
+                    st = host_held.get(lease)
+                    if st is None or st["exp"] != exp:
+                        rec(ev="hh", key=lease, name=n, host=host, exp=int(exp), now_ms=now_ms)
+                    host_held[lease] = dict(name=n, host=host, exp=int(exp), t=round(now, 3))
+                    continue
                 if live.get(host) is None or lease in live[host]:
                     continue
                 seen_orphans.add(lease)
@@ -100,6 +113,11 @@ def main():
                 if not st["reported"] and now - st["since"] > stuck_s:
                     st["reported"] = True
                     rec(ev="stuck", key=n, since=st["since"], **st["info"])
+        for lease in list(host_held):
+            if lease not in seen_hh:
+                st = host_held.pop(lease)
+                rec(ev="hh-gone", key=lease, name=st["name"], host=st["host"], exp=st["exp"], now_ms=now_ms,
+                    last_t=st["t"], ran_out=now_ms >= st["exp"])
         for lease in list(orphan):
             if lease not in seen_orphans:
                 end("lost", lease, orphan.pop(lease), now)
