@@ -42,11 +42,21 @@ void io_lease_args(Agent *a, bool host_held, const char *name, uid_t uid, char t
  * finds it (acquire.lua grants a lease its slot again), or its TTL ends it
  * when the request goes. */
 static void grant_give_back(Agent *a, const Lease *l) {
-        int r = io_call_release(a, l->name->name, l->id, l->uid);
+        int r;
+
+        if (l->state == LEASE_GONE)
+                return;         /* its own release went after its acquire */
+        r = io_call_release(a, l->name->name, l->id, l->uid);
 
         if (r < 0)
                 log_debug_errno(r, "Failed to give back the unconfirmed grant of lease %s of %s: %m; it ends with its "
                                 "lease.", l->id, l->name->name);
+}
+
+/* A lease whose client went while its call was out has left its name (the
+ * engine's lease_detach()): a reply for it is only logged under its id. */
+static const char *name_of(const Lease *l) {
+        return l->name ? l->name->name : l->id;
 }
 
 static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
@@ -59,7 +69,7 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
                 slots_acquire_done(&a->slots, l, NULL, now_mono());
                 return;
         }
-        r = acquire_result(l->name->name, reply, &d);
+        r = acquire_result(name_of(l), reply, &d);
         if (r.outcome == ACQUIRE_GRANTED && a->config->min_replicas_acked > 0) {
                 if (grant_wait_for_replicas(a, conn, l, &r, grant_give_back) >= 0)
                         return;
@@ -234,7 +244,7 @@ static void reassert_reply(RedisConn *conn, const RedisReply *reply, void *userd
         Agent *a = agent_of(l->slots_engine->ctx);
 
         (void) conn;
-        slots_reassert_done(&a->slots, l, reassert_result(l->name->name, reply), now_mono());
+        slots_reassert_done(&a->slots, l, reassert_result(name_of(l), reply), now_mono());
 }
 
 int io_call_reassert(void *ctx, Lease *l) {
