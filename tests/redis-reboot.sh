@@ -173,6 +173,8 @@ start_redis
 check "Redis restarted empty: f's slot of rv is re-asserted" wait_for 15 host_holds rv f
 before=$(expiry rv "$lease_f")
 check "... and renewed since" wait_for 10 sh -c "[ \"\$(redis-cli -s '$REDIS_SOCK' ZSCORE 'fleetsem:{rv}:holders' $lease_f)\" != '$before' ]"
+# (g's agent reconnects on its own backoff: its revoke needs Redis.)
+check "g's agent is back on Redis" wait_for 15 fs g status rv
 fs g revoke --now "$lease_f" >/dev/null; is "$?" 0 "revoke --now of f's slot of rv: exit 0"
 check "f's agent lets it go" wait_for 10 metric_is f 'fleetsem_host_held_slots{name="rv"}' 0
 check "... and does not put it back" still_after 3 sh -c "[ \$(redis-cli -s '$REDIS_SOCK' ZCARD 'fleetsem:{rv}:holders') = 0 ]"
