@@ -90,29 +90,18 @@ ns_cgroup_remove() {
 
 # ns_launch HOST [NSPAWN_OPTION...]: boots HOST in the background, with the
 # shared directory bound in at /run/fleetsem-test; ns_wait_booted waits for it.
-ns_launch() {
-        local host=$1; shift
-        [ -n "${NS_ROOT:-}" ] || ns_root
-        mkdir -p "$T/shared"
-        (
-                for d in $(ns_cgroup_dirs); do
-                        mkdir -p "$d/$NSBASE-$host" && echo "$BASHPID" >"$d/$NSBASE-$host/cgroup.procs"
-                done
-                exec systemd-nspawn -q -D "$NS_ROOT" --volatile=overlay -b -M "$NSBASE-$host" --hostname="$host" \
-                        --private-network --register=no --keep-unit \
-                        --bind="$T/shared:/run/fleetsem-test" "$@" "${NS_BINDS[@]}"
-        ) >"$T/console-$host.txt" 2>&1 </dev/null &
-        eval "NS_PID_$host=$!"
-        disown
-        NS_HOSTS+=("$host")
-}
+ns_launch() { ns_spawn once "$@"; }
 
 # ns_launch_rebooting HOST [NSPAWN_OPTION...]: as ns_launch, but HOST is
 # booted again each time it reboots (systemctl reboot makes nspawn exit
 # with 133), until it stops otherwise; each boot appends "TIME_MS boot"
 # to $T/boots-HOST. ns_wait_booted finds the boot that runs now.
-ns_launch_rebooting() {
-        local host=$1; shift
+ns_launch_rebooting() { ns_spawn again "$@"; }
+
+# ns_spawn once|again HOST [NSPAWN_OPTION...]: what both do; NS_PID_HOST is
+# the loop that runs HOST's nspawn (ns_leader_of finds its container).
+ns_spawn() {
+        local mode=$1 host=$2; shift 2
         [ -n "${NS_ROOT:-}" ] || ns_root
         mkdir -p "$T/shared"
         (
@@ -120,11 +109,12 @@ ns_launch_rebooting() {
                         mkdir -p "$d/$NSBASE-$host" && echo "$BASHPID" >"$d/$NSBASE-$host/cgroup.procs"
                 done
                 while :; do
-                        echo "$(date +%s%3N) boot" >>"$T/boots-$host"
+                        [ "$mode" = again ] && echo "$(date +%s%3N) boot" >>"$T/boots-$host"
                         systemd-nspawn -q -D "$NS_ROOT" --volatile=overlay -b -M "$NSBASE-$host" --hostname="$host" \
                                 --private-network --register=no --keep-unit \
                                 --bind="$T/shared:/run/fleetsem-test" "$@" "${NS_BINDS[@]}"
-                        [ $? = 133 ] && [ ! -e "$T/stop-$host" ] || break
+                        rc=$?
+                        [ "$mode" = again ] && [ "$rc" = 133 ] && [ ! -e "$T/stop-$host" ] || break
                 done
         ) >"$T/console-$host.txt" 2>&1 </dev/null &
         eval "NS_PID_$host=$!"
@@ -132,13 +122,13 @@ ns_launch_rebooting() {
         NS_HOSTS+=("$host")
 }
 
-# ns_leader_of PID: the container's PID 1 (systemd, a child of nspawn),
-# PID being nspawn itself or, for a host that reboots, the loop that runs
-# its nspawn; looked up afresh at each call (an nspawn that just exited for
-# a reboot has none, the next one has it once it runs).
+# ns_leader_of PID: the container's PID 1 (systemd, a child of nspawn)
+# that the loop PID (ns_spawn) runs now; looked up afresh at each call (an
+# nspawn that just exited for a reboot has none, the next one has it once
+# it runs).
 ns_leader_of() {
         local n
-        for n in "$1" $(pgrep -x -P "$1" systemd-nspawn); do
+        for n in $(pgrep -x -P "$1" systemd-nspawn); do
                 pgrep -x -P "$n" systemd | head -n1
         done | grep -m1 .
 }
