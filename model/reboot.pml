@@ -17,6 +17,17 @@
  * down and it comes back after (host_lease shorter than a reboot); spin
  * must find two hosts of a group down at once.
  *
+ * RESET: once, at any time, Redis loses every holder (restarted empty or
+ * from a stale snapshot, a failover). The agents of hosts that are up put
+ * theirs back and queue their waiters again in their order (before any
+ * grant: the reset's grace); a host that is down cannot, and its slots
+ * are lost to Redis while it still counts itself down on them. No slot a
+ * host holds itself is granted for host_lease after the reset (acquire.lua:
+ * grants_from), which every host down then outlasts: it is back by then,
+ * or gone (its slots would have run out). MUT_JOB_GRACE: that grace ends
+ * at any time (one lease_ttl, shorter than a reboot); spin must find two
+ * hosts down at once.
+ *
  * Configuration: names 0 (r1, limit 1), 1 (r2, limit 1), 2 (reboot, limit
  * LIM); host 0 in r1, host 1 in r1 and r2, host 2 in r2; the sorted order
  * is the names' order, 0, 1, 2. */
@@ -42,6 +53,14 @@ bool gone[NH];          /* never came back: its slots ran out */
 byte n_gone = 0;
 /* Scratch of the atomic steps, 0 between them (no state of their own). */
 byte tk, tc, tj, tg;
+#ifdef RESET
+bool lost[NN * NH];     /* name * NH + host: Redis lost the slot of a host down at the reset */
+bool down_at_reset[NH];
+bool grace = false;     /* after the reset: nothing granted while a host down then may still be down */
+#define GRANTS_OK !grace
+#else
+#define GRANTS_OK true
+#endif
 
 #define H(n, h) ((n) * NH + (h))
 
@@ -71,7 +90,7 @@ inline check_caps() {
 /* grant_next: the head of n's line while it fits. */
 inline grant_next(n) {
         do
-        :: qlen[n] > 0 && held[n] < limit[n] ->
+        :: qlen[n] > 0 && held[n] < limit[n] && GRANTS_OK ->
                 tg = line[H(n, 0)] - 1;
                 line[H(n, 0)] = line[H(n, 1)];
                 line[H(n, 1)] = line[H(n, 2)];
@@ -102,7 +121,14 @@ inline give_back(h, n) {
                 if
                 :: holds[H(n, h)] ->
                         holds[H(n, h)] = false;
+#ifdef RESET
+                        if
+                        :: lost[H(n, h)] -> lost[H(n, h)] = false
+                        :: else -> held[n]--
+                        fi;
+#else
                         held[n]--;
+#endif
                         printf("MSC: host %d gives back %d\n", h, n);
                         grant_next(n)
                 :: else
@@ -155,6 +181,41 @@ proctype Host(byte h) {
         fi
 }
 
+#ifdef RESET
+proctype Reset() {
+        byte n;
+
+        atomic {
+                for (tk : 0 .. NH - 1) {
+                        down_at_reset[tk] = down[tk] && !gone[tk]
+                }
+                for (tj : 0 .. NN * NH - 1) {
+                        if
+                        :: holds[tj] && down_at_reset[tj % NH] -> lost[tj] = true; held[tj / NH]--
+                        :: else
+                        fi
+                }
+                tk = 0; tj = 0;
+                grace = true;
+                printf("MSC: Redis reset\n")
+        }
+#ifdef MUT_JOB_GRACE
+        skip;
+#else
+        (!(down_at_reset[0] && down[0] && !gone[0]) && !(down_at_reset[1] && down[1] && !gone[1]) &&
+         !(down_at_reset[2] && down[2] && !gone[2]));
+#endif
+        atomic {
+                grace = false;
+                printf("MSC: the reset's grace is over\n");
+                for (n : 0 .. NN - 1) {
+                        grant_next(n)
+                }
+                n = 0
+        }
+}
+#endif
+
 init {
         atomic {
                 limit[0] = 1;
@@ -162,6 +223,9 @@ init {
                 limit[REBOOT] = LIM;
                 run Host(0);
                 run Host(1);
-                run Host(2)
+                run Host(2);
+#ifdef RESET
+                run Reset()
+#endif
         }
 }

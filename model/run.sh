@@ -308,6 +308,8 @@ if [ $mode = checks ]; then
 		"-DLIM=1" safety 12000
 	queue check_reboot reboot-2 "caps hold (holders, and hosts down, of every name); no deadlock (no invalid end state)" "$RB; reboot limit 2" \
 		"-DLIM=2" safety 17000
+	queue check_reboot reboot-reset "caps hold (holders, and hosts down, of every name); no deadlock (no invalid end state)" "$RB; reboot limit 1; once, at any time, Redis loses every holder: the hosts up put theirs back, a host down cannot" \
+		"-DLIM=1 -DRESET" safety 100000
 	queue check revoke-fenced "no stale write accepted after a revoke" "$N1, waiters do not give up; holders freeze (timers stop); root revokes job 0's held slot once" \
 		"$BASE -DGIVEUP=0 -DREVOKES=1 -DREVOKE_NOW=1 -DFREEZE" safety 1900000
 else
@@ -343,6 +345,7 @@ else
 	queue mutant drain-release "a release while drained hands the slot to the next in line" "$BASE -DDRAIN=1 -DMUT_DRAIN_RELEASE"
 	queue mutant_reboot reboot-any-order "a host takes its reboot slots in the reverse order (a deadlock)" "-DLIM=1 -DMUT_ANY_ORDER"
 	queue mutant_reboot reboot-short-lease "a host-held slot runs out while its host is down, and the host comes back after" "-DLIM=1 -DMUT_SHORT_LEASE"
+	queue mutant_reboot reboot-job-grace "after a reset, slots hosts hold themselves are granted again after a job's grace, before a host down then is back" "-DLIM=1 -DRESET -DMUT_JOB_GRACE"
 fi
 if [ ${#only[@]} -gt 0 ] && [ ${#queued[@]} != ${#only[@]} ]; then
 	echo "$0: ${#only[@]} names given, ${#queued[@]} of them known ($mode)" >&2; exit 2

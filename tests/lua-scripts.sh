@@ -136,7 +136,7 @@ args() {
 # The callers, as the agent calls them; the caller is host a, uid 1000
 # unless AS_HOST / AS_UID say otherwise; TTL_MS, GRACE and IDLE likewise.
 acquire() {         # NAME LEASE SLOTS [PROOF]; WEIGHT the units it takes (1)
-        args acquire lease="$2" slots="$3" ttl_ms="${TTL_MS:-10000}" description="INFO lease=$2" host="${AS_HOST:-a}" \
+        args acquire lease="$2" slots="$3" ttl_ms="${TTL_MS:-10000}" description="${DESC:-INFO lease=$2}" host="${AS_HOST:-a}" \
                 uid="${AS_UID:-1000}" grace_until_ms="${GRACE:-0}" idle_ms="${IDLE:-600000}" weight="${WEIGHT:-1}" \
                 ${4:+proof="$4"}
         lua "$1" acquire "${ARGS_OUT[@]}"
@@ -317,6 +317,33 @@ t0=$(redis_us)
 reassert ra2 L 1 5 1234 >/dev/null
 is "$(j "$(state ra2 5)" "r > $t0")" true "reassert: a lost counter starts from the clock, not from a low token"
 is "$(counted ra)" "2 1 / 2 1 3" "reassert: the counts are the ZSETs' (2 hold, W waits, 3 records)"
+
+# ---- A slot a host holds itself, after a reset -----------------------------------
+# Its host may be down (rebooting) through the reset and its grace, unable
+# to put it back or to fence itself: no slot a host would hold itself is
+# granted for the caller's lease (its host_lease) after the grace. Redis
+# came back without b's slot (a stale snapshot: the name's state is there,
+# b's grant is not); the reset's grace is over, c asks with a 60 s lease.
+HH_DESC="INFO host=c hold=host reason=kernel"
+G=$(( $(redis_ms) - 1000 ))
+r=$(GRACE=$G TTL_MS=60000 DESC=$HH_DESC AS_HOST=c acquire hh c 1)
+is "$(j "$r" 'r[:4]')" "[0,1,0,1]" "host-held after a reset: c waits though nobody holds (the grace ended 1 s ago)"
+is "$(j "$r" "58000 <= r[4] <= 59000")" true "... and is told to look again once its lease after the grace is over ($(j "$r" 'r[4]') ms)"
+is "$(j "$(GRACE=$G acquire hh2 j 1)" 'r[0]')" 1 "... a job's acquire on another free name after the grace is granted"
+is "$(j "$(GRACE=$((G - 60000)) TTL_MS=60000 DESC=$HH_DESC AS_HOST=c acquire hh c 1)" 'r[0]')" 1 \
+        "... granted once its lease after the grace is over"
+is "$(j "$(GRACE=0 TTL_MS=60000 DESC=$HH_DESC AS_HOST=c acquire hh3 c 1)" 'r[0]')" 1 \
+        "... and on a Redis whose reset the caller does not know (grace_until 0)"
+# Handed on by a release: a waiting host-held slot is left to its own
+# acquire (grant_next cannot tell how long it must wait), which a plain
+# wake message sends it to.
+sub hh4
+acquire hh4 j 1 >/dev/null
+TTL_MS=60000 DESC=$HH_DESC AS_HOST=c acquire hh4 c 1 >/dev/null
+is "$(release hh4 j)" "[1]" "host-held waiter: the release hands nothing on"
+is "$(rcli ZCARD "$(key hh4 holders)") $(rcli ZCARD "$(key hh4 queue)")" "0 1" "... nobody holds, c still waits"
+check "... and wakes the line ('1')" wait_for 5 heard hh4 1
+is "$(j "$(TTL_MS=60000 DESC=$HH_DESC AS_HOST=c acquire hh4 c 1)" 'r[0]')" 1 "... c's own acquire then grants it"
 
 # ---- Idle names leave Redis ----------------------------------------------------
 mapfile -t idle_keys < <(keys_of idle)

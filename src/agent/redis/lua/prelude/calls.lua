@@ -56,6 +56,15 @@ local function acquire_call(argv)
   local now_ms, now_us = now()
   fetch({lease})
   expire(now_ms, ttl, grace_until)
+  -- A slot a host holds itself may be lost in a reset while its host is
+  -- down (it reboots): that host can neither put it back nor fence itself
+  -- until it is up, which takes up to its lease (host_lease, this
+  -- caller's ttl). Such slots are granted nothing for that long after the
+  -- reset's grace (the grace never starts before the reset), as after
+  -- Redis forgot the name (forgot_left()). (Only here: grant_next() leaves
+  -- them to their own acquire.)
+  local grants_from = grace_until
+  if grace_until > 0 and host_held(desc) then grants_from = grace_until + ttl end
 
   local r = rec[lease]
   if r and (foreign(r, host, uid) or revoked(r)) then return {R_ACQUIRE_REFUSED} end
@@ -81,7 +90,7 @@ local function acquire_call(argv)
   local held = st.held
 
   -- Nobody in line and room for it: straight in, without a ticket.
-  if st.line == 0 and may_grant(now_ms, grace_until, ttl) and held + weight <= own_limit then
+  if st.line == 0 and may_grant(now_ms, grants_from, ttl) and held + weight <= own_limit then
     r = newcomer(lease, slots, host, uid, desc, weight)
     local token = grant(lease, r, now_ms + ttl, now_ms, now_us, false)
     return {R_ACQUIRE_GRANTED, token, now_ms, held + weight, own_limit}
@@ -98,7 +107,7 @@ local function acquire_call(argv)
   end
 
   local limit = limit_in_force(slots)
-  if may_grant(now_ms, grace_until, ttl) and held + r.weight <= limit and rank < limit - held then
+  if may_grant(now_ms, grants_from, ttl) and held + r.weight <= limit and rank < limit - held then
     -- (Each before it weighs 1 at least: only then can it fit.)
     local ahead = 0
     if rank > 0 then
@@ -117,9 +126,9 @@ local function acquire_call(argv)
   end
 
   -- When to look again: the first holder's expiry, or the end of the lease
-  -- after Redis forgot the name, whichever comes first.
+  -- after Redis forgot the name or after a reset, whichever comes first.
   local first = redis.call('ZRANGE', K_HOLDERS, 0, 0, 'WITHSCORES')
-  local next_expiry, left = -1, forgot_left(now_ms, ttl)
+  local next_expiry, left = -1, math.max(forgot_left(now_ms, ttl), grants_from - now_ms)
   -- (Swept above: none has run out. Never below 0 all the same.)
   if first[2] then next_expiry = math.max(0, tonumber(first[2]) - now_ms) end
   if left > 0 and (next_expiry < 0 or left < next_expiry) then next_expiry = left end

@@ -313,3 +313,9 @@ end
 local function foreign(r, host, uid)
   return r.host ~= host or r.uid ~= uid
 end
+
+-- true when the description `desc` is of a slot a host holds itself
+-- (fleetsem reboot: "... hold=host ..."; the agent writes it, escaped).
+local function host_held(desc)
+  return string.find(desc or '', ' hold=host', 1, true) ~= nil
+end
