@@ -130,7 +130,7 @@ class Server:
                 v = self.c.call("GET", key)
                 if key == FLEET_CLOCK:
                     w = v.split(" ")
-                    if len(w) == 5 and w[4] == self.run_id:
+                    if len(w) >= 5 and w[4] == self.run_id:
                         w[4] = "RUN_ID"
                     v = " ".join(w)
             else:

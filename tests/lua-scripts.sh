@@ -481,6 +481,35 @@ rcli SET "$FLEET_CLOCK" "$((t - 9000)) $(fleet_offset) $((g + 5000))" >/dev/null
 GRACE=$((g + 5000)) reassert era z 1 6 1 >/dev/null
 is "$(j "$(rcli ZSCORE "$(key era holders)" y)" "r >= $t + 7000")" true "clock: a re-assertion sees a step in its own state: y keeps its lease"
 is "$(rcli PTTL "$FLEET_CLOCK")" -1 "clock: the fleet's clock key never expires"
+# Leases of different lengths (a slot a host holds itself has host_lease,
+# here 4 of the 4-s leases): a gap is judged by the shortest lease among
+# the callers (the key's SHORT_MS), not by the caller's own; a step of
+# 3 s, under half the long lease, first seen by a long lease's caller, is
+# still a step for the short ones (finding 18: the harness' host-held
+# `reboot` renewed first after a 7.45-s step, and `solo` granted twice).
+fleet_last_is() { rcli SET "$FLEET_CLOCK" "$(rcli GET "$FLEET_CLOCK" | awk -v t="$1" '{ $1 = t; print }')" >/dev/null; }
+TTL_MS=16000 acquire mixh r 1 >/dev/null
+TTL_MS=4000 acquire mix a 1 >/dev/null
+TTL_MS=4000 acquire mix w 1 >/dev/null
+is "$(rcli GET "$FLEET_CLOCK" | awk '{ print $6 }')" 4000 "clock: the fleet's clock key keeps the shortest lease of its callers"
+t=$(redis_ms)
+rcli ZADD "$(key mix holders)" $((t - 1000)) a >/dev/null
+fleet_last_is $((t - 3000))             # a 3-s step: over half the short lease, under half the long
+TTL_MS=16000 renew mixh r >/dev/null
+is "$(j "$(TTL_MS=4000 acquire mix w 1)" 'r[:2]')" "[0,1]" \
+        "clock: a step first seen by a longer lease's caller is a step for the shorter: a still holds, w waits"
+is "$(j "$(rcli ZSCORE "$(key mix holders)" a)" "r >= $t + 1500")" true "clock: ... a's expiry moved by the step"
+# Such a gap counts once: the short lease's callers may be gone, and the
+# long leases' own calls are time again (their dead leases run out).
+release mix a >/dev/null
+release mix w >/dev/null
+t=$(redis_ms)
+fleet_last_is $((t - 3000))
+TTL_MS=16000 renew mixh r >/dev/null
+is "$(rcli GET "$FLEET_CLOCK" | awk '{ print $6 }')" 16000 "clock: a gap only the shorter lease calls a step forgets it"
+rcli ZADD "$(key mixh holders)" $((t - 1)) r >/dev/null
+fleet_last_is $((t - 3000))
+is "$(j "$(TTL_MS=16000 acquire mixh s 1)" 'r[0]')" 1 "clock: ... then a 3-s gap of the long leases is time: r ran out, s gets in"
 
 # Tokens across a real step of Redis' clock and a restore from a snapshot
 # of before it: the step forward, tokens handed out during it, the clock

@@ -2,8 +2,9 @@
 -- and the steps of Redis' clock.
 
 -- The fleet's clock key, K_FLEET_CLOCK (the last KEY, one for all names):
--- "LAST_MS OFFSET_MS ERA TOKEN_OFFSET_MS RUN_ID". observe() reads it and
--- says what the first three are; next_token() the others. fleet_write()
+-- "LAST_MS OFFSET_MS ERA TOKEN_OFFSET_MS RUN_ID SHORT_MS". observe() reads
+-- it and says what the first three and SHORT_MS are; next_token() the
+-- others. fleet_write()
 -- writes back what `fleet` holds; `fleet_due`: at the end of the call.
 local fleet, fleet_due = {}, false
 -- Read once a call: a batch's names share it (batch.lua). Nothing but this
@@ -13,15 +14,17 @@ local fleet_known = false
 local function field(w, pattern, default)
   return tonumber(w and string.match(w, pattern)) or default
 end
--- (The key as fleet_write() writes it, five words, in one match; anything
--- else word by word, each word checked alone.)
+-- (The key as fleet_write() writes it, six words, in one match; anything
+-- else word by word, each word checked alone: a key of five, without
+-- SHORT_MS, has 0 for it, none known.)
 local function fleet_read()
   local text = redis.call('GET', K_FLEET_CLOCK) or ''
-  local last, offset, era, token_offset, id = string.match(text, '^(%d+) (%-?%d+) (%d+) (%-?%d+) (%x+)$')
+  local last, offset, era, token_offset, id, short =
+    string.match(text, '^(%d+) (%-?%d+) (%d+) (%-?%d+) (%x*) (%d+)$')
   if last then
     fleet.last, fleet.era, fleet.offset, fleet.token_offset = tonumber(last), tonumber(era), tonumber(offset),
       tonumber(token_offset)
-    fleet.run_id = id
+    fleet.run_id, fleet.short = id, tonumber(short)
     return
   end
   local w = {}
@@ -29,10 +32,11 @@ local function fleet_read()
   fleet.last, fleet.era = field(w[1], '^%d+$', nil), field(w[3], '^%d+$', 0)
   fleet.offset, fleet.token_offset = field(w[2], '^%-?%d+$', 0), field(w[4], '^%-?%d+$', 0)
   fleet.run_id = w[5] and string.match(w[5], '^%x+$') or ''
+  fleet.short = field(w[6], '^%d+$', 0)
 end
 local function fleet_write()
   redis.call('SET', K_FLEET_CLOCK, table.concat({digits(fleet.last), digits(fleet.offset), digits(fleet.era),
-    digits(fleet.token_offset), fleet.run_id}, ' '))
+    digits(fleet.token_offset), fleet.run_id, digits(fleet.short or 0)}, ' '))
   fleet_due = false
 end
 
@@ -137,22 +141,37 @@ end
 -- the tokens' clock goes on from TOKEN_GRAIN_MS past LAST_MS, past the
 -- last token, if not later. A caller that knows no lease
 -- (a release on a name Redis lost) sees no step forward.
+-- Leases differ (a slot a host holds itself has host_lease, agents may
+-- have other lease_ttls), and the shortest lease among the callers is
+-- what a gap must be judged by: SHORT_MS, the shortest caller's lease
+-- since the key's last gap (0: none known). A longer lease's caller that
+-- judged by its own would take for time a step that ends the shorter
+-- leases (a renewal of a host-held slot, with host_lease, called first
+-- after the step). A gap that only the shorter lease makes a step is
+-- counted once and the shorter lease forgotten, its callers may be gone
+-- (every agent that holds one calls again within a third of it, and
+-- puts it back): so a fleet whose short leases ended counts one gap in
+-- the longer callers' calls as a step, as a gap in every agent's calls.
 local function observe(now_ms, ttl, grace_until, looker)
   local offset, last_ttl = st.offset, st.ttl
   ttl = tonumber(ttl) or last_ttl or 0
   -- (Once a call: see fleet_known.)
   if not fleet_known and not fleet_due then fleet_read() end
   fleet_known = true
-  local fleet_last, fleet_offset = fleet.last, fleet.offset
+  local fleet_last, fleet_offset, short = fleet.last, fleet.offset, fleet.short or 0
   grace_until = tonumber(grace_until) or 0
   local stale = fleet_last and grace_until > fleet.era
-  local stepped = fleet_last and not stale and ((ttl > 0 and now_ms - fleet_last > ttl / 2) or now_ms < fleet_last)
+  local judge = (short > 0 and short < ttl and not stale) and short or ttl
+  local stepped = fleet_last and not stale and ((ttl > 0 and now_ms - fleet_last > judge / 2) or now_ms < fleet_last)
   if stepped then fleet_offset = fleet_offset + now_ms - fleet_last end
   local moved = offset and offset ~= fleet_offset
   if looker then return not (stepped or moved) end
-  -- Written again after a twentieth of a lease at most, not every call;
-  -- never by a caller that knows no lease (it would swallow a step).
-  local id = (stale or stepped or not fleet_last or (ttl > 0 and now_ms - fleet_last >= ttl / 20)) and run_id()
+  -- Written again after a twentieth of the caller's lease at most, not
+  -- every call (a shorter lease's callers write at their own pace), and
+  -- when the caller's lease is shorter than SHORT_MS; never by a caller
+  -- that knows no lease (it would swallow a step).
+  local id = (stale or stepped or not fleet_last or
+    (ttl > 0 and (now_ms - fleet_last >= ttl / 20 or short == 0 or ttl < short))) and run_id()
   if id then
     token_offset_move(id, stepped and now_ms - fleet_last - (now_ms > fleet_last and TOKEN_GRAIN_MS or 1) or 0, stale)
   end
@@ -161,7 +180,13 @@ local function observe(now_ms, ttl, grace_until, looker)
     if st.line > 0 then shift(K_WAITERS, fleet_offset - offset) end
   end
   if id then
-    fleet.last, fleet.offset, fleet.era = now_ms, fleet_offset, math.max(fleet.era, grace_until)
+    -- (Forgotten: in another state, or after a gap only it made a step.)
+    if stale or not fleet_last or short == 0 or (stepped and now_ms - fleet_last <= ttl / 2 and now_ms > fleet_last) then
+      short = ttl
+    elseif ttl > 0 then
+      short = math.min(short, ttl)
+    end
+    fleet.last, fleet.offset, fleet.era, fleet.short = now_ms, fleet_offset, math.max(fleet.era, grace_until), short
     fleet_write()
   end
   if offset ~= fleet_offset or (ttl > 0 and ttl ~= last_ttl) then
