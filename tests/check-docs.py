@@ -28,6 +28,9 @@ one TAP line; each difference a diagnostic FILE:LINE: what is wrong.
               README.md or HACKING.md.
   links       every relative Markdown link resolves: the file exists and
               a #fragment names a heading of it.
+  old-spellings  no `limit --fleet` (fleet-limit's spelling before it was
+              a command of its own) in man/, the Markdown files or
+              systemd/, but in a sentence that says it is deprecated.
 
 Usage: check-docs.py [SRCDIR] (default: the tree above this file).
 """
@@ -331,6 +334,46 @@ def check_links():
     return bad
 
 
+# ---------------------------------------------------------------- old spellings
+
+OLD_SPELLINGS = [(re.compile(r"\blimit\s+--fleet\b"), "fleetsem fleet-limit")]
+
+
+def plain_lines(rel, text):
+    """TEXT's lines as a reader sees their words: a man page's font
+    escapes, quotes and \\- gone, its macros' names too (a line of a
+    macro alone, .PP or .TP, left empty: it ends a paragraph)."""
+    if not rel.startswith("man/"):
+        return text.split("\n")
+    out = []
+    for line in text.split("\n"):
+        if line.startswith(".") or line.startswith("'"):
+            m = re.match(r"[.'](?:B|I|BR|RB|IR|RI|BI|IB)\s+(.*)$", line)
+            line = m.group(1) if m else ""
+        line = re.sub(r"\\f[BIRP]|\\&|\"", "", line).replace("\\-", "-")
+        out.append(line)
+    return out
+
+
+def check_old_spellings():
+    files = md_files() + man_files()
+    files += sorted(os.path.relpath(p, SRC) for p in glob.glob(os.path.join(SRC, "systemd", "*")))
+    bad = []
+    for rel in files:
+        text = "\n".join(plain_lines(rel, read(rel)))
+        for pat, now in OLD_SPELLINGS:
+            for m in pat.finditer(text):
+                # The sentence: from the last full stop or blank line before
+                # it to the first after it.
+                starts = [x.end() for x in re.finditer(r"\.\s|\n\s*\n", text[:m.start()])]
+                after = re.search(r"\.(?:\s|$)|\n\s*\n", text[m.end():])
+                sentence = text[starts[-1] if starts else 0:m.end() + after.start() if after else len(text)]
+                if "deprecated" not in sentence.lower():
+                    bad.append("%s:%d: \"%s\": the deprecated spelling; write %s (or say it is deprecated)"
+                               % (rel, line_of(text, m.start()), m.group(0), now))
+    return bad
+
+
 CHECKS = [
     ("verbs", check_verbs),
     ("codes", check_codes),
@@ -339,6 +382,7 @@ CHECKS = [
     ("test-counts", check_test_counts),
     ("suite-time", check_suite_time),
     ("links", check_links),
+    ("old-spellings", check_old_spellings),
 ]
 
 
