@@ -28,6 +28,14 @@ one TAP line; each difference a diagnostic FILE:LINE: what is wrong.
               README.md or HACKING.md.
   links       every relative Markdown link resolves: the file exists and
               a #fragment names a heading of it.
+  options     each long option of the getopt_long tables of src/cli/*.c
+              is in fleetsem(1), and so is each short one, as "-X, --LONG";
+              each verb's are exactly its options in the bash completion
+              (but COMPLETION_HIDDEN), and those that take a value are in
+              its with_arg, short and long.
+  old-spellings  no `limit --fleet` (fleet-limit's spelling before it was
+              a command of its own) in man/, the Markdown files or
+              systemd/, but in a sentence that says it is deprecated.
 
 Usage: check-docs.py [SRCDIR] (default: the tree above this file).
 """
@@ -331,6 +339,119 @@ def check_links():
     return bad
 
 
+# ---------------------------------------------------------------- options
+
+# Options the completion does not offer, each with why.
+COMPLETION_HIDDEN = {
+    ("fleet-limit", "fleet"): "what makes limit --fleet, the deprecated spelling, still work",
+}
+
+
+def cli_options():
+    """{verb: [(long, takes_arg, short or None)]}: each getopt_long table of
+    src/cli/*.c, as the verb's whose verb_*() it is in or, in a helper, the
+    first verb_*() after it."""
+    funcs = dict((f, v) for v, f in re.findall(
+        r'if \(streq\(argv\[1\], "([a-z][a-z-]*)"\)\)\s*\n\s*return (verb_\w+)\(', read("src/cli/fleetsem.c")))
+    out = {}
+    for path in sorted(glob.glob(os.path.join(SRC, "src/cli/*.c"))):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        defs = [(m.start(), m.group(1)) for m in
+                re.finditer(r"^(?:static )?[a-z][\w *]*?\b(\w+)\([^;{]*\)\s*\{", text, re.M)]
+        for t in re.finditer(r"static const struct option \w+\[\] = \{(.*?)\n\s*\};", text, re.S):
+            inside = [n for pos, n in defs if pos < t.start()][-1:]
+            after = [n for pos, n in defs if pos > t.start() and n in funcs]
+            func = inside[0] if inside and inside[0] in funcs else (after[0] if after else None)
+            if func is None:
+                continue
+            for name, arg, val in re.findall(r'\{ "([a-z][a-z-]*)", (no|required|optional)_argument, NULL, ([^ }]+) \}',
+                                             t.group(1)):
+                short = re.match(r"'(.)'$", val)
+                out.setdefault(funcs[func], []).append((name, arg != "no", short.group(1) if short else None))
+    return out
+
+
+def check_options():
+    opts = cli_options()
+    bad = []
+    if len(opts) < 5 or not all(opts.values()):
+        return ["src/cli: cannot read the getopt_long tables (found %s)" % sorted(opts)]
+    man_rel = "man/fleetsem.1"
+    man = "\n".join(plain_lines(man_rel, read(man_rel)))
+    comp_rel = "src/cli/completion/fleetsem"
+    comp = read(comp_rel)
+    m = re.search(r"local with_arg='@\(([^)]*)\)'", comp)
+    with_arg = set(m.group(1).split("|")) if m else set()
+    if not m:
+        bad.append("%s: no with_arg='@(...)' to read" % comp_rel)
+    man_lacks = {}
+    for verb, table in sorted(opts.items()):
+        for name, takes_arg, short in table:
+            if not re.search(r"(?<![\w-])--%s(?![\w-])" % re.escape(name), man):
+                man_lacks.setdefault("--" + name, []).append(verb)
+            if short and not re.search(r"(?<![\w-])-%s\s*,\s*--%s(?![\w-])" % (re.escape(short), re.escape(name)), man):
+                man_lacks.setdefault("\"-%s, --%s\"" % (short, name), []).append(verb)
+            if takes_arg:
+                for o in ["--" + name] + (["-" + short] if short else []):
+                    if o not in with_arg:
+                        bad.append("%s:%d: with_arg lacks %s (fleetsem %s)" % (comp_rel, line_of(comp, m.start()) if m else 0, o, verb))
+        cm = re.search(r"^\s*\[%s\]='([^']*)'" % re.escape(verb), comp, re.M)
+        if not cm:
+            bad.append("%s: no options for %s" % (comp_rel, verb))
+            continue
+        want = {"--" + n for n, _, _ in table if (verb, n) not in COMPLETION_HIDDEN}
+        have = set(cm.group(1).split())
+        where = "%s:%d" % (comp_rel, line_of(comp, cm.start()))
+        for o in sorted(want - have):
+            bad.append("%s: %s lacks %s" % (where, verb, o))
+        for o in sorted(have - want):
+            bad.append("%s: %s offers %s, which it does not take" % (where, verb, o))
+    for o, verbs in man_lacks.items():
+        bad.append("%s: lacks %s (fleetsem %s)" % (man_rel, o, ", ".join(verbs)))
+    return bad
+
+
+# ---------------------------------------------------------------- old spellings
+
+OLD_SPELLINGS = [(re.compile(r"\blimit\s+--fleet\b"), "fleetsem fleet-limit")]
+
+
+def plain_lines(rel, text):
+    """TEXT's lines as a reader sees their words: a man page's font
+    escapes, quotes and \\- gone, its macros' names too (a line of a
+    macro alone, .PP or .TP, left empty: it ends a paragraph)."""
+    if not rel.startswith("man/"):
+        return text.split("\n")
+    out = []
+    for line in text.split("\n"):
+        if line.startswith(".") or line.startswith("'"):
+            m = re.match(r"[.'](?:B|I|BR|RB|IR|RI|BI|IB)\s+(.*)$", line)
+            line = m.group(1) if m else ""
+        line = re.sub(r"\\f[BIRP]|\\&|\"", "", line).replace("\\-", "-")
+        out.append(line)
+    return out
+
+
+def check_old_spellings():
+    files = md_files() + man_files()
+    files += sorted(os.path.relpath(p, SRC) for p in glob.glob(os.path.join(SRC, "systemd", "*")))
+    bad = []
+    for rel in files:
+        text = "\n".join(plain_lines(rel, read(rel)))
+        for pat, now in OLD_SPELLINGS:
+            for m in pat.finditer(text):
+                # The sentence: from the last full stop or blank line before
+                # it to the first after it.
+                starts = [x.end() for x in re.finditer(r"\.\s|\n\s*\n", text[:m.start()])]
+                after = re.search(r"\.(?:\s|$)|\n\s*\n", text[m.end():])
+                sentence = text[starts[-1] if starts else 0:m.end() + after.start() if after else len(text)]
+                if "deprecated" not in sentence.lower():
+                    bad.append("%s:%d: \"%s\": the deprecated spelling; write %s (or say it is deprecated)"
+                               % (rel, line_of(text, m.start()), m.group(0), now))
+    return bad
+
+
 CHECKS = [
     ("verbs", check_verbs),
     ("codes", check_codes),
@@ -339,6 +460,8 @@ CHECKS = [
     ("test-counts", check_test_counts),
     ("suite-time", check_suite_time),
     ("links", check_links),
+    ("options", check_options),
+    ("old-spellings", check_old_spellings),
 ]
 
 

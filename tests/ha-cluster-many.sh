@@ -9,7 +9,7 @@
 # agent has of it), then give the new map. A holder and a waiter live
 # through it: the holder's slot stays its own, the waiter gets the slot
 # once it is released, through the new masters; every connection to an
-# old one is closed.
+# old one is closed. Then fleetsemd --load-library on 70 masters.
 TTL=2s
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-cluster.sh"
@@ -87,4 +87,23 @@ is "$?" 0 "a new job gets a slot after the move"
 
 kill "$fake"
 wait "$fake" 2>/dev/null
+
+# ---- fleetsemd --load-library into every master -------------------------------------
+# More masters than the 64 it once loaded (it left the rest without a word,
+# and exited 0), on a fake Cluster of their own over the same real node,
+# where the agent loaded the library: each master says it is there.
+N2=70
+F2=$(free_port)
+python3 "$(dirname "$0")/fake-cluster-many.py" "$F2" "$P" "$N2" >"$T/fake2.out" 2>&1 &
+fake2=$!
+wait_for 5 grep -q listening "$T/fake2.out" || bail "the second fake Cluster did not start"
+out=$("$FLEETSEMD" --redis "cluster://fleetsem@127.0.0.1:$F2" --redis-password-file "$T/acl.pw" \
+        --load-library 2>&1); rc=$?
+is "$rc" 0 "fleetsemd --load-library on $N2 masters: exit 0"
+is "$(printf '%s\n' "$out" | sed -nE 's/^Redis at 127\.0\.0\.1:([0-9]+): fleetsem library version [0-9]+ is there already.*/\1/p' |
+        sort -n | tr '\n' ' ')" \
+        "$(awk '$1 == "master" && $2 == 0 { print $3 }' "$T/fake2.out" | sort -n | tr '\n' ' ')" \
+        "... and looked at each of the $N2, once"
+kill "$fake2"
+wait "$fake2" 2>/dev/null
 done_testing

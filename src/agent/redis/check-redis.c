@@ -4,7 +4,8 @@
  * Sentinels name): whether it can be reached, and whether it runs as
  * fleetsem needs it (maxmemory-policy noeviction: fleetsemd(8), SAFETY;
  * appendonly yes). fleetsemd --load-library: the library loaded there
- * (each master of a Cluster) where it is missing or older. */
+ * (each master of a Cluster, as many as the agents follow: SHARDS_MAX)
+ * where it is missing or older. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,10 +13,15 @@
 
 #include "agent.h"
 #include "check-redis.h"
+#include "redis-layer.h"
 #include "redis.h"
 
 #define PROBE_TIMEOUT (3 * USEC_PER_SEC)
-#define SHARDS_MAX_CLI 64                       /* a Cluster's masters (SHARDS_MAX) */
+
+typedef struct Master {
+        char host[256];
+        unsigned port;
+} Master;
 
 /* FIELD's value in an INFO reply ("" when it has none), at most size-1 bytes. */
 static void info_field(const char *s, size_t len, const char *field, char *buf, size_t size) {
@@ -205,14 +211,15 @@ static int load_server(const RedisAddress *a, bool sharded, const char *unix_pat
 }
 
 /* A Cluster's masters, from the first node the URL names that answers
- * CLUSTER SLOTS: each loaded once. */
+ * CLUSTER SLOTS: each loaded once. As many as the agents follow
+ * (SHARDS_MAX); a map that names more is refused whole, as the agents
+ * refuse it, rather than loaded into some of its masters. */
 static int load_cluster(const RedisAddress *a) {
         for (size_t i = 0; i < a->n_hosts; i++) {
                 RedisProbe p = { .host = a->hosts[i].host, .port = a->hosts[i].port, .user = a->user,
                                  .password = a->password, .timeout = PROBE_TIMEOUT };
-                char hosts[SHARDS_MAX_CLI][256];
-                unsigned ports[SHARDS_MAX_CLI];
-                size_t n = 0, n_ranges;
+                _cleanup_free_ Master *masters = NULL;
+                size_t n = 0, n_alloc = 0, n_ranges;
                 RedisReply *reply = NULL;
                 int bad = 0;
 
@@ -229,17 +236,35 @@ static int load_cluster(const RedisAddress *a) {
                             redis_reply_array_integer(master, 1, &port) < 0 || port < 1 || port > 65535)
                                 continue;
                         for (size_t j = 0; j < n && !seen; j++)
-                                seen = ports[j] == (unsigned) port && streq(hosts[j], host);
-                        if (seen || n >= SHARDS_MAX_CLI)
+                                seen = masters[j].port == (unsigned) port && streq(masters[j].host, host);
+                        if (seen)
                                 continue;
-                        snprintf(hosts[n], sizeof(hosts[n]), "%s", host);
-                        ports[n++] = (unsigned) port;
+                        if (n >= SHARDS_MAX) {
+                                fprintf(stderr, "Redis Cluster: the map names more than " STRINGIFY(SHARDS_MAX)
+                                        " masters, more than the agents follow; nothing loaded.\n");
+                                redis_reply_free(reply);
+                                return 1;
+                        }
+                        if (n >= n_alloc) {
+                                size_t want = MIN(MAX(n_alloc * 2, (size_t) 16), (size_t) SHARDS_MAX);
+                                Master *t = reallocarray(masters, want, sizeof(Master));
+
+                                if (!t) {
+                                        fprintf(stderr, "Out of memory reading the Cluster's masters.\n");
+                                        redis_reply_free(reply);
+                                        return 1;
+                                }
+                                masters = t;
+                                n_alloc = want;
+                        }
+                        snprintf(masters[n].host, sizeof(masters[n].host), "%s", host);
+                        masters[n++].port = (unsigned) port;
                 }
                 redis_reply_free(reply);
                 if (n == 0)
                         continue;
                 for (size_t j = 0; j < n; j++)
-                        bad |= load_server(a, true, NULL, hosts[j], ports[j]);
+                        bad |= load_server(a, true, NULL, masters[j].host, masters[j].port);
                 return bad;
         }
         fprintf(stderr, "No Cluster node the configuration names gave its masters (CLUSTER SLOTS).\n");
