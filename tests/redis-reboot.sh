@@ -56,6 +56,19 @@ like "$out" '^No reboot required' "... and says so"
 is "$(holders reboot)$(rcli HLEN fleetsem:host:{a})" "00" "Redis: nothing taken by either"
 check "nothing rebooted" test ! -e "$T/rebooted-a"
 
+# A request refused for want of a limit leaves nothing behind: once the
+# fleet limit is set, the next one is granted within a wait shorter than
+# host_lease (the fault harness' finding 15 was a Redis that had lost its
+# data, whose slots hosts hold themselves wait host_lease, not the refusal).
+nl() { fs a reboot --state-dir "$T/state-nl" --reboot-command "touch $T/rebooted-nl" "$@" nolimit; }
+nl >/dev/null 2>&1; is "$?" 78 "no fleet limit and no --slots: 78"
+is "$(waiters nolimit)$(holders nolimit)" "00" "... nothing of it in Redis"
+fs a fleet-limit nolimit 1 >/dev/null || bail "cannot set nolimit's fleet limit"
+nl --wait 3s >/dev/null 2>&1; is "$?" 0 "with the fleet limit set, the next request is granted within 3 s (host_lease 6 s)"
+check "... and reboots" test -e "$T/rebooted-nl"
+fs a reboot --release --state-dir "$T/state-nl" nolimit >/dev/null; is "$?" 0 "... --release gives it back"
+is "$(holders nolimit)" 0 "Redis: nolimit free"
+
 # a takes the slot: its reason, and the packages, hostile bytes dropped.
 touch "$T/required-a"
 printf 'linux-image-6.1.0-99-amd64\n\033[31mlibc6\nlibc6\n$(reboot)\n' >"$T/required-a.pkgs"
