@@ -173,8 +173,9 @@ ns_boot() {
 }
 
 # ns_boot_rebooting HOST...: boots each HOST as ns_launch_rebooting does,
-# with the shipped units as ns_boot installs them and
-# fleetsem-reboot-done.service too, its /var/lib/fleetsem in $T/HOST/lib
+# with the shipped units as ns_boot installs them and the reboot units
+# too (fleetsem-reboot.service and .timer, fleetsem-reboot-done.service),
+# its /var/lib/fleetsem in $T/HOST/lib
 # (kept across its reboots: fleetsem reboot's state, and what a test puts
 # there for a health command); the agent's socket and the done service
 # wanted on every boot (systemd.wants= on PID 1's command line: the
@@ -191,6 +192,8 @@ ns_boot_rebooting() {
                         --bind-ro="$BUILD/systemd/fleetsemd.service:/etc/systemd/system/fleetsemd.service" \
                         --bind-ro="$SRC/systemd/fleetsem.socket:/etc/systemd/system/fleetsem.socket" \
                         --bind-ro="$BUILD/systemd/fleetsem-reboot-done.service:/etc/systemd/system/fleetsem-reboot-done.service" \
+                        --bind-ro="$BUILD/systemd/fleetsem-reboot.service:/etc/systemd/system/fleetsem-reboot.service" \
+                        --bind-ro="$SRC/systemd/fleetsem-reboot.timer:/etc/systemd/system/fleetsem-reboot.timer" \
                         --bind-ro="$T/$host/etc:/etc/fleetsem" \
                         --bind="$T/$host/lib:/var/lib/fleetsem" \
                         systemd.wants=fleetsem.socket systemd.wants=fleetsem-reboot-done.service

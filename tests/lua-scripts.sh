@@ -328,7 +328,8 @@ HH_DESC="INFO host=c hold=host reason=kernel"
 G=$(( $(redis_ms) - 1000 ))
 r=$(GRACE=$G TTL_MS=60000 DESC=$HH_DESC AS_HOST=c acquire hh c 1)
 is "$(j "$r" 'r[:4]')" "[0,1,0,1]" "host-held after a reset: c waits though nobody holds (the grace ended 1 s ago)"
-is "$(j "$r" "58000 <= r[4] <= 59000")" true "... and is told to look again once its lease after the grace is over ($(j "$r" 'r[4]') ms)"
+is "$(j "$r" "58000 <= r[4] <= 59000 and r[5] == r[4]")" true \
+        "... and is told to look again once its lease after the grace is over, and why it waits ($(j "$r" 'r[4:6]') ms)"
 is "$(j "$(GRACE=$G acquire hh2 j 1)" 'r[0]')" 1 "... a job's acquire on another free name after the grace is granted"
 is "$(j "$(GRACE=$((G - 60000)) TTL_MS=60000 DESC=$HH_DESC AS_HOST=c acquire hh c 1)" 'r[0]')" 1 \
         "... granted once its lease after the grace is over"
@@ -951,7 +952,7 @@ is "$(rcli HGET "$(key dr clock)" '@' | cut -d' ' -f1-3,5-)" 'drain a 0 root inc
 is "$(rcli PTTL "$(key dr clock)") $(rcli PTTL "$(key dr holders)")" "-1 -1" "drain: its keys no longer expire"
 r=$(acquire dr w1 2)
 is "$(j "$r" 'r[:3]')" "[0,1,1]" "drain: a newcomer with a free slot queues (1st, 1 holds)"
-like "$(j "$r" 'r[5]')" '^a 0 [0-9]+ root incident 42: disk full$' "drain: ... and is told the drain"
+like "$(j "$r" 'r[6]')" '^a 0 [0-9]+ root incident 42: disk full$' "drain: ... and is told the drain"
 is "$(j "$(acquire dr w2 2)" 'r[:2]')" "[0,2]" "drain: a second queues behind it"
 is "$(j "$(renew dr h)" 'r')" "[0]" "drain: the holder is renewed"
 is "$(j "$(TTL_MS=600000 renew dr w1 w2)" 'r')" "[0]" "drain: the waiters keep their places"

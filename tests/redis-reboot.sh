@@ -179,7 +179,7 @@ start_agent f -c "$T/long.conf"
 start_agent g -c "$T/long.conf"
 fs f reboot --state-dir "$T/state-f" --reboot-command true --slots 1 rv >/dev/null || bail "f could not take rv"
 lease_f=$(holder_of rv)
-fs g reboot --state-dir "$T/state-g" --reboot-command true --slots 1 --wait 15s rv >/dev/null 2>&1 & rb_g=$!
+fs g reboot --state-dir "$T/state-g" --reboot-command true --slots 1 --wait 15s rv >"$T/out-g" 2>&1 & rb_g=$!
 check "g waits for rv" wait_for 10 queued rv 1
 stop_redis
 start_redis
@@ -193,6 +193,7 @@ check "f's agent lets it go" wait_for 10 metric_is f 'fleetsem_host_held_slots{n
 check "... and does not put it back" still_after 3 sh -c "[ \$(redis-cli -s '$REDIS_SOCK' ZCARD 'fleetsem:{rv}:holders') = 0 ]"
 wait "$rb_g"
 is "$?" 75 "g gets nothing within host_lease of the reset: 75 after its --wait"
+like "$(cat "$T/out-g")" "rv: no slot is granted for another [0-9a-z ]+: Redis lost" "... and was told why it waits, and how long"
 
 # Bad input, and not root.
 reboot a --group 'r1' >/dev/null 2>&1; is "$?" 64 "--group without :M: 64"

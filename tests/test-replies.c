@@ -357,17 +357,31 @@ static void test_acquire(void) {
               a.granted.held == 2 && a.granted.limit == 5, "... token, since, held and limit as sent");
         freeReplyObject(reply);
 
+        resp_array(&r, 7);
+        resp_int(&r, 0);
+        resp_int(&r, 3);
+        resp_int(&r, 5);
+        resp_int(&r, 5);
+        resp_int(&r, -1);
+        resp_int(&r, 3600000);
+        resp_str(&r, "a 0 1 root maintenance");
+        reply = resp_parse(&r);
+        CHECK_INT(reply_decode_acquire(reply, &a), REPLY_ACQUIRE_QUEUED, "acquire {0, 3, …, drain}: queued");
+        CHECK(a.queued.position == 3 && a.queued.next_expiry_ms == -1 && a.queued.held_back_ms == 3600000 &&
+              a.n_fields == 6, "... position, expiry, held back");
+        CHECK_STR(a.queued.drain, "a 0 1 root maintenance", "... and the drain record");
+        freeReplyObject(reply);
+
+        /* Held back for a negative time: nonsense, refused. */
         resp_array(&r, 6);
         resp_int(&r, 0);
         resp_int(&r, 3);
         resp_int(&r, 5);
         resp_int(&r, 5);
         resp_int(&r, -1);
-        resp_str(&r, "a 0 1 root maintenance");
+        resp_int(&r, -1);
         reply = resp_parse(&r);
-        CHECK_INT(reply_decode_acquire(reply, &a), REPLY_ACQUIRE_QUEUED, "acquire {0, 3, …, drain}: queued");
-        CHECK(a.queued.position == 3 && a.queued.next_expiry_ms == -1 && a.n_fields == 5, "... position, expiry");
-        CHECK_STR(a.queued.drain, "a 0 1 root maintenance", "... and the drain record");
+        CHECK_INT(reply_decode_acquire(reply, &a), -EBADMSG, "acquire queued, held back -1 ms: refused");
         freeReplyObject(reply);
 
         /* A granted reply that says more held than SLOTS_MAX: nothing of it. */

@@ -409,6 +409,8 @@ static int take_one(const Reboot *rb, uid_t agent_uid, const char *name, uint32_
         _cleanup_close_ int fd = -EBADF;
         char text[TEXT_ESCAPE_SIZE(sizeof(((Reply *) NULL)->message))];
         uint32_t told = 0;
+        bool grace_told = false;
+        char note[NAME_MAX_LEN + 512];
         usec_t now = now_usec(CLOCK_MONOTONIC);
         LineReader lr;
         Reply rep;
@@ -434,6 +436,13 @@ static int take_one(const Reboot *rb, uid_t agent_uid, const char *name, uint32_
                         if (rep.position != told)
                                 printf("Waiting for a slot of %s: position %" PRIu32 " in line, %" PRIu32 " of %" PRIu32
                                        " held.\n", name, rep.position, rep.held, reply_limit(&rep, slots));
+                        /* A wait that is Redis' (after a reset, which for
+                         * a slot a host holds itself is a host_lease): told
+                         * once, it is not a hang. */
+                        if (!grace_told && grace_note(name, &rep, note, sizeof(note))) {
+                                printf("%s.\n", note);
+                                grace_told = true;
+                        }
                         fflush(stdout);
                         told = rep.position;
                         continue;

@@ -112,7 +112,8 @@ static bool name_drained(Name *n, const char *record) {
 void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) {
         uint64_t check_id = l->check_id;
         LogFields f;
-        bool drain_changed = false;
+        bool drain_changed = false, held_back_news;
+        usec_t held_back;
 
         l->check_inflight = false;
         if (l->state != LEASE_WAITING || !r)
@@ -204,7 +205,14 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 if (l->state != LEASE_WAITING)
                         goto finish;
         }
-        if (r->position != l->position || (r->limit != l->limit && r->limit > 0) || drain_changed) {
+        /* Held back by Redis past this agent's grace (a slot a host holds
+         * itself after a reset, a name Redis lost): told as it starts. */
+        held_back = r->held_back_ms > 0
+                            ? usec_add(now, MIN(r->held_back_ms, SLOTS_GRACE_TOLD_MAX / USEC_PER_MSEC) * USEC_PER_MSEC)
+                            : 0;
+        held_back_news = held_back > usec_add(e->grace_until, USEC_PER_SEC) && l->held_back_until <= now;
+        l->held_back_until = held_back;
+        if (r->position != l->position || (r->limit != l->limit && r->limit > 0) || drain_changed || held_back_news) {
                 l->position = r->position;
                 if (r->limit > 0)
                         l->limit = r->limit;

@@ -463,6 +463,7 @@ Lease *slots_lease_of_unit(Slots *e, const char *name, const char *unit, uid_t u
 
 void send_queued(Lease *l, usec_t now) {
         usec_t grace = slots_grace_left(l->slots_engine, now);
+        const char *why = l->slots_engine->grace_why;
         char line[PROTO_REPLY_MAX];
         MessageBuilder b;
 
@@ -473,9 +474,15 @@ void send_queued(Lease *l, usec_t now) {
         message_add_u64(&b, "limit", l->limit);
         if (l->name && l->name->drained)
                 message_add(&b, "drained", l->name->drained);
-        if (grace > 0) {
+        /* Redis holds this one back longer (its own lease after a reset,
+         * or a name Redis lost): the longer wait is what it is told. */
+        if (l->held_back_until > usec_add(now, grace)) {
+                grace = l->held_back_until - now;
+                why = why ?: GRACE_WHY_RESET;
+        }
+        if (grace > 0 && why) {
                 message_add_u64(&b, "grace", grace / USEC_PER_MSEC);
-                message_add(&b, "why", l->slots_engine->grace_why);
+                message_add(&b, "why", why);
         }
         lease_send(l, line, message_finish(&b));
         l->queued_sent = now;

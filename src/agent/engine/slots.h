@@ -73,6 +73,7 @@ struct Lease {
         uint32_t held_seen;     /* holders Redis reported with it */
         bool position_unsent;
         usec_t queued_sent;     /* when the last QUEUED went out */
+        usec_t held_back_until; /* Redis grants it nothing before (after a reset or a loss), 0 none */
         void *client;           /* the adapter's client: waiting, or listening for RENEWED/LOST */
         void *io;               /* the adapter's: anchor watch, timer */
         bool no_wait;
@@ -159,6 +160,7 @@ typedef struct AcquireResult {
         uint32_t position;              /* QUEUED */
         uint32_t held, limit;
         int64_t next_expiry_ms;         /* QUEUED: until the first holder's lease runs out, -1 unknown */
+        uint64_t held_back_ms;          /* QUEUED: how long the name grants it nothing (a reset, a loss), 0 none */
         const char *drain;              /* QUEUED: Redis' drain record "HOST UID SINCE_MS USER REASON", or NULL */
         const char *error;              /* FAILED */
 } AcquireResult;

@@ -46,6 +46,7 @@ end
 -- fit);
 -- {1, token, since_ms, held, limit} when it holds a slot (now or already);
 -- else {0, position, held, limit, ms until the first holder expires or -1,
+-- ms the name still grants it nothing (a reset's grace, a loss: 0 none),
 -- and the drain record while the name is drained}.
 local function acquire_call(argv)
   local lease, slots = argv[A_ACQUIRE_LEASE], tonumber(argv[A_ACQUIRE_SLOTS])
@@ -127,12 +128,15 @@ local function acquire_call(argv)
 
   -- When to look again: the first holder's expiry, or the end of the lease
   -- after Redis forgot the name or after a reset, whichever comes first.
+  -- `left`, how long the name grants this caller nothing whatever the
+  -- line, goes to its agent too: its caller is told why it waits.
   local first = redis.call('ZRANGE', K_HOLDERS, 0, 0, 'WITHSCORES')
-  local next_expiry, left = -1, math.max(forgot_left(now_ms, ttl), grants_from - now_ms)
+  local next_expiry = -1
+  local left = math.floor(math.min(math.max(forgot_left(now_ms, ttl), grants_from - now_ms, 0), 2 ^ 52))
   -- (Swept above: none has run out. Never below 0 all the same.)
   if first[2] then next_expiry = math.max(0, tonumber(first[2]) - now_ms) end
   if left > 0 and (next_expiry < 0 or left < next_expiry) then next_expiry = left end
-  return {R_ACQUIRE_QUEUED, rank + 1, held, limit, next_expiry, st.drain or nil}
+  return {R_ACQUIRE_QUEUED, rank + 1, held, limit, next_expiry, left, st.drain or nil}
 end
 
 -- Gives the slot back (or leaves the queue) and hands what that frees to
