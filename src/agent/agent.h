@@ -262,6 +262,10 @@ void lease_io_stop(Agent *a);
 /* server.c: the listening sockets, accepting, housekeeping */
 int server_start(Agent *a);
 void server_stop(Agent *a);
+/* A source of the host side could not be armed (r): without it clients
+ * would wait for ever; the agent exits instead, its slots anchored for the
+ * next agent (systemd starts it again). */
+void server_fatal(Agent *a, int r, const char *what);
 
 /* conn.c: a client's connection and output */
 void client_send(Client *c, const char *line, int len);
