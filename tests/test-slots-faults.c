@@ -46,8 +46,7 @@ static void sim_new_id(char *id, int who) {
  * agent's client does) is let go. */
 static void sim_done(SimClient *s) {
         s->busy = false;
-        lease_unref(s->l);
-        s->l = NULL;
+        s->l = lease_unref(s->l);
 }
 
 /* A client here: asks, holds when told, gives up now and then. */

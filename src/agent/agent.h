@@ -247,7 +247,8 @@ void io_changed(void *ctx);
 /* lease-io.c */
 /* watch_fd -EBADF: the anchor is alive by name only (its backlog is full). */
 LeaseIo *lease_io_new(Agent *a, int watch_fd);
-void lease_io_free(LeaseIo *io);
+LeaseIo *lease_io_free(LeaseIo *io);
+DEFINE_TRIVIAL_CLEANUP_FUNC(LeaseIo *, lease_io_free);
 int lease_io_attach(LeaseIo *io, Lease *l);
 /* The anchor of lease, for a watch: 0 with *ret_fd a connection and
  * *ret_uid its owner, or with *ret_fd -EBADF when it is alive by name only
@@ -262,12 +263,17 @@ void lease_io_stop(Agent *a);
 /* server.c: the listening sockets, accepting, housekeeping */
 int server_start(Agent *a);
 void server_stop(Agent *a);
+/* A source of the host side could not be armed (r): without it clients
+ * would wait for ever; the agent exits instead, its slots anchored for the
+ * next agent (systemd starts it again). */
+void server_fatal(Agent *a, int r, const char *what);
 
 /* conn.c: a client's connection and output */
 void client_send(Client *c, const char *line, int len);
 void client_send_error(Client *c, const char *code, const char *format, ...) _printf_(3, 4);
 void client_finish(Client *c);          /* close once the output is written */
-void client_free(Client *c);            /* close now */
+Client *client_free(Client *c);         /* close now */
+DEFINE_TRIVIAL_CLEANUP_FUNC(Client *, client_free);
 void client_sweep(Agent *a);            /* drop clients that never sent a request, or do not read */
 /* Writes what it can of the output; -errno when the client must go. */
 int client_flush(Client *c);

@@ -269,14 +269,14 @@ static bool cluster_allow_differs(const Config *c, const Config *n) {
  * reload says so. A configuration with errors is refused whole. */
 static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Agent *a = userdata;
-        Config *c = a->config, n;
+        _cleanup_(config_done) Config n = {};
+        Config *c = a->config;
         char x[300], y[300], who[64];
         bool new_password;
 
         (void) s;
         if (load_config(&n, false) < 0) {
                 log_error("Reload refused: the configuration above has errors; the running one is kept.");
-                config_done(&n);
                 return 0;
         }
         if (!streq(redis_address_to_string(&c->redis, x, sizeof(x)), redis_address_to_string(&n.redis, y, sizeof(y))))
@@ -308,7 +308,6 @@ static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void
                        str_differs(c->redis.sentinel_password, n.redis.sentinel_password);
         secret_take(&c->redis.password, &n.redis.password);
         secret_take(&c->redis.sentinel_password, &n.redis.sentinel_password);
-        config_done(&n);
 
         /* An operator's action: who sent the signal, in the journal's fields. */
         snprintf(who, sizeof(who), "uid %u, pid %u (SIGHUP)", (unsigned) si->ssi_uid, (unsigned) si->ssi_pid);
@@ -387,7 +386,7 @@ static void on_redis_changed(Agent *a) {
 
 static int run(int argc, char *argv[]) {
         _cleanup_(sd_event_unrefp) sd_event *e = NULL;
-        Config config;
+        _cleanup_(config_done) Config config = {};
         Agent agent = { .redis_changed = on_redis_changed, .fleet_changed = status_mark_dirty };
         char redis[300];
         int r;
@@ -400,16 +399,12 @@ static int run(int argc, char *argv[]) {
                 log_set_max_level(arg_log_level);
 
         r = load_config(&config, true);
-        if (r < 0) {
-                config_done(&config);
+        if (r < 0)
                 return r;
-        }
         apply_log_level(&config);
         r = setup_tls(&config);
-        if (r < 0) {
-                config_done(&config);
+        if (r < 0)
                 return r;
-        }
         if (arg_check_config) {
                 printf("Configuration OK: redis=%s namespace=%s host_id=%s key_prefix=%s lease_ttl=%llums%s\n",
                        redis_address_to_string(&config.redis, redis, sizeof(redis)), config.namespace,
@@ -419,7 +414,6 @@ static int run(int argc, char *argv[]) {
                 r = arg_check_redis && check_redis(&config) != 0 ? -EIO : 0;
                 if (r >= 0 && arg_load_library && load_library(&config) != 0)
                         r = -EIO;
-                config_done(&config);
                 return r;
         }
 
@@ -474,7 +468,6 @@ finish:
         units_close();
         user_cache_clear();
         log_limit_done();
-        config_done(&config);
         return r;
 }
 

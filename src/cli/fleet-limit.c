@@ -33,16 +33,14 @@ static void help(void) {
 }
 
 static int show(const char *ns, uid_t agent_uid, char *name) {
-        StatusOutput out = {};
+        _cleanup_(status_output_free) StatusOutput out = {};
         const char *n = NULL, *set = NULL;
         char t1[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)], t2[TEXT_ESCAPE_SIZE(PROTO_REPLY_MAX)];
         int r;
 
         r = status_fetch_names(ns, agent_uid, &name, 1, &out);
-        if (r != 0) {
-                status_output_free(&out);
+        if (r != 0)
                 return r;
-        }
         for (size_t i = 0; i < out.n; i++)
                 if (streq(out.entries[i].m.verb, "NAME") && streq(status_get(&out.entries[i], "name"), name) &&
                     message_get(&out.entries[i].m, "fleet_limit")) {
@@ -54,7 +52,6 @@ static int show(const char *ns, uid_t agent_uid, char *name) {
                        text_escape(set, t2, sizeof(t2)));
         else
                 printf("%s: no fleet limit\n", name);
-        status_output_free(&out);
         return 0;
 }
 

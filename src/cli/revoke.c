@@ -122,7 +122,7 @@ int verb_revoke(int argc, char *argv[]) {
                 {}
         };
         const char *ns = NULL, *reason = NULL, *host = NULL, *name = NULL;
-        StatusOutput out = {};
+        _cleanup_(status_output_free) StatusOutput out = {};
         uid_t agent_uid;
         bool at_once = false;
         int c, code = 0;
@@ -192,7 +192,7 @@ int verb_revoke(int argc, char *argv[]) {
 
         code = status_fetch_names(ns, agent_uid, (char *[]) { (char *) name }, name ? 1 : 0, &out);
         if (code != 0)
-                goto finish;
+                return code;
         for (int i = optind; i < argc; i++) {
                 const Entry *e = find_lease(&out, "HOLDER", argv[i]);
 
@@ -207,7 +207,5 @@ int verb_revoke(int argc, char *argv[]) {
                 }
                 code = MAX(code, revoke_one(ns, agent_uid, e, reason, at_once));
         }
-finish:
-        status_output_free(&out);
         return code;
 }

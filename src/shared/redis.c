@@ -76,7 +76,6 @@ static void conn_destroy(RedisConn *c) {
         free(c->host);
         free(c);
 }
-DEFINE_TRIVIAL_CLEANUP_FUNC(RedisConn *, redis_conn_free);
 
 static void conn_report(RedisConn *c, int error, const char *message) {
         if (c->closing || !c->state_cb)
@@ -375,17 +374,18 @@ const char *redis_conn_error(RedisConn *c, char *buf, size_t size) {
         return c->ac && c->ac->err ? c->ac->errstr : c->why;
 }
 
-void redis_conn_free(RedisConn *c) {
+RedisConn *redis_conn_free(RedisConn *c) {
         if (!c)
-                return;
+                return NULL;
         c->closing = true;
         if (c->dispatching) {
                 c->free_requested = true;
-                return;
+                return NULL;
         }
         if (c->ac)
                 redisAsyncFree(c->ac);  /* runs pending callbacks with NULL */
         conn_destroy(c);
+        return NULL;
 }
 
 bool redis_conn_is_connected(const RedisConn *c) {
@@ -442,8 +442,9 @@ int redis_command_format(int argc, const char *const *argv, const size_t *argvle
         return 0;
 }
 
-void redis_command_free(char *cmd) {
+char *redis_command_free(char *cmd) {
         redisFreeCommand(cmd);
+        return NULL;
 }
 
 int redis_conn_command(RedisConn *c, redis_reply_cb cb, void *userdata,
@@ -644,8 +645,9 @@ finish:
         return r;
 }
 
-void redis_reply_free(RedisReply *r) {
+RedisReply *redis_reply_free(RedisReply *r) {
         freeReplyObject(r);
+        return NULL;
 }
 
 /* ---- A blocking connection, for tests ------------------------------------------------ */
@@ -657,24 +659,19 @@ struct RedisBlocking {
 int redis_blocking_new(const char *unix_path, usec_t timeout, RedisBlocking **ret) {
         struct timeval tv = { .tv_sec = (time_t) (timeout / USEC_PER_SEC),
                               .tv_usec = (suseconds_t) (timeout % USEC_PER_SEC) };
-        RedisBlocking *b;
-        int r;
+        _cleanup_(redis_blocking_freep) RedisBlocking *b = NULL;
 
         b = calloc(1, sizeof(*b));
         if (!b)
                 return -ENOMEM;
         b->c = redisConnectUnixWithTimeout(unix_path, tv);
-        if (!b->c) {
-                free(b);
+        if (!b->c)
                 return -ENOMEM;
-        }
         if (b->c->err || redisSetTimeout(b->c, tv) != REDIS_OK) {
                 log_debug("Redis: cannot connect to %s: %s", unix_path, b->c->errstr);
-                r = b->c->err ? errno_from_hiredis(b->c->err, errno) : -EIO;
-                redis_blocking_free(b);
-                return r;
+                return b->c->err ? errno_from_hiredis(b->c->err, errno) : -EIO;
         }
-        *ret = b;
+        *ret = TAKE_PTR(b);
         return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <systemd/sd-event.h>
 
 #include "config.h"
+#include "macro.h"
 #include "time-util.h"
 
 typedef struct RedisConn RedisConn;
@@ -28,8 +29,10 @@ const char *redis_conn_error(RedisConn *c, char *buf, size_t size);
 int redis_conn_new(sd_event *e, const RedisAddress *a, usec_t connect_timeout,
                    redis_state_cb cb, void *userdata, RedisConn **ret);
 /* Closes (pending callbacks run with NULL, no state callback) and frees.
- * Safe from inside any callback of this connection. */
-void redis_conn_free(RedisConn *c);
+ * Safe from inside any callback of this connection. Accepts NULL;
+ * returns NULL. */
+RedisConn *redis_conn_free(RedisConn *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(RedisConn *, redis_conn_free);
 bool redis_conn_is_connected(const RedisConn *c);
 /* Commands sent but not answered yet, and when the last reply came. */
 size_t redis_conn_pending(const RedisConn *c);
@@ -39,7 +42,7 @@ usec_t redis_conn_last_activity(const RedisConn *c);
  * (argvlen NULL: C strings): a call that may be sent again (a redirect)
  * keeps it and is never formatted again. Freed with redis_command_free(). */
 int redis_command_format(int argc, const char *const *argv, const size_t *argvlen, char **ret_cmd, size_t *ret_len);
-void redis_command_free(char *cmd);
+char *redis_command_free(char *cmd);
 /* Sends a command formatted already; cb hears its reply (NULL: the
  * connection went). */
 int redis_conn_send_formatted(RedisConn *c, redis_reply_cb cb, void *userdata, const char *cmd, size_t len);
@@ -94,7 +97,9 @@ typedef struct RedisProbe {
         usec_t timeout;
 } RedisProbe;
 int redis_probe(const RedisProbe *p, int argc, const char *const *argv, RedisReply **ret);
-void redis_reply_free(RedisReply *r);
+/* Accepts NULL; returns NULL. */
+RedisReply *redis_reply_free(RedisReply *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(RedisReply *, redis_reply_free);
 
 /* A blocking connection of its own on a unix socket, for tests that drive
  * a real server step by step: commands may be pipelined (append several,
@@ -103,6 +108,7 @@ void redis_reply_free(RedisReply *r);
 typedef struct RedisBlocking RedisBlocking;
 int redis_blocking_new(const char *unix_path, usec_t timeout, RedisBlocking **ret);
 RedisBlocking *redis_blocking_free(RedisBlocking *b);
+DEFINE_TRIVIAL_CLEANUP_FUNC(RedisBlocking *, redis_blocking_free);
 int redis_blocking_append(RedisBlocking *b, int argc, const char *const *argv, const size_t *argvlen);
 int redis_blocking_reply(RedisBlocking *b, RedisReply **ret);
 /* append and reply in one. */

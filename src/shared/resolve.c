@@ -36,14 +36,14 @@ struct Resolve {
         void *userdata;
 };
 
-static void resolve_unref(Resolve *r) {
-        if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
-                return;
+static Resolve *resolve_unref(Resolve *r) {
+        if (!r || atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
+                return NULL;
         if (r->result)
                 freeaddrinfo(r->result);
         safe_close(r->fd);
         free(r->host);
-        free(r);
+        return mfree(r);
 }
 
 static void *lookup_thread(void *p) {
@@ -129,13 +129,13 @@ static int on_done(sd_event_source *s, int fd, uint32_t revents, void *userdata)
         return 0;
 }
 
-static void resolve_free_unstarted(Resolve *r) {
+static Resolve *resolve_free_unstarted(Resolve *r) {
         if (!r)
-                return;
+                return NULL;
         sd_event_source_disable_unref(r->source);
         safe_close(r->fd);
         free(r->host);
-        free(r);
+        return mfree(r);
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(Resolve *, resolve_free_unstarted);
 

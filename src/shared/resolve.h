@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <systemd/sd-event.h>
 
+#include "macro.h"
+
 #define RESOLVE_ADDRS_MAX 16
 #define RESOLVE_ADDR_MAX 64     /* an IPv6 address with its %scope */
 
@@ -31,5 +33,6 @@ typedef void (*resolve_cb)(int error, const char *why, const ResolveResult *resu
 int resolve_start(sd_event *e, const char *host, resolve_cb cb, void *userdata, Resolve **ret);
 /* Before the callback: it never comes. Accepts NULL; returns NULL. */
 Resolve *resolve_cancel(Resolve *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Resolve *, resolve_cancel);
 /* host is an IPv4 or IPv6 address (nothing to look up). */
 bool resolve_is_literal(const char *host);

@@ -300,7 +300,7 @@ AnchorWalk *anchor_walk_free(AnchorWalk *w) {
 
 /* The walk set up, its dump not yet asked for. */
 static int anchor_walk_new(const char *ns, const char *const *leases, size_t n, AnchorWalk **ret) {
-        AnchorWalk *w;
+        _cleanup_(anchor_walk_freep) AnchorWalk *w = NULL;
         socklen_t salen;
         int r;
 
@@ -309,17 +309,13 @@ static int anchor_walk_new(const char *ns, const char *const *leases, size_t n, 
                 return -ENOMEM;
         w->fd = -EBADF;
         r = sockaddr_abstract(ns, "lease", "", &w->sa, &salen);
-        if (r < 0) {
-                anchor_walk_free(w);
+        if (r < 0)
                 return r;
-        }
         w->order = calloc(n ?: 1, sizeof(size_t));
         w->alive = calloc(n ?: 1, sizeof(bool));
         w->uid = calloc(n ?: 1, sizeof(uid_t));
-        if (!w->order || !w->alive || !w->uid) {
-                anchor_walk_free(w);
+        if (!w->order || !w->alive || !w->uid)
                 return -ENOMEM;
-        }
         for (size_t i = 0; i < n; i++) {
                 w->order[i] = i;
                 w->uid[i] = (uid_t) -1;
@@ -329,23 +325,21 @@ static int anchor_walk_new(const char *ns, const char *const *leases, size_t n, 
                 .prefix = w->sa.sun_path + 1, .prefix_len = salen - offsetof(struct sockaddr_un, sun_path) - 1,
                 .leases = leases, .order = w->order, .n = n, .alive = w->alive, .uid = w->uid,
         };
-        *ret = w;
+        *ret = TAKE_PTR(w);
         return 0;
 }
 
 int anchor_walk_start(const char *ns, const char *const *leases, size_t n, AnchorWalk **ret) {
-        AnchorWalk *w = NULL;
+        _cleanup_(anchor_walk_freep) AnchorWalk *w = NULL;
         int r;
 
         r = anchor_walk_new(ns, leases, n, &w);
         if (r < 0)
                 return r;
         r = diag_ask(&w->fd);
-        if (r < 0) {
-                anchor_walk_free(w);
+        if (r < 0)
                 return r;
-        }
-        *ret = w;
+        *ret = TAKE_PTR(w);
         return 0;
 }
 
@@ -370,7 +364,7 @@ bool anchor_walk_refused(int r) {
 }
 
 int anchors_listening(const char *ns, const char *const *leases, size_t n, bool *ret_alive, uid_t *ret_uid) {
-        AnchorWalk *w = NULL;
+        _cleanup_(anchor_walk_freep) AnchorWalk *w = NULL;
         int r;
 
         r = anchor_walk_start(ns, leases, n, &w);
@@ -394,7 +388,6 @@ int anchors_listening(const char *ns, const char *const *leases, size_t n, bool 
                 memcpy(ret_alive, w->alive, n * sizeof(bool));
                 memcpy(ret_uid, w->uid, n * sizeof(uid_t));
         }
-        anchor_walk_free(w);
         return r < 0 ? r : 0;
 }
 

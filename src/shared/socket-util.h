@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include <sys/un.h>
 
+#include "macro.h"
 #include "time-util.h"
 
 /* "@NAMESPACE/agent" and "@NAMESPACE/lease/LEASE_ID" (abstract namespace). */
@@ -47,6 +48,7 @@ const bool *anchor_walk_alive(const AnchorWalk *w);
 const uid_t *anchor_walk_uid(const AnchorWalk *w);
 bool anchor_walk_refused(int r);
 AnchorWalk *anchor_walk_free(AnchorWalk *w);
+DEFINE_TRIVIAL_CLEANUP_FUNC(AnchorWalk *, anchor_walk_free);
 
 int agent_listen(const char *ns, int *ret_fd);
 

@@ -102,16 +102,19 @@ static Name *name_get(Slots *e, const char *name) {
         return n;
 }
 
-static void name_free(Name *n) {
-        Slots *e = n->slots_engine;
+static Name *name_free(Name *n) {
+        Slots *e;
 
+        if (!n)
+                return NULL;
+        e = n->slots_engine;
         e->ops->name_drop(e->ctx, n);
         tdelete(n, &e->name_tree, name_cmp);
         LIST_REMOVE(all, e->names, n);
         e->n_names--;
         free(n->drained);
         free(n->name);
-        free(n);
+        return mfree(n);
 }
 
 /* "HOST UID MS USER REASON" for people, after PREFIX: "PREFIXby USER (uid
@@ -185,12 +188,12 @@ Lease *lease_ref(Lease *l) {
         return l;
 }
 
-void lease_unref(Lease *l) {
+Lease *lease_unref(Lease *l) {
         if (!l || --l->n_ref > 0)
-                return;
+                return NULL;
         free(l->desc);
         free(l->unit);
-        free(l);
+        return mfree(l);
 }
 
 LogFields lease_fields(const Lease *l) {
@@ -390,7 +393,7 @@ static void holder_from_description(const char *desc, char *buf, size_t size) {
 }
 
 int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret) {
-        Lease *l;
+        _cleanup_(lease_unrefp) Lease *l = NULL;
         Name *n;
 
         n = name_get(e, spec->name);
@@ -409,16 +412,12 @@ int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret) {
         snprintf(l->id, sizeof(l->id), "%s", spec->id);
         l->desc = strdup(spec->desc ?: "INFO");
         l->unit = spec->unit ? strdup(spec->unit) : NULL;
-        if (!l->desc || (spec->unit && !l->unit) || !tsearch(l, &e->lease_tree, lease_cmp)) {
-                free(l->desc);
-                free(l->unit);
-                free(l);
+        if (!l->desc || (spec->unit && !l->unit) || !tsearch(l, &e->lease_tree, lease_cmp))
                 return -ENOMEM;
-        }
         holder_from_description(l->desc, l->holder, sizeof(l->holder));
         e->n_leases++;
         LIST_PREPEND(by_name, n->leases, l);
-        *ret = l;
+        *ret = TAKE_PTR(l);
         return 0;
 }
 

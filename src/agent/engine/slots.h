@@ -391,4 +391,6 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now);
 int granted_parse(const char *s, Granted *g, size_t max, size_t *ret_k);
 
 Lease *lease_ref(Lease *l);
-void lease_unref(Lease *l);
+/* Accepts NULL; returns NULL. */
+Lease *lease_unref(Lease *l);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Lease *, lease_unref);

@@ -30,9 +30,12 @@ static size_t client_out_max(const Client *c) {
         return c->cred.uid == 0 ? CLIENT_OUT_MAX_ROOT : CLIENT_OUT_MAX_USER;
 }
 
-void client_free(Client *c) {
-        Agent *a = c->agent;
+Client *client_free(Client *c) {
+        Agent *a;
 
+        if (!c)
+                return NULL;
+        a = c->agent;
         if (c->status)
                 c->status->client = NULL;
         if (c->op_ref)
@@ -62,7 +65,7 @@ void client_free(Client *c) {
         sd_event_source_disable_unref(c->io_source);
         safe_close(c->fd);
         free(c->out);
-        free(c);
+        return mfree(c);
 }
 
 static void client_out_free(Client *c) {

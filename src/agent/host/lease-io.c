@@ -115,13 +115,13 @@ static void lease_io_close_watch(LeaseIo *io) {
         io->agent->n_watch_fds--;
 }
 
-void lease_io_free(LeaseIo *io) {
+LeaseIo *lease_io_free(LeaseIo *io) {
         if (!io)
-                return;
+                return NULL;
         unwatch_by_name(io);
         io->timer_source = sd_event_source_disable_unref(io->timer_source);
         lease_io_close_watch(io);
-        free(io);
+        return mfree(io);
 }
 
 /* Starts watching once the engine made the lease. */
@@ -384,8 +384,7 @@ void io_lease_timer(void *ctx, Lease *l, usec_t when) {
 
 void io_lease_drop(void *ctx, Lease *l) {
         (void) ctx;
-        lease_io_free(l->io);
-        l->io = NULL;
+        l->io = lease_io_free(l->io);
 }
 
 /* A login session's slot lost: the session is told on its terminal, as

@@ -40,6 +40,12 @@ static void refuse_fast(int fd, const struct ucred *cred) {
         }
 }
 
+void server_fatal(Agent *a, int r, const char *what) {
+        log_error_errno(r, "Failed to %s: %m; exiting, held slots stay anchored for the next agent.", what);
+        /* (It fails only once the loop is done: it exits anyway.) */
+        (void) sd_event_exit(a->event, r);
+}
+
 /* At most ACCEPT_PER_TURN connections each time the loop comes here, and
  * it comes here last (PRIORITY_ACCEPT): renewals, replies and the requests
  * of clients already connected go first, however fast others connect. */
@@ -63,7 +69,9 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
                                  * again on the next housekeeping turn rather
                                  * than at once, for ever. */
                                 log_uid(0, now_mono(), LOG_WARNING, "Failed to accept a client: %m; pausing for a second.");
-                                (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                                r = sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                                if (r < 0)
+                                        server_fatal(a, r, "pause accepting clients");
                         } else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
                                 log_warning_errno(errno, "Failed to accept a client: %m");
                         return 0;
@@ -137,14 +145,21 @@ struct Server {
 
 static int on_housekeeping(sd_event_source *s, uint64_t usec, void *userdata) {
         Agent *a = userdata;
+        int r;
 
         (void) usec;
         client_sweep(a);
         lease_io_check_names(a);
         log_limit_flush(now_mono());
         /* Accepting again after running out of file descriptors. */
-        (void) sd_event_source_set_enabled(a->server->listen_source, SD_EVENT_ON);
-        (void) sd_event_source_set_time_relative(s, HOUSEKEEPING_EVERY);
+        r = sd_event_source_set_enabled(a->server->listen_source, SD_EVENT_ON);
+        if (r < 0) {
+                server_fatal(a, r, "accept clients again");
+                return 0;
+        }
+        r = sd_event_source_set_time_relative(s, HOUSEKEEPING_EVERY);
+        if (r < 0)
+                server_fatal(a, r, "arm housekeeping");
         return 0;
 }
 

@@ -408,12 +408,16 @@ static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
 void status_mark_dirty(Agent *a) {
         StatusLine *sl = a->status_line;
+        int r;
 
         if (!sl || sl->dirty || !sl->timer_source)
                 return;
         sl->dirty = true;
-        (void) sd_event_source_set_time_relative(sl->timer_source, 250 * USEC_PER_MSEC);
-        (void) sd_event_source_set_enabled(sl->timer_source, SD_EVENT_ONESHOT);
+        r = sd_event_source_set_time_relative(sl->timer_source, 250 * USEC_PER_MSEC);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(sl->timer_source, SD_EVENT_ONESHOT);
+        if (r < 0)
+                server_fatal(a, r, "arm the status update");
 }
 
 int status_start(Agent *a) {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "redis-layer.h"
 #include "redis-slot.h"
 
@@ -163,13 +164,16 @@ static void batch_flush_slot(RedisIo *io, unsigned slot) {
 
 void batch_flush_all(RedisIo *io) {
         Batcher *bt = io->batcher;
+        int r;
 
         if (!bt)
                 return;
         while (bt->batches)
                 batch_send(io, bt->batches);
         calls_send_deferred(io);
-        (void) sd_event_source_set_enabled(bt->deadline, SD_EVENT_OFF);
+        r = sd_event_source_set_enabled(bt->deadline, SD_EVENT_OFF);
+        if (r < 0)
+                log_debug_errno(r, "Failed to disarm the batch deadline: %m; it fires with nothing to send.");
 }
 
 /* A command nobody waits for (the hosts' and names' indexes). Issued
@@ -269,9 +273,16 @@ static int batch_add(RedisIo *io, Script script, unsigned slot, const char *name
         if (io->agent->state != REDIS_READY)
                 return -ENOTCONN;
         if (!bt->batches) {
-                (void) sd_event_source_set_enabled(bt->turn, SD_EVENT_ONESHOT);
-                if (sd_event_source_set_time_relative(bt->deadline, BATCH_WAIT_MAX) >= 0)
-                        (void) sd_event_source_set_enabled(bt->deadline, SD_EVENT_ONESHOT);
+                /* Without them the turn's calls would wait for ever. */
+                r = sd_event_source_set_enabled(bt->turn, SD_EVENT_ONESHOT);
+                if (r >= 0)
+                        r = sd_event_source_set_time_relative(bt->deadline, BATCH_WAIT_MAX);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(bt->deadline, SD_EVENT_ONESHOT);
+                if (r < 0) {
+                        redis_io_fatal(io, r, "arm the sending of the turn's calls to Redis");
+                        return r;
+                }
         }
         b = batch_find(io, slot);
         if (b && b->n_calls > 0 && b->n_args + n_args > BATCH_ARGS_MAX) {

@@ -45,11 +45,14 @@ struct Call {
 
 static void call_reply(RedisConn *conn, const RedisReply *reply, void *userdata);
 
-static void call_free(Call *c) {
+static Call *call_free(Call *c) {
+        if (!c)
+                return NULL;
         sd_event_source_disable_unref(c->retry);
         redis_command_free(c->cmd);
-        free(c);
+        return mfree(c);
 }
+DEFINE_TRIVIAL_CLEANUP_FUNC(Call *, call_free);
 
 /* The call's answer, to its caller: NULL when Redis went before it came. */
 static void call_done(Call *c, RedisConn *conn, const RedisReply *reply) {
@@ -215,14 +218,14 @@ done:
  * not copied again, nor formatted again when it is sent again. */
 static Call *call_new(RedisIo *io, int script, unsigned slot, redis_reply_cb cb, void *userdata, int argc,
                       const char *const *argv, const size_t *argvlen) {
-        Call *c = malloc(sizeof(*c));
+        _cleanup_(call_freep) Call *c = malloc(sizeof(*c));
 
         if (!c)
                 return NULL;
         *c = (Call) { .io = io, .script = script, .slot = slot, .cb = cb, .userdata = userdata };
         if (redis_command_format(argc, argv, argvlen, &c->cmd, &c->cmd_len) < 0)
-                return mfree(c);
-        return c;
+                return NULL;
+        return TAKE_PTR(c);
 }
 
 static int call_start(Call *c) {

@@ -49,7 +49,7 @@ static int check_server(const RedisAddress *a, const char *unix_path, const char
         RedisProbe p = { .unix_path = unix_path, .host = host, .port = port, .user = a->user,
                          .password = a->password, .db = a->db, .timeout = PROBE_TIMEOUT };
         char where[300], version[32], policy[64], aof[8];
-        RedisReply *reply = NULL;
+        _cleanup_(redis_reply_freep) RedisReply *reply = NULL;
         const char *s;
         size_t len;
         int r;
@@ -62,13 +62,11 @@ static int check_server(const RedisAddress *a, const char *unix_path, const char
         }
         if (redis_reply_string(reply, &s, &len) < 0) {
                 fprintf(stderr, "Redis at %s: refused INFO: %s\n", where, redis_reply_error(reply) ?: "no answer");
-                redis_reply_free(reply);
                 return 1;
         }
         info_field(s, len, "redis_version:", version, sizeof(version));
         info_field(s, len, "maxmemory_policy:", policy, sizeof(policy));
         info_field(s, len, "aof_enabled:", aof, sizeof(aof));
-        redis_reply_free(reply);
         printf("Redis at %s: version %s, maxmemory-policy %s, appendonly %s\n", where, version[0] ? version : "?",
                policy[0] ? policy : "?", streq(aof, "1") ? "yes" : streq(aof, "0") ? "no" : "?");
         if (!streq(policy, "noeviction")) {
@@ -88,7 +86,7 @@ static int sentinel_master(const RedisAddress *a, char *host, size_t size, unsig
         for (size_t i = 0; i < a->n_hosts; i++) {
                 RedisProbe p = { .host = a->hosts[i].host, .port = a->hosts[i].port,
                                  .password = a->sentinel_password, .timeout = PROBE_TIMEOUT };
-                RedisReply *reply = NULL;
+                _cleanup_(redis_reply_freep) RedisReply *reply = NULL;
                 char portbuf[8];
                 unsigned long v;
                 char *end;
@@ -102,11 +100,9 @@ static int sentinel_master(const RedisAddress *a, char *host, size_t size, unsig
                         v = strtoul(portbuf, &end, 10);
                         if (errno == 0 && *end == '\0' && v > 0 && v <= 65535) {
                                 *port = (unsigned) v;
-                                redis_reply_free(reply);
                                 return 0;
                         }
                 }
-                redis_reply_free(reply);
         }
         return -ENOENT;
 }
@@ -146,7 +142,7 @@ static int load_server(const RedisAddress *a, bool sharded, const char *unix_pat
         RedisProbe p = { .unix_path = unix_path, .host = host, .port = port, .user = a->user,
                          .password = a->password, .db = a->db, .timeout = PROBE_TIMEOUT };
         _cleanup_free_ char *text = NULL;
-        RedisReply *reply = NULL;
+        _cleanup_(redis_reply_freep) RedisReply *reply = NULL;
         char where[300], had[64] = "none";
         long long version = 0;
         bool was_sharded = false;
@@ -164,7 +160,7 @@ static int load_server(const RedisAddress *a, bool sharded, const char *unix_pat
         if (r == -EIO)
                 fprintf(stderr, "Redis at %s: refused FCALL %s: %s\n", where, LUA_VERSION_FUNCTION,
                         redis_reply_error(reply) ?: "no answer");
-        redis_reply_free(reply);
+        reply = redis_reply_free(reply);
         if (r == -EOPNOTSUPP)
                 fprintf(stderr, "Redis at %s has no FCALL (Redis functions): fleetsem needs Redis 7.0 or later, or "
                         "Valkey 7.2 or later.\n", where);
@@ -192,7 +188,6 @@ static int load_server(const RedisAddress *a, bool sharded, const char *unix_pat
                 fprintf(stderr, "Failed to make the library's text: %s\n", library_text_error(r));
                 return 1;
         }
-        reply = NULL;
         r = redis_probe(&p, 4, (const char *[]) { "FUNCTION", "LOAD", "REPLACE", text }, &reply);
         if (r < 0) {
                 fprintf(stderr, "Redis at %s: cannot be reached or refused the login: %s\n", where, strerror(-r));
@@ -202,10 +197,8 @@ static int load_server(const RedisAddress *a, bool sharded, const char *unix_pat
         if (err || redis_reply_string(reply, &name, &len) < 0 || len != strlen(LUA_LIBRARY_NAME) ||
             memcmp(name, LUA_LIBRARY_NAME, len) != 0) {
                 fprintf(stderr, "Redis at %s refused FUNCTION LOAD: %s\n", where, err ?: "an unexpected reply");
-                redis_reply_free(reply);
                 return 1;
         }
-        redis_reply_free(reply);
         printf("Redis at %s: fleetsem library version %u loaded (it had %s).\n", where, lua_library_version, had);
         return 0;
 }
@@ -220,7 +213,7 @@ static int load_cluster(const RedisAddress *a) {
                                  .password = a->password, .timeout = PROBE_TIMEOUT };
                 _cleanup_free_ Master *masters = NULL;
                 size_t n = 0, n_alloc = 0, n_ranges;
-                RedisReply *reply = NULL;
+                _cleanup_(redis_reply_freep) RedisReply *reply = NULL;
                 int bad = 0;
 
                 if (redis_probe(&p, 2, (const char *[]) { "CLUSTER", "SLOTS" }, &reply) < 0)
@@ -242,7 +235,6 @@ static int load_cluster(const RedisAddress *a) {
                         if (n >= SHARDS_MAX) {
                                 fprintf(stderr, "Redis Cluster: the map names more than " STRINGIFY(SHARDS_MAX)
                                         " masters, more than the agents follow; nothing loaded.\n");
-                                redis_reply_free(reply);
                                 return 1;
                         }
                         if (n >= n_alloc) {
@@ -251,7 +243,6 @@ static int load_cluster(const RedisAddress *a) {
 
                                 if (!t) {
                                         fprintf(stderr, "Out of memory reading the Cluster's masters.\n");
-                                        redis_reply_free(reply);
                                         return 1;
                                 }
                                 masters = t;
@@ -260,7 +251,7 @@ static int load_cluster(const RedisAddress *a) {
                         snprintf(masters[n].host, sizeof(masters[n].host), "%s", host);
                         masters[n++].port = (unsigned) port;
                 }
-                redis_reply_free(reply);
+                reply = redis_reply_free(reply);
                 if (n == 0)
                         continue;
                 for (size_t j = 0; j < n; j++)

@@ -97,7 +97,7 @@ typedef struct ReleaseCall {
 } ReleaseCall;
 
 static void release_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        ReleaseCall *rc = userdata;
+        _cleanup_free_ ReleaseCall *rc = userdata;
         Agent *a = rc->agent;
         Granted g[SLOTS_GRANTS_MAX] = {};
         size_t k;
@@ -113,11 +113,9 @@ static void release_reply(RedisConn *conn, const RedisReply *reply, void *userda
                 granted_wake(g, k, payload);
                 slots_release_done(&a->slots, rc->name, rc->lease, rc->uid, false, NULL, 0, now_mono());
                 slots_wake(&a->slots, rc->name, payload, now_mono());
-                free(rc);
                 return;
         }
         slots_release_done(&a->slots, rc->name, rc->lease, rc->uid, !reply, g, k, now_mono());
-        free(rc);
 }
 
 int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
@@ -180,7 +178,7 @@ typedef struct RenewCall {
  * no shape: nothing counts as renewed (holders fence themselves if it
  * goes on), and it is logged as the bug it is. */
 static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        RenewCall *rc = userdata;
+        _cleanup_free_ RenewCall *rc = userdata;
         Agent *a = rc->agent;
         const char *err = redis_reply_error(reply);
         _cleanup_free_ bool *missing = NULL;
@@ -188,22 +186,20 @@ static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 
         (void) conn;
         if (!reply)
-                goto finish;    /* Redis went: the next renewal goes to the next connection */
+                return;         /* Redis went: the next renewal goes to the next connection */
         if (err) {
                 log_error("Redis refused to renew the leases of %s: %s", rc->name, err);
-                goto finish;
+                return;
         }
         missing = calloc(rc->n ?: 1, sizeof(bool));
         if (!missing)
-                goto finish;
+                return;
         if (renew_result((const char (*)[LEASE_ID_LEN + 1]) rc->ids, rc->n, reply, missing, &forgot_left) < 0) {
                 reply_log_unknown("renew", rc->name, reply, "nothing counts as renewed");
-                goto finish;
+                return;
         }
         slots_renew_done(&a->slots, rc->name, (const char (*)[LEASE_ID_LEN + 1]) rc->ids, missing, rc->n, forgot_left,
                          rc->sent, now_mono());
-finish:
-        free(rc);
 }
 
 int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, bool host_held) {

@@ -190,6 +190,7 @@ Shard *shard_new_detached(RedisIo *io, const char *host, uint16_t port);
 /* Drops its connections (its calls hear Redis went) and frees it; it is
  * in no table any more (or is being freed with the table). */
 Shard *shard_free(Shard *sh);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Shard *, shard_free);
 /* sh at the end of *table (*n used, *n_alloc allocated), grown as needed:
  * -E2BIG past SHARDS_MAX. sh->index is left to the caller. */
 int shard_table_append(Shard ***table, size_t *n, size_t *n_alloc, Shard *sh);

@@ -159,12 +159,12 @@ static void library_load_reply(Shard *sh, const RedisReply *reply, bool new) {
 }
 
 static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        SetupStep *step = userdata;
+        _cleanup_free_ SetupStep *step = userdata;
         Shard *sh = step->shard;
         const char *err = redis_reply_error(reply);
 
         if (!reply || conn != sh->cmd)
-                goto finish;    /* an old connection */
+                return;         /* an old connection */
         /* (After a step failed, those after it are not looked at.) */
         if (sh->setup_failed)
                 ;
@@ -175,7 +175,7 @@ static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         else if (err)
                 setup_fail(sh, false, "%s failed: %s", step->what, err);
         if (--sh->setup_pending > 0)
-                goto finish;
+                return;
         if (sh->setup_failed) {
                 char why[sizeof(sh->error)];
 
@@ -192,8 +192,6 @@ static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 }
                 setup_done(sh);
         }
-finish:
-        free(step);
 }
 
 static void setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv) {

@@ -312,6 +312,7 @@ static void query_failed(SentinelQuery *q, const char *what, const char *why) {
  * when a quorum agreed answers into the void; one that hangs is dropped. */
 static void round_end(RedisIo *io, bool hangs) {
         Topology *t = io->topo_state;
+        int r;
 
         for (size_t i = 0; i < REDIS_HOSTS_MAX; i++) {
                 if (!t->q[i].done && hangs)
@@ -319,7 +320,10 @@ static void round_end(RedisIo *io, bool hangs) {
                 t->q[i].done = true;
         }
         t->q_pending = 0;
-        (void) sd_event_source_set_enabled(t->round_timer, SD_EVENT_OFF);
+        r = sd_event_source_set_enabled(t->round_timer, SD_EVENT_OFF);
+        if (r < 0)
+                log_debug_errno(r, "Failed to disarm the timeout of the Sentinels' round: %m; "
+                                "it finds no round under way.");
         sentinel_tally(io);
 }
 
