@@ -33,6 +33,9 @@ import sys
 CANARY = "canary"       # chaos.py plants its faults on this name
 HOST_FAULTS = ("partition-short", "partition-long", "agent-kill-short", "agent-kill-long",
                "agent-stop-short", "agent-stop-long", "host-freeze", "holder-kill", "host-gone")
+# Faults after which Redis may have lost slots (a reset of the state the
+# agents knew: a new epoch, re-assertion, a grace).
+RESETS = ("restart-empty", "restart-stale", "master-kill", "forget")
 # Faults that keep a host's agent from renewing its slots.
 NO_RENEWAL = ("partition-short", "partition-long", "agent-kill-short", "agent-kill-long",
               "agent-stop-short", "agent-stop-long", "host-freeze", "host-gone")
@@ -156,6 +159,15 @@ def main():
         # back long ago (an old snapshot): that one runs out at host_lease.
         return [f for f in faults + aftermath if f["kind"] not in HOST_FAULTS and f["kind"] != "flood"
                 and f["kind"] != "revoke" and f["t"] - 0.5 <= t <= f["heal"] + host_lease + ttl + 2.0]
+    def reset_near(t):
+        # A reset (Redis restarted empty or from a snapshot, a failover, its
+        # data or epoch gone) whose host-held wait may still run at t: its
+        # grace (a lease), then host_lease; a clock step back in between
+        # makes that longer in real time, by the step.
+        back = sum(f["detail"].get("step_ms", 0) / 1000.0 for f in faults if f["kind"] == "clock-back"
+                   and f["t"] <= t and f["t"] >= t - host_lease - 2 * ttl - 2.0)
+        return [f for f in faults + aftermath if f["kind"] in RESETS
+                and f["t"] - 0.5 <= t <= f["heal"] + ttl + host_lease + back + 2.0]
     hh_bad = []         # a host-held slot that ended otherwise than promised
     hh_freed = dict(released=0, ran_out=0, redis=0)
     for g in hh_gone:
@@ -334,6 +346,11 @@ def main():
         def explains(f, m=m):
             return f["kind"] not in HOST_FAULTS or f["target"] in m.get("head", [])
         fs = faults_at(m["since"], explains)
+        # After a reset, a slot a host holds itself is granted to nobody for
+        # host_lease past the reset's grace (its host may be rebooting through
+        # it): a host-held name's waiters wait that long by design.
+        if not fs and m["name"] in start.get("host_held", []):
+            fs = reset_near(m["since"])
         (stuck_excused if fs else stuck).append(dict(m, faults=label(fs or faults_at(m["since"]))))
     ends = {(m["ev"][:-4], m["key"], m["since"]): m["dur"] for m in monitor if m["ev"].endswith("-end")}
     for lst, kind in ((lost, "lost"), (stuck, "stuck"), (stuck_excused, "stuck")):
