@@ -18,7 +18,9 @@ is "$(cat "$T/bench-err.log")" "" "... and Redis refused no call"
 l4=$(sed -n 's/^L4 .* \([0-9][0-9]*\) grants\/s .* \([0-9.]*\) commands\/grant$/\1 \2/p' "$T/bench.log")
 l5=$(sed -n 's/^L5 .* \([0-9][0-9]*\) grants\/s .* \([0-9.]*\) commands\/grant$/\1 \2/p' "$T/bench.log")
 like "$l4" '^[1-9][0-9]* 1[2-9]\.[0-9]$' "L4: the agent's acquire and release scripts grant, at 12 commands or so a grant ($l4)"
-like "$l5" '^[1-9][0-9]* 6\.0$' "L5: the peer's algorithm grants, at 6 commands a grant ($l5)"
+# (Or so, as L4: a run of 300 ms counts the calls still in flight when it
+# stops, which a slow build, under ASan, makes a tenth of a command a grant.)
+like "$l5" '^[1-9][0-9]* 6\.[0-9]$' "L5: the peer's algorithm grants, at 6 commands or so a grant ($l5)"
 p50() { sed -n "s/^$1 .* \([0-9][0-9.]*\) \+[0-9][0-9.]* *\$/\1/p" "$T/bench.log"; }
 like "$(p50 A)" '^[1-9][0-9.]*$' "A: acquire -> release through the client code, timed ($(p50 A) us)"
 like "$(p50 B)" '^[1-9][0-9.]*$' "B: fleetsem run -- /bin/true, timed ($(p50 B) us)"
