@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-# fake-cluster-many.py SEED_PORT REAL_PORT N: a Redis Cluster of N masters
+# fake-cluster-many.py REAL_PORT N: a Redis Cluster of N masters
 # for the tests, each a node of its own on a loopback port that forwards
 # what it is sent to the one real node at 127.0.0.1:REAL_PORT (which owns
 # every hash slot), and answers CLUSTER SLOTS itself: the 16384 slots
-# shared out in N ranges, one a master. SEED_PORT is a node of the same
-# kind that no map names, for the URL.
+# shared out in N ranges, one a master. The seed is a node of the same
+# kind that no map names, for the URL, on a port the kernel gives it.
 #
 # "FAKE READDRESS", sent to the seed, moves every master to a new port at
 # once, as a redeploy does: N new nodes, the same ranges. From then on the
@@ -13,7 +13,8 @@
 # (so that a MOVED is what the agent hears of it first). Answers +OK once
 # the new nodes listen.
 #
-# Prints, a line each, flushed: "listening" (the seed), "master GEN PORT",
+# Prints, a line each, flushed: "listening PORT" (the seed, once every
+# master listens), "master GEN PORT",
 # "readdressed", "accepted PORT" and "closed PORT" (a connection to a
 # master, made and closed by the client), "fcall PORT KEY" (a call of a
 # library function forwarded, KEY its first key), "moved PORT NEWPORT SLOT".
@@ -24,7 +25,7 @@ import threading
 
 from resp import bulk, commands, encode, raw_reply, say
 
-seed_port, real_port, n = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+real_port, n = int(sys.argv[1]), int(sys.argv[2])
 SLOTS = 16384
 lock = threading.Lock()
 gens = []               # per generation: its masters' ports, in slot order
@@ -191,6 +192,5 @@ def readdress():
 
 
 new_generation()
-listen(seed_port, None)
-say("listening")
+say("listening %d" % listen(0, None))
 threading.Event().wait()

@@ -15,11 +15,21 @@ TTL=2s
 . "$(dirname "$0")/lib-cluster.sh"
 N=40
 
+# many_masters OUT N: start a Cluster of N masters over the real node P,
+# its lines in OUT; sets PROXY (its pid) and SEED (its seed's port).
+many_masters() {
+        python3 "$(dirname "$0")/fake-cluster-many.py" "$P" "$2" >"$1" 2>&1 &
+        PROXY=$!
+        if ! wait_for 30 grep -q '^listening ' "$1"; then
+                sed 's/^/# /' "$1"
+                bail "the Cluster of $2 masters did not start"
+        fi
+        SEED=$(awk '$1 == "listening" { print $2 }' "$1")
+}
+
 cluster_one_node
-F=$(free_port)
-python3 "$(dirname "$0")/fake-cluster-many.py" "$F" "$P" "$N" >"$T/fake.out" 2>&1 &
-fake=$!
-wait_for 5 grep -q listening "$T/fake.out" || bail "the fake Cluster did not start"
+many_masters "$T/fake.out" "$N"
+fake=$PROXY F=$SEED
 gen_ports() { awk -v g="$1" '$1 == "master" && $2 == g { print $3 }' "$T/fake.out"; }
 mapfile -t OLD < <(gen_ports 0)
 is "${#OLD[@]}" "$N" "the fake Cluster has $N masters"
@@ -93,10 +103,8 @@ wait "$fake" 2>/dev/null
 # and exited 0), on a fake Cluster of their own over the same real node,
 # where the agent loaded the library: each master says it is there.
 N2=70
-F2=$(free_port)
-python3 "$(dirname "$0")/fake-cluster-many.py" "$F2" "$P" "$N2" >"$T/fake2.out" 2>&1 &
-fake2=$!
-wait_for 5 grep -q listening "$T/fake2.out" || bail "the second fake Cluster did not start"
+many_masters "$T/fake2.out" "$N2"
+fake2=$PROXY F2=$SEED
 out=$("$FLEETSEMD" --redis "cluster://fleetsem@127.0.0.1:$F2" --redis-password-file "$T/acl.pw" \
         --load-library 2>&1); rc=$?
 is "$rc" 0 "fleetsemd --load-library on $N2 masters: exit 0"
