@@ -51,11 +51,11 @@ versions=$(chroot "$ROOT" dpkg-query -W -f='${Package} ${Version}\n' libhiredis-
         valkey-server | awk '{ printf "%s%s %s", sep, $1, $2; sep = ", " }')
 echo "# Debian $(cat "$ROOT/etc/debian_version"): $versions"
 
-# What runs inside: each step's status on a line "step NAME RC" for the TAP
-# below; everything else is each step's own output.
+# What runs inside: each step's status on a line "step NAME RC SECONDS"
+# for the TAP below; everything else is each step's own output.
 inside='
 set -u
-step() { local name=$1; shift; "$@"; echo "step $name $?"; }
+step() { local name=$1 t0=$SECONDS; shift; "$@"; rc=$?; echo "step $name $rc $((SECONDS - t0))"; }
 build() { meson setup /tmp/build /src >/tmp/setup.log 2>&1 || { tail -n 30 /tmp/setup.log; return 1; }
           meson compile -C /tmp/build >/tmp/compile.log 2>&1 || { tail -n 30 /tmp/compile.log; return 1; }; }
 suites() { meson test -C /tmp/build --print-errorlogs "$@" 2>&1 | grep -v "^ *[0-9]*/[0-9]* .* OK "; return "${PIPESTATUS[0]}"; }
@@ -66,7 +66,7 @@ packages() {
         ls /tmp/pkg/*.deb
         lintian --fail-on error,warning /tmp/pkg/*.changes
 }
-build; rc=$?; echo "step build $rc"; [ "$rc" -eq 0 ] || exit 0
+step build build; [ "$rc" -eq 0 ] || exit 0
 step redis suites --suite unit --suite redis --suite lua --suite security --suite ha
 # Against Valkey, the ha suite but the two slow Sentinel failover tests
 # (flap, split: the code of Sentinel and of the agent, the same with
@@ -96,9 +96,9 @@ echo "1..$(( ${#steps[@]} / 2 ))"
 failed=0 n=0
 for ((i = 0; i < ${#steps[@]}; i += 2)); do
         n=$((n + 1))
-        rc=$(tr -d '\r' <"$out" | awk -v s="${steps[i]}" '$1 == "step" && $2 == s { print $3 }' | tail -n 1)
-        if [ "$rc" = 0 ]; then
-                echo "ok $n - ${steps[i + 1]}"
+        read -r rc secs < <(tr -d '\r' <"$out" | awk -v s="${steps[i]}" '$1 == "step" && $2 == s { print $3, $4 }' | tail -n 1)
+        if [ "${rc:-}" = 0 ]; then
+                echo "ok $n - ${steps[i + 1]} ($secs s)"
         else
                 echo "not ok $n - ${steps[i + 1]} ($([ -n "$rc" ] && echo "exit $rc" || echo "did not run"))"
                 failed=$((failed + 1))
