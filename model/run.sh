@@ -91,7 +91,7 @@ stop_pan() {
 	kill -INT "$1" 2>/dev/null
 	for ((i = 0; i < 100; i++)); do
 		kill -0 "$1" 2>/dev/null || break
-		sleep 0.1
+		sleep 0.1	# not synchronisation: the poll of a search's exit
 	done
 	kill -KILL "$1" 2>/dev/null
 	wait "$1" 2>/dev/null
@@ -116,7 +116,7 @@ run_pan() {
 			stop_pan "$pid"
 			return 124
 		fi
-		sleep 0.5	# the poll of a search that takes seconds to minutes
+		sleep 0.5	# not synchronisation: the poll of a search that takes seconds to minutes
 	done
 	wait "$pid" 2>/dev/null
 	return 0

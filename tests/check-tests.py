@@ -26,8 +26,10 @@ test may not do": a check that cannot fail is worse than none.
                 failure under CI=true) and skip_build (a skip even under
                 CI=true), and skip_build only in the tests of SKIP_BUILD.
 
-Usage: check-tests.py [FILE...] (default: tests/*.sh beside it). TAP, one
-line per file; each finding as a diagnostic FILE:LINE: RULE: text.
+Usage: check-tests.py [FILE...] (default: every shell script of the tests,
+tests/*.sh, tests/*/*.sh beside it (the fault harness', the fuzz runner),
+and model/run.sh). TAP, one line per file; each finding as a diagnostic
+FILE:LINE: RULE: text.
 """
 import glob
 import os
@@ -132,13 +134,18 @@ def check_file(path):
 
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
-    files = sys.argv[1:] or sorted(glob.glob(os.path.join(here, "*.sh")))
+    top = os.path.dirname(here)
+    files = sys.argv[1:] or (sorted(glob.glob(os.path.join(here, "*.sh")))
+                             + sorted(glob.glob(os.path.join(here, "*", "*.sh")))
+                             + [os.path.join(top, "model", "run.sh")])
+    if not files:
+        print("Bail out! no shell tests found")
+        return 1
     print(f"1..{len(files)}")
     failed = 0
     for i, path in enumerate(files, 1):
         findings = check_file(path)
-        rel = os.path.join("tests", os.path.basename(path)) \
-            if os.path.dirname(os.path.abspath(path)) == here else path
+        rel = os.path.relpath(os.path.abspath(path), top)
         if findings:
             failed += 1
             print(f"not ok {i} - {rel}")

@@ -65,7 +65,7 @@ static void adopt_done_one(AdoptRound *round) {
 static void forget_index_entry(Agent *a, const char *id) {
         const char *hdel[] = { "HDEL", a->host_key, id };
 
-        redis_command(a, "HDEL", 3, hdel);
+        (void) redis_key_command(a, NULL, NULL, 3, hdel);
 }
 
 static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {

@@ -184,14 +184,14 @@ int library_version_parse(const RedisReply *reply, long long *ret_version, bool 
  * connection went); when this fails, cb is not called. */
 int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
                 size_t n_args, const char *const *args, const size_t *arglens);
-/* … calls.c. Both go the one way script_call()'s calls go (routed,
- * formatted once, sent again on MOVED and ASK); they differ from it in
- * that they run a plain command, not a script on a name's keys, and are
- * never batched. A command on a key (argv[1]), sent where that key lives;
- * cb as above. */
+/* … calls.c. A plain command on a key (argv[1]), sent where that key
+ * lives, the one way script_call()'s calls go (routed, formatted once,
+ * sent again on MOVED and ASK), but never batched; cb as above. With cb
+ * NULL nobody waits for the reply (the hosts' and names' indexes): a
+ * refusal is logged, naming argv[0] (a string literal), and a command issued while calls
+ * wait for the end of the turn goes after them, in the same write. Such
+ * commands keep their order among themselves. */
 int redis_key_command(Agent *a, redis_reply_cb cb, void *userdata, int argc, const char *const *argv);
-/* The same when nobody waits for the reply: a refusal is logged, naming what. */
-void redis_command(Agent *a, const char *what, int argc, const char *const *argv);
 /* The Redis clock before which nobody is granted anything on name's server. */
 uint64_t redis_grace_until(Agent *a, const char *name);
 /* … redis-io.c: "cluster, 3 of 3 masters up" and the like, for status; "" otherwise. */

@@ -10,7 +10,7 @@ half=$(printf '%d.%03d' $((hold / 2000)) $((hold / 2 % 1000)))
 exec 3<>"/dev/tcp/$store/$port" || exit 2
 say() { echo "$1 $name $FLEETSEM_TOKEN $job${2:+ $2}" >&3 && read -r answer <&3 && [ "${answer%% *}" = OK ]; }
 say BEGIN "$mode $FLEETSEM_LEASE" || exit 3
-sleep "$half" 3>&-
+sleep "$half" 3>&-      # not synchronisation: the job's run time, first half
 say WRITE
-sleep "$half" 3>&-
+sleep "$half" 3>&-      # not synchronisation: ... and second half
 say DONE

@@ -26,6 +26,6 @@ while [ ! -e "$stop" ]; do
         rc=$?
         echo "$job $name host $rc" >>"$log.runs"
         # Now and then a pause, so that the line moves on.
-        sleep "0.$((RANDOM % 10))"
-        [ "$rc" -eq 0 ] || sleep 0.2
+        sleep "0.$((RANDOM % 10))"      # not synchronisation: the workload's think time
+        [ "$rc" -eq 0 ] || sleep 0.2    # not synchronisation: a failed round's back-off
 done

@@ -25,5 +25,5 @@ while [ ! -e "$stop" ]; do
         rc=$?
         echo "$job $name $mode $rc" >>"$log"
         # Agent down or Redis unreachable: do not spin.
-        [ "$rc" -eq 0 ] || sleep 0.2
+        [ "$rc" -eq 0 ] || sleep 0.2    # not synchronisation: a failed job's back-off
 done

@@ -21,7 +21,7 @@ meson compile -C build-fuzz
 
 # One target: its summary line, and its status (0 clean).
 fuzz_one() {
-        local t=$1 seeds=$2 work=build-fuzz/fuzz/$1 rc=0 execs cov
+        local t=$1 seeds=$2 work=build-fuzz/fuzz/$1 rc=0 execs cov f
         mkdir -p "$work/corpus"
         rm -f "$work"/crash-* "$work"/oom-* "$work"/timeout-* "$work"/leak-*
         # New inputs go to the first directory only: the seeds stay as they are.
@@ -29,14 +29,16 @@ fuzz_one() {
                 -print_final_stats=1 -artifact_prefix="$work/" "$work/corpus" "$seeds" \
                 >"$work/log" 2>&1 || rc=$?
         execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
-        cov=$(grep -o 'cov: [0-9]*' "$work/log" | tail -1 | cut -d' ' -f2 || true)
+        cov=$(sed -n 's/.*cov: \([0-9]*\).*/\1/p' "$work/log" | tail -1)
         if [ "$rc" -eq 0 ]; then
                 echo "$t: ${execs:-?} executions, cov ${cov:-?}, 0 crashes"
                 return 0
         fi
         echo "$t: ${execs:-?} executions, cov ${cov:-?}, 1 crash (exit $rc); see $work/log"
-        grep -m1 -E 'check failed|ERROR: ' "$work/log" | sed 's/^/  /' || true
-        ls "$work"/crash-* "$work"/oom-* "$work"/timeout-* "$work"/leak-* 2>/dev/null | sed 's/^/  input: /' || true
+        sed -n -E '/check failed|ERROR: /{s/^/  /p;q}' "$work/log"
+        for f in "$work"/crash-* "$work"/oom-* "$work"/timeout-* "$work"/leak-*; do
+                if [ -e "$f" ]; then echo "  input: $f"; fi
+        done
         return 1
 }
 

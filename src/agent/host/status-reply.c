@@ -341,7 +341,8 @@ void status_request(Agent *a, Client *c, const char *name, bool summary) {
 
                 snprintf(min, sizeof(min), "%lld", now_ms - idle_ms);
                 snprintf(below, sizeof(below), "(%lld", now_ms - idle_ms);
-                redis_command(a, "ZREMRANGEBYSCORE", 4, (const char *[]) { "ZREMRANGEBYSCORE", a->names_key, "-inf", below });
+                (void) redis_key_command(a, NULL, NULL, 4,
+                                         (const char *[]) { "ZREMRANGEBYSCORE", a->names_key, "-inf", below });
                 /* The most recently used first, STATUS_NAMES_MAX at most. */
                 if (redis_key_command(a, names_reply, job, 7,
                                       (const char *[]) { "ZREVRANGEBYSCORE", a->names_key, "+inf", min,

@@ -176,17 +176,12 @@ void batch_flush_all(RedisIo *io) {
                 log_debug_errno(r, "Failed to disarm the batch deadline: %m; it fires with nothing to send.");
 }
 
-/* A command nobody waits for (the hosts' and names' indexes). Issued
- * while calls wait for the end of the turn, it goes after them, in the
- * same write: the turn's acquire does not wait a turn of the loop behind
- * its index entry, nor behind that entry's reply. Such commands keep
- * their order among themselves. */
-void redis_command(Agent *a, const char *what, int argc, const char *const *argv) {
-        RedisIo *io = a->redis_io;
-
-        if (!io || a->state != REDIS_READY || argc < 2)
-                return;
-        (void) call_command(io, what, argc, argv, io->deferred || (io->batcher && io->batcher->batches));
+/* Whether a command nobody waits for goes after the calls that wait for
+ * the end of the turn (redis_key_command()): the turn's acquire does not
+ * wait a turn of the loop behind its index entry, nor behind that
+ * entry's reply. */
+bool batch_turn_pending(RedisIo *io) {
+        return io->deferred || (io->batcher && io->batcher->batches);
 }
 
 static int on_batch_turn(sd_event_source *s, void *userdata) {

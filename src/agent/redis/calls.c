@@ -240,17 +240,18 @@ static int call_start(Call *c) {
 }
 
 int redis_key_command(Agent *a, redis_reply_cb cb, void *userdata, int argc, const char *const *argv) {
-        if (a->state != REDIS_READY || argc < 2)
+        RedisIo *io = a->redis_io;
+        bool unheard = !cb;
+        Call *c;
+
+        if (!io || a->state != REDIS_READY || argc < 2)
                 return -ENOTCONN;
-        return call_start(call_new(a->redis_io, -1, redis_key_slot(argv[1], strlen(argv[1])), cb, userdata, argc, argv,
-                                   NULL));
-}
-
-int call_command(RedisIo *io, const char *what, int argc, const char *const *argv, bool defer) {
-        Call *c = call_new(io, -1, redis_key_slot(argv[1], strlen(argv[1])), redis_fire_and_forget, (void *) what, argc,
-                           argv, NULL);
-
-        if (c && defer) {
+        if (unheard) {
+                cb = redis_fire_and_forget;
+                userdata = (void *) argv[0];
+        }
+        c = call_new(io, -1, redis_key_slot(argv[1], strlen(argv[1])), cb, userdata, argc, argv, NULL);
+        if (c && unheard && batch_turn_pending(io)) {
                 LIST_PREPEND(parked, io->deferred, c);
                 return 0;
         }

@@ -142,7 +142,7 @@ int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
                 return r;
         TAKE_PTR(rc);           /* release_reply()'s now */
         /* Out of this host's index with it, whenever it goes out. */
-        redis_command(a, "HDEL", 3, (const char *[]) { "HDEL", a->host_key, lease });
+        (void) redis_key_command(a, NULL, NULL, 3, (const char *[]) { "HDEL", a->host_key, lease });
         return 0;
 }
 
@@ -160,7 +160,7 @@ static void index_name(Agent *a, Name *n, bool renewal) {
         if (renewal && n->io_indexed > 0 && now - n->io_indexed < every)
                 return;
         snprintf(score, sizeof(score), "%lld", (long long) (now_usec(CLOCK_REALTIME) / USEC_PER_MSEC));
-        redis_command(a, "ZADD", 4, (const char *[]) { "ZADD", a->names_key, score, n->name });
+        (void) redis_key_command(a, NULL, NULL, 4, (const char *[]) { "ZADD", a->names_key, score, n->name });
         n->io_indexed = now;
 }
 
@@ -313,7 +313,7 @@ void io_index(void *ctx, const Lease *l, bool add) {
         char value[NAME_MAX_LEN + UNIT_NAME_MAX + 64];
 
         if (!add) {
-                redis_command(a, "HDEL", 3, (const char *[]) { "HDEL", a->host_key, l->id });
+                (void) redis_key_command(a, NULL, NULL, 3, (const char *[]) { "HDEL", a->host_key, l->id });
                 return;
         }
         snprintf(value, sizeof(value), "%s %" PRIu32 " " UID_FMT " %s %s", l->name->name, l->slots, l->uid,
@@ -322,7 +322,7 @@ void io_index(void *ctx, const Lease *l, bool add) {
                 snprintf(value + strlen(value), sizeof(value) - strlen(value), " %" PRIu32, l->weight);
         if (l->host_held)
                 snprintf(value + strlen(value), sizeof(value) - strlen(value), " host-held");
-        redis_command(a, "HSET", 4, (const char *[]) { "HSET", a->host_key, l->id, value });
+        (void) redis_key_command(a, NULL, NULL, 4, (const char *[]) { "HSET", a->host_key, l->id, value });
         /* A name's first lease here: in the names index at once, not at the
          * next renewal. */
         if (l->name->n_held + l->name->n_waiting <= 1)
