@@ -184,7 +184,7 @@ int library_version_parse(const RedisReply *reply, long long *ret_version, bool 
  * connection went); when this fails, cb is not called. */
 int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, void *userdata,
                 size_t n_args, const char *const *args, const size_t *arglens);
-/* … calls.c. A plain command on a key (argv[1]), sent where that key
+/* … batch.c. A plain command on a key (argv[1]), sent where that key
  * lives, the one way script_call()'s calls go (routed, formatted once,
  * sent again on MOVED and ASK), but never batched; cb as above. With cb
  * NULL nobody waits for the reply (the hosts' and names' indexes): a

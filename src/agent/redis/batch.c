@@ -176,12 +176,18 @@ void batch_flush_all(RedisIo *io) {
                 log_debug_errno(r, "Failed to disarm the batch deadline: %m; it fires with nothing to send.");
 }
 
-/* Whether a command nobody waits for goes after the calls that wait for
- * the end of the turn (redis_key_command()): the turn's acquire does not
- * wait a turn of the loop behind its index entry, nor behind that
- * entry's reply. */
-bool batch_turn_pending(RedisIo *io) {
-        return io->deferred || (io->batcher && io->batcher->batches);
+/* A command nobody waits for goes after the calls that wait for the end
+ * of the turn: the turn's acquire does not wait a turn of the loop behind
+ * its index entry, nor behind that entry's reply. */
+int redis_key_command(Agent *a, redis_reply_cb cb, void *userdata, int argc, const char *const *argv) {
+        RedisIo *io = a->redis_io;
+
+        if (!io || a->state != REDIS_READY || argc < 2)
+                return -ENOTCONN;
+        if (cb)
+                return call_command(io, cb, userdata, argc, argv, false);
+        return call_command(io, redis_fire_and_forget, (void *) argv[0], argc, argv,
+                            io->deferred || (io->batcher && io->batcher->batches));
 }
 
 static int on_batch_turn(sd_event_source *s, void *userdata) {

@@ -239,19 +239,10 @@ static int call_start(Call *c) {
         return r;
 }
 
-int redis_key_command(Agent *a, redis_reply_cb cb, void *userdata, int argc, const char *const *argv) {
-        RedisIo *io = a->redis_io;
-        bool unheard = !cb;
-        Call *c;
+int call_command(RedisIo *io, redis_reply_cb cb, void *userdata, int argc, const char *const *argv, bool defer) {
+        Call *c = call_new(io, -1, redis_key_slot(argv[1], strlen(argv[1])), cb, userdata, argc, argv, NULL);
 
-        if (!io || a->state != REDIS_READY || argc < 2)
-                return -ENOTCONN;
-        if (unheard) {
-                cb = redis_fire_and_forget;
-                userdata = (void *) argv[0];
-        }
-        c = call_new(io, -1, redis_key_slot(argv[1], strlen(argv[1])), cb, userdata, argc, argv, NULL);
-        if (c && unheard && batch_turn_pending(io)) {
+        if (c && defer) {
                 LIST_PREPEND(parked, io->deferred, c);
                 return 0;
         }

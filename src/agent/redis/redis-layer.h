@@ -242,13 +242,12 @@ int call_script_names(RedisIo *io, Script script, unsigned slot, size_t n_names,
                       const size_t *arglens);
 /* Calls parked on sh: sent (send) or told Redis went. */
 void calls_unpark(Shard *sh, bool send);
-/* The commands nobody waits for that redis_key_command() kept for the
- * end of the turn, sent in the order they came. */
+/* A plain command on the key argv[1], sent now, or (defer) kept until
+ * calls_send_deferred(), which sends those in the order they came. */
+int call_command(RedisIo *io, redis_reply_cb cb, void *userdata, int argc, const char *const *argv, bool defer);
 void calls_send_deferred(RedisIo *io);
 
 /* batch.c */
-/* Whether calls wait for the end of the turn (or commands after them). */
-bool batch_turn_pending(RedisIo *io);
 int batcher_new(RedisIo *io);
 void batcher_free(RedisIo *io);
 void batch_flush_all(RedisIo *io);
