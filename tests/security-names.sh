@@ -1,8 +1,10 @@
 #!/bin/bash
 # Names: nobody, allowed names atk*, makes names as fast as it can. It holds
 # at most max_names_per_user (64) at once, the rest refused with code=limit;
-# what it made leaves Redis within 10 minutes, not a day; and another host's
-# metrics cost what that host uses, not every name in Redis.
+# what it made leaves Redis within 10 minutes, not a day, also when it held
+# them across a renewal (a root's name so held stays the day of idle_time);
+# and another host's metrics cost what that host uses, not every name in
+# Redis.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-security.sh"
 
@@ -23,6 +25,12 @@ held=$(rcli --scan --pattern 'fleetsem:{atk*}:holders' | wc -l)
 is "$held" 64 "Redis holds 64 of its names"
 out=$(as_nobody env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run --slots 1 atk-more -- true 2>&1)
 is "$?" 77 "fleetsem run past the cap exits 77 (EX_NOPERM) without running${out:+: $out}"
+# Held across a renewal tick: a holder's expiry in Redis (its score) moves.
+renewed() { [ "$(rcli ZSCORE "$1" "$2")" != "$3" ]; }
+k=$(rcli --scan --pattern 'fleetsem:{atk*}:holders' | head -n 1)
+m=$(rcli ZRANGE "$k" 0 0)
+s0=$(rcli ZSCORE "$k" "$m")
+check "nobody's names are renewed while it holds them ($k)" wait_for 10 renewed "$k" "$m" "$s0"
 exec {NAMES[1]}>&-
 wait "$NAMES_PID"
 check "its names are released once its anchors close" wait_for 10 sh -c "[ -z \"\$(redis-cli -s $REDIS_SOCK --scan --pattern 'fleetsem:{atk*}:holders')\" ]"
@@ -40,6 +48,18 @@ echo "# after 384 names made and let go: $keys keys of them in Redis, $total in 
 check "at most 4 keys a name are left of them ($keys for 384 names)" test "$keys" -le $((384 * 4))
 ttl_max=$(rcli --scan --pattern 'fleetsem:{atk*' | while read -r k; do rcli PTTL "$k"; done | sort -n | tail -n 1)
 check "every one of them leaves Redis within 10 minutes (longest: ${ttl_max}ms)" test "${ttl_max:--1}" -gt 0 -a "${ttl_max:-0}" -le 600000
+# Root's name, held across a renewal the same way, then let go: idle_time.
+fs_exec a run --slots 1 root-own -- sleep 300 &
+root_job=$!
+check "root holds root-own" wait_for 10 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{root-own}:holders')\" = 1 ]"
+m=$(rcli ZRANGE 'fleetsem:{root-own}:holders' 0 0)
+s0=$(rcli ZSCORE 'fleetsem:{root-own}:holders' "$m")
+check "... and it is renewed" wait_for 10 renewed 'fleetsem:{root-own}:holders' "$m" "$s0"
+kill "$root_job"
+wait "$root_job"
+check "... released once its job is gone" wait_for 10 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK EXISTS 'fleetsem:{root-own}:holders')\" = 0 ]"
+ttl=$(rcli PTTL 'fleetsem:{root-own}:clock')
+check "root's name stays in Redis the day of idle_time (${ttl}ms)" test "$ttl" -gt 600000
 
 ms=$(ms_of fs b metrics)
 is "$?" 0 "root's metrics on host b succeed"

@@ -240,7 +240,7 @@ void sim_remote_renew(const char *id) {
         RenewArgs args;
 
         snprintf(ids[0], sizeof(ids[0]), "%s", id);
-        if (renew_args(&there, S.grace_until_ms, (const char (*)[LEASE_ID_LEN + 1]) ids, 1, false, &args) < 0)
+        if (renew_args(&there, S.grace_until_ms, (const char (*)[LEASE_ID_LEN + 1]) ids, 1, 0, false, &args) < 0)
                 bail("renew", ENOMEM);
         redis_reply_free(fcall(SCRIPT_RENEW, args.n, args.argv));
         renew_args_free(&args);
@@ -302,7 +302,8 @@ static void answer_renew(Call *c, bool runs, bool told, usec_t now) {
 
         if (!runs)
                 return;
-        if (renew_args(&here, S.grace_until_ms, (const char (*)[LEASE_ID_LEN + 1]) c->ids, c->n_ids, c->host_held, &args) < 0)
+        if (renew_args(&here, S.grace_until_ms, (const char (*)[LEASE_ID_LEN + 1]) c->ids, c->n_ids, 0, c->host_held,
+                       &args) < 0)
                 bail("renew", ENOMEM);
         reply = fcall(SCRIPT_RENEW, args.n, args.argv);
         renew_args_free(&args);

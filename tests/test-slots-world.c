@@ -68,10 +68,12 @@ static int fx_call_release(void *ctx, const char *name, const char *lease, uid_t
         return 0;
 }
 
-static int fx_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, bool host_held) {
+static int fx_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, uid_t uid,
+                         bool host_held) {
         Call *c;
 
         (void) ctx;
+        (void) uid;
         if (!w.redis_up)
                 return -ENOTCONN;
         c = record("renew", n->name, ids[0]);

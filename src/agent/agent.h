@@ -207,7 +207,7 @@ void redis_io_watch_all(Agent *a, bool on);
  * Redis' in redis-engine.c, the rest in lease-io.c. */
 int io_call_acquire(void *ctx, Lease *l);
 int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid);
-int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, bool host_held);
+int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, uid_t uid, bool host_held);
 /* The ttl_ms and idle_ms a script call on a lease of name is told (a
  * slot the host holds: its own, longer). */
 void io_lease_args(Agent *a, bool host_held, const char *name, uid_t uid, char ttl[static 24], char idle[static 24]);

@@ -229,6 +229,7 @@ static void renew_name_kind(Slots *e, Name *n, bool host_held) {
 
         while (l) {
                 _cleanup_free_ char (*ids)[LEASE_ID_LEN + 1] = malloc(SLOTS_RENEW_BATCH * sizeof(*ids));
+                uid_t uid = SLOTS_NO_UID;
                 size_t k = 0;
 
                 if (!ids)
@@ -240,12 +241,13 @@ static void renew_name_kind(Slots *e, Name *n, bool host_held) {
                             l->host_held != host_held)
                                 continue;
                         memcpy(ids[k++], l->id, sizeof(l->id));
+                        uid = MIN(uid, l->uid);
                 }
                 /* Not sent (Redis went, no memory: said where it
                  * failed): the rest of the name waits with it for the
                  * next tick, and its holders are told in time if that
                  * goes on. */
-                if (k > 0 && e->ops->call_renew(e->ctx, n, (const char (*)[LEASE_ID_LEN + 1]) ids, k, host_held) < 0)
+                if (k > 0 && e->ops->call_renew(e->ctx, n, (const char (*)[LEASE_ID_LEN + 1]) ids, k, uid, host_held) < 0)
                         return;
         }
 }

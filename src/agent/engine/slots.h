@@ -245,7 +245,9 @@ typedef struct SlotsOps {
          * connection went before the answer). */
         int (*call_acquire)(void *ctx, Lease *l);
         int (*call_release)(void *ctx, const char *name, const char *lease, uid_t uid);
-        int (*call_renew)(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, bool host_held);
+        /* (uid: root's when one of the leases is: the name's idle time.) */
+        int (*call_renew)(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, uid_t uid,
+                          bool host_held);
         int (*call_reassert)(void *ctx, Lease *l);
         /* This host's index of its leases in Redis, for re-adoption. */
         void (*index)(void *ctx, const Lease *l, bool add);

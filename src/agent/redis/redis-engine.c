@@ -202,7 +202,7 @@ static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                          rc->sent, now_mono());
 }
 
-int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, bool host_held) {
+int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, uid_t uid, bool host_held) {
         Agent *a = agent_of(ctx);
         _cleanup_free_ RenewCall *rc = NULL;
         RenewArgs args;
@@ -217,7 +217,7 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
         snprintf(rc->name, sizeof(rc->name), "%s", n->name);
         memcpy(rc->ids, ids, n_ids * sizeof(rc->ids[0]));
         r = renew_args(a->config, redis_grace_until(a, n->name), (const char (*)[LEASE_ID_LEN + 1]) rc->ids, n_ids,
-                       host_held, &args);
+                       uid, host_held, &args);
         if (r < 0)
                 return r;
         r = script_call(a, SCRIPT_RENEW, n->name, renew_reply, rc, args.n, args.argv, NULL);

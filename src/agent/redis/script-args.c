@@ -30,7 +30,10 @@ int script_key(char buf[static SCRIPT_KEY_SIZE], const char *prefix, const char 
 /* idle is how long the name stays in Redis after a renewal (idle_time),
  * idle_new after a request or a release (IDLE_NEW_MS, at most idle_time):
  * a name nobody ever held for a third of a lease leaves Redis within
- * minutes, so names made in a loop do not pile up for a day. A slot the
+ * minutes. A renewal, re-assertion or adoption for uid other than root
+ * gives idle_new too: the names a user makes, holds across a renewal
+ * tick and lets go, as fast as it may, leave within minutes, not a day
+ * (for renewals uid is root when any lease renewed is root's). A slot the
  * host holds itself (host_held) has its own lease (host_lease), and the
  * name's keys are kept for at least twice that from its calls, so that a
  * host that reboots right after its grant finds its slot when it is
@@ -42,6 +45,8 @@ void common_args(const Config *config, uint64_t grace_until_ms, uid_t uid, bool 
 
         if (host_held)
                 idle = idle_new = MAX(idle, 2 * ttl);
+        else if (uid != 0)
+                idle = idle_new;
         snprintf(ret->ttl, sizeof(ret->ttl), "%" PRIu64, ttl);
         snprintf(ret->uid, sizeof(ret->uid), UID_FMT, uid);
         snprintf(ret->grace, sizeof(ret->grace), "%" PRIu64, grace_until_ms);
@@ -73,12 +78,12 @@ void release_args(const Config *config, uint64_t grace_until_ms, const char *lea
 }
 
 int renew_args(const Config *config, uint64_t grace_until_ms, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids,
-               bool host_held, RenewArgs *ret) {
+               uid_t uid, bool host_held, RenewArgs *ret) {
         ret->argv = calloc(ARG_RENEW_LEASES + n_ids, sizeof(char *));
         if (!ret->argv)
                 return -ENOMEM;
         ret->n = ARG_RENEW_LEASES + n_ids;
-        common_args(config, grace_until_ms, 0, host_held, &ret->c);
+        common_args(config, grace_until_ms, uid, host_held, &ret->c);
         ret->argv[ARG_RENEW_TTL_MS] = ret->c.ttl;
         ret->argv[ARG_RENEW_HOST] = config->host_id;
         ret->argv[ARG_RENEW_GRACE_UNTIL_MS] = ret->c.grace;

@@ -57,7 +57,7 @@ typedef struct RenewArgs {
         const char **argv;      /* freed by renew_args_free() */
 } RenewArgs;
 int renew_args(const Config *config, uint64_t grace_until_ms, const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids,
-               bool host_held, RenewArgs *ret);
+               uid_t uid, bool host_held, RenewArgs *ret);
 void renew_args_free(RenewArgs *a);
 
 typedef struct ReassertArgs {
