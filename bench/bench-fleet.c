@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* G: a fleet of agents on one Redis: renewals, rounds of requests, a
- * reconnect storm. */
+/* G: a fleet of agents on one Redis: renewals, rounds of requests, then
+ * the reconnect storms (bench-storm.c). */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -12,14 +12,13 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "bench-fleet.h"
 #include "client.h"
 #include "lua-args.h"
 #include "macro.h"
 #include "socket-util.h"
 
 /* ---- G: a fleet of agents on one Redis ---- */
-
-enum { G_NAMES = 3, G_AGENTS_MAX = 1000 };
 
 /* Redis and every agent over one stretch of time. */
 typedef struct Usage {
@@ -58,31 +57,6 @@ static UsageDelta usage_delta(const Usage *a, const Usage *b, int n) {
                 .agent_cpu_s_mean = n > 0 ? sum / n : 0,
                 .agent_cpu_s_max = max,
         };
-}
-
-/* Every agent holds one slot of each of the G_NAMES names, through the
- * client code; the anchors stay open, the requests' connections do not. */
-static int g_fill(char fleet[][64], int n, int *anchor) {
-        usec_t deadline = now_usec(CLOCK_MONOTONIC) + 60 * USEC_PER_SEC;
-
-        for (int i = 0; i < n; i++)
-                for (int k = 0; k < G_NAMES; k++) {
-                        char name[32];
-                        int fd = -EBADF, *a = &anchor[i * G_NAMES + k];
-
-                        snprintf(name, sizeof(name), "bench-g-%d", k);
-                        /* An agent just started may not listen, or reach Redis, yet. */
-                        while (acquire(fleet[i], name, 1000, 0, a, &fd, true) != 1) {
-                                safe_close(fd);
-                                *a = safe_close(*a);
-                                fd = -EBADF;
-                                if (now_usec(CLOCK_MONOTONIC) > deadline)
-                                        return -ETIMEDOUT;
-                                usleep(20000);
-                        }
-                        safe_close(fd);
-                }
-        return 0;
 }
 
 /* One request (METRICS, or STATUS of a name) to every agent at once, each
@@ -194,202 +168,6 @@ static void g_print_rounds(const char *id, const char *what, int n, int rounds, 
         fflush(stdout);
 }
 
-/* ---- G4: a reconnect storm ---- */
-
-/* What one storm cost Redis, read from the new Redis process' INFO (its
- * counters start at the restart) less the benchmark's own polling. */
-typedef struct GStorm {
-        double back_s;                  /* until every holder is in Redis again (empty), or every agent is back (kept) */
-        double redis_cpu_s;
-        double mem_mib, mem_peak_mib;
-        double commands, scripts, loads, load_calls, in_bytes, out_bytes;
-        long long held, expected;
-} GStorm;
-
-static long long info_ll(redisContext *rc, const char *section, const char *field) {
-        redisReply *r = redisCommand(rc, "INFO %s", section);
-        long long v = -1;
-
-        if (r && r->type == REDIS_REPLY_STRING && strstr(r->str, field))
-                v = (long long) info_number(r->str, field);
-        freeReplyObject(r);
-        return v;
-}
-
-static int config_get(redisContext *rc, const char *key, char *buf, size_t size) {
-        redisReply *r = redisCommand(rc, "CONFIG GET %s", key);
-        int ret = -EIO;
-
-        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING &&
-            r->element[1]->len < size) {
-                memcpy(buf, r->element[1]->str, r->element[1]->len + 1);
-                ret = 0;
-        }
-        freeReplyObject(r);
-        return ret;
-}
-
-/* Units held in Redis: the holders of the G_NAMES names under prefix. */
-static long long g_held(redisContext *rc, const char *prefix) {
-        long long sum = 0;
-
-        for (int k = 0; k < G_NAMES; k++) {
-                redisReply *r = redisCommand(rc, "ZCARD %s:{bench-g-%d}:holders", prefix, k);
-
-                if (!r || r->type != REDIS_REPLY_INTEGER) {
-                        freeReplyObject(r);
-                        return -1;
-                }
-                sum += r->integer;
-                freeReplyObject(r);
-        }
-        return sum;
-}
-
-/* Stops Redis (keep: saving its data first, as a replica that has it all
- * would take over) and starts it again on the same socket, as run.sh did;
- * *rcp is connected to the new one. */
-static int g_redis_restart(redisContext **rcp, bool keep, usec_t *ret_started) {
-        char dir[512], logfile[600], sock[512];
-        redisContext *rc = *rcp;
-        pid_t pid;
-        int status;
-
-        if (config_get(rc, "dir", dir, sizeof(dir)) < 0 || config_get(rc, "logfile", logfile, sizeof(logfile)) < 0 ||
-            config_get(rc, "unixsocket", sock, sizeof(sock)) < 0 || !streq(sock, redis_socket))
-                return -EIO;
-        freeReplyObject(redisCommand(rc, keep ? "SHUTDOWN SAVE" : "SHUTDOWN NOSAVE"));
-        redisFree(rc);
-        *rcp = NULL;
-        /* Gone when its socket takes no connection. */
-        for (usec_t until = now_usec(CLOCK_MONOTONIC) + 10 * USEC_PER_SEC;;) {
-                redisContext *c = bench_redis();
-                bool up = c;
-
-                if (c)
-                        redisFree(c);
-                if (!up)
-                        break;
-                if (now_usec(CLOCK_MONOTONIC) > until)
-                        return -ETIMEDOUT;
-                usleep(1000);
-        }
-        *ret_started = now_usec(CLOCK_MONOTONIC);
-        pid = fork();
-        if (pid < 0)
-                return -errno;
-        if (pid == 0) {
-                execlp("redis-server", "redis-server", "--port", "0", "--unixsocket", redis_socket, "--dir", dir,
-                       "--save", "", "--appendonly", "no", "--daemonize", "yes", "--logfile", logfile, (char *) NULL);
-                _exit(127);
-        }
-        if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-                return -EIO;
-        for (usec_t until = now_usec(CLOCK_MONOTONIC) + 10 * USEC_PER_SEC;;) {
-                redisContext *c = bench_redis();
-                redisReply *r = c ? redisCommand(c, "PING") : NULL;
-                bool up = r && r->type == REDIS_REPLY_STATUS;
-
-                freeReplyObject(r);
-                if (up) {
-                        *rcp = c;
-                        break;
-                }
-                if (c)
-                        redisFree(c);
-                if (now_usec(CLOCK_MONOTONIC) > until)
-                        return -ETIMEDOUT;
-                usleep(1000);
-        }
-        if (keep) {
-                char rdb[600];
-
-                snprintf(rdb, sizeof(rdb), "%s/dump.rdb", dir);
-                (void) unlink(rdb);
-        }
-        return 0;
-}
-
-/* Every agent loses Redis at once and finds it again: empty (every holder
- * must be re-asserted: until Redis holds what the agents hold, 2 minutes
- * at most), or with its data (until every agent is connected again, and
- * 2 s more for what they send then). */
-static int g_storm(redisContext **rcp, const char *prefix, int n, bool keep, GStorm *ret) {
-        long long clients = info_ll(*rcp, "clients", "connected_clients:"), polls = 0, held = -1;
-        usec_t t0;
-        redisReply *r;
-        int k;
-
-        *ret = (GStorm) { .expected = (long long) n * G_NAMES };
-        k = g_redis_restart(rcp, keep, &t0);
-        if (k < 0)
-                return k;
-        for (;;) {
-                if (keep) {
-                        polls++;
-                        if (info_ll(*rcp, "clients", "connected_clients:") >= clients)
-                                break;
-                } else {
-                        polls += G_NAMES;
-                        held = g_held(*rcp, prefix);
-                        if (held >= ret->expected)
-                                break;
-                }
-                if (since_us(t0) > 120e6)
-                        break;
-                usleep(5000);
-        }
-        ret->back_s = since_us(t0) / 1e6;
-        if (keep) {
-                sleep(2);
-                held = g_held(*rcp, prefix);
-                polls += G_NAMES;
-        }
-        ret->held = held;
-        r = redisCommand(*rcp, "INFO all");
-        if (!r || r->type != REDIS_REPLY_STRING) {
-                freeReplyObject(r);
-                return -EIO;
-        }
-        /* (Less this INFO and the polls; the INFO of each poll with keep is
-         * one command too.) */
-        ret->redis_cpu_s = info_number(r->str, "used_cpu_sys:") + info_number(r->str, "used_cpu_user:");
-        ret->mem_mib = info_number(r->str, "used_memory:") / 1048576.0;
-        ret->mem_peak_mib = info_number(r->str, "used_memory_peak:") / 1048576.0;
-        ret->commands = not_negative(info_number(r->str, "total_commands_processed:") - (double) polls - 2);
-        ret->scripts = info_number(r->str, "cmdstat_fcall:calls=");
-        /* Loads that compiled: those refused ("already exists") fail. */
-        ret->loads = info_number(r->str, "cmdstat_function|load:calls=");
-        ret->load_calls = ret->loads;
-        if (strstr(r->str, "cmdstat_function|load:"))
-                ret->loads -= info_number(strstr(r->str, "cmdstat_function|load:"), "failed_calls=");
-        ret->in_bytes = info_number(r->str, "total_net_input_bytes:");
-        ret->out_bytes = info_number(r->str, "total_net_output_bytes:");
-        freeReplyObject(r);
-        return ret->held >= ret->expected ? 0 : -ETIMEDOUT;
-}
-
-static void g_print_storm(const char *id, int n, bool keep, const GStorm *s) {
-        const char *what = keep ? "Redis restarted with its data (a failover's path)" : "Redis restarted empty";
-
-        printf("%-4s %d agents: reconnect storm, %s\n", id, n, what);
-        printf("%-4s   %-50s %8.2f s (%lld of %lld held)\n", "",
-               keep ? "until every agent is connected again" : "until every holder is re-asserted", s->back_s, s->held,
-               s->expected);
-        printf("%-4s   Redis CPU over the storm, memory after (peak)      %8.3f s, %.1f MiB (%.1f MiB)\n", "",
-               s->redis_cpu_s, s->mem_mib, s->mem_peak_mib);
-        printf("%-4s   per agent: script calls %.1f, commands %.1f, bytes in %.0f, out %.0f\n", "", s->scripts / n,
-               s->commands / n, s->in_bytes / n, s->out_bytes / n);
-        printf("%-4s   FUNCTION LOAD calls, compiled                      %8.0f, %.0f\n", "", s->load_calls, s->loads);
-        printf("@json {\"id\":\"%s\",\"what\":\"reconnect storm, %s\",\"agents\":%d,\"seconds\":%.2f,\"held\":%lld,"
-               "\"expected\":%lld,\"redis_cpu_s\":%.3f,\"redis_mem_mib\":%.1f,\"redis_mem_peak_mib\":%.1f,"
-               "\"scripts_per_agent\":%.2f,\"commands_per_agent\":%.2f,\"bytes_in_per_agent\":%.0f,"
-               "\"bytes_out_per_agent\":%.0f,\"function_load_calls\":%.0f,\"function_loads_compiled\":%.0f}\n",
-               id, what, n, s->back_s, s->held, s->expected, s->redis_cpu_s, s->mem_mib, s->mem_peak_mib, s->scripts / n,
-               s->commands / n, s->in_bytes / n, s->out_bytes / n, s->load_calls, s->loads);
-        fflush(stdout);
-}
-
 /* Redis idle after the fleet let go: every release done (nothing held
  * under prefix), then 1 s windows until Redis' CPU stops falling (20 s at
  * most); its CPU over IDLE_SECONDS then, in seconds a second. */
@@ -424,8 +202,9 @@ static double g_idle(redisContext *rc, const char *prefix) {
 
 /* Starts n agents with lease ttl under key prefix, fills them, measures
  * renewal for seconds (with more_id: then METRICS and STATUS rounds, G2
- * and G2s, and the reconnect storms, G4a and G4b), lets go of the slots,
- * measures Redis idle with the agents connected, stops them. */
+ * and G2s, and the reconnect storms of the benchmark's Redis, G4a and
+ * G4b), lets go of the slots, measures Redis idle with the agents
+ * connected, stops them. */
 static int g_fleet(const char *fleetsemd, redisContext **rcp, int n, const char *ttl, const char *prefix, int seconds,
                    const char *id, bool more) {
         enum { ROUNDS = 5 };
@@ -435,8 +214,7 @@ static int g_fleet(const char *fleetsemd, redisContext **rcp, int n, const char 
         static int anchor[G_AGENTS_MAX * G_NAMES];
         static char fleet[G_AGENTS_MAX][64];
         static Usage u0, u1;
-        char host[32], log[96], epoch[96];
-        const char *extra[] = { "--lease-ttl", ttl, "--key-prefix", prefix, "--log-level", "warning", NULL };
+        char log[96];
         Request req_metrics = { .verb = REQUEST_METRICS }, req_status = { .verb = REQUEST_STATUS, .name = "bench-g-0" };
         GStorm storm[2] = {};
         int storm_r[2] = { -1, -1 };
@@ -444,23 +222,14 @@ static int g_fleet(const char *fleetsemd, redisContext **rcp, int n, const char 
         usec_t t0;
         int r;
 
-        /* A new prefix holds no state: say that nobody held anything
-         * before, or the first agent would grant nothing for a lease. */
-        snprintf(epoch, sizeof(epoch), "%s:epoch", prefix);
-        freeReplyObject(redisCommand(*rcp, "SET %s %s NX", epoch, "0123456789abcdef0123456789abcdef 0"));
-        freeReplyObject(redisCommand(*rcp, "ZADD %s:census NX -1 .", prefix));
+        g_seed(*rcp, prefix);
         snprintf(log, sizeof(log), "/tmp/fleetsem-bench-g-%d.log", getpid());
         for (int i = 0; i < n * G_NAMES; i++)
                 anchor[i] = -EBADF;
         t0 = now_usec(CLOCK_MONOTONIC);
-        for (int i = 0; i < n; i++) {
-                snprintf(fleet[i], sizeof(fleet[i]), "benchg-%d-%d", getpid(), i);
-                snprintf(host, sizeof(host), "g-%d", i);
-                agent[i] = start_agent(fleetsemd, fleet[i], host, extra, log, NULL);
-                if (agent[i] < 0)
-                        return -errno;
-        }
-        r = g_fill(fleet, n, anchor);
+        r = g_start(fleetsemd, n, NULL, ttl, prefix, log, agent, fleet);
+        if (r >= 0)
+                r = g_fill(fleet, n, anchor);
         if (r < 0)
                 fprintf(stderr, "G: the agents did not all grant within a minute (see %s)\n", log);
         else {
@@ -481,10 +250,10 @@ static int g_fleet(const char *fleetsemd, redisContext **rcp, int n, const char 
                         fprintf(stderr, "G: a round of METRICS or STATUS failed: %s\n", strerror(-r));
         }
         if (r >= 0 && more)
-                for (int k = 0; k < 2 && *rcp; k++) {
-                        storm_r[k] = g_storm(rcp, prefix, n, k == 1, &storm[k]);
+                for (StormKind k = STORM_EMPTY; k <= STORM_KEPT && *rcp; k++) {
+                        storm_r[k] = g_storm(rcp, prefix, n, k, &storm[k]);
                         if (storm_r[k] < 0)
-                                fprintf(stderr, "G: storm %s: %s (see %s)\n", k ? "b" : "a", strerror(-storm_r[k]), log);
+                                fprintf(stderr, "G: storm %d: %s (see %s)\n", k, strerror(-storm_r[k]), log);
                         sleep(2);
                 }
         for (int i = 0; i < n * G_NAMES; i++)
@@ -497,15 +266,10 @@ static int g_fleet(const char *fleetsemd, redisContext **rcp, int n, const char 
                 g_print_rounds("G2", "METRICS", n, ROUNDS, &metrics, &metrics_wall);
         if (status.seconds > 0)
                 g_print_rounds("G2s", "STATUS of a name all hold (a page)", n, ROUNDS, &status, &status_wall);
-        for (int k = 0; k < 2; k++)
+        for (StormKind k = STORM_EMPTY; k <= STORM_KEPT; k++)
                 if (storm[k].expected > 0 && storm[k].back_s > 0)
-                        g_print_storm(k ? "G4b" : "G4a", n, k == 1, &storm[k]);
-        for (int i = 0; i < n; i++)
-                if (agent[i] > 0)
-                        kill(agent[i], SIGTERM);
-        for (int i = 0; i < n; i++)
-                if (agent[i] > 0)
-                        waitpid(agent[i], NULL, 0);
+                        g_print_storm(n, k, &storm[k]);
+        g_stop(agent, n);
         if (r >= 0 && storm_r[0] >= 0 && storm_r[1] >= 0)
                 unlink(log);
         return r;
@@ -577,7 +341,8 @@ static double g_floor(redisContext *rc, int hosts) {
  * three held slots; renewal for $BENCH_G_SECONDS (default 30) at the
  * default lease, then METRICS and STATUS rounds and the reconnect storms
  * (Redis restarted: G runs on the Redis of bench/run.sh only), then
- * renewal for half as long at a short lease. L5, the peer's grant, is
+ * renewal for half as long at a short lease, then the failover storm (a
+ * master, replica and Sentinel of its own). L5, the peer's grant, is
  * measured first when no other scenario did. */
 void scenario_g(const char *fleetsemd) {
         const char *env_n = getenv("BENCH_G_AGENTS"), *env_s = getenv("BENCH_G_SECONDS");
@@ -598,8 +363,13 @@ void scenario_g(const char *fleetsemd) {
         (void) g_floor(rc, n);
         snprintf(prefix, sizeof(prefix), "benchg-%d", getpid());
         if (g_fleet(fleetsemd, &rc, n, "15s", prefix, seconds, "G1", true) >= 0 && rc) {
+                GStorm failover;
+
                 snprintf(prefix, sizeof(prefix), "benchg5-%d", getpid());
                 (void) g_fleet(fleetsemd, &rc, n, "5s", prefix, seconds / 2, "G3", false);
+                snprintf(prefix, sizeof(prefix), "benchgf-%d", getpid());
+                if (g_failover(fleetsemd, n, prefix, &failover) >= 0 || failover.back_s > 0)
+                        g_print_storm(n, STORM_FAILOVER, &failover);
         }
         if (rc)
                 redisFree(rc);

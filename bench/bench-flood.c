@@ -92,8 +92,9 @@ static double h_phase(const char *fleetsemd, const char *attack, bool flood, int
         snprintf(log, sizeof(log), "/tmp/fleetsem-bench-h-%d.log", getpid());
         /* Quiet as the other agents here (a log line a grant is not what
          * is measured); ready once it grants the holder. */
-        agent = start_agent(fleetsemd, n, "bench-h",
-                            (const char *const[]) { "--lease-ttl", "6s", "--log-level", "warning", NULL }, log, &log_fd);
+        agent = start_agent(fleetsemd, n, "bench-h", NULL,
+                            (const char *const[]) { "--lease-ttl", "6s", "--log-level", "warning", NULL }, log,
+                            &log_fd);
         t0 = now_usec(CLOCK_MONOTONIC);
         while (agent > 0 && (r = acquire(n, hold, 1, 0, &hold_anchor, &hold_fd, true)) != 1 &&
                since_us(t0) < 10e6) {

@@ -49,7 +49,7 @@ void scenario_e(const char *fleetsemd) {
         }
         snprintf(n, sizeof(n), "benche-%d", getpid());
         snprintf(log, sizeof(log), "/tmp/fleetsem-bench-e-%d.log", getpid());
-        agent = start_agent(fleetsemd, n, "bench-e", (const char *const[]) { "--log-level", "info", NULL }, log, &log_fd);
+        agent = start_agent(fleetsemd, n, "bench-e", NULL, (const char *const[]) { "--log-level", "info", NULL }, log, &log_fd);
         if (agent < 0 || wait_log(log_fd, "Connected to Redis", now_usec(CLOCK_MONOTONIC)) < 0)
                 return;
 
@@ -85,7 +85,7 @@ void scenario_e(const char *fleetsemd) {
         waitpid(agent, NULL, 0);
         close(log_fd);
         t0 = now_usec(CLOCK_MONOTONIC);
-        agent = start_agent(fleetsemd, n, "bench-e", (const char *const[]) { "--log-level", "info", NULL }, log, &log_fd);
+        agent = start_agent(fleetsemd, n, "bench-e", NULL, (const char *const[]) { "--log-level", "info", NULL }, log, &log_fd);
         snprintf(name, sizeof(name), "Re-adopted %d held slot", held);
         adopt = agent > 0 ? wait_log(log_fd, name, t0) : -1;
         printf("E4   agent restart: re-adopting all %d slots took          %8.1f ms\n", held, adopt / 1000.0);

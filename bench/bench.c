@@ -4,6 +4,7 @@
  * connections. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "bench-fleet.h"
 #include "client.h"
 #include "macro.h"
 
@@ -146,16 +148,17 @@ unsigned long long files_max(void) {
 }
 
 /* The agent logs to a file (a pipe would fill while we are busy); with
- * ret_log, *ret_log reads it from its start. extra: more options, NULL-ended. */
-pid_t start_agent(const char *fleetsemd, const char *n, const char *host, const char *const *extra,
-                         const char *log, int *ret_log) {
+ * ret_log, *ret_log reads it from its start. url: its Redis (NULL: the
+ * benchmark's); extra: more options, NULL-ended. */
+pid_t start_agent(const char *fleetsemd, const char *n, const char *host, const char *url,
+                  const char *const *extra, const char *log, int *ret_log) {
         char redis[300];
         const char *argv[32] = { fleetsemd, "--redis", redis, "--namespace", n, "--host-id", host };
         size_t k = 7;
         pid_t pid;
         int fd;
 
-        snprintf(redis, sizeof(redis), "unix:%s", redis_socket);
+        snprintf(redis, sizeof(redis), url ? "%s" : "unix:%s", url ? url : redis_socket);
         for (; extra && *extra && k < ELEMENTSOF(argv) - 1; extra++)
                 argv[k++] = *extra;
         fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -230,3 +233,75 @@ double cpu_seconds(pid_t pid) {
         return (double) (utime + stime) / (double) sysconf(_SC_CLK_TCK);
 }
 
+/* ---- G's fleets (bench-fleet.h) ---- */
+
+/* Through the client code; the requests' connections do not stay open. */
+int g_fill(char fleet[][64], int n, int *anchor) {
+        usec_t deadline = now_usec(CLOCK_MONOTONIC) + 60 * USEC_PER_SEC;
+
+        for (int i = 0; i < n; i++)
+                for (int k = 0; k < G_NAMES; k++) {
+                        char name[32];
+                        int fd = -EBADF, *a = &anchor[i * G_NAMES + k];
+
+                        snprintf(name, sizeof(name), "bench-g-%d", k);
+                        /* An agent just started may not listen, or reach Redis, yet. */
+                        while (acquire(fleet[i], name, 1000, 0, a, &fd, true) != 1) {
+                                safe_close(fd);
+                                *a = safe_close(*a);
+                                fd = -EBADF;
+                                if (now_usec(CLOCK_MONOTONIC) > deadline)
+                                        return -ETIMEDOUT;
+                                usleep(20000);
+                        }
+                        safe_close(fd);
+                }
+        return 0;
+}
+
+long long g_held(redisContext *rc, const char *prefix) {
+        long long sum = 0;
+
+        for (int k = 0; k < G_NAMES; k++) {
+                redisReply *r = redisCommand(rc, "ZCARD %s:{bench-g-%d}:holders", prefix, k);
+
+                if (!r || r->type != REDIS_REPLY_INTEGER) {
+                        freeReplyObject(r);
+                        return -1;
+                }
+                sum += r->integer;
+                freeReplyObject(r);
+        }
+        return sum;
+}
+
+void g_seed(redisContext *rc, const char *prefix) {
+        freeReplyObject(redisCommand(rc, "SET %s:epoch %s NX", prefix, "0123456789abcdef0123456789abcdef 0"));
+        freeReplyObject(redisCommand(rc, "ZADD %s:census NX -1 .", prefix));
+}
+
+int g_start(const char *fleetsemd, int n, const char *url, const char *ttl, const char *prefix, const char *log,
+            pid_t *agent, char fleet[][64]) {
+        const char *extra[] = { "--lease-ttl", ttl, "--key-prefix", prefix, "--log-level", "warning", NULL };
+        char host[32];
+
+        for (int i = 0; i < n; i++)
+                agent[i] = 0;
+        for (int i = 0; i < n; i++) {
+                snprintf(fleet[i], sizeof(fleet[i]), "benchg-%d-%s-%d", getpid(), prefix, i);
+                snprintf(host, sizeof(host), "g-%d", i);
+                agent[i] = start_agent(fleetsemd, fleet[i], host, url, extra, log, NULL);
+                if (agent[i] < 0)
+                        return -errno;
+        }
+        return 0;
+}
+
+void g_stop(pid_t *agent, int n) {
+        for (int i = 0; i < n; i++)
+                if (agent[i] > 0)
+                        kill(agent[i], SIGTERM);
+        for (int i = 0; i < n; i++)
+                if (agent[i] > 0)
+                        waitpid(agent[i], NULL, 0);
+}

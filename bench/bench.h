@@ -29,8 +29,8 @@ void report(const char *id, const char *what, Samples *s, double floor_us);
 pid_t spawn_quiet(char *const argv[]);
 void spawn_done(pid_t pid, char *const argv[]);
 double spawn_wait(char *const argv[]);
-pid_t start_agent(const char *fleetsemd, const char *n, const char *host, const char *const *extra, const char *log,
-                  int *ret_log);
+pid_t start_agent(const char *fleetsemd, const char *n, const char *host, const char *url, const char *const *extra,
+                  const char *log, int *ret_log);
 double wait_log(int fd, const char *what, usec_t start);
 double cpu_seconds(pid_t pid);
 
