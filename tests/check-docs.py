@@ -298,6 +298,44 @@ def check_suite_time():
     return bad
 
 
+def seconds_of(cell):
+    """Seconds of "12 min 3 s", "45 s" (bold, a note after it allowed); None."""
+    m = re.match(r"^\**(?:(\d+) min)?\s*(?:(\d+) s)?\**(?:\s|$)", cell.strip())
+    if not m or not (m.group(1) or m.group(2)):
+        return None
+    return int(m.group(1) or 0) * 60 + int(m.group(2) or 0)
+
+
+def check_ci_times():
+    """HACKING.md's table of CI's phases: exactly .ci/run's phases in their
+    order, then "all", each with a time, the rows adding up to it (as
+    .ci/times.py writes them from a run's log)."""
+    run = read(".ci/run")
+    phases = re.findall(r"^phase (\S+) ", run, re.M)
+    text, (start, body) = hacking_ci_section()
+    if start is None:
+        return ["HACKING.md: no \"What CI runs\""]
+    m = re.search(r"^\| phase \| command \| time \|\n\|[-| ]+\|\n((?:\|.*\n)+)", body, re.M)
+    if not m or len(phases) < 3:
+        return ["HACKING.md: \"What CI runs\" has no table | phase | command | time | of .ci/run's phases"]
+    at = line_of(text, start + m.start())
+    rows = [r.split("|") for r in m.group(1).splitlines()]
+    names = [r[1].strip() for r in rows]
+    bad = []
+    if names != phases + ["all"]:
+        bad.append("HACKING.md:%d: the phases %s are not .ci/run's %s, then all" % (at, names, phases))
+    times = [seconds_of(r[3]) if len(r) > 3 else None for r in rows]
+    for name, t in zip(names, times):
+        if t is None:
+            bad.append("HACKING.md:%d: the %s row has no time" % (at, name))
+    if not bad and abs(sum(times[:-1]) - times[-1]) > len(phases) + 5:
+        bad.append("HACKING.md:%d: the phases add up to %d s, the \"all\" row says %d s: write the times of one run "
+                   "(.ci/times.py LOG)" % (at, sum(times[:-1]), times[-1]))
+    if not re.search(r"Measured on 2 cores on a clean clone of `\w+`", body):
+        bad.append("HACKING.md:%d: \"What CI runs\" does not say which commit its times are of" % at)
+    return bad
+
+
 # ---------------------------------------------------------------- links
 
 def slug(heading):
@@ -459,6 +497,7 @@ CHECKS = [
     ("model", check_model),
     ("test-counts", check_test_counts),
     ("suite-time", check_suite_time),
+    ("ci-times", check_ci_times),
     ("links", check_links),
     ("options", check_options),
     ("old-spellings", check_old_spellings),
