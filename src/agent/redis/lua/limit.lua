@@ -1,4 +1,4 @@
--- Sets the name's fleet limit (`fleetsem limit --fleet`: root on some
+-- Sets the name's fleet limit (`fleetsem fleet-limit`: root on some
 -- host) to `n`, or removes it ('' or '0'). The limit in force is the
 -- lowest of it and what holders and waiters asked for; callers that ask
 -- for no number (slots 0) need it. Lowering it stops no holder (no new

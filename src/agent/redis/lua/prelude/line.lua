@@ -134,16 +134,23 @@ end
 -- and limit.lua take its expiry away). All its keys leave at one time, the state's EXPIRES_MS:
 -- set again (on every key) when a call that knows the time finds it more
 -- than a quarter of idle_ms off now + idle_ms, and given to each key a
--- call made. So most calls write no expiry, and the hash never outlives
--- the ZSETs it counts. Writes what the call changed; returns reply.
+-- call made; made earlier only while nobody holds or waits (callers' idle
+-- times differ: a user's names get minutes, root's a day, a host's own
+-- slot twice host_lease; a shorter one must not cut short a lease that
+-- another caller's longer time covers). So most calls write no expiry,
+-- and the hash never outlives the ZSETs it counts. Writes what the call
+-- changed; returns reply.
 -- idle_due() is a call's part of that, which a batch (batch.lua) takes
 -- after each of its calls, as each would alone; idle(nil, reply) then writes.
 local idle_again = false
 local function idle_due(idle_ms)
   idle_ms = tonumber(idle_ms) or 0
-  if st and now_read and idle_ms > 0 and not st.drain and not st.cap and
-      (st_new or math.abs(st.expires - (now_ms_ + idle_ms)) > idle_ms / 4) then
-    st.expires, st_dirty, idle_again = now_ms_ + idle_ms, true, true
+  if st and now_read and idle_ms > 0 and not st.drain and not st.cap then
+    local until_ms = now_ms_ + idle_ms
+    if st_new or until_ms - st.expires > idle_ms / 4 or
+        (st.expires - until_ms > idle_ms / 4 and st.held == 0 and st.line == 0) then
+      st.expires, st_dirty, idle_again = until_ms, true, true
+    end
   end
   st_new, now_read = false, false
 end

@@ -217,7 +217,7 @@ local function count_held()
   return n
 end
 
--- The fleet limit (`fleetsem limit --fleet`), or nil.
+-- The fleet limit (`fleetsem fleet-limit`), or nil.
 local function cap()
   return st.cap and tonumber(string.match(st.cap, '^(%d+) ')) or nil
 end
