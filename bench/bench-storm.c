@@ -247,8 +247,9 @@ static void trio_stop(Trio *t, bool keep_nothing) {
         }
         if (!t->dir[0] || !keep_nothing)
                 return;
+        /* (dump.rdb: the replica's full sync writes one, --save "" or not.) */
         for (const char *const *f = (const char *const[]) { "master.log", "replica.log", "sentinel.log",
-                                                              "sentinel.conf", NULL }; *f; f++) {
+                                                              "sentinel.conf", "dump.rdb", NULL }; *f; f++) {
                 snprintf(path, sizeof(path), "%s/%s", t->dir, *f);
                 (void) unlink(path);
         }
@@ -294,7 +295,8 @@ static int trio_start(Trio *t) {
         t->master = free_port();
         t->replica = free_port();
         t->sentinel = free_port();
-        if (t->master < 0 || t->replica < 0 || t->sentinel < 0 || t->master == t->replica)
+        if (t->master < 0 || t->replica < 0 || t->sentinel < 0 || t->master == t->replica ||
+            t->sentinel == t->master || t->sentinel == t->replica)
                 return -EADDRNOTAVAIL;
         snprintf(p[0], sizeof(p[0]), "%d", t->master);
         snprintf(p[1], sizeof(p[1]), "%d", t->replica);

@@ -292,7 +292,7 @@ int g_start(const char *fleetsemd, int n, const char *url, const char *ttl, cons
                 snprintf(host, sizeof(host), "g-%d", i);
                 agent[i] = start_agent(fleetsemd, fleet[i], host, url, extra, log, NULL);
                 if (agent[i] < 0)
-                        return -errno;
+                        return errno > 0 ? -errno : -EIO;
         }
         return 0;
 }

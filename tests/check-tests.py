@@ -135,12 +135,12 @@ def check_file(path):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     top = os.path.dirname(here)
-    files = sys.argv[1:] or (sorted(glob.glob(os.path.join(here, "*.sh")))
-                             + sorted(glob.glob(os.path.join(here, "*", "*.sh")))
-                             + [os.path.join(top, "model", "run.sh")])
-    if not files:
-        print("Bail out! no shell tests found")
+    tests = sorted(glob.glob(os.path.join(here, "*.sh")))
+    if not sys.argv[1:] and not tests:
+        print("Bail out! no shell tests found beside this script")
         return 1
+    files = sys.argv[1:] or (tests + sorted(glob.glob(os.path.join(here, "*", "*.sh")))
+                             + [os.path.join(top, "model", "run.sh")])
     print(f"1..{len(files)}")
     failed = 0
     for i, path in enumerate(files, 1):
