@@ -354,15 +354,6 @@ static int promoted(const Trio *t, long long *polls, redisContext **ret) {
         return -ETIMEDOUT;
 }
 
-/* Redis' CPU so far, in seconds. */
-static double redis_cpu(redisContext *c) {
-        redisReply *x = redisCommand(c, "INFO cpu");
-        double s = x && x->type == REDIS_REPLY_STRING ?
-                           info_number(x->str, "used_cpu_sys:") + info_number(x->str, "used_cpu_user:") : 0;
-
-        freeReplyObject(x);
-        return s;
-}
 
 int g_failover(const char *fleetsemd, int n, const char *prefix, GStorm *ret) {
         static pid_t agent[G_AGENTS_MAX];
@@ -372,6 +363,7 @@ int g_failover(const char *fleetsemd, int n, const char *prefix, GStorm *ret) {
         redisContext *mc = NULL, *rc = NULL, *sc = NULL;
         long long clients, polls = 0;
         Trio t = {};
+        RedisUse use;
         double cpu0;
         usec_t t0;
         int r;
@@ -409,7 +401,7 @@ int g_failover(const char *fleetsemd, int n, const char *prefix, GStorm *ret) {
         sleep(2);
         clients = info_ll(mc, "clients", "connected_clients:");
         freeReplyObject(redisCommand(rc, "CONFIG RESETSTAT"));
-        cpu0 = redis_cpu(rc);
+        cpu0 = redis_use(rc, &use) >= 0 ? use.cpu_s : 0;
         polls++;
         t0 = now_usec(CLOCK_MONOTONIC);
         {
