@@ -77,17 +77,17 @@ step build build; [ "$rc" -eq 0 ] || exit 0
 server_tests="redis-invariant redis-fifo redis-restart redis-reset redis-agent-restart redis-eviction redis-forget
         redis-safety redis-library redis-model redis-auth redis-tls redis-hang"
 # (meson test runs the tests that are of the suites given and named, if
-# any are: suites and names go in runs of their own.)
-redis8() { suites --suite unit --suite lua --suite ha; local rc=$?; suites $server_tests || rc=$?; return "$rc"; }
+# any are: each step gives the names of its tests, in one run, so that
+# the longest start first and the cores stay busy to the end.)
+tests_of() { local s; for s in "$@"; do meson test -C /tmp/build --suite "$s" --list 2>/dev/null |
+        sed -n "s/^fleetsem:$s \/ //p"; done; }
+redis8() { suites $(tests_of unit lua ha) $server_tests; }
 # Against Valkey, the ha suite but the two slow Sentinel failover tests
 # (flap, split: the code of Sentinel and of the agent, the same with
 # either server, run against Redis 8 above) and the backoff of the agent
 # (a fake Sentinel), for the time of CI.
 valkey() {
-        suites --suite lua; local rc=$?
-        suites $server_tests $(meson test -C /tmp/build --suite ha --list 2>/dev/null | sed -n "s/^fleetsem:ha \/ //p" |
-                 grep -vx -e ha-sentinel-flap -e ha-sentinel-split -e ha-sentinel-backoff) || rc=$?
-        return "$rc"
+        suites $(tests_of lua ha | grep -vx -e ha-sentinel-flap -e ha-sentinel-split -e ha-sentinel-backoff) $server_tests
 }
 step redis redis8
 FLEETSEM_TEST_SERVER=valkey step valkey valkey
@@ -98,7 +98,8 @@ trap 'rm -f "$out"' EXIT
 # As many open files as on the host (the security tests fill a listen
 # backlog of 4096 with one process; nspawn's default is 1024).
 systemd-nspawn -q --register=no --keep-unit -M "fleetsem13-$$" --volatile=overlay -D "$ROOT" --rlimit=NOFILE=65536 \
-        --bind-ro="$SRC:/src" --setenv=LC_ALL=C.UTF-8 --setenv=CI="${CI:-}" bash -c "$inside" 2>&1 | tee "$out"
+        --bind-ro="$SRC:/src" --setenv=LC_ALL=C.UTF-8 --setenv=CI="${CI:-}" \
+        --setenv=MESON_TESTTHREADS="${MESON_TESTTHREADS:-$(($(nproc) + 1))}" bash -c "$inside" 2>&1 | tee "$out"
 
 steps=(build "builds, warnings as errors"
        redis "the unit, lua and ha suites and the server's redis tests pass against Redis 8"
