@@ -79,15 +79,20 @@ server_tests="redis-invariant redis-fifo redis-restart redis-reset redis-agent-r
 # (meson test runs the tests that are of the suites given and named, if
 # any are: each step gives the names of its tests, in one run, so that
 # the longest start first and the cores stay busy to the end.)
-tests_of() { local s; for s in "$@"; do meson test -C /tmp/build --suite "$s" --list 2>/dev/null |
-        sed -n "s/^fleetsem:$s \/ //p"; done; }
-redis8() { suites $(tests_of unit lua ha) $server_tests; }
+# tests_of SUITE...: the names of their tests, a line each; fails, saying
+# so, when a suite lists none (a step must not run fewer than it says).
+tests_of() { local s names; for s in "$@"; do
+        names=$(meson test -C /tmp/build --suite "$s" --list 2>&1 | sed -n "s/^fleetsem:$s \/ //p")
+        [ -n "$names" ] || { echo "no tests listed in the $s suite" >&2; return 1; }
+        echo "$names"; done; }
+redis8() { local names; names=$(tests_of unit lua ha) || return 1; suites $names $server_tests; }
 # Against Valkey, the ha suite but the two slow Sentinel failover tests
 # (flap, split: the code of Sentinel and of the agent, the same with
 # either server, run against Redis 8 above) and the backoff of the agent
 # (a fake Sentinel), for the time of CI.
 valkey() {
-        suites $(tests_of lua ha | grep -vx -e ha-sentinel-flap -e ha-sentinel-split -e ha-sentinel-backoff) $server_tests
+        local names; names=$(tests_of lua ha) || return 1
+        suites $(echo "$names" | grep -vx -e ha-sentinel-flap -e ha-sentinel-split -e ha-sentinel-backoff) $server_tests
 }
 step redis redis8
 FLEETSEM_TEST_SERVER=valkey step valkey valkey
