@@ -9,8 +9,9 @@ each with its time, and the run's total) and the commit it ran on (the
 and the commit of the sentence above it; the Debian 13 phase's row also
 gets the time its suites took (the TAP lines of tests/debian13.sh). The
 text of the table but the times stays as it is. Exits non-zero, changing
-nothing, when LOG is not a whole run, a phase of it failed, or its phases
-are not the table's (tests/check-docs.py's ci-times holds the table to
+nothing, when LOG is not a whole run, is of an unknown commit or of a
+machine that had the Debian 13 root already, a phase of it failed, or its
+phases are not the table's (tests/check-docs.py's ci-times holds the table to
 .ci/run's phases).
 """
 import os
@@ -50,9 +51,11 @@ def main():
         print("%s: no \"=== ci: on\" line or summary: not the log of a whole run" % sys.argv[1], file=sys.stderr)
         return 1
     commit, total, phases, steps = parsed
-    # (A run that built the Debian 13 root is CI's: its machine is fresh.)
-    if commit == "unknown":
-        print("%s: a run on an unknown commit: not CI's times" % sys.argv[1], file=sys.stderr)
+    # CI's machine is fresh: its run builds the Debian 13 root (and the
+    # Debian 12 one of the systemd suite), and the table says so.
+    if commit == "unknown" or "# building the Debian 13 root" not in open(sys.argv[1], errors="replace").read():
+        print("%s: a run on an unknown commit, or on a machine that had the Debian 13 root already (CI's "
+              "builds it): not CI's times" % sys.argv[1], file=sys.stderr)
         return 1
     failed = [p[0] for p in phases if p[1] != "passed"]
     if failed:
