@@ -46,14 +46,15 @@ def main():
     if len(sys.argv) != 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    parsed = parse_log(open(sys.argv[1], encoding="utf-8", errors="replace").read())
+    log = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+    parsed = parse_log(log)
     if not parsed:
         print("%s: no \"=== ci: on\" line or summary: not the log of a whole run" % sys.argv[1], file=sys.stderr)
         return 1
     commit, total, phases, steps = parsed
     # CI's machine is fresh: its run builds the Debian 13 root (and the
     # Debian 12 one of the systemd suite), and the table says so.
-    if commit == "unknown" or "# building the Debian 13 root" not in open(sys.argv[1], errors="replace").read():
+    if commit == "unknown" or "# building the Debian 13 root" not in log:
         print("%s: a run on an unknown commit, or on a machine that had the Debian 13 root already (CI's "
               "builds it): not CI's times" % sys.argv[1], file=sys.stderr)
         return 1

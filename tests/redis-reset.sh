@@ -13,8 +13,8 @@
 # after losing it: a restart of up to 1.5 s is re-asserted in time (a
 # lease of 2 s left 0.75 s, a restart of 0.3 s; with two other tests on
 # the cores, Valkey's lost the slot).
-TTL=6s
 TTL_MS=6000
+TTL=$((TTL_MS / 1000))s
 . "$(dirname "$0")/lib.sh"
 
 ROUNDS=${ROUNDS:-8}
