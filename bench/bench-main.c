@@ -46,8 +46,11 @@ int main(int argc, char *argv[]) {
         printf("%-4s %-52s %9s %9s\n", "", "scenario", "p50 us", "p99 us");
         f_unix = floor_unix();
         f_redis = floor_redis();
-        if (wanted('A'))
-                scenario_a(f_unix + f_redis);
+        if (wanted('A')) {
+                double la = floor_a(false), laf = floor_a(true);
+
+                scenario_a(f_unix + f_redis, la, laf);
+        }
         if (wanted('B'))
                 scenario_b();
         if (wanted('C') && n_ns == 3)

@@ -45,6 +45,15 @@ void report(const char *id, const char *what, Samples *s, double floor_us) {
         fflush(stdout);
 }
 
+/* Redis' CPU a grant of a latency scenario, under its figures. */
+void report_redis_cpu(const char *id, GrantCost c) {
+        printf("%-4s %-52s %9.1f us, %.1f commands\n", "", "  Redis CPU a grant (both calls)", c.cpu_us, c.commands);
+        printf("@json {\"id\":\"%s-redis\",\"what\":\"Redis CPU a grant\",\"redis_cpu_us_per_grant\":%.1f,"
+               "\"redis_commands_per_grant\":%.1f}\n",
+               id, c.cpu_us, c.commands);
+        fflush(stdout);
+}
+
 pid_t spawn_quiet(char *const argv[]) {
         pid_t pid = fork();
 
@@ -121,6 +130,30 @@ int acquire(const char *n, const char *name, uint32_t slots, usec_t wait, int *r
                 if (!until_granted)
                         return 0;
         }
+}
+
+unsigned long timed_grants(const char *n, const char *name, Samples *s) {
+        unsigned long i;
+
+        for (i = 0; i < 5000; i++) {
+                usec_t t0 = now_usec(CLOCK_MONOTONIC);
+                int anchor = -EBADF, fd = -EBADF;
+                LineReader lr;
+                Reply rep;
+                bool granted;
+
+                line_reader_init(&lr, PROTO_REPLY_MAX);
+                granted = send_acquire(n, name, SLOTS_MAX, 0, &anchor, &fd) == 0 &&
+                          client_read_reply(fd, &lr, usec_add(now_usec(CLOCK_MONOTONIC), 10 * USEC_PER_SEC), &rep) >= 0 &&
+                          rep.kind == REPLY_GRANTED;
+                safe_close(fd);
+                safe_close(anchor);
+                if (!granted)
+                        break;
+                if (i >= 200)
+                        samples_add(s, since_us(t0));
+        }
+        return i;
 }
 
 /* ---- Redis, agents ---- */

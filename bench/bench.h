@@ -9,6 +9,7 @@
  * (bench-fleet.c), a local flood H (bench-flood.c). */
 
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -38,6 +39,10 @@ double cpu_seconds(pid_t pid);
 int send_acquire(const char *n, const char *name, uint32_t slots, usec_t wait, int *ret_anchor, int *ret_fd);
 int acquire(const char *n, const char *name, uint32_t slots, usec_t wait, int *ret_anchor, int *ret_fd,
             bool until_granted);
+/* A's loop, and LA's and LAf's: 5,000 grants of NAME, each released at
+ * once (the anchor closed), the first 200 untimed; a reply other than
+ * GRANTED, or none in 10 s, ends it. Returns the grants made. */
+unsigned long timed_grants(const char *n, const char *name, Samples *s);
 redisContext *bench_redis(void);
 unsigned long long files_max(void);
 
@@ -76,6 +81,7 @@ typedef struct GrantCost {
 } GrantCost;
 
 GrantCost grant_cost(int before_ok, const RedisUse *before, int after_ok, const RedisUse *after, unsigned long grants);
+void report_redis_cpu(const char *id, GrantCost c);
 extern GrantCost floor_cost;    /* L4's, a grant */
 extern GrantCost peer_cost;     /* L5's, a grant (G compares with it) */
 
@@ -98,13 +104,29 @@ int time_split_read(redisContext *c, const char *direct, TimeSplit *ret);
 void time_split_print(const char *id, TimeSplit *t, unsigned long grants, double cpu_us);
 
 /* bench-floors.c */
+/* An echo thread and a connection to it (the floor L1, and B's). */
+typedef struct Echo {
+        int lfd, fd;
+        bool pinned;            /* its two ends on two CPUs */
+        pthread_t thread;
+} Echo;
+/* The floors L1 and L2 as `fleetsem run` meets them (B). */
+typedef struct IdleFloors {
+        Echo echo;
+        redisContext *redis;
+        char sha[41];
+} IdleFloors;
+int idle_floors_open(IdleFloors *f);
+void idle_floors_sample(IdleFloors *f, Samples *unix_rt, Samples *redis_rt);
+void idle_floors_close(IdleFloors *f);
 double floor_unix(void);
 double floor_redis(void);
+double floor_a(bool library);
 double floor_redis_throughput(void);
 void floor_peer(void);
 
 /* the families */
-void scenario_a(double floor_sum);
+void scenario_a(double floor_sum, double la, double laf);
 void scenario_b(void);
 void scenario_c(void);
 extern double c_p50;    /* C's, for the comparison with etcd in F */

@@ -24,6 +24,14 @@ for h in a b c; do
         scratch_agent "bench$$-$h" "bench-$h" --log-level warning
 done
 
+if [ -n "${BENCH_B_VS:-}" ]; then
+        "$BENCH_B_VS/src/agent/fleetsemd" --redis "unix:$SCRATCH/redis.sock" --namespace "bench$$-vs" --host-id bench-vs \
+                --log-level warning >>"$SCRATCH/agent-vs.log" 2>&1 &
+        SCRATCH_PIDS+=($!)
+        until grep -q "@bench$$-vs/agent" /proc/net/unix; do sleep 0.05; done
+        export BENCH_B_VS_CLI=$BENCH_B_VS/src/cli/fleetsem BENCH_B_VS_NS=bench$$-vs
+fi
+
 # The peer: etcd on loopback ports of its own, data in the scratch directory.
 etcd_args=()
 if command -v etcd >/dev/null && command -v etcdctl >/dev/null; then
