@@ -163,8 +163,9 @@ def main():
         # A reset (Redis restarted empty or from a snapshot, a failover, its
         # data or epoch gone) whose host-held wait may still run at t: its
         # grace (a lease), then host_lease; a clock step back in between
-        # makes that longer in real time, by the step.
-        back = sum(f["detail"].get("step_ms", 0) / 1000.0 for f in faults if f["kind"] == "clock-back"
+        # makes that longer in real time, by the step's size (step_ms is
+        # negative for a step back: FINDINGS.md, finding 19).
+        back = sum(abs(f["detail"].get("step_ms", 0)) / 1000.0 for f in faults if f["kind"] == "clock-back"
                    and f["t"] <= t and f["t"] >= t - host_lease - 2 * ttl - 2.0)
         return [f for f in faults + aftermath if f["kind"] in RESETS
                 and f["t"] - 0.5 <= t <= f["heal"] + ttl + host_lease + back + 2.0]
