@@ -33,6 +33,10 @@ one TAP line; each difference a diagnostic FILE:LINE: what is wrong.
               each verb's are exactly its options in the bash completion
               (but COMPLETION_HIDDEN), and those that take a value are in
               its with_arg, short and long.
+  on-error    pam_fleetsem(8)'s ON ERROR table names exactly the states of
+              src/shared/protocol.c's redis_states[], in its order, each
+              "on_error" where the code says ERROR_CODE_UNAVAILABLE and
+              "refused" where it says ERROR_CODE_MISCONFIGURED.
   old-spellings  no `limit --fleet` (fleet-limit's spelling before it was
               a command of its own) in man/, the Markdown files or
               systemd/, but in a sentence that says it is deprecated.
@@ -490,6 +494,35 @@ def check_old_spellings():
     return bad
 
 
+# ---------------------------------------------------------------- on-error
+
+def check_on_error():
+    code = re.findall(r'^\s*\{ "([A-Za-z-]+)", ERROR_CODE_(UNAVAILABLE|MISCONFIGURED)',
+                      read("src/shared/protocol.c"), re.M)
+    if len(code) < 10:
+        return ["src/shared/protocol.c: cannot read redis_states[] (found %d rows)" % len(code)]
+    want = [(state, "on_error" if kind == "UNAVAILABLE" else "refused") for state, kind in code]
+    rel = "man/pam_fleetsem.8"
+    text = read(rel)
+    m = re.search(r"^\.SH ON ERROR\n(.*?)^\.SH ", text, re.M | re.S)
+    if not m:
+        return ["%s: no section ON ERROR" % rel]
+    got = [(state.replace("\\-", "-"), kind) for state, kind in
+           re.findall(r"^\.TP\n\.B (\S+)\n\.BR (on_error|refused) :$", m.group(1), re.M)]
+    if got == want:
+        return []
+    bad = []
+    for row in want:
+        if row not in got:
+            bad.append("%s:%d: ON ERROR lacks %s (%s), a row of redis_states[]" % (rel, line_of(text, m.start()), *row))
+    for row in got:
+        if row not in want:
+            bad.append("%s:%d: ON ERROR's %s (%s) is no row of redis_states[]" % (rel, line_of(text, m.start()), *row))
+    if not bad:
+        bad.append("%s:%d: ON ERROR's rows are not in redis_states[]'s order" % (rel, line_of(text, m.start())))
+    return bad
+
+
 CHECKS = [
     ("verbs", check_verbs),
     ("codes", check_codes),
@@ -500,6 +533,7 @@ CHECKS = [
     ("ci-times", check_ci_times),
     ("links", check_links),
     ("options", check_options),
+    ("on-error", check_on_error),
     ("old-spellings", check_old_spellings),
 ]
 

@@ -4,7 +4,8 @@
 # the test's own, root only) and `fleetsem run`, against a scripted agent
 # (fake-agent.py) that sends the reply of each class: a grant, a refusal
 # (DENIED, ERROR code=limit, code=invalid, code=busy), ERROR code=redis,
-# garbage, ERROR code=unavailable, a closed connection, and no agent at all.
+# garbage, ERROR code=unavailable, ERROR code=misconfigured (refused whatever
+# on-error says), a closed connection, and no agent at all.
 # Only the limiter that cannot be reached may take on-error=allow; everything
 # else that is no grant denies, with the exit code fleetsem(1) gives.
 . "$(dirname "$0")/lib.sh"
@@ -96,6 +97,7 @@ case_ "ERROR code=redis"        14 14     "70 -"    70 70 -- "ERROR code=redis m
 case_ "garbage"                 14 14     "70 -"    70 70 -- $'GRANTED \x1b[2J oops'
 case_ "an unknown code"         14 14     "70 -"    70 70 -- "ERROR code=sunspots message=x"
 case_ "ERROR code=unavailable"  0 14      "69 -"    0 69  -- "ERROR code=unavailable message=Redis%20at%20x%20is%20unreachable"
+case_ "ERROR code=misconfigured" 14 14    "78 -"    78 78 -- "ERROR code=misconfigured message=Redis%20at%20x%20holds%20a%20newer%20library"
 # run asks again when the connection closes (an agent restarting keeps its
 # slot or place), and exits 75 when the agent took the request but did not
 # answer within the wait: fleetsem(1), EXIT STATUS.

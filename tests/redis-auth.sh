@@ -18,7 +18,7 @@ is "$?" 0 "with the right password, slots are granted"
 start_agent b --redis-password-file "$T/wrong"
 check "with the wrong password, the agent takes Redis for down" wait_for 5 redis_state_is b down
 out=$(fs b run --slots 1 --no-wait authed -- true 2>&1); rc=$?
-is "$rc" 69 "wrong password: exit 69"
+is "$rc" 78 "wrong password: exit 78 (misconfigured, whatever --on-error says)"
 like "$out" 'AUTH failed' "wrong password: the error says so"
 like "$(cat "$T/agent-b.log")" 'AUTH failed' "wrong password: the agent logs it"
 

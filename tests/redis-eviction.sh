@@ -1,7 +1,7 @@
 #!/bin/bash
 # A Redis that may evict fleetsem's keys (a maxmemory-policy other than
 # noeviction) grants nothing new: an agent started against one refuses
-# requests with code=unavailable and the setting to change; one whose Redis
+# requests with code=misconfigured (whatever on_error says) and the setting to change; one whose Redis
 # is switched to volatile-lru while it runs notices within seconds, fails
 # its waiters the same way and keeps renewing the slot held before; status,
 # its JSON, the metrics and the sd_notify STATUS= line show it, the journal
@@ -33,10 +33,10 @@ check "its STATUS= line says it grants nothing, and why" wait_for 5 grep -q \
         "^STATUS=0 slot(s) held, 0 waiting, Redis up; GRANTING NOTHING: Redis at .* runs with maxmemory-policy allkeys-lru" \
         "$T/notify.log"
 out=$(python3 "$(dirname "$0")/anchor-ask.py" "$NSBASE-a" "$(printf '%032x' 1)" e 2)
-like "$out" '^ERROR code=unavailable message=Redis%20at%20.*%20runs%20with%20maxmemory-policy%20allkeys-lru,%20which%20may%20evict%20fleetsem%27s%20keys:%20nothing%20is%20granted%20until%20it%20is%20noeviction%20%28CONFIG%20SET%20maxmemory-policy%20noeviction,%20and%20in%20redis.conf%29$' \
-        "a request is refused with code=unavailable, naming maxmemory-policy and the fix"
+like "$out" '^ERROR code=misconfigured message=Redis%20at%20.*%20runs%20with%20maxmemory-policy%20allkeys-lru,%20which%20may%20evict%20fleetsem%27s%20keys:%20nothing%20is%20granted%20until%20it%20is%20noeviction%20%28CONFIG%20SET%20maxmemory-policy%20noeviction,%20and%20in%20redis.conf%29$' \
+        "a request is refused with code=misconfigured, naming maxmemory-policy and the fix"
 err=$(fs a run --slots 2 e -- true 2>&1); rc=$?
-is "$rc" 69 "fleetsem run is refused: 69"
+is "$rc" 78 "fleetsem run is refused: 78"
 like "$err" 'maxmemory-policy allkeys-lru' "... and says why"
 is "$(holders e) $(waiters e)" "0 0" "Redis: nobody holds or waits for e"
 is "$(grep -c "runs with maxmemory-policy allkeys-lru, which may evict" "$T/agent-a.log")" 1 \
@@ -65,7 +65,7 @@ start=$(now_ms)
 check "switched to volatile-lru while a runs: noticed within 10 s" wait_for 10 evicts_is a volatile-lru
 echo "# noticed after $(( $(now_ms) - start )) ms"
 wait "$w1"; rc=$?
-is "$rc" 69 "the waiter w1 is told (69)"
+is "$rc" 78 "the waiter w1 is told (78)"
 check "... why" grep -q 'maxmemory-policy volatile-lru, which may evict' "$T/run-w1.err"
 is "$(waiters e)" 0 "... and left the queue in Redis"
 log_lacks "$T/order" '^enter w1$' '^enter h1$' "w1 never ran"
@@ -82,7 +82,7 @@ like "$st" 'No slot is granted: Redis at .* runs with maxmemory-policy volatile-
 like "$(fs a status --json e)" '"evicts":\{"policy":"volatile-lru","message":"Redis at [^"]* runs with maxmemory-policy volatile-lru, [^"]*"\}' \
         "... and its JSON"
 err=$(fs a run --slots 5 --no-wait other -- true 2>&1); rc=$?
-is "$rc:$(holders other)" "69:0" "a new request for another name is refused too"
+is "$rc:$(holders other)" "78:0" "a new request for another name is refused too"
 
 rcli CONFIG SET maxmemory-policy noeviction >/dev/null
 start=$(now_ms)

@@ -4,10 +4,12 @@
 # again by an agent restarted while it is there, loaded again when it is
 # deleted under running agents (which go on granting, one holder at a
 # time), a newer version refused with "upgrade this agent" (nothing
-# granted, requests unavailable, status says why), and a Redis user that
+# granted, requests refused as misconfigured, status says why), and a Redis user that
 # may not load it refused with the way out, `fleetsemd --load-library`,
 # which loads it; a server without functions (as before Redis 7.0)
-# refused by name.
+# refused by name. Another text under the agents' version (its limit check
+# taken out) found by its text and replaced, by an agent and by
+# --load-library.
 TTL=3s
 . "$(dirname "$0")/lib.sh"
 
@@ -101,9 +103,39 @@ fs a run --slots 1 --no-wait other -- true
 is "$?" 0 "... and grant again"
 like "$(cmdstat_ok 'function|load')" '^[1-3]$' "... having replaced it ($(cmdstat_ok 'function|load') loads)"
 
+# ---- Another text under this version -----------------------------------------------
+# The library as this build makes it, with the limit check of a grant to
+# an empty line taken out, loaded by hand under the agents' own version:
+# an agent that connects finds it by its text, says so and loads its own.
+scripts=("$SRC"/lua/*.lua)
+ours=$(python3 "$SRC/embed-lua.py" --library "$SRC/keys.list" "$SRC/args.list" "$SRC/replies.list" \
+        "$SRC/lua/library.version" "$SRC/lua/prelude" "${scripts[@]}")
+edited=${ours//and held + weight <= own_limit then/then}
+check "a text without the limit check, under version $V" [ "$edited" != "$ours" ]
+printf %s "$edited" | rcli -x FUNCTION LOAD REPLACE >/dev/null
+code() { rcli FUNCTION LIST LIBRARYNAME fleetsem WITHCODE | grep -c 'held + weight <= own_limit then'; }
+is "$(version) $(code)" "$V 0" "... loaded in its place"
+kill -TERM "$(agent_pid a)"; wait "$(agent_pid a)"
+AGENT_HOSTS=(b c)
+start_agent a
+check "agent a restarted is up" wait_for 10 redis_state_is a up
+CMSG="Redis at [^ ]+ holds another text under fleetsem library version $V than this agent's \(changed by hand\?\): replacing it with this agent's\."
+check "... its journal says it found another text under its version" grep -qE "$CMSG" "$T/agent-a.log"
+is "$(version) $(code)" "$V 1" "... and Redis holds the agent's text again"
+fs a run --slots 1 changed -- sleep 30 & held=$!
+check "a job holds the only slot of 'changed'" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{changed}:holders') = 1 ]"
+fs b run --slots 1 --no-wait changed -- true 2>/dev/null
+is "$?:$(holders changed)" "75:1" "... and another is refused: one holder"
+kill "$held"; wait "$held" 2>/dev/null
+# fleetsemd --load-library says what it did.
+printf %s "$edited" | rcli -x FUNCTION LOAD REPLACE >/dev/null
+out=$("$FLEETSEMD" --redis "unix:$REDIS_SOCK" --load-library 2>&1); rc=$?
+is "$rc" 0 "fleetsemd --load-library on another text under its version: exit 0"
+like "$out" "fleetsem library version $V loaded \(it had version $V, another text\)" "... saying it replaced it"
+is "$(code)" 1 "... and it did"
+
 # ---- A newer library -----------------------------------------------------------------
 # The library this build makes, as a later version would have it.
-scripts=("$SRC"/lua/*.lua)
 newer=$(python3 "$SRC/embed-lua.py" --library "$SRC/keys.list" "$SRC/args.list" "$SRC/replies.list" \
         "$SRC/lua/library.version" "$SRC/lua/prelude" "${scripts[@]}" |
         sed -e "s/return {$V, WAKE_COMMAND}/return {99, WAKE_COMMAND}/" -e "s/_v$V'/_v99'/")
@@ -118,9 +150,9 @@ check "agent a takes that Redis for down (its call found no function of its vers
 says_upgrade() { fs a status 2>&1 | grep -qE "$MSG"; }
 check "status shows it: this agent must be upgraded" wait_for 10 says_upgrade
 out=$(fs a run --slots 1 --no-wait newer -- true 2>&1); rc=$?
-is "$rc" 69 "a request is refused as unavailable (exit 69)"
+is "$rc" 78 "a request is refused as misconfigured (exit 78)"
 like "$out" "$MSG" "... saying the agent must be upgraded"
-like "$(raw a STATUS)" '^ERROR code=unavailable ' "... with the error code unavailable"
+like "$(raw a STATUS)" '^ERROR code=misconfigured ' "... with the error code misconfigured"
 is "$(rcli EXISTS 'fleetsem:{newer}:holders')" 0 "nothing was granted on that Redis"
 is "$(version)" 99 "the agent left the newer library alone"
 check "the journal says it" grep -qE "$MSG" "$T/agent-a.log"
@@ -131,7 +163,7 @@ like "$out" "holds fleetsem library version 99, newer than this fleetsemd's \($V
 rcli FUNCTION DELETE fleetsem >/dev/null
 check "the newer library gone, agent a serves again" wait_for 10 redis_state_is a up
 is "$(version)" "$V" "... having loaded its own"
-check "the journal says it" grep -q "holds this agent's library (version $V) now" "$T/agent-a.log"
+check "the journal says it" grep -q "takes this agent's set-up now (its library, version $V, " "$T/agent-a.log"
 is "$(grep -cE "$MSG" "$T/agent-a.log")" 1 "... the refusal said once in all"
 stop_agents
 AGENT_HOSTS=()
@@ -144,7 +176,7 @@ refused_with() {
         like "$(fs "$1" status 2>&1)" "$2" "$4"
         check "the journal says it" grep -qE "$2" "$T/agent-$1.log"
 }
-acl_user noload "$T/nl.pw" '~fleetsem:*' '&fleetsem:*' '&fleetsem:{*}:wake' +@all -function
+acl_user noload "$T/nl.pw" '~fleetsem:*' '&fleetsem:*' '&fleetsem:{*}:wake' +@all -function '+function|list'
 rcli FUNCTION DELETE fleetsem >/dev/null
 run_agent d --redis "redis://noload@127.0.0.1:$PORT" --redis-password-file "$T/nl.pw"
 LMSG="Redis at [^ ]+ has no fleetsem library version $V, and this agent may not load it \(NOPERM[^)]*\): load it with \`fleetsemd --load-library\`"
@@ -158,7 +190,7 @@ fs d run --slots 1 --no-wait loaded -- true
 is "$?" 0 "... and grants"
 out=$("$FLEETSEMD" --redis "unix:$REDIS_SOCK" --load-library 2>&1); rc=$?
 is "$rc" 0 "fleetsemd --load-library again: exit 0"
-like "$out" "fleetsem library version $V is there already; nothing done" "... and nothing done"
+like "$out" "fleetsem library version $V is there already, its text this fleetsemd's; nothing done" "... and nothing done"
 
 # ---- A server without functions -----------------------------------------------------------
 # Redis before 7.0 (not installed here) answers FCALL as an unknown

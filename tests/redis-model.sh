@@ -1,7 +1,7 @@
 #!/bin/bash
 # The data model marker (fleetsem:model, "N V"): an agent refuses a Redis
 # that holds a newer data model than its own, with a message that says
-# which and what to do (the request unavailable, status, the journal once),
+# which and what to do (the request refused as misconfigured, status, the journal once),
 # and serves once the marker is gone, within its reconnection backoff
 # (2 s); where there is none it writes its own.
 TTL=3s
@@ -14,11 +14,11 @@ start_agent a
 check "an agent of model 2 takes a Redis of model 99 for down" wait_for 10 redis_state_is a down
 MSG='Redis at [^ ]+ holds fleetsem data model 99 \(fleetsem >= 9\.9\); this agent speaks 2: upgrade this agent; see fleetsemd\(8\) UPGRADING'
 out=$(fs a run --slots 1 --no-wait m1 -- true 2>&1); rc=$?
-is "$rc" 69 "a request is refused as unavailable (exit 69)"
+is "$rc" 78 "a request is refused as misconfigured (exit 78)"
 like "$out" "$MSG" "... saying which data model, which fleetsem, and what to do"
 out=$(fs a status 2>&1)
 like "$out" "$MSG" "status shows it"
-like "$(raw a STATUS)" '^ERROR code=unavailable ' "... with the error code unavailable"
+like "$(raw a STATUS)" '^ERROR code=misconfigured ' "... with the error code misconfigured"
 is "$(rcli GET fleetsem:model) / $(rcli GET fleetsem:epoch)" "99 9.9 / $epoch" "the agent changed neither the marker nor the epoch"
 # Three rounds of the agent's reconnection (a command and a pub/sub
 # connection each), then its journal: said once.

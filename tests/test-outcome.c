@@ -64,6 +64,7 @@ static void test_refusals(void) {
         check_line("ERROR code=limit message=too%20many%20leases", OUTCOME_REFUSED, REFUSAL_LIMIT, 77);
         check_line("ERROR code=too_heavy message=x", OUTCOME_REFUSED, REFUSAL_TOO_HEAVY, 64);
         check_line("ERROR code=no_limit message=x", OUTCOME_REFUSED, REFUSAL_NO_LIMIT, 78);
+        check_line("ERROR code=misconfigured message=x", OUTCOME_REFUSED, REFUSAL_MISCONFIGURED, 78);
         check_line("ERROR code=busy message=try%20again", OUTCOME_REFUSED, REFUSAL_BUSY, 75);
         check_line("ERROR code=not_held message=x", OUTCOME_REFUSED, REFUSAL_NOT_HELD, 65);
         CHECK(refusal_is_configuration(REFUSAL_INVALID) && refusal_is_configuration(REFUSAL_NO_LIMIT) &&
@@ -140,6 +141,7 @@ static void test_exit_code_for_error(void) {
         CHECK_INT(exit_code_for_error("permission"), 77, "exit_code_for_error(permission)");
         CHECK_INT(exit_code_for_error("not_held"), 65, "exit_code_for_error(not_held)");
         CHECK_INT(exit_code_for_error("no_limit"), 78, "exit_code_for_error(no_limit)");
+        CHECK_INT(exit_code_for_error("misconfigured"), 78, "exit_code_for_error(misconfigured)");
         CHECK_INT(exit_code_for_error("unavailable"), 69, "exit_code_for_error(unavailable)");
         CHECK_INT(exit_code_for_error("redis"), 70, "exit_code_for_error(redis)");
         CHECK_INT(exit_code_for_error("what"), 70, "exit_code_for_error(unknown)");

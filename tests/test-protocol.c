@@ -453,6 +453,20 @@ static void test_redis_error_codes(void) {
         CHECK_STR(error_code_of_redis_error("BUSYKEY Target key name already exists."), ERROR_CODE_REDIS,
                   "a prefix alone is not the word (BUSYKEY)");
         CHECK_STR(error_code_of_redis_error(NULL), ERROR_CODE_REDIS, "no text: an error");
+        /* What lasts until an operator acts is refused whatever on_error says. */
+        CHECK_STR(error_code_of_redis_error("NOPERM User fleetsem has no permissions to run the 'fcall' command"),
+                  ERROR_CODE_MISCONFIGURED, "NOPERM: misconfigured");
+        CHECK_STR(error_code_of_redis_error("WRONGPASS invalid username-password pair or user is disabled."),
+                  ERROR_CODE_MISCONFIGURED, "WRONGPASS: misconfigured");
+        CHECK_STR(error_code_of_redis_error("NOAUTH Authentication required."), ERROR_CODE_MISCONFIGURED,
+                  "NOAUTH: misconfigured");
+        CHECK_STR(error_code_of_state("eviction"), ERROR_CODE_MISCONFIGURED, "an evicting policy: misconfigured");
+        CHECK_STR(error_code_of_state("library-newer"), ERROR_CODE_MISCONFIGURED, "a newer library: misconfigured");
+        CHECK_STR(error_code_of_state("library-changed"), ERROR_CODE_MISCONFIGURED, "a changed library: misconfigured");
+        CHECK_STR(error_code_of_state("no-functions"), ERROR_CODE_MISCONFIGURED, "no Functions: misconfigured");
+        CHECK_STR(error_code_of_state("timeout"), ERROR_CODE_UNAVAILABLE, "a timeout: unavailable");
+        CHECK_STR(error_code_of_state("OOM"), ERROR_CODE_UNAVAILABLE, "OOM: unavailable");
+        CHECK(redis_state_fix("WRONGPASS") != NULL && redis_state_fix("LOADING") == NULL, "a refused error has its fix");
 }
 
 int main(void) {

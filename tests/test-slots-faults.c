@@ -160,7 +160,7 @@ static void test_random_faults(uint64_t seed) {
                                 sim_grace(now + TTL);   /* (the other hosts' agents) */
                         }
                         w.redis_up = false;
-                        slots_redis_down(&e, "gone", now);
+                        slots_redis_down(&e, ERROR_CODE_UNAVAILABLE, "gone", now);
                         down_at = now;
                         outages++;
                 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "protocol.h"
 #include "test-slots.h"
 
 void test_lost_when_not_renewed(void) {
@@ -238,7 +239,7 @@ void test_reset(void) {
         CHECK(c->check_inflight, "c's first look at Redis is under way");
 
         w.redis_up = false;
-        slots_redis_down(&e, "gone", 100);
+        slots_redis_down(&e, ERROR_CODE_UNAVAILABLE, "gone", 100);
         acquire_done(c, NULL, 100);     /* the connection went before the answer */
         CHECK(!has_line(&c3, "GRANTED"), "no grant from a reply that never came");
         CHECK(c3.finished && has_line(&c3, "ERROR code=unavailable"), "a request not yet queued fails at once");
@@ -275,10 +276,10 @@ void test_fail_waiters(void) {
         reply_queued(b, 1, 1, -1, 0);
         c = ask(3, "y", 1, USEC_INFINITY, &c3, 0);
         CHECK(c->check_inflight, "c's first look at Redis is under way");
-        slots_fail_waiters(&e, "Redis evicts", 100);
-        CHECK(c2.finished && has_line(&c2, "ERROR code=unavailable message=Redis%20evicts"),
+        slots_fail_waiters(&e, ERROR_CODE_MISCONFIGURED, "Redis evicts", 100);
+        CHECK(c2.finished && has_line(&c2, "ERROR code=misconfigured message=Redis%20evicts"),
               "a queued waiter is told, with why");
-        CHECK(c3.finished && has_line(&c3, "ERROR code=unavailable"), "so is one whose look is under way");
+        CHECK(c3.finished && has_line(&c3, "ERROR code=misconfigured"), "so is one whose look is under way");
         CHECK_INT(count_calls("release", id(2)) + count_calls("release", id(3)), 2, "both leave the line in Redis");
         CHECK(!c1.finished && !has_line(&c1, "ERROR"), "the holder is not told anything");
         CHECK(slots_lease_find(&e, id(1)) == a && a->state == LEASE_HELD, "and keeps its slot");
@@ -304,7 +305,7 @@ void test_refused_and_pending_release(void) {
         b = ask(2, "x", 1, USEC_INFINITY, &c2, 0);
         reply_granted(b, 3, 1, 2);
         w.redis_up = false;
-        slots_redis_down(&e, "gone", 3);
+        slots_redis_down(&e, ERROR_CODE_UNAVAILABLE, "gone", 3);
         slots_anchor_closed(&e, b, 4);
         CHECK_INT(count_calls("release", id(2)), 0, "released while Redis is away: not sent");
         w.redis_up = true;
@@ -438,7 +439,7 @@ void test_counters(void) {
         CHECK_U64(sum, e.stats.wait.count, "the buckets add up to the count");
 
         w.redis_up = false;
-        slots_redis_down(&e, "gone", 300 * USEC_PER_SEC);
+        slots_redis_down(&e, ERROR_CODE_UNAVAILABLE, "gone", 300 * USEC_PER_SEC);
         w.redis_up = true;
         slots_redis_up(&e, false, 0, NULL, 301 * USEC_PER_SEC);
         CHECK_U64(e.stats.redis_ups, 2, "a reconnection is counted");
@@ -513,7 +514,7 @@ void test_gate_survives_outage(void) {
          * past every waiter's look-again time. */
         w.redis_up = false;
         acquire_done(a, NULL, t += 10);
-        slots_redis_down(&e, "gone", t);
+        slots_redis_down(&e, ERROR_CODE_UNAVAILABLE, "gone", t);
         t += 2 * SLOTS_RECHECK_SAFETY;
         timer_fires(a, t);
         timer_fires(c, t);
@@ -571,7 +572,7 @@ void test_requeue_in_order(void) {
          * back, in the order they came. */
         setup(0);
         w.redis_up = false;
-        slots_redis_down(&e, "gone", 10);
+        slots_redis_down(&e, ERROR_CODE_UNAVAILABLE, "gone", 10);
         a = ask(1, "x", 1, USEC_INFINITY, &c1, 20);
         b = ask(2, "x", 1, USEC_INFINITY, &c2, 30);
         c = ask(3, "x", 1, USEC_INFINITY, &c3, 40);

@@ -134,6 +134,11 @@ struct Agent {
         usec_t master_since;            /* … CLOCK_REALTIME of the last change */
         RedisState state;               /* cluster: up while any shard is */
         char redis_error[900];
+        /* Why Redis is down, a state of protocol.c's table ("unreachable",
+         * "timeout", "library-newer", ...), whose code requests are told:
+         * unavailable (on_error applies) or misconfigured (refused until
+         * an operator acts). */
+        const char *redis_error_state;
         char redis_name[300];           /* address without password, for logs */
         /* A server that may evict fleetsem's keys (a maxmemory-policy
          * other than noeviction): nothing new is granted while it does.
@@ -179,6 +184,10 @@ const char *library_text_error(int r);
  * a server without FCALL (before Redis 7.0, Valkey 7.2), -EBADMSG one
  * whose version cannot be read, -EIO another error (the ACL's). */
 int library_version_parse(const RedisReply *reply, long long *ret_version, bool *ret_sharded);
+/* FUNCTION LIST LIBRARYNAME fleetsem WITHCODE's reply against text: 0
+ * the same text, -ESTALE another text (or none), -EBADMSG a reply of
+ * another shape, -EIO an error (redis_reply_error()). */
+int library_code_parse(const RedisReply *reply, const char *text);
 /* … batch.c: FCALL of script on the keys of name (NULL: the script's own keys,
  * n_keys of them first in args). cb gets the reply (NULL when the
  * connection went); when this fails, cb is not called. */
@@ -271,6 +280,12 @@ void server_fatal(Agent *a, int r, const char *what);
 /* conn.c: a client's connection and output */
 void client_send(Client *c, const char *line, int len);
 void client_send_error(Client *c, const char *code, const char *format, ...) _printf_(3, 4);
+/* Redis is not up: why, with the code of protocol.c's table (unavailable,
+ * or misconfigured until an operator acts: then the text is the fix). */
+void client_send_redis_down(Client *c);
+/* The state of protocol.c's table for which nothing new is granted until
+ * an operator acts (Redis refused, or one that may evict); NULL: none. */
+const char *agent_refusing(const Agent *a);
 void client_finish(Client *c);          /* close once the output is written */
 Client *client_free(Client *c);         /* close now */
 DEFINE_TRIVIAL_CLEANUP_FUNC(Client *, client_free);

@@ -305,6 +305,7 @@ static void histogram(FILE *f, const Histogram *h, const char *name, const char 
 static void print_metrics(FILE *f, Metrics *mt) {
         const char *state = message_get(&mt->agent, "redis") ?: "";
         const char *evicts = message_get(&mt->agent, "evicts");  /* the policy of a Redis that may evict */
+        const char *refusing = message_get(&mt->agent, "refusing");  /* a state that lasts until an operator acts */
         uint64_t ups = 0, lost = 0, rtt_count = 0, rtt_sum = 0, rtt_last = 0, late_max = 0, grace_ms = 0;
         char a[32];
 
@@ -347,6 +348,11 @@ static void print_metrics(FILE *f, Metrics *mt) {
                "Whether Redis runs with a maxmemory-policy that may evict fleetsem's keys (1: no new slot is granted "
                "until it is noeviction; policy: the one it runs with, ? when it does not tell) or not (0).");
         sample(f, "fleetsem_redis_evicts", evicts ? "1" : "0", evicts ? "policy" : NULL, evicts, NULL);
+        family(f, "fleetsem_refusing", "gauge",
+               "Whether the agent grants nothing new, whatever clients' on-error policy, until an operator acts (1; "
+               "state: why, a row of pam_fleetsem(8)'s ON ERROR table: library-newer, eviction, NOPERM, ...) or not "
+               "(0).");
+        sample(f, "fleetsem_refusing", refusing ? "1" : "0", refusing ? "state" : NULL, refusing, NULL);
 
         family(f, "fleetsem_slots_held", "gauge",
                "Slots of a name held on this host (scope=\"host\") and across the fleet (scope=\"fleet\").");

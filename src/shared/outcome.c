@@ -30,6 +30,7 @@ static const struct {
         { ERROR_CODE_NO_LIMIT, REFUSAL_NO_LIMIT },
         { ERROR_CODE_BUSY, REFUSAL_BUSY },
         { ERROR_CODE_NOT_HELD, REFUSAL_NOT_HELD },
+        { ERROR_CODE_MISCONFIGURED, REFUSAL_MISCONFIGURED },
 };
 
 static const char *const refusal_words[] = {
@@ -45,6 +46,7 @@ static const char *const refusal_words[] = {
         [REFUSAL_NO_LIMIT] = "no_limit",
         [REFUSAL_BUSY] = "busy",
         [REFUSAL_NOT_HELD] = "not_held",
+        [REFUSAL_MISCONFIGURED] = "misconfigured",
 };
 
 static const char *const kind_words[] = {
@@ -80,7 +82,7 @@ const char *outcome_kind_to_string(OutcomeKind k) {
 }
 
 bool refusal_is_configuration(Refusal r) {
-        return r == REFUSAL_INVALID || r == REFUSAL_TOO_HEAVY || r == REFUSAL_NO_LIMIT;
+        return r == REFUSAL_INVALID || r == REFUSAL_TOO_HEAVY || r == REFUSAL_NO_LIMIT || r == REFUSAL_MISCONFIGURED;
 }
 
 /* At most OUTCOME_SHOWN_MAX bytes of line, escaped (a NUL byte too), with
@@ -212,6 +214,7 @@ static int refusal_exit_code(Refusal r) {
         case REFUSAL_TOO_HEAVY:
                 return EXIT_USAGE;
         case REFUSAL_NO_LIMIT:
+        case REFUSAL_MISCONFIGURED:
                 return EXIT_CONFIG;
         case REFUSAL_NOT_HELD:
                 return EXIT_DATAERR;

@@ -9,7 +9,9 @@
  *   QUEUED       waiting in line (progress)
  *   RENEWED      after a grant: the agent confirmed a renewal
  *   LOST         after a grant: the slot is gone
- *   REFUSED      the limiter answered no (Refusal says why)
+ *   REFUSED      the limiter answered no (Refusal says why), or cannot
+ *                count until an operator acts (ERROR code=misconfigured: a
+ *                newer library, an evicting Redis, an ACL refusal, ...)
  *   UNAVAILABLE  the limiter cannot be reached: no agent, an agent that does
  *                not answer in time or closes the connection, a process on
  *                the agent's name that is not trusted, ERROR code=unavailable
@@ -49,6 +51,7 @@ typedef enum Refusal {
         REFUSAL_NO_LIMIT,       /* ERROR code=no_limit: no slots asked for and no fleet limit */
         REFUSAL_BUSY,           /* ERROR code=busy: the agent is short of something; try again */
         REFUSAL_NOT_HELD,       /* ERROR code=not_held: the lease holds no slot (REVOKE) */
+        REFUSAL_MISCONFIGURED,  /* ERROR code=misconfigured: Redis or the agent needs an operator */
 } Refusal;
 
 /* A reply line is shown at most this many bytes of it, escaped. */
@@ -79,14 +82,14 @@ OutcomeKind outcome_of_error(int error, const char *ns, Outcome *ret);
 Refusal refusal_of_error_code(const char *code);
 /* "timeout", "permission", …: the reason as a word. */
 const char *refusal_to_string(Refusal r);
-/* The refusal is of the request as configured (invalid, too heavy, no
- * limit), not of this caller now. */
+/* The refusal is of the request or of Redis as configured (invalid, too
+ * heavy, no limit, misconfigured), not of this caller now. */
 bool refusal_is_configuration(Refusal r);
 
 /* The sysexits.h code `fleetsem acquire` and `fleetsem run` exit with:
  * 0 GRANTED/QUEUED/RENEWED; REFUSED: 75 timeout, full, drained,
  * unconfirmed, busy; 77 permission, limit; 64 invalid, too heavy; 78 no
- * limit; 65 not held; 75 LOST; 69 UNAVAILABLE; 70 INTERNAL. */
+ * limit, misconfigured; 65 not held; 75 LOST; 69 UNAVAILABLE; 70 INTERNAL. */
 int outcome_exit_code(const Outcome *o);
 
 const char *outcome_kind_to_string(OutcomeKind k);

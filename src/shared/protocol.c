@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -496,18 +497,71 @@ const char *text_escape(const char *s, char *buf, size_t size) {
         return buf;
 }
 
-const char *error_code_of_redis_error(const char *error) {
-        static const char *const transient[] = {
-                "LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS", "OOM",
-        };
+/* The one contract of what takes on_error (protocol.h). Each row: the
+ * state, the code requests are refused with. Rows in upper case are the
+ * first word of an error Redis answered. tests/check-docs.py holds
+ * pam_fleetsem(8)'s table to this one: keep one row a line. */
+static const struct {
+        const char *state;
+        const char *code;
+        const char *fix;        /* refused: what an operator does, for an error Redis answered */
+} redis_states[] = {
+        /* The limiter cannot count right now: on_error applies. */
+        { "unreachable", ERROR_CODE_UNAVAILABLE },      /* no connection, refused, reset, no quorum */
+        { "timeout", ERROR_CODE_UNAVAILABLE },          /* Redis did not answer in time */
+        { "LOADING", ERROR_CODE_UNAVAILABLE },          /* loading its data set */
+        { "READONLY", ERROR_CODE_UNAVAILABLE },         /* a read-only replica */
+        { "MASTERDOWN", ERROR_CODE_UNAVAILABLE },       /* a replica whose master is down */
+        { "CLUSTERDOWN", ERROR_CODE_UNAVAILABLE },      /* the cluster is down */
+        { "TRYAGAIN", ERROR_CODE_UNAVAILABLE },         /* a key moving between nodes */
+        { "BUSY", ERROR_CODE_UNAVAILABLE },             /* a script runs too long */
+        { "NOREPLICAS", ERROR_CODE_UNAVAILABLE },       /* too few replicas for a write */
+        { "OOM", ERROR_CODE_UNAVAILABLE },              /* out of memory (noeviction: nothing is lost) */
+        /* Until an operator acts: refused whatever on_error says. */
+        { "library-newer", ERROR_CODE_MISCONFIGURED },  /* a newer library: this agent must be upgraded */
+        { "library-unknown", ERROR_CODE_MISCONFIGURED },/* a library whose version cannot be read */
+        { "library-changed", ERROR_CODE_MISCONFIGURED },/* another text under this agent's version */
+        { "data-model", ERROR_CODE_MISCONFIGURED },     /* a newer data model marker */
+        { "no-functions", ERROR_CODE_MISCONFIGURED },   /* a server without Redis Functions */
+        { "eviction", ERROR_CODE_MISCONFIGURED },       /* a maxmemory-policy that may evict */
+        { "NOPERM", ERROR_CODE_MISCONFIGURED,           /* the ACL refuses a command or key */
+          "give the agents' Redis user what systemd/redis-acl.conf.example grants; see fleetsemd(8) THE LIBRARY" },
+        { "WRONGPASS", ERROR_CODE_MISCONFIGURED,        /* a wrong user or password */
+          "set the agents' Redis user and password (redis_password_file, fleetsem.conf(5)) to those Redis knows" },
+        { "NOAUTH", ERROR_CODE_MISCONFIGURED,           /* a password needed and none given */
+          "give the agents Redis' password (redis_password_file, fleetsem.conf(5))" },
+};
 
+const char *error_code_of_state(const char *state) {
+        for (size_t i = 0; i < ELEMENTSOF(redis_states); i++)
+                if (streq(state, redis_states[i].state))
+                        return redis_states[i].code;
+        assert(!"a state missing from redis_states[]");
+        return ERROR_CODE_UNAVAILABLE;
+}
+
+const char *redis_state_fix(const char *state) {
+        for (size_t i = 0; i < ELEMENTSOF(redis_states); i++)
+                if (streq(state, redis_states[i].state))
+                        return redis_states[i].fix;
+        return NULL;
+}
+
+const char *redis_state_of_error(const char *error) {
         if (!error)
-                return ERROR_CODE_REDIS;
-        for (size_t i = 0; i < ELEMENTSOF(transient); i++) {
-                size_t n = strlen(transient[i]);
+                return NULL;
+        for (size_t i = 0; i < ELEMENTSOF(redis_states); i++) {
+                const char *w = redis_states[i].state;
+                size_t n = strlen(w);
 
-                if (strneq(error, transient[i], n) && (error[n] == ' ' || error[n] == '\0'))
-                        return ERROR_CODE_UNAVAILABLE;
+                if (w[0] >= 'A' && w[0] <= 'Z' && strneq(error, w, n) && (error[n] == ' ' || error[n] == '\0'))
+                        return w;
         }
-        return ERROR_CODE_REDIS;
+        return NULL;
+}
+
+const char *error_code_of_redis_error(const char *error) {
+        const char *state = redis_state_of_error(error);
+
+        return state ? error_code_of_state(state) : ERROR_CODE_REDIS;
 }

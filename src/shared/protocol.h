@@ -142,12 +142,23 @@ int request_format(const Request *r, char *buf, size_t size);
 #define ERROR_CODE_INVALID "invalid"            /* a field is not valid */
 #define ERROR_CODE_PERMISSION "permission"
 #define ERROR_CODE_ANCHOR "anchor"              /* no anchor, or not the requester's */
-#define ERROR_CODE_UNAVAILABLE "unavailable"    /* Redis is unreachable */
+#define ERROR_CODE_UNAVAILABLE "unavailable"    /* the limiter cannot count right now: on_error applies */
+#define ERROR_CODE_MISCONFIGURED "misconfigured" /* a state of Redis or the agent that lasts until an operator acts */
 #define ERROR_CODE_REDIS "redis"                /* Redis answered with an error */
-/* The code for a request Redis answered with error: ERROR_CODE_UNAVAILABLE
- * when the error says Redis cannot serve for now (LOADING, READONLY,
- * MASTERDOWN, CLUSTERDOWN, TRYAGAIN, BUSY, NOREPLICAS, OOM: the limiter
- * cannot count, as when Redis is unreachable), else ERROR_CODE_REDIS. */
+/* Which states of Redis and of the agent take a caller's on_error
+ * (ERROR_CODE_UNAVAILABLE) and which are refused whatever it says
+ * (ERROR_CODE_MISCONFIGURED): one table, redis_states[] in protocol.c,
+ * which pam_fleetsem(8)'s ON ERROR table repeats (tests/check-docs.py).
+ * A state is an agent's word ("eviction", "library-newer") or the first
+ * word of an error Redis answered ("LOADING", "NOPERM"). */
+const char *error_code_of_state(const char *state);
+/* What an operator does about state, when the table says (NULL else). */
+const char *redis_state_fix(const char *state);
+/* The table's state of an error Redis answered, by its first word; NULL
+ * when none fits (or error is NULL). */
+const char *redis_state_of_error(const char *error);
+/* The code for a request Redis answered with error: the table's, else
+ * ERROR_CODE_REDIS. */
 const char *error_code_of_redis_error(const char *error);
 #define ERROR_CODE_BUSY "busy"                  /* too many clients */
 #define ERROR_CODE_NOT_HELD "not_held"          /* REVOKE: the lease holds no slot of the name */

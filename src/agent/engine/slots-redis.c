@@ -465,7 +465,7 @@ void slots_redis_up(Slots *e, bool reset, usec_t grace, const char *why, usec_t 
         e->ops->changed(e->ctx);
 }
 
-void slots_redis_down(Slots *e, const char *why, usec_t now) {
+void slots_redis_down(Slots *e, const char *code, const char *why, usec_t now) {
         Name *n, *nn;
 
         e->redis_up = false;
@@ -476,10 +476,12 @@ void slots_redis_down(Slots *e, const char *why, usec_t now) {
                         l->check_inflight = false;
                         l->reassert_inflight = false;
                         if (l->state == LEASE_WAITING && !l->enqueued) {
-                                char msg[512];
+                                char msg[1024];
 
-                                snprintf(msg, sizeof(msg), "Redis is unreachable: %s", why);
-                                lease_send_error(l, ERROR_CODE_UNAVAILABLE, msg);
+                                /* (What lasts until an operator acts says so itself.) */
+                                snprintf(msg, sizeof(msg), "%s%s", streq(code, ERROR_CODE_UNAVAILABLE) ?
+                                         "Redis is unreachable: " : "", why);
+                                lease_send_error(l, code, msg);
                                 lease_release_at(l, "Redis unreachable", now);
                         }
                 }

@@ -268,7 +268,7 @@ int slots_acquire(Slots *e, const LeaseSpec *spec, usec_t wait, void *client, vo
         return 0;
 }
 
-void slots_fail_waiters(Slots *e, const char *why, usec_t now) {
+void slots_fail_waiters(Slots *e, const char *code, const char *why, usec_t now) {
         Name *n, *nn;
 
         LIST_FOREACH_SAFE(all, n, nn, e->names) {
@@ -276,7 +276,7 @@ void slots_fail_waiters(Slots *e, const char *why, usec_t now) {
 
                 LIST_FOREACH_SAFE(by_name, l, next, n->leases)
                         if (l->state == LEASE_WAITING) {
-                                lease_send_error(l, ERROR_CODE_UNAVAILABLE, why);
+                                lease_send_error(l, code, why);
                                 lease_release_at(l, "nothing is granted now", now);
                         }
         }

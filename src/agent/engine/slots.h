@@ -360,15 +360,17 @@ void slots_redis_up(Slots *e, bool reset, usec_t grace, const char *why, usec_t 
 #define SLOTS_GRACE_TOLD_MAX (24ULL * 3600 * USEC_PER_SEC)   /* the longest grace waiters are told of */
 /* What is left of the grace at now; 0: none. */
 usec_t slots_grace_left(const Slots *e, usec_t now);
-/* Redis went away: requests not yet queued fail; holders keep their slots
- * until slots_lost_after() without renewal. why: for the clients. */
-void slots_redis_down(Slots *e, const char *why, usec_t now);
+/* Redis went away: requests not yet queued fail with code (an ERROR_CODE_*:
+ * unavailable, or misconfigured when it lasts until an operator acts);
+ * holders keep their slots until slots_lost_after() without renewal. why:
+ * for the clients. */
+void slots_redis_down(Slots *e, const char *code, const char *why, usec_t now);
 
 /* Nothing new may be granted (Redis may evict its keys): every waiter
- * here is answered ERROR code=unavailable with why and leaves the queue;
- * holders keep their slots and are renewed as before. New requests are
- * the adapter's to refuse while it lasts. */
-void slots_fail_waiters(Slots *e, const char *why, usec_t now);
+ * here is answered ERROR with code and why and leaves the queue; holders
+ * keep their slots and are renewed as before. New requests are the
+ * adapter's to refuse while it lasts. */
+void slots_fail_waiters(Slots *e, const char *code, const char *why, usec_t now);
 
 void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now);
 /* reply_lost: the connection went before the answer (sent again later). */

@@ -242,6 +242,24 @@ void client_send_error(Client *c, const char *code, const char *format, ...) {
         client_finish(c);
 }
 
+const char *agent_refusing(const Agent *a) {
+        if (a->state == REDIS_DOWN && a->redis_error_state &&
+            streq(error_code_of_state(a->redis_error_state), ERROR_CODE_MISCONFIGURED))
+                return a->redis_error_state;
+        return a->evict_policy[0] ? "eviction" : NULL;
+}
+
+void client_send_redis_down(Client *c) {
+        const Agent *a = c->agent;
+        const char *code = error_code_of_state(a->redis_error_state ?: "unreachable");
+
+        if (streq(code, ERROR_CODE_UNAVAILABLE))
+                client_send_error(c, code, "Redis at %s is unreachable: %s", a->redis_name,
+                                  a->redis_error[0] ? a->redis_error : "not connected yet");
+        else
+                client_send_error(c, code, "%s; nothing is granted until then, whatever on_error says", a->redis_error);
+}
+
 /* Clients finished with nothing left to write go on the next turn of the
  * loop, all at once: not at once (the engine may be in the middle of
  * telling it and others), and not through a wake-up of their own. */

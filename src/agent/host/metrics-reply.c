@@ -58,6 +58,8 @@ static void send_counters(Client *c, const Agent *a) {
                 message_add(&b, "why", a->slots.grace_why);
         if (a->evict_policy[0])
                 message_add(&b, "evicts", a->evict_policy);
+        if (agent_refusing(a))
+                message_add(&b, "refusing", agent_refusing(a));
         message_add_u64(&b, "rtt_count", st->rtt_count);
         message_add_u64(&b, "rtt_sum", st->rtt_sum);
         if (st->rtt_count > 0)

@@ -391,8 +391,7 @@ static OpCall *op_start(Agent *a, Client *c, const Request *req, const char *wha
                 return NULL;
         }
         if (a->state != REDIS_READY) {
-                client_send_error(c, ERROR_CODE_UNAVAILABLE, "Redis is unavailable (%s): nothing changed",
-                                  a->redis_error[0] ? a->redis_error : "not connected");
+                client_send_redis_down(c);
                 return NULL;
         }
         d = calloc(1, sizeof(*d));

@@ -167,8 +167,7 @@ static void handle_acquire(Client *c, const Request *req) {
         int r;
 
         if (a->state == REDIS_DOWN) {
-                client_send_error(c, ERROR_CODE_UNAVAILABLE, "Redis at %s is unreachable: %s",
-                                  a->redis_name, a->redis_error);
+                client_send_redis_down(c);
                 return;
         }
         if (req->host_held) {
@@ -227,7 +226,7 @@ static void handle_acquire(Client *c, const Request *req) {
         /* Nothing new on a Redis that may evict (a slot held already is
          * told again above: it is counted). */
         if (a->evict_text[0]) {
-                client_send_error(c, ERROR_CODE_UNAVAILABLE, "%s", a->evict_text);
+                client_send_error(c, error_code_of_state("eviction"), "%s", a->evict_text);
                 return;
         }
         /* A new lease: within its user's budgets (units, names), and with a

@@ -302,8 +302,7 @@ void status_request(Agent *a, Client *c, const char *name, bool summary) {
         StatusJob *job;
 
         if (a->state != REDIS_READY) {
-                client_send_error(c, ERROR_CODE_UNAVAILABLE, "Redis at %s is unreachable: %s",
-                                  a->redis_name, a->redis_error[0] ? a->redis_error : "not connected yet");
+                client_send_redis_down(c);
                 return;
         }
         if (c->cred.uid != 0 && c->user && c->user->n_status >= STATUS_PER_USER_MAX) {

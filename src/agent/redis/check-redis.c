@@ -175,19 +175,32 @@ static int load_server(const RedisAddress *a, bool sharded, const char *unix_pat
                         lua_library_version);
                 return 1;
         }
-        if (r == 0 && version == (long long) lua_library_version && was_sharded == sharded) {
-                printf("Redis at %s: fleetsem library version %lld is there already; nothing done.\n", where, version);
-                return 0;
-        }
-        if (r == 0)
-                snprintf(had, sizeof(had), "version %lld%s", version,
-                         was_sharded == sharded ? "" : was_sharded ? ", a Cluster's" : ", not a Cluster's");
-
         r = library_text_new(sharded, &text);
         if (r < 0) {
                 fprintf(stderr, "Failed to make the library's text: %s\n", library_text_error(r));
                 return 1;
         }
+        if (version == (long long) lua_library_version && was_sharded == sharded) {
+                /* The same version: the same text? */
+                r = redis_probe(&p, 5, (const char *[]) { "FUNCTION", "LIST", "LIBRARYNAME", LUA_LIBRARY_NAME, "WITHCODE" },
+                                &reply);
+                if (r < 0 || redis_reply_error(reply)) {
+                        fprintf(stderr, "Redis at %s: cannot read the library's text (FUNCTION LIST): %s\n", where,
+                                r < 0 ? strerror(-r) : redis_reply_error(reply));
+                        return 1;
+                }
+                r = library_code_parse(reply, text);
+                reply = redis_reply_free(reply);
+                if (r == 0) {
+                        printf("Redis at %s: fleetsem library version %lld is there already, its text this "
+                               "fleetsemd's; nothing done.\n", where, version);
+                        return 0;
+                }
+                snprintf(had, sizeof(had), "version %lld, another text", version);
+        } else if (version > 0)
+                snprintf(had, sizeof(had), "version %lld%s", version,
+                         was_sharded == sharded ? "" : was_sharded ? ", a Cluster's" : ", not a Cluster's");
+
         r = redis_probe(&p, 4, (const char *[]) { "FUNCTION", "LOAD", "REPLACE", text }, &reply);
         if (r < 0) {
                 fprintf(stderr, "Redis at %s: cannot be reached or refused the login: %s\n", where, strerror(-r));

@@ -61,7 +61,7 @@ static void policy_check(RedisIo *io) {
         snprintf(a->evict_server, sizeof(a->evict_server), "%s", bad->name);
         evict_text(bad, a->evict_text, sizeof(a->evict_text));
         log_warning("%s.", a->evict_text);
-        slots_fail_waiters(&a->slots, a->evict_text, now_mono());
+        slots_fail_waiters(&a->slots, error_code_of_state("eviction"), a->evict_text, now_mono());
         a->redis_changed(a);
 }
 
@@ -114,6 +114,7 @@ static void redis_maybe_up(RedisIo *io, bool reset, usec_t grace, const char *wh
         io->up_why = NULL;
         a->state = REDIS_READY;
         a->redis_error[0] = '\0';
+        a->redis_error_state = "unreachable";
         /* (Re-adoption, if not done yet, starts first.) */
         a->redis_changed(a);
         slots_redis_up(&a->slots, reset, grace, why, now_mono());
@@ -140,7 +141,7 @@ static void on_shard_down(Shard *sh) {
                 io->topo->shard_lost(io, sh);
         if (!io->topo->sharded || a->state != REDIS_READY || !shards_any_ready(io)) {
                 a->state = REDIS_DOWN;
-                slots_redis_down(&a->slots, a->redis_error, now_mono());
+                slots_redis_down(&a->slots, error_code_of_state(a->redis_error_state), a->redis_error, now_mono());
         }
         redis_reconnect_in(io, sh->backoff);
         a->redis_changed(a);
@@ -163,7 +164,7 @@ static void on_unreachable(RedisIo *io) {
         if (a->state == REDIS_DOWN)
                 return;
         a->state = REDIS_DOWN;
-        slots_redis_down(&a->slots, a->redis_error, now_mono());
+        slots_redis_down(&a->slots, error_code_of_state(a->redis_error_state), a->redis_error, now_mono());
         a->redis_changed(a);
 }
 
@@ -172,7 +173,7 @@ static void on_replaced(RedisIo *io, const char *why) {
         Agent *a = io->agent;
 
         if (a->state == REDIS_READY)
-                slots_redis_down(&a->slots, why, now_mono());
+                slots_redis_down(&a->slots, error_code_of_state("unreachable"), why, now_mono());
         if (a->state != REDIS_DOWN)
                 a->state = REDIS_CONNECTING;
         a->redis_changed(a);
@@ -349,6 +350,7 @@ int redis_io_start(Agent *a) {
                 return log_error_errno(r, "Failed to set up timers: %m");
 
         a->state = REDIS_CONNECTING;
+        a->redis_error_state = "unreachable";
         io->topo->connect(io);
         return 0;
 }

@@ -52,7 +52,10 @@ struct Shard {
         bool sub_ready;
         unsigned setup_pending;         /* replies awaited before READY */
         bool setup_failed;
-        bool setup_refused;             /* … for a reason only an operator changes (its library) */
+        const char *setup_refused;      /* … for a reason only an operator changes: a state of
+                                         * protocol.c's table (NULL: another reason) */
+        const char *refused_state;      /* the state it is refused for (shard_refuse()) */
+        bool setup_changed;             /* … its library's text found changed: replaced */
         bool setup_raced;               /* … its library load lost to another agent's once already */
         char error[512];
         char epoch[LEASE_ID_LEN + 1];   /* the Redis state this agent knows ("" before the first) */

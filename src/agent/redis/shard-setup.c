@@ -26,6 +26,7 @@
 typedef enum SetupKind {
         SETUP_PLAIN,            /* AUTH, SELECT: an error fails the setup */
         SETUP_VERSION,          /* the library's version */
+        SETUP_CODE,             /* the library's text, where its version is this agent's */
         SETUP_LOAD,             /* FUNCTION LOAD REPLACE (an older one there) */
         SETUP_LOAD_NEW,         /* FUNCTION LOAD (none there) */
 } SetupKind;
@@ -40,19 +41,28 @@ static void setup_done(Shard *sh);
 static void setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv);
 
 /* Nothing granted through sh, for a reason only an operator can change
- * (its library, its data model): said once, and in status; connected to
- * again after the backoff, so that the change is seen within 2 s. */
-static void shard_refuse(Shard *sh, char *refused, size_t size, const char *why) {
+ * (its library, its data model, its ACL: state, a row of protocol.c's
+ * table that refuses): said once, and in status; connected to again after
+ * the backoff, so that the change is seen within 2 s. */
+static void shard_refuse(Shard *sh, char *refused, size_t size, const char *state, const char *why) {
         if (!streq(why, refused))
-                log_error("%s; granting nothing through it, looking again every 2 s.", why);
+                log_error("%s; granting nothing through it, whatever clients' on_error says, looking again every 2 s.",
+                          why);
         snprintf(refused, size, "%s", why);
+        sh->refused_state = state;
         shard_down(sh, -EPROTONOSUPPORT, why);
 }
 
-/* Setup failed: sh->error says why; refused: for a reason only an
- * operator changes (shard_refuse()). */
-static void setup_fail(Shard *sh, bool refused, const char *fmt, ...) _printf_(3, 4);
-static void setup_fail(Shard *sh, bool refused, const char *fmt, ...) {
+/* state, a row of protocol.c's table, when it lasts until an operator acts
+ * (shard_refuse()); else NULL. */
+static const char *refusing(const char *state) {
+        return state && streq(error_code_of_state(state), ERROR_CODE_MISCONFIGURED) ? state : NULL;
+}
+
+/* Setup failed: sh->error says why; refused: a state that lasts until an
+ * operator acts (shard_refuse()), NULL for any other failure. */
+static void setup_fail(Shard *sh, const char *refused, const char *fmt, ...) _printf_(3, 4);
+static void setup_fail(Shard *sh, const char *refused, const char *fmt, ...) {
         va_list ap;
 
         if (sh->setup_failed)
@@ -102,7 +112,37 @@ static void library_newer(Shard *sh, long long version) {
         snprintf(why, sizeof(why), "Redis at %s holds fleetsem library version %lld, newer than this agent's (%u): "
                  "this agent is older than the library there and must be upgraded; see fleetsemd(8) UPGRADING",
                  sh->name, version, lua_library_version);
-        setup_fail(sh, true, "%s", why);
+        setup_fail(sh, refusing("library-newer"), "%s", why);
+}
+
+/* The text under this agent's version must be this agent's, byte for
+ * byte: one edited by hand (its limit check taken out, say) is replaced,
+ * said as a warning; where the agent may not load it, refused
+ * (library-changed) with the way out. Read once a connection. */
+static void library_ask_code(Shard *sh) {
+        setup_send(sh, "FUNCTION LIST", SETUP_CODE, 5,
+                   (const char *[]) { "FUNCTION", "LIST", "LIBRARYNAME", LUA_LIBRARY_NAME, "WITHCODE" });
+}
+
+static void library_code_reply(Shard *sh, const RedisReply *reply) {
+        const char *err = redis_reply_error(reply);
+        int r = library_code_parse(reply, sh->io->library_text);
+        char had[64];
+
+        if (r == 0)
+                return;
+        if (r == -EIO) {
+                setup_fail(sh, refusing(redis_state_of_error(err)), "FUNCTION LIST failed: %s%s%s", err ?: "no answer",
+                           redis_state_fix(redis_state_of_error(err) ?: "") ? ": " : "",
+                           redis_state_fix(redis_state_of_error(err) ?: "") ?: "");
+                return;
+        }
+        log_warning("Redis at %s holds another text under fleetsem library version %u than this agent's (%s): "
+                    "replacing it with this agent's.", sh->name, lua_library_version,
+                    r == -EBADMSG ? "FUNCTION LIST answered in a shape this agent cannot read" : "changed by hand?");
+        snprintf(had, sizeof(had), "version %u, another text", lua_library_version);
+        sh->setup_changed = true;
+        library_load(sh, had);
 }
 
 /* FCALL fleetsem_version: {VERSION, WAKE_COMMAND}, or no such function. */
@@ -116,13 +156,13 @@ static void library_version_reply(Shard *sh, const RedisReply *reply) {
                  * the function, not ours; replaced.) */
                 library_load(sh, sh->setup_raced ? "one without " LUA_VERSION_FUNCTION : NULL);
         else if (r == -EOPNOTSUPP)
-                setup_fail(sh, true, "Redis at %s has no FCALL (Redis functions): fleetsem needs Redis 7.0 or later, or "
+                setup_fail(sh, refusing("no-functions"), "Redis at %s has no FCALL (Redis functions): fleetsem needs Redis 7.0 or later, or "
                            "Valkey 7.2 or later; see fleetsemd(8)", sh->name);
         else if (r == -EBADMSG)
-                setup_fail(sh, true, "Redis at %s holds a fleetsem library whose version this agent cannot read; see "
+                setup_fail(sh, refusing("library-unknown"), "Redis at %s holds a fleetsem library whose version this agent cannot read; see "
                            "fleetsemd(8) THE LIBRARY", sh->name);
         else if (r < 0)
-                setup_fail(sh, false, "FCALL " LUA_VERSION_FUNCTION " failed: %s",
+                setup_fail(sh, refusing(redis_state_of_error(redis_reply_error(reply))), "FCALL " LUA_VERSION_FUNCTION " failed: %s",
                            redis_reply_error(reply) ?: "no answer");
         else if (version > (long long) lua_library_version)
                 library_newer(sh, version);
@@ -132,8 +172,9 @@ static void library_version_reply(Shard *sh, const RedisReply *reply) {
                 snprintf(had, sizeof(had), "version %lld%s", version, sharded == sh->io->topo->sharded ? "" :
                          sharded ? ", a Cluster's" : ", not a Cluster's");
                 library_load(sh, had);
-        }
-        /* (Else the same: nothing to do.) */
+        } else
+                /* The same version: the same text? */
+                library_ask_code(sh);
 }
 
 /* new: loaded without REPLACE (there was none). */
@@ -146,16 +187,21 @@ static void library_load_reply(Shard *sh, const RedisReply *reply, bool new) {
                 log_debug("Redis at %s has a fleetsem library now (%s); asking its version again.", sh->name, err);
                 sh->setup_raced = true;
                 library_ask_version(sh);
-        } else if (err && strneq(err, "NOPERM", 6))
-                setup_fail(sh, true, "Redis at %s has no fleetsem library version %u, and this agent may not load it (%s): "
+        } else if (err && strneq(err, "NOPERM", 6) && sh->setup_changed)
+                setup_fail(sh, refusing("library-changed"), "Redis at %s holds another text under fleetsem library "
+                           "version %u than this agent's, and this agent may not replace it (%s): load this agent's with "
+                           "`fleetsemd --load-library` (as a Redis user allowed FUNCTION LOAD); see fleetsemd(8) THE "
+                           "LIBRARY", sh->name, lua_library_version, err);
+        else if (err && strneq(err, "NOPERM", 6))
+                setup_fail(sh, refusing(redis_state_of_error(err)), "Redis at %s has no fleetsem library version %u, and this agent may not load it (%s): "
                            "load it with `fleetsemd --load-library` (as a Redis user allowed FUNCTION LOAD), or "
                            "allow the agents' user function|load; see fleetsemd(8) THE LIBRARY", sh->name,
                            lua_library_version, err);
         else if (err)
-                setup_fail(sh, false, "FUNCTION LOAD of fleetsem's library failed: %s", err);
+                setup_fail(sh, NULL, "FUNCTION LOAD of fleetsem's library failed: %s", err);
         else if (redis_reply_string(reply, &name, &len) < 0 || len != strlen(LUA_LIBRARY_NAME) ||
                  memcmp(name, LUA_LIBRARY_NAME, len) != 0)
-                setup_fail(sh, false, "FUNCTION LOAD gave an unexpected reply");
+                setup_fail(sh, NULL, "FUNCTION LOAD gave an unexpected reply");
 }
 
 static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
@@ -170,10 +216,14 @@ static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 ;
         else if (step->kind == SETUP_VERSION)
                 library_version_reply(sh, reply);
+        else if (step->kind == SETUP_CODE)
+                library_code_reply(sh, reply);
         else if (step->kind == SETUP_LOAD || step->kind == SETUP_LOAD_NEW)
                 library_load_reply(sh, reply, step->kind == SETUP_LOAD_NEW);
         else if (err)
-                setup_fail(sh, false, "%s failed: %s", step->what, err);
+                setup_fail(sh, refusing(redis_state_of_error(err)), "%s failed: %s%s%s", step->what, err,
+                           redis_state_fix(redis_state_of_error(err) ?: "") ? ": " : "",
+                           redis_state_fix(redis_state_of_error(err) ?: "") ?: "");
         if (--sh->setup_pending > 0)
                 return;
         if (sh->setup_failed) {
@@ -181,13 +231,13 @@ static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 
                 snprintf(why, sizeof(why), "%s", sh->error);
                 if (sh->setup_refused)
-                        shard_refuse(sh, sh->library_refused, sizeof(sh->library_refused), why);
+                        shard_refuse(sh, sh->library_refused, sizeof(sh->library_refused), sh->setup_refused, why);
                 else
                         shard_down(sh, -EACCES, why);
         } else {
                 if (sh->library_refused[0]) {
-                        log_notice("Redis at %s holds this agent's library (version %u) now.", sh->name,
-                                   lua_library_version);
+                        log_notice("Redis at %s takes this agent's set-up now (its library, version %u, its "
+                                   "credentials): granting through it again.", sh->name, lua_library_version);
                         sh->library_refused[0] = '\0';
                 }
                 setup_done(sh);
@@ -198,13 +248,13 @@ static void setup_send(Shard *sh, const char *what, SetupKind kind, int argc, co
         SetupStep *step = calloc(1, sizeof(*step));
 
         if (!step) {
-                setup_fail(sh, false, "out of memory");
+                setup_fail(sh, NULL, "out of memory");
                 return;
         }
         *step = (SetupStep) { .shard = sh, .what = what, .kind = kind };
         if (redis_conn_command(sh->cmd, setup_reply, step, argc, argv, NULL) < 0) {
                 free(step);
-                setup_fail(sh, false, "cannot send commands");
+                setup_fail(sh, NULL, "cannot send commands");
                 return;
         }
         sh->setup_pending++;
@@ -226,7 +276,7 @@ static void model_refuse(Shard *sh, const char *marker) {
                 snprintf(why, sizeof(why), "Redis at %s holds a fleetsem data model marker this agent cannot read "
                          "(%s:model); this agent speaks %d: upgrade this agent; see fleetsemd(8) UPGRADING", sh->name,
                          sh->io->agent->config->key_prefix, DATA_MODEL);
-        shard_refuse(sh, sh->model_refused, sizeof(sh->model_refused), why);
+        shard_refuse(sh, sh->model_refused, sizeof(sh->model_refused), "data-model", why);
 }
 
 /* The epoch: "ID GRACE_UNTIL_MS [RUN_ID]" in P:epoch (in a Cluster one per
@@ -540,7 +590,8 @@ static void shard_setup_start(Shard *sh) {
         char db[16];
 
         sh->setup_pending = 0;
-        sh->setup_failed = sh->setup_refused = sh->setup_raced = false;
+        sh->setup_failed = sh->setup_raced = sh->setup_changed = false;
+        sh->setup_refused = NULL;
         if (redis->password) {
                 const char *argv[3];
 
@@ -554,6 +605,36 @@ static void shard_setup_start(Shard *sh) {
         library_ask_version(sh);
         if (sh->setup_pending == 0)
                 shard_down(sh, -EIO, "cannot send commands");
+}
+
+int library_code_parse(const RedisReply *reply, const char *text) {
+        const RedisReply *lib;
+        size_t n;
+
+        if (!reply || redis_reply_error(reply))
+                return -EIO;
+        if (!redis_reply_is_array(reply))
+                return -EBADMSG;
+        if (redis_reply_array_len(reply) == 0)
+                return -ESTALE;         /* (gone since the version was read) */
+        lib = redis_reply_array_get(reply, 0);
+        if (redis_reply_array_len(reply) != 1 || !redis_reply_is_array(lib))
+                return -EBADMSG;
+        /* Its fields, name and value in turn: library_code. */
+        n = redis_reply_array_len(lib);
+        for (size_t i = 0; i + 1 < n; i += 2) {
+                const char *key, *code;
+                size_t klen, clen;
+
+                if (redis_reply_string(redis_reply_array_get(lib, i), &key, &klen) < 0)
+                        return -EBADMSG;
+                if (klen != strlen("library_code") || memcmp(key, "library_code", klen) != 0)
+                        continue;
+                if (redis_reply_string(redis_reply_array_get(lib, i + 1), &code, &clen) < 0)
+                        return -EBADMSG;
+                return clen == strlen(text) && memcmp(code, text, clen) == 0 ? 0 : -ESTALE;
+        }
+        return -EBADMSG;
 }
 
 int library_version_parse(const RedisReply *reply, long long *ret_version, bool *ret_sharded) {
@@ -634,7 +715,8 @@ void shard_connect(Shard *sh) {
 
         if (!sh->cmd) {
                 sh->state = REDIS_CONNECTING;
-                sh->setup_failed = sh->setup_refused = sh->setup_raced = false;
+                sh->setup_failed = sh->setup_raced = sh->setup_changed = false;
+                sh->setup_refused = NULL;
                 r = redis_conn_new(io->agent->event, &addr, REDIS_CONNECT_TIMEOUT, on_cmd_state, sh, &sh->cmd);
                 if (r < 0) {
                         sh->cmd = NULL;

@@ -125,6 +125,10 @@ void shard_down(Shard *sh, int error, const char *why) {
         snprintf(sh->error, sizeof(sh->error), "%s", why && why[0] ? why : strerror(-error));
         snprintf(a->redis_error, sizeof(a->redis_error), "%s%s%s", sh->host ? sh->name : "", sh->host ? ": " : "",
                  sh->error);
+        /* -EPROTONOSUPPORT: refused until an operator acts (shard_refuse()). */
+        a->redis_error_state = error == -EPROTONOSUPPORT && sh->refused_state ? sh->refused_state
+                               : error == -ETIMEDOUT                        ? "timeout"
+                                                                            : "unreachable";
         shard_disconnect(sh, REDIS_DOWN);
 
         /* Tried again after a backoff of its own (a Cluster's other

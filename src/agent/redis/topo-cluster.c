@@ -422,6 +422,7 @@ static void on_map_query_state(RedisConn *conn, int error, const char *message, 
         if (error < 0) {
                 snprintf(a->redis_error, sizeof(a->redis_error), "no Cluster node answered (%s:%u: %s)", h->host,
                          h->port, message ?: "");
+                a->redis_error_state = "unreachable";
                 log_warning("Failed to reach Redis Cluster node %s:%u: %s", h->host, h->port, message ?: "");
                 map_query_failed(io);
                 return;
@@ -555,6 +556,7 @@ static void cluster_tick(RedisIo *io, usec_t now) {
 
                 snprintf(a->redis_error, sizeof(a->redis_error), "Redis Cluster node %s:%u did not answer", h->host,
                          h->port);
+                a->redis_error_state = "timeout";
                 log_warning("%s; asking the next one.", a->redis_error);
                 map_query_failed(io);
         }
