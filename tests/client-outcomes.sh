@@ -43,22 +43,8 @@ run() {
         echo "$? $([ -e "$T/ran" ] && echo ran || echo -)"
 }
 
-# acquire POLICY NS: fleetsem acquire's exit code, from a process in a
-# service's cgroup (fleetsem-test.slice/fsoc-PID.service) with INVOCATION_ID
-# set, as systemd runs ExecStartPre=.
-CG2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
-ACQUIRE=false
-if [ "$(id -u)" = 0 ] && [ -n "$CG2" ] && mkdir -p "$CG2/fleetsem-test-$$.slice/fsoc-$$.service" 2>/dev/null; then
-        ACQUIRE=true
-        CG="$CG2/fleetsem-test-$$.slice/fsoc-$$.service"
-        trap 'cleanup; rmdir "$CG" "$(dirname "$CG")" 2>/dev/null; rm -f /run/fleetsem/fsoc-$$.service.env' EXIT
-fi
-acquire() {
-        (echo "$BASHPID" >"$CG/cgroup.procs" &&
-                INVOCATION_ID=0123456789abcdef FLEETSEM_NAMESPACE=$2 exec "$FLEETSEM" acquire --slots 1 --wait 0 \
-                        --on-error="$1" oc) 2>"$T/acquire.log"
-        echo $?
-}
+acquire_setup
+acquire() { acquire_in_unit "$1" "$2" oc; }
 
 # case WHAT PAM_ALLOW PAM_DENY RUN ACQUIRE_ALLOW ACQUIRE_DENY -- STEP...: the
 # fake agent plays STEP... for each front-end in turn; each must come to

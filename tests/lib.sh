@@ -261,6 +261,17 @@ seed_redis() {
         "$@" ZADD fleetsem:census NX -1 . >/dev/null
 }
 
+# start_old_redis: a second redis-server on $T/old.sock (pid in $T/old.pid)
+# without Redis functions, as before Redis 7.0: its FCALL renamed away, so
+# that it answers FCALL as an unknown command.
+start_old_redis() {
+        "$REDIS_SERVER" --port 0 --unixsocket "$T/old.sock" --unixsocketperm 700 --dir "$T" --dbfilename old.rdb \
+                --save '' --appendonly no --pidfile "$T/old.pid" --daemonize yes --logfile "$T/old.log" \
+                --rename-command FCALL "" >/dev/null || bail "the second redis-server did not start"
+        wait_for 10 redis-cli -s "$T/old.sock" ping >/dev/null || bail "the second redis-server does not answer"
+        seed_redis redis-cli -s "$T/old.sock"
+}
+
 start_redis() {
         local acl=()
         if acl_audit; then
@@ -339,6 +350,29 @@ tagged_job() {
         shift 3
         fs "$host" run "$@" "$name" -- sh -c "echo enter $tag >>'$T/order'; \
                 while [ ! -e '$T/go-$tag' ]; do sleep 0.05; done" 2>>"$T/run-$tag.err"
+}
+
+# acquire_setup: ACQUIRE=true (root, a writable cgroup2 hierarchy) and CG,
+# a service's cgroup of the test's own (fleetsem-test.slice/fsoc-PID.service),
+# removed at exit; else ACQUIRE=false.
+acquire_setup() {
+        local cg2
+        cg2=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/mounts)
+        ACQUIRE=false
+        if [ "$(id -u)" = 0 ] && [ -n "$cg2" ] && mkdir -p "$cg2/fleetsem-test-$$.slice/fsoc-$$.service" 2>/dev/null; then
+                ACQUIRE=true
+                CG="$cg2/fleetsem-test-$$.slice/fsoc-$$.service"
+                trap 'cleanup; rmdir "$CG" "$(dirname "$CG")" 2>/dev/null; rm -f /run/fleetsem/fsoc-$$.service.env' EXIT
+        fi
+}
+# acquire_in_unit POLICY NS NAME: fleetsem acquire's exit code for a slot of
+# NAME, from a process in CG with INVOCATION_ID set, as systemd runs
+# ExecStartPre=; its log in $T/acquire.log.
+acquire_in_unit() {
+        (echo "$BASHPID" >"$CG/cgroup.procs" &&
+                INVOCATION_ID=0123456789abcdef FLEETSEM_NAMESPACE=$2 exec "$FLEETSEM" acquire --slots 1 --wait 0 \
+                        --on-error="$1" "$3") 2>"$T/acquire.log"
+        echo $?
 }
 
 # metric HOST SERIES: the value of SERIES (name and labels exactly as

@@ -195,11 +195,7 @@ like "$out" "fleetsem library version $V is there already, its text this fleetse
 # ---- A server without functions -----------------------------------------------------------
 # Redis before 7.0 (not installed here) answers FCALL as an unknown
 # command; so does this one, its FCALL renamed away.
-"$REDIS_SERVER" --port 0 --unixsocket "$T/old.sock" --unixsocketperm 700 --dir "$T" --dbfilename old.rdb --save '' \
-        --appendonly no --pidfile "$T/old.pid" --daemonize yes --logfile "$T/old.log" --rename-command FCALL "" \
-        >/dev/null || bail "the second redis-server did not start"
-wait_for 10 redis-cli -s "$T/old.sock" ping >/dev/null || bail "the second redis-server does not answer"
-seed_redis redis-cli -s "$T/old.sock"
+start_old_redis
 run_agent e --redis "unix:$T/old.sock"
 OMSG="Redis at [^ ]+ has no FCALL \(Redis functions\): fleetsem needs Redis 7\.0 or later, or Valkey 7\.2 or later"
 refused_with e "$OMSG" "an agent takes a server without FCALL for down" "status names the versions needed"

@@ -74,6 +74,14 @@ static void setup_fail(Shard *sh, const char *refused, const char *fmt, ...) {
         sh->setup_refused = refused;
 }
 
+/* A step that Redis answered with err: refused where the table says it lasts
+ * until an operator acts, with the fix it gives. */
+static void setup_fail_redis(Shard *sh, const char *what, const char *err) {
+        const char *state = redis_state_of_error(err), *fix = state ? redis_state_fix(state) : NULL;
+
+        setup_fail(sh, refusing(state), "%s failed: %s%s%s", what, err ?: "no answer", fix ? ": " : "", fix ?: "");
+}
+
 /* ---- The library ------------------------------------------------------------- */
 
 /* The library ("fleetsem", lua/library.version) is Redis', not a
@@ -132,9 +140,7 @@ static void library_code_reply(Shard *sh, const RedisReply *reply) {
         if (r == 0)
                 return;
         if (r == -EIO) {
-                setup_fail(sh, refusing(redis_state_of_error(err)), "FUNCTION LIST failed: %s%s%s", err ?: "no answer",
-                           redis_state_fix(redis_state_of_error(err) ?: "") ? ": " : "",
-                           redis_state_fix(redis_state_of_error(err) ?: "") ?: "");
+                setup_fail_redis(sh, "FUNCTION LIST", err);
                 return;
         }
         log_warning("Redis at %s holds another text under fleetsem library version %u than this agent's (%s): "
@@ -162,8 +168,7 @@ static void library_version_reply(Shard *sh, const RedisReply *reply) {
                 setup_fail(sh, refusing("library-unknown"), "Redis at %s holds a fleetsem library whose version this agent cannot read; see "
                            "fleetsemd(8) THE LIBRARY", sh->name);
         else if (r < 0)
-                setup_fail(sh, refusing(redis_state_of_error(redis_reply_error(reply))), "FCALL " LUA_VERSION_FUNCTION " failed: %s",
-                           redis_reply_error(reply) ?: "no answer");
+                setup_fail_redis(sh, "FCALL " LUA_VERSION_FUNCTION, redis_reply_error(reply));
         else if (version > (long long) lua_library_version)
                 library_newer(sh, version);
         else if (version < (long long) lua_library_version || sharded != sh->io->topo->sharded) {
@@ -221,9 +226,7 @@ static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         else if (step->kind == SETUP_LOAD || step->kind == SETUP_LOAD_NEW)
                 library_load_reply(sh, reply, step->kind == SETUP_LOAD_NEW);
         else if (err)
-                setup_fail(sh, refusing(redis_state_of_error(err)), "%s failed: %s%s%s", step->what, err,
-                           redis_state_fix(redis_state_of_error(err) ?: "") ? ": " : "",
-                           redis_state_fix(redis_state_of_error(err) ?: "") ?: "");
+                setup_fail_redis(sh, step->what, err);
         if (--sh->setup_pending > 0)
                 return;
         if (sh->setup_failed) {
