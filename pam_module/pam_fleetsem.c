@@ -235,9 +235,17 @@ static void tell_drain(pam_handle_t *pamh, const Options *o, int flags, const ch
 
 static int refused(pam_handle_t *pamh, const Options *o, int flags, const Who *w, const char *name, const Reply *rep,
                    usec_t deadline) {
-        char holders[512], what[NAME_MAX_LEN + 64];
+        char holders[512], what[NAME_MAX_LEN + 64], note[NAME_MAX_LEN + 512];
         uint32_t slots = reply_limit(rep, o->slots);
 
+        /* In a grace (a first use of Redis, one that lost its state, a
+         * failover) no slot need be in use: say what holds it back. */
+        if (grace_note(name, rep, note, sizeof(note))) {
+                pam_syslog(pamh, LOG_NOTICE, "refused session of %s: %s", w->account, note);
+                if (!silent(o, flags))
+                        pam_error(pamh, "fleetsem: %s; try again later.", note);
+                return PAM_PERM_DENIED;
+        }
         describe_holders(o, name, deadline, holders, sizeof(holders));
         sessions_of(o, w, name, what, sizeof(what));
         pam_syslog(pamh, LOG_NOTICE, "refused session of %s: all %" PRIu32 " %s are in use (%s)", w->account, slots, what,

@@ -30,6 +30,17 @@ like "$(cat "$T/run.err")" "first: no slot is granted for another [1-6]s.*: Redi
 is "$(cat "$T/run.out")" "" "... and its command waits"
 check "the PAM session is told the same as it waits" wait_for 2 grep -q "^info: fleetsem: login:$WHO: no slot is granted for another .*$NEW" "$T/pam.out"
 log_lacks "$T/pam.out" '^open:' '^info: fleetsem: login:' "... and has not opened yet"
+# Refused at once in the grace (wait=0, run --no-wait): told that no slot
+# is granted yet and why, never that all slots are in use (none is held).
+echo "session required $PAM_FLEETSEM namespace=$NSBASE-a agent_user=$ME slots=1" >"$T/pam.d/nowait"
+(echo close | LD_PRELOAD=$PRELOAD PAM_WRAPPER=1 PAM_WRAPPER_SERVICE_DIR="$T/pam.d" \
+        "$PAM_SESSION" nowait $WHO) >"$T/pam-nowait.out" 2>"$T/pam-nowait.log"
+like "$(grep -v '^open:' "$T/pam-nowait.out")" "^error: fleetsem: login:$WHO: no slot is granted for another [0-9][^:]*: Redis $NEW \(its first use[^;]*; slots held before may still be in use until their leases run out; try again later\.$" \
+        "a PAM session refused in the grace (wait=0) is told it is the first use, not that all slots are in use"
+like "$(cat "$T/pam-nowait.out")" '^open: 6 ' "... PAM_PERM_DENIED"
+out=$(fs a run --slots 1 --no-wait first-nowait -- true 2>&1); rc=$?
+is "$rc" 75 "run --no-wait in the grace: 75"
+like "$out" "first-nowait: no slot is granted for another [0-9][^:]*: Redis $NEW \(its first use" "... saying it is the first use"
 
 st=$(fs a status)
 like "$st" "No slot is granted for another [0-9].* \(until [0-9:]+\): Redis $NEW" "status shows the grace, its end and why"

@@ -386,6 +386,12 @@ static int on_denied(const Acquire *a, const Outcome *o, bool limit_told) {
         }
         if (limit_note(a->name, rep->limit, a->slots, "you asked for", note, sizeof(note)) && !limit_told)
                 log_notice("%s.", note);
+        if (grace_note(a->name, rep, note, sizeof(note))) {
+                /* Not "in use": none may be. */
+                log_notice("%s.", note);
+                notify("STATUS=%s%s", a->skip ? "Skipped: " : "", note);
+                return a->skip ? EXIT_SKIP : outcome_exit_code(o);
+        }
         if (a->skip) {
                 log_notice("%s: all %" PRIu32 " fleet slots in use; skipping this run.", a->name,
                            reply_limit(rep, a->slots));

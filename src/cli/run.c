@@ -414,7 +414,7 @@ static int handle_reply(Run *r, const Outcome *o) {
                 char note[NAME_MAX_LEN + 1024];
 
                 tell_limit(r, rep);
-                if (drain_note(r->name, rep, note, sizeof(note)))
+                if (drain_note(r->name, rep, note, sizeof(note)) || grace_note(r->name, rep, note, sizeof(note)))
                         log_error("%s.", note);
                 else if (r->wait == 0)
                         log_error("%s: no free slot (all %" PRIu32 " in use, or others are first in line).", r->name,

@@ -301,7 +301,7 @@ bool limit_note(const char *name, uint32_t limit, uint32_t asked, const char *as
 bool grace_note(const char *name, const Reply *rep, char *buf, size_t size) {
         char d[FORMAT_DURATION_MAX];
 
-        if (rep->kind != REPLY_QUEUED || rep->grace_ms == 0 || !rep->grace_why)
+        if ((rep->kind != REPLY_QUEUED && rep->kind != REPLY_DENIED) || rep->grace_ms == 0 || !rep->grace_why)
                 return false;
         snprintf(buf, size, "%s: no slot is granted for another %s: %s; slots held before may still be in use until "
                  "their leases run out", name, format_duration(d, sizeof(d), rep->grace_ms * USEC_PER_MSEC),

@@ -94,8 +94,9 @@ uint32_t reply_limit(const Reply *r, uint32_t asked);
  * "NAME is limited to L at once by its current holders (ASKED_WHAT S)" into
  * buf and returns true; otherwise false. */
 bool limit_note(const char *name, uint32_t limit, uint32_t asked, const char *asked_what, char *buf, size_t size);
-/* When a QUEUED reply says the wait is the grace after Redis lost or began
- * its state, writes why and for how long into buf and returns true. */
+/* When a QUEUED or DENIED reply says the wait, or the refusal, is the
+ * grace after Redis lost or began its state (a first use: no slot is in
+ * use), writes why and for how long into buf and returns true. */
 bool grace_note(const char *name, const Reply *rep, char *buf, size_t size);
 
 /* "NAME is drained by …: no new slot is granted until …" when rep says the

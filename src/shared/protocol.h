@@ -13,7 +13,8 @@
  *   ← GRANTED token=42 lease=<id> since=<ms> ttl=<ms> limit=3   (connection stays open)
  *   ← RENEWED ttl=<ms>                                (each confirmed renewal)
  *   ← LOST reason=…                                   (later, if ever)
- *   ← DENIED reason=timeout|full position=2 held=3 slots=3 limit=1
+ *   ← DENIED reason=timeout|full position=2 held=3 slots=3 limit=1 [grace=<ms> why=new|reset|failover]
+ *                         (refused in a grace: clients tell why, not "in use")
  *   ← ERROR code=<code> message=…
  *
  *   → RELEASE lease=<id>            ← RELEASED held=0|1

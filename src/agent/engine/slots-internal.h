@@ -38,7 +38,7 @@ void lease_lost(Lease *l, const char *why, usec_t now);
 int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret);
 void send_queued(Lease *l, usec_t now);
 void send_granted(Lease *l, usec_t now);
-void send_denied(Lease *l, const char *reason);
+void send_denied(Lease *l, const char *reason, usec_t now);
 void name_flush_grants(Name *n, usec_t now);
 void grant_in_order(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec_t renewed, bool by_wake,
                     usec_t now);

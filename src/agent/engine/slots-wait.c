@@ -39,7 +39,7 @@ void name_recheck(Name *n, usec_t now) {
 
 static void lease_deny(Lease *l, SlotsDenial reason, const char *why, usec_t now) {
         l->slots_engine->stats.denials[reason]++;
-        send_denied(l, slots_denial_name[reason]);
+        send_denied(l, slots_denial_name[reason], now);
         lease_release_at(l, why, now);
 }
 

@@ -460,9 +460,25 @@ Lease *slots_lease_of_unit(Slots *e, const char *name, const char *unit, uid_t u
 
 /* ---- What clients are told ---------------------------------------------------- */
 
-void send_queued(Lease *l, usec_t now) {
+/* grace=, why=: how long no slot is granted to l for a while, and why
+ * (QUEUED and DENIED: a refusal in a grace is no slot in use). Redis holds
+ * l back longer (its own lease after a reset, or a name Redis lost): the
+ * longer wait is what it is told. */
+static void add_grace(MessageBuilder *b, const Lease *l, usec_t now) {
         usec_t grace = slots_grace_left(l->slots_engine, now);
         const char *why = l->slots_engine->grace_why;
+
+        if (l->held_back_until > usec_add(now, grace)) {
+                grace = l->held_back_until - now;
+                why = why ?: GRACE_WHY_RESET;
+        }
+        if (grace > 0 && why) {
+                message_add_u64(b, "grace", grace / USEC_PER_MSEC);
+                message_add(b, "why", why);
+        }
+}
+
+void send_queued(Lease *l, usec_t now) {
         char line[PROTO_REPLY_MAX];
         MessageBuilder b;
 
@@ -473,16 +489,7 @@ void send_queued(Lease *l, usec_t now) {
         message_add_u64(&b, "limit", l->limit);
         if (l->name && l->name->drained)
                 message_add(&b, "drained", l->name->drained);
-        /* Redis holds this one back longer (its own lease after a reset,
-         * or a name Redis lost): the longer wait is what it is told. */
-        if (l->held_back_until > usec_add(now, grace)) {
-                grace = l->held_back_until - now;
-                why = why ?: GRACE_WHY_RESET;
-        }
-        if (grace > 0 && why) {
-                message_add_u64(&b, "grace", grace / USEC_PER_MSEC);
-                message_add(&b, "why", why);
-        }
+        add_grace(&b, l, now);
         lease_send(l, line, message_finish(&b));
         l->queued_sent = now;
         l->position_unsent = false;
@@ -504,7 +511,7 @@ void send_granted(Lease *l, usec_t now) {
         lease_send(l, line, message_finish(&b));
 }
 
-void send_denied(Lease *l, const char *reason) {
+void send_denied(Lease *l, const char *reason, usec_t now) {
         char line[PROTO_REPLY_MAX];
         MessageBuilder b;
 
@@ -516,6 +523,7 @@ void send_denied(Lease *l, const char *reason) {
         message_add_u64(&b, "limit", l->limit);
         if (l->name && l->name->drained)
                 message_add(&b, "drained", l->name->drained);
+        add_grace(&b, l, now);
         lease_send(l, line, message_finish(&b));
 }
 
