@@ -179,13 +179,19 @@ ns_boot() {
 # (kept across its reboots: fleetsem reboot's state, and what a test puts
 # there for a health command); the agent's socket and the done service
 # wanted on every boot (systemd.wants= on PID 1's command line: the
-# overlay forgets systemctl enable).
+# overlay forgets systemctl enable). NS_REBOOT_OPTS: more nspawn options
+# and units wanted (systemd.wants=...) for each; a host in NS_DONE_OFF
+# boots without the done service wanted (as the package ships it).
+NS_REBOOT_OPTS=()
+NS_DONE_OFF=""
 ns_boot_rebooting() {
-        local host unit_exec
+        local host unit_exec done_wants
         unit_exec=$(sed -n 's/^ExecStart=//p' "$BUILD/systemd/fleetsemd.service")
         for host in "$@"; do
                 ns_config "$host"
                 mkdir -p "$T/$host/lib"
+                done_wants=systemd.wants=fleetsem-reboot-done.service
+                case " $NS_DONE_OFF " in *" $host "*) done_wants=systemd.wants=fleetsem.socket ;; esac
                 ns_launch_rebooting "$host" \
                         --bind-ro="$FLEETSEMD:$unit_exec" \
                         --bind-ro="$FLEETSEM:/usr/local/bin/fleetsem" \
@@ -195,8 +201,8 @@ ns_boot_rebooting() {
                         --bind-ro="$BUILD/systemd/fleetsem-reboot.service:/etc/systemd/system/fleetsem-reboot.service" \
                         --bind-ro="$SRC/systemd/fleetsem-reboot.timer:/etc/systemd/system/fleetsem-reboot.timer" \
                         --bind-ro="$T/$host/etc:/etc/fleetsem" \
-                        --bind="$T/$host/lib:/var/lib/fleetsem" \
-                        systemd.wants=fleetsem.socket systemd.wants=fleetsem-reboot-done.service
+                        --bind="$T/$host/lib:/var/lib/fleetsem" "${NS_REBOOT_OPTS[@]}" \
+                        systemd.wants=fleetsem.socket "$done_wants"
         done
         for host in "$@"; do ns_wait_booted "$host"; done
 }

@@ -9,7 +9,9 @@
 # unhealthy host keeps its slot; revoke frees it; a host that never comes
 # back loses it after host_lease, and the journal of the agent that waits
 # says so; --group caps the hosts of a group in one fixed order; revoke
-# --now after Redis lost its data is not undone by the holder's agent.
+# --now after Redis lost its data is not undone by the holder's agent;
+# data lost while a host is down, the host back unhealthy: its --done says
+# the slot went, and the cap holds for host_lease all the same.
 # (A lease of 3 s, host_lease 6 s: the host-held slot runs out soon.)
 TTL=3s
 . "$(dirname "$0")/lib.sh"
@@ -194,6 +196,53 @@ check "... and does not put it back" still_after 3 sh -c "[ \$(redis-cli -s '$RE
 wait "$rb_g"
 is "$?" 75 "g gets nothing within host_lease of the reset: 75 after its --wait"
 like "$(cat "$T/out-g")" "rv: no slot is granted for another [0-9a-z ]+: Redis lost" "... and was told why it waits, and how long"
+
+# Data lost while a host is down (FLUSHALL, then the name's keys DEL'd),
+# the host back unhealthy: its --done says it holds nothing any more and
+# why (exit 3), not that it keeps the slot; the next host is granted
+# nothing within host_lease of the loss all the same, then reboots. Back
+# healthy, --done says the slot had gone (exit 2) and forgets its state.
+printf 'host_lease = 20s\n' >"$T/lost.conf"
+start_agent h -c "$T/lost.conf"
+start_agent i -c "$T/lost.conf"
+i_not_yet() { [ ! -e "$T/rebooted-i" ] && [ "$(holders lost)" = 0 ]; }
+for how in FLUSHALL DEL; do
+        rm -f "$T/rebooted-i" "$T/healthy-h"
+        fs h reboot --state-dir "$T/state-h" --reboot-command true --slots 1 --health "test -e $T/healthy-h" \
+                lost >/dev/null || bail "h could not take lost"
+        lease_h=$(holder_of lost)
+        kill -KILL "$(agent_pid h)"     # h goes down
+        fs i reboot --state-dir "$T/state-i" --reboot-command "touch $T/rebooted-i" --slots 1 --wait 90s lost \
+                >"$T/out-i" 2>&1 & rb_i=$!
+        check "$how: i waits for lost behind h, down" wait_for 10 queued lost 1
+        if [ "$how" = FLUSHALL ]; then
+                rcli FLUSHALL >/dev/null
+        else
+                # shellcheck disable=SC2046
+                rcli DEL $(rcli --scan --pattern 'fleetsem:{lost}:*') >/dev/null
+        fi
+        lost_ms=$(now_ms)
+        is "$(holders lost)" 0 "$how: Redis holds no slot of lost"
+        start_agent h -c "$T/lost.conf"  # h is back, unhealthy
+        done_on h lost >"$T/done-h" 2>&1; rc=$?
+        out=$(cat "$T/done-h")
+        is "$rc" 3 "$how: h's --done, unhealthy, its slot gone: exit 3"
+        like "$out" "no longer holds its slot of lost \\(lease $lease_h\\): Redis has no such holder" \
+                "... and says it no longer holds it"
+        like "$out" "not healthy, and Redis no longer counts its slot of lost" "... and that the rollout does not wait for it"
+        log_lacks "$T/done-h" "keeps its slot" "no longer holds its slot" "... not that it keeps it"
+        check "$how: h's state is kept" test -e "$T/state-h/reboot-lost"
+        left=$(( (lost_ms + 20000 - $(now_ms)) / 1000 - 2 ))
+        check "$how: i is granted nothing within host_lease (20 s) of the loss (checked for ${left} s)" \
+                still_after "$left" i_not_yet
+        check "$how: i then takes it and reboots" wait_for 40 test -e "$T/rebooted-i"
+        wait "$rb_i"; is "$?" 0 "$how: i: fleetsem reboot exits 0"
+        touch "$T/healthy-h"
+        out=$(done_on h lost 2>&1); rc=$?
+        is "$rc" 2 "$how: h's --done, healthy now, its slot gone: exit 2"
+        check "... its state gone" test ! -e "$T/state-h/reboot-lost"
+        fs i reboot --release --state-dir "$T/state-i" lost >/dev/null || bail "i could not give lost back"
+done
 
 # Bad input, and not root.
 reboot a --group 'r1' >/dev/null 2>&1; is "$?" 64 "--group without :M: 64"

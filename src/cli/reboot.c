@@ -2,11 +2,14 @@
 /* `fleetsem reboot [NAME]`: root waits in NAME's line (and first in the
  * line of each --group, in one fixed order), takes slots the host itself
  * holds (hold=host: no anchor, kept by the agent across its restarts and
- * the reboot), and reboots through logind. `--done`, at boot
- * (fleetsem-reboot-done.service), waits for the system to be running,
- * runs the health command and gives the slots back; an unhealthy host
- * keeps them, so that the rollout stops there. What is recorded for
- * --done (the groups, the health command) is in a root-owned state file. */
+ * the reboot), records the units failed then, and reboots through logind;
+ * it refuses when nothing would give the slots back after the boot.
+ * `--done`, at boot (fleetsem-reboot-done.service), judges the system
+ * against the units failed before (reboot-health.c), runs the health
+ * command, checks in Redis that the slots are still the host's, and gives
+ * them back; an unhealthy host keeps them, so that the rollout stops
+ * there. What is recorded for --done (the groups, their leases, the
+ * health command, the failed units) is in a root-owned state file. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -23,7 +26,9 @@
 #include "log.h"
 #include "macro.h"
 #include "names.h"
+#include "reboot-health.h"
 #include "sd-dl.h"
+#include "status-fetch.h"
 
 #define REBOOT_NAME_DEFAULT "reboot"
 #define REQUIRED_FILE_DEFAULT "/run/reboot-required"
@@ -33,10 +38,17 @@
 #define PKGS_READ_MAX 4096              /* bytes of reboot-required.pkgs looked at */
 #define HEALTH_MAX 1024                 /* bytes of a health command */
 #define REPLY_MARGIN (5 * USEC_PER_SEC) /* the agent's answer after the wait it was given */
+#define STATE_MAX (GROUPS_MAX * 2 * (NAME_MAX_LEN + 48) + HEALTH_MAX + FAILED_UNITS_MAX * (UNIT_NAME_MAX + 8) + 64)
+
+/* --done's exit codes of its own (fleetsem(1), REBOOTS). */
+#define EXIT_UNHEALTHY 1                /* not healthy: the slots are kept */
+#define EXIT_GONE 2                     /* healthy, but a slot was no longer the host's */
+#define EXIT_UNHEALTHY_GONE 3           /* not healthy, and a slot was no longer the host's */
 
 typedef struct Group {
         char name[NAME_MAX_LEN + 1];    /* the Redis name: REBOOT_NAME:GROUP */
         uint32_t slots;
+        char lease[LEASE_ID_LEN + 1];   /* once taken ("" before, or not recorded) */
 } Group;
 
 typedef struct Reboot {
@@ -53,6 +65,8 @@ typedef struct Reboot {
         usec_t running_timeout;
         Group groups[GROUPS_MAX];
         size_t n_groups;
+        char lease[LEASE_ID_LEN + 1];   /* NAME's, once taken */
+        FailedUnits failed;             /* before the reboot */
 } Reboot;
 
 static void help(void) {
@@ -61,10 +75,13 @@ static void help(void) {
                "Reboots this host when it is its turn (root only): waits in the line of\n"
                "NAME (default \"reboot\"; its fleet limit, or --slots), and first of each\n"
                "--group, takes slots held by the host itself, which outlive every process\n"
-               "and the reboot, and reboots through logind. At boot, --done (run by\n"
-               "fleetsem-reboot-done.service) waits for the system to be running, runs the\n"
-               "health command and gives the slots back; an unhealthy host keeps them, and\n"
-               "the rollout stops there. See fleetsem(1), REBOOTS.\n\n"
+               "and the reboot, and reboots through logind; it refuses when nothing would\n"
+               "give them back after the boot (" DONE_SERVICE " not enabled,\n"
+               "no --reboot-command). At boot, --done (run by that service) waits for the\n"
+               "system to have started, counts it healthy when it runs, or is degraded by no\n"
+               "unit but those failed before the reboot, runs the health command, and gives\n"
+               "the slots back; an unhealthy host keeps them, and the rollout stops there.\n"
+               "See fleetsem(1), REBOOTS.\n\n"
                "  -s --slots=N           NAME's fleet-wide limit (default: its fleet limit)\n"
                "  -g --group=GROUP:M     Also at most M hosts of GROUP at once (repeatable)\n"
                "  -w --wait=DURATION     Wait at most this long for the slots (default: forever)\n"
@@ -75,21 +92,23 @@ static void help(void) {
                "     --health=CMD        After the reboot, --done runs CMD (sh -c): the slots\n"
                "                         are given back only if it exits 0\n"
                "     --reboot-command=CMD  Run CMD (sh -c) instead of asking logind to reboot\n"
-               "     --done              After the boot: wait for the system to run, check its\n"
+               "     --done              After the boot: wait for the system to start, check its\n"
                "                         health and give the host's slots back\n"
                "     --release           Give the host's slots back now, without checks\n"
-               "     --running-timeout=DURATION  How long --done waits for \"systemctl\n"
-               "                         is-system-running\" to say running (default 10min;\n"
-               "                         0: no wait)\n"
+               "     --running-timeout=DURATION  How long --done waits while \"systemctl\n"
+               "                         is-system-running\" says initializing or starting\n"
+               "                         (default 10min; 0: systemd is not asked)\n"
                "     --required-file=PATH  Instead of /run/reboot-required (PATH.pkgs too)\n"
                "     --state-dir=DIR     Where the groups and health command are kept for\n"
                "                         --done (default /var/lib/fleetsem)\n"
                "     --namespace=NS      Agent namespace (default: $FLEETSEM_NAMESPACE or fleetsem)\n"
                "  -h --help              Show this help\n\n"
-               "Exit codes: 0 rebooting, done, or nothing to do, 1 --done: not healthy (the slots\n"
-               "are kept), 64 usage, 69 agent or Redis unavailable, 70 the reboot could not be\n"
-               "asked for, 75 no slot within the wait, 77 not root, 78 NAME has no fleet limit\n"
-               "and no --slots.\n");
+               "Exit codes: 0 rebooting, done, or nothing to do; --done: 1 not healthy (the\n"
+               "slots are kept), 2 healthy, but a slot was no longer this host's (Redis lost it\n"
+               "while the host was down, its host_lease ran out, or it was revoked), 3 both;\n"
+               "64 usage, 69 agent or Redis unavailable, 70 the reboot could not be asked for,\n"
+               "75 no slot within the wait, 77 not root, 78 NAME has no fleet limit and no\n"
+               "--slots, or nothing would give the slots back after the boot.\n");
 }
 
 static int parse_group(Reboot *rb, const char *s) {
@@ -315,8 +334,9 @@ static int state_path(const Reboot *rb, char *buf, size_t size) {
         return k < 0 || (size_t) k >= size ? -ENAMETOOLONG : 0;
 }
 
-/* "group NAME SLOTS" lines, then "health CMD", written whole: it must
- * be on disk before the reboot. */
+/* "group NAME SLOTS" lines, "lease NAME ID" of each name taken, "health
+ * CMD", "failed UNIT" of each unit failed before the reboot; written
+ * whole: it must be on disk before the reboot. */
 static int state_write(const Reboot *rb) {
         char path[PATH_MAX], tmp[PATH_MAX + 16];
         FILE *f;
@@ -333,16 +353,48 @@ static int state_write(const Reboot *rb) {
         (void) fchmod(fileno(f), 0600);
         for (size_t i = 0; i < rb->n_groups; i++)
                 fprintf(f, "group %s %" PRIu32 "\n", rb->groups[i].name, rb->groups[i].slots);
+        for (size_t i = 0; i < rb->n_groups; i++)
+                if (rb->groups[i].lease[0])
+                        fprintf(f, "lease %s %s\n", rb->groups[i].name, rb->groups[i].lease);
+        if (rb->lease[0])
+                fprintf(f, "lease %s %s\n", rb->name, rb->lease);
         if (rb->health)
                 fprintf(f, "health %s\n", rb->health);
+        for (size_t i = 0; i < rb->failed.n; i++)
+                fprintf(f, "failed %s\n", rb->failed.names[i]);
         return atomic_file_commit(f, tmp, path);
 }
 
-/* Reads the state into rb (groups, and the health command into health
- * unless one was given): only a regular file of root's that nobody else
- * may write, for its command runs as root. 0 (none is fine too), <0. */
+/* The lease buffer of name, one of rb's (NULL: none). */
+static char *lease_of(Reboot *rb, const char *name) {
+        if (streq(name, rb->name))
+                return rb->lease;
+        for (size_t i = 0; i < rb->n_groups; i++)
+                if (streq(rb->groups[i].name, name))
+                        return rb->groups[i].lease;
+        return NULL;
+}
+
+/* A "lease NAME ID" line's rest, into rb. */
+static void state_read_lease(Reboot *rb, const char *rest) {
+        char name[NAME_MAX_LEN + 1], id[LEASE_ID_LEN + 2], *lease;
+        int k = 0;
+
+        if (sscanf(rest, "%200s %33s%n", name, id, &k) != 2 || rest[k] != '\0' || !name_is_valid(name) ||
+            !lease_id_is_valid(id))
+                return;
+        lease = lease_of(rb, name);
+        if (lease)
+                memcpy(lease, id, LEASE_ID_LEN + 1);    /* (valid: LEASE_ID_LEN bytes) */
+}
+
+/* Reads the state into rb (groups, their leases, the failed units, and
+ * the health command into health unless one was given): only a regular
+ * file of root's that nobody else may write, for its command runs as
+ * root. 0 (none is fine too), <0. */
 static int state_read(Reboot *rb, char *health, size_t health_size) {
-        char path[PATH_MAX], data[GROUPS_MAX * (NAME_MAX_LEN + 32) + HEALTH_MAX + 64];
+        char path[PATH_MAX];
+        _cleanup_free_ char *data = NULL;
         _cleanup_close_ int fd = -EBADF;
         struct stat st;
         ssize_t n;
@@ -361,7 +413,10 @@ static int state_read(Reboot *rb, char *health, size_t health_size) {
         if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 0022))
                 return log_error_errno(EPERM, "%s is not a file of root's that only root may write; ignoring it.",
                                        path);
-        n = read(fd, data, sizeof(data) - 1);
+        data = malloc(STATE_MAX + 1);
+        if (!data)
+                return log_error_errno(ENOMEM, "Out of memory.");
+        n = read(fd, data, STATE_MAX);
         if (n < 0)
                 return log_error_errno(errno, "Failed to read %s: %m", path);
         data[n] = '\0';
@@ -372,7 +427,11 @@ static int state_read(Reboot *rb, char *health, size_t health_size) {
                 if (strneq(line, "health ", 7)) {
                         if (!rb->health)
                                 snprintf(health, health_size, "%s", line + 7);
-                } else if (strneq(line, "group ", 6) && rb->n_groups < GROUPS_MAX) {
+                } else if (strneq(line, "lease ", 6))
+                        state_read_lease(rb, line + 6);
+                else if (strneq(line, "failed ", 7))
+                        (void) failed_units_add(&rb->failed, line + 7);
+                else if (strneq(line, "group ", 6) && rb->n_groups < GROUPS_MAX) {
                         char name[NAME_MAX_LEN + 1];
                         unsigned slots;
                         int k = 0;
@@ -402,9 +461,10 @@ static void state_remove(const Reboot *rb) {
 
 /* ---- Taking and giving back ----------------------------------------------------- */
 
-/* One slot of name the host holds: GRANTED (0), or the exit code (said). */
+/* One slot of name the host holds: GRANTED (0, its lease in ret_lease),
+ * or the exit code (said). */
 static int take_one(const Reboot *rb, uid_t agent_uid, const char *name, uint32_t slots, const char *reason,
-                    usec_t deadline) {
+                    usec_t deadline, char ret_lease[static LEASE_ID_LEN + 1]) {
         Request req = { .verb = REQUEST_ACQUIRE, .host_held = true, .slots = slots, .weight = 1 };
         _cleanup_close_ int fd = -EBADF;
         char text[TEXT_ESCAPE_SIZE(sizeof(((Reply *) NULL)->message))];
@@ -449,6 +509,7 @@ static int take_one(const Reboot *rb, uid_t agent_uid, const char *name, uint32_
                 case REPLY_GRANTED:
                         printf("This host holds a slot of %s (token %" PRIu64 ", lease %s).\n", name, rep.token,
                                rep.lease);
+                        snprintf(ret_lease, LEASE_ID_LEN + 1, "%s", lease_id_is_valid(rep.lease) ? rep.lease : "");
                         return 0;
                 case REPLY_DENIED:
                         log_error("%s: no slot within the wait (position %" PRIu32 " in line).", name, rep.position);
@@ -546,7 +607,24 @@ static int ask_reboot(const Reboot *rb) {
         return r < 0 ? EXIT_SOFTWARE : 0;
 }
 
+/* Whether something gives the slots back after the boot: the done
+ * service, or (the operator's own way) a --reboot-command. 0, or
+ * EXIT_CONFIG with why, and the fix, said. */
+static int check_given_back(const Reboot *rb, const char *what) {
+        char why[512];
+
+        if (rb->reboot_command || done_service_starts(why, sizeof(why)) > 0)
+                return 0;
+        log_error("%s: %s, and no --reboot-command: after the boot nothing would give this host's slot of %s back, "
+                  "and the rollout would wait for its host_lease. Enable it first: systemctl enable %s",
+                  what, why, rb->name, DONE_SERVICE);
+        return EXIT_CONFIG;
+}
+
 static int dry_run(const Reboot *rb, const char *reason) {
+        FailedUnits now = {};
+        int r;
+
         printf("Would wait for ");
         for (size_t i = 0; i < rb->n_groups; i++)
                 printf("a slot of %s (at most %" PRIu32 " at once), then ", rb->groups[i].name, rb->groups[i].slots);
@@ -558,7 +636,15 @@ static int dry_run(const Reboot *rb, const char *reason) {
                rb->reboot_command ? "by running: " : "through logind", rb->reboot_command ?: "");
         if (rb->health)
                 printf("After the boot, --done would run: %s\n", rb->health);
-        return 0;
+        r = failed_units_list(&now);
+        if (r >= 0 && now.n > 0) {
+                printf("Units failed now, which --done would not count against the host:");
+                for (size_t i = 0; i < now.n; i++)
+                        printf(" %s", now.names[i]);
+                printf("%s\n", now.more ? " ..." : "");
+        }
+        failed_units_clear(&now);
+        return check_given_back(rb, "Would refuse");
 }
 
 static int take_and_reboot(Reboot *rb, uid_t agent_uid) {
@@ -573,17 +659,34 @@ static int take_and_reboot(Reboot *rb, uid_t agent_uid) {
         compose_reason(rb, reason);
         if (rb->dry_run)
                 return dry_run(rb, reason);
+        r = check_given_back(rb, "Refusing to reboot");
+        if (r != 0)
+                return r;
         r = state_write(rb);
         if (r < 0)
                 return EXIT_CANTCREAT;
         for (size_t i = 0; i < rb->n_groups; i++) {
-                r = take_one(rb, agent_uid, rb->groups[i].name, rb->groups[i].slots, reason, deadline);
+                r = take_one(rb, agent_uid, rb->groups[i].name, rb->groups[i].slots, reason, deadline,
+                             rb->groups[i].lease);
                 if (r != 0)
                         goto failed;
         }
-        r = take_one(rb, agent_uid, rb->name, rb->slots, reason, deadline);
+        r = take_one(rb, agent_uid, rb->name, rb->slots, reason, deadline, rb->lease);
         if (r != 0)
                 goto failed;
+        /* What is failed now is not the reboot's doing: --done does not
+         * count it against the host. */
+        r = failed_units_list(&rb->failed);
+        if (r < 0)
+                log_warning_errno(-r, "Failed to list the failed units: %m; after the boot, any failed unit counts "
+                                  "against the host.");
+        else if (rb->failed.more)
+                log_warning("More than %d units are failed; after the boot, the others count against the host.",
+                            FAILED_UNITS_MAX);
+        if (state_write(rb) < 0) {
+                r = EXIT_CANTCREAT;
+                goto failed;
+        }
         printf("Rebooting.\n");
         fflush(stdout);
         return ask_reboot(rb);
@@ -595,29 +698,6 @@ failed:
 }
 
 /* ---- After the boot ------------------------------------------------------------- */
-
-/* Until `systemctl is-system-running` says running, at most timeout: 0 or
- * -ETIMEDOUT (with what it said last). */
-static int wait_running(usec_t timeout, char *state, size_t size) {
-        usec_t deadline = usec_add(now_usec(CLOCK_MONOTONIC), timeout);
-
-        for (;;) {
-                FILE *p = popen("systemctl is-system-running 2>/dev/null", "re");
-
-                state[0] = '\0';
-                if (p) {
-                        if (!fgets(state, (int) size, p))
-                                state[0] = '\0';
-                        state[strcspn(state, "\n")] = '\0';
-                        pclose(p);
-                }
-                if (streq(state, "running"))
-                        return 0;
-                if (now_usec(CLOCK_MONOTONIC) >= deadline)
-                        return -ETIMEDOUT;
-                usleep(USEC_PER_SEC);   /* not synchronisation: systemd has no call to wait on this */
-        }
-}
 
 /* The agent runs before the checks: started by this request (socket
  * activation) if nothing else started it since the boot, it re-adopts the
@@ -631,8 +711,81 @@ static int agent_start(const Reboot *rb, uid_t agent_uid) {
         return cli_one_request(rb->ns, agent_uid, &req, "agent's answer", "AGENT", &m);
 }
 
+/* Whether this host still holds the slot of name whose lease it recorded,
+ * as Redis says (a HOLDER of the agent's status with that lease): 0 with
+ * *ret_held (when not, said with what may have happened), or the exit
+ * code (said). */
+static int slot_still_held(const Reboot *rb, uid_t agent_uid, const char *name, const char *lease, bool *ret_held) {
+        _cleanup_(status_output_free) StatusOutput out = {};
+        const char *action = "";
+        int r;
+
+        r = status_fetch_names(rb->ns, agent_uid, (char *[]) { (char *) name }, 1, &out);
+        if (r != 0)
+                return r;
+        for (size_t i = 0; i < out.n; i++) {
+                const Entry *e = &out.entries[i];
+
+                if (streq(e->m.verb, "HOLDER") && streq(status_get(e, "name"), name) &&
+                    streq(status_get(e, "lease"), lease)) {
+                        *ret_held = true;
+                        return 0;
+                }
+                if (streq(e->m.verb, "NAME") && streq(status_get(e, "name"), name))
+                        action = status_get(e, "last_action");
+        }
+        log_error("This host no longer holds its slot of %s (lease %s): Redis has no such holder. It went while the "
+                  "host was down or since: Redis lost it (restarted empty or from an old snapshot, flushed, the "
+                  "name's keys deleted), its host_lease ran out, or root revoked it%s%s%s%s.", name, lease,
+                  out.grace_why ? "; Redis now: " : "", out.grace_why ?: "",
+                  action[0] ? "; the last operator action on it: " : "", action);
+        *ret_held = false;
+        return 0;
+}
+
+/* How many of the slots whose leases were recorded are no longer the
+ * host's (each said): 0 with *ret_gone, or the exit code. */
+static int slots_gone(const Reboot *rb, uid_t agent_uid, size_t *ret_gone) {
+        size_t gone = 0;
+        bool held;
+        int r;
+
+        for (size_t i = 0; i <= rb->n_groups; i++) {
+                const char *name = i < rb->n_groups ? rb->groups[i].name : rb->name;
+                const char *lease = i < rb->n_groups ? rb->groups[i].lease : rb->lease;
+
+                if (!lease[0])
+                        continue;       /* (a state of an older version: not recorded) */
+                r = slot_still_held(rb, agent_uid, name, lease, &held);
+                if (r != 0)
+                        return r;
+                gone += !held;
+        }
+        *ret_gone = gone;
+        return 0;
+}
+
+/* The system and the health command: true when healthy (what is not, said). */
+static bool host_healthy(const Reboot *rb, const char *health) {
+        const char *cmd = rb->health ?: health;
+        int r;
+
+        if (rb->running_timeout > 0 && !system_judge(rb->running_timeout, &rb->failed))
+                return false;
+        if (!cmd[0])
+                return true;
+        r = run_shell(cmd);
+        if (r != 0) {
+                log_error("The health command failed (%d): %s", r, cmd);
+                return false;
+        }
+        return true;
+}
+
 static int done(Reboot *rb, uid_t agent_uid) {
-        char health[HEALTH_MAX + 1] = "", state[64];
+        char health[HEALTH_MAX + 1] = "";
+        size_t gone = 0;
+        bool healthy;
         int r;
 
         if (state_read(rb, health, sizeof(health)) < 0 && !rb->release_only)
@@ -646,27 +799,28 @@ static int done(Reboot *rb, uid_t agent_uid) {
         r = agent_start(rb, agent_uid);
         if (r != 0)
                 return r;
-        if (rb->running_timeout > 0 && wait_running(rb->running_timeout, state, sizeof(state)) < 0) {
-                log_error("The system is not running (\"%s\") after %s; this host keeps its slot of %s: the "
-                          "rollout waits until it is released (fleetsem reboot --release) or revoked.",
-                          state[0] ? state : "?", "--running-timeout", rb->name);
-                return 1;
+        healthy = host_healthy(rb, health);
+        /* Kept or given back, the slots must be there: Redis says. */
+        r = slots_gone(rb, agent_uid, &gone);
+        if (r != 0) {
+                log_error("Cannot tell whether this host still holds its slots; whatever it holds stays held, and "
+                          "--done may be run again.");
+                return r;
         }
-        if (rb->health || health[0]) {
-                const char *cmd = rb->health ?: health;
-
-                r = run_shell(cmd);
-                if (r != 0) {
-                        log_error("The health command failed (%d): %s; this host keeps its slot of %s: the rollout "
-                                  "waits until it is released (fleetsem reboot --release) or revoked.", r, cmd,
-                                  rb->name);
-                        return 1;
-                }
+        if (!healthy && gone == 0) {
+                log_error("This host keeps its slot of %s: the rollout waits until it is released (fleetsem reboot "
+                          "--release) or revoked.", rb->name);
+                return EXIT_UNHEALTHY;
+        }
+        if (!healthy) {
+                log_error("This host is not healthy, and Redis no longer counts its slot of %s: the rollout does not "
+                          "wait for it, after the wait of a host_lease that follows such a loss.", rb->name);
+                return EXIT_UNHEALTHY_GONE;
         }
         r = give_back_all(rb, agent_uid);
         if (r == 0)
                 state_remove(rb);
-        return r;
+        return r != 0 ? r : gone > 0 ? EXIT_GONE : 0;
 }
 
 int verb_reboot(int argc, char *argv[]) {
@@ -686,7 +840,7 @@ int verb_reboot(int argc, char *argv[]) {
         }
         if (cli_agent(&rb.ns, &agent_uid) != 0)
                 return EXIT_USAGE;
-        if (rb.done || rb.release_only)
-                return done(&rb, agent_uid);
-        return take_and_reboot(&rb, agent_uid);
+        r = rb.done || rb.release_only ? done(&rb, agent_uid) : take_and_reboot(&rb, agent_uid);
+        failed_units_clear(&rb.failed);
+        return r;
 }
