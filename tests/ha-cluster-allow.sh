@@ -7,7 +7,8 @@
 # says so in its log and its systemd status, and serves from the real node;
 # the listener hears nothing. An agent whose cluster_allow takes in
 # 127.0.0.0/8 does connect, and the listener gets its AUTH: the check is
-# what kept it out.
+# what kept it out. fleetsemd --load-library makes the same check (peers.c)
+# and refuses such a map.
 TTL=1s
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-cluster.sh"
@@ -40,6 +41,17 @@ with open(sys.argv[2], "a") as out:
 ' "$T/notify" "$T/notify.log" &
 FAKES+=($!)
 wait_for 5 test -S "$T/notify"
+
+# The operator's tools check the map's masters as the agent does: a seed
+# that names the foreign address gets --load-library refused whole, with
+# the reason, and the foreign listener hears nothing.
+url_node seed-t
+printf 'redis = cluster://fleetsem@127.0.0.1:%s\nredis_password_file = %s\n' "$URL_PORT" "$T/acl.pw" >"$T/tool.conf"
+out=$("$FLEETSEMD" -c "$T/tool.conf" --load-library 2>&1); rc=$?
+is "$rc" 1 "fleetsemd --load-library refuses a map that names a master outside cluster_allow: exit 1"
+like "$out" "names master 127\.1\.0\.1:$Q, which is outside cluster_allow .*nothing loaded, nothing sent to it" \
+        "... saying which master and why"
+log_lacks "$T/foreign.out" '^got' listening "... and the foreign address got no connection from it: no AUTH, no command"
 
 url_node seed-a
 CLUSTER_URL="cluster://fleetsem@127.0.0.1:$URL_PORT"

@@ -9,7 +9,9 @@
 # nothing. With only the fake and one real Sentinel, no
 # quorum: the agent connects to neither; with sentinel_quorum = 1 it takes
 # the fake's word and the fake master gets the AUTH: the quorum is what
-# kept it out.
+# kept it out. fleetsemd --check-redis and --load-library take the master
+# the same way: with a password and no quorum they refuse, and the fake
+# master hears nothing from them either.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-ha.sh"
 
@@ -28,6 +30,26 @@ printf 'fleetsem-test\n' >"$T/pw"
 chmod 600 "$T/pw"
 
 HA_URL="sentinel://127.0.0.1:$FS,127.0.0.1:${HA_S[0]},127.0.0.1:${HA_S[1]}/$HA_MASTER"
+
+# The operator's tools ask the Sentinels as the agent does: the quorum's
+# master, never the first answer (the fake's, first in the URL).
+out=$("$FLEETSEMD" --redis "$HA_URL" --check-redis 2>&1); rc=$?
+is "$rc" 0 "fleetsemd --check-redis with a lying Sentinel first of three: exit 0"
+like "$out" "^Redis at 127\.0\.0\.1:$HA_M: version" "... and it looked at the master the quorum names"
+out=$("$FLEETSEMD" --redis "$HA_URL" --load-library 2>&1); rc=$?
+is "$rc" 0 "fleetsemd --load-library there: exit 0"
+like "$out" "^Redis at 127\.0\.0\.1:$HA_M: fleetsem library version [0-9]* loaded" "... into the quorum's master"
+printf 'redis = sentinel://127.0.0.1:%s,127.0.0.1:%s/%s\nredis_password_file = %s\n' \
+        "$FS" "${HA_S[0]}" "$HA_MASTER" "$T/pw" >"$T/tool.conf"
+out=$("$FLEETSEMD" -c "$T/tool.conf" --load-library 2>&1); rc=$?
+is "$rc" 1 "with the fake and one real Sentinel, --load-library with a password refuses: exit 1"
+like "$out" "No quorum of Sentinels names the master of $HA_MASTER: 2 of 2 Sentinels answered, at most 1 agree" \
+        "... saying that no quorum names the master"
+out=$("$FLEETSEMD" -c "$T/tool.conf" --check-redis 2>&1); rc=$?
+is "$rc" 1 "... and so does --check-redis"
+like "$out" "at most 1 agree on .*; nothing sent to any master" "... saying that nothing was sent"
+log_lacks "$T/fake-master.log" '^got' listening "the fake master got no connection from the tools: no AUTH, no command"
+
 ha_agent a
 fs a run --wait 20s --slots 1 quorum -- true
 is "$?" 0 "with a fake Sentinel first of three, a job gets a slot"

@@ -153,6 +153,20 @@ require python3
 
 now_ms() { date +%s%3N; }
 
+# end_fifo PATH OUT: a FIFO at PATH whose reader writes to OUT when the
+# last process that holds it open for writing has ended (ms since the
+# epoch, the jobs' clock): a job opens it (exec 7>PATH), its process group
+# inherits it, and OUT says when the whole group was gone. The reader
+# waits in read() and takes the time as it returns: no process to start
+# between the end and its time.
+end_fifo() {
+        mkfifo "$1" || bail "mkfifo $1"
+        python3 -c 'import sys, time
+sys.stdin.buffer.read()
+t = time.time_ns() // 1000000
+open(sys.argv[1], "w").write("%d\n" % t)' "$2" <"$1" &
+}
+
 # wait_for SECONDS CMD...: polls CMD every 20ms until it succeeds; fails
 # when it has not within SECONDS. A wait that took more than a third of
 # its SECONDS is noted as a TAP comment (its bound is too close to the

@@ -4,7 +4,8 @@
 # and b's job acts on the lost slot (SIGTERM); a's waiter is granted with a
 # higher token once b's job ended, never beside it; with b's agent frozen,
 # only once b's job must have fenced itself; --now frees it at once; the
-# journal and status say who did it and why; a lease that waits, or holds
+# journal and status say who did it and why; a job that traps SIGTERM and
+# runs on is killed before its slot may go to its successor; a lease that waits, or holds
 # nothing, is not revoked; --host revokes every slot of one host (of the
 # names given); nobody else may revoke; bad input changes nothing.
 # (A lease of 6 s: renewals every 2 s, so that hearing it within 1 s of a
@@ -122,6 +123,40 @@ like "$out" "$lease holds no slot" "... it holds nothing"
 touch "$T/go-wa"
 wait "$wa"
 is "$?" 0 "a's job ends well"
+
+# A job that traps TERM and runs on: run sends SIGKILL to its process
+# group before its slot may be granted elsewhere (the agent's LOST says
+# when: b's last renewal + 2/3 of the lease), not 10 s after the SIGTERM;
+# its successor starts after the whole group is gone (seen from outside:
+# end_fifo).
+end_fifo "$T/fifo-lt" "$T/gone-lt"
+fs b run --slots 1 rl -- sh -c "exec 7>'$T/fifo-lt'; trap 'echo term lt \$(date +%s%3N) >>$T/order' TERM; \
+        echo enter lt \$FLEETSEM_TOKEN \$(date +%s%3N) >>'$T/order'; \
+        while :; do sleep 0.05; done" 2>>"$T/run-lt.err" & lt=$!
+check "b's job that runs on after SIGTERM holds rl" wait_for 10 entered lt
+hold a rl wl & wl=$!
+check "a's job waits for rl" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{rl}:queue') = 1 ]"
+lease=$(holder_of rl)
+sample rl & sampler=$!
+just_renewed rl "$lease" >/dev/null || not_ok "b's agent renews its lease"
+fs a revoke "$lease" >/dev/null || not_ok "root on a revokes b's lease of rl"
+check "b's job is told to stop (SIGTERM), and runs on" wait_for 5 grep -q '^term lt' "$T/order"
+wait "$lt"
+is "$?" 75 "its fleetsem run exits 75"
+check "a's waiter gets in" wait_for 10 entered wl
+gone=$(cat "$T/gone-lt" 2>/dev/null || echo 0)
+term=$(awk '$1 == "term" && $2 == "lt" { print $3; exit }' "$T/order")
+check "... after b's whole job was gone ($(( $(entered_at wl) - gone )) ms after)" \
+        [ "$gone" -gt 0 -a "$(entered_at wl)" -ge "$gone" ]
+check "b's job was killed $((gone - term)) ms after its SIGTERM, within the 2/3 of a lease (4000 ms) its slot stays counted" \
+        [ "$gone" -gt 0 -a $((gone - term)) -lt 4000 ]
+like "$(cat "$T/run-lt.err")" 'COMMAND still running [0-9.ms ]+ after SIGTERM; sending SIGKILL \(before its slot may be granted elsewhere\)' \
+        "run says why it sent SIGKILL"
+kill "$sampler"; wait "$sampler" 2>/dev/null
+check "Redis never counted two holders of rl ($(wc -l <"$T/held-rl") samples)" \
+        [ "$(wc -l <"$T/held-rl")" -gt 10 -a "$(most_held rl)" = 1 ]
+touch "$T/go-wl"
+wait "$wl"
 
 # --host: every lease of one host (read from the host's own index, not
 # from status), or of the names given; its waiters too, so that a host

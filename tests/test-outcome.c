@@ -46,6 +46,14 @@ static void test_after_grant(void) {
         CHECK_INT(of("LOST reason=revoked", true, &o), OUTCOME_LOST, "LOST after a grant");
         CHECK_STR(o.text, "revoked", "... with its reason");
         CHECK_INT(outcome_exit_code(&o), EXIT_TEMPFAIL, "... exit 75");
+        CHECK_U64(o.reply.free_in_ms, UINT64_MAX, "... not saying when its slot may go elsewhere (an older agent)");
+        CHECK_INT(of("LOST reason=revoked free_in=1500", true, &o), OUTCOME_LOST, "LOST with free_in");
+        CHECK_U64(o.reply.free_in_ms, 1500, "... the ms until its slot may go elsewhere");
+        CHECK_INT(of("LOST reason=revoked free_in=0", true, &o), OUTCOME_LOST, "LOST with free_in=0");
+        CHECK_U64(o.reply.free_in_ms, 0, "... at once");
+        CHECK_INT(of("LOST reason=revoked free_in=soon", true, &o), OUTCOME_INTERNAL, "a free_in that is no number: a bug");
+        CHECK_INT(of("LOST reason=revoked free_in=99999999999", true, &o), OUTCOME_INTERNAL,
+                  "... as is one longer than any lease");
         check_line("RENEWED ttl=15000", OUTCOME_INTERNAL, REFUSAL_NONE, EXIT_SOFTWARE);
         check_line("LOST reason=revoked", OUTCOME_INTERNAL, REFUSAL_NONE, EXIT_SOFTWARE);
         check_line("RELEASED held=1", OUTCOME_INTERNAL, REFUSAL_NONE, EXIT_SOFTWARE);

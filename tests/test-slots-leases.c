@@ -103,6 +103,19 @@ void test_forgotten(void) {
         teardown();
 }
 
+/* Whether c was told LOST with free_in=MS, when its slot may be granted
+ * elsewhere at the earliest. */
+static bool lost_free_in(const Client *c, const char *ms) {
+        char want[32];
+
+        snprintf(want, sizeof(want), " free_in=%s", ms);
+        for (unsigned i = 0; i < c->n_lines; i++)
+                if (strneq(c->lines[i], "LOST ", 5) && strlen(c->lines[i]) >= strlen(want) &&
+                    streq(c->lines[i] + strlen(c->lines[i]) - strlen(want), want))
+                        return true;
+        return false;
+}
+
 /* "r LEASE" on the name's wake channel (a revoke): the holder's agent
  * renews at once, as a hint; Redis' answer makes it lost, told at once,
  * but released only when its anchor closes (the job stopped) or at its
@@ -131,6 +144,8 @@ void test_revoke_heard(void) {
         memcpy(one[0], id(1), sizeof(one[0]));
         slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, 2, 3);
         CHECK(has_line(&c1, "LOST"), "Redis finds it missing: the holder is told at once");
+        CHECK(lost_free_in(&c1, "1999"),
+              "... that its slot may go elsewhere at its fence point (renewed at 0, 2/3 of 3 s), 1999 ms on");
         CHECK(c1.finished, "... and let go");
         CHECK_INT(count_calls("release", id(1)), 0, "its slot is not released while the job may still run");
         CHECK_INT(a->state, LEASE_HELD, "... it stays here until then");
@@ -200,6 +215,7 @@ void test_host_held(void) {
         /* No renewal for longer than a job may go: jobs lost, it is not. */
         slots_tick(&e, slots_lost_after(&e) + 1);
         CHECK(has_line(&c1, "LOST"), "a job's slot is lost after two thirds of the lease");
+        CHECK(lost_free_in(&c1, "0"), "... and told that it may go elsewhere at once");
         CHECK_INT(b->state, LEASE_HELD, "the host's is not: its lease is its own");
         CHECK_INT(count_calls("release", id(2)), 0, "nor given back");
         lease_ref(b);

@@ -21,6 +21,10 @@
 #include "run-job.h"
 
 #define KILL_AFTER (10 * USEC_PER_SEC)
+/* The job's SIGKILL goes this long before its slot may be granted
+ * elsewhere (at most half the time there is): for LOST's way here, the
+ * signal's delivery and the job's teardown. */
+#define KILL_MARGIN (500 * USEC_PER_MSEC)
 #define SEND_TIMEOUT (5 * USEC_PER_SEC)
 #define RECONNECT_MAX (5 * USEC_PER_SEC)
 #define ANSWER_GRACE (800 * USEC_PER_MSEC)     /* past --wait, for the agent's DENIED to arrive */
@@ -68,7 +72,9 @@ typedef struct Run {
         uint64_t token;
         uint32_t position;
         usec_t kill_at;         /* SIGKILL after a SIGTERM for a lost slot */
+        usec_t term_at;         /* … that SIGTERM */
         uint64_t ttl_ms;        /* the lease TTL the agent told; 0: no self-fencing */
+        usec_t lease_end;       /* the lease runs out in Redis no sooner; USEC_INFINITY: not told */
         usec_t fence_at;        /* no GRANTED or RENEWED by then: the slot is lost */
         bool fenced;            /* lost by our own clock, not by the agent's word */
 
@@ -91,7 +97,8 @@ static void help(void) {
                "     --on-lost=ACTION   When the slot is lost (Redis unreachable past the\n"
                "                        lease TTL, eviction, revoked by root, or no word from\n"
                "                        the agent for 2/3 of the TTL): term (SIGTERM, SIGKILL\n"
-               "                        10s later; default), kill, ignore\n"
+               "                        10s later or before the slot may go to another;\n"
+               "                        default), kill, ignore\n"
                "     --namespace=NS     Agent namespace (default: $FLEETSEM_NAMESPACE or fleetsem)\n"
                "  -v --verbose          Report progress on stderr even when it is not a terminal\n"
                "  -h --help             Show this help\n\n"
@@ -204,14 +211,32 @@ static const char *on_lost_to_string(OnLost o) {
         return o == ON_LOST_KILL ? "kill" : o == ON_LOST_IGNORE ? "ignore" : "term";
 }
 
-static void act_on_lost(Run *r) {
+/* The slot may be granted elsewhere in free_in at the earliest: the job's
+ * SIGKILL goes KILL_MARGIN before (at once when there is no time), and
+ * KILL_AFTER after its SIGTERM at the latest. An earlier word moves it
+ * sooner, never later. */
+static void kill_by(Run *r, usec_t now, usec_t free_in) {
+        usec_t margin;
+
+        if (r->lease_end != USEC_INFINITY)
+                free_in = usec_min(free_in, r->lease_end > now ? r->lease_end - now : 0);
+        margin = usec_min(KILL_MARGIN, free_in / 2);
+        r->kill_at = usec_min(r->kill_at, now + usec_min(KILL_AFTER, free_in - margin));
+}
+
+static void act_on_lost(Run *r, usec_t free_in) {
+        usec_t now = now_usec(CLOCK_MONOTONIC);
+
         r->lost = true;
         r->fence_at = USEC_INFINITY;
         switch (r->on_lost) {
         case ON_LOST_TERM:
+                kill_by(r, now, free_in);
+                if (r->kill_at <= now)
+                        break;  /* no time for SIGTERM: on_timers() kills it now */
                 job_signal(&r->job, SIGTERM);
                 job_signal(&r->job, SIGCONT);
-                r->kill_at = now_usec(CLOCK_MONOTONIC) + KILL_AFTER;
+                r->term_at = now;
                 break;
         case ON_LOST_KILL:
                 job_signal(&r->job, SIGKILL);
@@ -222,18 +247,23 @@ static void act_on_lost(Run *r) {
         }
 }
 
-static void handle_lost(Run *r, const char *reason) {
+/* free_in: the slot may be granted elsewhere that soon at the earliest
+ * (the agent's word; KILL_AFTER from an older agent that does not say). */
+static void handle_lost(Run *r, const char *reason, usec_t free_in) {
         if (r->lost && !r->fenced)
                 return;
         r->fenced = false;
         log_error("%s: lost the slot (token %" PRIu64 "): %s.", r->name, r->token, reason);
         if (!r->lost)
-                act_on_lost(r);
+                act_on_lost(r, free_in);
+        else if (r->on_lost == ON_LOST_TERM && r->job.child > 0)
+                kill_by(r, now_usec(CLOCK_MONOTONIC), free_in);   /* fenced already: the agent may know sooner */
 }
 
 /* Heard neither GRANTED nor RENEWED for 2/3 of the lease: the agent may be
  * stopped or cut off from Redis, and Redis lets the lease run out at the
- * full TTL. Act now, before anyone else can be granted the slot. */
+ * full TTL (lease_end). Act now, before anyone else can be granted the
+ * slot, and have the job gone by then. */
 static void fence(Run *r) {
         char buf[FORMAT_DURATION_MAX];
 
@@ -243,13 +273,17 @@ static void fence(Run *r) {
         log_error("no word from the agent for %s: assuming the slot of %s is lost (on-lost=%s)",
                   format_duration(buf, sizeof(buf), r->ttl_ms * 2 / 3 * USEC_PER_MSEC), r->name, on_lost_to_string(r->on_lost));
         r->fenced = true;
-        act_on_lost(r);
+        act_on_lost(r, KILL_AFTER);
 }
 
 /* GRANTED or RENEWED: Redis confirmed the lease just now. */
 static void confirmed(Run *r, uint64_t ttl_ms) {
-        if (ttl_ms > 0)
+        if (ttl_ms > 0) {
+                /* What the agent tells is what is left of the lease in
+                 * Redis, counted from when it sent the renewal. */
                 r->ttl_ms = ttl_ms;
+                r->lease_end = now_usec(CLOCK_MONOTONIC) + ttl_ms * USEC_PER_MSEC;
+        }
         if (r->ttl_ms == 0)
                 return;
         if (r->fenced && r->on_lost == ON_LOST_IGNORE) {
@@ -353,7 +387,7 @@ static int handle_reply(Run *r, const Outcome *o) {
         case OUTCOME_QUEUED:
                 if (r->granted) {
                         /* Asked again after an agent restart, and the slot was gone. */
-                        handle_lost(r, "the slot was gone when the agent came back");
+                        handle_lost(r, "the slot was gone when the agent came back", 0);
                         agent_gone(r);
                         return 0;
                 }
@@ -385,14 +419,15 @@ static int handle_reply(Run *r, const Outcome *o) {
                 confirmed(r, rep->ttl_ms);
                 return 0;
         case OUTCOME_LOST:
-                handle_lost(r, o->text[0] ? o->text : "lost");
+                handle_lost(r, o->text[0] ? o->text : "lost",
+                            rep->free_in_ms == UINT64_MAX ? KILL_AFTER : rep->free_in_ms * USEC_PER_MSEC);
                 return 0;
         case OUTCOME_REFUSED:
         case OUTCOME_UNAVAILABLE:
         case OUTCOME_INTERNAL:
                 if (r->granted && rep->kind == REPLY_DENIED) {
                         /* Asked again after an agent restart, and the slot was gone. */
-                        handle_lost(r, "the slot was gone when the agent came back");
+                        handle_lost(r, "the slot was gone when the agent came back", 0);
                         agent_gone(r);
                         return 0;
                 }
@@ -577,8 +612,16 @@ static void on_timers(Run *r) {
         usec_t now = now_usec(CLOCK_MONOTONIC);
 
         if (now >= r->kill_at) {
+                char buf[FORMAT_DURATION_MAX];
+
                 r->kill_at = USEC_INFINITY;
-                log_warning("%s: COMMAND still running 10s after SIGTERM; sending SIGKILL.", r->name);
+                if (r->term_at == USEC_INFINITY)
+                        log_warning("%s: its slot may be granted elsewhere at once; sending SIGKILL to COMMAND.",
+                                    r->name);
+                else
+                        log_warning("%s: COMMAND still running %s after SIGTERM; sending SIGKILL (before its slot may be "
+                                    "granted elsewhere).", r->name,
+                                    format_duration(buf, sizeof(buf), (now - r->term_at) / USEC_PER_MSEC * USEC_PER_MSEC));
                 job_signal(&r->job, SIGKILL);
         }
         if (now >= r->fence_at) {
@@ -636,6 +679,8 @@ int verb_run(int argc, char *argv[]) {
                 .signal_fd = -EBADF,
                 .reconnect_at = USEC_INFINITY,
                 .kill_at = USEC_INFINITY,
+                .term_at = USEC_INFINITY,
+                .lease_end = USEC_INFINITY,
                 .fence_at = USEC_INFINITY,
                 .give_up_at = USEC_INFINITY,
                 .verbose = isatty(STDERR_FILENO),

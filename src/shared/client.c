@@ -217,6 +217,9 @@ int reply_parse(const char *line, size_t len, Reply *ret) {
                 return -EBADMSG;
         r.limit = (uint32_t) limit;
         r.ttl_ms = ttl;
+        r.free_in_ms = UINT64_MAX;
+        if (message_get(&m, "free_in") && parse_uint64(message_get(&m, "free_in"), 0, TTL_MS_MAX, &r.free_in_ms) < 0)
+                return -EBADMSG;
         /* A reason this client does not know of is not told. */
         r.grace_why = grace > 0 ? grace_why_text(message_get(&m, "why")) : NULL;
         r.grace_ms = r.grace_why ? grace : 0;

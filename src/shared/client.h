@@ -45,6 +45,8 @@ typedef struct Reply {
         uint64_t since_ms;
         uint32_t limit;         /* QUEUED, DENIED, GRANTED: the limit in force; 0: not said */
         uint64_t ttl_ms;        /* GRANTED, RENEWED: the lease TTL; 0: not said (no self-fencing) */
+        uint64_t free_in_ms;    /* LOST: ms until the slot may be granted elsewhere at the earliest;
+                                 * UINT64_MAX: not said (an older agent) */
         uint64_t grace_ms;      /* QUEUED: no slot granted for that long after a reset; 0: none */
         const char *grace_why;  /* QUEUED with grace_ms: why, in words (grace_why_text()) */
         char lease[LEASE_ID_LEN + 1];   /* GRANTED */

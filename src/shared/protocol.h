@@ -12,7 +12,9 @@
  *                         for that long after Redis lost or began its state)
  *   ← GRANTED token=42 lease=<id> since=<ms> ttl=<ms> limit=3   (connection stays open)
  *   ← RENEWED ttl=<ms>                                (each confirmed renewal)
- *   ← LOST reason=…                                   (later, if ever)
+ *   ← LOST reason=… free_in=<ms>                      (later, if ever; free_in: the slot
+ *                         may be granted elsewhere that soon at the earliest: the job
+ *                         must be gone by then)
  *   ← DENIED reason=timeout|full position=2 held=3 slots=3 limit=1 [grace=<ms> why=new|reset|failover]
  *                         (refused in a grace: clients tell why, not "in use")
  *   ← ERROR code=<code> message=…

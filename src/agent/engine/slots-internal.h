@@ -34,7 +34,11 @@ void lease_send_error(Lease *l, const char *code, const char *message);
 void lease_detach(Lease *l, usec_t now);
 void pending_release_add(Slots *e, const char *name, const char *lease, uid_t uid);
 void lease_release_at(Lease *l, const char *why, usec_t now);
-void lease_lost(Lease *l, const char *why, usec_t now);
+/* The slot is lost: its holder told (LOST, with free_in: when it may be
+ * granted elsewhere at the earliest), and given back now or, before its
+ * fence point, once its job stopped. reserved: Redis keeps it counted
+ * until the fence point (a revoke); otherwise it may be free already. */
+void lease_lost(Lease *l, const char *why, bool reserved, usec_t now);
 int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret);
 void send_queued(Lease *l, usec_t now);
 void send_granted(Lease *l, usec_t now);

@@ -214,9 +214,9 @@ void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now) {
                             "Re-asserted slot of %s (token %" PRIu64 ") after Redis lost its state.", l->name->name,
                             l->token);
                 } else if (result == 0)
-                        lease_lost(l, "its slot was taken while Redis was away", now);
+                        lease_lost(l, "its slot was taken while Redis was away", false, now);
                 else if (result == -1)
-                        lease_lost(l, "Redis records its lease for another host or user", now);
+                        lease_lost(l, "Redis records its lease for another host or user", false, now);
                 /* -2: Redis went again; asserted again when it is back. */
         }
         lease_unref(l);
@@ -329,7 +329,7 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                                   "(FLUSHALL, DEL or eviction); putting it back.", l->name->name, l->token);
                         lease_reassert(l, now);
                 } else
-                        lease_lost(l, "its lease is gone from Redis (it ran out, was evicted, or was revoked)", now);
+                        lease_lost(l, "its lease is gone from Redis (it ran out, was evicted, or was revoked)", true, now);
         }
         /* Waiters whose places expired (this host was away longer than a
          * lease) join the line again in the order they came: a batch lists
@@ -355,7 +355,7 @@ static void check_lost(Slots *e, usec_t now) {
                         if (l->state == LEASE_HELD && now - l->renewed > lease_lost_after(l))
                                 lease_lost(l, e->redis_up ? "its lease was not renewed in time; it may have run out"
                                                           : "Redis unreachable for too long; the lease runs out before it can be renewed",
-                                           now);
+                                           false, now);
         }
 }
 

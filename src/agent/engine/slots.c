@@ -332,13 +332,20 @@ void slots_release(Slots *e, Lease *l, const char *why, usec_t now) {
         lease_release_at(l, why, now);
 }
 
-void lease_lost(Lease *l, const char *why, usec_t now) {
+void lease_lost(Lease *l, const char *why, bool reserved, usec_t now) {
         Slots *e = l->slots_engine;
         char line[PROTO_REPLY_MAX];
+        char free_in[24];
         MessageBuilder b;
         LogFields f = lease_fields(l);
         /* A slot the host holds has no job to fence: given back at once. */
         bool fenced = l->host_held || now - l->renewed > lease_lost_after(l);
+        /* When the slot may be granted elsewhere at the earliest: a revoke
+         * keeps it counted in Redis until the fence point, its last
+         * renewal (in Redis, after this agent sent it) plus two thirds of
+         * a lease; any other loss may have freed it already. The job must
+         * be gone by then (run's SIGKILL). */
+        usec_t free_at = reserved && !fenced ? l->renewed + lease_lost_after(l) : now;
 
         /* Revoked, told already: released when its anchor closes, or now
          * that it must have fenced itself. */
@@ -357,6 +364,8 @@ void lease_lost(Lease *l, const char *why, usec_t now) {
         if (l->client) {
                 message_start(&b, line, sizeof(line), "LOST");
                 message_add(&b, "reason", why);
+                snprintf(free_in, sizeof(free_in), "%" PRIu64, (free_at - now) / USEC_PER_MSEC);
+                message_add(&b, "free_in", free_in);
                 lease_send(l, line, message_finish(&b));
         } else
                 e->ops->tell_lost(e->ctx, l, why);

@@ -5,14 +5,19 @@
  * fleetsem needs it (maxmemory-policy noeviction: fleetsemd(8), SAFETY;
  * appendonly yes). fleetsemd --load-library: the library loaded there
  * (each master of a Cluster, as many as the agents follow: SHARDS_MAX)
- * where it is missing or older. */
+ * where it is missing or older. Both take the master, or the masters, as
+ * the agent does (peers.h): a quorum of Sentinels, a Cluster's nodes
+ * inside cluster_allow; whoever else answers is sent nothing. */
+#include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
 #include "check-redis.h"
+#include "peers.h"
 #include "redis-layer.h"
 #include "redis.h"
 
@@ -81,30 +86,43 @@ static int check_server(const RedisAddress *a, const char *unix_path, const char
         return 0;
 }
 
-/* The master a Sentinel names, into host/port; <0 when none says. */
-static int sentinel_master(const RedisAddress *a, char *host, size_t size, unsigned *port) {
+/* The master a quorum of the Sentinels name (peers.h: as the agent takes
+ * it), into host/port; <0 when no quorum does (said on stderr): nothing
+ * is sent to a master one Sentinel alone names, nor the password. */
+static int sentinel_master(const Config *c, char *host, size_t size, unsigned *port) {
+        const RedisAddress *a = &c->redis;
+        char votes[REDIS_HOSTS_MAX][280] = {};
+        const char *vote_of[REDIS_HOSTS_MAX], *winner;
+        size_t answered, best;
+        char portbuf[8];
+        uint64_t v;
+
+        assert(size >= 256);    /* the sscanf below */
         for (size_t i = 0; i < a->n_hosts; i++) {
                 RedisProbe p = { .host = a->hosts[i].host, .port = a->hosts[i].port,
                                  .password = a->sentinel_password, .timeout = PROBE_TIMEOUT };
                 _cleanup_(redis_reply_freep) RedisReply *reply = NULL;
-                char portbuf[8];
-                unsigned long v;
-                char *end;
+                char h[256];
 
+                vote_of[i] = votes[i];
                 if (redis_probe(&p, 3, (const char *[]) { "SENTINEL", "get-master-addr-by-name", a->master_name },
                                 &reply) < 0)
                         continue;
-                if (redis_reply_array_len(reply) == 2 && redis_reply_array_string(reply, 0, host, size) >= 0 &&
-                    redis_host_is_valid(host) && redis_reply_array_string(reply, 1, portbuf, sizeof(portbuf)) >= 0) {
-                        errno = 0;
-                        v = strtoul(portbuf, &end, 10);
-                        if (errno == 0 && *end == '\0' && v > 0 && v <= 65535) {
-                                *port = (unsigned) v;
-                                return 0;
-                        }
-                }
+                if (redis_reply_array_len(reply) == 2 && redis_reply_array_string(reply, 0, h, sizeof(h)) >= 0 &&
+                    redis_host_is_valid(h) && redis_reply_array_string(reply, 1, portbuf, sizeof(portbuf)) >= 0 &&
+                    parse_uint64(portbuf, 1, 65535, &v) >= 0)
+                        snprintf(votes[i], sizeof(votes[i]), "%s %" PRIu64, h, v);
         }
-        return -ENOENT;
+        best = peers_sentinel_votes(vote_of, a->n_hosts, &winner, &answered);
+        if (!winner || best < peers_sentinel_quorum(c) || sscanf(winner, "%255s %7s", host, portbuf) != 2 ||
+            parse_uint64(portbuf, 1, 65535, &v) < 0) {
+                fprintf(stderr, "No quorum of Sentinels names the master of %s: %zu of %zu Sentinels answered, at most "
+                        "%zu agree%s%s (quorum %u); nothing sent to any master.\n", a->master_name, answered,
+                        a->n_hosts, best, winner ? " on " : "", winner ?: "", peers_sentinel_quorum(c));
+                return -ENOENT;
+        }
+        *port = (unsigned) v;
+        return 0;
 }
 
 int check_redis(const Config *config) {
@@ -121,10 +139,8 @@ int check_redis(const Config *config) {
         if (a->unix_path || (!a->master_name && !a->cluster))
                 return check_server(a, a->unix_path, a->host, a->port);
         if (a->master_name) {
-                if (sentinel_master(a, host, sizeof(host), &port) < 0) {
-                        fprintf(stderr, "No Sentinel named master %s.\n", a->master_name);
+                if (sentinel_master(config, host, sizeof(host), &port) < 0)
                         return 1;
-                }
                 return check_server(a, NULL, host, port);
         }
         /* A Cluster: the nodes the URL names (the agent finds the others). */
@@ -219,8 +235,12 @@ static int load_server(const RedisAddress *a, bool sharded, const char *unix_pat
 /* A Cluster's masters, from the first node the URL names that answers
  * CLUSTER SLOTS: each loaded once. As many as the agents follow
  * (SHARDS_MAX); a map that names more is refused whole, as the agents
- * refuse it, rather than loaded into some of its masters. */
-static int load_cluster(const RedisAddress *a) {
+ * refuse it, rather than loaded into some of its masters. So is one that
+ * names a master the agents would not connect to (outside cluster_allow,
+ * peers.h): nothing, and no password, goes to whoever answers there. */
+static int load_cluster(const Config *c) {
+        const RedisAddress *a = &c->redis;
+
         for (size_t i = 0; i < a->n_hosts; i++) {
                 RedisProbe p = { .host = a->hosts[i].host, .port = a->hosts[i].port, .user = a->user,
                                  .password = a->password, .timeout = PROBE_TIMEOUT };
@@ -245,6 +265,16 @@ static int load_cluster(const RedisAddress *a) {
                                 seen = masters[j].port == (unsigned) port && streq(masters[j].host, host);
                         if (seen)
                                 continue;
+                        if (!peers_cluster_node_allowed(c, host)) {
+                                char name[300];
+
+                                (void) redis_host_port_format(name, sizeof(name), host, (unsigned) port);
+                                fprintf(stderr, "Redis Cluster: node %s:%u names master %s, which is outside "
+                                        "cluster_allow (or, without it, the seed nodes' networks): the agents do not "
+                                        "connect to it; nothing loaded, nothing sent to it.\n", a->hosts[i].host,
+                                        a->hosts[i].port, name);
+                                return 1;
+                        }
                         if (n >= SHARDS_MAX) {
                                 fprintf(stderr, "Redis Cluster: the map names more than " STRINGIFY(SHARDS_MAX)
                                         " masters, more than the agents follow; nothing loaded.\n");
@@ -286,12 +316,10 @@ int load_library(const Config *config) {
                 return 1;
         }
         if (a->cluster)
-                return load_cluster(a);
+                return load_cluster(config);
         if (a->master_name && !a->unix_path) {
-                if (sentinel_master(a, host, sizeof(host), &port) < 0) {
-                        fprintf(stderr, "No Sentinel named master %s.\n", a->master_name);
+                if (sentinel_master(config, host, sizeof(host), &port) < 0)
                         return 1;
-                }
                 return load_server(a, false, NULL, host, port);
         }
         return load_server(a, false, a->unix_path, a->host, a->port);

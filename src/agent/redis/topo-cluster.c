@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "lua-args.h"
+#include "peers.h"
 #include "redis-layer.h"
 #include "redis-slot.h"
 
@@ -53,7 +54,7 @@ static bool node_allowed(RedisIo *io, const char *host, uint16_t port) {
         const Config *c = io->agent->config;
         char name[sizeof(t->refused)];
 
-        if ((c->redis.tls && !c->cluster_allow_set) || config_cluster_allows(c, host))
+        if (peers_cluster_node_allowed(c, host))
                 return true;
         redis_host_port_format(name, sizeof(name), host, port);
         if (!streq(name, t->refused))

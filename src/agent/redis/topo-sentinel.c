@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "peers.h"
 #include "redis-layer.h"
 
 /* Asking every Sentinel of the URL for the master. The address is taken
@@ -189,9 +190,7 @@ static void sentinel_watch(RedisIo *io) {
 }
 
 static unsigned sentinel_quorum(const RedisIo *io) {
-        const Config *c = io->agent->config;
-
-        return c->sentinel_quorum ?: (unsigned) (c->redis.n_hosts / 2 + 1);
+        return peers_sentinel_quorum(io->agent->config);
 }
 
 static void sentinel_connect(RedisIo *io);
@@ -222,29 +221,15 @@ static void master_move(RedisIo *io, const char *host, const char *port, size_t 
         sentinel_connect(io);
 }
 
-/* The round's votes so far: how many name the address most of them name
- * (that address into *winner, NULL when none answered), and how many
- * answered at all. */
+/* The round's votes so far (peers_sentinel_votes()). */
 static size_t votes_best(const RedisIo *io, const char **winner, size_t *answered) {
         const Topology *t = io->topo_state;
-        size_t n = io->agent->config->redis.n_hosts, best = 0;
+        const char *votes[REDIS_HOSTS_MAX];
+        size_t n = io->agent->config->redis.n_hosts;
 
-        *winner = NULL;
-        *answered = 0;
-        for (size_t i = 0; i < n; i++) {
-                size_t k = 0;
-
-                if (!t->q[i].vote[0])
-                        continue;
-                (*answered)++;
-                for (size_t j = 0; j < n; j++)
-                        k += streq(t->q[i].vote, t->q[j].vote);
-                if (k > best) {
-                        best = k;
-                        *winner = t->q[i].vote;
-                }
-        }
-        return best;
+        for (size_t i = 0; i < n; i++)
+                votes[i] = t->q[i].vote;
+        return peers_sentinel_votes(votes, n, winner, answered);
 }
 
 static void sentinel_tally(RedisIo *io) {
