@@ -132,7 +132,7 @@ void test_revoke_heard(void) {
         CHECK(has_line(&c1, "LOST"), "Redis finds it missing: the holder is told at once");
         CHECK(c1.finished, "... and let go");
         CHECK_INT(count_calls("release", id(1)), 0, "its slot is not released while the job may still run");
-        CHECK_INT(a->state, LEASE_HELD, "... it stays here until then");
+        CHECK_INT(a->state, LEASE_LOST, "... it stays here until then, told it is lost");
         slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, 4, 5);
         CHECK_INT(count_calls("release", id(1)), 0, "... also when a renewal finds it missing again");
         slots_anchor_closed(&e, a, 6);

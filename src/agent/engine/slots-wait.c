@@ -26,7 +26,7 @@ void name_recheck(Name *n, usec_t now) {
         for (l = n->leases; l && l->by_name_next; l = l->by_name_next)
                 ;
         for (; l; l = l->by_name_prev) {
-                if (l->state != LEASE_WAITING)
+                if (!lease_state_waits(l->state))
                         continue;
                 if (!l->enqueued)
                         lease_check(l, now);
@@ -46,7 +46,7 @@ static void lease_deny(Lease *l, SlotsDenial reason, const char *why, usec_t now
 void slots_lease_timer(Slots *e, Lease *l, usec_t now) {
         (void) e;
         l->timer_armed = USEC_INFINITY;
-        if (l->state != LEASE_WAITING)
+        if (!lease_state_waits(l->state))
                 return;
         if (now >= l->deadline) {
                 lease_deny(l, SLOTS_DENIAL_TIMEOUT, "no slot within the wait time", now);
@@ -70,7 +70,7 @@ void slots_name_timer(Slots *e, Name *n, usec_t now) {
         (void) e;
         n->positions_at = USEC_INFINITY;
         LIST_FOREACH(by_name, l, n->leases)
-                if (l->state == LEASE_WAITING && l->position_unsent)
+                if (lease_state_waits(l->state) && l->position_unsent)
                         send_queued(l, now);
 }
 
@@ -116,7 +116,7 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
         usec_t held_back;
 
         l->check_inflight = false;
-        if (l->state != LEASE_WAITING || !r)
+        if (!lease_state_waits(l->state) || !r)
                 goto finish;    /* gone, or Redis went: asked again when it is back */
 
         switch (r->outcome) {
@@ -148,17 +148,17 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 goto finish;
         }
         case ACQUIRE_REFUSED:
-                l->grant_pending = false;
                 /* Someone else's lease id: touch nothing of it in Redis. */
                 f = lease_fields(l);
                 slots_say(e, LOG_WARNING, l->uid, now, &f,
                     "Refused lease %s of %s: Redis records it for another host or user.", l->id, l->name->name);
                 lease_send_error(l, ERROR_CODE_PERMISSION, "this lease belongs to another host or user");
                 e->ops->index(e->ctx, l, false);
-                lease_detach(l, now);
+                lease_detach(l, LEASE_EVENT_REFUSED, now);
                 goto finish;
         case ACQUIRE_RETRY:
-                l->grant_pending = false;
+                if (l->state == LEASE_GRANTED)
+                        lease_set_state(l, LEASE_WAITING, LEASE_EVENT_UNCONFIRMED, now);
                 /* The grant was given back: in line again, at the end. */
                 f = lease_fields(l);
                 slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f, "Slot of %s for %s not confirmed (%s); asking again.",
@@ -188,8 +188,8 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 /* Redis' latest word: it waits. A grant heard of before this
                  * call (from before a reset) is no grant any more; one heard
                  * of since (a wake message) came after it. */
-                if (l->pending_heard <= l->check_sent)
-                        l->grant_pending = false;
+                if (l->state == LEASE_GRANTED && l->pending_heard <= l->check_sent)
+                        lease_set_state(l, LEASE_WAITING, LEASE_EVENT_QUEUED, now);
                 drain_changed = name_drained(l->name, r->drain);
                 break;
         }
@@ -202,7 +202,7 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 /* Still in line: the grants it held back may go. */
                 l->holds_back = false;
                 name_flush_grants(l->name, now);
-                if (l->state != LEASE_WAITING)
+                if (!lease_state_waits(l->state))
                         goto finish;
         }
         /* Held back by Redis past this agent's grace (a slot a host holds
@@ -260,7 +260,7 @@ int slots_acquire(Slots *e, const LeaseSpec *spec, usec_t wait, void *client, vo
         (void) name_stats_get(e, spec->name);
         if (wait != 0 && wait != USEC_INFINITY)
                 l->deadline = usec_add(now, wait);
-        lease_set_state(l, LEASE_WAITING);
+        lease_set_state(l, LEASE_WAITING, LEASE_EVENT_REQUEST, now);
         lease_check(l, now);
         lease_arm(l);
         if (ret)
@@ -275,7 +275,7 @@ void slots_fail_waiters(Slots *e, const char *why, usec_t now) {
                 Lease *l, *next;
 
                 LIST_FOREACH_SAFE(by_name, l, next, n->leases)
-                        if (l->state == LEASE_WAITING) {
+                        if (lease_state_waits(l->state)) {
                                 lease_send_error(l, ERROR_CODE_UNAVAILABLE, why);
                                 lease_release_at(l, "nothing is granted now", now);
                         }
@@ -287,7 +287,7 @@ void slots_attach(Slots *e, Lease *l, void *client, usec_t now) {
         (void) e;
         lease_finish_client(l);
         l->client = client;
-        if (l->state == LEASE_HELD)
+        if (lease_state_holds(l->state))
                 send_granted(l, now);
         else
                 lease_check(l, now);
@@ -304,7 +304,7 @@ int slots_adopt(Slots *e, const LeaseSpec *spec, uint64_t token, uint64_t since_
         l->token = token;
         l->since_ms = since_ms;
         l->renewed = now;
-        lease_set_state(l, LEASE_HELD);
+        lease_set_state(l, LEASE_HELD, LEASE_EVENT_ADOPT, now);
         (void) name_stats_get(e, spec->name);
         f = lease_fields(l);
         slots_say(e, LOG_DEBUG, SLOTS_NO_UID, now, &f, "Re-adopted slot of %s (token %" PRIu64 ").", spec->name, token);
@@ -322,7 +322,7 @@ void slots_anchor_closed(Slots *e, Lease *l, usec_t now) {
 void slots_client_gone(Slots *e, Lease *l, usec_t now) {
         (void) e;
         l->client = NULL;
-        if (l->state == LEASE_WAITING)
+        if (lease_state_waits(l->state))
                 lease_release_at(l, "the client went away while waiting", now);
 }
 
