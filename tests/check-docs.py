@@ -33,6 +33,9 @@ one TAP line; each difference a diagnostic FILE:LINE: what is wrong.
               each verb's are exactly its options in the bash completion
               (but COMPLETION_HIDDEN), and those that take a value are in
               its with_arg, short and long.
+  lease-states  docs/design.md's tables of the lease's states and events,
+              between its lease-states markers, are exactly what
+              src/agent/engine/lease-states.py makes of lease-states.list.
   old-spellings  no `limit --fleet` (fleet-limit's spelling before it was
               a command of its own) in man/, the Markdown files or
               systemd/, but in a sentence that says it is deprecated.
@@ -42,6 +45,7 @@ Usage: check-docs.py [SRCDIR] (default: the tree above this file).
 import glob
 import os
 import re
+import subprocess
 import sys
 
 SRC = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
@@ -490,6 +494,23 @@ def check_old_spellings():
     return bad
 
 
+def check_lease_states():
+    text = read("docs/design.md")
+    begin, end = "<!-- lease-states begin -->\n", "<!-- lease-states end -->"
+    if text.count(begin) != 1 or text.count(end) != 1:
+        return ["docs/design.md: no one pair of lease-states markers"]
+    at = text.index(begin) + len(begin)
+    table = subprocess.run([sys.executable, os.path.join(SRC, "src/agent/engine/lease-states.py"), "--markdown",
+                            os.path.join(SRC, "src/agent/engine/lease-states.list")],
+                           capture_output=True, text=True)
+    if table.returncode != 0:
+        return ["src/agent/engine/lease-states.list: %s" % table.stderr.strip()]
+    if text[at:text.index(end)] != table.stdout:
+        return ["docs/design.md:%d: the lease's tables differ from lease-states.list (write them again with "
+                "lease-states.py --markdown)" % line_of(text, at)]
+    return []
+
+
 CHECKS = [
     ("verbs", check_verbs),
     ("codes", check_codes),
@@ -501,6 +522,7 @@ CHECKS = [
     ("links", check_links),
     ("options", check_options),
     ("old-spellings", check_old_spellings),
+    ("lease-states", check_lease_states),
 ]
 
 
