@@ -37,6 +37,9 @@ one TAP line; each difference a diagnostic FILE:LINE: what is wrong.
               src/shared/protocol.c's redis_states[], in its order, each
               "on_error" where the code says ERROR_CODE_UNAVAILABLE and
               "refused" where it says ERROR_CODE_MISCONFIGURED.
+  lease-states  docs/design.md's tables of the lease's states and events,
+              between its lease-states markers, are exactly what
+              src/agent/engine/lease-states.py makes of lease-states.list.
   old-spellings  no `limit --fleet` (fleet-limit's spelling before it was
               a command of its own) in man/, the Markdown files or
               systemd/, but in a sentence that says it is deprecated.
@@ -46,6 +49,7 @@ Usage: check-docs.py [SRCDIR] (default: the tree above this file).
 import glob
 import os
 import re
+import subprocess
 import sys
 
 SRC = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
@@ -521,6 +525,21 @@ def check_on_error():
     if not bad:
         bad.append("%s:%d: ON ERROR's rows are not in redis_states[]'s order" % (rel, line_of(text, m.start())))
     return bad
+def check_lease_states():
+    text = read("docs/design.md")
+    begin, end = "<!-- lease-states begin -->\n", "<!-- lease-states end -->"
+    if text.count(begin) != 1 or text.count(end) != 1:
+        return ["docs/design.md: no one pair of lease-states markers"]
+    at = text.index(begin) + len(begin)
+    table = subprocess.run([sys.executable, os.path.join(SRC, "src/agent/engine/lease-states.py"), "--markdown",
+                            os.path.join(SRC, "src/agent/engine/lease-states.list")],
+                           capture_output=True, text=True)
+    if table.returncode != 0:
+        return ["src/agent/engine/lease-states.list: %s" % table.stderr.strip()]
+    if text[at:text.index(end)] != table.stdout:
+        return ["docs/design.md:%d: the lease's tables differ from lease-states.list (write them again with "
+                "lease-states.py --markdown)" % line_of(text, at)]
+    return []
 
 
 CHECKS = [
@@ -535,6 +554,7 @@ CHECKS = [
     ("options", check_options),
     ("on-error", check_on_error),
     ("old-spellings", check_old_spellings),
+    ("lease-states", check_lease_states),
 ]
 
 

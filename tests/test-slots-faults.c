@@ -68,7 +68,7 @@ static void sim_local(SimClient *s, int who, usec_t now) {
         if (s->busy && s->holding && now >= s->until) {
                 slots_release(&e, s->l, "done", now);
                 sim_done(s);
-        } else if (s->busy && !s->holding && s->l->state == LEASE_WAITING && sim_random(20000) == 0) {
+        } else if (s->busy && !s->holding && lease_state_waits(s->l->state) && sim_random(20000) == 0) {
                 slots_client_gone(&e, s->l, now);
                 sim_done(s);
         }
@@ -185,17 +185,17 @@ static void test_random_faults(uint64_t seed) {
                         int i = (first + k) % SIM_LOCAL;
                         SimClient *s = &lc[i];
 
-                        if (s->busy && s->l->state == LEASE_WAITING && w.lease_timer[(i + 1) % 8] <= now)
+                        if (s->busy && lease_state_waits(s->l->state) && w.lease_timer[(i + 1) % 8] <= now)
                                 timer_fires(s->l, now);
                         sim_local(s, i + 1, now);
-                        if (!s->busy || s->l->state != LEASE_WAITING)
+                        if (!s->busy || !lease_state_waits(s->l->state))
                                 continue;
                         /* With Redis up, nobody waits without a look at it
                          * under way or to come. */
                         if (e.redis_up && !s->l->check_inflight && s->l->recheck_at == USEC_INFINITY && idle++ == 0)
                                 printf("# seed %" PRIu64 ": a waiter with no look to come at %" PRIu64 " ms\n", seed,
                                        now / USEC_PER_MSEC);
-                        if (!s->l->grant_pending)
+                        if (s->l->state != LEASE_GRANTED)
                                 continue;
                         sim_pending++;
                         /* Told within a re-check and a lease of hearing of it

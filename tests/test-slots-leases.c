@@ -10,7 +10,37 @@
 
 #include "log.h"
 #include "protocol.h"
+#include "slots-internal.h"
 #include "test-slots.h"
+
+/* A transition lease-states.list does not have is a bug: said at error
+ * level with the lease, both states and the event, and made all the same,
+ * so that the counts follow what the engine does with the lease. */
+void test_illegal_transition(void) {
+        Client c1 = {};
+        char bug[256];
+        Lease *a;
+
+        setup(0);
+        a = ask(1, "x", 1, USEC_INFINITY, &c1, 0);
+        CHECK_INT(a->state, LEASE_WAITING, "a request waits");
+        CHECK_STR(lease_state_to_string(a->state), "waiting", "and says so by the list's name");
+        CHECK_INT(lease_state_after(LEASE_WAITING, LEASE_EVENT_LOST_TOLD), N_LEASE_STATES,
+                  "the list takes no waiter anywhere on lost-told");
+        snprintf(bug, sizeof(bug), "3 -1 Bug: lease %s of x went from waiting to held on lost-told, which its life "
+                 "does not allow.", id(1));
+        CHECK(!said("3 -1 Bug: "), "no bug said before");
+        lease_set_state(a, LEASE_HELD, LEASE_EVENT_LOST_TOLD, 1);
+        CHECK(said(bug), "an illegal transition is said at LOG_ERR: the lease, both states, the event");
+        CHECK_INT(a->state, LEASE_HELD, "and made all the same");
+        CHECK_U64(e.n_held, 1, "counted as held ...");
+        CHECK_U64(e.n_waiting, 0, "... and no longer as waiting");
+        CHECK_U64(a->name->n_held, 1, "by its name too");
+        slots_release(&e, a, "done", 2);
+        CHECK_INT(a->state, LEASE_GONE, "a legal transition after it goes on as ever");
+        CHECK_U64(e.n_held + e.n_waiting, 0, "every slot accounted for");
+        teardown();
+}
 
 void test_lost_when_not_renewed(void) {
         Client c1 = {};
@@ -148,7 +178,7 @@ void test_revoke_heard(void) {
               "... that its slot may go elsewhere at its fence point (renewed at 0, 2/3 of 3 s), 1999 ms on");
         CHECK(c1.finished, "... and let go");
         CHECK_INT(count_calls("release", id(1)), 0, "its slot is not released while the job may still run");
-        CHECK_INT(a->state, LEASE_HELD, "... it stays here until then");
+        CHECK_INT(a->state, LEASE_LOST, "... it stays here until then, told it is lost");
         slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, 4, 5);
         CHECK_INT(count_calls("release", id(1)), 0, "... also when a renewal finds it missing again");
         slots_anchor_closed(&e, a, 6);

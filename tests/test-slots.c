@@ -36,6 +36,7 @@ int main(void) {
         test_unconfirmed_grant();
         test_counters();
         test_name_counters_bounded();
+        test_illegal_transition();
         calls_free();
         return tap_done();
 }

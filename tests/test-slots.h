@@ -81,6 +81,7 @@ void test_wake_grant_with_proof(void);
 void test_wake_grant_behind_earlier(void);
 
 /* test-slots-leases.c */
+void test_illegal_transition(void);
 void test_lost_when_not_renewed(void);
 void test_forgotten(void);
 void test_revoke_heard(void);

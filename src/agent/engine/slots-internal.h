@@ -26,12 +26,12 @@ void slots_say(Slots *e, int level, uid_t uid, usec_t now, const LogFields *fiel
         _printf_(6, 7);
 void names_sweep(Slots *e, bool all, usec_t now);
 LogFields lease_fields(const Lease *l);
-void lease_set_state(Lease *l, LeaseState state);
+void lease_set_state(Lease *l, LeaseState state, LeaseEvent event, usec_t now);
 void lease_arm(Lease *l);
 void lease_send(Lease *l, const char *line, int len);
 void lease_finish_client(Lease *l);
 void lease_send_error(Lease *l, const char *code, const char *message);
-void lease_detach(Lease *l, usec_t now);
+void lease_detach(Lease *l, LeaseEvent event, usec_t now);
 void pending_release_add(Slots *e, const char *name, const char *lease, uid_t uid);
 void lease_release_at(Lease *l, const char *why, usec_t now);
 /* The slot is lost: its holder told (LOST, with free_in: when it may be

@@ -28,7 +28,7 @@ void slots_release_done(Slots *e, const char *name, const char *lease, uid_t uid
         for (size_t i = 0; n && i < k; i++) {
                 Lease *l = slots_lease_find(e, g[i].lease);
 
-                if (l && l->name == n && l->state == LEASE_WAITING)
+                if (l && l->name == n && lease_state_waits(l->state))
                         /* On the expiry its last renewal as a waiter gave it. */
                         grant_in_order(l, g[i].token, g[i].since_ms, 0, l->renewed, false, now);
         }
@@ -91,7 +91,7 @@ static void revoked_heard(Slots *e, Name *n, const char *s) {
                 if (next_word(&s, id, sizeof(id)) < 0 || !lease_id_is_valid(id))
                         break;
                 l = slots_lease_find(e, id);
-                if (!l || l->name != n || l->state != LEASE_HELD || l->lost_told)
+                if (!l || l->name != n || l->state != LEASE_HELD)
                         continue;
                 ours = true;
         }
@@ -132,7 +132,7 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
                 for (size_t i = 0; i < k; i++) {
                         Lease *l = slots_lease_find(e, g[i].lease);
 
-                        if (!l || l->name != n || l->state != LEASE_WAITING)
+                        if (!l || l->name != n || !lease_state_waits(l->state))
                                 continue;
                         /* Redis' word: the proof given with its place in
                          * line, on the expiry of its last renewal, which
@@ -147,7 +147,7 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
                 for (Lease *l = n->leases; l; l = l->by_name_next) {
                         uint32_t p;
 
-                        if (l->state != LEASE_WAITING || !l->enqueued || l->position == 0 || l->check_inflight)
+                        if (!lease_state_waits(l->state) || !l->enqueued || l->position == 0 || l->check_inflight)
                                 continue;
                         p = l->position > k ? l->position - (uint32_t) k : 1;
                         if (p != l->position) {
@@ -178,7 +178,7 @@ static void lease_reassert(Lease *l, usec_t now) {
         Slots *e = l->slots_engine;
 
         /* (Nor one revoked, told LOST: Redis lost its record.) */
-        if (l->reassert_inflight || l->lost_told)
+        if (l->reassert_inflight || l->state == LEASE_LOST)
                 return;
         if (e->ops->call_reassert(e->ctx, lease_ref(l)) < 0) {
                 lease_unref(l);
@@ -192,7 +192,7 @@ void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now) {
         LogFields f;
 
         l->reassert_inflight = false;
-        if (l->state == LEASE_HELD) {
+        if (lease_state_holds(l->state)) {
                 if (result == 1) {
                         /* As a renewal: counted from when it was sent, and
                          * told to the holder at once, whose last word from
@@ -237,7 +237,7 @@ static void renew_name_kind(Slots *e, Name *n, bool host_held) {
                 for (; l && k < SLOTS_RENEW_BATCH; l = l->by_name_next) {
                         /* A waiter not in line yet has nothing to renew;
                          * one with a grant on hold has (it holds in Redis). */
-                        if ((l->state == LEASE_WAITING && !l->enqueued && !l->grant_pending) || l->reassert_inflight ||
+                        if ((l->state == LEASE_WAITING && !l->enqueued) || l->reassert_inflight ||
                             l->host_held != host_held)
                                 continue;
                         memcpy(ids[k++], l->id, sizeof(l->id));
@@ -262,7 +262,8 @@ static void renew_name(Slots *e, Name *n) {
 static void requeue(Lease *l, usec_t now) {
         l->enqueued = false;
         l->seq = 0;
-        l->grant_pending = false;
+        if (l->state == LEASE_GRANTED)
+                lease_set_state(l, LEASE_WAITING, LEASE_EVENT_PLACE_EXPIRED, now);
         lease_check(l, now);
 }
 
@@ -301,7 +302,7 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                                 histogram_add(&e->stats.lateness, late);
                                 e->stats.lateness_max = MAX(e->stats.lateness_max, late);
                                 l->renewed = sent;
-                                if (l->state == LEASE_HELD && now - sent < lease_ttl(l)) {
+                                if (lease_state_holds(l->state) && now - sent < lease_ttl(l)) {
                                         char line[64];
                                         int len = snprintf(line, sizeof(line), "RENEWED ttl=%" PRIu64,
                                                            (lease_ttl(l) - (now - sent)) / USEC_PER_MSEC);
@@ -311,9 +312,9 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                         }
                         continue;
                 }
-                if (l->state == LEASE_WAITING && k_gone < ELEMENTSOF(gone))
+                if (lease_state_waits(l->state) && k_gone < ELEMENTSOF(gone))
                         gone[k_gone++] = lease_ref(l);
-                else if (l->state == LEASE_WAITING)
+                else if (lease_state_waits(l->state))
                         requeue(l, now);
                 else if (forgot_since_renewed(l, forgot_left, sent) && now - l->renewed <= lease_lost_after(l)) {
                         /* Redis lost it while it stayed up, and grants
@@ -336,7 +337,7 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
          * the newest first. */
         qsort(gone, k_gone, sizeof(Lease *), seq_cmp);
         for (size_t i = 0; i < k_gone; i++) {
-                if (gone[i]->state == LEASE_WAITING)
+                if (lease_state_waits(gone[i]->state))
                         requeue(gone[i], now);
                 lease_unref(gone[i]);
         }
@@ -352,7 +353,7 @@ static void check_lost(Slots *e, usec_t now) {
 
                 /* lease_lost() may free n once its last lease goes. */
                 LIST_FOREACH_SAFE(by_name, l, next, n->leases)
-                        if (l->state == LEASE_HELD && now - l->renewed > lease_lost_after(l))
+                        if (lease_state_holds(l->state) && now - l->renewed > lease_lost_after(l))
                                 lease_lost(l, e->redis_up ? "its lease was not renewed in time; it may have run out"
                                                           : "Redis unreachable for too long; the lease runs out before it can be renewed",
                                            false, now);
@@ -395,11 +396,11 @@ static void name_requeue(Name *n, usec_t now) {
                 return;
         }
         for (Lease *l = n->leases; l && k < n->n_waiting; l = l->by_name_next)
-                if (l->state == LEASE_WAITING && !l->enqueued)
+                if (lease_state_waits(l->state) && !l->enqueued)
                         w[k++] = lease_ref(l);
         qsort(w, k, sizeof(Lease *), seq_cmp);
         for (size_t i = 0; i < k; i++) {
-                if (w[i]->state == LEASE_WAITING) {
+                if (lease_state_waits(w[i]->state)) {
                         w[i]->seq = 0;
                         lease_check(w[i], now);
                 }
@@ -436,15 +437,16 @@ void slots_redis_up(Slots *e, bool reset, usec_t grace, const char *why, usec_t 
                 LIST_FOREACH_SAFE(by_name, l, next, n->leases) {
                         if (!reset)
                                 continue;
-                        if (l->state == LEASE_HELD)
+                        if (lease_state_holds(l->state))
                                 lease_reassert(l, now);
-                        else if (l->state == LEASE_WAITING) {
+                        else if (lease_state_waits(l->state)) {
                                 /* Its place in line went with the rest, and
                                  * any grant heard of: queue again (in the
                                  * order they first came, below), and look
                                  * again once the grace is over. */
                                 l->enqueued = false;
-                                l->grant_pending = false;
+                                if (l->state == LEASE_GRANTED)
+                                        lease_set_state(l, LEASE_WAITING, LEASE_EVENT_REDIS_RESET, now);
                                 l->holds_back = false;
                         }
                 }
@@ -452,7 +454,7 @@ void slots_redis_up(Slots *e, bool reset, usec_t grace, const char *why, usec_t 
         LIST_FOREACH_SAFE(all, n, nn, e->names) {
                 if (!reset)
                         for (Lease *l = n->leases; l; l = l->by_name_next)
-                                if (l->state == LEASE_HELD && !l->reassert_inflight)
+                                if (lease_state_holds(l->state) && !l->reassert_inflight)
                                         e->ops->index(e->ctx, l, true);
                 if (reset)
                         name_requeue(n, now);
@@ -475,7 +477,7 @@ void slots_redis_down(Slots *e, const char *code, const char *why, usec_t now) {
                 LIST_FOREACH_SAFE(by_name, l, next, n->leases) {
                         l->check_inflight = false;
                         l->reassert_inflight = false;
-                        if (l->state == LEASE_WAITING && !l->enqueued) {
+                        if (lease_state_waits(l->state) && !l->enqueued) {
                                 char msg[1024];
 
                                 /* (What lasts until an operator acts says so itself.) */

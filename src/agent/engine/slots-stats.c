@@ -96,7 +96,7 @@ void histogram_add(SlotsHistogram *h, usec_t t) {
 
 void count_release(Lease *l, SlotsReleaseCause cause) {
         /* (A revoked holder told LOST was counted then.) */
-        if (l->state == LEASE_HELD && !l->lost_told)
+        if (l->state == LEASE_HELD)
                 l->slots_engine->stats.releases[cause]++;
 }
 

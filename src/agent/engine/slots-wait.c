@@ -26,7 +26,7 @@ void name_recheck(Name *n, usec_t now) {
         for (l = n->leases; l && l->by_name_next; l = l->by_name_next)
                 ;
         for (; l; l = l->by_name_prev) {
-                if (l->state != LEASE_WAITING)
+                if (!lease_state_waits(l->state))
                         continue;
                 if (!l->enqueued)
                         lease_check(l, now);
@@ -46,7 +46,7 @@ static void lease_deny(Lease *l, SlotsDenial reason, const char *why, usec_t now
 void slots_lease_timer(Slots *e, Lease *l, usec_t now) {
         (void) e;
         l->timer_armed = USEC_INFINITY;
-        if (l->state != LEASE_WAITING)
+        if (!lease_state_waits(l->state))
                 return;
         if (now >= l->deadline) {
                 lease_deny(l, SLOTS_DENIAL_TIMEOUT, "no slot within the wait time", now);
@@ -70,7 +70,7 @@ void slots_name_timer(Slots *e, Name *n, usec_t now) {
         (void) e;
         n->positions_at = USEC_INFINITY;
         LIST_FOREACH(by_name, l, n->leases)
-                if (l->state == LEASE_WAITING && l->position_unsent)
+                if (lease_state_waits(l->state) && l->position_unsent)
                         send_queued(l, now);
 }
 
@@ -109,91 +109,81 @@ static bool name_drained(Name *n, const char *record) {
         return true;
 }
 
-void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) {
-        uint64_t check_id = l->check_id;
-        LogFields f;
-        bool drain_changed = false, held_back_news;
-        usec_t held_back;
-
-        l->check_inflight = false;
-        if (l->state != LEASE_WAITING || !r)
-                goto finish;    /* gone, or Redis went: asked again when it is back */
+/* Redis would not queue it (an error, no limit, too heavy) or records it
+ * for someone else: the request ends here. */
+static void acquire_refused(Slots *e, Lease *l, const AcquireResult *r, usec_t now) {
+        LogFields f = lease_fields(l);
+        char msg[160];
 
         switch (r->outcome) {
         case ACQUIRE_FAILED:
-                f = lease_fields(l);
                 slots_say(e, LOG_ERR, SLOTS_NO_UID, now, &f, "Redis refused to queue %s for %s: %s", l->id,
                     l->name->name, r->error);
                 lease_send_error(l, error_code_of_redis_error(r->error), r->error);
                 lease_release_at(l, "Redis error", now);
-                goto finish;
+                return;
         case ACQUIRE_NO_LIMIT:
-                f = lease_fields(l);
                 slots_say(e, LOG_NOTICE, l->uid, now, &f, "Refused %s for %s: it asks for no number of slots and %s "
                     "has no fleet limit.", l->id, l->name->name, l->name->name);
                 lease_send_error(l, ERROR_CODE_NO_LIMIT, "no fleet limit is set for this name: ask for a number "
                     "of slots, or set one (fleetsem fleet-limit NAME N)");
                 lease_release_at(l, "no fleet limit", now);
-                goto finish;
-        case ACQUIRE_TOO_HEAVY: {
-                char msg[160];
-
-                f = lease_fields(l);
+                return;
+        case ACQUIRE_TOO_HEAVY:
                 slots_say(e, LOG_NOTICE, l->uid, now, &f, "Refused %s for %s: its weight %" PRIu32 " is above the limit "
                     "of %s (%" PRIu32 ").", l->id, l->name->name, l->weight, l->name->name, r->limit);
                 snprintf(msg, sizeof(msg), "weight %" PRIu32 " is above the limit in force (%" PRIu32 "): it would never fit",
                          l->weight, r->limit);
                 lease_send_error(l, ERROR_CODE_TOO_HEAVY, msg);
                 lease_release_at(l, "too heavy", now);
-                goto finish;
-        }
-        case ACQUIRE_REFUSED:
-                l->grant_pending = false;
+                return;
+        default:        /* ACQUIRE_REFUSED: someone else's lease id */
                 /* Someone else's lease id: touch nothing of it in Redis. */
-                f = lease_fields(l);
                 slots_say(e, LOG_WARNING, l->uid, now, &f,
                     "Refused lease %s of %s: Redis records it for another host or user.", l->id, l->name->name);
                 lease_send_error(l, ERROR_CODE_PERMISSION, "this lease belongs to another host or user");
                 e->ops->index(e->ctx, l, false);
-                lease_detach(l, now);
-                goto finish;
-        case ACQUIRE_RETRY:
-                l->grant_pending = false;
-                /* The grant was given back: in line again, at the end. */
-                f = lease_fields(l);
-                slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f, "Slot of %s for %s not confirmed (%s); asking again.",
-                    l->name->name, l->id, r->error);
-                if (l->no_wait) {
-                        lease_deny(l, SLOTS_DENIAL_UNCONFIRMED, "no confirmed slot and no wait", now);
-                        goto finish;
-                }
-                l->enqueued = false;
-                l->seq = 0;
-                l->recheck_at = now + USEC_PER_SEC;
-                lease_arm(l);
-                if (l->holds_back) {
-                        /* At the end of the line now: it holds nothing back. */
-                        l->holds_back = false;
-                        name_flush_grants(l->name, now);
-                }
-                goto finish;
-        case ACQUIRE_GRANTED:
-                l->held_seen = r->held;
-                grant_in_order(l, r->token, r->since_ms, r->limit, l->check_sent, false, now);
-                /* A slot was free: the next in line may find one too. */
-                if (l->name && l->name->n_waiting > 0)
-                        name_recheck(l->name, now);
-                goto finish;
-        case ACQUIRE_QUEUED:
-                /* Redis' latest word: it waits. A grant heard of before this
-                 * call (from before a reset) is no grant any more; one heard
-                 * of since (a wake message) came after it. */
-                if (l->pending_heard <= l->check_sent)
-                        l->grant_pending = false;
-                drain_changed = name_drained(l->name, r->drain);
-                break;
+                lease_detach(l, LEASE_EVENT_REFUSED, now);
+                return;
         }
+}
 
+/* Granted, but no replica confirmed it: the grant was given back, and it
+ * is in line again, at the end (or denied, if it would not wait). */
+static void acquire_unconfirmed(Slots *e, Lease *l, const AcquireResult *r, usec_t now) {
+        LogFields f;
+
+        if (l->state == LEASE_GRANTED)
+                lease_set_state(l, LEASE_WAITING, LEASE_EVENT_UNCONFIRMED, now);
+        f = lease_fields(l);
+        slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f, "Slot of %s for %s not confirmed (%s); asking again.",
+            l->name->name, l->id, r->error);
+        if (l->no_wait) {
+                lease_deny(l, SLOTS_DENIAL_UNCONFIRMED, "no confirmed slot and no wait", now);
+                return;
+        }
+        l->enqueued = false;
+        l->seq = 0;
+        l->recheck_at = now + USEC_PER_SEC;
+        lease_arm(l);
+        if (l->holds_back) {
+                /* At the end of the line now: it holds nothing back. */
+                l->holds_back = false;
+                name_flush_grants(l->name, now);
+        }
+}
+
+/* Redis' latest word: it waits, in line. check_id: the look it answers. */
+static void acquire_queued(Slots *e, Lease *l, const AcquireResult *r, uint64_t check_id, usec_t now) {
+        bool drain_changed, held_back_news;
+        usec_t held_back;
+
+        /* A grant heard of before this call (from before a reset) is no
+         * grant any more; one heard of since (a wake message) came after
+         * it. */
+        if (l->state == LEASE_GRANTED && l->pending_heard <= l->check_sent)
+                lease_set_state(l, LEASE_WAITING, LEASE_EVENT_QUEUED, now);
+        drain_changed = name_drained(l->name, r->drain);
         l->enqueued = true;
         l->renewed = MIN(l->check_sent, now);
         l->held_seen = r->held;
@@ -202,8 +192,8 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 /* Still in line: the grants it held back may go. */
                 l->holds_back = false;
                 name_flush_grants(l->name, now);
-                if (l->state != LEASE_WAITING)
-                        goto finish;
+                if (!lease_state_waits(l->state))
+                        return;
         }
         /* Held back by Redis past this agent's grace (a slot a host holds
          * itself after a reset, a name Redis lost): told as it starts. */
@@ -223,7 +213,7 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                         lease_deny(l, SLOTS_DENIAL_DRAINED, "drained, and no wait", now);
                 else
                         lease_deny(l, SLOTS_DENIAL_FULL, "no slot free and no wait", now);
-                goto finish;
+                return;
         }
         /* Woken by pub/sub on release; besides, look again when the first
          * holder's lease runs out (its host may be dead), and now and then. */
@@ -238,7 +228,37 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
                 l->check_again = false;
                 lease_check(l, now);
         }
-finish:
+}
+
+/* An acquire's answer, in the lease's state: only a waiter (waiting, or
+ * with a grant held back) takes it. */
+void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) {
+        uint64_t check_id = l->check_id;
+
+        l->check_inflight = false;
+        /* (Gone, or Redis went (no r): it asks again when Redis is back.) */
+        if (lease_state_waits(l->state) && r)
+                switch (r->outcome) {
+                case ACQUIRE_QUEUED:
+                        acquire_queued(e, l, r, check_id, now);
+                        break;
+                case ACQUIRE_GRANTED:
+                        l->held_seen = r->held;
+                        grant_in_order(l, r->token, r->since_ms, r->limit, l->check_sent, false, now);
+                        /* A slot was free: the next in line may find one too. */
+                        if (l->name && l->name->n_waiting > 0)
+                                name_recheck(l->name, now);
+                        break;
+                case ACQUIRE_RETRY:
+                        acquire_unconfirmed(e, l, r, now);
+                        break;
+                case ACQUIRE_FAILED:
+                case ACQUIRE_NO_LIMIT:
+                case ACQUIRE_TOO_HEAVY:
+                case ACQUIRE_REFUSED:
+                        acquire_refused(e, l, r, now);
+                        break;
+                }
         lease_unref(l);
 }
 
@@ -260,7 +280,7 @@ int slots_acquire(Slots *e, const LeaseSpec *spec, usec_t wait, void *client, vo
         (void) name_stats_get(e, spec->name);
         if (wait != 0 && wait != USEC_INFINITY)
                 l->deadline = usec_add(now, wait);
-        lease_set_state(l, LEASE_WAITING);
+        lease_set_state(l, LEASE_WAITING, LEASE_EVENT_REQUEST, now);
         lease_check(l, now);
         lease_arm(l);
         if (ret)
@@ -275,7 +295,7 @@ void slots_fail_waiters(Slots *e, const char *code, const char *why, usec_t now)
                 Lease *l, *next;
 
                 LIST_FOREACH_SAFE(by_name, l, next, n->leases)
-                        if (l->state == LEASE_WAITING) {
+                        if (lease_state_waits(l->state)) {
                                 lease_send_error(l, code, why);
                                 lease_release_at(l, "nothing is granted now", now);
                         }
@@ -287,7 +307,7 @@ void slots_attach(Slots *e, Lease *l, void *client, usec_t now) {
         (void) e;
         lease_finish_client(l);
         l->client = client;
-        if (l->state == LEASE_HELD)
+        if (lease_state_holds(l->state))
                 send_granted(l, now);
         else
                 lease_check(l, now);
@@ -304,7 +324,7 @@ int slots_adopt(Slots *e, const LeaseSpec *spec, uint64_t token, uint64_t since_
         l->token = token;
         l->since_ms = since_ms;
         l->renewed = now;
-        lease_set_state(l, LEASE_HELD);
+        lease_set_state(l, LEASE_HELD, LEASE_EVENT_ADOPT, now);
         (void) name_stats_get(e, spec->name);
         f = lease_fields(l);
         slots_say(e, LOG_DEBUG, SLOTS_NO_UID, now, &f, "Re-adopted slot of %s (token %" PRIu64 ").", spec->name, token);
@@ -322,7 +342,7 @@ void slots_anchor_closed(Slots *e, Lease *l, usec_t now) {
 void slots_client_gone(Slots *e, Lease *l, usec_t now) {
         (void) e;
         l->client = NULL;
-        if (l->state == LEASE_WAITING)
+        if (lease_state_waits(l->state))
                 lease_release_at(l, "the client went away while waiting", now);
 }
 

@@ -200,21 +200,41 @@ LogFields lease_fields(const Lease *l) {
         return (LogFields) { .name = l->name->name, .lease = l->id, .token = l->token, .holder = l->holder };
 }
 
-void lease_set_state(Lease *l, LeaseState state) {
+/* The one place a lease's state changes. A transition lease-states.list
+ * does not have is a bug, said at error level, and made all the same:
+ * the caller goes on to do what the new state means (drop the lease, tell
+ * its client GRANTED), so refusing it would leave a lease counted as what
+ * it no longer is, and n_waiting/n_held (status, the per-user budgets)
+ * apart from the leases in the lists. */
+void lease_set_state(Lease *l, LeaseState state, LeaseEvent event, usec_t now) {
         Slots *e = l->slots_engine;
+        LeaseState old = l->state;
+        LogFields f = lease_fields(l);
 
-        if (l->state == LEASE_WAITING) {
+        if (lease_state_after(old, event) != state)
+                slots_say(e, LOG_ERR, SLOTS_NO_UID, now, &f,
+                          "Bug: lease %s of %s went from %s to %s on %s, which its life does not allow.", l->id,
+                          l->name->name, lease_state_to_string(old), lease_state_to_string(state),
+                          lease_event_to_string(event));
+        else
+                slots_say(e, LOG_DEBUG, SLOTS_NO_UID, now, &f, "Lease %s of %s: %s -> %s (%s).", l->id, l->name->name,
+                          lease_state_to_string(old), lease_state_to_string(state), lease_event_to_string(event));
+        l->state = state;
+        /* What it counts as (and whom it concerns) changes only between
+         * waiting, held and neither. */
+        if (lease_state_waits(old) == lease_state_waits(state) && lease_state_holds(old) == lease_state_holds(state))
+                return;
+        if (lease_state_waits(old)) {
                 l->name->n_waiting--;
                 e->n_waiting--;
-        } else if (l->state == LEASE_HELD) {
+        } else if (lease_state_holds(old)) {
                 l->name->n_held--;
                 e->n_held--;
         }
-        l->state = state;
-        if (state == LEASE_WAITING) {
+        if (lease_state_waits(state)) {
                 l->name->n_waiting++;
                 e->n_waiting++;
-        } else if (state == LEASE_HELD) {
+        } else if (lease_state_holds(state)) {
                 l->name->n_held++;
                 e->n_held++;
         }
@@ -228,7 +248,7 @@ void lease_set_state(Lease *l, LeaseState state) {
 void lease_arm(Lease *l) {
         usec_t when = USEC_INFINITY;
 
-        if (l->state == LEASE_WAITING)
+        if (lease_state_waits(l->state))
                 when = MIN(l->deadline, l->recheck_at);
         if (when == l->timer_armed)
                 return;
@@ -263,13 +283,13 @@ void lease_send_error(Lease *l, const char *code, const char *message) {
 }
 
 /* Drops the lease from this host: no more watching, no client. */
-void lease_detach(Lease *l, usec_t now) {
+void lease_detach(Lease *l, LeaseEvent event, usec_t now) {
         Slots *e = l->slots_engine;
         Name *n = l->name;
 
         if (l->state == LEASE_GONE)
                 return;
-        lease_set_state(l, LEASE_GONE);
+        lease_set_state(l, LEASE_GONE, event, now);
         tdelete(l, &e->lease_tree, lease_cmp);
         e->n_leases--;
         LIST_REMOVE(by_name, n->leases, l);
@@ -312,16 +332,16 @@ void lease_release_at(Lease *l, const char *why, usec_t now) {
                 return;
         /* A waiter that goes may have held back a later grant. (With no
          * other lease, the name itself may go with it.) */
-        blocker = l->state == LEASE_WAITING && !l->grant_pending;
+        blocker = l->state == LEASE_WAITING;
         others = n->leases != l || l->by_name_next;
         f = lease_fields(l);
-        if (l->state == LEASE_HELD)
+        if (lease_state_holds(l->state))
                 slots_say(e, LOG_INFO, l->uid, now, &f, "Released slot of %s (token %" PRIu64 "): %s.", n->name,
                     l->token, why);
         else
                 slots_say(e, LOG_DEBUG, SLOTS_NO_UID, now, &f, "Withdrew from the queue for %s: %s.", n->name, why);
         release_in_redis(e, n->name, l->id, l->uid);
-        lease_detach(l, now);
+        lease_detach(l, LEASE_EVENT_RELEASE, now);
         if (blocker && others)
                 name_flush_grants(n, now);
 }
@@ -349,7 +369,7 @@ void lease_lost(Lease *l, const char *why, bool reserved, usec_t now) {
 
         /* Revoked, told already: released when its anchor closes, or now
          * that it must have fenced itself. */
-        if (l->lost_told) {
+        if (l->state == LEASE_LOST) {
                 if (fenced)
                         lease_release_at(l, "revoked, past its fence point", now);
                 return;
@@ -380,7 +400,7 @@ void lease_lost(Lease *l, const char *why, bool reserved, usec_t now) {
          * given back only once it stopped or fenced (the model's
          * unheard-releases found two believers otherwise). */
         if (!fenced) {
-                l->lost_told = true;
+                lease_set_state(l, LEASE_LOST, LEASE_EVENT_LOST_TOLD, now);
                 lease_finish_client(l);
                 return;
         }
@@ -413,7 +433,7 @@ int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret) {
                 return -ENOMEM;
         *l = (Lease) {
                 .n_ref = 1, .slots_engine = e, .name = n, .slots = spec->slots, .weight = MAX(spec->weight, 1u), .limit = spec->slots,
-                .uid = spec->uid, .pid = spec->pid, .io = io, .state = LEASE_GONE, .stop_on_lost = spec->stop_on_lost,
+                .uid = spec->uid, .pid = spec->pid, .io = io, .state = LEASE_NEW, .stop_on_lost = spec->stop_on_lost,
                 .host_held = spec->host_held, .ttl = spec->ttl,
                 .deadline = USEC_INFINITY, .recheck_at = USEC_INFINITY, .timer_armed = USEC_INFINITY,
                 .asked = USEC_INFINITY,
@@ -462,7 +482,7 @@ Lease *slots_lease_of_unit(Slots *e, const char *name, const char *unit, uid_t u
         if (!n)
                 return NULL;
         LIST_FOREACH(by_name, l, n->leases)
-                if (l->state == LEASE_HELD && l->unit && streq(l->unit, unit) && l->uid == uid)
+                if (lease_state_holds(l->state) && l->unit && streq(l->unit, unit) && l->uid == uid)
                         return l;
         return NULL;
 }
@@ -553,7 +573,7 @@ static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec
         l->proof[0] = '\0';
         l->renewed = MIN(renewed, now);
         l->deadline = l->recheck_at = USEC_INFINITY;
-        lease_set_state(l, LEASE_HELD);
+        lease_set_state(l, LEASE_HELD, LEASE_EVENT_GRANT_TOLD, now);
         lease_arm(l);
         if (l->asked != USEC_INFINITY)
                 histogram_add(&e->stats.wait, now > l->asked ? now - l->asked : 0);
@@ -583,7 +603,7 @@ void name_flush_grants(Name *n, usec_t now) {
                 bool blocked = false;
 
                 LIST_FOREACH(by_name, w, n->leases)
-                        if (w->state == LEASE_WAITING && w->grant_pending && (!p || w->seq < p->seq))
+                        if (w->state == LEASE_GRANTED && (!p || w->seq < p->seq))
                                 p = w;
                 if (!p)
                         return;
@@ -591,7 +611,7 @@ void name_flush_grants(Name *n, usec_t now) {
                         /* Still waiting in Redis' answer to a look sent
                          * after p's grant was heard of: it holds nothing
                          * back. */
-                        if (w->state != LEASE_WAITING || w->grant_pending || w->seq == 0 || w->seq > p->seq ||
+                        if (w->state != LEASE_WAITING || w->seq == 0 || w->seq > p->seq ||
                             w->queued_answer > p->pending_after)
                                 continue;
                         blocked = true;
@@ -602,7 +622,6 @@ void name_flush_grants(Name *n, usec_t now) {
                 }
                 if (blocked)
                         return;
-                p->grant_pending = false;
                 grant(p, p->pending_token, p->pending_since, p->pending_limit, p->pending_renewed, p->pending_by_wake,
                       now);
         }
@@ -610,18 +629,19 @@ void name_flush_grants(Name *n, usec_t now) {
 
 void grant_in_order(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec_t renewed, bool by_wake,
                            usec_t now) {
-        if (l->state != LEASE_WAITING)
+        if (!lease_state_waits(l->state))
                 return;
         /* (Heard of again, a grant is as old as when first heard of.) */
-        if (!l->grant_pending || l->pending_token != token)
+        if (l->state != LEASE_GRANTED || l->pending_token != token)
                 l->pending_after = l->slots_engine->check_counter;
-        l->grant_pending = true;
         l->pending_token = token;
         l->pending_since = since;
         l->pending_limit = limit;
         l->pending_renewed = renewed;
         l->pending_heard = now;
         l->pending_by_wake = by_wake;
+        if (l->state == LEASE_WAITING)
+                lease_set_state(l, LEASE_GRANTED, LEASE_EVENT_GRANT_HEARD, now);
         name_flush_grants(l->name, now);
 }
 
@@ -639,7 +659,7 @@ static void lease_join(Lease *l) {
 void lease_check(Lease *l, usec_t now) {
         Slots *e = l->slots_engine;
 
-        if (l->state != LEASE_WAITING || !e->redis_up)
+        if (!lease_state_waits(l->state) || !e->redis_up)
                 return;
         if (l->check_inflight) {
                 /* Sent after it lost its place (its renewal said so): that
@@ -687,7 +707,7 @@ void slots_done(Slots *e) {
 
                 /* Its client just goes: no ERROR, no release. */
                 LIST_FOREACH_SAFE(by_name, l, next, n->leases)
-                        lease_detach(l, 0);
+                        lease_detach(l, LEASE_EVENT_FORGET, 0);
         }
         names_sweep(e, true, 0);
         while ((p = e->pending_releases)) {

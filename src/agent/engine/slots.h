@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "lease-states.h"
 #include "list.h"
 #include "log.h"
 #include "names.h"
@@ -34,18 +35,17 @@ typedef struct Slots Slots;
 typedef struct Lease Lease;
 typedef struct Name Name;
 
-typedef enum LeaseState {
-        LEASE_WAITING,
-        LEASE_HELD,
-        LEASE_GONE,             /* released or lost; only references keep it */
-} LeaseState;
-
 #define SLOTS_DESC_MAX 1024
 #define SLOTS_RENEW_BATCH 1000
 #define SLOTS_GRANTS_MAX 64             /* leases one release may hand slots to, as parsed */
 #define SLOTS_RECHECK_SAFETY (5 * USEC_PER_SEC)
 #define SLOTS_POSITION_EVERY (1 * USEC_PER_SEC)
 
+/* A lease's state is its life here, one of lease-states.list's (LEASE_NEW
+ * to LEASE_GONE), changed only by lease_set_state() on one of its events.
+ * The booleans below are not states: each is true or false in more than
+ * one state, independently of it (what was asked, a call under way, a
+ * report due, Redis' line), as its comment says. */
 struct Lease {
         unsigned n_ref;
         Slots *slots_engine;
@@ -61,43 +61,47 @@ struct Lease {
         char *desc;             /* holder description stored in Redis */
         char holder[128];       /* the same for people: "alice@web-3 pid 42 (backup.service)" */
         char *unit;             /* the systemd service the slot is bound to, or NULL */
-        bool stop_on_lost;
+        bool stop_on_lost;      /* asked for (on-lost=stop): its unit is stopped when it is lost */
         /* Held by the host itself (fleetsem reboot): no anchor, kept across
          * agent restarts and reboots until released or revoked, on a lease
-         * of its own (ttl) while nobody renews it. */
+         * of its own (ttl) while nobody renews it. Asked for, in every
+         * state. */
         bool host_held;
         usec_t ttl;             /* its lease in Redis (0: the engine's lease_ttl) */
         uint64_t token;
         uint64_t since_ms;
         uint32_t position;      /* last known place in line */
         uint32_t held_seen;     /* holders Redis reported with it */
-        bool position_unsent;
+        bool position_unsent;   /* a report of its place in line is due (report_position()) */
         usec_t queued_sent;     /* when the last QUEUED went out */
         usec_t held_back_until; /* Redis grants it nothing before (after a reset or a loss), 0 none */
         void *client;           /* the adapter's client: waiting, or listening for RENEWED/LOST */
         void *io;               /* the adapter's: anchor watch, timer */
-        bool no_wait;
+        bool no_wait;           /* asked for: denied rather than queued */
         usec_t deadline;        /* a waiter is denied then (USEC_INFINITY: never) */
         usec_t recheck_at;      /* a waiter asks Redis again then */
         usec_t timer_armed;     /* what the adapter's timer was last set to */
+        /* An acquire call under way, and another one due after it: calls
+         * answer whatever the lease became meanwhile (even gone). */
         bool check_inflight;
         bool check_again;
-        bool enqueued;          /* has a place in the Redis queue */
+        /* Redis' line, as its last answer said: it has a place there (told
+         * QUEUED since it last joined). Waiting or granted, either way; a
+         * grant held back here (LEASE_GRANTED) keeps what it was. */
+        bool enqueued;
         /* A secret given to Redis with each place in line (new with each
          * one; "" none): a wake message that names it is Redis' word. */
         char proof[LEASE_ID_LEN + 1];
+        /* A re-assertion under way (answered whatever the lease became
+         * meanwhile: held, lost or gone). */
         bool reassert_inflight;
         usec_t reassert_sent;   /* when the re-assertion in flight went out */
-        /* Lost before its fence point (a renewal found it missing: revoked,
-         * or gone): told LOST, and given back in Redis only once its
-         * anchor closes (the job stopped) or its fence point passes. */
-        bool lost_told;
         uint64_t seq;           /* order of joining the queue here (0: not yet) */
         uint64_t check_id;      /* the last acquire check sent for it */
         usec_t check_sent;      /* when */
-        /* A grant learned while an earlier lease here may hold one with a
-         * lower token not yet heard of (see name_flush_grants()). */
-        bool grant_pending;
+        /* LEASE_GRANTED: the grant learned while an earlier lease here may
+         * hold one with a lower token not yet heard of (see
+         * name_flush_grants()), as it was heard of. */
         uint64_t pending_token;
         uint64_t pending_since;
         uint32_t pending_limit;
@@ -106,7 +110,9 @@ struct Lease {
         bool pending_by_wake;   /* told by a wake message with its proof, not an answer */
         uint64_t pending_after;         /* the last look sent when it was heard of */
         uint64_t queued_answer;         /* the last look Redis answered "waiting" to */
-        bool holds_back;                /* a later grant waits for its answer */
+        /* A later lease's grant waits for its answer (a waiter's, whether
+         * or not it is in line): its answer lets the name's grants go. */
+        bool holds_back;
         usec_t renewed;         /* when the last confirmed renewal was sent */
         usec_t asked;           /* when it was asked for here (USEC_INFINITY: re-adopted), for the wait time */
 };

@@ -87,7 +87,7 @@ static uint64_t oldest_wait_ms(const Name *n, usec_t now) {
         usec_t oldest = USEC_INFINITY;
 
         for (const Lease *l = n->leases; l; l = l->by_name_next)
-                if (l->state == LEASE_WAITING && l->asked != USEC_INFINITY && l->asked < oldest)
+                if (lease_state_waits(l->state) && l->asked != USEC_INFINITY && l->asked < oldest)
                         oldest = l->asked;
         return oldest == USEC_INFINITY || oldest > now ? 0 : (now - oldest) / USEC_PER_MSEC;
 }
@@ -97,7 +97,7 @@ static uint64_t host_held(const Name *n) {
         uint64_t k = 0;
 
         for (const Lease *l = n->leases; l; l = l->by_name_next)
-                k += l->host_held && l->state == LEASE_HELD;
+                k += l->host_held && lease_state_holds(l->state);
         return k;
 }
 

@@ -312,7 +312,7 @@ static void handle_release(Client *c, const Request *req) {
                 return;
         }
         if (l) {
-                held = l->state == LEASE_HELD;
+                held = lease_state_holds(l->state);
                 slots_release(&a->slots, l, "released on request", now_mono());
         }
         client_send(c, held ? "RELEASED held=1" : "RELEASED held=0", 15);
