@@ -19,7 +19,7 @@
 /* STATUS requests of one non-root uid under way at once: each costs Redis
  * a script per name, and Redis answers renewals only after them. */
 #define STATUS_PER_USER_MAX 4
-/* fleetsem status without a name: the names used most recently, at most. */
+/* fleetsem status without a name: the names that stay in Redis longest, at most. */
 #define STATUS_NAMES_MAX 1000
 
 typedef struct StatusItem {
