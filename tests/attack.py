@@ -22,6 +22,11 @@
 #                            the anchors until stdin closes
 #   names N PREFIX FIRST     as leases, each for a name of its own:
 #                            PREFIX followed by FIRST, FIRST+1, ...
+#   churn SECONDS PREFIX LEN for SECONDS, takes and gives back fresh names
+#                            (PREFIX, then a count, padded with x to LEN
+#                            bytes), each with a new anchor, as fast as the
+#                            agent answers; prints "made N" (names granted)
+#                            and a summary line per reply kind
 #   bad N NAME               N requests in a burst for NAME (not permitted);
 #                            prints the distinct first reply lines
 #   connflood SECONDS MODE   for SECONDS, connects to the agent again and
@@ -245,6 +250,26 @@ elif verb in ("leases", "names"):
     summary(lines)
     print("done", flush=True)
     hold()
+elif verb == "churn":
+    secs, prefix, width = float(args[0]), args[1], int(args[2])
+    end, i, made, lines = time.monotonic() + secs, 0, 0, []
+    while time.monotonic() < end:
+        name = ("%s%d" % (prefix, i)).ljust(width, "x")
+        i += 1
+        lease = os.urandom(16).hex()
+        a = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        a.bind("\0%s/lease/%s" % (ns, lease))
+        a.listen(16)
+        s = ask(agent(), "ACQUIRE name=%s slots=1000 lease=%s wait=0\n" % (name, lease))
+        line = first_line(s, max(end - time.monotonic(), 1.0))
+        s.close()
+        a.close()       # and so the slot goes
+        made += line.startswith("GRANTED")
+        lines.append(line)
+        if line.startswith("ERROR"):
+            time.sleep(0.01)    # refused: again a little later, not in a spin
+    print("made %d" % made, flush=True)
+    summary(lines)
 elif verb == "bad":
     n, name, conns, lines = int(args[0]), args[1], [], []
     for i in range(n):

@@ -525,6 +525,8 @@ def check_on_error():
     if not bad:
         bad.append("%s:%d: ON ERROR's rows are not in redis_states[]'s order" % (rel, line_of(text, m.start())))
     return bad
+
+
 def check_lease_states():
     text = read("docs/design.md")
     begin, end = "<!-- lease-states begin -->\n", "<!-- lease-states end -->"

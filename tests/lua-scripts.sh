@@ -24,7 +24,7 @@ start_stepped_redis
 [ "$(rcli --json PING)" = '"PONG"' ] || bail "redis-cli has no --json (redis-tools 7 or later)"
 # The scripts as the agent's library (FUNCTION LOAD), each a function
 # FN[SCRIPT] (fleetsem_SCRIPT_vN).
-SCRIPTS=(acquire release renew reassert adopt status epoch batch drain revoke limit follow counts)
+SCRIPTS=(acquire release renew reassert adopt status epoch batch drain revoke limit follow counts keep)
 SCRIPT_FILES=("${SCRIPTS[@]/%/.lua}")
 SCRIPT_FILES=("${SCRIPT_FILES[@]/#/$SRC/lua/}")
 LIBRARY=$(embed --library "$SRC/keys.list" "$SRC/args.list" "$SRC/replies.list" "$SRC/lua/library.version" \
@@ -733,6 +733,29 @@ A b4 1
 r=$(lua bat batch "${BATCH[@]}" acquire 1 3 b5 1 10000 2>&1)
 like "$r" "malformed" "batch: a malformed batch is refused ($r)"
 is "$(rcli ZSCORE "$(key bat queue)" b4)" "" "batch: ... and none of its calls ran"
+# keep: a batch of renewals and releases alone, which Redis runs when it
+# is full; a call of another kind makes it malformed, and nothing runs.
+BATCH=()
+A k1 1
+r=$(lua kp batch "${BATCH[@]}")
+is "$(j "$r" 'r[0][0]')" 1 "keep: k1 holds"
+BATCH=()
+batched renew ttl_ms=10000 host=a grace_until_ms=0 idle_ms=600000 leases=k1
+R k1
+r=$(lua kp keep "${BATCH[@]}")
+is "$(j "$r" '[r[0], r[1][0]]')" "[[0],1]" "keep: k1 renewed, then released"
+BATCH=()
+R k1; A k2 1
+r=$(lua kp keep "${BATCH[@]}" 2>&1)
+like "$r" "malformed call at argument 9" "keep: an acquire in it is refused ($r)"
+is "$(rcli HEXISTS "$(key kp clock)" k2)" 0 "keep: ... and none of its calls ran"
+# Which functions Redis runs when it is full (past maxmemory): those that
+# grow nothing there.
+flags=$(rcli FUNCTION LIST LIBRARYNAME fleetsem | tr -d '\r' | awk '
+        $0 == "name" { getline; name = $0 } $0 == "flags" { getline; if (name != "" && $0 == "allow-oom") print name }' |
+        sed 's/_v[0-9]*$//' | sort | tr '\n' ' ')
+is "$flags" "fleetsem_counts fleetsem_keep fleetsem_release fleetsem_renew fleetsem_status " \
+        "allow-oom: renew, release, keep, status and counts alone"
 # A batch spans names (one Redis; in a Cluster those of one hash slot):
 # each call says which, and its name's calls, in any interleaving, answer
 # and write as that many separate calls would, the name's state written

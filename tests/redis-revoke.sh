@@ -247,14 +247,16 @@ check "Redis never counted two holders of rf ($(wc -l <"$T/held-rf") samples)" \
         [ "$(wc -l <"$T/held-rf")" -gt 10 -a "$(most_held rf)" = 1 ]
 touch "$T/go-af"
 wait "$af"
-# A LEASE on a name outside the 1000 used most recently: found with --name.
+# A LEASE on a name outside the 1000 status lists (those that stay in
+# Redis longest: the index holds when each name's keys leave): found with
+# --name.
 hold b old ho & ho=$!
 check "b's job holds old" wait_for 10 grep -q '^enter ho ' "$T/order"
 lease=$(holder_of old)
 now=$(rcli TIME | head -n 1)
-for i in $(seq 1 1001); do echo "ZADD fleetsem:names $(( (now + 600) * 1000 )) fake$i"; done | rcli >/dev/null
+for i in $(seq 1 1001); do echo "ZADD fleetsem:names $(( (now + 3 * 86400) * 1000 )) fake$i"; done | rcli >/dev/null
 out=$(fs a revoke "$lease" 2>&1); rc=$?
-is "$rc" 65 "past the 1000 names used most recently, a LEASE alone is not found: 65"
+is "$rc" 65 "past the 1000 names status lists, a LEASE alone is not found: 65"
 like "$out" 'give its name with --name' "... and the message says what to do"
 out=$(fs a revoke --name old "$lease"); rc=$?
 is "$rc" 0 "revoke --name old LEASE finds it"

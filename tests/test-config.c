@@ -134,6 +134,8 @@ static void test_bad_files(void) {
         check_bad_bytes("redis = unix:/x\nnamespace = a\0b", 31, "bad.conf:2: NUL byte in line");
         check_bad_bytes("namespace = a\0b\nredis = unix:/x\n", 32, "bad.conf:1: NUL byte in line");
         check_bad("max_names_per_user = 0\n", "bad.conf:1: max_names_per_user: expected a number from 1 to 1000000");
+        check_bad("max_redis_names_per_user = 65537\n",
+                  "bad.conf:1: max_redis_names_per_user: expected a number from 1 to 65536");
         check_bad("idle_time = 400d\n", "bad.conf:1: idle_time: must be between 1s and 366d");
         check_bad("host_lease = 8d\n", "bad.conf:1: host_lease: must be between 1s and 7d");
         check_bad("min_replicas_acked = 17\n", "bad.conf:1: min_replicas_acked: expected a number from 0 to 16");
@@ -147,6 +149,10 @@ static void test_keys(void) {
 
         config_init(&c);
         CHECK_INT(c.max_names_per_user, 64, "max_names_per_user defaults to 64");
+        CHECK_INT(c.max_redis_names_per_user, 256, "max_redis_names_per_user defaults to 256");
+        CHECK_INT(config_set(&c, "max_redis_names_per_user", "65536", &why), 0, "max_redis_names_per_user = 65536");
+        CHECK_INT(c.max_redis_names_per_user, 65536, "max_redis_names_per_user set");
+        CHECK_INT(c.max_names_per_user, 64, "... apart from max_names_per_user");
         CHECK_INT(c.max_leases_per_user, 256, "max_leases_per_user defaults to 256");
         CHECK_INT(c.max_clients_per_user, 256, "max_clients_per_user defaults to 256");
         CHECK_INT(c.max_weight_per_user, 1, "max_weight_per_user defaults to 1: non-root users ask for one unit");
@@ -179,6 +185,16 @@ static void test_keys(void) {
         CHECK_INT(c.min_replicas_acked, 0, "min_replicas_acked set");
         CHECK_INT(config_set(&c, "idle_time", "2h", &why), 0, "idle_time = 2h");
         CHECK_U64(c.idle_time, 2 * 3600 * USEC_PER_SEC, "idle_time set");
+        /* A name's life in Redis after a call: a user's minutes, root's
+         * renewals idle_time, a host's own slot twice host_lease. */
+        CHECK_U64(config_name_life(&c, 1000, false, true), 10 * 60 * USEC_PER_SEC, "a user's renewal: 10 min");
+        CHECK_U64(config_name_life(&c, 0, false, false), 10 * 60 * USEC_PER_SEC, "root's request: 10 min");
+        CHECK_U64(config_name_life(&c, 0, false, true), 2 * 3600 * USEC_PER_SEC, "root's renewal: idle_time");
+        CHECK_U64(config_name_life(&c, 0, true, false), MAX(2 * 3600 * USEC_PER_SEC, 2 * c.host_lease),
+                  "a host's own slot: at least twice host_lease");
+        CHECK_INT(config_set(&c, "idle_time", "20s", &why), 0, "idle_time = 20s");
+        CHECK_U64(config_name_life(&c, 1000, false, false), MAX(20 * USEC_PER_SEC, 2 * c.lease_ttl),
+                  "a user's name: idle_time when shorter, never under two leases");
         CHECK_INT(config_set(&c, "key_prefix", "fs.test", &why), 0, "key_prefix = fs.test");
         CHECK_STR(c.key_prefix, "fs.test", "key_prefix set");
         CHECK_INT(config_set(&c, "sentinel_password_file", "/etc/s", &why), 0, "sentinel_password_file set");

@@ -42,6 +42,7 @@ enum {
 typedef struct Client Client;
 typedef struct StatusJob StatusJob;
 typedef struct UserUse UserUse;
+typedef struct UserName UserName;
 typedef struct Server Server;
 typedef struct Conns Conns;
 typedef struct StatusLine StatusLine;
@@ -59,6 +60,11 @@ struct UserUse {
         size_t n_status;
         usec_t connect_tat;
         usec_t name_look;
+        /* The names of this uid's requests from here whose keys may still
+         * be in Redis: each until its life there ends after the uid's last
+         * lease on it went here (USEC_INFINITY while one holds or waits). */
+        UserName *names;
+        size_t n_names, cap_names;
 };
 
 
@@ -163,6 +169,8 @@ struct Agent {
         StatusLine *status_line;        /* the systemd status line's own (status-reply.c) */
         char host_key[IDENT_MAX_LEN * 2 + 16];
         char names_key[IDENT_MAX_LEN + 16];
+        usec_t names_trimmed;           /* when the names index was last trimmed (redis-engine.c) */
+        uint64_t names_refused;         /* requests refused past max_redis_names_per_user (requests.c) */
 
         Anchors *anchors;               /* the anchors' own (lease-io.c) */
         size_t n_watch_fds;             /* held for anchors */
@@ -240,6 +248,9 @@ void drain_request(Agent *a, Client *c, const Request *req);
 void revoke_request(Agent *a, Client *c, const Request *req);
 void limit_request(Agent *a, Client *c, const Request *req);
 void io_index(void *ctx, const Lease *l, bool add);
+/* The names index's entries whose names left Redis out of it (at most
+ * once a second, unless now). */
+void io_names_trim(Agent *a, bool now);
 void io_name_waiting(void *ctx, Name *n);
 void io_lease_timer(void *ctx, Lease *l, usec_t when);
 void io_name_timer(void *ctx, Name *n, usec_t when);
@@ -313,6 +324,15 @@ void requests_resume_deferred(Agent *a);
 #define CONNECT_RATE 100
 UserUse *user_use_get(uid_t uid);       /* NULL: out of memory */
 void user_use_maybe_free(UserUse *u);
+/* max_redis_names_per_user: whether u may ask for name now (it has it in
+ * Redis already, or fewer than max names there); whether it may, name is
+ * in its names while a lease of it is here (user_name_used()). */
+bool user_may_use_name(UserUse *u, const char *name, unsigned max, usec_t now);
+/* … the names u has in Redis now, from here. */
+size_t user_names_live(UserUse *u, usec_t now);
+/* name asked for by u (until USEC_INFINITY), or its last lease of it gone
+ * here (until: when its keys' life in Redis ends); -ENOMEM. */
+int user_name_used(UserUse *u, const char *name, usec_t until);
 /* Whether u may open one more connection now (root always may). */
 bool user_may_connect(UserUse *u, unsigned burst, usec_t now);
 /* Whether u may have an anchor looked for by name now: one a second. */

@@ -299,6 +299,7 @@ static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void
         c->max_clients_per_user = n.max_clients_per_user;
         c->max_leases_per_user = n.max_leases_per_user;
         c->max_names_per_user = n.max_names_per_user;
+        c->max_redis_names_per_user = n.max_redis_names_per_user;
         c->max_weight_per_user = n.max_weight_per_user;
         c->idle_time = n.idle_time;
         c->log_level = n.log_level;

@@ -18,6 +18,7 @@ typedef enum Script {
         SCRIPT_LIMIT,
         SCRIPT_FOLLOW,
         SCRIPT_COUNTS,
+        SCRIPT_KEEP,            /* a batch of renewals and releases alone: runs when Redis is full */
         N_SCRIPTS,
 } Script;
 

@@ -306,7 +306,7 @@ static void print_metrics(FILE *f, Metrics *mt) {
         const char *state = message_get(&mt->agent, "redis") ?: "";
         const char *evicts = message_get(&mt->agent, "evicts");  /* the policy of a Redis that may evict */
         const char *refusing = message_get(&mt->agent, "refusing");  /* a state that lasts until an operator acts */
-        uint64_t ups = 0, lost = 0, rtt_count = 0, rtt_sum = 0, rtt_last = 0, late_max = 0, grace_ms = 0;
+        uint64_t ups = 0, lost = 0, names_refused = 0, rtt_count = 0, rtt_sum = 0, rtt_last = 0, late_max = 0, grace_ms = 0;
         char a[32];
 
         (void) get_u64(&mt->agent, "redis_ups", &ups);
@@ -394,6 +394,12 @@ static void print_metrics(FILE *f, Metrics *mt) {
         family(f, "fleetsem_lost_total", "counter",
                "Held slots this host lost: not renewed in time, or gone from Redis.");
         sample(f, "fleetsem_lost_total", u64(lost, a, sizeof(a)), NULL);
+        if (get_u64(&mt->agent, "names_refused", &names_refused) >= 0) {
+                family(f, "fleetsem_names_refused_total", "counter",
+                       "Requests of users refused on this host because the user had max_redis_names_per_user names "
+                       "in Redis from it already.");
+                sample(f, "fleetsem_names_refused_total", u64(names_refused, a, sizeof(a)), NULL);
+        }
 
         histogram(f, &mt->wait, "fleetsem_wait_seconds", "Time from a request on this host to its grant.");
         histogram(f, &mt->lateness, "fleetsem_renewal_lateness_seconds",

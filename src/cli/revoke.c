@@ -35,7 +35,7 @@ static void help(void) {
                "                        alive, its job runs beside its successor until its\n"
                "                        agent hears of it\n"
                "  -N --name=NAME        The LEASEs are of NAME (else they are looked for\n"
-               "                        among the 1000 names used most recently)\n"
+               "                        among the 1000 names status lists)\n"
                "  -r --reason=TEXT      Why, for the journal and \"fleetsem status\" (up to 200\n"
                "                        bytes, one line)\n"
                "     --namespace=NS     Agent namespace (default: $FLEETSEM_NAMESPACE or fleetsem)\n"
@@ -201,7 +201,7 @@ int verb_revoke(int argc, char *argv[]) {
                 if (!e) {
                         log_error("%s holds no slot%s.", argv[i],
                                   find_lease(&out, "WAITER", argv[i]) ? " (it waits; only held slots are revoked)" :
-                                  name ? "" : " among the 1000 names used most recently (give its name with --name)");
+                                  name ? "" : " among the 1000 names status lists (give its name with --name)");
                         code = MAX(code, EXIT_DATAERR);
                         continue;
                 }

@@ -49,6 +49,7 @@ void config_init(Config *c) {
                 .max_clients_per_user = DEFAULT_MAX_PER_USER,
                 .max_leases_per_user = DEFAULT_MAX_PER_USER,
                 .max_names_per_user = DEFAULT_MAX_NAMES_PER_USER,
+                .max_redis_names_per_user = DEFAULT_MAX_REDIS_NAMES_PER_USER,
                 .max_weight_per_user = DEFAULT_MAX_WEIGHT_PER_USER,
                 .idle_time = DEFAULT_IDLE_TIME,
                 .min_replicas_acked = -1,
@@ -309,6 +310,9 @@ static const ConfigKey config_keys[] = {
         KEY_PER_USER(max_clients_per_user),
         KEY_PER_USER(max_leases_per_user),
         KEY_PER_USER(max_names_per_user),
+        /* (At most 65536: the agent looks a name up among them in full.) */
+        { "max_redis_names_per_user", parse_unsigned, FIELD(max_redis_names_per_user, unsigned), 1, 65536,
+          "expected a number from 1 to 65536" },
         KEY_PER_USER(max_weight_per_user),
 };
 
@@ -449,6 +453,31 @@ bool config_cluster_allows(const Config *c, const char *host) {
                 if (streq(c->redis.hosts[i].host, host))
                         return true;
         return false;
+}
+
+/* A name's keys stay in Redis for its life after each call: idle_time
+ * after a renewal, NAME_LIFE_NEW (at most idle_time) after a request or a
+ * release, and never less than twice the lease (the keys outlive every
+ * renewal tick, however long the lease): a name nobody ever held for a
+ * third of a lease leaves Redis within minutes. A renewal for a uid other
+ * than root gives the shorter life too: the names a user makes, holds
+ * across a renewal tick and lets go, as fast as it may, leave within
+ * minutes, not a day (for renewals uid is root when any lease renewed is
+ * root's), which is what bounds what one user keeps in Redis
+ * (max_redis_names_per_user counts a user's names for that life). A slot
+ * the host holds itself has its own lease (host_lease), and its name's
+ * keys are kept for at least twice that from its calls, so that a host
+ * that reboots right after its grant finds its slot when it is back. */
+#define NAME_LIFE_NEW (10 * 60 * USEC_PER_SEC)
+usec_t config_name_life(const Config *c, uid_t uid, bool host_held, bool renewal) {
+        usec_t ttl = host_held ? c->host_lease : c->lease_ttl;
+        usec_t idle = c->idle_time ?: DEFAULT_IDLE_TIME;
+
+        if (host_held)
+                return MAX(idle, 2 * ttl);
+        if (renewal && uid == 0)
+                return idle;
+        return MAX(MIN(idle, NAME_LIFE_NEW), 2 * ttl);
 }
 
 uint32_t config_limit_for(const Config *c, const char *name) {

@@ -32,6 +32,7 @@ typedef struct LimitRule {
 
 #define DEFAULT_MAX_PER_USER 256
 #define DEFAULT_MAX_NAMES_PER_USER 64
+#define DEFAULT_MAX_REDIS_NAMES_PER_USER 256
 #define DEFAULT_MAX_WEIGHT_PER_USER 1
 #define DEFAULT_IDLE_TIME (24 * 3600 * USEC_PER_SEC)
 
@@ -62,6 +63,7 @@ typedef struct Config {
         unsigned max_leases_per_user;   /* units (weights summed) of one non-root uid's held and waiting leases */
         unsigned max_weight_per_user;   /* the weight one request of a non-root uid may ask for */
         unsigned max_names_per_user;    /* distinct names one non-root uid holds or waits for */
+        unsigned max_redis_names_per_user; /* … has in Redis: those, and those it left whose keys are still there */
         usec_t idle_time;       /* a name unused this long leaves Redis */
         /* cluster://: the networks a Cluster node may be in for the agent to
          * connect to it (and send it the password), as cluster_allow says or,
@@ -107,3 +109,8 @@ bool config_rules_permit(const Config *c, const bool *match, const char *name);
  * network or name. */
 bool config_cluster_allows(const Config *c, const char *host);
 uint32_t config_limit_for(const Config *c, const char *name);
+
+/* How long a name's keys stay in Redis after a call (usec): a renewal's
+ * (renewal) or a request's or release's, of uid, for a slot the host
+ * holds itself (host_held) or not (config.c says why). */
+usec_t config_name_life(const Config *c, uid_t uid, bool host_held, bool renewal);

@@ -119,7 +119,17 @@ static void acquire_refused(Slots *e, Lease *l, const AcquireResult *r, usec_t n
         case ACQUIRE_FAILED:
                 slots_say(e, LOG_ERR, SLOTS_NO_UID, now, &f, "Redis refused to queue %s for %s: %s", l->id,
                     l->name->name, r->error);
-                lease_send_error(l, error_code_of_redis_error(r->error), r->error);
+                if (strneq(r->error, "OOM", 3)) {
+                        /* Full (of anyone's keys): no new slot is counted, the
+                         * holders' renewals and releases still run (keep.lua).
+                         * Still the class of an unreachable Redis. */
+                        char text[PROTO_REPLY_MAX / 2];
+
+                        snprintf(text, sizeof(text), "Redis is full (its used memory is past its maxmemory): no new slot "
+                                 "can be counted until memory is freed there, while slots held are kept (%s)", r->error);
+                        lease_send_error(l, error_code_of_redis_error(r->error), text);
+                } else
+                        lease_send_error(l, error_code_of_redis_error(r->error), r->error);
                 lease_release_at(l, "Redis error", now);
                 return;
         case ACQUIRE_NO_LIMIT:

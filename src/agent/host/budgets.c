@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* What each user may make the agent hold and do: connections, their rate,
- * looks for anchors by name; and the file descriptors left. Every budget
+ * looks for anchors by name, names in Redis; and the file descriptors
+ * left. Every budget
  * is per uid: one user at every limit at once still leaves root, its PAM
  * sessions and the other users served. */
 #include <dirent.h>
+#include <errno.h>
 #include <search.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 
@@ -50,12 +53,78 @@ void user_use_maybe_free(UserUse *u) {
         if (!u || u->n_clients > 0 || u->out_bytes > 0 || u->n_status > 0)
                 return;
         /* What it used of its rates is kept until it is paid back: closing
-         * every connection starts no new budget. */
+         * every connection starts no new budget; nor does it forget the
+         * names it left in Redis. */
         now = now_mono();
-        if (u->connect_tat > now || (u->name_look > 0 && now - u->name_look < NAME_LOOK_EVERY))
+        if (u->connect_tat > now || (u->name_look > 0 && now - u->name_look < NAME_LOOK_EVERY) ||
+            user_names_live(u, now) > 0)
                 return;
         tdelete(u, &user_uses, user_use_cmp);
+        free(u->names);
         free(u);
+}
+
+/* ---- The names a user has in Redis ------------------------------------------- */
+
+/* What one uid can make Redis hold is its names there times what a name
+ * costs (fleetsemd(8), SIZING): the names it holds or waits for
+ * (max_names_per_user) are not enough, since a name's keys stay in Redis
+ * for their life after its last lease went (config_name_life(): minutes
+ * for a user's). A user that took and released fresh names as fast as it
+ * could kept tens of thousands of them there at once. So the agent keeps,
+ * for each uid, the names its requests used here until their life ends,
+ * at most max_redis_names_per_user, and refuses a request for another
+ * name past that. A few entries, scanned in full: the cap is small. */
+struct UserName {
+        usec_t until;
+        char name[NAME_MAX_LEN + 1];
+};
+
+static UserName *user_name_find(UserUse *u, const char *name) {
+        for (size_t i = 0; i < u->n_names; i++)
+                if (streq(u->names[i].name, name))
+                        return &u->names[i];
+        return NULL;
+}
+
+size_t user_names_live(UserUse *u, usec_t now) {
+        size_t k = 0;
+
+        for (size_t i = 0; i < u->n_names; i++)
+                if (u->names[i].until > now)
+                        u->names[k++] = u->names[i];
+        u->n_names = k;
+        if (k == 0) {
+                u->names = mfree(u->names);
+                u->cap_names = 0;
+        }
+        return k;
+}
+
+bool user_may_use_name(UserUse *u, const char *name, unsigned max, usec_t now) {
+        if (u->uid == 0)
+                return true;
+        return user_names_live(u, now) < max || user_name_find(u, name);
+}
+
+int user_name_used(UserUse *u, const char *name, usec_t until) {
+        UserName *un = user_name_find(u, name);
+
+        if (!un) {
+                if (u->n_names == u->cap_names) {
+                        size_t cap = MAX(u->cap_names * 2, (size_t) 8);
+                        UserName *p = reallocarray(u->names, cap, sizeof(*p));
+
+                        if (!p)
+                                return -ENOMEM;
+                        u->names = p;
+                        u->cap_names = cap;
+                }
+                un = &u->names[u->n_names++];
+                snprintf(un->name, sizeof(un->name), "%s", name);
+        }
+        un->until = until;
+        return 0;
 }
 
 /* Whether uid may open one more connection now (root always may). */

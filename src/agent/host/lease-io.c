@@ -383,8 +383,23 @@ void io_lease_timer(void *ctx, Lease *l, usec_t when) {
 }
 
 void io_lease_drop(void *ctx, Lease *l) {
-        (void) ctx;
+        Agent *a = ctx;
+
         l->io = lease_io_free(l->io);
+        /* A user's last lease of the name here gone: the name counts among
+         * its names in Redis for as long as its keys may stay there. */
+        if (l->uid != 0 && l->name) {
+                UserUse *u;
+
+                for (const Lease *o = l->name->leases; o; o = o->by_name_next)
+                        if (o->uid == l->uid && o->state != LEASE_GONE)
+                                return;
+                u = user_use_get(l->uid);
+                if (!u || user_name_used(u, l->name->name,
+                                         now_mono() + config_name_life(a->config, l->uid, false, false)) < 0)
+                        log_warning("Out of memory: name %s is no longer counted among uid " UID_FMT "'s names in Redis.",
+                                    l->name->name, l->uid);
+        }
 }
 
 /* A login session's slot lost: the session is told on its terminal, as

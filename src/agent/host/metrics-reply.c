@@ -53,6 +53,7 @@ static void send_counters(Client *c, const Agent *a) {
         message_add_u64(&b, "waiting", a->slots.n_waiting);
         message_add_u64(&b, "lost", st->lost);
         message_add_u64(&b, "lateness_max", st->lateness_max);
+        message_add_u64(&b, "names_refused", a->names_refused);
         message_add_u64(&b, "grace", grace / USEC_PER_MSEC);
         if (grace > 0)
                 message_add(&b, "why", a->slots.grace_why);

@@ -129,6 +129,32 @@ static bool past_names_limit(Client *c, const Request *req, size_t count, unsign
         return true;
 }
 
+/* Whether a non-root uid's request for a name it does not have in Redis
+ * yet would take it past max_redis_names_per_user (budgets.c); if so, the
+ * request is refused, saying so, and counted (names_refused). */
+static bool past_redis_names_limit(Client *c, const Request *req) {
+        Agent *a = c->agent;
+        unsigned max = a->config->max_redis_names_per_user;
+        usec_t now = now_mono();
+        UserUse *u = user_use_get(c->cred.uid);
+        char life[FORMAT_DURATION_MAX];
+
+        if (!u) {
+                client_send_error(c, ERROR_CODE_BUSY, "out of memory");
+                return true;
+        }
+        if (user_may_use_name(u, req->name, max, now))
+                return false;
+        a->names_refused++;
+        log_uid(c->cred.uid, now, LOG_WARNING, "Refused %s to uid " UID_FMT ": it has %u names in Redis from this host "
+                "already (max_redis_names_per_user).", req->name, c->cred.uid, max);
+        client_send_error(c, ERROR_CODE_LIMIT, "uid " UID_FMT " has %u names in Redis from this host already, each kept "
+                          "there for %s after its last use (max_redis_names_per_user); use one of them, or wait",
+                          c->cred.uid, max,
+                          format_duration(life, sizeof(life), config_name_life(a->config, c->cred.uid, false, false)));
+        return true;
+}
+
 /* Whether a non-root uid's request is past its budgets of units: its
  * weight above max_weight_per_user, or the units (weights summed) of its
  * leases here, held and waiting, with this one above max_leases_per_user;
@@ -233,7 +259,8 @@ static void handle_acquire(Client *c, const Request *req) {
          * file descriptor to spare for its watch. */
         if (c->cred.uid != 0 &&
             (past_units_limit(c, req) ||
-             past_names_limit(c, req, slots_names_of(&a->slots, c->cred.uid, req->name), a->config->max_names_per_user)))
+             past_names_limit(c, req, slots_names_of(&a->slots, c->cred.uid, req->name), a->config->max_names_per_user) ||
+             past_redis_names_limit(c, req)))
                 return;
         if (agent_short_of_fds(a, c->cred.uid)) {
                 log_uid(c->cred.uid, now_mono(), LOG_WARNING, "Refused %s to uid " UID_FMT ": short of file descriptors.",
@@ -270,6 +297,17 @@ static void handle_acquire(Client *c, const Request *req) {
         io->requester_start = client_is_peer(c, start) ? start : 0;
         spec.desc = desc;
         c->lease = NULL;
+        if (c->cred.uid != 0) {
+                /* Among the user's names in Redis while its lease is here. */
+                UserUse *u = user_use_get(c->cred.uid);
+
+                r = u ? user_name_used(u, req->name, USEC_INFINITY) : -ENOMEM;
+                if (r < 0) {
+                        lease_io_free(io);
+                        client_send_error(c, ERROR_CODE_BUSY, "out of memory");
+                        return;
+                }
+        }
         r = slots_acquire(&a->slots, &spec, req->wait, c, io, now_mono(), &l);
         if (r < 0) {
                 lease_io_free(io);

@@ -19,7 +19,7 @@
 /* STATUS requests of one non-root uid under way at once: each costs Redis
  * a script per name, and Redis answers renewals only after them. */
 #define STATUS_PER_USER_MAX 4
-/* fleetsem status without a name: the names used most recently, at most. */
+/* fleetsem status without a name: the names that stay in Redis longest, at most. */
 #define STATUS_NAMES_MAX 1000
 
 typedef struct StatusItem {
@@ -333,16 +333,13 @@ void status_request(Agent *a, Client *c, const char *name, bool summary) {
         } else if (summary)
                 status_host_names(a, job);
         else {
-                /* Names used within the idle time; older ones left Redis. */
-                char min[32], below[32];
-                long long idle_ms = (long long) (a->config->idle_time / USEC_PER_MSEC);
-                long long now_ms = (long long) (now_usec(CLOCK_REALTIME) / USEC_PER_MSEC);
+                /* Names whose keys are still in Redis (the index holds
+                 * when they leave: redis-engine.c); those past go. */
+                char min[32];
 
-                snprintf(min, sizeof(min), "%lld", now_ms - idle_ms);
-                snprintf(below, sizeof(below), "(%lld", now_ms - idle_ms);
-                (void) redis_key_command(a, NULL, NULL, 4,
-                                         (const char *[]) { "ZREMRANGEBYSCORE", a->names_key, "-inf", below });
-                /* The most recently used first, STATUS_NAMES_MAX at most. */
+                snprintf(min, sizeof(min), "%lld", (long long) (now_usec(CLOCK_REALTIME) / USEC_PER_MSEC));
+                io_names_trim(a, true);
+                /* Those that stay longest first, STATUS_NAMES_MAX at most. */
                 if (redis_key_command(a, names_reply, job, 7,
                                       (const char *[]) { "ZREVRANGEBYSCORE", a->names_key, "+inf", min,
                                                          "LIMIT", "0", STRINGIFY(STATUS_NAMES_MAX) }) < 0)

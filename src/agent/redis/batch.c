@@ -7,7 +7,11 @@
  * (or Sentinel's master); in a Redis Cluster, where a script's keys must
  * share one hash slot, one batch a slot, of the names in it. Each name's
  * calls go together, in the order they came (calls on different names do
- * not depend on each other's order, as separate calls would not). */
+ * not depend on each other's order, as separate calls would not).
+ * Renewals and releases go in a batch of their own (keep.lua, which Redis
+ * runs when it is full: they grow nothing there, and holders keep their
+ * slots), sent right after the turn's other calls on the same slot: a
+ * release never goes before an acquire that came before it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +37,7 @@ typedef struct Batch Batch;
 struct Batch {
         LIST_FIELDS(Batch, batches);
         unsigned slot;          /* its first name's (where keys are sharded, all its names') */
+        bool keep;              /* renewals and releases alone */
         char names[BATCH_MAX][NAME_MAX_LEN + 1];
         size_t n_names;
         BatchCall calls[BATCH_MAX];
@@ -137,27 +142,30 @@ static void batch_send(RedisIo *io, Batch *b) {
         for (size_t j = 0; j < b->n_names; j++)
                 names[j] = b->names[j];
         if (batch_argv(b, &argv, &lens, &n, place, count) < 0 ||
-            call_script_names(io, SCRIPT_BATCH, b->slot, b->n_names, names, batch_reply, b, n, argv, lens) < 0)
+            call_script_names(io, b->keep ? SCRIPT_KEEP : SCRIPT_BATCH, b->slot, b->n_names, names, batch_reply, b, n,
+                              argv, lens) < 0)
                 batch_reply(NULL, NULL, b);
 }
 
-/* The batch a name's calls join (slot: the name's): where keys are
- * sharded, that of its slot; else the one batch. */
-static Batch *batch_find(RedisIo *io, unsigned slot) {
+/* The batch a name's calls join (slot: the name's; keep: renewals and
+ * releases): where keys are sharded, that of its slot; else the one. */
+static Batch *batch_find(RedisIo *io, unsigned slot, bool keep) {
         Batch *b;
 
-        if (!io->topo->sharded)
-                return io->batcher->batches;
         LIST_FOREACH(batches, b, io->batcher->batches)
-                if (b->slot == slot)
+                if (b->keep == keep && (!io->topo->sharded || b->slot == slot))
                         return b;
         return NULL;
 }
 
-/* The batch of a name in slot sent now, if it has one. */
+/* The batches of a name in slot sent now, if it has any: the one that may
+ * grant before the one of renewals and releases. */
 static void batch_flush_slot(RedisIo *io, unsigned slot) {
-        Batch *b = batch_find(io, slot);
+        Batch *b = batch_find(io, slot, false);
 
+        if (b)
+                batch_send(io, b);
+        b = batch_find(io, slot, true);
         if (b)
                 batch_send(io, b);
 }
@@ -169,7 +177,7 @@ void batch_flush_all(RedisIo *io) {
         if (!bt)
                 return;
         while (bt->batches)
-                batch_send(io, bt->batches);
+                batch_flush_slot(io, bt->batches->slot);
         calls_send_deferred(io);
         r = sd_event_source_set_enabled(bt->deadline, SD_EVENT_OFF);
         if (r < 0)
@@ -268,6 +276,7 @@ static int batch_add(RedisIo *io, Script script, unsigned slot, const char *name
                      size_t n_args, const char *const *args, const size_t *arglens) {
         Batcher *bt = io->batcher;
         size_t mark, j;
+        bool keep;
         Batch *b;
         int r;
 
@@ -285,9 +294,13 @@ static int batch_add(RedisIo *io, Script script, unsigned slot, const char *name
                         return r;
                 }
         }
-        b = batch_find(io, slot);
+        keep = script == SCRIPT_RENEW || script == SCRIPT_RELEASE;
+        b = batch_find(io, slot, keep);
         if (b && b->n_calls > 0 && b->n_args + n_args > BATCH_ARGS_MAX) {
-                batch_send(io, b);
+                if (keep)
+                        batch_flush_slot(io, slot);
+                else
+                        batch_send(io, b);
                 b = NULL;
         }
         if (!b) {
@@ -295,6 +308,7 @@ static int batch_add(RedisIo *io, Script script, unsigned slot, const char *name
                 if (!b)
                         return -ENOMEM;
                 b->slot = slot;
+                b->keep = keep;
                 LIST_PREPEND(batches, bt->batches, b);
         }
         for (j = 0; j < b->n_names && !streq(b->names[j], name); j++)
@@ -317,8 +331,12 @@ static int batch_add(RedisIo *io, Script script, unsigned slot, const char *name
         b->calls[b->n_calls++] = (BatchCall) {
                 .script = script, .name = j, .arg0 = mark, .n_args = n_args, .cb = cb, .userdata = userdata,
         };
-        if (b->n_calls == BATCH_MAX)
-                batch_send(io, b);
+        if (b->n_calls == BATCH_MAX) {
+                if (keep)
+                        batch_flush_slot(io, slot);
+                else
+                        batch_send(io, b);
+        }
         return 0;
 }
 

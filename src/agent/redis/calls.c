@@ -25,7 +25,7 @@ const char *const script_name[N_SCRIPTS] = {
         [SCRIPT_REASSERT] = "reassert", [SCRIPT_ADOPT] = "adopt", [SCRIPT_STATUS] = "status",
         [SCRIPT_EPOCH] = "epoch", [SCRIPT_BATCH] = "batch", [SCRIPT_DRAIN] = "drain",
         [SCRIPT_REVOKE] = "revoke", [SCRIPT_LIMIT] = "limit", [SCRIPT_FOLLOW] = "follow",
-        [SCRIPT_COUNTS] = "counts",
+        [SCRIPT_COUNTS] = "counts", [SCRIPT_KEEP] = "keep",
 };
 
 struct Call {

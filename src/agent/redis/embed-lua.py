@@ -398,6 +398,27 @@ def check_script(path, text, prelude):
                  "call's" % (path, ", ".join(sorted(used - PURE))))
 
 
+# A script's flags for Redis (register_function's), from its first line
+# "-- FLAGS: FLAG..." (words after the flags are a comment): allow-oom, for
+# a script that grows nothing in Redis and must run when Redis is full (a
+# holder's renewal, its release). None: Redis refuses the script while it
+# is past its maxmemory.
+SCRIPT_FLAGS = {"allow-oom"}
+
+
+def script_flags(path, body):
+    m = re.match(r"-- FLAGS: ([a-z-]+(?: [a-z-]+)*)(?: \(.*\))?\n", body)
+    if not m:
+        if re.search(r"^-- FLAGS", body, re.M):
+            sys.exit("%s: FLAGS only on its first line, as '-- FLAGS: allow-oom'" % path)
+        return ""
+    flags = m.group(1).split()
+    if set(flags) - SCRIPT_FLAGS:
+        sys.exit("%s: unknown flags %s (known: %s)" % (path, ", ".join(sorted(set(flags) - SCRIPT_FLAGS)),
+                                                       ", ".join(sorted(SCRIPT_FLAGS))))
+    return "flags = {%s}, " % ", ".join("'%s'" % f for f in flags)
+
+
 # The library with VERSION_MARK where its version goes.
 def library_template(keys_path, args_path, replies_path, prelude_path, scripts):
     prelude = read_prelude(prelude_path)
@@ -420,8 +441,9 @@ def library_template(keys_path, args_path, replies_path, prelude_path, scripts):
         names.add(name)
         body = read(path)
         check_script(path, body, prelude)
-        out.append("redis.register_function{function_name = '%s_%s_v%s', callback = function(KEYS, ARGV)\n%s%s"
-                   "end}\n" % (LIBRARY_NAME, name, VERSION_MARK, body, "" if body.endswith("\n") else "\n"))
+        out.append("redis.register_function{function_name = '%s_%s_v%s', %scallback = function(KEYS, ARGV)\n%s%s"
+                   "end}\n" % (LIBRARY_NAME, name, VERSION_MARK, script_flags(path, body), body,
+                               "" if body.endswith("\n") else "\n"))
     return with_arg_places("".join(out), args_path, replies_path)
 
 

@@ -146,22 +146,56 @@ int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
         return 0;
 }
 
-/* The index of names "fleetsem status" lists, by when they were last used
- * here (names idle for long leave it: status-reply.c). A name's first lease
- * here writes its entry at once; its renewals only once the entry is
- * NAMES_INDEX_EVERY old (a quarter of idle_time, if less), not at every
- * tick: a command that cost Redis as much as a name's renewal in the
- * script, for a time that status needs only to within idle_time. */
+/* The index of names "fleetsem status" lists (its one reader besides
+ * the writers: status-reply.c), each by when its keys leave Redis as this
+ * host last saw it: the call's time here and the name's life that call
+ * gave it (config_name_life()). Its entries leave with the names: every
+ * writer and reader trims those past (io_names_trim()), and the key itself
+ * expires with its latest entry (PEXPIREAT NX for a key just made, GT to
+ * move it only later). So it holds no more names than Redis does,
+ * whoever made them and however fast, and none once they all left; a
+ * user's names leave it minutes after their last use, not a day (an
+ * entry of the time its name was last used, trimmed only by status, once
+ * held every name a user ever made in idle_time). Why not the census,
+ * which knows the same: in a Cluster it is one key per hash slot, and
+ * status would read all 16384. A name's first lease here writes its entry
+ * at once; its renewals only once the entry is NAMES_INDEX_EVERY old (a
+ * quarter of idle_time, if less; never later than half the name's life),
+ * not at every tick: commands that cost Redis as much as a name's renewal
+ * in the script, for a time that status needs only to within a minute.
+ * ZADD GT: a call with a shorter life (a user's renewal beside root's)
+ * never brings the entry before its keys' time. The time is this host's
+ * clock, Redis' when the scripts set the keys' own: an entry leaves early
+ * or late by the hosts' skew, which status shows and nothing else reads. */
 #define NAMES_INDEX_EVERY (60 * USEC_PER_SEC)
-static void index_name(Agent *a, Name *n, bool renewal) {
-        usec_t now = now_mono(), every = MIN(NAMES_INDEX_EVERY, a->config->idle_time / 4);
+#define NAMES_TRIM_EVERY USEC_PER_SEC
+static void index_name(Agent *a, Name *n, uid_t uid, bool host_held, bool renewal) {
+        usec_t now = now_mono(), life = config_name_life(a->config, uid, host_held, renewal);
+        usec_t every = MIN(NAMES_INDEX_EVERY, a->config->idle_time / 4);
         char score[24];
 
+        every = MIN(every, life / 2);
         if (renewal && n->io_indexed > 0 && now - n->io_indexed < every)
                 return;
-        snprintf(score, sizeof(score), "%lld", (long long) (now_usec(CLOCK_REALTIME) / USEC_PER_MSEC));
-        (void) redis_key_command(a, NULL, NULL, 4, (const char *[]) { "ZADD", a->names_key, score, n->name });
+        snprintf(score, sizeof(score), "%lld", (long long) ((now_usec(CLOCK_REALTIME) + life) / USEC_PER_MSEC));
+        (void) redis_key_command(a, NULL, NULL, 5, (const char *[]) { "ZADD", a->names_key, "GT", score, n->name });
+        (void) redis_key_command(a, NULL, NULL, 4, (const char *[]) { "PEXPIREAT", a->names_key, score, "NX" });
+        (void) redis_key_command(a, NULL, NULL, 4, (const char *[]) { "PEXPIREAT", a->names_key, score, "GT" });
         n->io_indexed = now;
+        io_names_trim(a, false);
+}
+
+/* The index's entries past (their names' keys left Redis) out of it, at
+ * most once a NAMES_TRIM_EVERY unless now. */
+void io_names_trim(Agent *a, bool now) {
+        usec_t mono = now_mono();
+        char below[32];
+
+        if (!now && a->names_trimmed > 0 && mono - a->names_trimmed < NAMES_TRIM_EVERY)
+                return;
+        a->names_trimmed = mono;
+        snprintf(below, sizeof(below), "(%lld", (long long) (now_usec(CLOCK_REALTIME) / USEC_PER_MSEC));
+        (void) redis_key_command(a, NULL, NULL, 4, (const char *[]) { "ZREMRANGEBYSCORE", a->names_key, "-inf", below });
 }
 
 /* ---- renew ---------------------------------------------------------------------- */
@@ -229,7 +263,7 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
                 return r;
         }
         TAKE_PTR(rc);           /* renew_reply()'s now */
-        index_name(a, n, true);
+        index_name(a, n, uid, host_held, true);
         return 0;
 }
 
@@ -326,7 +360,7 @@ void io_index(void *ctx, const Lease *l, bool add) {
         /* A name's first lease here: in the names index at once, not at the
          * next renewal. */
         if (l->name->n_held + l->name->n_waiting <= 1)
-                index_name(a, l->name, false);
+                index_name(a, l->name, l->uid, l->host_held, false);
 }
 
 /* ---- Wake-ups ------------------------------------------------------------------- */

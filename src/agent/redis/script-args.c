@@ -12,9 +12,6 @@
 #include "redis-slot.h"
 #include "script-args.h"
 
-#define IDLE_DEFAULT_MS (24ULL * 3600 * 1000)
-#define IDLE_NEW_MS (10ULL * 60 * 1000)
-
 int script_key(char buf[static SCRIPT_KEY_SIZE], const char *prefix, const char *const *names, size_t n_names,
                bool sharded, unsigned slot, size_t i) {
         static const char *const fleet_key[N_SCRIPT_KEYS - N_KEYS] = { "clock", "census" };
@@ -27,29 +24,16 @@ int script_key(char buf[static SCRIPT_KEY_SIZE], const char *prefix, const char 
         return snprintf(buf, SCRIPT_KEY_SIZE, "%s:%s", prefix, fleet_key[i - n_names * N_KEYS]);
 }
 
-/* idle is how long the name stays in Redis after a renewal (idle_time),
- * idle_new after a request or a release (IDLE_NEW_MS, at most idle_time,
- * and never less than twice the lease: the keys outlive every renewal
- * tick, however long the lease): a name nobody ever held for a third of a
- * lease leaves Redis within minutes. A renewal or re-assertion for uid
- * other than root gives idle_new too: the names a user makes, holds
- * across a renewal tick and lets go, as fast as it may, leave within
- * minutes, not a day (for renewals uid is root when any lease renewed is
- * root's). No call shortens the keys' time while the name has holders or
- * waiters (idle_due(), line.lua), so a shorter idle never cuts short
- * another lease's. A slot the host holds itself (host_held) has its own
- * lease (host_lease), and the name's keys are kept for at least twice
- * that from its calls, so that a host that reboots right after its grant
- * finds its slot when it is back. */
+/* idle is how long the name stays in Redis after a renewal, idle_new
+ * after a request or a release: config_name_life() says why. No call
+ * shortens the keys' time while the name has holders or waiters
+ * (idle_due(), line.lua), so a shorter idle never cuts short another
+ * lease's. */
 void common_args(const Config *config, uint64_t grace_until_ms, uid_t uid, bool host_held, CommonArgs *ret) {
         uint64_t ttl = (host_held ? config->host_lease : config->lease_ttl) / USEC_PER_MSEC;
-        uint64_t idle = config->idle_time ? config->idle_time / USEC_PER_MSEC : IDLE_DEFAULT_MS;
-        uint64_t idle_new = MAX(MIN(idle, (uint64_t) IDLE_NEW_MS), 2 * ttl);
+        uint64_t idle = config_name_life(config, uid, host_held, true) / USEC_PER_MSEC;
+        uint64_t idle_new = config_name_life(config, uid, host_held, false) / USEC_PER_MSEC;
 
-        if (host_held)
-                idle = idle_new = MAX(idle, 2 * ttl);
-        else if (uid != 0)
-                idle = idle_new;
         snprintf(ret->ttl, sizeof(ret->ttl), "%" PRIu64, ttl);
         snprintf(ret->uid, sizeof(ret->uid), UID_FMT, uid);
         snprintf(ret->grace, sizeof(ret->grace), "%" PRIu64, grace_until_ms);

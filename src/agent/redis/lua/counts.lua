@@ -1,3 +1,4 @@
+-- FLAGS: allow-oom (it reads, and drops what ran out: it runs when Redis is full)
 -- Returns {now_ms, held, waiting, limit, drain, action, cap}: a name's
 -- counts for `fleetsem metrics`, as status.lua says them, read from the
 -- name's state alone (the units held, the waiters, the limit in force),

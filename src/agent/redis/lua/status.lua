@@ -1,3 +1,4 @@
+-- FLAGS: allow-oom (it reads, and drops what ran out: it runs when Redis is full)
 -- Returns {now_ms, {{lease, expires_in_ms, "TOKEN SINCE", description, "HOST UID", weight}...},
 --          {{lease, description, "HOST UID", weight}...}, limit, drain, action, cap,
 --          held, holders, waiting}: the first STATUS_PAGE holders (in
