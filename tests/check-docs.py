@@ -226,6 +226,31 @@ def check_exits():
     return bad
 
 
+# ---------------------------------------------------------------- keys
+
+def check_keys():
+    """docs/protocol.md's table of keys is the one keys.list makes."""
+    import subprocess
+    got = subprocess.run([sys.executable, os.path.join(SRC, "src/agent/redis/embed-lua.py"), "--doc-table",
+                          os.path.join(SRC, "src/agent/redis/keys.list")], capture_output=True, text=True)
+    if got.returncode != 0:
+        return ["src/agent/redis/keys.list: %s" % got.stderr.strip()]
+    want = got.stdout.splitlines()
+    text = read("docs/protocol.md")
+    m = re.search(r"^%s\n(?:\|.*\n)+" % re.escape(want[0]), text, re.M)
+    if not m:
+        return ["docs/protocol.md: no table of keys (its header: %s)" % want[0]]
+    have = m.group(0).splitlines()
+    bad = []
+    for i in range(max(len(have), len(want))):
+        h = have[i] if i < len(have) else None
+        w = want[i] if i < len(want) else None
+        if h != w:
+            bad.append("docs/protocol.md:%d: the table of keys says %r where keys.list makes %r (embed-lua.py "
+                       "--doc-table)" % (line_of(text, m.start()) + i, (h or "")[:80], (w or "")[:80]))
+    return bad
+
+
 # ---------------------------------------------------------------- model
 
 def md_table_first_column(text, header):
@@ -499,6 +524,7 @@ CHECKS = [
     ("suite-time", check_suite_time),
     ("ci-times", check_ci_times),
     ("links", check_links),
+    ("keys", check_keys),
     ("options", check_options),
     ("old-spellings", check_old_spellings),
 ]
