@@ -234,6 +234,40 @@ def check_exits():
     return bad
 
 
+# ---------------------------------------------------------------- keys
+
+def check_keys():
+    """docs/protocol.md's table of keys is the one keys.list makes, and
+    tests/redis-key-loss.sh has a case (key_ID) for each key, and no other."""
+    import subprocess
+    got = subprocess.run([sys.executable, os.path.join(SRC, "src/agent/redis/embed-lua.py"), "--doc-table",
+                          os.path.join(SRC, "src/agent/redis/keys.list")], capture_output=True, text=True)
+    if got.returncode != 0:
+        return ["src/agent/redis/keys.list: %s" % got.stderr.strip()]
+    want = got.stdout.splitlines()
+    bad = []
+    ids = {ln.split("\t")[0] for ln in subprocess.run(
+        [sys.executable, os.path.join(SRC, "src/agent/redis/embed-lua.py"), "--key-list",
+         os.path.join(SRC, "src/agent/redis/keys.list")], capture_output=True, text=True).stdout.splitlines()}
+    cases = set(re.findall(r"^key_([a-z_]+)\(\)", read("tests/redis-key-loss.sh"), re.M))
+    for i in sorted(ids - cases):
+        bad.append("tests/redis-key-loss.sh: no case key_%s() for keys.list's key %s" % (i, i))
+    for i in sorted(cases - ids):
+        bad.append("tests/redis-key-loss.sh: key_%s() is the case of no key of keys.list" % i)
+    text = read("docs/protocol.md")
+    m = re.search(r"^%s\n(?:\|.*\n)+" % re.escape(want[0]), text, re.M)
+    if not m:
+        return ["docs/protocol.md: no table of keys (its header: %s)" % want[0]]
+    have = m.group(0).splitlines()
+    for i in range(max(len(have), len(want))):
+        h = have[i] if i < len(have) else None
+        w = want[i] if i < len(want) else None
+        if h != w:
+            bad.append("docs/protocol.md:%d: the table of keys says %r where keys.list makes %r (embed-lua.py "
+                       "--doc-table)" % (line_of(text, m.start()) + i, (h or "")[:80], (w or "")[:80]))
+    return bad
+
+
 # ---------------------------------------------------------------- model
 
 def md_table_first_column(text, header):
@@ -553,6 +587,7 @@ CHECKS = [
     ("suite-time", check_suite_time),
     ("ci-times", check_ci_times),
     ("links", check_links),
+    ("keys", check_keys),
     ("options", check_options),
     ("on-error", check_on_error),
     ("old-spellings", check_old_spellings),

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Re-adoption after an agent restart: this host's index of its leases in
- * Redis, each checked against its anchor (alive, and owned by the uid the
- * index says) and against Redis (still held), handed to the engine. */
+/* This host's index of its leases, in Redis and in the host's own record
+ * (lease-record.h), and re-adoption after an agent restart from the union
+ * of the two: each entry checked against its anchor (alive, and owned by
+ * the uid the index says) and against Redis (still held), handed to the
+ * engine. Redis may lose its index (a DEL, an expiry) while the agent is
+ * down; the record outlives both the agent and, in its state directory,
+ * the host's reboot. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,6 +13,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "lease-record.h"
 #include "log.h"
 #include "lua-args.h"
 #include "lua-replies.h"
@@ -62,10 +67,78 @@ static void adopt_done_one(AdoptRound *round) {
         adopt_over(a);
 }
 
+static void record_put(Agent *a, const char *id, const char *value) {
+        int r;
+
+        if (a->record_fd < 0)
+                return;
+        r = lease_record_put(a->record_fd, id, value);
+        if (r < 0)
+                log_warning_errno(r, "Failed to record lease %s in this host's state directory: %m; an agent restart "
+                                  "re-adopts it from Redis' index alone.", id);
+}
+
+static void record_drop(Agent *a, const char *id) {
+        int r;
+
+        if (a->record_fd < 0)
+                return;
+        r = lease_record_drop(a->record_fd, id);
+        if (r < 0)
+                log_warning_errno(r, "Failed to remove lease %s from this host's state directory: %m; the next "
+                                  "re-adoption finds it gone.", id);
+}
+
 static void forget_index_entry(Agent *a, const char *id) {
         const char *hdel[] = { "HDEL", a->host_key, id };
 
         (void) redis_key_command(a, NULL, NULL, 3, hdel);
+        record_drop(a, id);
+}
+
+/* The engine's index op: Redis' index and the host's record together. */
+void host_index(void *ctx, const Lease *l, bool add) {
+        Agent *a = ctx;
+        char value[SLOTS_INDEX_VALUE_MAX];
+
+        if (add) {
+                slots_index_value(l, value);
+                record_put(a, l->id, value);
+        } else
+                record_drop(a, l->id);
+        io_index(ctx, l, add);
+}
+
+/* The engine's release: out of the record once sent, as out of Redis'
+ * index (io_call_release()); else it stays in both, released at the next
+ * re-adoption. */
+int host_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
+        int r = io_call_release(ctx, name, lease, uid);
+
+        if (r >= 0)
+                record_drop(ctx, lease);
+        return r;
+}
+
+/* This host's own record, in the state directory systemd gives the agent
+ * (StateDirectory=, $STATE_DIRECTORY: the first of its folders); without
+ * one, Redis' index alone. */
+void host_record_open(Agent *a) {
+        const char *dir = getenv("STATE_DIRECTORY");
+        char first[4096];
+        int r;
+
+        a->record_fd = -EBADF;
+        if (!dir || !*dir) {
+                log_notice("No state directory ($STATE_DIRECTORY unset): an agent restart re-adopts this host's slots "
+                           "from Redis' index alone.");
+                return;
+        }
+        snprintf(first, sizeof(first), "%.*s", (int) strcspn(dir, ":"), dir);
+        r = lease_record_open(first, a->config->namespace, a->config->host_id, &a->record_fd);
+        if (r < 0)
+                log_warning_errno(r, "Failed to open this host's record of its leases in %s: %m; an agent restart "
+                                  "re-adopts them from Redis' index alone.", first);
 }
 
 static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
@@ -98,6 +171,8 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                         ad->watch_fd = -EBADF;
                         if (lease_io_attach(io, l) < 0)
                                 slots_release(&a->slots, l, "cannot watch its anchor", now_mono());
+                        else    /* in both again: either may have lost it */
+                                host_index(a, l, true);
                         ad->round->count++;
                 } else if (io) {
                         ad->watch_fd = -EBADF;  /* closed with io */
@@ -159,7 +234,7 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
                         log_info("Anchor of lease %s is gone; releasing its slot of %s.", id, name);
                 /* Sent, it leaves the index with it; else it stays there,
                  * and the next re-adoption releases it. */
-                r = io_call_release(a, name, id, (uid_t) uid);
+                r = host_call_release(a, name, id, (uid_t) uid);
                 if (r < 0)
                         log_warning_errno(r, "Failed to release lease %s of %s: %m; it stays in %s, released at the "
                                           "next re-adoption.", id, name, a->host_key);
@@ -193,11 +268,35 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
         }
 }
 
+typedef struct RecordRound {
+        AdoptRound *round;
+        char (*ids)[LEASE_ID_LEN + 1];  /* Redis' index' ids, sorted */
+        size_t n_ids;
+        bool complete;                  /* ids holds every one of them */
+} RecordRound;
+
+static int id_compare(const void *x, const void *y) {
+        return strcmp(x, y);
+}
+
+static void record_entry(const char *id, const char *value, void *userdata) {
+        RecordRound *rr = userdata;
+        Agent *a = rr->round->agent;
+
+        if (!rr->complete || bsearch(id, rr->ids, rr->n_ids, sizeof(*rr->ids), id_compare))
+                return;         /* (without the list, Redis' entries alone) */
+        log_notice("Lease %s is in this host's record but not in Redis' index %s; re-adopting it from the record.",
+                   id, a->host_key);
+        adopt_entry(a, rr->round, id, value);
+}
+
 static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Agent *a = userdata;
-        size_t n = redis_reply_array_len(reply);
+        size_t n = redis_reply_array_len(reply), n_ids = 0;
         const char *err = redis_reply_error(reply);
+        _cleanup_free_ char (*ids)[LEASE_ID_LEN + 1] = NULL;
         AdoptRound *round;
+        int r;
 
         (void) conn;
         if (!reply) {
@@ -217,13 +316,27 @@ static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         }
         *round = (AdoptRound) { .agent = a, .pending = 1, .started = now_usec(CLOCK_MONOTONIC) };
         a->adopted = true;
+        ids = calloc(n / 2 + 1, sizeof(*ids));
         for (size_t i = 0; i + 1 < n; i += 2) {
-                char id[LEASE_ID_LEN + 1], value[NAME_MAX_LEN + UNIT_NAME_MAX + 64];
+                char id[LEASE_ID_LEN + 1], value[SLOTS_INDEX_VALUE_MAX];
 
                 if (redis_reply_array_string(reply, i, id, sizeof(id)) < 0 ||
                     redis_reply_array_string(reply, i + 1, value, sizeof(value)) < 0)
                         continue;
+                if (ids)
+                        memcpy(ids[n_ids++], id, sizeof(id));
                 adopt_entry(a, round, id, value);
+        }
+        /* Then what the host's own record has and Redis' index lacks. */
+        if (a->record_fd >= 0) {
+                RecordRound rr = { .round = round, .ids = ids, .n_ids = n_ids, .complete = ids || n < 2 };
+
+                if (ids)
+                        qsort(ids, n_ids, sizeof(*ids), id_compare);
+                r = lease_record_foreach(a->record_fd, record_entry, &rr);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to read this host's record of its leases: %m; re-adopting from "
+                                          "Redis' index alone.");
         }
         adopt_done_one(round);
 }

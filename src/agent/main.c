@@ -359,10 +359,10 @@ static const SlotsOps agent_slots_ops = {
         .send = io_send,
         .finish = io_finish,
         .call_acquire = io_call_acquire,
-        .call_release = io_call_release,
+        .call_release = host_call_release,
         .call_renew = io_call_renew,
         .call_reassert = io_call_reassert,
-        .index = io_index,
+        .index = host_index,
         .lease_timer = io_lease_timer,
         .name_timer = io_name_timer,
         .name_waiting = io_name_waiting,
@@ -388,7 +388,7 @@ static void on_redis_changed(Agent *a) {
 static int run(int argc, char *argv[]) {
         _cleanup_(sd_event_unrefp) sd_event *e = NULL;
         _cleanup_(config_done) Config config = {};
-        Agent agent = { .redis_changed = on_redis_changed, .fleet_changed = status_mark_dirty };
+        Agent agent = { .redis_changed = on_redis_changed, .fleet_changed = status_mark_dirty, .record_fd = -EBADF };
         char redis[300];
         int r;
 
@@ -429,6 +429,7 @@ static int run(int argc, char *argv[]) {
         }
         agent.event = e;
         agent.config = &config;
+        host_record_open(&agent);
         slots_init(&agent.slots, &agent_slots_ops, &agent, config.lease_ttl);
         /* With replicas to confirm each grant, a waiter's own agent asks
          * for it (and WAITs); else Redis' wake message is enough. */
@@ -467,6 +468,7 @@ finish:
         status_stop(&agent);
         lease_io_stop(&agent);
         units_close();
+        safe_close(agent.record_fd);
         user_cache_clear();
         log_limit_done();
         return r;

@@ -53,8 +53,21 @@ KINDS = ["partition-short", "partition-long", "agent-kill-short", "agent-kill-lo
          "forget", "host-gone"]
 # What `forget` makes the live master lose (design.md, "What Redis forgets"):
 # everything (the census, the epoch and the fleet clock too), one name's
-# keys, or the epoch alone, which only the next agent to connect sees.
-FORGETS = ("flushall", "del-name", "del-epoch")
+# keys, or any one key of src/agent/redis/keys.list ("del-ID"), read at run
+# time: a key added there is drawn here too (check.py knows what the loss
+# of each may do, and fails on one it does not know).
+KEYS_LIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "agent", "redis")
+
+
+def key_list():
+    """[(id, pattern, scope, type)] of keys.list."""
+    out = subprocess.run([sys.executable, os.path.join(KEYS_LIST, "embed-lua.py"), "--key-list",
+                          os.path.join(KEYS_LIST, "keys.list")], check=True, stdout=subprocess.PIPE, text=True).stdout
+    return [tuple(ln.split("\t")) for ln in out.splitlines() if ln]
+
+
+KEYS = key_list()
+FORGETS = ("flushall", "del-name") + tuple("del-" + k[0] for k in KEYS)
 
 
 def sh(*args, check=True, **kw):
@@ -478,13 +491,22 @@ class Harness:
         how, name = self.forgets.pop(), None
         if how == "flushall":
             cmd = ["FLUSHALL"]
-        elif how == "del-name":
-            # A name in use: one that has holders now, if any has.
+        else:
+            # A name in use: one that has holders now, if any has; a host:
+            # one that holds a slot now, if any does.
             held = [n for n in sorted(NAMES) if (self.rcmd(m, "ZCARD", "fleetsem:{%s}:holders" % n) or 0) > 0]
             name = self.rng.choice(held or sorted(NAMES))
-            cmd = ["DEL"] + ["fleetsem:{%s}:%s" % (name, k) for k in ("holders", "queue", "waiters", "clock")]
-        else:
-            cmd = ["DEL", "fleetsem:epoch"]
+            holding = [h for h in HOSTS if (self.rcmd(m, "HLEN", "fleetsem:host:{%s}" % h) or 0) > 0]
+            host = self.rng.choice(holding or HOSTS)
+            # (A Sentinel's master: no Cluster, no {TAG}.)
+            keys = {k[0]: k[1].replace("[:{TAG}]", "").replace("P:", "fleetsem:", 1).replace("{NAME}", "{%s}" % name)
+                    .replace("{HOST}", "{%s}" % host) for k in KEYS}
+            if how == "del-name":
+                cmd = ["DEL"] + [keys[k[0]] for k in KEYS if k[2] == "name"]
+            else:
+                cmd = ["DEL", keys[how[len("del-"):]]]
+                scope = next(k[2] for k in KEYS if k[0] == how[len("del-"):])
+                name = name if scope == "name" else host if scope == "host" else None
         said = self.rcmd(m, *cmd)
         h = "redis:%d" % m
         if said is None:

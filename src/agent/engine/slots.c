@@ -718,3 +718,14 @@ void slots_done(Slots *e) {
         while (e->name_stats)
                 name_stats_free(e, e->name_stats);
 }
+
+void slots_index_value(const Lease *l, char buf[static SLOTS_INDEX_VALUE_MAX]) {
+        size_t size = SLOTS_INDEX_VALUE_MAX;
+        int n = snprintf(buf, size, "%s %" PRIu32 " " UID_FMT " %s %s", l->name->name, l->slots, l->uid,
+                         l->unit ?: "-", l->stop_on_lost ? "stop" : "ignore");
+
+        if (n > 0 && (size_t) n < size && (l->weight > 1 || l->host_held))
+                n += snprintf(buf + n, size - (size_t) n, " %" PRIu32, l->weight);
+        if (n > 0 && (size_t) n < size && l->host_held)
+                snprintf(buf + n, size - (size_t) n, " host-held");
+}

@@ -345,6 +345,12 @@ int slots_acquire(Slots *e, const LeaseSpec *spec, usec_t wait, void *client, vo
 void slots_attach(Slots *e, Lease *l, void *client, usec_t now);
 /* A slot of a lease found held in Redis after this agent restarted. */
 int slots_adopt(Slots *e, const LeaseSpec *spec, uint64_t token, uint64_t since_ms, void *io, usec_t now, Lease **ret);
+/* A lease's entry in this host's index (Redis' and the host's own record):
+ * "NAME SLOTS UID UNIT ON-LOST[ WEIGHT[ KIND]]", UNIT "-" when not bound to
+ * one, WEIGHT only when above 1 or a KIND follows; KIND "host-held" for a
+ * slot the host holds itself (no anchor). adopt.c reads it back. */
+#define SLOTS_INDEX_VALUE_MAX (NAME_MAX_LEN + UNIT_NAME_MAX + 64)
+void slots_index_value(const Lease *l, char buf[static SLOTS_INDEX_VALUE_MAX]);
 
 void slots_release(Slots *e, Lease *l, const char *why, usec_t now);
 void slots_anchor_closed(Slots *e, Lease *l, usec_t now);

@@ -13,6 +13,7 @@
 
 #include "agent.h"
 #include "log.h"
+#include "lua-keys.h"
 #include "log-limit.h"
 #include "lua-replies.h"
 
@@ -443,7 +444,7 @@ void revoke_request(Agent *a, Client *c, const Request *req) {
         if (!d)
                 return;
         if (d->host[0]) {
-                snprintf(key, sizeof(key), "%s:host:{%s}", a->config->key_prefix, d->host);
+                snprintf(key, sizeof(key), KEY_HOST_FMT, a->config->key_prefix, d->host);
                 if (redis_key_command(a, host_index_reply, d, 2, (const char *[]) { "HGETALL", key }) < 0)
                         op_not_sent(c, d);
                 return;

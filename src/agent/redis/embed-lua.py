@@ -13,12 +13,17 @@
 #   embed-lua.py --library KEYS.list ARGS.list REPLIES.list VERSION PRELUDE SCRIPT...
 #       prints the library as the agent loads it into Redis (FUNCTION LOAD);
 #   embed-lua.py --keys KEYS.list
-#       prints the key suffixes, one a line, in order (for the tests);
+#       prints a name's key suffixes, one a line, in order (for the tests);
+#   embed-lua.py --key-list KEYS.list
+#       prints every key: ID PATTERN SCOPE TYPE, tab-separated, a line each
+#       (for the key-loss test and the fault harness);
+#   embed-lua.py --doc-table KEYS.list
+#       prints docs/protocol.md's table of keys (for check-docs);
 #   embed-lua.py --args ARGS.list SCRIPT
 #       prints SCRIPT's argument names, one a line, in order (for the tests).
 #
-# KEYS.list holds one key suffix per line; KEYS[n] of every name script is
-# P:{NAME}:<line n>. ARGS.list holds a line per script: its name, then its
+# KEYS.list holds every key, a line each (see its head); KEYS[n] of every
+# name script is P:{NAME}:<the n-th name key>, then the fleet's keys. ARGS.list holds a line per script: its name, then its
 # arguments in order. The prelude starts with the Lua locals K_<SUFFIX> for
 # the keys; A_<SCRIPT>_<NAME> in the scripts is written as that argument's
 # place in ARGV, and R_<SCRIPT>_<OUTCOME> that reply's tag (REPLIES.list:
@@ -43,15 +48,86 @@ def read(path):
         return f.read()
 
 
+# keys.list: every key, a line each (see its head). [Key], in the list's order.
+class Key:
+    FIELDS = ("id", "pattern", "scope", "type", "keys", "holds", "ttl", "loss")
+
+    def __init__(self, words):
+        for f, w in zip(self.FIELDS, words):
+            setattr(self, f, w)
+
+    # The word after "P:" (a name's key: its suffix).
+    def word(self):
+        return re.match(KEY_PATTERN[self.scope], self.pattern).group(1)
+
+    # The C format of the key (%s for the prefix, then {%s} for the name
+    # or host), and of its form in a Cluster's hash slot (or None).
+    def formats(self):
+        plain = self.pattern.replace("[:{TAG}]", "")
+        fmt = "%s" + re.sub(r"\{[A-Z]+\}", "{%s}", plain[1:])
+        tagged = fmt + ":{%s}" if "[:{TAG}]" in self.pattern else None
+        return fmt, tagged
+
+
+KEY_SCOPES = ("name", "slot", "master", "redis", "host")
+KEY_TYPES = ("string", "hash", "zset")
+KEY_PATTERN = {
+    "name": r"^P:\{NAME\}:([a-z_]+)$",
+    "slot": r"^P:([a-z_]+)\[:\{TAG\}\]$",
+    "master": r"^P:([a-z_]+)\[:\{TAG\}\]$",
+    "redis": r"^P:([a-z_]+)$",
+    "host": r"^P:([a-z_]+):\{HOST\}$",
+}
+
+
+def key_list(path):
+    keys = []
+    for line in read(path).splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        words = [w.strip() for w in line.split("|")]
+        if len(words) != len(Key.FIELDS) or not all(words):
+            sys.exit("%s: %r: %s, each field given" % (path, line[:60], " | ".join(f.upper() for f in Key.FIELDS)))
+        k = Key(words)
+        if not re.match(r"^[a-z][a-z_]*$", k.id) or any(o.id == k.id for o in keys):
+            sys.exit("%s: %r is not a lower-case identifier, or twice" % (path, k.id))
+        if k.scope not in KEY_SCOPES or k.type not in KEY_TYPES or k.keys not in ("name", "fleet", "-"):
+            sys.exit("%s: %s: scope %s, type %s, keys name, fleet or -" % (path, k.id, "|".join(KEY_SCOPES),
+                                                                         "|".join(KEY_TYPES)))
+        m = re.match(KEY_PATTERN[k.scope], k.pattern)
+        if not m or (k.scope == "name") != (k.keys == "name") or (k.scope == "name" and m.group(1) != k.id):
+            sys.exit("%s: %s: %r is no pattern of scope %s (a name's key is P:{NAME}:ID, KEYS name)"
+                     % (path, k.id, k.pattern, k.scope))
+        if k.keys == "fleet" and k.scope != "slot":
+            sys.exit("%s: %s: the keys after the names' are in their hash slot (scope slot)" % (path, k.id))
+        if any(o.word() == k.word() and o.scope == k.scope for o in keys):
+            sys.exit("%s: %s: its pattern is another key's" % (path, k.id))
+        keys.append(k)
+    if not any(k.keys == "name" for k in keys):
+        sys.exit("%s: no key of a name" % path)
+    return keys
+
+
+# A name's keys' suffixes, in KEYS' order.
 def key_suffixes(path):
-    suffixes = [line.strip() for line in read(path).splitlines()]
-    suffixes = [s for s in suffixes if s and not s.startswith("#")]
-    for s in suffixes:
-        if not s.isidentifier() or not s.isascii():
-            sys.exit("%s: %r is not a valid key suffix" % (path, s))
-    if not suffixes or len(set(suffixes)) != len(suffixes):
-        sys.exit("%s: no key suffixes, or one twice" % path)
-    return suffixes
+    return [k.id for k in key_list(path) if k.keys == "name"]
+
+
+# The keys after the names' in every script on names, in order.
+def fleet_keys(path):
+    return [k for k in key_list(path) if k.keys == "fleet"]
+
+
+# The table of keys of docs/protocol.md (tests/check-docs.py compares).
+def doc_table(path):
+    def cell(text):
+        return text.replace("|", "\\|")
+    out = ["| key | scope | type | holds | TTL or bound | if it is lost |", "|---|---|---|---|---|---|"]
+    for k in key_list(path):
+        pattern = k.pattern.replace("P:", "fleetsem:", 1)
+        out.append("| `%s` | %s | %s | %s | %s | %s |" % (pattern, k.scope, k.type, cell(k.holds), cell(k.ttl),
+                                                       cell(k.loss)))
+    return "".join(line + "\n" for line in out)
 
 
 # {script: [(name, kind)]}, kind "" (required), "?" (optional) or "..." (the rest).
@@ -317,16 +393,31 @@ def read_prelude(prelude_dir):
 def prelude_text(keys_path, args_path, prelude_path):
     suffixes = key_suffixes(keys_path)
     names = ", ".join("K_" + s.upper() for s in suffixes)
+    fleet = fleet_keys(keys_path)
     text = read_prelude(prelude_path)
     check_state_reset(prelude_path, text)
+    check_key_places(prelude_path, text, ["K_" + s.upper() for s in suffixes], ["K_" + k.id.upper() for k in fleet])
     return ("-- Generated from keys.list: begin_name() sets these for each name a\n"
             "-- call works on: its keys P:{NAME}:<suffix>, in that order in KEYS,\n"
-            "-- then (the last two KEYS) P:clock, the fleet's, and P:census.\n"
+            "-- then (the last %s KEYS) %s.\n"
             "local %s\n"
-            "local K_FLEET_CLOCK, K_CENSUS\n"
+            "local %s\n"
             "-- ARGV[A_<SCRIPT>_<NAME>] is that argument of args.list, and R_<SCRIPT>_<OUTCOME>\n"
             "-- the tag of that reply of replies.list, each written here as a number.\n"
-            % names) + text
+            % (["one", "two", "three", "four"][len(fleet) - 1],
+               ", and ".join(k.pattern.replace("[:{TAG}]", "") + (", the fleet's" if k.id == "fleet_clock" else "")
+                             for k in fleet),
+               names, ", ".join("K_" + k.id.upper() for k in fleet))) + text
+
+
+# begin_name() takes a name's keys from KEYS in keys.list's order, and the
+# fleet's after every name's: its two assignments name them in that order.
+def check_key_places(path, text, names, fleet):
+    got = [[n.strip() for n in m.group(1).split(",")]
+           for m in re.finditer(r"^\s*(K_[A-Z_]+(?:, *K_[A-Z_]+)*) = ", text, re.M)]
+    if got != [names, fleet]:
+        sys.exit("%s: begin_name() sets %s, not %s then %s (keys.list's order)"
+                 % (path, " then ".join(", ".join(g) for g in got), ", ".join(names), ", ".join(fleet)))
 
 
 # No state carries from one call to the next: every variable the
@@ -478,6 +569,7 @@ def library(keys_path, args_path, replies_path, version_path, prelude_path, scri
 def write_c(out_c, out_h, args_h, replies_c, replies_h, keys_path, args_path, replies_path, version_path,
             prelude_path, scripts):
     suffixes = key_suffixes(keys_path)
+    fleet = fleet_keys(keys_path)
     text, version = library(keys_path, args_path, replies_path, version_path, prelude_path, scripts)
     write_args_h(args_h, args_path)
     write_replies(replies_c, replies_h, replies_path)
@@ -485,15 +577,32 @@ def write_c(out_c, out_h, args_h, replies_c, replies_h, keys_path, args_path, re
         f.write("/* Generated from src/agent/redis/keys.list; do not edit. */\n")
         f.write("#pragma once\n\n")
         f.write("#define N_KEYS %d\n" % len(suffixes))
-        f.write("/* A name script's KEYS: the name's, then the fleet's clock key and the census. */\n")
-        f.write("#define N_SCRIPT_KEYS %d\n\n" % (len(suffixes) + 2))
+        f.write("/* A name script's KEYS: the name's, then %s. */\n" % ", ".join(k.id for k in fleet))
+        f.write("#define N_SCRIPT_KEYS %d\n\n" % (len(suffixes) + len(fleet)))
         f.write("extern const char *const key_suffix[N_KEYS];\n")
+        f.write("/* The word of each key after the names' (P:WORD, P:WORD:{TAG} in a Cluster). */\n")
+        f.write("extern const char *const key_fleet[N_SCRIPT_KEYS - N_KEYS];\n\n")
+        f.write("/* Every other key: KEY_<ID> the word after the prefix, KEY_<ID>_FMT its\n"
+                " * format (the prefix, then the host), KEY_<ID>_TAG_FMT its form in a\n"
+                " * Cluster's hash slot (the prefix, then the tag). */\n")
+        for k in key_list(keys_path):
+            if k.scope == "name":
+                continue
+            fmt, tagged = k.formats()
+            f.write("/* %s: %s */\n#define KEY_%s \"%s\"\n#define KEY_%s_FMT \"%s\"\n"
+                    % (k.pattern, k.holds.replace("*/", "* /"), k.id.upper(), k.word(), k.id.upper(), fmt))
+            if tagged:
+                f.write("#define KEY_%s_TAG_FMT \"%s\"\n" % (k.id.upper(), tagged))
     with open(out_c, "w", encoding="utf-8") as f:
         f.write("/* Generated from src/agent/redis/keys.list and the Lua scripts in src/agent/redis/lua; do not edit. */\n")
         f.write('#include "scripts.h"\n#include "lua-keys.h"\n\n')
         f.write("const char *const key_suffix[N_KEYS] = {\n")
         for s in suffixes:
             f.write('        "%s",\n' % s)
+        f.write("};\n\n")
+        f.write("const char *const key_fleet[N_SCRIPT_KEYS - N_KEYS] = {\n")
+        for k in fleet:
+            f.write('        "%s",\n' % k.word())
         f.write("};\n\n")
         f.write("const unsigned lua_library_version = %d;\n\n" % version)
         f.write("const char *const lua_library =\n%s;\n\n" % c_string(text))
@@ -510,6 +619,10 @@ def main(argv):
         sys.stdout.write(library(*argv[2:7], argv[7:])[0])
     elif len(argv) == 3 and argv[1] == "--keys":
         sys.stdout.write("".join(s + "\n" for s in key_suffixes(argv[2])))
+    elif len(argv) == 3 and argv[1] == "--key-list":
+        sys.stdout.write("".join("%s\t%s\t%s\t%s\n" % (k.id, k.pattern, k.scope, k.type) for k in key_list(argv[2])))
+    elif len(argv) == 3 and argv[1] == "--doc-table":
+        sys.stdout.write(doc_table(argv[2]))
     elif len(argv) == 4 and argv[1] == "--args":
         args = script_args(argv[2]).get(argv[3]) or sys.exit("%s: no script %r" % (argv[2], argv[3]))
         sys.stdout.write("".join(name + kind + "\n" for name, kind in args))
@@ -518,6 +631,8 @@ def main(argv):
                  "VERSION PRELUDE SCRIPT...\n"
                  "       embed-lua.py --library KEYS.list ARGS.list REPLIES.list VERSION PRELUDE SCRIPT...\n"
                  "       embed-lua.py --keys KEYS.list\n"
+                 "       embed-lua.py --key-list KEYS.list\n"
+                 "       embed-lua.py --doc-table KEYS.list\n"
                  "       embed-lua.py --args ARGS.list SCRIPT")
 
 

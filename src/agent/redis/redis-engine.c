@@ -198,6 +198,76 @@ void io_names_trim(Agent *a, bool now) {
         (void) redis_key_command(a, NULL, NULL, 4, (const char *[]) { "ZREMRANGEBYSCORE", a->names_key, "-inf", below });
 }
 
+/* P:host:{HOST} (keys.list): lease → slots_index_value(). It expires
+ * HOST_INDEX_TTL after this agent last wrote it or looked at it (a host
+ * gone for good leaves nothing behind), longer than a slot the host holds
+ * itself lasts unrenewed (host_lease); re-adoption also reads the host's
+ * own record (adopt.c), which outlives that. */
+static void host_index_ttl(Agent *a, char ret[static 24]) {
+        snprintf(ret, 24, "%" PRIu64, 2 * MAX(a->config->host_lease, a->config->lease_ttl) / USEC_PER_MSEC);
+}
+
+/* This host's index written again whole from the slots it holds (one
+ * HSET), with its TTL. */
+static void host_index_rewrite(Agent *a) {
+        _cleanup_free_ char (*values)[SLOTS_INDEX_VALUE_MAX] = NULL;
+        _cleanup_free_ const char **argv = NULL;
+        size_t n = 0, max = a->slots.n_leases;
+        char ttl[24];
+        Name *nm;
+
+        if (max == 0)
+                return;
+        values = calloc(max, sizeof(*values));
+        argv = calloc(2 + 2 * max, sizeof(char *));
+        if (!values || !argv) {
+                log_warning("Out of memory: this host's index in Redis is written again at the next renewal.");
+                return;
+        }
+        argv[0] = "HSET";
+        argv[1] = a->host_key;
+        LIST_FOREACH(all, nm, a->slots.names)
+                for (Lease *l = nm->leases; l && n < max; l = l->by_name_next) {
+                        if (l->state != LEASE_HELD)
+                                continue;
+                        slots_index_value(l, values[n]);
+                        argv[2 + 2 * n] = l->id;
+                        argv[3 + 2 * n] = values[n];
+                        n++;
+                }
+        if (n == 0)
+                return;
+        host_index_ttl(a, ttl);
+        (void) redis_key_command(a, NULL, NULL, (int) (2 + 2 * n), argv);
+        (void) redis_key_command(a, NULL, NULL, 3, (const char *[]) { "PEXPIRE", a->host_key, ttl });
+        log_notice("This host's index in Redis (%s) was gone; written again with its %zu held slot(s).", a->host_key,
+                   n);
+}
+
+static void host_index_kept(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Agent *a = userdata;
+        long long k;
+
+        (void) conn;
+        if (reply && redis_reply_integer(reply, &k) >= 0 && k == 0)
+                host_index_rewrite(a);
+}
+
+/* At most once a renewal period (a third of the lease), at a renewal: the
+ * host index' TTL set again, and, found gone (a DEL, an expiry, Redis
+ * restarted), written again: a host index Redis lost is whole again
+ * within a renewal period. */
+static void host_index_keep(Agent *a) {
+        usec_t now = now_mono();
+        char ttl[24];
+
+        if (a->host_index_kept > 0 && now - a->host_index_kept < a->config->lease_ttl / 3)
+                return;
+        a->host_index_kept = now;
+        host_index_ttl(a, ttl);
+        (void) redis_key_command(a, host_index_kept, a, 3, (const char *[]) { "PEXPIRE", a->host_key, ttl });
+}
+
 /* ---- renew ---------------------------------------------------------------------- */
 
 typedef struct RenewCall {
@@ -264,6 +334,7 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
         }
         TAKE_PTR(rc);           /* renew_reply()'s now */
         index_name(a, n, uid, host_held, true);
+        host_index_keep(a);
         return 0;
 }
 
@@ -339,24 +410,18 @@ int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, con
 
 /* ---- This host's index ---------------------------------------------------------- */
 
-/* "NAME SLOTS UID UNIT ON-LOST[ WEIGHT[ KIND]]", UNIT "-" when not bound
- * to one, WEIGHT only when above 1 or a KIND follows; KIND "host-held"
- * for a slot the host holds itself (no anchor). */
 void io_index(void *ctx, const Lease *l, bool add) {
         Agent *a = agent_of(ctx);
-        char value[NAME_MAX_LEN + UNIT_NAME_MAX + 64];
+        char value[SLOTS_INDEX_VALUE_MAX], ttl[24];
 
         if (!add) {
                 (void) redis_key_command(a, NULL, NULL, 3, (const char *[]) { "HDEL", a->host_key, l->id });
                 return;
         }
-        snprintf(value, sizeof(value), "%s %" PRIu32 " " UID_FMT " %s %s", l->name->name, l->slots, l->uid,
-                 l->unit ?: "-", l->stop_on_lost ? "stop" : "ignore");
-        if (l->weight > 1 || l->host_held)
-                snprintf(value + strlen(value), sizeof(value) - strlen(value), " %" PRIu32, l->weight);
-        if (l->host_held)
-                snprintf(value + strlen(value), sizeof(value) - strlen(value), " host-held");
+        slots_index_value(l, value);
+        host_index_ttl(a, ttl);
         (void) redis_key_command(a, NULL, NULL, 4, (const char *[]) { "HSET", a->host_key, l->id, value });
+        (void) redis_key_command(a, NULL, NULL, 3, (const char *[]) { "PEXPIRE", a->host_key, ttl });
         /* A name's first lease here: in the names index at once, not at the
          * next renewal. */
         if (l->name->n_held + l->name->n_waiting <= 1)

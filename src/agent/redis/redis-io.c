@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "lua-keys.h"
 #include "redis-layer.h"
 
 #define RENEW_ACCURACY (1 * USEC_PER_MSEC)              /* how late the renewal tick may fire */
@@ -315,8 +316,8 @@ int redis_io_start(Agent *a) {
         RedisIo *io;
         int r;
 
-        snprintf(a->host_key, sizeof(a->host_key), "%s:host:{%s}", a->config->key_prefix, a->config->host_id);
-        snprintf(a->names_key, sizeof(a->names_key), "%s:names", a->config->key_prefix);
+        snprintf(a->host_key, sizeof(a->host_key), KEY_HOST_FMT, a->config->key_prefix, a->config->host_id);
+        snprintf(a->names_key, sizeof(a->names_key), KEY_NAMES_FMT, a->config->key_prefix);
         redis_address_to_string(&a->config->redis, a->redis_name, sizeof(a->redis_name));
 
         io = a->redis_io = calloc(1, sizeof(RedisIo));

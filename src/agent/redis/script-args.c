@@ -14,14 +14,12 @@
 
 int script_key(char buf[static SCRIPT_KEY_SIZE], const char *prefix, const char *const *names, size_t n_names,
                bool sharded, unsigned slot, size_t i) {
-        static const char *const fleet_key[N_SCRIPT_KEYS - N_KEYS] = { "clock", "census" };
-
         if (i < n_names * N_KEYS)
                 return snprintf(buf, SCRIPT_KEY_SIZE, "%s:{%s}:%s", prefix, names[i / N_KEYS], key_suffix[i % N_KEYS]);
         if (sharded)
-                return snprintf(buf, SCRIPT_KEY_SIZE, "%s:%s:{%s}", prefix, fleet_key[i - n_names * N_KEYS],
+                return snprintf(buf, SCRIPT_KEY_SIZE, "%s:%s:{%s}", prefix, key_fleet[i - n_names * N_KEYS],
                                 redis_slot_tag(slot));
-        return snprintf(buf, SCRIPT_KEY_SIZE, "%s:%s", prefix, fleet_key[i - n_names * N_KEYS]);
+        return snprintf(buf, SCRIPT_KEY_SIZE, "%s:%s", prefix, key_fleet[i - n_names * N_KEYS]);
 }
 
 /* idle is how long the name stays in Redis after a renewal, idle_new

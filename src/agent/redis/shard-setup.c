@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "lua-keys.h"
 #include "lua-args.h"
 #include "redis-layer.h"
 #include "redis-slot.h"
@@ -277,7 +278,7 @@ static void model_refuse(Shard *sh, const char *marker) {
                          marker + n + 1, DATA_MODEL);
         else
                 snprintf(why, sizeof(why), "Redis at %s holds a fleetsem data model marker this agent cannot read "
-                         "(%s:model); this agent speaks %d: upgrade this agent; see fleetsemd(8) UPGRADING", sh->name,
+                         "(%s:" KEY_MODEL "); this agent speaks %d: upgrade this agent; see fleetsemd(8) UPGRADING", sh->name,
                          sh->io->agent->config->key_prefix, DATA_MODEL);
         shard_refuse(sh, sh->model_refused, sizeof(sh->model_refused), "data-model", why);
 }
@@ -350,9 +351,9 @@ static int epoch_send(Shard *sh, const char *key, const char *id, const char *gr
 
         if (sh->epoch[0])
                 snprintf(known_until, sizeof(known_until), "%" PRIu64, sh->grace_until_ms);
-        if (!strneq(key, prefix, strlen(prefix)) || !strneq(key + strlen(prefix), ":epoch", strlen(":epoch")))
+        if (!strneq(key, prefix, strlen(prefix)) || !strneq(key + strlen(prefix), ":" KEY_EPOCH, strlen(":" KEY_EPOCH)))
                 return -EINVAL;
-        snprintf(model_key, sizeof(model_key), "%s:model%s", prefix, key + strlen(prefix) + strlen(":epoch"));
+        snprintf(model_key, sizeof(model_key), "%s:" KEY_MODEL "%s", prefix, key + strlen(prefix) + strlen(":" KEY_EPOCH));
 
         enum { HEAD = 5 };      /* FCALL FUNCTION 2 KEY MODEL_KEY */
         const char *argv[HEAD + N_EPOCH_ARGS] = {
@@ -508,10 +509,10 @@ static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
                 return;
         }
         if (first >= 0) {
-                snprintf(key, sizeof(key), "%s:epoch:{%s}", config->key_prefix, redis_slot_tag((unsigned) first));
+                snprintf(key, sizeof(key), KEY_EPOCH_TAG_FMT, config->key_prefix, redis_slot_tag((unsigned) first));
                 sh->epoch_slot = first;
         } else
-                snprintf(key, sizeof(key), "%s:epoch", config->key_prefix);
+                snprintf(key, sizeof(key), KEY_EPOCH_FMT, config->key_prefix);
         snprintf(grace, sizeof(grace), "%" PRIu64, grace_ms);
         snprintf(failover, sizeof(failover), "%" PRIu64, failover_ms);
         /* Under Sentinel and in a Cluster the epoch belongs to one master:

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "lua-keys.h"
 #include "lua-args.h"
 #include "peers.h"
 #include "redis-layer.h"
@@ -130,8 +131,8 @@ static void epochs_follow(RedisIo *io) {
                 if (first < 0 || first == sh->epoch_slot)
                         continue;
                 tag = redis_slot_tag((unsigned) first);
-                snprintf(key, sizeof(key), "%s:epoch:{%s}", prefix, tag);
-                snprintf(model_key, sizeof(model_key), "%s:model:{%s}", prefix, tag);
+                snprintf(key, sizeof(key), KEY_EPOCH_TAG_FMT, prefix, tag);
+                snprintf(model_key, sizeof(model_key), KEY_MODEL_TAG_FMT, prefix, tag);
                 snprintf(value, sizeof(value), "%s %" PRIu64 "%s%s", sh->epoch, sh->grace_until_ms,
                          sh->master_id[0] ? " " : "", sh->master_id);
 

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/* This host's own record of its leases (lease-record.h): a file a lease. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lease-record.h"
+#include "macro.h"
+
+int lease_record_open(const char *state_dir, const char *ns, const char *host, int *ret_fd) {
+        char path[4096];
+        int fd, n;
+
+        n = snprintf(path, sizeof(path), "%s/%s.%s.leases", state_dir, ns, host);
+        if (n < 0 || (size_t) n >= sizeof(path))
+                return -ENAMETOOLONG;
+        if (mkdir(path, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        *ret_fd = fd;
+        return 0;
+}
+
+int lease_record_put(int dir_fd, const char *id, const char *value) {
+        char tmp[LEASE_ID_LEN + 8];
+        size_t len = strlen(value);
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t k;
+
+        if (!lease_id_is_valid(id) || len >= LEASE_RECORD_VALUE_MAX || strchr(value, '\n'))
+                return -EINVAL;
+        snprintf(tmp, sizeof(tmp), ".%s", id);
+        fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return -errno;
+        k = write(fd, value, len);
+        if (k < 0)
+                return -errno;
+        if ((size_t) k != len)
+                return -EIO;
+        if (renameat(dir_fd, tmp, dir_fd, id) < 0) {
+                int r = -errno;
+
+                (void) unlinkat(dir_fd, tmp, 0);
+                return r;
+        }
+        return 0;
+}
+
+int lease_record_drop(int dir_fd, const char *id) {
+        if (!lease_id_is_valid(id))
+                return -EINVAL;
+        if (unlinkat(dir_fd, id, 0) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        return 1;
+}
+
+/* The entry of name, one line without NUL of at most
+ * LEASE_RECORD_VALUE_MAX - 1 bytes, into value; -EBADMSG otherwise. */
+static int record_read(int dir_fd, const char *name, char value[static LEASE_RECORD_VALUE_MAX]) {
+        _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        struct stat st;
+        ssize_t k;
+
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EBADMSG;
+        k = read(fd, value, LEASE_RECORD_VALUE_MAX);
+        if (k < 0)
+                return -errno;
+        if (k == 0 || k >= LEASE_RECORD_VALUE_MAX || memchr(value, '\0', (size_t) k) || memchr(value, '\n', (size_t) k))
+                return -EBADMSG;
+        value[k] = '\0';
+        return 0;
+}
+
+/* (Read whole before any callback, which may write or remove entries.) */
+int lease_record_foreach(int dir_fd, void (*cb)(const char *id, const char *value, void *userdata), void *userdata) {
+        typedef struct Entry {
+                char id[LEASE_ID_LEN + 1];
+                char value[LEASE_RECORD_VALUE_MAX];
+        } Entry;
+        _cleanup_free_ Entry *entries = NULL;
+        size_t n = 0, allocated = 0;
+        int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3), r;
+        struct dirent *de;
+        DIR *d;
+
+        if (fd < 0)
+                return -errno;
+        d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return -errno;
+        }
+        rewinddir(d);
+        while ((de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (n == allocated) {
+                        size_t more = allocated ? 2 * allocated : 16;
+                        Entry *e = reallocarray(entries, more, sizeof(Entry));
+
+                        if (!e) {
+                                closedir(d);
+                                return -ENOMEM;
+                        }
+                        entries = e;
+                        allocated = more;
+                }
+                /* A temporary file left by a crash, or anything else: gone
+                 * (one that cannot be read now stays for the next time). */
+                r = lease_id_is_valid(de->d_name) ? record_read(dir_fd, de->d_name, entries[n].value) : -EBADMSG;
+                if (r == -EBADMSG)
+                        (void) unlinkat(dir_fd, de->d_name, 0);
+                if (r < 0)
+                        continue;
+                memcpy(entries[n].id, de->d_name, sizeof(entries[n].id));    /* a lease id: LEASE_ID_LEN long */
+                n++;
+        }
+        closedir(d);
+        for (size_t i = 0; i < n; i++)
+                cb(entries[i].id, entries[i].value, userdata);
+        return 0;
+}

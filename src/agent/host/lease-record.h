@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/* This host's own record of its leases: a file per lease, named by its id
+ * and holding its entry of the host index ("NAME SLOTS UID UNIT ON-LOST[
+ * WEIGHT[ KIND]]"), in a folder of the agent's state directory that
+ * outlives an agent restart (and, for slots the host holds itself, its
+ * reboot). Re-adoption reads it beside Redis' host index, so a host index
+ * Redis lost leaves no holder of this host behind. */
+#pragma once
+
+#include <stddef.h>
+
+#include "names.h"
+
+/* An entry's longest text, its NUL included. */
+#define LEASE_RECORD_VALUE_MAX (NAME_MAX_LEN + UNIT_NAME_MAX + 64)
+
+/* The folder STATE_DIR/NS.HOST.leases, made (0700) if missing; its fd in
+ * *ret_fd. */
+int lease_record_open(const char *state_dir, const char *ns, const char *host, int *ret_fd);
+/* Writes (replaces) the entry of lease id, atomically (a temporary file
+ * renamed). */
+int lease_record_put(int dir_fd, const char *id, const char *value);
+/* Removes the entry of lease id; 0 when there was none. */
+int lease_record_drop(int dir_fd, const char *id);
+/* Calls cb for each entry whose name is a lease id and whose text is one
+ * line of at most LEASE_RECORD_VALUE_MAX - 1 bytes; others are removed. */
+int lease_record_foreach(int dir_fd, void (*cb)(const char *id, const char *value, void *userdata), void *userdata);
