@@ -68,7 +68,7 @@ CENSUS=fleetsem:census
 # SLOTS TOKEN SINCE_MS PROOF DESCRIPTION" (cut -f FIELDS of it).
 rec() { rcli HGET "$(key "$1" clock)" "$2" | cut -d' ' -f"${3:-1-}"; }
 # state NAME FIELD: a field of the name's state, "HELD LINE LIMIT AT_LIMIT
-# TOKEN TICKET TTL_MS OFFSET_MS EXPIRES_MS"; state_set NAME FIELD VALUE.
+# TOKEN TICKET TTL_MS OFFSET_MS EXPIRES_MS CLOCK_ID"; state_set NAME FIELD VALUE.
 state() { rcli HGET "$(key "$1" clock)" . | cut -d' ' -f"$2"; }
 state_set() {
         rcli HSET "$(key "$1" clock)" . "$(rcli HGET "$(key "$1" clock)" . | awk -v f="$2" -v v="$3" '{ $f = v; print }')" \
@@ -423,7 +423,10 @@ is "$(j "\"$r\"" 'r.split(" / ")[0] == r.split(" / ")[1][:3] and int(r[-1]) == s
 # The fleet's clock key says when a script last ran on any name; setting it
 # back (or ahead) is what a step of Redis' clock looks like to the next one.
 fleet_offset() { rcli GET "$FLEET_CLOCK" | awk '{ print $2 }'; }
-fleet_is() { rcli SET "$FLEET_CLOCK" "$1 $(fleet_offset)" >/dev/null; }
+# fleet_id: the key's ID (the clock its offsets are of); fleet_is LAST
+# [ERA]: the key says LAST, the same clock (its era ERA, 0 unless given).
+fleet_id() { rcli GET "$FLEET_CLOCK" | awk '{ print $7 }'; }
+fleet_is() { rcli SET "$FLEET_CLOCK" "$1 $(fleet_offset) ${2:-0} 0 - 0 $(fleet_id)" >/dev/null; }
 name_offset() { state "$1" 8; }
 acquire fwd h 1 >/dev/null
 acquire fwd w 1 >/dev/null
@@ -489,7 +492,7 @@ g=$((t + 2000))
 GRACE=$g renew era h >/dev/null
 is "$(rcli GET "$FLEET_CLOCK" | awk '{ print $3 }')" "$g" "clock: the fleet's clock key names the state its writer knew"
 rcli ZADD "$(key era holders)" $((t - 1000)) h >/dev/null
-rcli SET "$FLEET_CLOCK" "$((t - 9000)) $(fleet_offset) $g" >/dev/null   # back before the grace began, then forward
+fleet_is $((t - 9000)) "$g"   # back before the grace began, then forward
 GRACE=$g acquire era x 1 >/dev/null
 is "$(j "$(rcli ZSCORE "$(key era holders)" h)" "r >= $t + 7000")" true \
         "clock: a step forward from before the grace of the same state: h still holds, its expiry moved by the step"
@@ -497,13 +500,13 @@ is "$(j "$(rcli ZSCORE "$(key era holders)" h)" "r >= $t + 7000")" true \
 # old data, not a step; and after it, steps count for re-assertions too.
 t=$(redis_ms)
 rcli ZADD "$(key era holders)" $((t - 1000)) h >/dev/null
-rcli SET "$FLEET_CLOCK" "$((t - 9000)) $(fleet_offset) $g" >/dev/null
+fleet_is $((t - 9000)) "$g"
 GRACE=$((g + 5000)) reassert era y 1 5 1 >/dev/null
 is "$(rcli ZSCORE "$(key era holders)" h)" "" "clock: a key from before the reset the caller knows is no step: h ran out"
 is "$(rcli GET "$FLEET_CLOCK" | awk '{ print $3 }')" "$((g + 5000))" "clock: ... and the key names the new state"
 t=$(redis_ms)
 rcli ZADD "$(key era holders)" $((t - 1000)) y >/dev/null
-rcli SET "$FLEET_CLOCK" "$((t - 9000)) $(fleet_offset) $((g + 5000))" >/dev/null
+fleet_is $((t - 9000)) $((g + 5000))
 GRACE=$((g + 5000)) reassert era z 1 6 1 >/dev/null
 is "$(j "$(rcli ZSCORE "$(key era holders)" y)" "r >= $t + 7000")" true "clock: a re-assertion sees a step in its own state: y keeps its lease"
 is "$(rcli PTTL "$FLEET_CLOCK")" -1 "clock: the fleet's clock key never expires"
@@ -985,6 +988,95 @@ is "$(j "$r" 'r[0]')" 0 "lost entry: so the waiter behind it still waits"
 is "$(j "$r" '0 < r[4] <= 10000')" true "lost entry: ... told to look again when that lease is over"
 is "$(reassert gone-by-hand h 1 5 1234)" 1 "lost entry: its agent puts the holder back meanwhile"
 is "$(counted gone-by-hand)" "1 1 / 1 1 2" "lost entry: ... counted again"
+# ---- Global keys lost alone: the fleet clock, the census, a record -----------
+# The fleet clock key lost after its offset gathered a silence (or a step):
+# a new clock, never offset 0 of the old one; the name's expiries do not
+# move back by the offset (they would all have run out: w granted beside h).
+emptied
+TTL_MS=10000 acquire gk h 1 >/dev/null
+TTL_MS=10000 acquire gk w 1 >/dev/null
+tok=$(rec gk h 4)
+t=$(redis_ms)
+fleet_is $((t - 20000))         # nothing ran for 20 s: the offset gathers 20 s
+TTL_MS=10000 renew gk h >/dev/null
+is "$(j "$(fleet_offset)" 'r >= 19000')" true "fleet clock lost: first, an offset of 20 s gathered ($(fleet_offset))"
+id0=$(fleet_id)
+rcli DEL "$FLEET_CLOCK" >/dev/null
+r=$(TTL_MS=10000 acquire gk w 1)
+is "$(j "$r" 'r[:2]')" "[0,1]" "fleet clock lost: h still holds, w waits"
+is "$(j "$(rcli ZSCORE "$(key gk holders)" h)" "r >= $t + 8000")" true "fleet clock lost: h's expiry did not move back"
+is "$(fleet_offset) $(state gk 10)" "0 $(fleet_id)" "fleet clock lost: a new clock at offset 0, the name on it"
+is "$(j "$(fleet_id)" "r != $id0")" true "fleet clock lost: ... with a new id"
+left_idle gk
+is "$(j "$(TTL_MS=10000 acquire gk2 a 1)" "r[1] > $tok")" true "fleet clock lost: tokens do not go back"
+# A name nobody called since the key was lost: a gap (or a step) may have
+# gone unseen, so what would run out within a lease gets one from now.
+TTL_MS=10000 acquire gk3 h 1 >/dev/null
+rcli DEL "$FLEET_CLOCK" >/dev/null
+TTL_MS=10000 acquire gk2 b 1 >/dev/null      # another name makes the new clock
+t=$(redis_ms)
+rcli ZADD "$(key gk3 holders)" $((t - 1000)) h >/dev/null
+is "$(j "$(TTL_MS=10000 acquire gk3 w 1)" 'r[:2]')" "[0,1]" \
+        "fleet clock lost: a name from before it keeps its holder, whose time ran out unseen"
+is "$(j "$(rcli ZSCORE "$(key gk3 holders)" h)" "r >= $t + 9000")" true "fleet clock lost: ... given a lease from now"
+# A step of Redis' clock, seen, then the key lost: the same.
+TTL_MS=10000 acquire gk4 h 1 >/dev/null
+step_clock 30000
+TTL_MS=10000 renew gk4 h >/dev/null
+is "$(j "$(fleet_offset)" 'r >= 29000')" true "fleet clock lost after a step: the step seen ($(fleet_offset))"
+rcli DEL "$FLEET_CLOCK" >/dev/null
+is "$(j "$(TTL_MS=10000 acquire gk4 w 1)" 'r[:2]')" "[0,1]" "fleet clock lost after a step: h still holds, w waits"
+step_clock 0
+is "$(j "$(TTL_MS=10000 acquire gk4 w 1)" 'r[:2]')" "[0,1]" "fleet clock lost after a step: ... also once the clock is put right"
+is "$(j "$(rcli ZSCORE "$(key gk4 holders)" h)" "r >= $(redis_ms) + 5000")" true \
+        "fleet clock lost after a step: ... h's time left taken off the step back, not more"
+# The census lost, made again by a call on another name: the held name's
+# entry is written again by its next call, so that a loss of its keys
+# later still counts as a loss (w waits, not granted beside h).
+emptied
+TTL_MS=10000 acquire cz h 1 >/dev/null
+rcli DEL "$CENSUS" >/dev/null
+TTL_MS=10000 acquire cz-other o 1 >/dev/null
+is "$(rcli ZSCORE "$CENSUS" 'fleetsem:{cz}')" "" "census lost: the held name is not in the new census..."
+TTL_MS=10000 renew cz h >/dev/null
+is "$(j "$(rcli ZSCORE "$CENSUS" 'fleetsem:{cz}')" "r > $(redis_ms)")" true "census lost: ... until its next renewal"
+t=$(redis_ms)
+rcli ZADD "$CENSUS" $((20000 - t)) . >/dev/null     # the new census older than a lease
+rcli DEL "$(key cz holders)" "$(key cz queue)" "$(key cz waiters)" "$(key cz clock)" >/dev/null
+r=$(TTL_MS=10000 acquire cz w 1)
+is "$(j "$r" 'r[0]')" 0 "census lost, then the name's keys: w is not granted (the name was forgotten)"
+is "$(j "$r" '0 < r[5] <= 10000')" true "census lost, then the name's keys: ... for a lease"
+# A census 8 s old (of a 10-s lease) that lacks a name whose keys went:
+# forgotten now, a whole lease of grace, not the 2 s left of the census'
+# first lease (its holder's agent, which renewed since, would take its
+# slot for lost rather than put it back).
+TTL_MS=10000 acquire cz2 h 1 >/dev/null
+t=$(redis_ms)
+rcli ZADD "$CENSUS" $((8000 - t)) . >/dev/null
+rcli ZREM "$CENSUS" 'fleetsem:{cz2}' >/dev/null
+rcli DEL "$(key cz2 holders)" "$(key cz2 queue)" "$(key cz2 waiters)" "$(key cz2 clock)" >/dev/null
+r=$(TTL_MS=10000 renew cz2 h)
+is "$(j "$r" 'r[0] > 9000')" true "census young, a name's keys lost: a whole lease of grace from now ($(j "$r" 'r[0]') ms)"
+# The census lost with nobody's call in between: the held name's own call
+# makes it again, with its entry.
+rcli DEL "$CENSUS" >/dev/null
+TTL_MS=10000 renew cz-other o >/dev/null
+is "$(j "$(rcli --json ZMSCORE "$CENSUS" 'fleetsem:{cz-other}' .)" 'r[0] is not None and r[1] is not None')" true \
+        "census lost: a held name's renewal makes it again, with its entry and mark"
+rcli ZADD "$CENSUS" -1 . >/dev/null     # (seeded again: the names below are new)
+# One holder's record lost (HDEL of its field), its entry still there: its
+# renewal says the name was forgotten, so its agent puts it back.
+acquire hd h 1 >/dev/null
+acquire hd w 1 >/dev/null
+tok=$(rec hd h 4)
+rcli HDEL "$(key hd clock)" h >/dev/null
+r=$(renew hd h w)
+is "$(j "$r" 'r[1:]')" '["h"]' "record lost: the holder is missing at its renewal"
+is "$(j "$r" '0 < r[0] <= 10000')" true "record lost: ... and the name grants nothing for a lease ($(j "$r" 'r[0]') ms): put back, not lost"
+is "$(j "$(acquire hd w 1)" 'r[0]')" 0 "record lost: the waiter still waits"
+is "$(reassert hd h 1 "$tok" 1)" 1 "record lost: its agent puts the holder back"
+is "$(rec hd h 4) $(counted hd)" "$tok 1 1 / 1 1 2" "record lost: ... with its token, counted once"
+
 # A lease named as the state's field is refused (the agent never sends one).
 like "$(acquire dot . 1 2>&1)" "FLEETSEM a lease may not be named" "state: a lease named '.' is refused"
 is "$(rcli HGET "$(key dot clock)" .)" "" "... and writes nothing"

@@ -14,6 +14,7 @@ local function begin_name(keys, at)
   st_dirty, forgot_dirty, drain_dirty = false, false, false
   rec, dirty, created = {}, {}, {}
   census_made, expired, expired_ttl, expired_grace, idle_again = false, false, false, false, false
+  census_look, census_young = false, false
 end
 local function begin_call(keys)
   now_ms_, now_us_, now_read = nil, nil, false
@@ -215,6 +216,7 @@ local function renew_call(argv)
   local now_ms = now()
   fetch(leases, texts)
   expire(now_ms, ttl, argv[A_RENEW_GRACE_UNTIL_MS], false, true)
+  census_look = true
   local missing, holders, waiters = {}, {}, {}
   for _, lease in ipairs(leases) do
     -- (Read before, in this call or an earlier one of the batch: rec has it.)
@@ -227,6 +229,9 @@ local function renew_call(argv)
     end
     if h ~= host or (token > 0 and proof == REVOKED) then
       missing[#missing + 1] = lease
+      -- Its record gone (the hash's field alone) and its entry still
+      -- there: Redis forgot part of the name, and its agent puts it back.
+      if not h and redis.call('ZSCORE', K_HOLDERS, lease) then record_lost() end
     elseif token > 0 then
       holders[#holders + 1] = lease
     else

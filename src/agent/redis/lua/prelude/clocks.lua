@@ -2,9 +2,9 @@
 -- and the steps of Redis' clock.
 
 -- The fleet's clock key, K_FLEET_CLOCK (the last KEY, one for all names):
--- "LAST_MS OFFSET_MS ERA TOKEN_OFFSET_MS RUN_ID SHORT_MS". observe() reads
--- it and says what the first three and SHORT_MS are; next_token() the
--- others. fleet_write()
+-- "LAST_MS OFFSET_MS ERA TOKEN_OFFSET_MS RUN_ID SHORT_MS ID". observe()
+-- reads it and says what the first three, SHORT_MS and ID are;
+-- next_token() the others. fleet_write()
 -- writes back what `fleet` holds; `fleet_due`: at the end of the call.
 local fleet, fleet_due = {}, false
 -- Read once a call: a batch's names share it (batch.lua). Nothing but this
@@ -14,17 +14,18 @@ local fleet_known = false
 local function field(w, pattern, default)
   return tonumber(w and string.match(w, pattern)) or default
 end
--- (The key as fleet_write() writes it, six words, in one match; anything
--- else word by word, each word checked alone: a key of five, without
--- SHORT_MS, has 0 for it, none known.)
+-- (The key as fleet_write() writes it, seven words, in one match;
+-- anything else word by word, each word checked alone: a key of five,
+-- without SHORT_MS, has 0 for it, none known; one of six, without ID, is
+-- clock 0, the id of the names' offsets written before there was one.)
 local function fleet_read()
   local text = redis.call('GET', K_FLEET_CLOCK) or ''
-  local last, offset, era, token_offset, id, short =
-    string.match(text, '^(%d+) (%-?%d+) (%d+) (%-?%d+) (%x*) (%d+)$')
+  local last, offset, era, token_offset, id, short, clock =
+    string.match(text, '^(%d+) (%-?%d+) (%d+) (%-?%d+) (%x*) (%d+) (%d+)$')
   if last then
     fleet.last, fleet.era, fleet.offset, fleet.token_offset = tonumber(last), tonumber(era), tonumber(offset),
       tonumber(token_offset)
-    fleet.run_id, fleet.short = id, tonumber(short)
+    fleet.run_id, fleet.short, fleet.id = id, tonumber(short), tonumber(clock)
     return
   end
   local w = {}
@@ -33,10 +34,11 @@ local function fleet_read()
   fleet.offset, fleet.token_offset = field(w[2], '^%-?%d+$', 0), field(w[4], '^%-?%d+$', 0)
   fleet.run_id = w[5] and string.match(w[5], '^%x+$') or ''
   fleet.short = field(w[6], '^%d+$', 0)
+  fleet.id = field(w[7], '^%d+$', 0)
 end
 local function fleet_write()
   redis.call('SET', K_FLEET_CLOCK, table.concat({digits(fleet.last), digits(fleet.offset), digits(fleet.era),
-    digits(fleet.token_offset), fleet.run_id, digits(fleet.short or 0)}, ' '))
+    digits(fleet.token_offset), fleet.run_id, digits(fleet.short or 0), digits(fleet.id)}, ' '))
   fleet_due = false
 end
 
@@ -152,12 +154,52 @@ end
 -- (every agent that holds one calls again within a third of it, and
 -- puts it back): so a fleet whose short leases ended counts one gap in
 -- the longer callers' calls as a step, as a gap in every agent's calls.
+--
+-- The key lost alone (a DEL, eviction) is a reset of what it vouches for,
+-- never offset 0 of the clock it was: its offset may be far from 0 (every
+-- step and every silence of the fleet added to it), and a name's expiries
+-- moved by it back to 0 would all end at once, granting each slot twice.
+-- A key found missing (or without a LAST_MS one can read) is a new clock
+-- with a new ID (the server's time in µs when it is made), its offset 0
+-- and no last call known (so no step is seen in the call that makes it);
+-- each name's state says the ID of the clock its OFFSET_MS is of. A name
+-- whose ID is not the key's has its offset on a clock that is gone: its
+-- expiries are on that clock as it was when the key was lost, which the
+-- new one starts from, so they move by the new clock's offset only (the
+-- steps seen since it was made), never by the old one's. A gap in every
+-- agent's calls, or a step, between the name's last call and the new
+-- key's making went unseen: so its holders and waiters that would run
+-- out within a lease are given a lease from now (its last caller's) —
+-- later is safe, earlier is not: a holder alive is put back by its next
+-- renewal, one that is gone holds its slot one lease longer. The tokens'
+-- clock of a new key is the server's (TOKEN_OFFSET_MS 0, the most it can
+-- be: the offset never goes below 0), so no token goes back; the era and
+-- the shortest lease start again, as after a restart.
+-- Adds nothing, but moves every entry of the ZSET `key` that runs out
+-- before `floor` to `floor`.
+local function raise(key, floor)
+  local low = redis.call('ZRANGEBYSCORE', key, '-inf', '(' .. digits(floor))
+  local args = {}
+  for _, lease in ipairs(low) do
+    args[#args + 1] = floor
+    args[#args + 1] = lease
+  end
+  each_chunk('ZADD', key, args)
+end
 local function observe(now_ms, ttl, grace_until, looker)
   local offset, last_ttl = st.offset, st.ttl
   ttl = tonumber(ttl) or last_ttl or 0
   -- (Once a call: see fleet_known.)
   if not fleet_known and not fleet_due then fleet_read() end
   fleet_known = true
+  -- (A new clock, until this call writes it.)
+  if not fleet.last then
+    local _, now_us = now()
+    fleet.id, fleet.offset = now_us, 0
+  end
+  -- This name's offset is of a clock that is gone: the new one's start.
+  local lost = offset and st.clock ~= fleet.id
+  if lost then offset = 0 end
   local fleet_last, fleet_offset, short = fleet.last, fleet.offset, fleet.short or 0
   grace_until = tonumber(grace_until) or 0
   local stale = fleet_last and grace_until > fleet.era
@@ -165,7 +207,7 @@ local function observe(now_ms, ttl, grace_until, looker)
   local stepped = fleet_last and not stale and ((ttl > 0 and now_ms - fleet_last > judge / 2) or now_ms < fleet_last)
   if stepped then fleet_offset = fleet_offset + now_ms - fleet_last end
   local moved = offset and offset ~= fleet_offset
-  if looker then return not (stepped or moved) end
+  if looker then return not (stepped or moved or lost) end
   -- Written again after a twentieth of the caller's lease at most, not
   -- every call (a shorter lease's callers write at their own pace), and
   -- when the caller's lease is shorter than SHORT_MS; never by a caller
@@ -179,6 +221,11 @@ local function observe(now_ms, ttl, grace_until, looker)
     if st.held > 0 then shift(K_HOLDERS, fleet_offset - offset) end
     if st.line > 0 then shift(K_WAITERS, fleet_offset - offset) end
   end
+  if lost then
+    local floor = now_ms + ((last_ttl or 0) > 0 and last_ttl or ttl)
+    if st.held > 0 then raise(K_HOLDERS, floor) end
+    if st.line > 0 then raise(K_WAITERS, floor) end
+  end
   if id then
     -- (Forgotten: in another state, or after a gap only it made a step.)
     if stale or not fleet_last or short == 0 or (stepped and now_ms - fleet_last <= ttl / 2 and now_ms > fleet_last) then
@@ -189,8 +236,8 @@ local function observe(now_ms, ttl, grace_until, looker)
     fleet.last, fleet.offset, fleet.era, fleet.short = now_ms, fleet_offset, math.max(fleet.era, grace_until), short
     fleet_write()
   end
-  if offset ~= fleet_offset or (ttl > 0 and ttl ~= last_ttl) then
-    st.offset, st.ttl, st_dirty = fleet_offset, ttl, true
+  if lost or offset ~= fleet_offset or st.clock ~= fleet.id or (ttl > 0 and ttl ~= last_ttl) then
+    st.offset, st.ttl, st.clock, st_dirty = fleet_offset, ttl, fleet.id, true
   end
   return true
 end

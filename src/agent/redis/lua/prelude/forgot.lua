@@ -24,6 +24,7 @@
 local CENSUS_MARK = '.'
 local census_member             -- the name's member of the census (begin_name())
 local census_made = false       -- made by this call: its mark is written in idle()
+local census_young = false      -- st.forgot is the census' making (census_forgot())
 
 -- When the name, found without its state, was forgotten (false: it is new).
 local function census_forgot()
@@ -36,8 +37,39 @@ local function census_forgot()
   end
   if expires and expires > now_ms then return now_ms end
   -- (The census' own age: a lease later, the mark of a name made now is
-  -- found past, and dropped, by the first caller that knows its lease.)
+  -- found past, and dropped, by the first caller that knows its lease.
+  -- Within that lease the name was forgotten now, not when the census was
+  -- made: forgot_left() moves the mark to now, so that the lease of grace
+  -- is whole, which is what tells a holder's agent that its slot was
+  -- forgotten after its last renewal, not lost before it.)
+  census_young = true
   return -made
+end
+
+-- A census lost alone is made again by the next call that needs it, and
+-- would know none of the names before; one that asks only about the name
+-- it lacks a state for (census_forgot()) forgives a name made while it is
+-- younger than a lease, but a name's entry is written again only when its
+-- keys' expiry moves (idle(): every quarter of idle_ms, hours). So every
+-- renewal of a name that has holders or waiters (census_look, then
+-- idle()) looks for its entry, and writes it again when it is missing
+-- (making the census, with its mark, if it is gone too): each such name
+-- has its entry back by its next renewal, which its holders' and
+-- waiters' agents send within a third of their lease, well inside the
+-- lease in which a name the census lacks counts as forgotten. The cost:
+-- one ZMSCORE a renewal of a name (O(log n) in the census' size; a grant
+-- or a release pays nothing), a write only after a loss. (now() may read
+-- the time here, after the call's idle_due(): that says nothing of the
+-- call's own use of it.)
+local census_look = false      -- a renewal: the name's entry is looked for (idle())
+local function census_keep()
+  local got = redis.call('ZMSCORE', K_CENSUS, census_member, CENSUS_MARK)
+  if got[1] then return end
+  if not got[2] and not census_made then
+    local read = now_read
+    census_made, now_read = now(), read
+  end
+  redis.call('ZADD', K_CENSUS, st.expires > 0 and digits(st.expires) or 'inf', census_member)
 end
 
 -- The state, counted from the ZSETs when Redis has none (a new name, or
@@ -58,6 +90,10 @@ local function forgot_left(now_ms, ttl)
   if not st.forgot then return 0 end
   ttl = tonumber(ttl) or st.ttl
   if not ttl or ttl <= 0 then return math.huge end
+  if census_young then
+    census_young = false
+    if st.forgot + ttl > now_ms then st.forgot, forgot_dirty = now_ms, true end
+  end
   local left = st.forgot + ttl - now_ms
   if left > 0 then return left end
   st.forgot, forgot_dirty = false, true
@@ -68,6 +104,17 @@ end
 -- nor in the lease after Redis forgot the name, nor while it is drained.
 local function may_grant(now_ms, grace_until, ttl)
   return now_ms >= grace_until and not st.drain and forgot_left(now_ms, ttl) == 0
+end
+
+-- A holder's entry is there but its record is gone (an HDEL of its field;
+-- not by a script): the name is marked forgotten, as when the whole hash
+-- went, so that its agent puts it back (reassert.lua finds the entry
+-- without its record, and writes the record again) instead of taking the
+-- slot for lost; the entry, and the units the state counts, stay, so
+-- nobody is granted it meanwhile.
+local function record_lost()
+  state()
+  st.forgot, forgot_dirty = now(), true
 end
 
 -- `lease`'s record says it holds or waits, but its ZSET entry is gone (not

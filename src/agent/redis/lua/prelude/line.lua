@@ -158,6 +158,7 @@ local function idle(idle_ms, reply)
   if fleet_due then fleet_write() end
   if idle_ms ~= nil then idle_due(idle_ms) end
   flush()
+  if census_look and st and not idle_again and (st.held > 0 or st.line > 0) then census_keep() end
   if census_made then
     redis.call('ZADD', K_CENSUS, -census_made, CENSUS_MARK)
     census_made = false

@@ -55,14 +55,16 @@ end
 
 -- ---- The name's hash, K_CLOCK --------------------------------------------
 -- Field '.' holds the name's state,
---   "HELD LINE LIMIT AT_LIMIT TOKEN TICKET TTL_MS OFFSET_MS EXPIRES_MS":
+--   "HELD LINE LIMIT AT_LIMIT TOKEN TICKET TTL_MS OFFSET_MS EXPIRES_MS CLOCK_ID":
 -- how many hold and how many are in line (the sizes of holders and queue,
 -- kept with every change to those, so that no call has to count them),
 -- the limit in force and how many of them asked for exactly it (LIMIT -1:
 -- not known since the last of those left; read again from the records
 -- when asked), the last fencing token and ticket handed out, the lease of
 -- the last caller that knew one, the fleet clock's offset the expiries are
--- on (see observe()), and when the name's keys leave Redis (0: never).
+-- on (see observe()), when the name's keys leave Redis (0: never), and
+-- which fleet clock key that offset is of (its ID: a key lost and made
+-- again is another clock, whose offsets say nothing of this one's).
 -- Field '!', while the name is drained (no new grant: drain.lua), says by
 -- whom and why: "HOST UID SINCE_MS USER REASON". Field '#', while the
 -- name has a fleet limit (limit.lua), says it, who set it and why:
@@ -125,28 +127,29 @@ local REVOKED = 'revoked'
 local function revoked(r)
   return r.token > 0 and r.proof == REVOKED
 end
--- The state's numbers (the words that are numbers), nine of them, or no
--- state (nil). (Nine words that are all numbers, as state_text() writes
+-- The state's numbers (the words that are numbers), ten of them (nine in
+-- a state written before CLOCK_ID: 0, the fleet clock key's id then), or
+-- no state (nil). (Ten words that are all numbers, as state_text() writes
 -- them, in one match: a grant parses the state twice; anything else word
 -- by word.)
-local STATE_PATTERN = '^%s*(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s*$'
+local STATE_PATTERN = '^%s*(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s+(%S+)%s*$'
 local function parse_state(v)
-  local held, line, limit, at_limit, token, ticket, ttl, offset, expires = string.match(v or '', STATE_PATTERN)
+  local held, line, limit, at_limit, token, ticket, ttl, offset, expires, clock = string.match(v or '', STATE_PATTERN)
   held, line, limit, at_limit, token = tonumber(held), tonumber(line), tonumber(limit), tonumber(at_limit), tonumber(token)
-  ticket, ttl, offset, expires = tonumber(ticket), tonumber(ttl), tonumber(offset), tonumber(expires)
-  if held and line and limit and at_limit and token and ticket and ttl and offset and expires then
+  ticket, ttl, offset, expires, clock = tonumber(ticket), tonumber(ttl), tonumber(offset), tonumber(expires), tonumber(clock)
+  if held and line and limit and at_limit and token and ticket and ttl and offset and expires and clock then
     return {held = held, line = line, limit = limit, at_limit = at_limit, token = token, ticket = ticket, ttl = ttl,
-      offset = offset, expires = expires}
+      offset = offset, expires = expires, clock = clock}
   end
   local n = {}
   for f in string.gmatch(v or '', '%S+') do n[#n + 1] = tonumber(f) end
-  if #n ~= 9 then return nil end
+  if #n ~= 9 and #n ~= 10 then return nil end
   return {held = n[1], line = n[2], limit = n[3], at_limit = n[4], token = n[5], ticket = n[6], ttl = n[7],
-    offset = n[8], expires = n[9]}
+    offset = n[8], expires = n[9], clock = n[10] or 0}
 end
 local function state_text(s)
-  return string.format('%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f', s.held, s.line, s.limit, s.at_limit, s.token or 0,
-    s.ticket, s.ttl or 0, s.offset or 0, s.expires)
+  return string.format('%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f', s.held, s.line, s.limit, s.at_limit,
+    s.token or 0, s.ticket, s.ttl or 0, s.offset or 0, s.expires, s.clock or 0)
 end
 
 -- The name's keys are of the first data model: an agent of an earlier
