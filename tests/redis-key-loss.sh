@@ -46,7 +46,7 @@ MOMENTS=(held quiet restart)
 # records are lost, then its holder's agent restarted before a renewal
 # put it back, answers the re-adoption "gone" (adopt.lua), orphaning a
 # holder without a client that reconnects.
-KNOWN_FAILURES=(fleet_clock:held fleet_clock:quiet clock:held clock:restart holders:restart)
+KNOWN_FAILURES=(clock:held clock:restart holders:restart)
 
 # Every key of the list has its case, and every case its key.
 ids=()
