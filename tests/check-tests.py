@@ -21,6 +21,20 @@ test may not do": a check that cannot fail is worse than none.
                 a count of nothing is what a missing file, a command that
                 failed or a reworded message give too. As negated-grep:
                 state, or log_lacks.
+  lacks-word    a log_lacks/agent_lacks/lacks PATTERN that is, or has as
+                an alternative, a single word of prose, unanchored
+                (`refused`, `Suppressed`): it matches lines it does not
+                mean ("Connection refused" in a reconnect warning). Name
+                the message whole (`LOST slot of NAME \(token`), or assert
+                on state. An all-capitals word is a code (Redis' `NOPERM`),
+                not prose.
+  float-arith   shell arithmetic (`$(( ))`, `[ A -lt B ]`, `test A -gt B`)
+                on what awk, bc, python or jq printed, or on `date
+                +%s.%N`: mawk prints a number past 2^31 as 3.64546e+09
+                (and clamps its printf %d there), python may print 1.0.
+                A number from such a tool reaches arithmetic through
+                lib.sh's `int_of VAR TEXT`, which bails on anything but a
+                decimal integer.
   skip          `exit 77` nowhere (meson takes it from a TAP test for an
                 error); a "1..0 # SKIP" plan only in lib.sh's skip_all (a
                 failure under CI=true) and skip_build (a skip even under
@@ -34,6 +48,7 @@ FILE:LINE: RULE: text.
 import glob
 import os
 import re
+import shlex
 import sys
 
 # The tests that may skip under CI=true too, each for a property of the
@@ -60,6 +75,12 @@ POLL_LOOP = re.compile(r"\b(while|until)\b.*;\s*do\s+sleep\s+\S+\s*;\s*done")
 EXIT77 = re.compile(r"\bexit\s+77\s*($|[;}&|]|\)\s*($|[;}&|]))")
 SKIP_PLAN = re.compile(r"1\.\.0\s*#\s*SKIP")
 SKIP_BUILD_CALL = re.compile(r"(^|[\s;&|{])skip_build\b")
+# A command substitution whose output is a number another tool formatted.
+FLOAT_TOOL = r"\$\((?:[^()]|\([^()]*\))*(?:\b(?:awk|bc|python3?|jq)\b|\bdate\s+\+%s\.)"
+FLOAT_ASSIGN = re.compile(r"^\s*(?:local\s+|export\s+)?([A-Za-z_]\w*)=(" + FLOAT_TOOL + ")?")
+ARITH = re.compile(r"\$\(\((.*?)\)\)")
+NUM_TEST = re.compile(r"(\S+)\s+-(?:lt|le|gt|ge|eq|ne)\s+(\S+)")
+LACKS_CALL = re.compile(r"(?:^|[\s;&|({])(agent_lacks|log_lacks|lacks)\s+(.*)")
 FUNC = re.compile(r"^(\s*)(?:function\s+)?([A-Za-z_][\w-]*)\s*\(\)\s*\{(.*)$")
 HEREDOC = re.compile(r"(?<!<)<<(-?)\s*(['\"]?)([A-Za-z_]\w*)\2")
 
@@ -74,11 +95,51 @@ def sleep_allowed(line, m):
     return False
 
 
+def lacks_word(line):
+    """LINE calls a lacks function with a pattern of one bare word."""
+    m = LACKS_CALL.search(line)
+    if not m:
+        return False
+    try:
+        args = shlex.split(m.group(2), comments=True)
+    except ValueError:
+        return False            # continued on the next line: its start is read
+    if len(args) < 2:
+        return False
+    return any(re.fullmatch(r"[A-Za-z]+", alt) and not alt.isupper() for alt in args[1].split("|"))
+
+
+def float_arith(line, floats):
+    """Arithmetic of LINE on a tool's output (the names in FLOATS, which it
+    updates with LINE's assignment): the offending operands."""
+    bad = []
+    for m in ARITH.finditer(line):
+        if re.search(FLOAT_TOOL, m.group(1)):
+            bad.append(m.group(1))
+        bad += [v for v in floats if re.search(r"(^|[^\w])\$?\{?" + v + r"\b", m.group(1))]
+    for m in NUM_TEST.finditer(line):
+        for operand in m.groups():
+            if re.search(FLOAT_TOOL, operand) or \
+                    any(re.fullmatch(r"[\"']?\$\{?" + v + r"\}?[\"']?", operand) for v in floats):
+                bad.append(operand)
+    a = FLOAT_ASSIGN.match(line)
+    if a and a.group(2) and re.search(r"\|\s*wc\s+-l\s*\)\s*$", line):
+        a = None                # a count of lines: an integer
+        floats.discard(FLOAT_ASSIGN.match(line).group(1))
+    if a:
+        (floats.add if a.group(2) else floats.discard)(a.group(1))
+    i = re.match(r"^\s*int_of\s+([A-Za-z_]\w*)\b", line)
+    if i:
+        floats.discard(i.group(1))
+    return bad
+
+
 def check_file(path):
     name = os.path.basename(path)
     findings = []
     funcs = []                  # (indent, name) of the functions open here
     heredoc = None              # (strip, word) while in a here document
+    floats = set()              # variables holding what such a tool printed
     with open(path, encoding="utf-8", errors="replace") as f:
         lines = f.read().split("\n")
     for n, line in enumerate(lines, 1):
@@ -121,6 +182,9 @@ def check_file(path):
                 if not sleep_allowed(line, m):
                     findings.append((n, "sleep", line))
                     break
+        if not (name == "lib.sh" and fm) and lacks_word(line):
+            findings.append((n, "lacks-word", line))
+        findings += [(n, "float-arith", line) for _ in float_arith(line, floats)[:1]]
         in_skip = name == "lib.sh" and any(fn in SKIP_FUNCS for fn in names)
         if (EXIT77.search(line) or SKIP_PLAN.search(line)) and not in_skip:
             findings.append((n, "skip", line))

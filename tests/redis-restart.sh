@@ -49,7 +49,7 @@ is "$(grep -c '^enter' "$T/events")" 2 "the waiters still wait"
 touch "$T/go"
 for p in "${pids[@]}"; do wait "$p" || not_ok "job $p failed"; done
 is "$(grep -c '^exit' "$T/events")" 4 "all four jobs ran"
-max=$(sort -k3,3n "$T/events" | awk '$1 == "enter" { n++; if (n > max) max = n } $1 == "exit" { n-- } END { print max }')
+int_of max "$(sort -k3,3n "$T/events" | awk '$1 == "enter" { n++; if (n > max) max = n } $1 == "exit" { n-- } END { print max + 0 }')"
 check "never more than 2 at once (max seen: $max)" [ "$max" -le 2 ]
 is "$(awk '$1 == "enter" { print $2 }' "$T/events" | sort -n | uniq -d)" "" "no token was granted twice"
 fs a run --slots 2 rr -- true

@@ -56,7 +56,7 @@ done
 wait_for $((FLOOD_S + 10)) sh -c "cat $T/flood-g1 $T/flood-g2 $T/flood-s1 $T/flood-s2 | grep -c '^connections' | grep -qx 4"
 cpu1=$(ticks "$pid")
 t1=$(now_ms)
-conns=$(cat "$T"/flood-* | awk '/^connections/ { n += $2 } END { print n + 0 }')
+int_of conns "$(cat "$T"/flood-* | awk '/^connections/ { n += $2 } END { printf "%.0f\n", n }')"
 echo "# nobody made $conns connections in ${FLOOD_S}s; the agent used $(core_pct "$cpu0" "$cpu1" "$t0" "$t1")% of a core"
 check "the flood ran (more than 10000 connections)" test "$conns" -gt 10000
 
