@@ -450,6 +450,10 @@ fleet_is $((t + 5000))          # last call 5 s in the future: the clock went ba
 acquire fwd y 1 >/dev/null
 is "$(j "$(rcli ZSCORE "$(key fwd holders)" w)" "$t + 7000 <= r <= $(redis_ms) + 8000")" true \
         "clock back: w keeps the 8 s it had left, not 13 (the step is taken off)"
+# (x's wait renewed, as its agent would: it has waited since before the
+# forward step, and the checks since took more than its 10 s on a busy
+# machine, which let it run out and queue again behind y and z.)
+is "$(j "$(acquire fwd x 1)" 'r[0]')" 0 "clock: x still waits, first in line"
 t=$(redis_ms)
 rcli ZADD "$(key fwd holders)" $((t - 1)) w >/dev/null
 fleet_is $((t - 3000))          # 3 s of a 10 s lease: time passing, not a step
