@@ -55,7 +55,7 @@ check "a's job holds flap on M" wait_for 20 grep -q '^enter' "$T/events-flap"
 job b flap --slots 1 --wait 120s & waiter=$!
 check "b's job waits on M" wait_for 20 sh -c "[ \$(redis-cli -p $HA_M ZCARD 'fleetsem:{flap}:queue') = 1 ]"
 lease=$(redis-cli -p "$HA_M" ZRANGE 'fleetsem:{flap}:holders' 0 -1)
-token=$(awk '/^enter/ { print $2 }' "$T/events-flap")
+int_of token "$(awk '/^enter/ { print $2 }' "$T/events-flap")"
 is "$(redis-cli -p "$HA_R" EXISTS 'fleetsem:{flap}:clock')" 0 "R has nothing of flap"
 
 # ---- Back to R, its old data and epoch with it --------------------------------------
@@ -76,6 +76,6 @@ touch "$T/go-flap"
 wait "$holder"; wait "$waiter"
 order=$(sort -k3,3n "$T/events-flap" | awk '{ print $1 "-" $4 }' | tr '\n' ' ')
 is "$order" "enter-a exit-a enter-b exit-b " "b's job entered once a's ended"
-token_b=$(awk '/^enter/ { t = $2 } END { print t }' "$T/events-flap")
+int_of token_b "$(awk '/^enter/ { t = $2 } END { print t }' "$T/events-flap")"
 check "b's token ($token_b) is above a's, granted on M ($token)" [ "$token_b" -gt "$token" ]
 done_testing

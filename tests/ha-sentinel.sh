@@ -37,7 +37,7 @@ old=$HA_M
 t0=$(now_ms)
 ha_kill "$old"
 # The holder's last renewal is at least as recent as its grant.
-entered=$(awk '/^enter/ { print substr($3, 1, 13) }' "$T/events-fo")
+int_of entered "$(awk '/^enter/ { print substr($3, 1, 13) }' "$T/events-fo")"
 echo "# the holder was granted $((t0 - entered))ms before the kill; it keeps its slot if the agent re-asserts it within 10000ms of its last renewal (two thirds of the lease)"
 check "the Sentinels promote the replica" wait_for 20 sh -c \
         "for s in ${HA_S[*]}; do [ \"\$(redis-cli -p \$s SENTINEL get-master-addr-by-name $HA_MASTER | sed -n 2p)\" = $HA_R ] || exit 1; done"

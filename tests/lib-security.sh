@@ -35,6 +35,32 @@ replies() {
 }
 # percentile FILE P: the P-th percentile of the numbers in FILE, one a line.
 percentile() { local n; n=$(wc -l <"$1"); sort -n "$1" | sed -n "$(( (n * $2 + 99) / 100 ))p"; }
+# probe CMD...: CMD timed (ms) into $T/probe, and beside it its floor, the
+# start of a process of ours (fleetsem --version) timed into $T/floor, on
+# the machine as it is at that moment (CMD's status: $?).
+probe() {
+        local rc
+        ms_of "$@" >>"$T/probe"
+        rc=$?
+        ms_of "$FLEETSEM" --version >>"$T/floor"
+        return $rc
+}
+# probe_verdict WHAT: the probes' p99 within PROBE_MARGIN ms of their
+# floor's p99, as one TAP line, with both figures. (A request that waits
+# behind an attack takes seconds; what a busy machine adds to starting a
+# process is the floor's.)
+# headroom: PROBE_MARGIN, 250 ms, 5.5 times the 45 ms the flood's probes
+# were measured above their floor on a loaded machine (150 ms against
+# 105 ms), 28 ms under tests/run.sh --busy.
+PROBE_MARGIN=250
+probe_verdict() {
+        local p50 p99 f50 floor99
+        p50=$(percentile "$T/probe" 50) p99=$(percentile "$T/probe" 99)
+        f50=$(percentile "$T/floor" 50) floor99=$(percentile "$T/floor" 99)
+        echo "# $1: $(wc -l <"$T/probe") runs, p50 ${p50}ms, p99 ${p99}ms; floor, fleetsem --version beside each: p50 ${f50}ms, p99 ${floor99}ms"
+        check "$1: p99 within ${PROBE_MARGIN} ms of the floor's (${p99}ms, floor ${floor99}ms)" \
+                test "$p99" -le $((floor99 + PROBE_MARGIN))
+}
 # ticks PID: the CPU time a process used so far, in clock ticks.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # core_pct TICKS0 TICKS1 MS0 MS1: the percentage of a core those ticks were

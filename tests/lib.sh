@@ -152,6 +152,15 @@ require redis-cli
 require python3
 
 now_ms() { date +%s%3N; }
+# int_of VAR TEXT: VAR set to TEXT, a decimal integer (what shell arithmetic
+# reads); anything else bails, naming it. The way a number another tool
+# printed reaches shell arithmetic (tests/check-tests.py): mawk prints a
+# number past 2^31 as 3.64546e+09 and clamps its printf %d there, bc and
+# python may print 1.0. (awk: printf "%.0f" for a large integer.)
+int_of() {
+        [[ $2 =~ ^-?[0-9]+$ ]] || bail "not an integer for $1: '$2'"
+        printf -v "$1" '%s' "$2"
+}
 
 # end_fifo PATH OUT: a FIFO at PATH whose reader writes to OUT when the
 # last process that holds it open for writing has ended (ms since the
@@ -189,8 +198,9 @@ wait_for() {
 # that would run out unrenewed, a waiter that must go on waiting. Fails at
 # the first poll where CMD does not hold.
 still_after() {
-        local deadline
-        deadline=$(( $(now_ms) + $(awk -v s="$1" 'BEGIN { printf "%d", s * 1000 }') )); shift
+        local deadline ms
+        int_of ms "$(awk -v s="$1" 'BEGIN { printf "%.0f", s * 1000 }')"
+        deadline=$(( $(now_ms) + ms )); shift
         "$@" >/dev/null 2>&1 || return 1
         while [ "$(now_ms)" -le "$deadline" ]; do
                 sleep 0.02      # not synchronisation: the poll of still_after

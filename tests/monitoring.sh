@@ -40,6 +40,7 @@ print(len(exprs))
 EOF
 )
 is "$?" 0 "the dashboard is valid JSON"
+int_of n "$n"
 check "... with a query in each of its panels ($n queries)" [ "$n" -ge 8 ]
 out=$(promtool check rules "$T/dashboard-rules.yml" 2>&1)
 is "$?" 0 "every dashboard query is valid PromQL (promtool)"

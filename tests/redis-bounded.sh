@@ -28,17 +28,26 @@ fsn() { local ns=$1; shift; asnobody env FLEETSEM_NAMESPACE="$ns" "$FLEETSEM" "$
 # connecting PID: PID has a socket open (run, trying the agent's).
 connecting() { ls -l "/proc/$1/fd" 2>/dev/null | grep -q 'socket:'; }
 # timed VAR CMD...: runs CMD, sets $rc, and VAR to how long it took (ms).
+# A client's wait ends on its own clock: --wait W at W and ANSWER_GRACE
+# (800 ms, src/cli/run.c: for the agent's DENIED to arrive), --no-wait at
+# ANSWER_GRACE. What a check allows past such a deadline is SLACK: what
+# the test verifies is that the wait ends on that clock, not how fast a
+# process starts (headroom: 1.5 s, 6 times the 241 ms the slowest run
+# was measured past its deadline under load, 2041 ms for --wait 1s; 8 ms
+# under tests/run.sh --busy).
+SLACK=1500
+WAIT1=1800 NOWAIT=800
 timed() { local var=$1 t0; shift; t0=$(now_ms); "$@"; rc=$?; eval "$var=$(( $(now_ms) - t0 ))"; }
 
 # --- a stopped agent -------------------------------------------------------------
 kill -STOP "$agent"
 timed took fsn "$NS" run --slots 1 --wait 1s stopped -- true 2>"$T/err"
 is "$rc" 75 "stopped agent: run --wait 1s exits 75 (it reached the agent, which did not answer)"
-check "... within 2 s ($took ms)" [ "$took" -lt 2000 ]
+check "... at its own deadline, 1 s + 0.8 s ($took ms)" [ "$took" -lt $((WAIT1 + SLACK)) ]   # headroom: SLACK
 like "$(cat "$T/err")" 'no slot within 1s \(the agent did not answer in time\)' "... saying so"
 timed took fsn "$NS" run --slots 1 --no-wait stopped -- true 2>/dev/null
 is "$rc" 75 "stopped agent: run --no-wait exits 75"
-check "... within 1 s ($took ms)" [ "$took" -lt 1000 ]
+check "... at its own deadline, 0.8 s ($took ms)" [ "$took" -lt $((NOWAIT + SLACK)) ]   # headroom: SLACK
 
 # ... and its listen backlog filled by another user.
 "${NOBODY[@]}" "$PYN" "$HERE/fill-backlog.py" "$NS" >"$T/fill.out" &
@@ -46,14 +55,14 @@ filler=$!
 check "nobody fills the stopped agent's backlog" wait_for 10 grep -q '^full [0-9]' "$T/fill.out"
 timed took fsn "$NS" run --slots 1 --wait 1s stopped -- true 2>"$T/err"
 is "$rc" 69 "full backlog: run --wait 1s exits 69 (it never reached an agent)"
-check "... within 2 s ($took ms)" [ "$took" -lt 2000 ]
+check "... at its own deadline, 1 s + 0.8 s ($took ms)" [ "$took" -lt $((WAIT1 + SLACK)) ]   # headroom: SLACK
 like "$(cat "$T/err")" 'takes no connections \(stopped, or its queue is full\)' "... saying why"
 fs_exec a run --slots 1 stopped -- true 2>/dev/null &
 w=$!
 check "run is connecting (its socket open)" wait_for 5 connecting "$w"
 t0=$(now_ms); kill -TERM "$w"; wait "$w"; rc=$?; took=$(( $(now_ms) - t0 ))
 is "$rc" 143 "SIGTERM while run connects: exits 143"
-check "... at once ($took ms)" [ "$took" -lt 500 ]
+check "... at once ($took ms)" [ "$took" -lt 500 ]   # headroom: 2 ms measured under load
 fs_exec a run --slots 1 stopped -- true 2>/dev/null &
 w=$!
 check "run is connecting (its socket open)" wait_for 5 connecting "$w"
@@ -61,7 +70,7 @@ t0=$(now_ms); kill -INT "$w"; wait "$w"; rc=$?; took=$(( $(now_ms) - t0 ))
 is "$rc" 130 "SIGINT while run connects: exits 130, at once ($took ms)"
 timed took fsn "$NS" status 2>"$T/err"
 is "$rc" 69 "full backlog: status exits 69"
-check "... within its own 10 s ($took ms)" [ "$took" -lt 11500 ]
+check "... within its own 10 s ($took ms)" [ "$took" -lt $((10000 + SLACK)) ]   # headroom: SLACK (7 ms past it under load)
 kill "$filler"; wait "$filler" 2>/dev/null
 kill -CONT "$agent"
 check "the agent serves nobody again once continued (and done with the filler's connections)" \
@@ -73,7 +82,7 @@ squatter=$!
 wait_for 5 agent_listening "$NSBASE-squat"
 timed took fsn "$NSBASE-squat" run --wait 1s sq -- true 2>"$T/err"
 is "$rc" 69 "a non-root squatter on @NS/agent: run exits 69"
-check "... at once ($took ms)" [ "$took" -lt 1000 ]
+check "... at once, not after its wait ($took ms)" [ "$took" -lt "$WAIT1" ]   # headroom: 17 ms measured under load
 like "$(cat "$T/err")" 'not a trusted agent' "... refusing to talk to it"
 kill "$squatter"; wait "$squatter" 2>/dev/null
 # A process of the trusted user that takes the connection and never answers.
@@ -82,7 +91,7 @@ hung=$!
 wait_for 5 agent_listening "$NSBASE-hung"
 timed took fsn "$NSBASE-hung" run --wait 1s sq -- true 2>/dev/null
 is "$rc" 75 "an agent that takes the request and never answers: exit 75"
-check "... within 2 s ($took ms)" [ "$took" -lt 2000 ]
+check "... at its own deadline, 1 s + 0.8 s ($took ms)" [ "$took" -lt $((WAIT1 + SLACK)) ]   # headroom: SLACK
 kill "$hung"; wait "$hung" 2>/dev/null
 
 # --- status escapes what others chose ----------------------------------------------
@@ -144,7 +153,7 @@ fake "$NSBASE-f3" "GRANTED token=5 lease=$L since=1 ttl=1500 limit=1"
 timed took fs f3 run --slots 1 --on-lost=term fence -- sleep 30 2>"$T/err"
 unfake
 is "$rc" 75 "no RENEWED for 2/3 of ttl=1500: COMMAND is stopped, exit 75"
-check "... after 1 s ($took ms)" [ "$took" -ge 950 -a "$took" -lt 1900 ]
+check "... after 1 s ($took ms)" [ "$took" -ge 950 -a "$took" -lt $((1000 + SLACK)) ]   # headroom: SLACK
 like "$(cat "$T/err")" 'no word from the agent for 1s: assuming the slot of fence is lost \(on-lost=term\)' "... saying why"
 # RENEWED keeps it going.
 fake "$NSBASE-f4" "GRANTED token=5 lease=$L since=1 ttl=1500" sleep:0.6 "RENEWED ttl=1500" sleep:0.6 "RENEWED ttl=1500" \
@@ -152,13 +161,13 @@ fake "$NSBASE-f4" "GRANTED token=5 lease=$L since=1 ttl=1500" sleep:0.6 "RENEWED
 timed took fs f4 run --slots 1 fence -- sleep 30 2>/dev/null
 unfake
 is "$rc" 75 "RENEWED every 0.6 s for 2.4 s, then silence: stopped"
-check "... only 1 s after the last RENEWED ($took ms)" [ "$took" -ge 3300 -a "$took" -lt 4400 ]
+check "... only 1 s after the last RENEWED ($took ms)" [ "$took" -ge 3300 -a "$took" -lt $((3400 + SLACK)) ]   # headroom: SLACK
 # The agent goes away (EOF): COMMAND is not stopped at once, but the clock runs.
 fake "$NSBASE-f5" "GRANTED token=5 lease=$L since=1 ttl=3000" sleep:0.2 close
 timed took fs f5 run --slots 1 fence -- sleep 30 2>/dev/null
 unfake
 is "$rc" 75 "the agent closes the connection: no RENEWED can come, stopped after 2/3 of ttl"
-check "... after 2 s, not at the EOF ($took ms)" [ "$took" -ge 1900 -a "$took" -lt 3000 ]
+check "... after 2 s, not at the EOF ($took ms)" [ "$took" -ge 1900 -a "$took" -lt $((2000 + SLACK)) ]   # headroom: SLACK
 # --on-lost=ignore: only said.
 fake "$NSBASE-f6" "GRANTED token=5 lease=$L since=1 ttl=900"
 fs f6 run --slots 1 --on-lost=ignore fence -- sleep 1.5 2>"$T/err"; rc=$?

@@ -34,7 +34,7 @@ for h in a b c; do
         is "$(awk -v h="$h" '$1 == "enter" && $4 == h' "$T/events" | wc -l)" 60 "60 of them through agent $h"
 done
 
-max=$(sort -k3,3n "$T/events" | awk '$1 == "enter" { n++; if (n > max) max = n } $1 == "exit" { n-- } END { print max }')
+int_of max "$(sort -k3,3n "$T/events" | awk '$1 == "enter" { n++; if (n > max) max = n } $1 == "exit" { n-- } END { print max + 0 }')"
 check "never more than 3 ran at once (max seen: $max)" [ "$max" -le 3 ]
 check "the slots were used (max seen: $max)" [ "$max" -ge 2 ]
 

@@ -49,8 +49,13 @@ is "$(grep -c '^enter' "$T/events")" 2 "the waiters still wait"
 touch "$T/go"
 for p in "${pids[@]}"; do wait "$p" || not_ok "job $p failed"; done
 is "$(grep -c '^exit' "$T/events")" 4 "all four jobs ran"
-max=$(sort -k3,3n "$T/events" | awk '$1 == "enter" { n++; if (n > max) max = n } $1 == "exit" { n-- } END { print max }')
-check "never more than 2 at once (max seen: $max)" [ "$max" -le 2 ]
+int_of max "$(sort -k3,3n "$T/events" | awk '$1 == "enter" { n++; if (n > max) max = n } $1 == "exit" { n-- } END { print max + 0 }')"
+# (Each job notes its exit before its fleetsem run releases, and a waiter
+# its entry after its grant: on one clock, more than 2 is an over-grant,
+# whatever the machine's speed. The evidence, when it happens: the jobs'
+# own lines, and the agents' and Redis' logs that cleanup prints.)
+check "never more than 2 at once (max seen: $max)" [ "$max" -le 2 ] ||
+        sort -k3,3n "$T/events" | sed 's/^/#   /'
 is "$(awk '$1 == "enter" { print $2 }' "$T/events" | sort -n | uniq -d)" "" "no token was granted twice"
 fs a run --slots 2 rr -- true
 is "$?" 0 "new requests are served after the restart"

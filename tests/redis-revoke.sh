@@ -51,6 +51,11 @@ sample() {
                 sleep 0.01      # not synchronisation: the sampler's period
         done >>"$T/held-$1"
 }
+# sampled NAME: the sampler wrote NAME's holders once more since the call
+# (within 10 s): its samples cover that moment, however few a busy machine
+# let it take.
+samples() { wc -l <"$T/held-$1"; }
+sampled() { local n; n=$(samples "$1"); wait_for 10 sh -c "[ \$(wc -l <'$T/held-$1') -gt $n ]"; }
 most_held() { tr ' ' '\n' <"$T/held-$1" | sort -n | tail -n 1; }
 
 hold b r hb & hb=$!
@@ -88,8 +93,11 @@ is "$rc" 65 "a lease that waits is not revoked: 65"
 like "$out" 'holds no slot \(it waits; only held slots are revoked\)' "... and says so"
 is "$(holder_of r) $(rcli ZRANGE 'fleetsem:{r}:queue' 0 -1)" "$lease $waiting" "nothing changed"
 
-# Root on a revokes b's slot, just after b's agent renewed it.
+# Root on a revokes b's slot, just after b's agent renewed it. The sampler
+# counts as often as the machine lets it; what it must cover is the whole
+# window: a sample before the revoke and one after a's waiter got in.
 sample r & sampler=$!
+check "the sampler counts r's holders before the revoke" sampled r
 just_renewed r "$lease" >/dev/null || not_ok "b's agent renews its lease"
 t_revoke=$(now_ms)
 out=$(fs a revoke --reason "host b is being replaced" "$lease"); rc=$?
@@ -98,6 +106,7 @@ like "$out" "^Revoked $lease of r \\(held on b, uid 0, token [0-9]+\\); 0 waiter
 like "$out" "^Its slot is free once the job stopped, in [0-9]+ ms at the latest \\(--now: at once\\)\\.\$" \
         "... and when it is free at the latest"
 check "b's job is told to stop (on-lost=term)" wait_for 5 grep -q '^term hb' "$T/order"
+# headroom: 1 s, 7 times the 140 ms measured under tests/run.sh --busy.
 check "... within 1 s of the revoke, not at its agent's next renewal 2 s on ($(( $(ended_at hb) - t_revoke )) ms)" \
         [ "$(( $(ended_at hb) - t_revoke ))" -lt 1000 ]
 wait "$hb"
@@ -106,9 +115,9 @@ check "a's waiter gets in then" wait_for 5 entered wa
 check "... after b's job ended ($(( $(entered_at wa) - $(ended_at hb) )) ms after)" \
         [ "$(entered_at wa)" -ge "$(ended_at hb)" ]
 check "with a higher token ($(token_of wa) > $(token_of hb))" [ "$(token_of wa)" -gt "$(token_of hb)" ]
+check "... and after a's waiter got in" sampled r
 kill "$sampler"; wait "$sampler" 2>/dev/null
-check "Redis never counted two holders of r ($(wc -l <"$T/held-r") samples)" \
-        [ "$(wc -l <"$T/held-r")" -gt 10 -a "$(most_held r)" = 1 ]
+check "Redis never counted two holders of r ($(samples r) samples)" [ "$(most_held r)" = 1 ]
 check "b's agent says the slot was lost, and why" grep -q \
         "LOST slot of r (token $(token_of hb)): its lease is gone from Redis (it ran out, was evicted, or was revoked)\\." \
         "$T/agent-b.log"
@@ -229,6 +238,7 @@ hold a rf af & af=$!
 check "a's job waits for rf" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{rf}:queue') = 1 ]"
 lease=$(holder_of rf)
 sample rf & sampler=$!
+check "the sampler counts rf's holders before the revoke" sampled rf
 expiry=$(just_renewed rf "$lease") || not_ok "b's agent renews its lease"
 kill -STOP "$bpid"
 t_revoke=$(now_ms)
@@ -242,9 +252,9 @@ check "b's job fenced itself (on-lost=term)" wait_for 5 grep -q '^term hf' "$T/o
 kill -CONT "$bpid"
 wait "$hf"
 is "$?" 75 "... and its fleetsem run exits 75"
+check "... and after a's job got in" sampled rf
 kill "$sampler"; wait "$sampler" 2>/dev/null
-check "Redis never counted two holders of rf ($(wc -l <"$T/held-rf") samples)" \
-        [ "$(wc -l <"$T/held-rf")" -gt 10 -a "$(most_held rf)" = 1 ]
+check "Redis never counted two holders of rf ($(samples rf) samples)" [ "$(most_held rf)" = 1 ]
 touch "$T/go-af"
 wait "$af"
 # A LEASE on a name outside the 1000 status lists (those that stay in

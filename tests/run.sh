@@ -1,27 +1,79 @@
 #!/bin/bash
 # Builds fleetsem and runs the whole test suite against real redis-servers
-# it starts itself:  bash tests/run.sh [--sanitize]
+# it starts itself:  bash tests/run.sh [--sanitize] [--busy] [MESON TEST ARGS...]
 # --sanitize: a separate build (build-asan) under ASan and UBSan, with leak
 # checking.
+# --busy (root): the suite on a busy machine, as a verdict must hold on one:
+# two CPU-bound processes (yes) beside it the whole time, and the suite's
+# own processes limited to half the machine's CPU by a control group of
+# their own (cgroup v2's cpu.max, or v1's cpu.cfs_quota_us where the cpu
+# controller is on a v1 hierarchy). Both are undone at the end. Arguments
+# after the options go to meson test (a test's name runs that test alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . tests/deps.sh
 ensure_deps
 
 builddir=build
-opts=() suites=()
-if [ "${1:-}" = --sanitize ]; then
-        builddir=build-asan
-        opts=(-Db_sanitize=address,undefined -Db_lundef=false)
-        export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
-        export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-        # This pass looks for memory and undefined-behaviour errors; the
-        # tests that repeat a scenario to catch races (20 rounds in the
-        # plain pass) repeat it 5 times here.
-        export ROUNDS=${ROUNDS:-5}
-        # The lua suite runs the scripts in Redis and this build's code
-        # not at all: the plain pass has it.
-        suites=(--no-suite lua)
+opts=() suites=() busy=false
+while [ $# -gt 0 ]; do
+        case $1 in
+        --sanitize)
+                builddir=build-asan
+                opts=(-Db_sanitize=address,undefined -Db_lundef=false)
+                export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:halt_on_error=1
+                export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+                # This pass looks for memory and undefined-behaviour errors; the
+                # tests that repeat a scenario to catch races (20 rounds in the
+                # plain pass) repeat it 5 times here.
+                export ROUNDS=${ROUNDS:-5}
+                # The lua suite runs the scripts in Redis and this build's code
+                # not at all: the plain pass has it.
+                suites=(--no-suite lua) ;;
+        --busy) busy=true ;;
+        *) break ;;
+        esac
+        shift
+done
+
+# The busy machine of --busy: the hogs started before this shell moves into
+# the limited group, so that they stay outside it and take what they can.
+hogs=() busy_cg=""
+busy_cleanup() {
+        local p
+        for p in "${hogs[@]}"; do kill "$p" 2>/dev/null || true; done
+        [ -n "$busy_cg" ] || return 0
+        # Back into the group we came from, then the group removed (it must
+        # be empty: a test that left a process behind says so here).
+        echo $$ >"$busy_parent/cgroup.procs"
+        rmdir "$busy_cg" || echo "run.sh: $busy_cg not removed: $(cat "$busy_cg/cgroup.procs" | tr '\n' ' ')" >&2
+}
+if $busy; then
+        [ "$(id -u)" = 0 ] || { echo "run.sh: --busy needs root (a control group)" >&2; exit 2; }
+        trap busy_cleanup EXIT
+        for _ in 1 2; do
+                yes >/dev/null &
+                hogs+=($!)
+        done
+        half=$(($(nproc) * 100000 / 2))
+        if grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+                busy_parent=/sys/fs/cgroup
+                grep -qw cpu "$busy_parent/cgroup.subtree_control" || echo +cpu >"$busy_parent/cgroup.subtree_control"
+                busy_cg=$busy_parent/fleetsem-busy.$$
+                mkdir "$busy_cg"
+                echo "$half 100000" >"$busy_cg/cpu.max"
+        elif [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
+                busy_parent=/sys/fs/cgroup/cpu
+                busy_cg=$busy_parent/fleetsem-busy.$$
+                mkdir "$busy_cg"
+                echo 100000 >"$busy_cg/cpu.cfs_period_us"
+                echo "$half" >"$busy_cg/cpu.cfs_quota_us"
+        else
+                echo "run.sh: --busy: no cpu controller under /sys/fs/cgroup (v2 cpu.max or v1 cpu)" >&2
+                exit 2
+        fi
+        echo $$ >"$busy_cg/cgroup.procs"
+        echo "run.sh: --busy: ${#hogs[@]} CPU hogs (yes), the suite limited to $half us of CPU a 100 ms period ($busy_cg)"
 fi
 # The tests that wait on conditions run beside each other, one more at a
 # time than there are cores: they mostly wait on timers, not the CPU
@@ -29,4 +81,4 @@ fi
 export MESON_TESTTHREADS=${MESON_TESTTHREADS:-$(($(nproc) + 1))}
 [ -f "$builddir/build.ninja" ] || meson setup "$builddir" "${opts[@]}"
 meson compile -C "$builddir"
-meson test -C "$builddir" --print-errorlogs "${suites[@]}"
+meson test -C "$builddir" --print-errorlogs "${suites[@]}" "$@"

@@ -4,7 +4,8 @@
 # a request and stalling, while root holds a slot through fleetsem run
 # (lease 6 s) and a PAM session holds one. Nothing of root's may suffer: no slot lost, no job
 # stopped, every renewal confirmed within a third of the lease of when it was
-# due, and root's fleetsem run --no-wait answered within 100 ms at p99.
+# due, and root's fleetsem run --no-wait answered at p99 within 250 ms of
+# what starting a process takes at the same time (lib-security.sh, probe).
 TTL=6s
 # 20 s covers ten renewals at this lease; FLOOD_S=60 measures a minute.
 FLOOD_S=${FLOOD_S:-20}
@@ -44,29 +45,18 @@ done
 fails=0
 end=$(( $(now_ms) + (FLOOD_S - 3) * 1000 ))
 while [ "$(now_ms)" -lt "$end" ]; do
-        t=$(now_ms)
-        fs a run --no-wait --slots 1000 flood-probe -- true 2>>"$T/probe.err" || fails=$((fails + 1))
-        ms=$(( $(now_ms) - t ))
-        echo "$ms" >>"$T/probe"
-        t=$(now_ms)
-        "$FLEETSEM" --version >/dev/null
-        echo $(( $(now_ms) - t )) >>"$T/floor"
+        probe fs a run --no-wait --slots 1000 flood-probe -- true || fails=$((fails + 1))
         sleep 0.1       # not synchronisation: the probes' period
 done
 wait_for $((FLOOD_S + 10)) sh -c "cat $T/flood-g1 $T/flood-g2 $T/flood-s1 $T/flood-s2 | grep -c '^connections' | grep -qx 4"
 cpu1=$(ticks "$pid")
 t1=$(now_ms)
-conns=$(cat "$T"/flood-* | awk '/^connections/ { n += $2 } END { print n + 0 }')
+int_of conns "$(cat "$T"/flood-* | awk '/^connections/ { n += $2 } END { printf "%.0f\n", n }')"
 echo "# nobody made $conns connections in ${FLOOD_S}s; the agent used $(core_pct "$cpu0" "$cpu1" "$t0" "$t1")% of a core"
 check "the flood ran (more than 10000 connections)" test "$conns" -gt 10000
 
-n=$(wc -l <"$T/probe")
-p50=$(percentile "$T/probe" 50)
-p99=$(percentile "$T/probe" 99)
-echo "# root's run --no-wait during the flood: $n runs, p50 ${p50}ms, p99 ${p99}ms"
-echo "# floor, fleetsem --version in the same loop: p50 $(percentile "$T/floor" 50)ms, p99 $(percentile "$T/floor" 99)ms"
-is "$fails" 0 "every run of root's succeeded during the flood$( [ -s "$T/probe.err" ] && printf ' (%s)' "$(sort "$T/probe.err" | uniq -c | head -n 3 | tr '\n' ' ')")"
-check "root's run p99 within 100 ms (${p99}ms)" test "$p99" -le 100
+is "$fails" 0 "every run of root's succeeded during the flood"
+probe_verdict "root's run --no-wait during the flood"
 
 check "root's job still runs" kill -0 "$job"
 is "$(holders flood-job)" 1 "... and holds its slot"
@@ -79,6 +69,7 @@ late=$(val fleetsem_renewal_lateness_max_seconds)
 renewals=$(val fleetsem_renewal_lateness_seconds_count)
 echo "# $renewals renewals confirmed; the latest was ${late}s after it was due"
 check "renewals were confirmed during the flood ($renewals)" test "${renewals:-0}" -ge $((FLOOD_S / 2))
+# headroom: 2 s, 38 times the 52 ms measured under tests/run.sh --busy.
 check "every renewal within a third of the lease (2 s) of when it was due (worst ${late}s)" \
         python3 -c "import sys; sys.exit(not float('${late:-99}') <= 2.0)"
 

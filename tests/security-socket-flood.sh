@@ -6,8 +6,9 @@
 # same table by ss(8) costs on the same machine (256 walks a second would
 # take it all; averaged over 20 s here, 60 s with MEASURE_S=60: the walks
 # come once a second either way),
-# root's requests answered within 50 ms at p99 (the walks go a batch at a
-# time: no request waits for a whole one), and no slot lost.
+# root's requests answered at p99 within 250 ms of what starting a process
+# takes at the same time (the walks go a batch at a time: no request waits
+# for a whole one; lib-security.sh, probe), and no slot lost.
 TTL=6s
 SOCKETS=${SOCKETS:-100000}
 MEASURE_S=${MEASURE_S:-20}
@@ -49,8 +50,7 @@ t0=$(now_ms)
 fails=0
 end=$(( t0 + MEASURE_S * 1000 ))
 while [ "$(now_ms)" -lt "$end" ]; do
-        ms=$(ms_of fs a run --no-wait --slots 1000 sflood-probe -- true) || fails=$((fails + 1))
-        echo "$ms" >>"$T/probe"
+        probe fs a run --no-wait --slots 1000 sflood-probe -- true || fails=$((fails + 1))
         sleep 0.5       # not synchronisation: the probes' period
 done
 cpu1=$(ticks "$pid")
@@ -61,14 +61,10 @@ walk_ms() { local TIMEFORMAT='%3U %3S'; { time ss -xlH >/dev/null; } 2>&1 | awk 
 ss_ms=$(for i in 1 2 3; do walk_ms; done | sort -n | head -1)
 agent_ms=$(( (cpu1 - cpu0) * 1000 / $(getconf CLK_TCK) * 1000 / (t1 - t0) ))
 echo "# a second of the agent over $(( (t1 - t0) / 1000 ))s: ${agent_ms} ms of CPU; one walk by ss: ${ss_ms} ms"
-check "the agent used less CPU a second than one walk by ss (${agent_ms} < ${ss_ms} ms)" test "$agent_ms" -lt "$ss_ms"
+check "the agent used less CPU a second than one walk by ss (${agent_ms} < ${ss_ms} ms)" test "$agent_ms" -lt "$ss_ms"   # floor: ss_ms
 
-n=$(wc -l <"$T/probe")
-p50=$(percentile "$T/probe" 50)
-p99=$(percentile "$T/probe" 99)
-echo "# root's run --no-wait: $n runs, p50 ${p50}ms, p99 ${p99}ms"
 is "$fails" 0 "every run of root's succeeded"
-check "root's run p99 within 50 ms (${p99}ms)" test "$p99" -le 50
+probe_verdict "root's run --no-wait"
 is "$(holders sflood)" 256 "nobody's 256 leases are still held (alive by name)"
 check "root's job still runs" kill -0 "$job"
 is "$(holders sflood-root)" 1 "... and holds its slot"

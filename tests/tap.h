@@ -6,6 +6,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* One count for the whole program, also where its checks are in several
@@ -48,6 +49,17 @@ __attribute__((weak)) unsigned tap_n, tap_failed;
                 CHECK(same_, "%s", what);                                        \
                 if (!same_)                                                      \
                         printf("#   got \"%s\", expected \"%s\"\n", a_ ? a_ : "(null)", e_ ? e_ : "(null)"); \
+        } while (0)
+
+/* Stops the whole program: a test that cannot go on (its world has no room
+ * for what the code did) says so rather than checking less than it says. */
+#define TAP_BAIL(...)                                                            \
+        do {                                                                     \
+                printf("Bail out! ");                                            \
+                printf(__VA_ARGS__);                                             \
+                printf("\n");                                                    \
+                fflush(stdout);                                                  \
+                _Exit(1);                                                        \
         } while (0)
 
 static inline int tap_done(void) {

@@ -17,7 +17,7 @@
 
 typedef struct Client {
         char name[8];
-        char lines[16][256];
+        char lines[32][256];    /* all it was sent (more: the test bails) */
         unsigned n_lines;
         bool finished;
 } Client;
@@ -43,8 +43,9 @@ typedef struct World {
         unsigned n_index_add;
         usec_t lease_timer[8];  /* by lease id's first digit */
         unsigned n_ids;         /* random ids made: "f000…1", "f000…2", … */
-        char said[16][256];     /* the engine's last lines at LOG_INFO or above, "LEVEL UID message" */
+        char said[64][256];     /* the engine's lines at LOG_INFO or above since setup(), "LEVEL UID message" (more: the test bails) */
         unsigned n_said;
+        bool said_unread;       /* said() is never asked: the lines are let go */
 } World;
 
 /* test-slots-world.c: the engine under test and what it did */
