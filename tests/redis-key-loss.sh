@@ -163,7 +163,9 @@ lease=$(holder_of idx)
 rcli DEL "fleetsem:host:{a}" >/dev/null || bail "DEL of a's host index"
 check "a's host index, lost, is written again within a lease" \
         wait_for 6 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK HKEYS 'fleetsem:host:{a}')\" = $lease ]"
-ttl=$(rcli PTTL "fleetsem:host:{a}")
+int_of ttl "$(rcli PTTL "fleetsem:host:{a}")"
+# headroom: no time bound: the TTL set is 2 x host_lease (2 h here), and
+# this checks it is past one host_lease (1 h).
 check "... and expires (in $ttl ms), after host_lease at least" [ "$ttl" -gt 3600000 ]
 touch "$T/go-idx"
 wait "$ha"

@@ -153,8 +153,8 @@ check "b's job is told to stop (SIGTERM), and runs on" wait_for 5 grep -q '^term
 wait "$lt"
 is "$?" 75 "its fleetsem run exits 75"
 check "a's waiter gets in" wait_for 10 entered wl
-gone=$(cat "$T/gone-lt" 2>/dev/null || echo 0)
-term=$(awk '$1 == "term" && $2 == "lt" { print $3; exit }' "$T/order")
+int_of gone "$(cat "$T/gone-lt" 2>/dev/null || echo 0)"
+int_of term "$(awk '$1 == "term" && $2 == "lt" { print $3; exit }' "$T/order")"
 check "... after b's whole job was gone ($(( $(entered_at wl) - gone )) ms after)" \
         [ "$gone" -gt 0 -a "$(entered_at wl)" -ge "$gone" ]
 check "b's job was killed $((gone - term)) ms after its SIGTERM, within the 2/3 of a lease (4000 ms) its slot stays counted" \

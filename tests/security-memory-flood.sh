@@ -57,13 +57,13 @@ like "$out" "ERROR code=limit message=uid $NOBODY_UID has $CAP names in Redis fr
 refused=$(grep -o '^ERROR code=limit .* [0-9]*$' <<<"$out" | awk '{ print $NF }')
 is "$(metric a fleetsem_names_refused_total)" "$refused" "fleetsem_names_refused_total counts each refusal ($refused)"
 
-peak=$(awk '{ if ($2 > m) m = $2 } END { print m }' "$T/samples")
-index_peak=$(awk '{ if ($3 > m) m = $3 } END { print m }' "$T/samples")
+int_of peak "$(awk '{ if ($2 > m) m = $2 } END { printf "%d\n", m }' "$T/samples")"
+int_of index_peak "$(awk '{ if ($3 > m) m = $3 } END { printf "%d\n", m }' "$T/samples")"
 # The last third of the flood against the whole: it levelled off.
-late=$(awk -v t=$((start + (flood_end - start) * 2 / 3)) '$1 >= t { if ($2 > m) m = $2 } END { print m }' "$T/samples")
-echo "# used_memory: peak $peak bytes, $late in the flood's last third; the names index: at most $index_peak names"
+int_of last_third "$(awk -v t=$((start + (flood_end - start) * 2 / 3)) '$1 >= t { if ($2 > m) m = $2 } END { printf "%d\n", m }' "$T/samples")"
+echo "# used_memory: peak $peak bytes, $last_third in the flood's last third; the names index: at most $index_peak names"
 check "Redis' used_memory stays under the bound ($peak <= $bound)" test "$peak" -le "$bound"
-check "... in the flood's last third as well ($late <= $bound)" test "$late" -le "$bound"
+check "... in the flood's last third as well ($last_third <= $bound)" test "$last_third" -le "$bound"
 # An entry past leaves at the next write or read of the index (or with
 # the key, at its latest entry's time): besides the names in Redis, those
 # that left since (fleetsemd(8), LIMITS), so at most twice the cap.
