@@ -412,16 +412,18 @@ int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, con
 
 void io_index(void *ctx, const Lease *l, bool add) {
         Agent *a = agent_of(ctx);
-        char value[SLOTS_INDEX_VALUE_MAX], ttl[24];
+        char value[SLOTS_INDEX_VALUE_MAX];
 
         if (!add) {
                 (void) redis_key_command(a, NULL, NULL, 3, (const char *[]) { "HDEL", a->host_key, l->id });
                 return;
         }
         slots_index_value(l, value);
-        host_index_ttl(a, ttl);
         (void) redis_key_command(a, NULL, NULL, 4, (const char *[]) { "HSET", a->host_key, l->id, value });
-        (void) redis_key_command(a, NULL, NULL, 3, (const char *[]) { "PEXPIRE", a->host_key, ttl });
+        /* Its TTL as at a renewal, at most once a renewal period: not a
+         * command more a grant (an HSET that made the key gives it none;
+         * the next renewal's look does, and finds it there). */
+        host_index_keep(a);
         /* A name's first lease here: in the names index at once, not at the
          * next renewal. */
         if (l->name->n_held + l->name->n_waiting <= 1)
