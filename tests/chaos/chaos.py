@@ -46,7 +46,7 @@ REBOOT = "reboot"
 HOST_LEASE = 4          # host_lease, in leases: longer than any fault but host-gone cuts a host off
 
 # What the nemesis does, and whether the design promises anything under it
-# (FINDINGS.md: "What is covered").
+# (README.md: "What is covered").
 KINDS = ["partition-short", "partition-long", "agent-kill-short", "agent-kill-long",
          "agent-stop-short", "agent-stop-long", "holder-kill", "host-freeze",
          "master-kill", "restart-empty", "restart-stale", "clock-forward", "clock-back", "flood", "revoke",
