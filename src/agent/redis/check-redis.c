@@ -125,10 +125,23 @@ static int sentinel_master(const Config *c, char *host, size_t size, unsigned *p
         return 0;
 }
 
+int redis_master_find(const Config *c, RedisMaster *ret) {
+        const RedisAddress *a = &c->redis;
+
+        assert(!a->cluster);
+        *ret = (RedisMaster) { .unix_path = a->unix_path, .port = a->port };
+        if (a->master_name && !a->unix_path) {
+                if (sentinel_master(c, ret->host, sizeof(ret->host), &ret->port) < 0)
+                        return -ENOENT;
+        } else if (!a->unix_path)
+                snprintf(ret->host, sizeof(ret->host), "%s", a->host ?: "");
+        where_format(ret->where, sizeof(ret->where), ret->unix_path, ret->host, ret->port);
+        return 0;
+}
+
 int check_redis(const Config *config) {
         const RedisAddress *a = &config->redis;
-        char host[256];
-        unsigned port;
+        RedisMaster m;
         int bad = 0;
 
         if (a->tls) {
@@ -136,12 +149,10 @@ int check_redis(const Config *config) {
                        "(fleetsem status).\n");
                 return 0;
         }
-        if (a->unix_path || (!a->master_name && !a->cluster))
-                return check_server(a, a->unix_path, a->host, a->port);
-        if (a->master_name) {
-                if (sentinel_master(config, host, sizeof(host), &port) < 0)
+        if (!a->cluster) {
+                if (redis_master_find(config, &m) < 0)
                         return 1;
-                return check_server(a, NULL, host, port);
+                return check_server(a, m.unix_path, m.unix_path ? NULL : m.host, m.port);
         }
         /* A Cluster: the nodes the URL names (the agent finds the others). */
         for (size_t i = 0; i < a->n_hosts; i++)
@@ -307,8 +318,7 @@ static int load_cluster(const Config *c) {
 
 int load_library(const Config *config) {
         const RedisAddress *a = &config->redis;
-        char host[256];
-        unsigned port;
+        RedisMaster m;
 
         if (a->tls) {
                 fprintf(stderr, "Redis over TLS: the library is not loaded from the command line; load it with "
@@ -317,10 +327,7 @@ int load_library(const Config *config) {
         }
         if (a->cluster)
                 return load_cluster(config);
-        if (a->master_name && !a->unix_path) {
-                if (sentinel_master(config, host, sizeof(host), &port) < 0)
-                        return 1;
-                return load_server(a, false, NULL, host, port);
-        }
-        return load_server(a, false, a->unix_path, a->host, a->port);
+        if (redis_master_find(config, &m) < 0)
+                return 1;
+        return load_server(a, false, m.unix_path, m.unix_path ? NULL : m.host, m.port);
 }

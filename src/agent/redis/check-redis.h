@@ -3,6 +3,19 @@
 
 #include "config.h"
 
+/* The one master the configuration names (not a Cluster's), found as the
+ * agent finds it: its unix socket, its address, or under Sentinel the
+ * master a quorum of the Sentinels names (peers.h); where: either, for
+ * messages. -ENOENT when no quorum names one (said on stderr): nothing,
+ * and no password, goes to a master fewer Sentinels name. */
+typedef struct RedisMaster {
+        const char *unix_path;          /* or NULL: host, port */
+        char host[256];
+        unsigned port;
+        char where[300];
+} RedisMaster;
+int redis_master_find(const Config *c, RedisMaster *ret);
+
 /* fleetsemd --check-redis: looks at the Redis config names, read-only, and
  * says what it finds on stdout (problems on stderr); 0 when it runs as
  * fleetsem needs, 1 when it cannot be reached or may evict fleetsem's keys. */
