@@ -9,7 +9,15 @@ TTL=15s         # a grace (one lease) the checks below would see
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || skip_all "fleetsem redis-init runs as root only"
 
-REDIS_SEEDED=1 start_redis         # new: nothing in it
+# New: nothing in it. On loopback TCP too, for a user of the ACL (under
+# FLEETSEM_TEST_ACL=1 that port is there already: the agents' own).
+if acl_audit; then
+        REDIS_SEEDED=1 start_redis
+        PORT=$ACL_PORT
+else
+        PORT=$(free_port)
+        REDIS_SEEDED=1 start_redis --port "$PORT" --bind 127.0.0.1
+fi
 printf 'redis = unix:%s\nlease_ttl = %s\n' "$REDIS_SOCK" "$TTL" >"$T/fleetsem.conf"
 init() { "$FLEETSEM" redis-init --config "$T/fleetsem.conf" "$@"; }
 keys() { rcli --scan | sort | tr '\n' ' '; }
@@ -24,6 +32,18 @@ out=$("$FLEETSEM" redis-init --config "$T/none.conf" 2>&1)
 is "$?" 69 "a Redis that cannot be reached: 69"
 like "$out" "Redis at unix:$T/none.sock cannot be reached: No such file or directory; nothing written\." \
         "... saying which and why"
+
+# A user the ACL gives no SCAN (as the shipped ACL's agent user): refused,
+# saying what to do. (ACL LOG: the refusal asked for, not an agent's.)
+acl_user noscan "$T/ns.pw" '~fleetsem:*' '&fleetsem:*' +@all -scan
+printf 'redis = redis://noscan@127.0.0.1:%s\nredis_password_file = %s\n' "$PORT" "$T/ns.pw" >"$T/noscan.conf"
+out=$("$FLEETSEM" redis-init --config "$T/noscan.conf" 2>&1)
+is "$?" 78 "a user that may not SCAN: refused as a configuration it cannot use (78)"
+like "$out" "^Redis at 127\.0\.0\.1:$PORT refused SCAN: NOPERM" "... saying what Redis refused"
+like "$out" "^Its user may not SCAN: run with a configuration that logs in as an operator \(fleetsem redis-init --config FILE\), or give the user \+scan\.$" \
+        "... and what to do"
+is "$(keys)" "" "... and nothing is written"
+rcli ACL LOG RESET >/dev/null
 
 # A key of fleetsem's (a name's holders, as an agent leaves them): refused.
 rcli SET app:x 1 >/dev/null

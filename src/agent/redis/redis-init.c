@@ -12,6 +12,7 @@
  * long ago (forgot.lua). Both with NX: an agent that connected meanwhile
  * keeps its own epoch, and its grace. What this command wrote itself is
  * no reason to refuse: run again, it finds its own two keys and says so. */
+#include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <stdio.h>
@@ -59,8 +60,14 @@ static int init_refused(const Init *in, const char *what, const RedisReply *repl
         snprintf(e, sizeof(e), "%s", err ?: "an unexpected reply");
         fprintf(stderr, "Redis at %s refused %s: %s.\n", in->master.where, what, text_escape(e, text, sizeof(text)));
         if (err && strneq(err, "NOPERM", 6)) {
+                char acl[16];
+                size_t i;
+
+                for (i = 0; what[i] && i < sizeof(acl) - 1; i++)
+                        acl[i] = (char) tolower((unsigned char) what[i]);
+                acl[i] = '\0';
                 fprintf(stderr, "Its user may not %s: run with a configuration that logs in as an operator "
-                        "(fleetsem redis-init --config FILE), or give the user +%s.\n", what, what);
+                        "(fleetsem redis-init --config FILE), or give the user +%s.\n", what, acl);
                 return EXIT_CONFIG;
         }
         return err ? EXIT_UNAVAILABLE : EXIT_SOFTWARE;
