@@ -327,8 +327,10 @@ static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                             "master that had not caught up, data restored from a copy, or two resets close together; "
                             "new epoch %s.", sh->name, sh->epoch, id);
         else if (reset)
-                log_full(sh->epoch[0] ? LOG_WARNING : LOG_INFO, "Redis at %s %s (epoch %s).", sh->name,
-                         sh->epoch[0] ? "lost its state since this agent last saw it" : "holds no fleetsem state yet", id);
+                log_full(sh->epoch[0] ? LOG_WARNING : LOG_INFO, "Redis at %s %s (epoch %s)%s.", sh->name,
+                         sh->epoch[0] ? "lost its state since this agent last saw it" : "holds no fleetsem state yet", id,
+                         sh->epoch[0] ? "" : "; a new Redis declared empty before the first agent (fleetsem redis-init) "
+                                             "grants at once");
         /* 2: the epoch named another master; 1: there was none, which is
          * news to an agent that knew one; 3: it was older than the one
          * this agent knew (a reset too); else this agent knows no better
