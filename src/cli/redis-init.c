@@ -22,15 +22,17 @@ static void help(void) {
                "Declares a new Redis empty, as root, before the first agent uses it: the agents\n"
                "then grant at once instead of waiting out the grace of its first use (one\n"
                "lease). Redis is the agent configuration's, found and logged in to as the agent\n"
-               "does (under Sentinel the master a quorum names). One that holds any of\n"
-               "fleetsem's keys is refused and left as it is; one declared before is said so.\n\n"
+               "does (under Sentinel the master a quorum names; each master of a Cluster). One\n"
+               "that holds any of fleetsem's keys is refused and left as it is; one declared\n"
+               "before is said so.\n\n"
                "Options:\n"
                "  -c --config=FILE  The agent's configuration (default: $FLEETSEM_CONFIG or\n"
                "                    " DEFAULT_CONFIG_FILE ")\n"
                "  -h --help         Show this help\n\n"
-               "Exit codes: 0 declared (or declared already), 64 usage, 65 Redis holds fleetsem's\n"
-               "keys, 69 Redis unavailable, 70 a reply that makes no sense, 77 not root, 78 the\n"
-               "configuration cannot be read or used for it (TLS, a Cluster, a refused login).\n");
+               "Exit codes: 0 declared (or declared already), 64 usage, 65 Redis holds\n"
+               "fleetsem's keys, 69 Redis unavailable, 70 a reply that makes no sense, 77 not\n"
+               "root, 78 the configuration cannot be read or used for it (TLS, a refused login\n"
+               "or SCAN).\n");
 }
 
 int verb_redis_init(int argc, char *argv[]) {

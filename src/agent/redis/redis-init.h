@@ -10,6 +10,7 @@
  * fleetsem(1)'s exit status: 0 declared (or declared already), EXIT_DATAERR
  * it holds fleetsem's keys (nothing written), EXIT_UNAVAILABLE it cannot
  * be reached (no quorum of Sentinels, no master), EXIT_CONFIG it cannot be
- * done with this configuration (TLS, a Cluster, a login or a command the
- * ACL refuses), EXIT_SOFTWARE a reply that makes no sense. */
+ * done with this configuration (TLS, a login or a command the ACL refuses,
+ * a Cluster map the agents refuse), EXIT_SOFTWARE a reply that makes no
+ * sense. */
 int redis_init(const Config *config);
