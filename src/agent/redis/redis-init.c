@@ -131,7 +131,7 @@ static int init_connect(Init *in) {
         return 0;
 }
 
-/* Writes go to a master; under Sentinel, its id for the epoch. */
+/* Writes go to a master; under Sentinel and in a Cluster, its id for the epoch. */
 static int init_master(Init *in) {
         _cleanup_(redis_reply_freep) RedisReply *reply = NULL;
         char role[16] = "";
@@ -258,8 +258,8 @@ static int reply_text(const RedisReply *reply, char *buf, size_t size) {
         return 0;
 }
 
-/* The epoch found: this command's own ("ID 0", under Sentinel naming this
- * master), or refused. */
+/* The epoch found: this command's own ("ID 0", under Sentinel and in a
+ * Cluster naming this master), or refused. */
 static int init_epoch_found(Init *in) {
         _cleanup_(redis_reply_freep) RedisReply *reply = NULL;
         char value[160], text[TEXT_ESCAPE_SIZE(160)];
