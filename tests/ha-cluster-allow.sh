@@ -49,7 +49,7 @@ url_node seed-t
 printf 'redis = cluster://fleetsem@127.0.0.1:%s\nredis_password_file = %s\n' "$URL_PORT" "$T/acl.pw" >"$T/tool.conf"
 out=$("$FLEETSEMD" -c "$T/tool.conf" --load-library 2>&1); rc=$?
 is "$rc" 1 "fleetsemd --load-library refuses a map that names a master outside cluster_allow: exit 1"
-like "$out" "names master 127\.1\.0\.1:$Q, which is outside cluster_allow .*nothing loaded, nothing sent to it" \
+like "$out" "names master 127\.1\.0\.1:$Q, which is outside cluster_allow .*nothing done, nothing sent to it" \
         "... saying which master and why"
 log_lacks "$T/foreign.out" '^got' listening "... and the foreign address got no connection from it: no AUTH, no command"
 

@@ -4,7 +4,8 @@
 #   cluster_start             starts them, creates the cluster, waits for
 #                             cluster_state:ok on every node; sets C_PORTS
 #                             (the masters' ports), C_ID[PORT] (their node
-#                             ids) and CLUSTER_URL
+#                             ids) and CLUSTER_URL; CLUSTER_NEW=1: each
+#                             hash slot's census not seeded
 #   ccli PORT ARGS...         redis-cli to that one node (no -c: no redirects)
 #   cluster_one_node          one master owning every hash slot, port in P
 #   cluster_keyslot KEY       the hash slot of KEY
@@ -72,7 +73,7 @@ cluster_start() {
         for p in "${C_PORTS[@]}"; do C_ID[$p]=$(ccli "$p" CLUSTER MYID); done
         wait_for 30 cluster_agrees || bail "the nodes do not agree on the slots"
         CLUSTER_URL="cluster://fleetsem@127.0.0.1:${C_PORTS[0]},127.0.0.1:${C_PORTS[1]},127.0.0.1:${C_PORTS[2]}"
-        cluster_seed
+        [ -n "${CLUSTER_NEW:-}" ] || cluster_seed
 }
 
 # cluster_one_node: one master that owns every hash slot, in P (it

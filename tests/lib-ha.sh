@@ -2,6 +2,7 @@
 # loopback TCP ports of their own, all in the test's temporary directory.
 # Source after lib.sh.
 #   ha_start                starts them and waits until the Sentinels see both
+#                           (HA_NEW=1: holding no key of fleetsem's)
 #   ha_master_port          the port of the master the Sentinels name now
 #   ha_settled              waits until the Sentinels agree and the replica is in sync
 #   ha_kill PORT / ha_restart PORT
@@ -47,9 +48,12 @@ ha_start() {
         for p in "${HA_S[@]}"; do ha_sentinel "$p"; done
         wait_for 20 sh -c "for p in ${HA_S[*]}; do redis-cli -p \$p SENTINEL replicas $HA_MASTER | grep -q $HA_R || exit 1; done" ||
                 bail "the Sentinels do not see the replica"
-        # A new Redis: nobody held anything before it (see start_redis).
-        redis-cli -p "$HA_M" SET fleetsem:epoch "$(printf '%032x' $$) 0 $(ha_master_id "$HA_M")" >/dev/null
-        redis-cli -p "$HA_M" ZADD fleetsem:census -1 . >/dev/null
+        # A new Redis: nobody held anything before it (see start_redis),
+        # unless HA_NEW says the test wants it as a first use finds it.
+        if [ -z "${HA_NEW:-}" ]; then
+                redis-cli -p "$HA_M" SET fleetsem:epoch "$(printf '%032x' $$) 0 $(ha_master_id "$HA_M")" >/dev/null
+                redis-cli -p "$HA_M" ZADD fleetsem:census -1 . >/dev/null
+        fi
         HA_URL="sentinel://127.0.0.1:${HA_S[0]},127.0.0.1:${HA_S[1]},127.0.0.1:${HA_S[2]}/$HA_MASTER"
 }
 

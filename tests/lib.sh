@@ -278,8 +278,10 @@ with open(sys.argv[2], "a", buffering=1) as out:
         wait_for 5 test -S "$1"
 }
 
-# seed_redis CLI...: what an operator does for a new Redis (fleetsemd(8),
-# A NEW REDIS): an epoch and a census that say nobody held anything before.
+# seed_redis CLI...: what `fleetsem redis-init` writes in a new Redis
+# (fleetsemd(8), SAFETY): an epoch and a census that say nobody held
+# anything before. (Written here directly: the tests run as other users
+# than root too.)
 seed_redis() {
         "$@" SET fleetsem:epoch "$(printf '%032x' $$) 0" NX >/dev/null
         "$@" ZADD fleetsem:census NX -1 . >/dev/null

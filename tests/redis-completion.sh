@@ -42,7 +42,7 @@ comp() {
 }
 
 # --- commands and options ----------------------------------------------------
-is "$(comp 'fleetsem ')" "--help --version acquire drain fleet-limit help limit metrics reboot release revoke run status undrain" "the commands"
+is "$(comp 'fleetsem ')" "--help --version acquire drain fleet-limit help limit metrics reboot redis-init release revoke run status undrain" "the commands"
 is "$(comp 'fleetsem rel')" "release" "a command from its start"
 is "$(comp 'fleetsem run -')" "--help --namespace --no-wait --on-lost --slots --verbose --wait --weight" "run's options"
 is "$(comp 'fleetsem status --')" "--help --json --namespace --watch" "status' options"
@@ -56,6 +56,8 @@ is "$(comp 'fleetsem drain --reason ')" "" "nothing to offer for --reason TEXT"
 mkdir -p "$T/textfile" && touch "$T/textfile/fleetsem.prom"
 is "$(comp "fleetsem metrics --output $T/textfile/fl")" "$T/textfile/fleetsem.prom" "metrics --output FILE: files"
 is "$(comp 'fleetsem metrics --output=/nonexistent/x')" "" "... none where there are none"
+is "$(comp 'fleetsem redis-init -')" "--config --help" "redis-init's options"
+is "$(comp "fleetsem redis-init --config $T/textfile/fl")" "$T/textfile/fleetsem.prom" "redis-init --config FILE: files"
 is "$(comp 'fleetsem run --on-lost ')" "ignore kill term" "run --on-lost VALUE"
 is "$(comp 'fleetsem run --on-lost=k')" "kill" "run --on-lost=VALUE"
 is "$(comp 'fleetsem limit --on-lost ')" "ignore stop" "limit --on-lost VALUE (not run's)"

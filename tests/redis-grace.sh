@@ -50,6 +50,8 @@ is "$(python3 -c 'import json, sys; g = json.loads(sys.argv[1])["grace"]; print(
 m=$(fs a metrics)
 like "$m" 'fleetsem_reset_grace_seconds\{reason="new"\} [0-5]\.[0-9]+' "metrics: the grace left, with its reason"
 like "$(cat "$T/agent-a.log")" "No slot is granted through Redis .* for another [0-9].*: Redis $NEW" "the agent logs it, with the reason"
+like "$(cat "$T/agent-a.log")" "Redis at [^ ]+ $NEW \(epoch [0-9a-f]{32}\); a new Redis declared empty before the first agent \(fleetsem redis-init\) grants at once\." \
+        "... and how a new Redis is spared it"
 
 check "once the grace is over, the job runs" wait_for 20 grep -qx ran "$T/run.out"
 wait "$job"

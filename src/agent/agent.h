@@ -194,6 +194,11 @@ const char *library_text_error(int r);
  * a server without FCALL (before Redis 7.0, Valkey 7.2), -EBADMSG one
  * whose version cannot be read, -EIO another error (the ACL's). */
 int library_version_parse(const RedisReply *reply, long long *ret_version, bool *ret_sharded);
+/* How an epoch names its master (under Sentinel and in a Cluster), from
+ * an INFO reply's text: its run id and replication id, 80 hex digits into
+ * ret; -ENODATA when it gives a run id alone (ret holds it), -EBADMSG
+ * when it gives none (ret ""). */
+int master_id_parse(const char *s, size_t len, char ret[static 81]);
 /* FUNCTION LIST LIBRARYNAME fleetsem WITHCODE's reply against text: 0
  * the same text, -ESTALE another text (or none), -EBADMSG a reply of
  * another shape, -EIO an error (redis_reply_error()). */

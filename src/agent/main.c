@@ -8,8 +8,10 @@
 
 #include "agent.h"
 #include "check-redis.h"
+#include "client.h"
 #include "log-journal.h"
 #include "log-limit.h"
+#include "redis-init.h"
 #include "redis-tls.h"
 
 static const char *arg_config = NULL;
@@ -17,6 +19,7 @@ static bool arg_config_explicit = false;
 static bool arg_check_config = false;
 static bool arg_check_redis = false;
 static bool arg_load_library = false;
+static bool arg_redis_init = false;
 /* Command-line settings, applied over the file in the order given. */
 static const char *arg_overrides[16][2];
 static size_t arg_n_overrides = 0;
@@ -48,6 +51,9 @@ static void help(void) {
                "                              be reached, does it keep fleetsem's keys (noeviction)\n"
                "     --load-library           Check it, then load the agents' library into its Redis\n"
                "                              where it is missing or older, and exit\n"
+               "     --redis-init             Check it, then declare its Redis empty (what\n"
+               "                              fleetsem redis-init runs): refused where it holds\n"
+               "                              any fleetsem key; exits with fleetsem(1)'s status\n"
                "     --redis=URL              redis://host[:port][/db] or unix:/path/to/redis.sock\n"
                "                              (passwords only through redis_password_file)\n"
                "     --redis-password-file=FILE\n"
@@ -75,6 +81,7 @@ static int parse_argv(int argc, char *argv[]) {
                 ARG_CHECK_CONFIG,
                 ARG_CHECK_REDIS,
                 ARG_LOAD_LIBRARY,
+                ARG_REDIS_INIT,
                 ARG_REDIS,
                 ARG_REDIS_PASSWORD_FILE,
                 ARG_NAMESPACE,
@@ -90,6 +97,7 @@ static int parse_argv(int argc, char *argv[]) {
                 { "check-config", no_argument, NULL, ARG_CHECK_CONFIG },
                 { "check-redis", no_argument, NULL, ARG_CHECK_REDIS },
                 { "load-library", no_argument, NULL, ARG_LOAD_LIBRARY },
+                { "redis-init", no_argument, NULL, ARG_REDIS_INIT },
                 { "redis", required_argument, NULL, ARG_REDIS },
                 { "redis-password-file", required_argument, NULL, ARG_REDIS_PASSWORD_FILE },
                 { "namespace", required_argument, NULL, ARG_NAMESPACE },
@@ -126,6 +134,9 @@ static int parse_argv(int argc, char *argv[]) {
                         break;
                 case ARG_LOAD_LIBRARY:
                         arg_check_config = arg_load_library = true;
+                        break;
+                case ARG_REDIS_INIT:
+                        arg_check_config = arg_redis_init = true;
                         break;
                 case ARG_REDIS:
                         if (redis_url_has_password(optarg))
@@ -412,6 +423,8 @@ static int run(int argc, char *argv[]) {
                        config.host_id, config.key_prefix,
                        (unsigned long long) (config.lease_ttl / USEC_PER_MSEC),
                        config.redis.password ? " (password set)" : "");
+                if (arg_redis_init)
+                        return redis_init(&config);
                 r = arg_check_redis && check_redis(&config) != 0 ? -EIO : 0;
                 if (r >= 0 && arg_load_library && load_library(&config) != 0)
                         r = -EIO;
@@ -477,5 +490,9 @@ finish:
 int main(int argc, char *argv[]) {
         int r = run(argc, argv);
 
+        /* --redis-init: fleetsem(1)'s exit status (a configuration that
+         * cannot be read: EX_CONFIG). */
+        if (arg_redis_init)
+                return r < 0 ? EXIT_CONFIG : r;
         return r < 0 ? 1 : 0;
 }

@@ -24,3 +24,4 @@ int verb_drain(int argc, char *argv[]);
 int verb_undrain(int argc, char *argv[]);
 int verb_revoke(int argc, char *argv[]);
 int verb_reboot(int argc, char *argv[]);
+int verb_redis_init(int argc, char *argv[]);       /* redis-init */

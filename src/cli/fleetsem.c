@@ -31,7 +31,10 @@ static void help(void) {
                "                  As root: free held slots now, whoever holds them\n"
                "  reboot [--group GROUP:M]... [--if-required] [--dry-run] [NAME] | reboot --done\n"
                "                  As root: reboot when it is this host's turn, holding the slot\n"
-               "                  across the reboot; --done gives it back after the boot\n\n"
+               "                  across the reboot; --done gives it back after the boot\n"
+               "  redis-init [--config FILE]\n"
+               "                  As root: declare a new Redis empty, so that the agents skip\n"
+               "                  the grace of its first use\n\n"
                "Options common to all commands:\n"
                "  -h --help       Show help (fleetsem COMMAND --help for a command's)\n"
                "     --version    Show the version\n"
@@ -39,7 +42,8 @@ static void help(void) {
                "                  Talk to the agent on @NS/agent (default: $FLEETSEM_NAMESPACE\n"
                "                  or \"fleetsem\")\n\n"
                "Exit codes: 0 success (run: COMMAND's status), 1 skipped (acquire --skip),\n"
-               "64 usage, 65 revoke: no such lease holds a slot, 69 agent or Redis unavailable, 75 no slot within the wait,\n"
+               "64 usage, 65 revoke: no such lease holds a slot (redis-init: Redis holds\n"
+               "fleetsem's keys), 69 agent or Redis unavailable, 75 no slot within the wait,\n"
                "77 not permitted, 78 unit lacks the settings acquire needs.\n"
                "See fleetsem(1).\n");
 }
@@ -81,6 +85,8 @@ int main(int argc, char *argv[]) {
                 return verb_revoke(argc - 1, argv + 1);
         if (streq(argv[1], "reboot"))
                 return verb_reboot(argc - 1, argv + 1);
+        if (streq(argv[1], "redis-init"))
+                return verb_redis_init(argc - 1, argv + 1);
 
         log_error("Unknown command \"%s\"; see fleetsem --help.", argv[1]);
         return EXIT_USAGE;

@@ -607,42 +607,51 @@ static int probe_call(redisContext *c, int argc, const char *const *argv, redisR
         return 0;
 }
 
-int redis_probe(const RedisProbe *p, int argc, const char *const *argv, RedisReply **ret) {
+struct RedisBlocking {
+        redisContext *c;
+};
+
+int redis_probe_open(const RedisProbe *p, RedisBlocking **ret) {
         struct timeval tv = { .tv_sec = (time_t) (p->timeout / USEC_PER_SEC),
                               .tv_usec = (suseconds_t) (p->timeout % USEC_PER_SEC) };
-        redisContext *c;
+        _cleanup_(redis_blocking_freep) RedisBlocking *b = NULL;
         char db[16];
         int r;
 
-        c = p->unix_path ? redisConnectUnixWithTimeout(p->unix_path, tv) : redisConnectWithTimeout(p->host, p->port, tv);
-        if (!c)
+        b = calloc(1, sizeof(*b));
+        if (!b)
                 return -ENOMEM;
-        if (c->err) {
-                log_debug("Redis probe: cannot connect: %s", c->errstr);
-                r = errno_from_hiredis(c->err, errno);
-                goto finish;
+        b->c = p->unix_path ? redisConnectUnixWithTimeout(p->unix_path, tv) : redisConnectWithTimeout(p->host, p->port, tv);
+        if (!b->c)
+                return -ENOMEM;
+        if (b->c->err) {
+                log_debug("Redis probe: cannot connect: %s", b->c->errstr);
+                return errno_from_hiredis(b->c->err, errno);
         }
-        if (redisSetTimeout(c, tv) != REDIS_OK) {
-                r = -EIO;
-                goto finish;
-        }
+        if (redisSetTimeout(b->c, tv) != REDIS_OK)
+                return -EIO;
         if (p->password) {
                 const char *auth[3] = { "AUTH", p->user ?: p->password, p->password };
 
-                r = probe_call(c, p->user ? 3 : 2, auth, NULL);
+                r = probe_call(b->c, p->user ? 3 : 2, auth, NULL);
                 if (r < 0)
-                        goto finish;
+                        return r;
         }
         if (p->db > 0) {
                 snprintf(db, sizeof(db), "%u", p->db);
-                r = probe_call(c, 2, (const char *[]) { "SELECT", db }, NULL);
+                r = probe_call(b->c, 2, (const char *[]) { "SELECT", db }, NULL);
                 if (r < 0)
-                        goto finish;
+                        return r;
         }
-        r = probe_call(c, argc, argv, ret);
-finish:
-        redisFree(c);
-        return r;
+        *ret = TAKE_PTR(b);
+        return 0;
+}
+
+int redis_probe(const RedisProbe *p, int argc, const char *const *argv, RedisReply **ret) {
+        _cleanup_(redis_blocking_freep) RedisBlocking *b = NULL;
+        int r = redis_probe_open(p, &b);
+
+        return r < 0 ? r : probe_call(b->c, argc, argv, (redisReply **) ret);
 }
 
 RedisReply *redis_reply_free(RedisReply *r) {
@@ -652,27 +661,8 @@ RedisReply *redis_reply_free(RedisReply *r) {
 
 /* ---- A blocking connection, for tests ------------------------------------------------ */
 
-struct RedisBlocking {
-        redisContext *c;
-};
-
 int redis_blocking_new(const char *unix_path, usec_t timeout, RedisBlocking **ret) {
-        struct timeval tv = { .tv_sec = (time_t) (timeout / USEC_PER_SEC),
-                              .tv_usec = (suseconds_t) (timeout % USEC_PER_SEC) };
-        _cleanup_(redis_blocking_freep) RedisBlocking *b = NULL;
-
-        b = calloc(1, sizeof(*b));
-        if (!b)
-                return -ENOMEM;
-        b->c = redisConnectUnixWithTimeout(unix_path, tv);
-        if (!b->c)
-                return -ENOMEM;
-        if (b->c->err || redisSetTimeout(b->c, tv) != REDIS_OK) {
-                log_debug("Redis: cannot connect to %s: %s", unix_path, b->c->errstr);
-                return b->c->err ? errno_from_hiredis(b->c->err, errno) : -EIO;
-        }
-        *ret = TAKE_PTR(b);
-        return 0;
+        return redis_probe_open(&(RedisProbe) { .unix_path = unix_path, .timeout = timeout }, ret);
 }
 
 RedisBlocking *redis_blocking_free(RedisBlocking *b) {

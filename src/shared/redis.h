@@ -101,11 +101,15 @@ int redis_probe(const RedisProbe *p, int argc, const char *const *argv, RedisRep
 RedisReply *redis_reply_free(RedisReply *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(RedisReply *, redis_reply_free);
 
-/* A blocking connection of its own on a unix socket, for tests that drive
- * a real server step by step: commands may be pipelined (append several,
- * then take their replies in order). -errno when it cannot connect or the
- * connection failed; replies (errors too) for redis_reply_free(). */
+/* A blocking connection of its own, for tests that drive a real server
+ * step by step (on a unix socket: redis_blocking_new()) and for the
+ * command line's looks that take more than one command (logged in as
+ * redis_probe() does: redis_probe_open()): commands may be pipelined
+ * (append several, then take their replies in order). -errno when it
+ * cannot connect or the connection failed; replies (errors too) for
+ * redis_reply_free(). */
 typedef struct RedisBlocking RedisBlocking;
+int redis_probe_open(const RedisProbe *p, RedisBlocking **ret);
 int redis_blocking_new(const char *unix_path, usec_t timeout, RedisBlocking **ret);
 RedisBlocking *redis_blocking_free(RedisBlocking *b);
 DEFINE_TRIVIAL_CLEANUP_FUNC(RedisBlocking *, redis_blocking_free);

@@ -19,14 +19,10 @@
 #include "check-redis.h"
 #include "peers.h"
 #include "redis-layer.h"
+#include "redis-slot.h"
 #include "redis.h"
 
 #define PROBE_TIMEOUT (3 * USEC_PER_SEC)
-
-typedef struct Master {
-        char host[256];
-        unsigned port;
-} Master;
 
 /* FIELD's value in an INFO reply ("" when it has none), at most size-1 bytes. */
 static void info_field(const char *s, size_t len, const char *field, char *buf, size_t size) {
@@ -125,10 +121,23 @@ static int sentinel_master(const Config *c, char *host, size_t size, unsigned *p
         return 0;
 }
 
+int redis_master_find(const Config *c, RedisMaster *ret) {
+        const RedisAddress *a = &c->redis;
+
+        assert(!a->cluster);
+        *ret = (RedisMaster) { .unix_path = a->unix_path, .port = a->port };
+        if (a->master_name && !a->unix_path) {
+                if (sentinel_master(c, ret->host, sizeof(ret->host), &ret->port) < 0)
+                        return -ENOENT;
+        } else if (!a->unix_path)
+                snprintf(ret->host, sizeof(ret->host), "%s", a->host ?: "");
+        where_format(ret->where, sizeof(ret->where), ret->unix_path, ret->host, ret->port);
+        return 0;
+}
+
 int check_redis(const Config *config) {
         const RedisAddress *a = &config->redis;
-        char host[256];
-        unsigned port;
+        RedisMaster m;
         int bad = 0;
 
         if (a->tls) {
@@ -136,12 +145,10 @@ int check_redis(const Config *config) {
                        "(fleetsem status).\n");
                 return 0;
         }
-        if (a->unix_path || (!a->master_name && !a->cluster))
-                return check_server(a, a->unix_path, a->host, a->port);
-        if (a->master_name) {
-                if (sentinel_master(config, host, sizeof(host), &port) < 0)
+        if (!a->cluster) {
+                if (redis_master_find(config, &m) < 0)
                         return 1;
-                return check_server(a, NULL, host, port);
+                return check_server(a, m.unix_path, m.unix_path ? NULL : m.host, m.port);
         }
         /* A Cluster: the nodes the URL names (the agent finds the others). */
         for (size_t i = 0; i < a->n_hosts; i++)
@@ -232,83 +239,99 @@ static int load_server(const RedisAddress *a, bool sharded, const char *unix_pat
         return 0;
 }
 
-/* A Cluster's masters, from the first node the URL names that answers
- * CLUSTER SLOTS: each loaded once. As many as the agents follow
- * (SHARDS_MAX); a map that names more is refused whole, as the agents
- * refuse it, rather than loaded into some of its masters. So is one that
- * names a master the agents would not connect to (outside cluster_allow,
- * peers.h): nothing, and no password, goes to whoever answers there. */
-static int load_cluster(const Config *c) {
+int cluster_masters_find(const Config *c, RedisMaster **ret, size_t *ret_n, uint16_t *ret_owner) {
         const RedisAddress *a = &c->redis;
 
         for (size_t i = 0; i < a->n_hosts; i++) {
                 RedisProbe p = { .host = a->hosts[i].host, .port = a->hosts[i].port, .user = a->user,
                                  .password = a->password, .timeout = PROBE_TIMEOUT };
-                _cleanup_free_ Master *masters = NULL;
+                _cleanup_free_ RedisMaster *masters = NULL;
                 size_t n = 0, n_alloc = 0, n_ranges;
                 _cleanup_(redis_reply_freep) RedisReply *reply = NULL;
-                int bad = 0;
 
                 if (redis_probe(&p, 2, (const char *[]) { "CLUSTER", "SLOTS" }, &reply) < 0)
                         continue;
+                if (ret_owner)
+                        for (size_t s = 0; s < REDIS_CLUSTER_SLOTS; s++)
+                                ret_owner[s] = UINT16_MAX;
                 n_ranges = redis_reply_array_len(reply);
                 for (size_t k = 0; k < n_ranges; k++) {
-                        const RedisReply *master = redis_reply_array_get(redis_reply_array_get(reply, k), 2);
+                        const RedisReply *range = redis_reply_array_get(reply, k);
+                        const RedisReply *master = redis_reply_array_get(range, 2);
+                        long long port, lo, hi;
                         char host[256];
-                        long long port;
-                        bool seen = false;
+                        size_t j;
 
                         if (redis_reply_array_string(master, 0, host, sizeof(host)) < 0 || !redis_host_is_valid(host) ||
-                            redis_reply_array_integer(master, 1, &port) < 0 || port < 1 || port > 65535)
+                            redis_reply_array_integer(master, 1, &port) < 0 || port < 1 || port > 65535 ||
+                            redis_reply_array_integer(range, 0, &lo) < 0 || redis_reply_array_integer(range, 1, &hi) < 0 ||
+                            lo < 0 || hi < lo || hi >= REDIS_CLUSTER_SLOTS)
                                 continue;
-                        for (size_t j = 0; j < n && !seen; j++)
-                                seen = masters[j].port == (unsigned) port && streq(masters[j].host, host);
-                        if (seen)
-                                continue;
-                        if (!peers_cluster_node_allowed(c, host)) {
+                        for (j = 0; j < n; j++)
+                                if (masters[j].port == (unsigned) port && streq(masters[j].host, host))
+                                        break;
+                        if (j == n) {
                                 char name[300];
 
                                 (void) redis_host_port_format(name, sizeof(name), host, (unsigned) port);
-                                fprintf(stderr, "Redis Cluster: node %s:%u names master %s, which is outside "
-                                        "cluster_allow (or, without it, the seed nodes' networks): the agents do not "
-                                        "connect to it; nothing loaded, nothing sent to it.\n", a->hosts[i].host,
-                                        a->hosts[i].port, name);
-                                return 1;
-                        }
-                        if (n >= SHARDS_MAX) {
-                                fprintf(stderr, "Redis Cluster: the map names more than " STRINGIFY(SHARDS_MAX)
-                                        " masters, more than the agents follow; nothing loaded.\n");
-                                return 1;
-                        }
-                        if (n >= n_alloc) {
-                                size_t want = MIN(MAX(n_alloc * 2, (size_t) 16), (size_t) SHARDS_MAX);
-                                Master *t = reallocarray(masters, want, sizeof(Master));
-
-                                if (!t) {
-                                        fprintf(stderr, "Out of memory reading the Cluster's masters.\n");
-                                        return 1;
+                                if (!peers_cluster_node_allowed(c, host)) {
+                                        fprintf(stderr, "Redis Cluster: node %s:%u names master %s, which is outside "
+                                                "cluster_allow (or, without it, the seed nodes' networks): the agents "
+                                                "do not connect to it; nothing done, nothing sent to it.\n",
+                                                a->hosts[i].host, a->hosts[i].port, name);
+                                        return -EPERM;
                                 }
-                                masters = t;
-                                n_alloc = want;
+                                if (n >= SHARDS_MAX) {
+                                        fprintf(stderr, "Redis Cluster: the map names more than " STRINGIFY(SHARDS_MAX)
+                                                " masters, more than the agents follow; nothing done.\n");
+                                        return -E2BIG;
+                                }
+                                if (n >= n_alloc) {
+                                        size_t want = MIN(MAX(n_alloc * 2, (size_t) 16), (size_t) SHARDS_MAX);
+                                        RedisMaster *t = reallocarray(masters, want, sizeof(RedisMaster));
+
+                                        if (!t) {
+                                                fprintf(stderr, "Out of memory reading the Cluster's masters.\n");
+                                                return -ENOMEM;
+                                        }
+                                        masters = t;
+                                        n_alloc = want;
+                                }
+                                masters[n] = (RedisMaster) { .port = (unsigned) port };
+                                snprintf(masters[n].host, sizeof(masters[n].host), "%s", host);
+                                snprintf(masters[n].where, sizeof(masters[n].where), "%s", name);
+                                n++;
                         }
-                        snprintf(masters[n].host, sizeof(masters[n].host), "%s", host);
-                        masters[n++].port = (unsigned) port;
+                        if (ret_owner)
+                                for (long long s = lo; s <= hi; s++)
+                                        ret_owner[s] = (uint16_t) j;
                 }
-                reply = redis_reply_free(reply);
                 if (n == 0)
                         continue;
-                for (size_t j = 0; j < n; j++)
-                        bad |= load_server(a, true, NULL, masters[j].host, masters[j].port);
-                return bad;
+                *ret = TAKE_PTR(masters);
+                *ret_n = n;
+                return 0;
         }
         fprintf(stderr, "No Cluster node the configuration names gave its masters (CLUSTER SLOTS).\n");
-        return 1;
+        return -ENOENT;
+}
+
+/* Each master of a Cluster (cluster_masters_find()) gets the library once. */
+static int load_cluster(const Config *c) {
+        _cleanup_free_ RedisMaster *masters = NULL;
+        size_t n = 0;
+        int bad = 0;
+
+        if (cluster_masters_find(c, &masters, &n, NULL) < 0)
+                return 1;
+        for (size_t j = 0; j < n; j++)
+                bad |= load_server(&c->redis, true, NULL, masters[j].host, masters[j].port);
+        return bad;
 }
 
 int load_library(const Config *config) {
         const RedisAddress *a = &config->redis;
-        char host[256];
-        unsigned port;
+        RedisMaster m;
 
         if (a->tls) {
                 fprintf(stderr, "Redis over TLS: the library is not loaded from the command line; load it with "
@@ -317,10 +340,7 @@ int load_library(const Config *config) {
         }
         if (a->cluster)
                 return load_cluster(config);
-        if (a->master_name && !a->unix_path) {
-                if (sentinel_master(config, host, sizeof(host), &port) < 0)
-                        return 1;
-                return load_server(a, false, NULL, host, port);
-        }
-        return load_server(a, false, a->unix_path, a->host, a->port);
+        if (redis_master_find(config, &m) < 0)
+                return 1;
+        return load_server(a, false, m.unix_path, m.unix_path ? NULL : m.host, m.port);
 }

@@ -68,6 +68,12 @@ class Key:
         tagged = fmt + ":{%s}" if "[:{TAG}]" in self.pattern else None
         return fmt, tagged
 
+    # The key after the prefix as fnmatch(3) globs: its plain form, and
+    # its form in a Cluster's hash slot if it has one.
+    def globs(self):
+        plain = re.sub(r"\{[A-Z]+\}", "{*}", self.pattern.replace("[:{TAG}]", "")[1:])
+        return [plain] + ([plain + ":{*}"] if "[:{TAG}]" in self.pattern else [])
+
 
 KEY_SCOPES = ("name", "slot", "master", "redis", "host")
 KEY_TYPES = ("string", "hash", "zset")
@@ -582,6 +588,11 @@ def write_c(out_c, out_h, args_h, replies_c, replies_h, keys_path, args_path, re
         f.write("extern const char *const key_suffix[N_KEYS];\n")
         f.write("/* The word of each key after the names' (P:WORD, P:WORD:{TAG} in a Cluster). */\n")
         f.write("extern const char *const key_fleet[N_SCRIPT_KEYS - N_KEYS];\n\n")
+        globs = [g for k in key_list(keys_path) for g in k.globs()]
+        f.write("/* Every key of the list after the prefix, as fnmatch(3) globs (\"{*}\" for a\n"
+                " * name, a host or a tag). */\n")
+        f.write("#define N_KEY_GLOBS %d\n" % len(globs))
+        f.write("extern const char *const key_globs[N_KEY_GLOBS];\n\n")
         f.write("/* Every other key: KEY_<ID> the word after the prefix, KEY_<ID>_FMT its\n"
                 " * format (the prefix, then the host), KEY_<ID>_TAG_FMT its form in a\n"
                 " * Cluster's hash slot (the prefix, then the tag). */\n")
@@ -603,6 +614,10 @@ def write_c(out_c, out_h, args_h, replies_c, replies_h, keys_path, args_path, re
         f.write("const char *const key_fleet[N_SCRIPT_KEYS - N_KEYS] = {\n")
         for k in fleet:
             f.write('        "%s",\n' % k.word())
+        f.write("};\n\n")
+        f.write("const char *const key_globs[N_KEY_GLOBS] = {\n")
+        for g in globs:
+            f.write('        "%s",\n' % g)
         f.write("};\n\n")
         f.write("const unsigned lua_library_version = %d;\n\n" % version)
         f.write("const char *const lua_library =\n%s;\n\n" % c_string(text))

@@ -327,8 +327,10 @@ static void epoch_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                             "master that had not caught up, data restored from a copy, or two resets close together; "
                             "new epoch %s.", sh->name, sh->epoch, id);
         else if (reset)
-                log_full(sh->epoch[0] ? LOG_WARNING : LOG_INFO, "Redis at %s %s (epoch %s).", sh->name,
-                         sh->epoch[0] ? "lost its state since this agent last saw it" : "holds no fleetsem state yet", id);
+                log_full(sh->epoch[0] ? LOG_WARNING : LOG_INFO, "Redis at %s %s (epoch %s)%s.", sh->name,
+                         sh->epoch[0] ? "lost its state since this agent last saw it" : "holds no fleetsem state yet", id,
+                         sh->epoch[0] ? "" : "; a new Redis declared empty before the first agent (fleetsem redis-init) "
+                                             "grants at once");
         /* 2: the epoch named another master; 1: there was none, which is
          * news to an agent that knew one; 3: it was older than the one
          * this agent knew (a reset too); else this agent knows no better
@@ -380,6 +382,18 @@ static int info_hex40(const char *s, size_t len, const char *field, char out[sta
         memcpy(out, p + n, 40);
         out[40] = '\0';
         return 0;
+}
+
+/* A server without a replication id (not Redis 6.2 or later, nor Valkey)
+ * is named by its run id alone: a failover back to it with old data is
+ * then no reset. */
+int master_id_parse(const char *s, size_t len, char ret[static 81]) {
+        ret[0] = '\0';
+        if (info_hex40(s, len, "\nrun_id:", ret) < 0) {
+                ret[0] = '\0';
+                return -EBADMSG;
+        }
+        return info_hex40(s, len, "\nmaster_replid:", ret + 40) < 0 ? -ENODATA : 0;
 }
 
 /* maxmemory_policy from an INFO reply (its memory section) into
@@ -454,12 +468,7 @@ static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
 
                 if ((p = memmem(s, len, "uptime_in_seconds:", 18)))
                         uptime = strtoll(p + 18, NULL, 10);
-                /* A server without a replication id (not Redis 6.2 or
-                 * later, nor Valkey) is named by its run id alone: a
-                 * failover back to it with old data is then no reset. */
-                if (info_hex40(s, len, "\nrun_id:", sh->master_id) < 0)
-                        sh->master_id[0] = '\0';
-                else if (info_hex40(s, len, "\nmaster_replid:", sh->master_id + 40) < 0 && io->topo->failover)
+                if (master_id_parse(s, len, sh->master_id) == -ENODATA && io->topo->failover)
                         log_warning("Redis at %s gives no replication id in INFO: a failover back to it with old data "
                                     "would not be seen as one.", sh->name);
                 /* A master makes a new replication id, with no history,
