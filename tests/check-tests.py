@@ -69,15 +69,6 @@ SKIP_BUILD = {
     "ha-tls.sh": "needs a build with TLS to Redis (hiredis_ssl): Debian 12's "
                  "hiredis has none; tests/debian13.sh runs it with one",
 }
-# The tests whose timed verdicts are not yet measured under tests/run.sh
-# --busy, each bound to be given its floor or its headroom: their findings
-# of the rule "timed" are printed as TAP comments, not failures. The list
-# only shrinks: a test not in it is held to the rule.
-TIMED_UNMEASURED = {
-    "ha-sentinel-split.sh", "ha-sentinel.sh", "lua-scripts.sh", "redis-cli.sh", "redis-dns.sh",
-    "redis-kill-run.sh", "redis-safety.sh", "security-connection-flood.sh", "security-log-flood.sh",
-    "security-names.sh", "systemd-reboot-faults.sh", "systemd-watchdog.sh",
-}
 # lib.sh's functions that are the skips, and those that check text absent.
 SKIP_FUNCS = {"skip_all", "skip_build"}
 LACKS_FUNCS = {"lacks", "log_lacks"}
@@ -261,10 +252,6 @@ def main():
     for i, path in enumerate(files, 1):
         findings = check_file(path)
         rel = os.path.relpath(os.path.abspath(path), top)
-        if os.path.basename(path) in TIMED_UNMEASURED:
-            for n, rule, text in [f for f in findings if f[1] == "timed"]:
-                print(f"# {rel}:{n}: timed, not yet measured under load: {text.strip()}")
-            findings = [f for f in findings if f[1] != "timed"]
         if findings:
             failed += 1
             print(f"not ok {i} - {rel}")

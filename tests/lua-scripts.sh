@@ -1312,6 +1312,8 @@ is "$(j "$r" 'r[1][0][2]')" "$(rec st h1 4-5)" "status: holder's 'TOKEN SINCE'"
 is "$(j "$r" 'r[2:]')" '[[["w","INFO lease=w","a 1000",1]],2,"","","",2,2,1]' "status: the queue (weight 1), the limit in force, no drain, no action, no fleet limit, the totals"
 r=$(counts st)
 is "$(j "$r" 'r[1:]')" '[2,1,2,"","",""]' "counts: 2 held, 1 waiting, limit 2, as status says"
+# headroom: no deadline: the two readings are a call apart (ms), and 60 s
+# tells Redis' clock (TIME) from any other the script could give.
 is "$(j "$r" "abs(r[0] - $(redis_ms)) < 60000")" true "counts: now_ms is Redis's clock"
 # A page: the first 100 holders (by expiry) and waiters (by ticket), the
 # totals of all.
@@ -1323,6 +1325,7 @@ is "$(j "$r" '[len(r[1]), r[1][0][0], r[1][-1][0], len(r[2]), r[2][0][0], r[2][-
 is "$(j "$(counts pg)" 'r[1:4]')" '[110,105,110]' "counts: all 110 held and 105 waiting"
 WEIGHT=3 acquire pgw big 10 >/dev/null
 is "$(j "$(counts pgw)" 'r[1:4]')" '[3,0,10]' "counts: a holder's weight counts as its units"
+# headroom: as counts' above; here three calls apart.
 is "$(j "$r" "abs(r[0] - $(redis_ms)) < 60000")" true "status: now_ms is Redis's clock"
 
 # (Those from before a restart of Redis ended with it.)

@@ -82,9 +82,11 @@ n=$(asked)
 check "the agent looks the name up again" wait_for 10 asked_more "$n"
 for what in status metrics; do
         start=$(now_ms)
-        FLEETSEM_NAMESPACE="$NSBASE-c" timeout 1 "$FLEETSEM" "$what" >"$T/$what.out" 2>&1
+        FLEETSEM_NAMESPACE="$NSBASE-c" timeout 5 "$FLEETSEM" "$what" >"$T/$what.out" 2>&1
         rc=$? took=$(($(now_ms) - start))
-        check "fleetsem $what answers while the lookup hangs (exit $rc, in $took ms)" [ "$rc" != 124 ] && [ "$took" -lt 1000 ]
+        # headroom: 2000 ms, 9.9 times the 16 to 202 ms it took on 2 cores at
+        # a load of 16 to 19 (an agent stuck in the lookup answers when it ends).
+        check "fleetsem $what answers while the lookup hangs (exit $rc, in $took ms)" [ "$rc" != 124 ] && [ "$took" -lt 2000 ]
 done
 like "$(cat "$T/status.out")" 'unreachable: .*cannot resolve hang.fleetsem.test: timed out' "status: Redis is unreachable, and why"
 like "$(cat "$T/metrics.out")" 'fleetsem_redis_up 0' "metrics: Redis is not up"

@@ -1,6 +1,7 @@
 #!/bin/bash
 # kill -9 of a "fleetsem run" that holds: its anchor closes with it, and the
-# next waiter (on another agent) is granted within 200 ms. The orphaned
+# next waiter (on another agent) is granted at once, not when the lease runs
+# out (the agent counts the release as the anchor's close). The orphaned
 # command does not run on without the slot.
 . "$(dirname "$0")/lib.sh"
 
@@ -21,7 +22,9 @@ t0=$(now_ms)
 kill -KILL "$holder"
 check "the waiter is granted" wait_for 5 test -s "$T/granted"
 dt=$(( $(cat "$T/granted") - t0 ))
-check "granted ${dt} ms after kill -9 (limit 200 ms)" [ "$dt" -lt 200 ]
+# headroom: 1000 ms, 8 times the 10 to 120 ms it took on 2 cores at a load
+# of 16 to 19 (an idle machine: tens of ms; bench/ measures the hand-over).
+check "granted ${dt} ms after kill -9 (within 1000 ms)" [ "$dt" -lt 1000 ]
 wait "$waiter"
 is "$?" 0 "the waiter's command ran"
 check "the orphaned command ($child) was stopped" wait_for 10 sh -c "! kill -0 $child"

@@ -28,13 +28,19 @@ check "it keeps at most 100 of them (fds: $base_fds before, $flood_fds now)" tes
 ms=$(ms_of fs a run --slots 1 flood-root -- true)
 is "$?" 0 "root's run still succeeds"
 echo "# root's run took ${ms}ms during the flood"
-check "within 5s" test "$ms" -lt 5000
+# headroom: 5 s, 45 times the 21 to 110 ms it took in five runs on 2 cores
+# at a load of 16 to 19.
+check "within 5s (${ms}ms)" test "$ms" -lt 5000
 out=$(setpriv --reuid=daemon --regid=daemon --clear-groups env FLEETSEM_NAMESPACE="$NSBASE-a" "$FLEETSEM" run --slots 1 flood-ok -- true 2>&1)
 is "$?" 0 "another permitted user is still served${out:+ ($out)}"
 
 # The idle and mid-request ones go after 10s without a request; the STATUS
 # answers fit in the socket: the agent is back to what it held before.
-check "the flood's connections are dropped within 15s" wait_for 15 sh -c "[ \$(ls /proc/$pid/fd | wc -l) -le $((base_fds + 5)) ]"
+# headroom: 60 s, 6 times the 9.8 s they took to go on 2 cores at a load of
+# 16 to 19 (nearly all of it the agent's 10 s: a connection kept is kept
+# for good).
+check "the flood's connections are dropped (after 10 s without a request)" \
+        wait_for 60 sh -c "[ \$(ls /proc/$pid/fd | wc -l) -le $((base_fds + 5)) ]"
 exec {FLOOD[1]}>&-
 wait "$FLOOD_PID"
 done_testing

@@ -34,6 +34,9 @@ n=$(grep -c "uid $NOBODY_UID\b" "$T/agent-a.log")
 echo "# lines about uid $NOBODY_UID: $n"
 check "at most 20 lines about nobody so far, and some ($n)" [ "$n" -ge 1 -a "$n" -le 20 ]
 elapsed=$(( $(now_ms) - t0 ))
+# headroom: the log's limit is a minute's, so the counts above hold only
+# within one: it all took 644 to 1933 ms in five runs on 2 cores at a load
+# of 16 to 19, 31 times less.
 check "all of it within the minute (${elapsed} ms)" [ "$elapsed" -lt 60000 ]
 agent_lacks a 'Suppressed [0-9]+ message\(s\) caused by uid' "nothing counted in the log yet"
 

@@ -1,9 +1,11 @@
 #!/bin/bash
 # Memory: nobody, allowed pin-*, takes and gives back fresh 200-byte names
-# as fast as the agent lets it, for FLOOD_SECONDS (default 90 s: four and a
-# half times the 20 s its names stay in Redis here, so the names index is
-# trimmed of the first ones and the cap frees up again several times over;
-# the whole test takes about two minutes; FLOOD_SECONDS=600 floods for ten).
+# as fast as the agent lets it, for FLOOD_SECONDS (default 45 s: four and a
+# half times the 10 s its names stay in Redis here, so the names index is
+# trimmed of the first ones and the cap frees up again several times over,
+# some 1280 names made; the whole test takes about a minute. The names'
+# life is two ninths of a flood shorter than 90 s, 20 s from there on:
+# FLOOD_SECONDS=600 floods for ten minutes, thirty lives).
 # Redis' used_memory stays under the bound fleetsemd(8) (LIMITS, Sizing Redis) gives for
 # one user, computed from this configuration: max_redis_names_per_user
 # names of NAME_BYTES each, max_leases_per_user slots of SLOT_BYTES each,
@@ -16,8 +18,11 @@ TTL=2s
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib-security.sh"
 
-FLOOD_SECONDS=${FLOOD_SECONDS:-90}
-LIFE=20                 # idle_time: a user's name's life in Redis (more than twice the lease)
+FLOOD_SECONDS=${FLOOD_SECONDS:-45}
+# idle_time: a user's name's life in Redis (more than twice the lease).
+LIFE=20
+[ "$FLOOD_SECONDS" -ge 90 ] || LIFE=$((FLOOD_SECONDS * 2 / 9))
+[ "$LIFE" -ge 5 ] || bail "FLOOD_SECONDS=$FLOOD_SECONDS: at least 23 (a name's life of 5 s at least)"
 CAP=256                 # max_redis_names_per_user, its default
 LEASES=256              # max_leases_per_user, its default
 LEN=200                 # the longest name
@@ -52,7 +57,7 @@ echo "$out" | sed 's/^/# reply: /'
 made=$(sed -n 's/^made //p' <<<"$out")
 echo "# nobody made $made names in $(( (flood_end - start) / 1000 )) s"
 check "nobody made names past the cap again and again ($made > 2 x $CAP)" test "${made:-0}" -gt $((2 * CAP))
-like "$out" "ERROR code=limit message=uid $NOBODY_UID has $CAP names in Redis from this host already, each kept there for 20s after its last use \\(max_redis_names_per_user\\); use one of them, or wait [0-9]+" \
+like "$out" "ERROR code=limit message=uid $NOBODY_UID has $CAP names in Redis from this host already, each kept there for ${LIFE}s after its last use \\(max_redis_names_per_user\\); use one of them, or wait [0-9]+" \
         "past the cap, nobody is refused with code=limit, saying why"
 refused=$(grep -o '^ERROR code=limit .* [0-9]*$' <<<"$out" | awk '{ print $NF }')
 is "$(metric a fleetsem_names_refused_total)" "$refused" "fleetsem_names_refused_total counts each refusal ($refused)"

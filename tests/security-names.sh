@@ -58,6 +58,9 @@ TTL=40m start_agent c --config "$T/agent.conf"
 out=$(as_nobody env FLEETSEM_NAMESPACE="$NSBASE-c" "$FLEETSEM" run --slots 1 atk-long -- true 2>&1)
 is "$?" 0 "nobody runs a job on host c (lease_ttl 40m)${out:+: $out}"
 ttl=$(rcli PTTL 'fleetsem:{atk-long}:clock')
+# headroom: no deadline: a time to live Redis counts down from 80 min;
+# it read 40 ms less (4799960 ms) a few ms after it was set, and 100 s
+# less (4700000) would take 2500 times that.
 check "its name lives in Redis twice the lease, 80 minutes (${ttl}ms)" test "$ttl" -gt 4700000 -a "$ttl" -le 4800000
 # Root's name, held across a renewal the same way, then let go: idle_time.
 fs_exec a run --slots 1 root-own -- sleep 300 &
@@ -70,12 +73,16 @@ kill "$root_job"
 wait "$root_job"
 check "... released once its job is gone" wait_for 10 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK EXISTS 'fleetsem:{root-own}:holders')\" = 0 ]"
 ttl=$(rcli PTTL 'fleetsem:{root-own}:clock')
+# headroom: no deadline: a day's time to live, read under a second after
+# it was set (86399837 ms), against 10 min.
 check "root's name stays in Redis the day of idle_time (${ttl}ms)" test "$ttl" -gt 600000
 
-ms=$(ms_of fs b metrics)
-is "$?" 0 "root's metrics on host b succeed"
-echo "# root's metrics on host b took ${ms}ms"
-check "within 50 ms (${ms}ms)" test "$ms" -lt 50
+# Host b's metrics beside nobody's names on host a: as quick as the start
+# of a process of ours (probe: fleetsem --version beside each), ten times.
+rc=0
+for _ in 1 2 3 4 5 6 7 8 9 10; do probe fs b metrics || rc=$?; done
+is "$rc" 0 "root's metrics on host b succeed, ten times"
+probe_verdict "root's metrics on host b"
 out=$(fs b metrics)
 like "$out" 'fleetsem_slots_held\{name="b-own",scope="fleet"\} 0' "host b's metrics give the fleet's figures of its own name"
 check "... and none of nobody's names on host a" sh -c "! printf '%s' \"\$1\" | grep -q 'name=\"atk'" - "$out"

@@ -137,7 +137,14 @@ ns "$y" systemctl start fleetsem-reboot-done.service || bail "cannot start $y's 
 check "$y gave its slot back" wait_for 60 sh -c "[ \$(redis-cli -s '$REDIS_SOCK' ZCARD 'fleetsem:{reboot}:holders') = 0 ]"
 is "$(ns_prop "$y" fleetsem-reboot-done.service Result)" success "$y: fleetsem-reboot-done.service succeeded"
 left=$(( (reset_ms + 30000 - $(now_ms)) / 1000 - 2 ))
-[ "$left" -gt 0 ] && check "$z is granted nothing within 30 s of the reset" still_after "$left" z_waits
+# headroom: no deadline: what must not happen within the reset's 30 s,
+# watched for what is left of them (its last 25 s on 2 cores at a load of
+# 16: a load makes the watch shorter, never the verdict wrong).
+if [ "$left" -gt 0 ]; then
+        check "$z is granted nothing within 30 s of the reset (watched for its last $left s)" still_after "$left" z_waits
+else
+        echo "# $z not watched for the reset's 30 s: they were over before $y gave its slot back"
+fi
 all_back() {
         local h
         for h in $HOSTS; do [ "$(boots "$h")" = 2 ] || return 1; done
