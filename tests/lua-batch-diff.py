@@ -14,7 +14,7 @@
 # (tests/chaos/clockstep.c, "=MS"), so they see the same time to the
 # microsecond: everything is compared exactly but the fleet clock key's
 # run id, each server's own. The library is made as the agent loads it
-# (src/agent/redis/embed-lua.py, keys.list, args.list).
+# (src/agent/redis/embed-lua.py, keys.list, scripts.list).
 #
 # SEED=N replays a run (the seed is printed); STEPS=N (default 1000). The
 # run stops at the first step whose servers differ (the plan comes last).
@@ -144,19 +144,18 @@ class Server:
 
 
 # ---- The scripts and their arguments --------------------------------------------
-KEYS_LIST, ARGS_LIST, REPLIES_LIST, VERSION, PRELUDE = (
-    os.path.join(SRC, f) for f in ("keys.list", "args.list", "replies.list", "lua/library.version", "lua/prelude"))
+KEYS_LIST, SCRIPTS_LIST, REPLIES_LIST, VERSION, PRELUDE = (
+    os.path.join(SRC, f) for f in ("keys.list", "scripts.list", "replies.list", "lua/library.version", "lua/prelude"))
 SUFFIXES = embed("--keys", KEYS_LIST).split()
 FLEET_CLOCK = "fleetsem:clock"
 CENSUS = "fleetsem:census"
 KINDS = ["acquire", "release", "renew", "reassert", "adopt"]
 OPERATOR = ["reassert", "drain", "revoke", "limit"]
 SCRIPTS = sorted(set(KINDS + OPERATOR)) + ["batch"]
-# The agent's library (every script, each a function fleetsem_SCRIPT_vN).
-LIBRARY = embed("--library", KEYS_LIST, ARGS_LIST, REPLIES_LIST, VERSION, PRELUDE,
-                *sorted(os.path.join(SRC, "lua", f) for f in os.listdir(os.path.join(SRC, "lua"))
-                        if f.endswith(".lua")))
-SPEC = {s: embed("--args", ARGS_LIST, s).split() for s in KINDS + OPERATOR}
+# The agent's library (every script of scripts.list, each a function
+# fleetsem_SCRIPT_vN).
+LIBRARY = embed("--library", KEYS_LIST, SCRIPTS_LIST, REPLIES_LIST, VERSION, PRELUDE)
+SPEC = {s: embed("--args", SCRIPTS_LIST, s).split() for s in KINDS + OPERATOR}
 
 
 def keys_of(name):
@@ -164,7 +163,7 @@ def keys_of(name):
 
 
 def args(script, **kv):
-    """script's ARGV in the order of args.list; a list value fills a rest argument."""
+    """script's ARGV in the order of scripts.list; a list value fills a rest argument."""
     out = []
     for spec in SPEC[script]:
         name = spec.rstrip("?.")
@@ -175,7 +174,7 @@ def args(script, **kv):
         elif not spec.endswith("?"):
             bail("args %s: %s is required" % (script, name))
     if kv:
-        bail("args.list: %s has no %s" % (script, ", ".join(kv)))
+        bail("scripts.list: %s has no %s" % (script, ", ".join(kv)))
     return out
 
 

@@ -23,12 +23,11 @@ start_stepped_redis() { LD_PRELOAD=$T/clockstep.so CLOCKSTEP_FILE=$T/clock start
 start_stepped_redis
 [ "$(rcli --json PING)" = '"PONG"' ] || bail "redis-cli has no --json (redis-tools 7 or later)"
 # The scripts as the agent's library (FUNCTION LOAD), each a function
-# FN[SCRIPT] (fleetsem_SCRIPT_vN).
-SCRIPTS=(acquire release renew reassert adopt status epoch batch drain revoke limit follow counts keep)
-SCRIPT_FILES=("${SCRIPTS[@]/%/.lua}")
-SCRIPT_FILES=("${SCRIPT_FILES[@]/#/$SRC/lua/}")
-LIBRARY=$(embed --library "$SRC/keys.list" "$SRC/args.list" "$SRC/replies.list" "$SRC/lua/library.version" \
-        "$SRC/lua/prelude" "${SCRIPT_FILES[@]}" && echo .) || bail "embed-lua.py makes no library"
+# FN[SCRIPT] (fleetsem_SCRIPT_vN), every one of scripts.list.
+mapfile -t SCRIPTS < <(embed --scripts "$SRC/scripts.list")
+[ "${#SCRIPTS[@]}" -gt 0 ] || bail "no scripts in scripts.list"
+LIBRARY=$(embed --library "$SRC/keys.list" "$SRC/scripts.list" "$SRC/replies.list" "$SRC/lua/library.version" \
+        "$SRC/lua/prelude" && echo .) || bail "embed-lua.py makes no library"
 LIBRARY=${LIBRARY%.}
 declare -A FN
 load_scripts() {
@@ -100,15 +99,15 @@ v = eval(sys.argv[2], {"r": json.loads(sys.argv[1])})
 print(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))' "$1" "$2"
 }
 
-# args SCRIPT NAME=VALUE...: SCRIPT's arguments in the order args.list
+# args SCRIPT NAME=VALUE...: SCRIPT's arguments in the order scripts.list
 # gives (the agent's and the scripts' one list), into ARGS_OUT; NAME may
 # come again for a rest argument ("leases..."), an optional one may be
 # left out. A name the list does not have, or a required one missing, is a
 # mistake of this test.
 declare -A ARG_SPEC
-for s in acquire release renew reassert adopt epoch drain revoke limit follow; do
-        ARG_SPEC[$s]=$(embed --args "$SRC/args.list" "$s" | tr '\n' ' ')
-        [ -n "${ARG_SPEC[$s]}" ] || bail "args.list has no $s"
+for s in "${SCRIPTS[@]}"; do
+        ARG_SPEC[$s]=$(embed --args "$SRC/scripts.list" "$s") || bail "scripts.list has no $s"
+        ARG_SPEC[$s]=${ARG_SPEC[$s]//$'\n'/ }
 done
 args() {
         local script=$1 kv spec name known
@@ -119,7 +118,7 @@ args() {
         for kv in "$@"; do
                 name=${kv%%=*} known=
                 for spec in ${ARG_SPEC[$script]}; do [ "${spec%%[?.]*}" = "$name" ] && known=$spec; done
-                [ -n "$known" ] || bail "args.list: $script has no argument '$name'"
+                [ -n "$known" ] || bail "scripts.list: $script has no argument '$name'"
                 if [ "${known%...}" != "$known" ]; then rest+=("${kv#*=}"); else val[$name]=${kv#*=}; fi
         done
         for spec in ${ARG_SPEC[$script]}; do

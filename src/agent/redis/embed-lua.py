@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
-# The Lua scripts as one Redis Functions library, the key list and the
-# argument list, as the agent loads them.
+# The Lua scripts as one Redis Functions library, with the lists the agent
+# and the scripts share (keys, scripts and their arguments, replies).
 #
-#   embed-lua.py --c OUT.c KEYS.h ARGS.h REPLIES.c REPLIES.h KEYS.list ARGS.list REPLIES.list VERSION PRELUDE SCRIPT...
+#   embed-lua.py --c OUT.c KEYS.h ARGS.h REPLIES.c REPLIES.h SCRIPTS.h KEYS.list SCRIPTS.list REPLIES.list VERSION
+#                PRELUDE [SCRIPT...]
 #       (PRELUDE: the folder of the prelude's files, lua/prelude, put
-#       together in the order of PRELUDE_FILES)
+#       together in the order of PRELUDE_FILES; SCRIPT...: the scripts'
+#       files, which must be those SCRIPTS.list names, lua/SCRIPT.lua
+#       beside the prelude when none are given)
 #       writes the library as a C string with its version and each
-#       script's function name (in the order of enum Script in scripts.h),
-#       the key suffixes as key_suffix[N_KEYS] (KEYS.h), each script's
-#       arguments as ARG_<SCRIPT>_<NAME> (ARGS.h) and each script's reply
-#       shapes with their decoders (REPLIES.c, REPLIES.h);
-#   embed-lua.py --library KEYS.list ARGS.list REPLIES.list VERSION PRELUDE SCRIPT...
+#       script's function name and batch name (tables indexed by enum
+#       Script), the enum itself (SCRIPTS.h), the key suffixes as
+#       key_suffix[N_KEYS] (KEYS.h), each script's arguments as
+#       ARG_<SCRIPT>_<NAME> (ARGS.h) and each script's reply shapes with
+#       their decoders (REPLIES.c, REPLIES.h);
+#   embed-lua.py --library KEYS.list SCRIPTS.list REPLIES.list VERSION PRELUDE [SCRIPT...]
 #       prints the library as the agent loads it into Redis (FUNCTION LOAD);
 #   embed-lua.py --keys KEYS.list
 #       prints a name's key suffixes, one a line, in order (for the tests);
@@ -19,15 +23,21 @@
 #       (for the key-loss test and the fault harness);
 #   embed-lua.py --doc-table KEYS.list
 #       prints docs/protocol.md's table of keys (for check-docs);
-#   embed-lua.py --args ARGS.list SCRIPT
+#   embed-lua.py --scripts SCRIPTS.list
+#       prints the scripts' names, one a line, in the list's order;
+#   embed-lua.py --doc-args SCRIPTS.list
+#       prints docs/protocol.md's table of the scripts' arguments;
+#   embed-lua.py --args SCRIPTS.list SCRIPT
 #       prints SCRIPT's argument names, one a line, in order (for the tests).
 #
 # KEYS.list holds every key, a line each (see its head); KEYS[n] of every
-# name script is P:{NAME}:<the n-th name key>, then the fleet's keys. ARGS.list holds a line per script: its name, then its
-# arguments in order. The prelude starts with the Lua locals K_<SUFFIX> for
-# the keys; A_<SCRIPT>_<NAME> in the scripts is written as that argument's
-# place in ARGV, and R_<SCRIPT>_<OUTCOME> that reply's tag (REPLIES.list:
-# see its head for the grammar). So each list lives in one file.
+# name script is P:{NAME}:<the n-th name key>, then the fleet's keys.
+# SCRIPTS.list holds a line per script: its name, then its arguments in
+# order, each with its type. The prelude starts with the Lua locals
+# K_<SUFFIX> for the keys; A_<SCRIPT>_<NAME> in the scripts is written as
+# that argument's place in ARGV, and R_<SCRIPT>_<OUTCOME> that reply's tag
+# (REPLIES.list: see its head for the grammar). So each list lives in one
+# file.
 #
 # The library ("fleetsem"): the prelude's top level once, then each
 # script's body as the callback of the function fleetsem_<SCRIPT>_v<N>,
@@ -130,7 +140,48 @@ def doc_table(path):
     return "".join(line + "\n" for line in out)
 
 
-# {script: [(name, kind)]}, kind "" (required), "?" (optional) or "..." (the rest).
+# ---- scripts.list ----------------------------------------------------------
+
+class Arg:
+    def __init__(self, name, kind, type_, lo=None, hi=None, max_len=None, words=None, empty=False):
+        self.name, self.kind, self.type = name, kind, type_
+        self.lo, self.hi, self.max_len, self.words, self.empty = lo, hi, max_len, words, empty
+
+    # The type as the list writes it (for the docs).
+    def spelled(self):
+        if self.type == "int":
+            return "int[%s..%s]%s" % (self.lo or "", self.hi or "", "|empty" if self.empty else "")
+        if self.type == "str":
+            return "str[%s]" % self.max_len
+        if self.type == "choice":
+            return "choice[%s]" % "|".join(self.words)
+        return self.type
+
+
+def parse_arg(path, script, word):
+    m = re.match(r"^([a-z][a-z0-9_]*):(.*?)(\?|\.\.\.)?$", word)
+    if not m:
+        sys.exit("%s: %s: %r is not NAME:TYPE" % (path, script, word))
+    name, t, kind = m.group(1), m.group(2), m.group(3) or ""
+    if t in ("lease", "flag", "call"):
+        return Arg(name, kind, t)
+    m = re.match(r"^int\[([^.\]]*)\.\.([^\]]*)\](\|empty)?$", t)
+    if m:
+        lo, hi = m.group(1) or None, m.group(2) or None
+        if any(x is not None and not C_EXPR.match(x) for x in (lo, hi)):
+            sys.exit("%s: %s: %r: a bound is a number or a C constant" % (path, script, word))
+        return Arg(name, kind, "int", lo=lo, hi=hi, empty=bool(m.group(3)))
+    m = re.match(r"^str\[([^\]]+)\]$", t)
+    if m and C_EXPR.match(m.group(1)):
+        return Arg(name, kind, "str", max_len=m.group(1))
+    m = re.match(r"^choice\[([^\]]+)\]$", t)
+    if m and all(re.match(r"^[a-z0-9]+$", w) for w in m.group(1).split("|")):
+        return Arg(name, kind, "choice", words=m.group(1).split("|"))
+    sys.exit("%s: %s: %r: no such type (int[LO..HI], lease, str[MAX], flag, choice[A|B], call)" % (path, script, word))
+
+
+# {script: [Arg]}, in the list's order (the enum's); Arg.kind "" (required),
+# "?" (optional) or "..." (the rest).
 def script_args(path):
     scripts = {}
     for line in read(path).splitlines():
@@ -138,19 +189,43 @@ def script_args(path):
         if not words or words[0].startswith("#"):
             continue
         script, args, seen_optional = words[0], [], False
-        for w in words[1:]:
-            kind = "..." if w.endswith("...") else "?" if w.endswith("?") else ""
-            name = w[:len(w) - len(kind)]
-            if not name.isidentifier() or not name.isascii() or name in [a for a, _ in args]:
-                sys.exit("%s: %s: %r is not a valid argument name, or twice" % (path, script, w))
-            if (seen_optional and kind == "") or (args and args[-1][1] == "..."):
+        if not re.match(r"^[a-z][a-z_]*$", script) or script in scripts or script == "version" or len(words) < 2:
+            sys.exit("%s: %r: SCRIPT ARG... or SCRIPT -, each script once (lower-case, not version)" % (path, line))
+        for w in words[1:] if words[1:] != ["-"] else []:
+            a = parse_arg(path, script, w)
+            if a.name in [o.name for o in args]:
+                sys.exit("%s: %s: %r twice" % (path, script, a.name))
+            if (seen_optional and a.kind == "") or (args and args[-1].kind == "..."):
                 sys.exit("%s: %s: %r after an optional or rest argument" % (path, script, w))
-            seen_optional = seen_optional or kind == "?"
-            args.append((name, kind))
-        if not script.isidentifier() or script in scripts or not args:
-            sys.exit("%s: %r twice, or without arguments" % (path, script))
+            if a.type == "call" and a.kind != "...":
+                sys.exit("%s: %s: %r: calls are a rest (NAME:call...)" % (path, script, w))
+            seen_optional = seen_optional or a.kind == "?"
+            args.append(a)
         scripts[script] = args
+    if not scripts:
+        sys.exit("%s: no script" % path)
     return scripts
+
+
+# The script files the library is made of: lua/SCRIPT.lua for each line
+# of the list, beside the prelude's folder. Files given on the command
+# line (meson's, the tests') must be exactly these.
+def script_files(scripts_path, prelude_path, given):
+    want = [os.path.join(os.path.dirname(os.path.normpath(prelude_path)), s + ".lua") for s in script_args(scripts_path)]
+    if given and sorted(script_name(f) for f in given) != sorted(script_name(f) for f in want):
+        sys.exit("%s: the scripts given (%s) are not the list's (%s)" % (
+            scripts_path, " ".join(sorted(script_name(f) for f in given)),
+            " ".join(sorted(script_name(f) for f in want))))
+    return given or want
+
+
+# The table of arguments of docs/protocol.md (tests/check-docs.py compares).
+def doc_args(path):
+    out = ["| script | arguments (ARGV, in order) |", "|---|---|"]
+    for script, args in script_args(path).items():
+        cells = ", ".join("`%s:%s%s`" % (a.name, a.spelled(), a.kind) for a in args) or "none"
+        out.append("| `%s` | %s |" % (script, cells.replace("|", "\\|")))
+    return "".join(line + "\n" for line in out)
 
 
 # For each script, A_<SCRIPT>_<NAME>: where that argument is in ARGV (a
@@ -160,9 +235,9 @@ def script_args(path):
 def arg_places(args_path):
     places = {}
     for script, args in script_args(args_path).items():
-        for i, (name, _) in enumerate(args):
-            places["A_%s_%s" % (script.upper(), name.upper())] = i + 1
-        places["A_%s_NEED" % script.upper()] = sum(1 for _, kind in args if kind == "")
+        for i, a in enumerate(args):
+            places["A_%s_%s" % (script.upper(), a.name.upper())] = i + 1
+        places["A_%s_NEED" % script.upper()] = sum(1 for a in args if a.kind == "")
     return places
 
 
@@ -440,14 +515,16 @@ def check_state_reset(path, text):
 
 def write_args_h(out_h, args_path):
     with open(out_h, "w", encoding="utf-8") as f:
-        f.write("/* Generated from src/agent/redis/args.list; do not edit. */\n")
+        f.write("/* Generated from src/agent/redis/scripts.list; do not edit. */\n")
         f.write("#pragma once\n\n")
         f.write("/* Each script's arguments: ARG_<SCRIPT>_<NAME> is its place in ARGV;\n")
         f.write(" * N_<SCRIPT>_ARGS counts them (without those of a rest argument). */\n")
         for script, args in script_args(args_path).items():
+            if not args or args[-1].type == "call":
+                continue
             f.write("enum {\n")
-            for name, _ in args:
-                f.write("        ARG_%s_%s,\n" % (script.upper(), name.upper()))
+            for a in args:
+                f.write("        ARG_%s_%s,\n" % (script.upper(), a.name.upper()))
             f.write("        N_%s_ARGS\n};\n" % script.upper())
 
 
@@ -566,12 +643,36 @@ def library(keys_path, args_path, replies_path, version_path, prelude_path, scri
     return template.replace(VERSION_MARK, str(version)), version
 
 
-def write_c(out_c, out_h, args_h, replies_c, replies_h, keys_path, args_path, replies_path, version_path,
+def write_scripts_h(out_h, scripts_path):
+    with open(out_h, "w", encoding="utf-8") as f:
+        f.write("/* Generated from src/agent/redis/scripts.list; do not edit. */\n")
+        f.write("#pragma once\n\n")
+        f.write("/* The scripts of the Redis Functions library, as the agent (and the\n"
+                " * tests that run them) name them: scripts.list's lines, in its order. */\n")
+        f.write("typedef enum Script {\n")
+        for script in script_args(scripts_path):
+            f.write("        SCRIPT_%s,\n" % script.upper())
+        f.write("        N_SCRIPTS,\n} Script;\n\n")
+        f.write("/* lua-scripts.c: the Redis Functions library \"%s\" (FUNCTION LOAD), its\n"
+                " * version, each script's function (FCALL) and its name in a batch, each\n"
+                " * table indexed by Script. */\n" % LIBRARY_NAME)
+        f.write("#define LUA_LIBRARY_NAME \"%s\"\n" % LIBRARY_NAME)
+        f.write("#define LUA_VERSION_FUNCTION \"%s_version\"     /* {version, wake command}: the same in every "
+                "version */\n" % LIBRARY_NAME)
+        f.write("extern const unsigned lua_library_version;\n")
+        f.write("extern const char *const lua_library;\n")
+        f.write("extern const char *const lua_function[N_SCRIPTS];\n")
+        f.write("extern const char *const script_name[N_SCRIPTS];\n")
+
+
+def write_c(out_c, out_h, args_h, replies_c, replies_h, scripts_h, keys_path, args_path, replies_path, version_path,
             prelude_path, scripts):
     suffixes = key_suffixes(keys_path)
     fleet = fleet_keys(keys_path)
+    scripts = script_files(args_path, prelude_path, scripts)
     text, version = library(keys_path, args_path, replies_path, version_path, prelude_path, scripts)
     write_args_h(args_h, args_path)
+    write_scripts_h(scripts_h, args_path)
     write_replies(replies_c, replies_h, replies_path)
     with open(out_h, "w", encoding="utf-8") as f:
         f.write("/* Generated from src/agent/redis/keys.list; do not edit. */\n")
@@ -594,7 +695,8 @@ def write_c(out_c, out_h, args_h, replies_c, replies_h, keys_path, args_path, re
             if tagged:
                 f.write("#define KEY_%s_TAG_FMT \"%s\"\n" % (k.id.upper(), tagged))
     with open(out_c, "w", encoding="utf-8") as f:
-        f.write("/* Generated from src/agent/redis/keys.list and the Lua scripts in src/agent/redis/lua; do not edit. */\n")
+        f.write("/* Generated from src/agent/redis/keys.list, scripts.list and the Lua scripts in src/agent/redis/lua; "
+                "do not edit. */\n")
         f.write('#include "scripts.h"\n#include "lua-keys.h"\n\n')
         f.write("const char *const key_suffix[N_KEYS] = {\n")
         for s in suffixes:
@@ -607,33 +709,45 @@ def write_c(out_c, out_h, args_h, replies_c, replies_h, keys_path, args_path, re
         f.write("const unsigned lua_library_version = %d;\n\n" % version)
         f.write("const char *const lua_library =\n%s;\n\n" % c_string(text))
         f.write("const char *const lua_function[N_SCRIPTS] = {\n")
-        for s in scripts:
-            f.write('        "%s",\n' % function_name(script_name(s), version))
+        for s in script_args(args_path):
+            f.write('        [SCRIPT_%s] = "%s",\n' % (s.upper(), function_name(s, version)))
+        f.write("};\n\n")
+        f.write("const char *const script_name[N_SCRIPTS] = {\n")
+        for s in script_args(args_path):
+            f.write('        [SCRIPT_%s] = "%s",\n' % (s.upper(), s))
         f.write("};\n")
 
 
 def main(argv):
-    if len(argv) >= 12 and argv[1] == "--c":
-        write_c(*argv[2:12], argv[12:])
+    if len(argv) >= 13 and argv[1] == "--c":
+        write_c(*argv[2:13], argv[13:])
     elif len(argv) >= 7 and argv[1] == "--library":
-        sys.stdout.write(library(*argv[2:7], argv[7:])[0])
+        sys.stdout.write(library(*argv[2:7], script_files(argv[3], argv[6], argv[7:]))[0])
     elif len(argv) == 3 and argv[1] == "--keys":
         sys.stdout.write("".join(s + "\n" for s in key_suffixes(argv[2])))
     elif len(argv) == 3 and argv[1] == "--key-list":
         sys.stdout.write("".join("%s\t%s\t%s\t%s\n" % (k.id, k.pattern, k.scope, k.type) for k in key_list(argv[2])))
     elif len(argv) == 3 and argv[1] == "--doc-table":
         sys.stdout.write(doc_table(argv[2]))
+    elif len(argv) == 3 and argv[1] == "--scripts":
+        sys.stdout.write("".join(s + "\n" for s in script_args(argv[2])))
+    elif len(argv) == 3 and argv[1] == "--doc-args":
+        sys.stdout.write(doc_args(argv[2]))
     elif len(argv) == 4 and argv[1] == "--args":
-        args = script_args(argv[2]).get(argv[3]) or sys.exit("%s: no script %r" % (argv[2], argv[3]))
-        sys.stdout.write("".join(name + kind + "\n" for name, kind in args))
+        args = script_args(argv[2]).get(argv[3])
+        if args is None:
+            sys.exit("%s: no script %r" % (argv[2], argv[3]))
+        sys.stdout.write("".join(a.name + a.kind + "\n" for a in args))
     else:
-        sys.exit("usage: embed-lua.py --c OUT.c KEYS.h ARGS.h REPLIES.c REPLIES.h KEYS.list ARGS.list REPLIES.list "
-                 "VERSION PRELUDE SCRIPT...\n"
-                 "       embed-lua.py --library KEYS.list ARGS.list REPLIES.list VERSION PRELUDE SCRIPT...\n"
+        sys.exit("usage: embed-lua.py --c OUT.c KEYS.h ARGS.h REPLIES.c REPLIES.h SCRIPTS.h KEYS.list SCRIPTS.list "
+                 "REPLIES.list VERSION PRELUDE [SCRIPT...]\n"
+                 "       embed-lua.py --library KEYS.list SCRIPTS.list REPLIES.list VERSION PRELUDE [SCRIPT...]\n"
                  "       embed-lua.py --keys KEYS.list\n"
                  "       embed-lua.py --key-list KEYS.list\n"
                  "       embed-lua.py --doc-table KEYS.list\n"
-                 "       embed-lua.py --args ARGS.list SCRIPT")
+                 "       embed-lua.py --scripts SCRIPTS.list\n"
+                 "       embed-lua.py --doc-args SCRIPTS.list\n"
+                 "       embed-lua.py --args SCRIPTS.list SCRIPT")
 
 
 main(sys.argv)

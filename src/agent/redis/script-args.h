@@ -2,7 +2,7 @@
 #pragma once
 
 /* The engine's script calls without I/O: each call's keys and arguments
- * as the scripts take them (keys.list, args.list) and each reply as the
+ * as the scripts take them (keys.list, scripts.list) and each reply as the
  * engine hears it (replies.list, through the one decoder). The agent
  * (redis-engine.c, calls.c) sends them; test-slots-redis sends the same
  * to a redis-server of its own. */
