@@ -368,8 +368,21 @@ static void test_acquire(void) {
         reply = resp_parse(&r);
         CHECK_INT(reply_decode_acquire(reply, &a), REPLY_ACQUIRE_QUEUED, "acquire {0, 3, …, drain}: queued");
         CHECK(a.queued.position == 3 && a.queued.next_expiry_ms == -1 && a.queued.held_back_ms == 3600000 &&
-              a.n_fields == 6, "... position, expiry, held back");
+              a.queued.has_drain, "... position, expiry, held back");
         CHECK_STR(a.queued.drain, "a 0 1 root maintenance", "... and the drain record");
+        freeReplyObject(reply);
+
+        /* Without the drain record (not drained): said so, not counted. */
+        resp_array(&r, 6);
+        resp_int(&r, 0);
+        resp_int(&r, 2);
+        resp_int(&r, 5);
+        resp_int(&r, 5);
+        resp_int(&r, 100);
+        resp_int(&r, 0);
+        reply = resp_parse(&r);
+        CHECK_INT(reply_decode_acquire(reply, &a), REPLY_ACQUIRE_QUEUED, "acquire {0, 2, …} without a drain: queued");
+        CHECK(a.queued.position == 2 && !a.queued.has_drain, "... and has no drain record");
         freeReplyObject(reply);
 
         /* Held back for a negative time: nonsense, refused. */

@@ -396,12 +396,14 @@ def write_replies(out_c, out_h, replies_path):
                 h.write("        REPLY_%s_%s,\n" % (S, o.upper()))
             h.write("        N_REPLY_%s\n} Reply%sOutcome;\n\n" % (S, T))
             h.write("typedef struct Reply%s {\n        Reply%sOutcome outcome;\n" % (T, T))
-            h.write("        size_t n_fields;        /* of the outcome's, decoded (without an optional one left out) */\n")
             for o, _, _, fields in shapes:
                 if fields:
                     h.write("        struct {\n")
                     for f in fields:
                         h.write("                %s\n" % c_member(f))
+                    for f in fields:
+                        if f.more == "?":
+                            h.write("                bool has_%s;    /* the reply had it */\n" % f.name)
                     h.write("        } %s;\n" % o)
             h.write("} Reply%s;\nextern const ReplyScript reply_script_%s;\n\n" % (T, script))
             h.write("/* reply as one of %s.lua's shapes, with its fields in range; -EBADMSG, ret\n"
@@ -410,8 +412,15 @@ def write_replies(out_c, out_h, replies_path):
             h.write("        Reply%s d = {};\n        size_t n = 0;\n" % T)
             h.write("        int k = reply_decode(&reply_script_%s, reply, &d, &n);\n\n" % script)
             h.write("        if (k < 0)\n                return k;\n")
-            h.write("        d.outcome = (Reply%sOutcome) k;\n        d.n_fields = n;\n        *ret = d;\n"
-                    "        return k;\n}\n\n" % T)
+            h.write("        d.outcome = (Reply%sOutcome) k;\n" % T)
+            # An optional field is there when the reply reached it: said
+            # here, from the list, so that no reader counts fields.
+            for o, _, _, fields in shapes:
+                for i, f in enumerate(fields):
+                    if f.more == "?":
+                        h.write("        if (k == REPLY_%s_%s)\n                d.%s.has_%s = n > %d;\n"
+                                % (S, o.upper(), o, f.name, i))
+            h.write("        *ret = d;\n        return k;\n}\n\n")
         h.write("/* Every script's shapes, for the tests. */\n#define N_REPLY_SCRIPTS %d\n" % len(scripts))
         h.write("extern const ReplyScript *const reply_scripts[N_REPLY_SCRIPTS];\n")
     with open(out_c, "w", encoding="utf-8") as c:

@@ -118,7 +118,7 @@ AcquireResult acquire_result(const char *name, const RedisReply *reply, ReplyAcq
                                          .held = (uint32_t) d->queued.held, .limit = (uint32_t) d->queued.limit,
                                          .next_expiry_ms = d->queued.next_expiry_ms,
                                          .held_back_ms = (uint64_t) d->queued.held_back_ms,
-                                         .drain = d->n_fields == 6 ? d->queued.drain : NULL };
+                                         .drain = d->queued.has_drain ? d->queued.drain : NULL };
         case REPLY_ACQUIRE_REFUSED:
                 return (AcquireResult) { .outcome = ACQUIRE_REFUSED, .next_expiry_ms = -1 };
         case REPLY_ACQUIRE_NO_LIMIT:
