@@ -36,6 +36,7 @@ typedef struct Lease Lease;
 typedef struct Name Name;
 
 #define SLOTS_DESC_MAX 1024
+#define LEASE_HOLDER_MAX 128     /* a holder's label in the journal, with its NUL */
 #define SLOTS_RENEW_BATCH 1000
 #define SLOTS_GRANTS_MAX 64             /* leases one release may hand slots to, as parsed */
 #define SLOTS_RECHECK_SAFETY (5 * USEC_PER_SEC)
@@ -59,7 +60,7 @@ struct Lease {
         uid_t uid;
         pid_t pid;
         char *desc;             /* holder description stored in Redis */
-        char holder[128];       /* the same for people: "alice@web-3 pid 42 (backup.service)" */
+        char holder[LEASE_HOLDER_MAX];  /* its label in the journal: "alice@web-3 pid 42 (backup.service)" */
         char *unit;             /* the systemd service the slot is bound to, or NULL */
         bool stop_on_lost;      /* asked for (on-lost=stop): its unit is stopped when it is lost */
         /* Held by the host itself (fleetsem reboot): no anchor, kept across
@@ -331,6 +332,7 @@ typedef struct LeaseSpec {
         uid_t uid;
         pid_t pid;
         const char *desc;
+        const char *holder;             /* its label in the journal (holder_label()), or NULL: "?" */
         const char *unit;               /* or NULL */
         bool stop_on_lost;
         bool host_held;
