@@ -45,7 +45,8 @@ int append_acquire(redisContext *c, const char *sha, char keys[N_KEYS][96], cons
                 [ARG_ACQUIRE_LEASE] = lease, [ARG_ACQUIRE_SLOTS] = slots, [ARG_ACQUIRE_TTL_MS] = "15000",
                 [ARG_ACQUIRE_DESCRIPTION] = "INFO host=bench pid=1 uid=0 user=root comm=bench",
                 [ARG_ACQUIRE_HOST] = host, [ARG_ACQUIRE_UID] = "0", [ARG_ACQUIRE_GRACE_UNTIL_MS] = "0",
-                [ARG_ACQUIRE_IDLE_MS] = "86400000", [ARG_ACQUIRE_WEIGHT] = "1", [ARG_ACQUIRE_PROOF] = "",
+                [ARG_ACQUIRE_IDLE_MS] = "86400000", [ARG_ACQUIRE_WEIGHT] = "1", [ARG_ACQUIRE_HOLD] = "0",
+                [ARG_ACQUIRE_PROOF] = "",
         });
 }
 

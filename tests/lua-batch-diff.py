@@ -220,7 +220,8 @@ def call_for(h, name):
         slots = 0 if rng.random() < 0.1 else USUAL_SLOTS[name] if rng.random() < 0.8 else rng.randint(1, 4)
         extra = {"proof": "p%d" % rng.randrange(1000)} if rng.random() < 0.5 else {}
         return "acquire", args("acquire", lease=lease, slots=slots, ttl_ms=h.ttl, description="job " + lease,
-                               uid=h.uid, idle_ms=h.idle_new, weight=2 if rng.random() < 0.15 else 1, **extra, **c)
+                               uid=h.uid, idle_ms=h.idle_new, weight=2 if rng.random() < 0.15 else 1,
+                               hold=1 if rng.random() < 0.1 else 0, **extra, **c)
     if roll < 0.7:
         leases = [l for l in known if rng.random() < 0.9]
         if rng.random() < 0.1:
@@ -237,7 +238,7 @@ def call_for(h, name):
         token = h.leases[name].get(lease) or clock_ms * 1000 - rng.randrange(10 ** 6)
         return "reassert", args("reassert", lease=lease, slots=USUAL_SLOTS[name], token=token,
                                 since_ms=clock_ms - rng.randrange(10000), ttl_ms=h.ttl, description="back " + lease,
-                                uid=h.uid, idle_ms=h.idle, weight=1, **c)
+                                uid=h.uid, idle_ms=h.idle, weight=1, hold=0, **c)
     if roll < 0.9:
         return "release", args("release", lease=lease, uid=h.uid, idle_ms=h.idle_new, **c)
     return "adopt", args("adopt", lease=lease, ttl_ms=h.ttl, uid=h.uid, idle_ms=0, **c)
@@ -287,7 +288,7 @@ def operator_call():
         token = o.leases[name].get(lease) or clock_ms * 1000 - rng.randrange(10 ** 6)
         return name, kind, args(kind, lease=lease, slots=USUAL_SLOTS[name], token=token,
                                 since_ms=clock_ms - rng.randrange(10000), ttl_ms=o.ttl, description="back " + lease,
-                                host=o.id, uid=o.uid, grace_until_ms=o.grace, idle_ms=o.idle, weight=1), o
+                                host=o.id, uid=o.uid, grace_until_ms=o.grace, idle_ms=o.idle, weight=1, hold=0), o
     if kind == "drain":
         return name, kind, args(kind, on=rng.choice("0011"), uid=0, user="root", reason="r", **c), h
     if kind == "revoke":

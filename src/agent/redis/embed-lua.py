@@ -486,12 +486,13 @@ def prelude_text(keys_path, args_path, prelude_path):
             "-- then (the last %s KEYS) %s.\n"
             "local %s\n"
             "local %s\n"
-            "-- ARGV[A_<SCRIPT>_<NAME>] is that argument of args.list, and R_<SCRIPT>_<OUTCOME>\n"
+            "local NAME_KEYS = %d  -- how many keys a name has (a batch's KEYS: a run of them per name)\n"
+            "-- ARGV[A_<SCRIPT>_<NAME>] is that argument of scripts.list, and R_<SCRIPT>_<OUTCOME>\n"
             "-- the tag of that reply of replies.list, each written here as a number.\n"
             % (["one", "two", "three", "four"][len(fleet) - 1],
                ", and ".join(k.pattern.replace("[:{TAG}]", "") + (", the fleet's" if k.id == "fleet_clock" else "")
                              for k in fleet),
-               names, ", ".join("K_" + k.id.upper() for k in fleet))) + text
+               names, ", ".join("K_" + k.id.upper() for k in fleet), len(suffixes))) + text
 
 
 # begin_name() takes a name's keys from KEYS in keys.list's order, and the

@@ -48,7 +48,8 @@ void acquire_args(const Config *config, uint64_t grace_until_ms, const Lease *l,
                         [ARG_ACQUIRE_TTL_MS] = ret->c.ttl, [ARG_ACQUIRE_DESCRIPTION] = l->desc,
                         [ARG_ACQUIRE_HOST] = config->host_id, [ARG_ACQUIRE_UID] = ret->c.uid,
                         [ARG_ACQUIRE_GRACE_UNTIL_MS] = ret->c.grace, [ARG_ACQUIRE_IDLE_MS] = ret->c.idle_new,
-                        [ARG_ACQUIRE_WEIGHT] = ret->weight, [ARG_ACQUIRE_PROOF] = l->proof,
+                        [ARG_ACQUIRE_WEIGHT] = ret->weight, [ARG_ACQUIRE_HOLD] = l->host_held ? "1" : "0",
+                        [ARG_ACQUIRE_PROOF] = l->proof,
                }, sizeof(ret->argv));
 }
 
@@ -96,7 +97,7 @@ void reassert_args(const Config *config, uint64_t grace_until_ms, const Lease *l
                         [ARG_REASSERT_TTL_MS] = ret->c.ttl, [ARG_REASSERT_DESCRIPTION] = l->desc,
                         [ARG_REASSERT_HOST] = config->host_id, [ARG_REASSERT_UID] = ret->c.uid,
                         [ARG_REASSERT_GRACE_UNTIL_MS] = ret->c.grace, [ARG_REASSERT_IDLE_MS] = ret->c.idle,
-                        [ARG_REASSERT_WEIGHT] = ret->weight,
+                        [ARG_REASSERT_WEIGHT] = ret->weight, [ARG_REASSERT_HOLD] = l->host_held ? "1" : "0",
                }, sizeof(ret->argv));
 }
 
