@@ -440,11 +440,12 @@ def write_replies(out_c, out_h, replies_path):
                     for f in fields:
                         c.write(c_field(f, "offsetof(Reply%s, %s.%s)" % (T, o, f.name)))
                     c.write("};\n")
-            c.write("static const ReplyShape %s_shapes[] = {\n" % script)
+            # Indexed by the outcome's enum: reply_decode() returns the index.
+            c.write("static const ReplyShape %s_shapes[N_REPLY_%s] = {\n" % (script, script.upper()))
             for o, form, tag, fields in shapes:
                 need = sum(1 for f in fields if f.more == "")
-                c.write('        { .outcome = "%s", .form = REPLY_FORM_%s, .tag = %d, .fields = %s, .n_fields = %d, '
-                        '.n_required = %d },\n' % (o, form.upper(), tag or 0, "%s_%s" % (script, o) if fields else "NULL",
+                c.write('        [REPLY_%s_%s] = { .outcome = "%s", .form = REPLY_FORM_%s, .tag = %d, .fields = %s, .n_fields = %d, '
+                        '.n_required = %d },\n' % (script.upper(), o.upper(), o, form.upper(), tag or 0, "%s_%s" % (script, o) if fields else "NULL",
                                                     len(fields), need))
             c.write("};\nconst ReplyScript reply_script_%s = { \"%s\", %s_shapes, ELEMENTSOF(%s_shapes) };\n\n"
                     % (script, script, script, script))
