@@ -161,6 +161,9 @@ typedef enum AcquireOutcome {
         ACQUIRE_RETRY,          /* granted, but not confirmed (no replica has it): given back, ask again */
 } AcquireOutcome;
 
+/* An acquire's answer. The Redis side's decoder (replies.list: "into
+ * acquire") fills it from acquire.lua's reply, each field into the member
+ * of its name, with no form between. */
 typedef struct AcquireResult {
         AcquireOutcome outcome;
         uint64_t token, since_ms;       /* GRANTED */
@@ -168,8 +171,9 @@ typedef struct AcquireResult {
         uint32_t held, limit;
         int64_t next_expiry_ms;         /* QUEUED: until the first holder's lease runs out, -1 unknown */
         uint64_t held_back_ms;          /* QUEUED: how long the name grants it nothing (a reset, a loss), 0 none */
-        const char *drain;              /* QUEUED: Redis' drain record "HOST UID SINCE_MS USER REASON", or NULL */
-        const char *error;              /* FAILED */
+        char drain[SLOTS_DRAIN_RECORD_MAX + 1]; /* QUEUED: Redis' drain record "HOST UID SINCE_MS USER REASON" */
+        bool has_drain;                 /* … when the name is drained */
+        const char *error;              /* FAILED, RETRY */
 } AcquireResult;
 
 typedef struct Granted {

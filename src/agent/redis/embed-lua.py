@@ -298,6 +298,8 @@ def script_replies(path):
         words = line.split()
         if not words or words[0].startswith("#"):
             continue
+        if words[0] == "into":
+            continue    # reply_into()
         if words[0] == "group":
             if len(words) < 3 or not re.match(r"^[a-z][a-z_]*$", words[1]) or words[1] in groups:
                 sys.exit("%s: %r: group NAME FIELD..., each name once" % (path, line))
@@ -347,6 +349,25 @@ def script_replies(path):
     return groups, scripts
 
 
+# {script: (STRUCT, PREFIX)}: the scripts whose replies decode straight
+# into a struct of the engine ("into SCRIPT STRUCT PREFIX"): each field
+# into its member of the same name, the outcome into .outcome as
+# PREFIX_<OUTCOME>.
+def reply_into(path, scripts):
+    into = {}
+    for line in read(path).splitlines():
+        words = line.split()
+        if not words or words[0] != "into":
+            continue
+        if (len(words) != 4 or words[1] not in scripts or words[1] in into or not re.match(r"^[A-Z][A-Za-z]*$", words[2])
+                or not re.match(r"^[A-Z][A-Z_]*$", words[3])):
+            sys.exit("%s: %r: into SCRIPT STRUCT PREFIX, of a script with shapes, once" % (path, line))
+        if any(f.kind in ("list", "rest") for _, _, _, fields in scripts[words[1]] for f in fields):
+            sys.exit("%s: %s: only a reply without lists or rests decodes into a struct of the engine" % (path, words[1]))
+        into[words[1]] = (words[2], words[3])
+    return into
+
+
 # R_<SCRIPT>_<OUTCOME>: the tag of that reply, for the scripts.
 def reply_tags(path):
     _, scripts = script_replies(path)
@@ -368,19 +389,68 @@ def c_member(f):
     return "ReplyList %s;" % f.name
 
 
-def c_field(f, offset):
+# member: the C lvalue the field decodes into, as in T, for offsetof()
+# and sizeof() (an integer is stored at its member's width).
+def c_field(f, struct, member):
     kind = {"int": "REPLY_INT", "lease": "REPLY_LEASE", "str": "REPLY_STRING", "list": "REPLY_LIST",
             "rest": "REPLY_REST"}[f.kind]
     lo = "(long long) (%s)" % f.lo if f.lo is not None else "LLONG_MIN"
     hi = "(long long) (%s)" % f.hi if f.hi is not None else "LLONG_MAX"
     max_len = "(size_t) (%s)" % f.max_len if f.max_len else "0"
     group = "&reply_group_%s" % f.group if f.group else "NULL"
-    return ('        { .name = "%s", .type = %s, .min = %s, .max = %s, .max_len = %s, .group = %s, .offset = %s },\n'
-            % (f.name, kind, lo, hi, max_len, group, offset))
+    size = "sizeof(((%s *) NULL)->%s)" % (struct, member) if f.kind == "int" else "0"
+    return ('        { .name = "%s", .type = %s, .min = %s, .max = %s, .max_len = %s, .group = %s, .offset = offsetof(%s, %s), '
+            '.size = %s },\n' % (f.name, kind, lo, hi, max_len, group, struct, member, size))
+
+
+# Checks at compile time that a struct of the engine holds each field
+# whole: an integer's member as wide as its bound needs (and signed when it
+# may be negative), a string's array long enough.
+def c_into_checks(struct, fields):
+    out = []
+    for f in fields:
+        m = "((%s *) NULL)->%s" % (struct, f.name)
+        if f.kind == "int":
+            fits = "sizeof(%s) == 8" % m
+            if f.hi is not None:
+                fits += " || (sizeof(%s) == 4 && (%s) <= UINT32_MAX)" % (m, f.hi)
+            out.append('_Static_assert(%s, "%s.%s: 64 bits, or 32 that hold its bound");\n' % (fits, struct, f.name))
+            if f.lo is not None and f.lo.startswith("-"):
+                out.append('_Static_assert((typeof(%s)) -1 < 0, "%s.%s is signed");\n' % (m, struct, f.name))
+        elif f.kind in ("str", "lease"):
+            n = "LEASE_ID_LEN" if f.kind == "lease" else f.max_len
+            out.append('_Static_assert(sizeof(%s) >= (%s) + 1, "%s.%s holds its longest");\n' % (m, n, struct, f.name))
+    return "".join(out)
+
+
+# The decoder of a script whose replies go straight into the engine's
+# struct (reply_into()): no struct of its own, no copy after.
+def write_decode_into(h, script, shapes, struct, prefix):
+    S = script.upper()
+    h.write("extern const ReplyScript reply_script_%s;\n\n" % script)
+    h.write("/* reply as one of %s.lua's shapes, straight into the engine's %s: its\n"
+            " * outcome %s_<OUTCOME>, each field in range into the member of its name;\n"
+            " * -EBADMSG, ret untouched, when it fits none (an error reply, NULL and\n"
+            " * nil included). */\n" % (script, struct, prefix))
+    h.write("static inline int reply_decode_%s(const RedisReply *reply, %s *ret) {\n" % (script, struct))
+    h.write("        static const typeof(((%s *) NULL)->outcome) outcome_of[N_REPLY_%s] = {\n" % (struct, S))
+    for o, _, _, _ in shapes:
+        h.write("                [REPLY_%s_%s] = %s_%s,\n" % (S, o.upper(), prefix, o.upper()))
+    h.write("        };\n")
+    h.write("        %s d = {};\n        size_t n = 0;\n" % struct)
+    h.write("        int k = reply_decode(&reply_script_%s, reply, &d, &n);\n\n" % script)
+    h.write("        if (k < 0)\n                return k;\n")
+    h.write("        d.outcome = outcome_of[k];\n")
+    for o, _, _, fields in shapes:
+        for i, f in enumerate(fields):
+            if f.more == "?":
+                h.write("        if (k == REPLY_%s_%s)\n                d.has_%s = n > %d;\n" % (S, o.upper(), f.name, i))
+    h.write("        *ret = d;\n        return k;\n}\n\n")
 
 
 def write_replies(out_c, out_h, replies_path):
     groups, scripts = script_replies(replies_path)
+    into = reply_into(replies_path, scripts)
     with open(out_h, "w", encoding="utf-8") as h:
         h.write("/* Generated from src/agent/redis/replies.list; do not edit. */\n#pragma once\n\n")
         h.write('#include "names.h"\n#include "protocol.h"\n#include "replies.h"\n#include "slots.h"\n\n')
@@ -395,6 +465,9 @@ def write_replies(out_c, out_h, replies_path):
             for o, _, _, _ in shapes:
                 h.write("        REPLY_%s_%s,\n" % (S, o.upper()))
             h.write("        N_REPLY_%s\n} Reply%sOutcome;\n\n" % (S, T))
+            if script in into:
+                write_decode_into(h, script, shapes, *into[script])
+                continue
             h.write("typedef struct Reply%s {\n        Reply%sOutcome outcome;\n" % (T, T))
             for o, _, _, fields in shapes:
                 if fields:
@@ -429,16 +502,24 @@ def write_replies(out_c, out_h, replies_path):
         for g, fields in groups.items():
             c.write("static const ReplyField group_%s[] = {\n" % g)
             for f in fields:
-                c.write(c_field(f, "offsetof(Reply%s, %s)" % (camel(g), f.name)))
+                c.write(c_field(f, "Reply%s" % camel(g), f.name))
             c.write("};\nconst ReplyGroup reply_group_%s = { \"%s\", group_%s, ELEMENTSOF(group_%s), sizeof(Reply%s) };\n\n"
                     % (g, g, g, g, camel(g)))
         for script, shapes in scripts.items():
             T = camel(script)
+            if script in into:
+                seen = {}
+                for _, _, _, fields in shapes:
+                    seen.update((f.name, f) for f in fields)
+                c.write(c_into_checks(into[script][0], seen.values()))
             for o, _, _, fields in shapes:
                 if fields:
                     c.write("static const ReplyField %s_%s[] = {\n" % (script, o))
                     for f in fields:
-                        c.write(c_field(f, "offsetof(Reply%s, %s.%s)" % (T, o, f.name)))
+                        if script in into:
+                            c.write(c_field(f, into[script][0], f.name))
+                        else:
+                            c.write(c_field(f, "Reply%s" % T, "%s.%s" % (o, f.name)))
                     c.write("};\n")
             # Indexed by the outcome's enum: reply_decode() returns the index.
             c.write("static const ReplyShape %s_shapes[N_REPLY_%s] = {\n" % (script, script.upper()))
