@@ -21,7 +21,7 @@
 usec_t saturate_for = 5 * USEC_PER_SEC;  /* bench.h */
 
 /* FCALL of fn (one of the library's functions) on a name's keys and the
- * fleet clock key, then the n args (args.list gives their order):
+ * fleet clock key, then the n args (scripts.list gives their order):
  * appended to c. */
 int append_script(redisContext *c, const char *fn, char keys[N_KEYS][96], size_t n, const char *const *args) {
         const char *argv[3 + N_SCRIPT_KEYS + 16] = { "FCALL", fn, STRINGIFY(N_SCRIPT_KEYS) };
@@ -33,7 +33,7 @@ int append_script(redisContext *c, const char *fn, char keys[N_KEYS][96], size_t
         argv[k++] = BENCH_FLEET_CLOCK;
         argv[k++] = BENCH_CENSUS;
         for (size_t j = 0; j < n; j++) {
-                assert(args[j]);        /* every argument args.list names */
+                assert(args[j]);        /* every argument scripts.list names */
                 argv[k++] = args[j];
         }
         return redisAppendCommandArgv(c, (int) k, argv, NULL);
@@ -45,7 +45,8 @@ int append_acquire(redisContext *c, const char *sha, char keys[N_KEYS][96], cons
                 [ARG_ACQUIRE_LEASE] = lease, [ARG_ACQUIRE_SLOTS] = slots, [ARG_ACQUIRE_TTL_MS] = "15000",
                 [ARG_ACQUIRE_DESCRIPTION] = "INFO host=bench pid=1 uid=0 user=root comm=bench",
                 [ARG_ACQUIRE_HOST] = host, [ARG_ACQUIRE_UID] = "0", [ARG_ACQUIRE_GRACE_UNTIL_MS] = "0",
-                [ARG_ACQUIRE_IDLE_MS] = "86400000", [ARG_ACQUIRE_WEIGHT] = "1", [ARG_ACQUIRE_PROOF] = "",
+                [ARG_ACQUIRE_IDLE_MS] = "86400000", [ARG_ACQUIRE_WEIGHT] = "1", [ARG_ACQUIRE_HOLD] = "0",
+                [ARG_ACQUIRE_PROOF] = "",
         });
 }
 

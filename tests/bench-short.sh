@@ -2,7 +2,7 @@
 # The benchmark run short (its floors for 300 ms, A and B as they are, D
 # for 1.5 s a run)
 # against the test's own redis-server and agent: it still drives the
-# agent's library as args.list and keys.list say, and the client and
+# agent's library as scripts.list and keys.list say, and the client and
 # `fleetsem run` as they are used; a call Redis refuses, a refused
 # `fleetsem run` or a scenario without samples ends it with an error, not
 # a figure. Figures are the benchmark's, not checked here (lua-scripts

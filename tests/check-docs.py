@@ -236,15 +236,36 @@ def check_exits():
 
 # ---------------------------------------------------------------- keys
 
+def generated_table(option, list_path, what):
+    """(bad, have): docs/protocol.md's table of WHAT against the one
+    embed-lua.py OPTION makes from LIST_PATH, line by line."""
+    import subprocess
+    got = subprocess.run([sys.executable, os.path.join(SRC, "src/agent/redis/embed-lua.py"), option,
+                          os.path.join(SRC, list_path)], capture_output=True, text=True)
+    if got.returncode != 0:
+        return ["%s: %s" % (list_path, got.stderr.strip())]
+    want = got.stdout.splitlines()
+    text = read("docs/protocol.md")
+    m = re.search(r"^%s\n(?:\|.*\n)+" % re.escape(want[0]), text, re.M)
+    if not m:
+        return ["docs/protocol.md: no table of %s (its header: %s)" % (what, want[0])]
+    have = m.group(0).splitlines()
+    bad = []
+    for i in range(max(len(have), len(want))):
+        h = have[i] if i < len(have) else None
+        w = want[i] if i < len(want) else None
+        if h != w:
+            bad.append("docs/protocol.md:%d: the table of %s says %r where %s makes %r (embed-lua.py %s)"
+                       % (line_of(text, m.start()) + i, what, (h or "")[:80], os.path.basename(list_path),
+                          (w or "")[:80], option))
+    return bad
+
+
 def check_keys():
-    """docs/protocol.md's table of keys is the one keys.list makes, and
+    """docs/protocol.md's table of keys is the one keys.list makes, its
+    table of the scripts' arguments the one scripts.list makes, and
     tests/redis-key-loss.sh has a case (key_ID) for each key, and no other."""
     import subprocess
-    got = subprocess.run([sys.executable, os.path.join(SRC, "src/agent/redis/embed-lua.py"), "--doc-table",
-                          os.path.join(SRC, "src/agent/redis/keys.list")], capture_output=True, text=True)
-    if got.returncode != 0:
-        return ["src/agent/redis/keys.list: %s" % got.stderr.strip()]
-    want = got.stdout.splitlines()
     bad = []
     ids = {ln.split("\t")[0] for ln in subprocess.run(
         [sys.executable, os.path.join(SRC, "src/agent/redis/embed-lua.py"), "--key-list",
@@ -254,17 +275,8 @@ def check_keys():
         bad.append("tests/redis-key-loss.sh: no case key_%s() for keys.list's key %s" % (i, i))
     for i in sorted(cases - ids):
         bad.append("tests/redis-key-loss.sh: key_%s() is the case of no key of keys.list" % i)
-    text = read("docs/protocol.md")
-    m = re.search(r"^%s\n(?:\|.*\n)+" % re.escape(want[0]), text, re.M)
-    if not m:
-        return ["docs/protocol.md: no table of keys (its header: %s)" % want[0]]
-    have = m.group(0).splitlines()
-    for i in range(max(len(have), len(want))):
-        h = have[i] if i < len(have) else None
-        w = want[i] if i < len(want) else None
-        if h != w:
-            bad.append("docs/protocol.md:%d: the table of keys says %r where keys.list makes %r (embed-lua.py "
-                       "--doc-table)" % (line_of(text, m.start()) + i, (h or "")[:80], (w or "")[:80]))
+    bad += generated_table("--doc-table", "src/agent/redis/keys.list", "keys")
+    bad += generated_table("--doc-args", "src/agent/redis/scripts.list", "arguments")
     return bad
 
 

@@ -14,7 +14,7 @@
 # (tests/chaos/clockstep.c, "=MS"), so they see the same time to the
 # microsecond: everything is compared exactly but the fleet clock key's
 # run id, each server's own. The library is made as the agent loads it
-# (src/agent/redis/embed-lua.py, keys.list, args.list).
+# (src/agent/redis/embed-lua.py, keys.list, scripts.list).
 #
 # SEED=N replays a run (the seed is printed); STEPS=N (default 1000). The
 # run stops at the first step whose servers differ (the plan comes last).
@@ -144,19 +144,18 @@ class Server:
 
 
 # ---- The scripts and their arguments --------------------------------------------
-KEYS_LIST, ARGS_LIST, REPLIES_LIST, VERSION, PRELUDE = (
-    os.path.join(SRC, f) for f in ("keys.list", "args.list", "replies.list", "lua/library.version", "lua/prelude"))
+KEYS_LIST, SCRIPTS_LIST, REPLIES_LIST, VERSION, PRELUDE = (
+    os.path.join(SRC, f) for f in ("keys.list", "scripts.list", "replies.list", "lua/library.version", "lua/prelude"))
 SUFFIXES = embed("--keys", KEYS_LIST).split()
 FLEET_CLOCK = "fleetsem:clock"
 CENSUS = "fleetsem:census"
 KINDS = ["acquire", "release", "renew", "reassert", "adopt"]
 OPERATOR = ["reassert", "drain", "revoke", "limit"]
 SCRIPTS = sorted(set(KINDS + OPERATOR)) + ["batch"]
-# The agent's library (every script, each a function fleetsem_SCRIPT_vN).
-LIBRARY = embed("--library", KEYS_LIST, ARGS_LIST, REPLIES_LIST, VERSION, PRELUDE,
-                *sorted(os.path.join(SRC, "lua", f) for f in os.listdir(os.path.join(SRC, "lua"))
-                        if f.endswith(".lua")))
-SPEC = {s: embed("--args", ARGS_LIST, s).split() for s in KINDS + OPERATOR}
+# The agent's library (every script of scripts.list, each a function
+# fleetsem_SCRIPT_vN).
+LIBRARY = embed("--library", KEYS_LIST, SCRIPTS_LIST, REPLIES_LIST, VERSION, PRELUDE)
+SPEC = {s: embed("--args", SCRIPTS_LIST, s).split() for s in KINDS + OPERATOR}
 
 
 def keys_of(name):
@@ -164,7 +163,7 @@ def keys_of(name):
 
 
 def args(script, **kv):
-    """script's ARGV in the order of args.list; a list value fills a rest argument."""
+    """script's ARGV in the order of scripts.list; a list value fills a rest argument."""
     out = []
     for spec in SPEC[script]:
         name = spec.rstrip("?.")
@@ -175,7 +174,7 @@ def args(script, **kv):
         elif not spec.endswith("?"):
             bail("args %s: %s is required" % (script, name))
     if kv:
-        bail("args.list: %s has no %s" % (script, ", ".join(kv)))
+        bail("scripts.list: %s has no %s" % (script, ", ".join(kv)))
     return out
 
 
@@ -221,7 +220,8 @@ def call_for(h, name):
         slots = 0 if rng.random() < 0.1 else USUAL_SLOTS[name] if rng.random() < 0.8 else rng.randint(1, 4)
         extra = {"proof": "p%d" % rng.randrange(1000)} if rng.random() < 0.5 else {}
         return "acquire", args("acquire", lease=lease, slots=slots, ttl_ms=h.ttl, description="job " + lease,
-                               uid=h.uid, idle_ms=h.idle_new, weight=2 if rng.random() < 0.15 else 1, **extra, **c)
+                               uid=h.uid, idle_ms=h.idle_new, weight=2 if rng.random() < 0.15 else 1,
+                               hold=1 if rng.random() < 0.1 else 0, **extra, **c)
     if roll < 0.7:
         leases = [l for l in known if rng.random() < 0.9]
         if rng.random() < 0.1:
@@ -238,7 +238,7 @@ def call_for(h, name):
         token = h.leases[name].get(lease) or clock_ms * 1000 - rng.randrange(10 ** 6)
         return "reassert", args("reassert", lease=lease, slots=USUAL_SLOTS[name], token=token,
                                 since_ms=clock_ms - rng.randrange(10000), ttl_ms=h.ttl, description="back " + lease,
-                                uid=h.uid, idle_ms=h.idle, weight=1, **c)
+                                uid=h.uid, idle_ms=h.idle, weight=1, hold=0, **c)
     if roll < 0.9:
         return "release", args("release", lease=lease, uid=h.uid, idle_ms=h.idle_new, **c)
     return "adopt", args("adopt", lease=lease, ttl_ms=h.ttl, uid=h.uid, idle_ms=0, **c)
@@ -288,7 +288,7 @@ def operator_call():
         token = o.leases[name].get(lease) or clock_ms * 1000 - rng.randrange(10 ** 6)
         return name, kind, args(kind, lease=lease, slots=USUAL_SLOTS[name], token=token,
                                 since_ms=clock_ms - rng.randrange(10000), ttl_ms=o.ttl, description="back " + lease,
-                                host=o.id, uid=o.uid, grace_until_ms=o.grace, idle_ms=o.idle, weight=1), o
+                                host=o.id, uid=o.uid, grace_until_ms=o.grace, idle_ms=o.idle, weight=1, hold=0), o
     if kind == "drain":
         return name, kind, args(kind, on=rng.choice("0011"), uid=0, user="root", reason="r", **c), h
     if kind == "revoke":

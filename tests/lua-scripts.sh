@@ -23,12 +23,11 @@ start_stepped_redis() { LD_PRELOAD=$T/clockstep.so CLOCKSTEP_FILE=$T/clock start
 start_stepped_redis
 [ "$(rcli --json PING)" = '"PONG"' ] || bail "redis-cli has no --json (redis-tools 7 or later)"
 # The scripts as the agent's library (FUNCTION LOAD), each a function
-# FN[SCRIPT] (fleetsem_SCRIPT_vN).
-SCRIPTS=(acquire release renew reassert adopt status epoch batch drain revoke limit follow counts keep)
-SCRIPT_FILES=("${SCRIPTS[@]/%/.lua}")
-SCRIPT_FILES=("${SCRIPT_FILES[@]/#/$SRC/lua/}")
-LIBRARY=$(embed --library "$SRC/keys.list" "$SRC/args.list" "$SRC/replies.list" "$SRC/lua/library.version" \
-        "$SRC/lua/prelude" "${SCRIPT_FILES[@]}" && echo .) || bail "embed-lua.py makes no library"
+# FN[SCRIPT] (fleetsem_SCRIPT_vN), every one of scripts.list.
+mapfile -t SCRIPTS < <(embed --scripts "$SRC/scripts.list")
+[ "${#SCRIPTS[@]}" -gt 0 ] || bail "no scripts in scripts.list"
+LIBRARY=$(embed --library "$SRC/keys.list" "$SRC/scripts.list" "$SRC/replies.list" "$SRC/lua/library.version" \
+        "$SRC/lua/prelude" && echo .) || bail "embed-lua.py makes no library"
 LIBRARY=${LIBRARY%.}
 declare -A FN
 load_scripts() {
@@ -100,15 +99,15 @@ v = eval(sys.argv[2], {"r": json.loads(sys.argv[1])})
 print(v if isinstance(v, str) else json.dumps(v, separators=(",", ":")))' "$1" "$2"
 }
 
-# args SCRIPT NAME=VALUE...: SCRIPT's arguments in the order args.list
+# args SCRIPT NAME=VALUE...: SCRIPT's arguments in the order scripts.list
 # gives (the agent's and the scripts' one list), into ARGS_OUT; NAME may
 # come again for a rest argument ("leases..."), an optional one may be
 # left out. A name the list does not have, or a required one missing, is a
 # mistake of this test.
 declare -A ARG_SPEC
-for s in acquire release renew reassert adopt epoch drain revoke limit follow; do
-        ARG_SPEC[$s]=$(embed --args "$SRC/args.list" "$s" | tr '\n' ' ')
-        [ -n "${ARG_SPEC[$s]}" ] || bail "args.list has no $s"
+for s in "${SCRIPTS[@]}"; do
+        ARG_SPEC[$s]=$(embed --args "$SRC/scripts.list" "$s") || bail "scripts.list has no $s"
+        ARG_SPEC[$s]=${ARG_SPEC[$s]//$'\n'/ }
 done
 args() {
         local script=$1 kv spec name known
@@ -119,7 +118,7 @@ args() {
         for kv in "$@"; do
                 name=${kv%%=*} known=
                 for spec in ${ARG_SPEC[$script]}; do [ "${spec%%[?.]*}" = "$name" ] && known=$spec; done
-                [ -n "$known" ] || bail "args.list: $script has no argument '$name'"
+                [ -n "$known" ] || bail "scripts.list: $script has no argument '$name'"
                 if [ "${known%...}" != "$known" ]; then rest+=("${kv#*=}"); else val[$name]=${kv#*=}; fi
         done
         for spec in ${ARG_SPEC[$script]}; do
@@ -134,11 +133,12 @@ args() {
 }
 
 # The callers, as the agent calls them; the caller is host a, uid 1000
-# unless AS_HOST / AS_UID say otherwise; TTL_MS, GRACE and IDLE likewise.
+# unless AS_HOST / AS_UID say otherwise; TTL_MS, GRACE and IDLE likewise;
+# HOLD=1: a slot the host holds itself (the argument hold).
 acquire() {         # NAME LEASE SLOTS [PROOF]; WEIGHT the units it takes (1)
         args acquire lease="$2" slots="$3" ttl_ms="${TTL_MS:-10000}" description="${DESC:-INFO lease=$2}" host="${AS_HOST:-a}" \
                 uid="${AS_UID:-1000}" grace_until_ms="${GRACE:-0}" idle_ms="${IDLE:-600000}" weight="${WEIGHT:-1}" \
-                ${4:+proof="$4"}
+                hold="${HOLD:-0}" ${4:+proof="$4"}
         lua "$1" acquire "${ARGS_OUT[@]}"
 }
 release() {         # NAME LEASE
@@ -157,7 +157,7 @@ renew() {           # NAME LEASE...
 reassert() {        # NAME LEASE SLOTS TOKEN SINCE; WEIGHT the units it takes (1)
         args reassert lease="$2" slots="$3" token="$4" since_ms="$5" ttl_ms="${TTL_MS:-10000}" description="INFO lease=$2" \
                 host="${AS_HOST:-a}" uid="${AS_UID:-1000}" grace_until_ms="${GRACE:-0}" idle_ms="${IDLE:-600000}" \
-                weight="${WEIGHT:-1}"
+                weight="${WEIGHT:-1}" hold="${HOLD:-0}"
         lua "$1" reassert "${ARGS_OUT[@]}"
 }
 adopt() {           # NAME LEASE
@@ -332,27 +332,46 @@ is "$(counted ra)" "2 1 / 2 1 3" "reassert: the counts are the ZSETs' (2 hold, W
 # granted for the caller's lease (its host_lease) after the grace. Redis
 # came back without b's slot (a stale snapshot: the name's state is there,
 # b's grant is not); the reset's grace is over, c asks with a 60 s lease.
-HH_DESC="INFO host=c hold=host reason=kernel"
+# What makes it such a slot is the argument hold, never the description
+# (text for people, which no script reads).
 G=$(( $(redis_ms) - 1000 ))
-r=$(GRACE=$G TTL_MS=60000 DESC=$HH_DESC AS_HOST=c acquire hh c 1)
+r=$(GRACE=$G TTL_MS=60000 HOLD=1 AS_HOST=c acquire hh c 1)
 is "$(j "$r" 'r[:4]')" "[0,1,0,1]" "host-held after a reset: c waits though nobody holds (the grace ended 1 s ago)"
 is "$(j "$r" "58000 <= r[4] <= 59000 and r[5] == r[4]")" true \
         "... and is told to look again once its lease after the grace is over, and why it waits ($(j "$r" 'r[4:6]') ms)"
 is "$(j "$(GRACE=$G acquire hh2 j 1)" 'r[0]')" 1 "... a job's acquire on another free name after the grace is granted"
-is "$(j "$(GRACE=$((G - 60000)) TTL_MS=60000 DESC=$HH_DESC AS_HOST=c acquire hh c 1)" 'r[0]')" 1 \
+is "$(rec hh c | cut -d' ' -f7-)" "+host INFO lease=c" "... its record says the host holds it (+host), before its description"
+is "$(j "$(GRACE=$G TTL_MS=60000 DESC='INFO host=c hold=host reason=kernel' AS_HOST=c acquire hh5 c 1)" 'r[0]')" 1 \
+        "... a description that says hold=host, without the argument, is no such slot: granted after the grace"
+is "$(j "$(GRACE=$((G - 60000)) TTL_MS=60000 HOLD=1 AS_HOST=c acquire hh c 1)" 'r[0]')" 1 \
         "... granted once its lease after the grace is over"
-is "$(j "$(GRACE=0 TTL_MS=60000 DESC=$HH_DESC AS_HOST=c acquire hh3 c 1)" 'r[0]')" 1 \
+is "$(j "$(GRACE=0 TTL_MS=60000 HOLD=1 AS_HOST=c acquire hh3 c 1)" 'r[0]')" 1 \
         "... and on a Redis whose reset the caller does not know (grace_until 0)"
 # Handed on by a release: a waiting host-held slot is left to its own
 # acquire (grant_next cannot tell how long it must wait), which a plain
 # wake message sends it to.
 sub hh4
 acquire hh4 j 1 >/dev/null
-TTL_MS=60000 DESC=$HH_DESC AS_HOST=c acquire hh4 c 1 >/dev/null
+TTL_MS=60000 HOLD=1 AS_HOST=c acquire hh4 c 1 >/dev/null
 is "$(release hh4 j)" "[1]" "host-held waiter: the release hands nothing on"
 is "$(rcli ZCARD "$(key hh4 holders)") $(rcli ZCARD "$(key hh4 queue)")" "0 1" "... nobody holds, c still waits"
 check "... and wakes the line ('1')" wait_for 5 heard hh4 1
-is "$(j "$(TTL_MS=60000 DESC=$HH_DESC AS_HOST=c acquire hh4 c 1)" 'r[0]')" 1 "... c's own acquire then grants it"
+is "$(j "$(TTL_MS=60000 HOLD=1 AS_HOST=c acquire hh4 c 1)" 'r[0]')" 1 "... c's own acquire then grants it"
+# Its lease run out unrenewed: "x LEASE HOST host" on the name's channel
+# for the agents' journals, before the '1' that wakes the line; a plain
+# holder's expiry says only '1'.
+sub hh6
+granted() { [ "$(j "$(acquire "$1" "$2" 1)" 'r[0]')" = 1 ]; }
+TTL_MS=300 acquire hh6 p 1 >/dev/null
+acquire hh6 n 1 >/dev/null
+check "expiry: n is granted once plain p's lease ran out" wait_for 5 granted hh6 n
+check "... which wakes the line ('1')" wait_for 5 heard hh6 1
+check "... and says no 'x p a host' before it" eval '! heard hh6 "x p a host"'
+release hh6 n >/dev/null
+TTL_MS=300 HOLD=1 AS_HOST=c acquire hh6 c 1 >/dev/null
+acquire hh6 m 1 >/dev/null
+check "expiry: m is granted once c's lease, held by its host, ran out" wait_for 5 granted hh6 m
+check "... told as 'x c c host'" wait_for 5 heard hh6 "x c c host"
 
 # ---- Idle names leave Redis ----------------------------------------------------
 # The PTTL of each key of NAME (default idle) that exists, as a JSON list.
@@ -710,7 +729,7 @@ unset TTL_MS
 batched() { args "$@"; BATCH+=("$1" "${ON:-1}" "${#ARGS_OUT[@]}" "${ARGS_OUT[@]}"); }
 A() {
         batched acquire lease="$1" slots="$2" ttl_ms=10000 description="job-$1" host=a uid=1000 grace_until_ms=0 \
-                idle_ms=600000 weight=1 proof="$P1"
+                idle_ms=600000 weight=1 hold=0 proof="$P1"
 }
 R() { batched release lease="$1" host=a uid=1000 grace_until_ms=0 idle_ms=600000; }
 # lua_names "NAME..." SCRIPT ARGV...: a script on several names' keys.
@@ -801,13 +820,13 @@ is "$(rcli HEXISTS "$(key mb1 clock)" x3)" 0 "batch of names: ... and nothing ra
 # another's), on its own name, and Redis counts them.
 BATCH=()
 ON=1 batched reassert lease=ra1 slots=1 token=7 since_ms=1234 ttl_ms=10000 description="back ra1" host=a uid=1000 \
-        grace_until_ms=0 idle_ms=600000 weight=1
+        grace_until_ms=0 idle_ms=600000 weight=1 hold=0
 ON=1 batched reassert lease=ra2 slots=1 token=8 since_ms=1234 ttl_ms=10000 description="back ra2" host=a uid=1000 \
-        grace_until_ms=0 idle_ms=600000 weight=1
+        grace_until_ms=0 idle_ms=600000 weight=1 hold=0
 ON=2 batched reassert lease=rb1 slots=2 token=9 since_ms=1234 ttl_ms=10000 description="back rb1" host=a uid=1000 \
-        grace_until_ms=0 idle_ms=600000 weight=1
+        grace_until_ms=0 idle_ms=600000 weight=1 hold=0
 ON=1 batched reassert lease=ra1 slots=1 token=7 since_ms=1234 ttl_ms=10000 description="back ra1" host=b uid=1000 \
-        grace_until_ms=0 idle_ms=600000 weight=1
+        grace_until_ms=0 idle_ms=600000 weight=1 hold=0
 r=$(lua_names "rbat1 rbat2" batch "${BATCH[@]}")
 is "$r" '[1,0,1,-1]' "batch of reasserts: held, lost (the limit is 1), held on the other name, another host's refused"
 is "$(rcli ZRANGE "$(key rbat1 holders)" 0 -1) $(rcli ZRANGE "$(key rbat2 holders)" 0 -1)" "ra1 rb1" \
@@ -972,7 +991,7 @@ is "$(rcli GET "$FKEY")" "$new" "follow: ... and nothing written"
 # few thousand at a time.
 BATCH=()
 for i in $(seq 1 4500); do batched acquire lease="m$i" slots=5000 ttl_ms=10000 description=- host=a uid=1000 \
-        grace_until_ms=0 idle_ms=600000 weight=1; done
+        grace_until_ms=0 idle_ms=600000 weight=1 hold=0; done
 is "$(lua many batch "${BATCH[@]}" | grep -o '\[1,' | wc -l)" 4500 "many: 4500 grants in one batch"
 leases=(); for i in $(seq 1 4500); do leases+=("m$i"); done
 is "$(renew many "${leases[@]}" gone1 gone2)" '[0,"gone1","gone2"]' "many: one renewal of 4502 leases extends 4500"

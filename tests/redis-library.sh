@@ -107,9 +107,8 @@ like "$(cmdstat_ok 'function|load')" '^[1-3]$' "... having replaced it ($(cmdsta
 # The library as this build makes it, with the limit check of a grant to
 # an empty line taken out, loaded by hand under the agents' own version:
 # an agent that connects finds it by its text, says so and loads its own.
-scripts=("$SRC"/lua/*.lua)
-ours=$(python3 "$SRC/embed-lua.py" --library "$SRC/keys.list" "$SRC/args.list" "$SRC/replies.list" \
-        "$SRC/lua/library.version" "$SRC/lua/prelude" "${scripts[@]}")
+ours=$(python3 "$SRC/embed-lua.py" --library "$SRC/keys.list" "$SRC/scripts.list" "$SRC/replies.list" \
+        "$SRC/lua/library.version" "$SRC/lua/prelude")
 edited=${ours//and held + weight <= own_limit then/then}
 check "a text without the limit check, under version $V" [ "$edited" != "$ours" ]
 printf %s "$edited" | rcli -x FUNCTION LOAD REPLACE >/dev/null
@@ -136,8 +135,8 @@ is "$(code)" 1 "... and it did"
 
 # ---- A newer library -----------------------------------------------------------------
 # The library this build makes, as a later version would have it.
-newer=$(python3 "$SRC/embed-lua.py" --library "$SRC/keys.list" "$SRC/args.list" "$SRC/replies.list" \
-        "$SRC/lua/library.version" "$SRC/lua/prelude" "${scripts[@]}" |
+newer=$(python3 "$SRC/embed-lua.py" --library "$SRC/keys.list" "$SRC/scripts.list" "$SRC/replies.list" \
+        "$SRC/lua/library.version" "$SRC/lua/prelude" |
         sed -e "s/return {$V, WAKE_COMMAND}/return {99, WAKE_COMMAND}/" -e "s/_v$V'/_v99'/")
 like "$newer" "return \{99, WAKE_COMMAND\}" "a library of version 99 made from this one"
 printf %s "$newer" | rcli -x FUNCTION LOAD REPLACE >/dev/null

@@ -341,7 +341,7 @@ static void test_unknown(void) {
 
 /* Replies as the scripts send them, through each script's own decoder. */
 static void test_acquire(void) {
-        ReplyAcquire a = { .outcome = N_REPLY_ACQUIRE };
+        AcquireResult a = { .outcome = ACQUIRE_RETRY };   /* no reply's outcome: nothing written */
         Resp r = {};
         redisReply *reply;
 
@@ -353,8 +353,8 @@ static void test_acquire(void) {
         resp_int(&r, 5);
         reply = resp_parse(&r);
         CHECK_INT(reply_decode_acquire(reply, &a), REPLY_ACQUIRE_GRANTED, "acquire {1, 42, …}: granted");
-        CHECK(a.outcome == REPLY_ACQUIRE_GRANTED && a.granted.token == 42 && a.granted.since_ms == 1700000000000 &&
-              a.granted.held == 2 && a.granted.limit == 5, "... token, since, held and limit as sent");
+        CHECK(a.outcome == ACQUIRE_GRANTED && a.token == 42 && a.since_ms == 1700000000000 && a.held == 2 && a.limit == 5,
+              "... straight into the engine's result: token, since, held and limit as sent");
         freeReplyObject(reply);
 
         resp_array(&r, 7);
@@ -367,9 +367,23 @@ static void test_acquire(void) {
         resp_str(&r, "a 0 1 root maintenance");
         reply = resp_parse(&r);
         CHECK_INT(reply_decode_acquire(reply, &a), REPLY_ACQUIRE_QUEUED, "acquire {0, 3, …, drain}: queued");
-        CHECK(a.queued.position == 3 && a.queued.next_expiry_ms == -1 && a.queued.held_back_ms == 3600000 &&
-              a.n_fields == 6, "... position, expiry, held back");
-        CHECK_STR(a.queued.drain, "a 0 1 root maintenance", "... and the drain record");
+        CHECK(a.outcome == ACQUIRE_QUEUED && a.position == 3 && a.next_expiry_ms == -1 && a.held_back_ms == 3600000 &&
+              a.has_drain, "... position, expiry (-1, signed), held back");
+        CHECK_STR(a.drain, "a 0 1 root maintenance", "... and the drain record");
+        freeReplyObject(reply);
+
+        /* Without the drain record (not drained): said so, not counted. */
+        resp_array(&r, 6);
+        resp_int(&r, 0);
+        resp_int(&r, UINT32_MAX);
+        resp_int(&r, 5);
+        resp_int(&r, 5);
+        resp_int(&r, 100);
+        resp_int(&r, 0);
+        reply = resp_parse(&r);
+        CHECK_INT(reply_decode_acquire(reply, &a), REPLY_ACQUIRE_QUEUED, "acquire {0, UINT32_MAX, …} without a drain: queued");
+        CHECK(a.position == UINT32_MAX && a.next_expiry_ms == 100 && !a.has_drain,
+              "... its position whole in 32 bits, and no drain record");
         freeReplyObject(reply);
 
         /* Held back for a negative time: nonsense, refused. */
@@ -385,7 +399,7 @@ static void test_acquire(void) {
         freeReplyObject(reply);
 
         /* A granted reply that says more held than SLOTS_MAX: nothing of it. */
-        a = (ReplyAcquire) { .outcome = N_REPLY_ACQUIRE };
+        a = (AcquireResult) { .outcome = ACQUIRE_RETRY };
         resp_array(&r, 5);
         resp_int(&r, 1);
         resp_int(&r, 42);
@@ -394,7 +408,7 @@ static void test_acquire(void) {
         resp_int(&r, 5);
         reply = resp_parse(&r);
         CHECK_INT(reply_decode_acquire(reply, &a), -EBADMSG, "acquire granted with held SLOTS_MAX + 1: refused");
-        CHECK(a.outcome == N_REPLY_ACQUIRE, "... and nothing written");
+        CHECK(a.outcome == ACQUIRE_RETRY, "... and nothing written");
         freeReplyObject(reply);
 }
 

@@ -77,7 +77,8 @@ static void sim_local(SimClient *s, int who, usec_t now) {
         }
         if (!s->busy && now >= s->until) {
                 LeaseSpec spec = { .name = "x", .slots = sim_limit, .uid = 1000, .pid = 42,
-                                    .desc = "INFO host=here pid=42 uid=1000 comm=job" };
+                                    .desc = "INFO host=here pid=42 uid=1000 comm=job",
+                                    .holder = "1000@here pid 42 (job)" };
                 char lid[LEASE_ID_LEN + 1];
 
                 sim_new_id(lid, who);

@@ -72,7 +72,7 @@ void test_huge_wait(void) {
 void test_drained(void) {
         Client c1 = {}, c2 = {};
         AcquireResult r = { .outcome = ACQUIRE_QUEUED, .position = 1, .held = 1, .limit = 2, .next_expiry_ms = -1,
-                            .drain = "h1 0 1795000000000 root incident 42: disk full" };
+                            .drain = "h1 0 1795000000000 root incident 42: disk full", .has_drain = true };
         char text[256];
         Lease *a, *b;
 
@@ -89,13 +89,14 @@ void test_drained(void) {
         slots_lease_timer(&e, a, SLOTS_RECHECK_SAFETY + 200);      /* it looks again */
         acquire_done(a, &r, SLOTS_RECHECK_SAFETY + 201);
         CHECK_INT(c1.n_lines, 1, "... once, while nothing changes");
-        r.drain = NULL;
+        r.has_drain = false;
         slots_lease_timer(&e, a, 2 * SLOTS_RECHECK_SAFETY + 300);
         acquire_done(a, &r, 2 * SLOTS_RECHECK_SAFETY + 301);
         CHECK_INT(c1.n_lines, 2, "... and again when the drain ends");
         CHECK(strstr(c1.lines[1], "drained=") == NULL, "... without it");
         b = ask(2, "x", 2, 0, &c2, 2 * SLOTS_RECHECK_SAFETY + 400);
-        r.drain = "h1 0 1795000000000 root again";
+        r.has_drain = true;
+        snprintf(r.drain, sizeof(r.drain), "h1 0 1795000000000 root again");
         acquire_done(b, &r, 2 * SLOTS_RECHECK_SAFETY + 500);
         CHECK(has_line(&c2, "DENIED reason=drained"), "no wait, drained: denied as drained");
         CHECK(strstr(c2.lines[c2.n_lines - 1], "again") != NULL, "... with the drain's reason");

@@ -223,14 +223,13 @@ static Lease remote_lease(const char *id) {
 
 bool sim_remote_acquire(const char *id) {
         Lease l = remote_lease(id);
-        ReplyAcquire d;
         AcquireArgs args;
         AcquireResult r;
         RedisReply *reply;
 
         acquire_args(&there, S.grace_until_ms, &l, &args);
         reply = fcall(SCRIPT_ACQUIRE, N_ACQUIRE_ARGS, args.argv);
-        r = acquire_result("x", reply, &d);
+        r = acquire_result("x", reply);
         redis_reply_free(reply);
         return r.outcome == ACQUIRE_GRANTED;
 }
@@ -257,12 +256,11 @@ static void answer_acquire(Call *c, bool runs, bool told, usec_t now) {
         AcquireArgs args;
         AcquireResult r = {};
         RedisReply *reply = NULL;
-        ReplyAcquire d;
 
         if (runs) {
                 acquire_args(&here, S.grace_until_ms, c->l, &args);
                 reply = fcall(SCRIPT_ACQUIRE, N_ACQUIRE_ARGS, args.argv);
-                r = acquire_result(c->name, reply, &d);
+                r = acquire_result(c->name, reply);
         }
         if (told && runs && r.outcome == ACQUIRE_GRANTED && n_sim_held_back < ELEMENTSOF(sim_held_back))
                 sim_held_back[n_sim_held_back++] = (SimGrant) { .l = c->l, .r = r, .after = w.n_calls };

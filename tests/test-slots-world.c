@@ -208,7 +208,8 @@ const char *id(int n) {
 
 Lease *ask(int n, const char *name, uint32_t slots, usec_t wait, Client *c, usec_t now) {
         LeaseSpec spec = { .name = name, .id = id(n), .slots = slots, .uid = 1000, .pid = 42,
-                           .desc = "INFO host=h pid=42 uid=1000 comm=job", .unit = NULL };
+                           .desc = "INFO host=h pid=42 uid=1000 comm=job", .holder = "1000@h pid 42 (job)",
+                           .unit = NULL };
         Lease *l = NULL;
 
         snprintf(c->name, sizeof(c->name), "c%d", n);

@@ -158,13 +158,18 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         }
 
         if (state == 1 && !slots_lease_find(&a->slots, ad->id)) {
+                char holder[LEASE_HOLDER_MAX];
                 LeaseSpec spec = {
                         .name = ad->name, .id = ad->id, .slots = ad->slots, .weight = ad->weight, .uid = ad->owner.uid,
-                        .pid = ad->owner.pid, .desc = d.held.description, .unit = ad->unit,
+                        .pid = ad->owner.pid, .desc = d.held.description, .holder = holder, .unit = ad->unit,
                         .stop_on_lost = ad->stop_on_lost, .host_held = ad->host_held,
                         .ttl = ad->host_held ? a->config->host_lease : 0,
                 };
 
+                /* Its label from what this host knows of it (the
+                 * requester itself is gone from /proc, or another). */
+                holder_label(a, ad->owner.uid, ad->owner.pid, ad->host_held ? "host" : ad->unit ?: "adopted", holder,
+                             sizeof(holder));
                 io = lease_io_new(a, ad->watch_fd);
                 if (io && slots_adopt(&a->slots, &spec, (uint64_t) d.held.token, (uint64_t) d.held.since_ms, io,
                                       now_mono(), &l) >= 0) {

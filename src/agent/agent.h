@@ -382,10 +382,17 @@ size_t proc_children_parse(const char *text, pid_t *ret, size_t n);
 int terminal_tell(pid_t pid, uint64_t start, const char *text, char *ret_path, size_t size);
 
 /* describe.c */
-/* ret_start: the requester's start time (proc(5), 0 when unknown). */
-/* reason: non-NULL for a slot the host holds itself ("" no reason given). */
+/* The requester's description, stored in Redis with its record and shown
+ * by status; ret_holder: its label in the journal ("alice@web-3 pid 42
+ * (backup.service)", LEASE_HOLDER_MAX), from the same facts, never read
+ * back from the description. ret_start: the requester's start time
+ * (proc(5), 0 when unknown). reason: non-NULL for a slot the host holds
+ * itself ("" no reason given). */
 char *requester_describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit, const char *reason,
-                         uint64_t *ret_start);
+                         char ret_holder[static LEASE_HOLDER_MAX], uint64_t *ret_start);
+/* A holder's label for the journal: "USER@HOST pid PID (WHAT)" (the uid
+ * when the user has no name, no pid when pid <= 0, "?" for no what). */
+void holder_label(Agent *a, uid_t uid, pid_t pid, const char *what, char *ret, size_t size);
 /* config_permits() with NSS answers cached (see describe.c): 1 yes, 0 no,
  * -errno when the user could not be looked up (answer "busy"). */
 int user_permits(Agent *a, uid_t uid, const char *name);

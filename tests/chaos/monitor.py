@@ -8,7 +8,8 @@ two kinds of episodes (JSON lines, CLOCK_MONOTONIC):
   stuck  a name with waiters in its queue and fewer holders than its limit,
          for longer than STUCK_S: a waiter left waiting while a slot is free.
 
-and the life of every slot a host holds itself (`hold=host` in its record:
+and the life of every slot a host holds itself (the flag `+host` in its
+record, "HOST UID SLOTS TOKEN SINCE_MS PROOF [*WEIGHT ][+host ]DESCRIPTION":
 no anchor, so never "lost"): "hh" each time Redis' expiry of it moves (a
 renewal; EXP and Redis' NOW_MS), "hh-gone" when Redis no longer counts it
 held (NOW_MS < EXP: taken away; otherwise it ran out).
@@ -90,7 +91,7 @@ def main():
             held = [(hz[j], float(hz[j + 1])) for j in range(0, len(hz), 2) if float(hz[j + 1]) > now_ms]
             for lease, exp in held:
                 host = owner.get(lease, "? ?").split()[0]
-                if "hold=host" in owner.get(lease, "").split():
+                if "+host" in owner.get(lease, "").split()[6:8]:
                     seen_hh.add(lease)
                     st = host_held.get(lease)
                     if st is None or st["exp"] != exp:

@@ -67,7 +67,15 @@ static void check_fields(const ReplyShape *shape, size_t n, const unsigned char 
 
                 switch (f->type) {
                 case REPLY_INT:
-                        memcpy(&v, d + f->offset, sizeof(v));
+                        /* At its member's width (4 bytes: signed when it may be negative). */
+                        fuzz_assert(f->size == sizeof(uint32_t) || f->size == sizeof(v));
+                        if (f->size == sizeof(uint32_t)) {
+                                uint32_t u;
+
+                                memcpy(&u, d + f->offset, sizeof(u));
+                                v = f->min < 0 ? (long long) (int32_t) u : (long long) u;
+                        } else
+                                memcpy(&v, d + f->offset, sizeof(v));
                         fuzz_assert(v >= f->min && v <= f->max);
                         break;
                 case REPLY_LEASE:

@@ -193,7 +193,7 @@ static void acquire_queued(Slots *e, Lease *l, const AcquireResult *r, uint64_t 
          * it. */
         if (l->state == LEASE_GRANTED && l->pending_heard <= l->check_sent)
                 lease_set_state(l, LEASE_WAITING, LEASE_EVENT_QUEUED, now);
-        drain_changed = name_drained(l->name, r->drain);
+        drain_changed = name_drained(l->name, r->has_drain ? r->drain : NULL);
         l->enqueued = true;
         l->renewed = MIN(l->check_sent, now);
         l->held_seen = r->held;

@@ -407,20 +407,6 @@ void lease_lost(Lease *l, const char *why, bool reserved, usec_t now) {
         lease_release_at(l, "lost", now);
 }
 
-/* "user@host pid N (unit)" from a description, for logs. */
-static void holder_from_description(const char *desc, char *buf, size_t size) {
-        Message m;
-        const char *what;
-
-        if (message_parse(desc, strlen(desc), SLOTS_DESC_MAX, &m) < 0) {
-                snprintf(buf, size, "?");
-                return;
-        }
-        what = message_get(&m, "unit") ?: message_get(&m, "session") ?: message_get(&m, "comm") ?: "?";
-        snprintf(buf, size, "%s@%s pid %s (%s)", message_get(&m, "user") ?: message_get(&m, "uid") ?: "?",
-                 message_get(&m, "host") ?: "?", message_get(&m, "pid") ?: "?", what);
-}
-
 int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret) {
         _cleanup_(lease_unrefp) Lease *l = NULL;
         Name *n;
@@ -443,7 +429,7 @@ int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret) {
         l->unit = spec->unit ? strdup(spec->unit) : NULL;
         if (!l->desc || (spec->unit && !l->unit) || !tsearch(l, &e->lease_tree, lease_cmp))
                 return -ENOMEM;
-        holder_from_description(l->desc, l->holder, sizeof(l->holder));
+        snprintf(l->holder, sizeof(l->holder), "%s", spec->holder ?: "?");
         e->n_leases++;
         LIST_PREPEND(by_name, n->leases, l);
         *ret = TAKE_PTR(l);

@@ -36,6 +36,7 @@ typedef struct Lease Lease;
 typedef struct Name Name;
 
 #define SLOTS_DESC_MAX 1024
+#define LEASE_HOLDER_MAX 128     /* a holder's label in the journal, with its NUL */
 #define SLOTS_RENEW_BATCH 1000
 #define SLOTS_GRANTS_MAX 64             /* leases one release may hand slots to, as parsed */
 #define SLOTS_RECHECK_SAFETY (5 * USEC_PER_SEC)
@@ -59,7 +60,7 @@ struct Lease {
         uid_t uid;
         pid_t pid;
         char *desc;             /* holder description stored in Redis */
-        char holder[128];       /* the same for people: "alice@web-3 pid 42 (backup.service)" */
+        char holder[LEASE_HOLDER_MAX];  /* its label in the journal: "alice@web-3 pid 42 (backup.service)" */
         char *unit;             /* the systemd service the slot is bound to, or NULL */
         bool stop_on_lost;      /* asked for (on-lost=stop): its unit is stopped when it is lost */
         /* Held by the host itself (fleetsem reboot): no anchor, kept across
@@ -160,6 +161,9 @@ typedef enum AcquireOutcome {
         ACQUIRE_RETRY,          /* granted, but not confirmed (no replica has it): given back, ask again */
 } AcquireOutcome;
 
+/* An acquire's answer. The Redis side's decoder (replies.list: "into
+ * acquire") fills it from acquire.lua's reply, each field into the member
+ * of its name, with no form between. */
 typedef struct AcquireResult {
         AcquireOutcome outcome;
         uint64_t token, since_ms;       /* GRANTED */
@@ -167,8 +171,9 @@ typedef struct AcquireResult {
         uint32_t held, limit;
         int64_t next_expiry_ms;         /* QUEUED: until the first holder's lease runs out, -1 unknown */
         uint64_t held_back_ms;          /* QUEUED: how long the name grants it nothing (a reset, a loss), 0 none */
-        const char *drain;              /* QUEUED: Redis' drain record "HOST UID SINCE_MS USER REASON", or NULL */
-        const char *error;              /* FAILED */
+        char drain[SLOTS_DRAIN_RECORD_MAX + 1]; /* QUEUED: Redis' drain record "HOST UID SINCE_MS USER REASON" */
+        bool has_drain;                 /* … when the name is drained */
+        const char *error;              /* FAILED, RETRY */
 } AcquireResult;
 
 typedef struct Granted {
@@ -331,6 +336,7 @@ typedef struct LeaseSpec {
         uid_t uid;
         pid_t pid;
         const char *desc;
+        const char *holder;             /* its label in the journal (holder_label()), or NULL: "?" */
         const char *unit;               /* or NULL */
         bool stop_on_lost;
         bool host_held;

@@ -218,13 +218,25 @@ static const ProcEntry *proc_lookup(const struct ucred *uc, bool want_unit) {
 }
 
 /* known_unit: the requester's service when the caller looked it up already. */
+void holder_label(Agent *a, uid_t uid, pid_t pid, const char *what, char *ret, size_t size) {
+        char user[64], id[24], at[24] = "";
+
+        snprintf(id, sizeof(id), UID_FMT, uid);
+        if (pid > 0)
+                snprintf(at, sizeof(at), " pid " PID_FMT, pid);
+        snprintf(ret, size, "%s@%s%s (%s)", user_name(a, uid, user, sizeof(user)) ?: id, a->config->host_id,
+                 at, what && what[0] ? what : "?");
+}
+
 char *requester_describe(Agent *a, const struct ucred *uc, uint32_t slots, const char *known_unit, const char *reason,
-                         uint64_t *ret_start) {
+                         char ret_holder[static LEASE_HOLDER_MAX], uint64_t *ret_start) {
         char user[64], line[SLOTS_DESC_MAX];
         const ProcEntry *e = proc_lookup(uc, !known_unit);
         MessageBuilder b;
 
         *ret_start = e->start;
+        holder_label(a, uc->uid, uc->pid, known_unit ?: (e->unit[0] ? e->unit : e->session[0] ? e->session : e->comm),
+                     ret_holder, LEASE_HOLDER_MAX);
         message_start(&b, line, sizeof(line), "INFO");
         message_add(&b, "host", a->config->host_id);
         message_addf(&b, "pid", PID_FMT, uc->pid);

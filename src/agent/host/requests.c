@@ -186,6 +186,7 @@ static void handle_acquire(Client *c, const Request *req) {
         Agent *a = c->agent;
         _cleanup_close_ int watch = -EBADF;
         _cleanup_free_ char *unit = NULL, *desc = NULL;
+        char holder[LEASE_HOLDER_MAX];
         LeaseIo *io;
         LeaseSpec spec;
         uint64_t start;
@@ -281,7 +282,7 @@ static void handle_acquire(Client *c, const Request *req) {
                          : config_limit_for(a->config, req->name) <= SLOTS_MAX ? config_limit_for(a->config, req->name)
                                                                                : 0,
         };
-        desc = requester_describe(a, &c->cred, spec.slots, unit, req->host_held ? req->reason : NULL, &start);
+        desc = requester_describe(a, &c->cred, spec.slots, unit, req->host_held ? req->reason : NULL, holder, &start);
         if (!desc) {
                 client_send_error(c, ERROR_CODE_BUSY, "out of memory");
                 return;
@@ -296,6 +297,7 @@ static void handle_acquire(Client *c, const Request *req) {
          * may have gone to another since it connected. */
         io->requester_start = client_is_peer(c, start) ? start : 0;
         spec.desc = desc;
+        spec.holder = holder;
         c->lease = NULL;
         if (c->cred.uid != 0) {
                 /* Among the user's names in Redis while its lease is here. */

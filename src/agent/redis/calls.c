@@ -20,14 +20,6 @@
 #define REDIRECTS_MAX 5                 /* MOVED and ASK followed for one call */
 #define TRYAGAIN_DELAY (20 * USEC_PER_MSEC)     /* TRYAGAIN (a slot half migrated): again that soon */
 
-const char *const script_name[N_SCRIPTS] = {
-        [SCRIPT_ACQUIRE] = "acquire", [SCRIPT_RELEASE] = "release", [SCRIPT_RENEW] = "renew",
-        [SCRIPT_REASSERT] = "reassert", [SCRIPT_ADOPT] = "adopt", [SCRIPT_STATUS] = "status",
-        [SCRIPT_EPOCH] = "epoch", [SCRIPT_BATCH] = "batch", [SCRIPT_DRAIN] = "drain",
-        [SCRIPT_REVOKE] = "revoke", [SCRIPT_LIMIT] = "limit", [SCRIPT_FOLLOW] = "follow",
-        [SCRIPT_COUNTS] = "counts", [SCRIPT_KEEP] = "keep",
-};
-
 struct Call {
         RedisIo *io;
         LIST_FIELDS(Call, parked);

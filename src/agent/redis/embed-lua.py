@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
-# The Lua scripts as one Redis Functions library, the key list and the
-# argument list, as the agent loads them.
+# The Lua scripts as one Redis Functions library, with the lists the agent
+# and the scripts share (keys, scripts and their arguments, replies).
 #
-#   embed-lua.py --c OUT.c KEYS.h ARGS.h REPLIES.c REPLIES.h KEYS.list ARGS.list REPLIES.list VERSION PRELUDE SCRIPT...
+#   embed-lua.py --c OUT.c KEYS.h ARGS.h REPLIES.c REPLIES.h SCRIPTS.h KEYS.list SCRIPTS.list REPLIES.list VERSION
+#                PRELUDE [SCRIPT...]
 #       (PRELUDE: the folder of the prelude's files, lua/prelude, put
-#       together in the order of PRELUDE_FILES)
+#       together in the order of PRELUDE_FILES; SCRIPT...: the scripts'
+#       files, which must be those SCRIPTS.list names, lua/SCRIPT.lua
+#       beside the prelude when none are given)
 #       writes the library as a C string with its version and each
-#       script's function name (in the order of enum Script in scripts.h),
-#       the key suffixes as key_suffix[N_KEYS] (KEYS.h), each script's
-#       arguments as ARG_<SCRIPT>_<NAME> (ARGS.h) and each script's reply
-#       shapes with their decoders (REPLIES.c, REPLIES.h);
-#   embed-lua.py --library KEYS.list ARGS.list REPLIES.list VERSION PRELUDE SCRIPT...
+#       script's function name and batch name (tables indexed by enum
+#       Script), the enum itself (SCRIPTS.h), the key suffixes as
+#       key_suffix[N_KEYS] (KEYS.h), each script's arguments as
+#       ARG_<SCRIPT>_<NAME> (ARGS.h) and each script's reply shapes with
+#       their decoders (REPLIES.c, REPLIES.h);
+#   embed-lua.py --library KEYS.list SCRIPTS.list REPLIES.list VERSION PRELUDE [SCRIPT...]
 #       prints the library as the agent loads it into Redis (FUNCTION LOAD);
 #   embed-lua.py --keys KEYS.list
 #       prints a name's key suffixes, one a line, in order (for the tests);
@@ -19,15 +23,21 @@
 #       (for the key-loss test and the fault harness);
 #   embed-lua.py --doc-table KEYS.list
 #       prints docs/protocol.md's table of keys (for check-docs);
-#   embed-lua.py --args ARGS.list SCRIPT
+#   embed-lua.py --scripts SCRIPTS.list
+#       prints the scripts' names, one a line, in the list's order;
+#   embed-lua.py --doc-args SCRIPTS.list
+#       prints docs/protocol.md's table of the scripts' arguments;
+#   embed-lua.py --args SCRIPTS.list SCRIPT
 #       prints SCRIPT's argument names, one a line, in order (for the tests).
 #
 # KEYS.list holds every key, a line each (see its head); KEYS[n] of every
-# name script is P:{NAME}:<the n-th name key>, then the fleet's keys. ARGS.list holds a line per script: its name, then its
-# arguments in order. The prelude starts with the Lua locals K_<SUFFIX> for
-# the keys; A_<SCRIPT>_<NAME> in the scripts is written as that argument's
-# place in ARGV, and R_<SCRIPT>_<OUTCOME> that reply's tag (REPLIES.list:
-# see its head for the grammar). So each list lives in one file.
+# name script is P:{NAME}:<the n-th name key>, then the fleet's keys.
+# SCRIPTS.list holds a line per script: its name, then its arguments in
+# order, each with its type. The prelude starts with the Lua locals
+# K_<SUFFIX> for the keys; A_<SCRIPT>_<NAME> in the scripts is written as
+# that argument's place in ARGV, and R_<SCRIPT>_<OUTCOME> that reply's tag
+# (REPLIES.list: see its head for the grammar). So each list lives in one
+# file.
 #
 # The library ("fleetsem"): the prelude's top level once, then each
 # script's body as the callback of the function fleetsem_<SCRIPT>_v<N>,
@@ -136,7 +146,48 @@ def doc_table(path):
     return "".join(line + "\n" for line in out)
 
 
-# {script: [(name, kind)]}, kind "" (required), "?" (optional) or "..." (the rest).
+# ---- scripts.list ----------------------------------------------------------
+
+class Arg:
+    def __init__(self, name, kind, type_, lo=None, hi=None, max_len=None, words=None, empty=False):
+        self.name, self.kind, self.type = name, kind, type_
+        self.lo, self.hi, self.max_len, self.words, self.empty = lo, hi, max_len, words, empty
+
+    # The type as the list writes it (for the docs).
+    def spelled(self):
+        if self.type == "int":
+            return "int[%s..%s]%s" % (self.lo or "", self.hi or "", "|empty" if self.empty else "")
+        if self.type == "str":
+            return "str[%s]" % self.max_len
+        if self.type == "choice":
+            return "choice[%s]" % "|".join(self.words)
+        return self.type
+
+
+def parse_arg(path, script, word):
+    m = re.match(r"^([a-z][a-z0-9_]*):(.*?)(\?|\.\.\.)?$", word)
+    if not m:
+        sys.exit("%s: %s: %r is not NAME:TYPE" % (path, script, word))
+    name, t, kind = m.group(1), m.group(2), m.group(3) or ""
+    if t in ("lease", "flag", "call"):
+        return Arg(name, kind, t)
+    m = re.match(r"^int\[([^.\]]*)\.\.([^\]]*)\](\|empty)?$", t)
+    if m:
+        lo, hi = m.group(1) or None, m.group(2) or None
+        if any(x is not None and not C_EXPR.match(x) for x in (lo, hi)):
+            sys.exit("%s: %s: %r: a bound is a number or a C constant" % (path, script, word))
+        return Arg(name, kind, "int", lo=lo, hi=hi, empty=bool(m.group(3)))
+    m = re.match(r"^str\[([^\]]+)\]$", t)
+    if m and C_EXPR.match(m.group(1)):
+        return Arg(name, kind, "str", max_len=m.group(1))
+    m = re.match(r"^choice\[([^\]]+)\]$", t)
+    if m and all(re.match(r"^[a-z0-9]+$", w) for w in m.group(1).split("|")):
+        return Arg(name, kind, "choice", words=m.group(1).split("|"))
+    sys.exit("%s: %s: %r: no such type (int[LO..HI], lease, str[MAX], flag, choice[A|B], call)" % (path, script, word))
+
+
+# {script: [Arg]}, in the list's order (the enum's); Arg.kind "" (required),
+# "?" (optional) or "..." (the rest).
 def script_args(path):
     scripts = {}
     for line in read(path).splitlines():
@@ -144,19 +195,43 @@ def script_args(path):
         if not words or words[0].startswith("#"):
             continue
         script, args, seen_optional = words[0], [], False
-        for w in words[1:]:
-            kind = "..." if w.endswith("...") else "?" if w.endswith("?") else ""
-            name = w[:len(w) - len(kind)]
-            if not name.isidentifier() or not name.isascii() or name in [a for a, _ in args]:
-                sys.exit("%s: %s: %r is not a valid argument name, or twice" % (path, script, w))
-            if (seen_optional and kind == "") or (args and args[-1][1] == "..."):
+        if not re.match(r"^[a-z][a-z_]*$", script) or script in scripts or script == "version" or len(words) < 2:
+            sys.exit("%s: %r: SCRIPT ARG... or SCRIPT -, each script once (lower-case, not version)" % (path, line))
+        for w in words[1:] if words[1:] != ["-"] else []:
+            a = parse_arg(path, script, w)
+            if a.name in [o.name for o in args]:
+                sys.exit("%s: %s: %r twice" % (path, script, a.name))
+            if (seen_optional and a.kind == "") or (args and args[-1].kind == "..."):
                 sys.exit("%s: %s: %r after an optional or rest argument" % (path, script, w))
-            seen_optional = seen_optional or kind == "?"
-            args.append((name, kind))
-        if not script.isidentifier() or script in scripts or not args:
-            sys.exit("%s: %r twice, or without arguments" % (path, script))
+            if a.type == "call" and a.kind != "...":
+                sys.exit("%s: %s: %r: calls are a rest (NAME:call...)" % (path, script, w))
+            seen_optional = seen_optional or a.kind == "?"
+            args.append(a)
         scripts[script] = args
+    if not scripts:
+        sys.exit("%s: no script" % path)
     return scripts
+
+
+# The script files the library is made of: lua/SCRIPT.lua for each line
+# of the list, beside the prelude's folder. Files given on the command
+# line (meson's, the tests') must be exactly these.
+def script_files(scripts_path, prelude_path, given):
+    want = [os.path.join(os.path.dirname(os.path.normpath(prelude_path)), s + ".lua") for s in script_args(scripts_path)]
+    if given and sorted(script_name(f) for f in given) != sorted(script_name(f) for f in want):
+        sys.exit("%s: the scripts given (%s) are not the list's (%s)" % (
+            scripts_path, " ".join(sorted(script_name(f) for f in given)),
+            " ".join(sorted(script_name(f) for f in want))))
+    return given or want
+
+
+# The table of arguments of docs/protocol.md (tests/check-docs.py compares).
+def doc_args(path):
+    out = ["| script | arguments (ARGV, in order) |", "|---|---|"]
+    for script, args in script_args(path).items():
+        cells = ", ".join("`%s:%s%s`" % (a.name, a.spelled(), a.kind) for a in args) or "none"
+        out.append("| `%s` | %s |" % (script, cells.replace("|", "\\|")))
+    return "".join(line + "\n" for line in out)
 
 
 # For each script, A_<SCRIPT>_<NAME>: where that argument is in ARGV (a
@@ -166,9 +241,9 @@ def script_args(path):
 def arg_places(args_path):
     places = {}
     for script, args in script_args(args_path).items():
-        for i, (name, _) in enumerate(args):
-            places["A_%s_%s" % (script.upper(), name.upper())] = i + 1
-        places["A_%s_NEED" % script.upper()] = sum(1 for _, kind in args if kind == "")
+        for i, a in enumerate(args):
+            places["A_%s_%s" % (script.upper(), a.name.upper())] = i + 1
+        places["A_%s_NEED" % script.upper()] = sum(1 for a in args if a.kind == "")
     return places
 
 
@@ -229,6 +304,8 @@ def script_replies(path):
         words = line.split()
         if not words or words[0].startswith("#"):
             continue
+        if words[0] == "into":
+            continue    # reply_into()
         if words[0] == "group":
             if len(words) < 3 or not re.match(r"^[a-z][a-z_]*$", words[1]) or words[1] in groups:
                 sys.exit("%s: %r: group NAME FIELD..., each name once" % (path, line))
@@ -278,6 +355,25 @@ def script_replies(path):
     return groups, scripts
 
 
+# {script: (STRUCT, PREFIX)}: the scripts whose replies decode straight
+# into a struct of the engine ("into SCRIPT STRUCT PREFIX"): each field
+# into its member of the same name, the outcome into .outcome as
+# PREFIX_<OUTCOME>.
+def reply_into(path, scripts):
+    into = {}
+    for line in read(path).splitlines():
+        words = line.split()
+        if not words or words[0] != "into":
+            continue
+        if (len(words) != 4 or words[1] not in scripts or words[1] in into or not re.match(r"^[A-Z][A-Za-z]*$", words[2])
+                or not re.match(r"^[A-Z][A-Z_]*$", words[3])):
+            sys.exit("%s: %r: into SCRIPT STRUCT PREFIX, of a script with shapes, once" % (path, line))
+        if any(f.kind in ("list", "rest") for _, _, _, fields in scripts[words[1]] for f in fields):
+            sys.exit("%s: %s: only a reply without lists or rests decodes into a struct of the engine" % (path, words[1]))
+        into[words[1]] = (words[2], words[3])
+    return into
+
+
 # R_<SCRIPT>_<OUTCOME>: the tag of that reply, for the scripts.
 def reply_tags(path):
     _, scripts = script_replies(path)
@@ -299,19 +395,68 @@ def c_member(f):
     return "ReplyList %s;" % f.name
 
 
-def c_field(f, offset):
+# member: the C lvalue the field decodes into, as in T, for offsetof()
+# and sizeof() (an integer is stored at its member's width).
+def c_field(f, struct, member):
     kind = {"int": "REPLY_INT", "lease": "REPLY_LEASE", "str": "REPLY_STRING", "list": "REPLY_LIST",
             "rest": "REPLY_REST"}[f.kind]
     lo = "(long long) (%s)" % f.lo if f.lo is not None else "LLONG_MIN"
     hi = "(long long) (%s)" % f.hi if f.hi is not None else "LLONG_MAX"
     max_len = "(size_t) (%s)" % f.max_len if f.max_len else "0"
     group = "&reply_group_%s" % f.group if f.group else "NULL"
-    return ('        { .name = "%s", .type = %s, .min = %s, .max = %s, .max_len = %s, .group = %s, .offset = %s },\n'
-            % (f.name, kind, lo, hi, max_len, group, offset))
+    size = "sizeof(((%s *) NULL)->%s)" % (struct, member) if f.kind == "int" else "0"
+    return ('        { .name = "%s", .type = %s, .min = %s, .max = %s, .max_len = %s, .group = %s, .offset = offsetof(%s, %s), '
+            '.size = %s },\n' % (f.name, kind, lo, hi, max_len, group, struct, member, size))
+
+
+# Checks at compile time that a struct of the engine holds each field
+# whole: an integer's member as wide as its bound needs (and signed when it
+# may be negative), a string's array long enough.
+def c_into_checks(struct, fields):
+    out = []
+    for f in fields:
+        m = "((%s *) NULL)->%s" % (struct, f.name)
+        if f.kind == "int":
+            fits = "sizeof(%s) == 8" % m
+            if f.hi is not None:
+                fits += " || (sizeof(%s) == 4 && (%s) <= UINT32_MAX)" % (m, f.hi)
+            out.append('_Static_assert(%s, "%s.%s: 64 bits, or 32 that hold its bound");\n' % (fits, struct, f.name))
+            if f.lo is not None and f.lo.startswith("-"):
+                out.append('_Static_assert((typeof(%s)) -1 < 0, "%s.%s is signed");\n' % (m, struct, f.name))
+        elif f.kind in ("str", "lease"):
+            n = "LEASE_ID_LEN" if f.kind == "lease" else f.max_len
+            out.append('_Static_assert(sizeof(%s) >= (%s) + 1, "%s.%s holds its longest");\n' % (m, n, struct, f.name))
+    return "".join(out)
+
+
+# The decoder of a script whose replies go straight into the engine's
+# struct (reply_into()): no struct of its own, no copy after.
+def write_decode_into(h, script, shapes, struct, prefix):
+    S = script.upper()
+    h.write("extern const ReplyScript reply_script_%s;\n\n" % script)
+    h.write("/* reply as one of %s.lua's shapes, straight into the engine's %s: its\n"
+            " * outcome %s_<OUTCOME>, each field in range into the member of its name;\n"
+            " * -EBADMSG, ret untouched, when it fits none (an error reply, NULL and\n"
+            " * nil included). */\n" % (script, struct, prefix))
+    h.write("static inline int reply_decode_%s(const RedisReply *reply, %s *ret) {\n" % (script, struct))
+    h.write("        static const typeof(((%s *) NULL)->outcome) outcome_of[N_REPLY_%s] = {\n" % (struct, S))
+    for o, _, _, _ in shapes:
+        h.write("                [REPLY_%s_%s] = %s_%s,\n" % (S, o.upper(), prefix, o.upper()))
+    h.write("        };\n")
+    h.write("        %s d = {};\n        size_t n = 0;\n" % struct)
+    h.write("        int k = reply_decode(&reply_script_%s, reply, &d, &n);\n\n" % script)
+    h.write("        if (k < 0)\n                return k;\n")
+    h.write("        d.outcome = outcome_of[k];\n")
+    for o, _, _, fields in shapes:
+        for i, f in enumerate(fields):
+            if f.more == "?":
+                h.write("        if (k == REPLY_%s_%s)\n                d.has_%s = n > %d;\n" % (S, o.upper(), f.name, i))
+    h.write("        *ret = d;\n        return k;\n}\n\n")
 
 
 def write_replies(out_c, out_h, replies_path):
     groups, scripts = script_replies(replies_path)
+    into = reply_into(replies_path, scripts)
     with open(out_h, "w", encoding="utf-8") as h:
         h.write("/* Generated from src/agent/redis/replies.list; do not edit. */\n#pragma once\n\n")
         h.write('#include "names.h"\n#include "protocol.h"\n#include "replies.h"\n#include "slots.h"\n\n')
@@ -326,13 +471,18 @@ def write_replies(out_c, out_h, replies_path):
             for o, _, _, _ in shapes:
                 h.write("        REPLY_%s_%s,\n" % (S, o.upper()))
             h.write("        N_REPLY_%s\n} Reply%sOutcome;\n\n" % (S, T))
+            if script in into:
+                write_decode_into(h, script, shapes, *into[script])
+                continue
             h.write("typedef struct Reply%s {\n        Reply%sOutcome outcome;\n" % (T, T))
-            h.write("        size_t n_fields;        /* of the outcome's, decoded (without an optional one left out) */\n")
             for o, _, _, fields in shapes:
                 if fields:
                     h.write("        struct {\n")
                     for f in fields:
                         h.write("                %s\n" % c_member(f))
+                    for f in fields:
+                        if f.more == "?":
+                            h.write("                bool has_%s;    /* the reply had it */\n" % f.name)
                     h.write("        } %s;\n" % o)
             h.write("} Reply%s;\nextern const ReplyScript reply_script_%s;\n\n" % (T, script))
             h.write("/* reply as one of %s.lua's shapes, with its fields in range; -EBADMSG, ret\n"
@@ -341,8 +491,15 @@ def write_replies(out_c, out_h, replies_path):
             h.write("        Reply%s d = {};\n        size_t n = 0;\n" % T)
             h.write("        int k = reply_decode(&reply_script_%s, reply, &d, &n);\n\n" % script)
             h.write("        if (k < 0)\n                return k;\n")
-            h.write("        d.outcome = (Reply%sOutcome) k;\n        d.n_fields = n;\n        *ret = d;\n"
-                    "        return k;\n}\n\n" % T)
+            h.write("        d.outcome = (Reply%sOutcome) k;\n" % T)
+            # An optional field is there when the reply reached it: said
+            # here, from the list, so that no reader counts fields.
+            for o, _, _, fields in shapes:
+                for i, f in enumerate(fields):
+                    if f.more == "?":
+                        h.write("        if (k == REPLY_%s_%s)\n                d.%s.has_%s = n > %d;\n"
+                                % (S, o.upper(), o, f.name, i))
+            h.write("        *ret = d;\n        return k;\n}\n\n")
         h.write("/* Every script's shapes, for the tests. */\n#define N_REPLY_SCRIPTS %d\n" % len(scripts))
         h.write("extern const ReplyScript *const reply_scripts[N_REPLY_SCRIPTS];\n")
     with open(out_c, "w", encoding="utf-8") as c:
@@ -351,22 +508,31 @@ def write_replies(out_c, out_h, replies_path):
         for g, fields in groups.items():
             c.write("static const ReplyField group_%s[] = {\n" % g)
             for f in fields:
-                c.write(c_field(f, "offsetof(Reply%s, %s)" % (camel(g), f.name)))
+                c.write(c_field(f, "Reply%s" % camel(g), f.name))
             c.write("};\nconst ReplyGroup reply_group_%s = { \"%s\", group_%s, ELEMENTSOF(group_%s), sizeof(Reply%s) };\n\n"
                     % (g, g, g, g, camel(g)))
         for script, shapes in scripts.items():
             T = camel(script)
+            if script in into:
+                seen = {}
+                for _, _, _, fields in shapes:
+                    seen.update((f.name, f) for f in fields)
+                c.write(c_into_checks(into[script][0], seen.values()))
             for o, _, _, fields in shapes:
                 if fields:
                     c.write("static const ReplyField %s_%s[] = {\n" % (script, o))
                     for f in fields:
-                        c.write(c_field(f, "offsetof(Reply%s, %s.%s)" % (T, o, f.name)))
+                        if script in into:
+                            c.write(c_field(f, into[script][0], f.name))
+                        else:
+                            c.write(c_field(f, "Reply%s" % T, "%s.%s" % (o, f.name)))
                     c.write("};\n")
-            c.write("static const ReplyShape %s_shapes[] = {\n" % script)
+            # Indexed by the outcome's enum: reply_decode() returns the index.
+            c.write("static const ReplyShape %s_shapes[N_REPLY_%s] = {\n" % (script, script.upper()))
             for o, form, tag, fields in shapes:
                 need = sum(1 for f in fields if f.more == "")
-                c.write('        { .outcome = "%s", .form = REPLY_FORM_%s, .tag = %d, .fields = %s, .n_fields = %d, '
-                        '.n_required = %d },\n' % (o, form.upper(), tag or 0, "%s_%s" % (script, o) if fields else "NULL",
+                c.write('        [REPLY_%s_%s] = { .outcome = "%s", .form = REPLY_FORM_%s, .tag = %d, .fields = %s, .n_fields = %d, '
+                        '.n_required = %d },\n' % (script.upper(), o.upper(), o, form.upper(), tag or 0, "%s_%s" % (script, o) if fields else "NULL",
                                                     len(fields), need))
             c.write("};\nconst ReplyScript reply_script_%s = { \"%s\", %s_shapes, ELEMENTSOF(%s_shapes) };\n\n"
                     % (script, script, script, script))
@@ -408,12 +574,13 @@ def prelude_text(keys_path, args_path, prelude_path):
             "-- then (the last %s KEYS) %s.\n"
             "local %s\n"
             "local %s\n"
-            "-- ARGV[A_<SCRIPT>_<NAME>] is that argument of args.list, and R_<SCRIPT>_<OUTCOME>\n"
+            "local NAME_KEYS = %d  -- how many keys a name has (a batch's KEYS: a run of them per name)\n"
+            "-- ARGV[A_<SCRIPT>_<NAME>] is that argument of scripts.list, and R_<SCRIPT>_<OUTCOME>\n"
             "-- the tag of that reply of replies.list, each written here as a number.\n"
             % (["one", "two", "three", "four"][len(fleet) - 1],
                ", and ".join(k.pattern.replace("[:{TAG}]", "") + (", the fleet's" if k.id == "fleet_clock" else "")
                              for k in fleet),
-               names, ", ".join("K_" + k.id.upper() for k in fleet))) + text
+               names, ", ".join("K_" + k.id.upper() for k in fleet), len(suffixes))) + text
 
 
 # begin_name() takes a name's keys from KEYS in keys.list's order, and the
@@ -446,14 +613,16 @@ def check_state_reset(path, text):
 
 def write_args_h(out_h, args_path):
     with open(out_h, "w", encoding="utf-8") as f:
-        f.write("/* Generated from src/agent/redis/args.list; do not edit. */\n")
+        f.write("/* Generated from src/agent/redis/scripts.list; do not edit. */\n")
         f.write("#pragma once\n\n")
         f.write("/* Each script's arguments: ARG_<SCRIPT>_<NAME> is its place in ARGV;\n")
         f.write(" * N_<SCRIPT>_ARGS counts them (without those of a rest argument). */\n")
         for script, args in script_args(args_path).items():
+            if not args or args[-1].type == "call":
+                continue
             f.write("enum {\n")
-            for name, _ in args:
-                f.write("        ARG_%s_%s,\n" % (script.upper(), name.upper()))
+            for a in args:
+                f.write("        ARG_%s_%s,\n" % (script.upper(), a.name.upper()))
             f.write("        N_%s_ARGS\n};\n" % script.upper())
 
 
@@ -572,12 +741,36 @@ def library(keys_path, args_path, replies_path, version_path, prelude_path, scri
     return template.replace(VERSION_MARK, str(version)), version
 
 
-def write_c(out_c, out_h, args_h, replies_c, replies_h, keys_path, args_path, replies_path, version_path,
+def write_scripts_h(out_h, scripts_path):
+    with open(out_h, "w", encoding="utf-8") as f:
+        f.write("/* Generated from src/agent/redis/scripts.list; do not edit. */\n")
+        f.write("#pragma once\n\n")
+        f.write("/* The scripts of the Redis Functions library, as the agent (and the\n"
+                " * tests that run them) name them: scripts.list's lines, in its order. */\n")
+        f.write("typedef enum Script {\n")
+        for script in script_args(scripts_path):
+            f.write("        SCRIPT_%s,\n" % script.upper())
+        f.write("        N_SCRIPTS,\n} Script;\n\n")
+        f.write("/* lua-scripts.c: the Redis Functions library \"%s\" (FUNCTION LOAD), its\n"
+                " * version, each script's function (FCALL) and its name in a batch, each\n"
+                " * table indexed by Script. */\n" % LIBRARY_NAME)
+        f.write("#define LUA_LIBRARY_NAME \"%s\"\n" % LIBRARY_NAME)
+        f.write("#define LUA_VERSION_FUNCTION \"%s_version\"     /* {version, wake command}: the same in every "
+                "version */\n" % LIBRARY_NAME)
+        f.write("extern const unsigned lua_library_version;\n")
+        f.write("extern const char *const lua_library;\n")
+        f.write("extern const char *const lua_function[N_SCRIPTS];\n")
+        f.write("extern const char *const script_name[N_SCRIPTS];\n")
+
+
+def write_c(out_c, out_h, args_h, replies_c, replies_h, scripts_h, keys_path, args_path, replies_path, version_path,
             prelude_path, scripts):
     suffixes = key_suffixes(keys_path)
     fleet = fleet_keys(keys_path)
+    scripts = script_files(args_path, prelude_path, scripts)
     text, version = library(keys_path, args_path, replies_path, version_path, prelude_path, scripts)
     write_args_h(args_h, args_path)
+    write_scripts_h(scripts_h, args_path)
     write_replies(replies_c, replies_h, replies_path)
     with open(out_h, "w", encoding="utf-8") as f:
         f.write("/* Generated from src/agent/redis/keys.list; do not edit. */\n")
@@ -605,7 +798,8 @@ def write_c(out_c, out_h, args_h, replies_c, replies_h, keys_path, args_path, re
             if tagged:
                 f.write("#define KEY_%s_TAG_FMT \"%s\"\n" % (k.id.upper(), tagged))
     with open(out_c, "w", encoding="utf-8") as f:
-        f.write("/* Generated from src/agent/redis/keys.list and the Lua scripts in src/agent/redis/lua; do not edit. */\n")
+        f.write("/* Generated from src/agent/redis/keys.list, scripts.list and the Lua scripts in src/agent/redis/lua; "
+                "do not edit. */\n")
         f.write('#include "scripts.h"\n#include "lua-keys.h"\n\n')
         f.write("const char *const key_suffix[N_KEYS] = {\n")
         for s in suffixes:
@@ -622,33 +816,45 @@ def write_c(out_c, out_h, args_h, replies_c, replies_h, keys_path, args_path, re
         f.write("const unsigned lua_library_version = %d;\n\n" % version)
         f.write("const char *const lua_library =\n%s;\n\n" % c_string(text))
         f.write("const char *const lua_function[N_SCRIPTS] = {\n")
-        for s in scripts:
-            f.write('        "%s",\n' % function_name(script_name(s), version))
+        for s in script_args(args_path):
+            f.write('        [SCRIPT_%s] = "%s",\n' % (s.upper(), function_name(s, version)))
+        f.write("};\n\n")
+        f.write("const char *const script_name[N_SCRIPTS] = {\n")
+        for s in script_args(args_path):
+            f.write('        [SCRIPT_%s] = "%s",\n' % (s.upper(), s))
         f.write("};\n")
 
 
 def main(argv):
-    if len(argv) >= 12 and argv[1] == "--c":
-        write_c(*argv[2:12], argv[12:])
+    if len(argv) >= 13 and argv[1] == "--c":
+        write_c(*argv[2:13], argv[13:])
     elif len(argv) >= 7 and argv[1] == "--library":
-        sys.stdout.write(library(*argv[2:7], argv[7:])[0])
+        sys.stdout.write(library(*argv[2:7], script_files(argv[3], argv[6], argv[7:]))[0])
     elif len(argv) == 3 and argv[1] == "--keys":
         sys.stdout.write("".join(s + "\n" for s in key_suffixes(argv[2])))
     elif len(argv) == 3 and argv[1] == "--key-list":
         sys.stdout.write("".join("%s\t%s\t%s\t%s\n" % (k.id, k.pattern, k.scope, k.type) for k in key_list(argv[2])))
     elif len(argv) == 3 and argv[1] == "--doc-table":
         sys.stdout.write(doc_table(argv[2]))
+    elif len(argv) == 3 and argv[1] == "--scripts":
+        sys.stdout.write("".join(s + "\n" for s in script_args(argv[2])))
+    elif len(argv) == 3 and argv[1] == "--doc-args":
+        sys.stdout.write(doc_args(argv[2]))
     elif len(argv) == 4 and argv[1] == "--args":
-        args = script_args(argv[2]).get(argv[3]) or sys.exit("%s: no script %r" % (argv[2], argv[3]))
-        sys.stdout.write("".join(name + kind + "\n" for name, kind in args))
+        args = script_args(argv[2]).get(argv[3])
+        if args is None:
+            sys.exit("%s: no script %r" % (argv[2], argv[3]))
+        sys.stdout.write("".join(a.name + a.kind + "\n" for a in args))
     else:
-        sys.exit("usage: embed-lua.py --c OUT.c KEYS.h ARGS.h REPLIES.c REPLIES.h KEYS.list ARGS.list REPLIES.list "
-                 "VERSION PRELUDE SCRIPT...\n"
-                 "       embed-lua.py --library KEYS.list ARGS.list REPLIES.list VERSION PRELUDE SCRIPT...\n"
+        sys.exit("usage: embed-lua.py --c OUT.c KEYS.h ARGS.h REPLIES.c REPLIES.h SCRIPTS.h KEYS.list SCRIPTS.list "
+                 "REPLIES.list VERSION PRELUDE [SCRIPT...]\n"
+                 "       embed-lua.py --library KEYS.list SCRIPTS.list REPLIES.list VERSION PRELUDE [SCRIPT...]\n"
                  "       embed-lua.py --keys KEYS.list\n"
                  "       embed-lua.py --key-list KEYS.list\n"
                  "       embed-lua.py --doc-table KEYS.list\n"
-                 "       embed-lua.py --args ARGS.list SCRIPT")
+                 "       embed-lua.py --scripts SCRIPTS.list\n"
+                 "       embed-lua.py --doc-args SCRIPTS.list\n"
+                 "       embed-lua.py --args SCRIPTS.list SCRIPT")
 
 
 main(sys.argv)

@@ -62,14 +62,13 @@ static const char *name_of(const Lease *l) {
 static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Lease *l = userdata;
         Agent *a = agent_of(l->slots_engine->ctx);
-        ReplyAcquire d;
         AcquireResult r;
 
         if (!reply) {
                 slots_acquire_done(&a->slots, l, NULL, now_mono());
                 return;
         }
-        r = acquire_result(name_of(l), reply, &d);
+        r = acquire_result(name_of(l), reply);
         if (r.outcome == ACQUIRE_GRANTED && a->config->min_replicas_acked > 0) {
                 if (grant_wait_for_replicas(a, conn, l, &r, grant_give_back) >= 0)
                         return;

@@ -175,8 +175,6 @@ struct RedisIo {
         const char *up_why;             /* GRACE_WHY_* of up_grace */
 };
 
-extern const char *const script_name[N_SCRIPTS];
-
 /* The data model of the keys these scripts keep (docs/protocol.md), and
  * the first fleetsem that speaks it: Redis' marker P:model, "N V", beside
  * each epoch key (P:model:{TAG} in a Cluster). 1 was 0.1's eleven keys a

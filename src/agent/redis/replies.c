@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <assert.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,6 +12,20 @@
 #include "macro.h"
 #include "names.h"
 #include "replies.h"
+
+/* v at p as an integer of size bytes (4 or 8), signed or not: its range
+ * was checked against the field's bounds, which its member holds
+ * (lua-replies.c checks that when it compiles). */
+static void int_store(void *p, size_t size, long long v) {
+        if (size == sizeof(uint32_t)) {
+                uint32_t x = (uint32_t) v;
+
+                memcpy(p, &x, sizeof(x));
+        } else {
+                assert(size == sizeof(v));
+                memcpy(p, &v, sizeof(v));
+        }
+}
 
 /* Element e as field f, written at base + f->offset unless base is NULL
  * (checked only). */
@@ -24,7 +39,7 @@ static int field_decode(const ReplyField *f, const RedisReply *e, void *base) {
                 if (redis_reply_integer(e, &v) < 0 || v < f->min || v > f->max)
                         return -EBADMSG;
                 if (base)
-                        *(long long *) ((char *) base + f->offset) = v;
+                        int_store((char *) base + f->offset, f->size, v);
                 return 0;
         case REPLY_LEASE:
         case REPLY_STRING: {

@@ -29,6 +29,7 @@ typedef struct ReplyField {
         size_t max_len;
         const ReplyGroup *group;
         size_t offset;          /* in the struct it decodes into */
+        size_t size;            /* REPLY_INT: of its member there, 4 or 8 bytes (its bound fits) */
 } ReplyField;
 
 struct ReplyGroup {

@@ -48,7 +48,8 @@ void acquire_args(const Config *config, uint64_t grace_until_ms, const Lease *l,
                         [ARG_ACQUIRE_TTL_MS] = ret->c.ttl, [ARG_ACQUIRE_DESCRIPTION] = l->desc,
                         [ARG_ACQUIRE_HOST] = config->host_id, [ARG_ACQUIRE_UID] = ret->c.uid,
                         [ARG_ACQUIRE_GRACE_UNTIL_MS] = ret->c.grace, [ARG_ACQUIRE_IDLE_MS] = ret->c.idle_new,
-                        [ARG_ACQUIRE_WEIGHT] = ret->weight, [ARG_ACQUIRE_PROOF] = l->proof,
+                        [ARG_ACQUIRE_WEIGHT] = ret->weight, [ARG_ACQUIRE_HOLD] = l->host_held ? "1" : "0",
+                        [ARG_ACQUIRE_PROOF] = l->proof,
                }, sizeof(ret->argv));
 }
 
@@ -96,40 +97,20 @@ void reassert_args(const Config *config, uint64_t grace_until_ms, const Lease *l
                         [ARG_REASSERT_TTL_MS] = ret->c.ttl, [ARG_REASSERT_DESCRIPTION] = l->desc,
                         [ARG_REASSERT_HOST] = config->host_id, [ARG_REASSERT_UID] = ret->c.uid,
                         [ARG_REASSERT_GRACE_UNTIL_MS] = ret->c.grace, [ARG_REASSERT_IDLE_MS] = ret->c.idle,
-                        [ARG_REASSERT_WEIGHT] = ret->weight,
+                        [ARG_REASSERT_WEIGHT] = ret->weight, [ARG_REASSERT_HOLD] = l->host_held ? "1" : "0",
                }, sizeof(ret->argv));
 }
 
-AcquireResult acquire_result(const char *name, const RedisReply *reply, ReplyAcquire *d) {
+AcquireResult acquire_result(const char *name, const RedisReply *reply) {
+        AcquireResult r;
+
         if (redis_reply_error(reply))
-                return (AcquireResult) { .outcome = ACQUIRE_FAILED, .error = redis_reply_error(reply), .next_expiry_ms = -1 };
-        if (reply_decode_acquire(reply, d) < 0) {
+                return (AcquireResult) { .outcome = ACQUIRE_FAILED, .error = redis_reply_error(reply) };
+        if (reply_decode_acquire(reply, &r) < 0) {
                 reply_log_unknown("acquire", name, reply, "the request fails");
-                return (AcquireResult) { .outcome = ACQUIRE_FAILED, .error = "unexpected reply from Redis",
-                                         .next_expiry_ms = -1 };
+                return (AcquireResult) { .outcome = ACQUIRE_FAILED, .error = "unexpected reply from Redis" };
         }
-        switch (d->outcome) {
-        case REPLY_ACQUIRE_GRANTED:
-                return (AcquireResult) { .outcome = ACQUIRE_GRANTED, .token = (uint64_t) d->granted.token,
-                                         .since_ms = (uint64_t) d->granted.since_ms, .held = (uint32_t) d->granted.held,
-                                         .limit = (uint32_t) d->granted.limit };
-        case REPLY_ACQUIRE_QUEUED:
-                return (AcquireResult) { .outcome = ACQUIRE_QUEUED, .position = (uint32_t) d->queued.position,
-                                         .held = (uint32_t) d->queued.held, .limit = (uint32_t) d->queued.limit,
-                                         .next_expiry_ms = d->queued.next_expiry_ms,
-                                         .held_back_ms = (uint64_t) d->queued.held_back_ms,
-                                         .drain = d->n_fields == 6 ? d->queued.drain : NULL };
-        case REPLY_ACQUIRE_REFUSED:
-                return (AcquireResult) { .outcome = ACQUIRE_REFUSED, .next_expiry_ms = -1 };
-        case REPLY_ACQUIRE_NO_LIMIT:
-                return (AcquireResult) { .outcome = ACQUIRE_NO_LIMIT, .next_expiry_ms = -1 };
-        case REPLY_ACQUIRE_TOO_HEAVY:
-                return (AcquireResult) { .outcome = ACQUIRE_TOO_HEAVY, .limit = (uint32_t) d->too_heavy.limit,
-                                         .next_expiry_ms = -1 };
-        case N_REPLY_ACQUIRE:
-                break;
-        }
-        return (AcquireResult) { .outcome = ACQUIRE_FAILED, .error = "unexpected reply from Redis", .next_expiry_ms = -1 };
+        return r;
 }
 
 size_t release_granted(const char *name, const char *lease, const RedisReply *reply, Granted g[SLOTS_GRANTS_MAX]) {

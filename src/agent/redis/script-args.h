@@ -2,7 +2,7 @@
 #pragma once
 
 /* The engine's script calls without I/O: each call's keys and arguments
- * as the scripts take them (keys.list, args.list) and each reply as the
+ * as the scripts take them (keys.list, scripts.list) and each reply as the
  * engine hears it (replies.list, through the one decoder). The agent
  * (redis-engine.c, calls.c) sends them; test-slots-redis sends the same
  * to a redis-server of its own. */
@@ -67,9 +67,10 @@ typedef struct ReassertArgs {
 } ReassertArgs;
 void reassert_args(const Config *config, uint64_t grace_until_ms, const Lease *l, ReassertArgs *ret);
 
-/* acquire.lua's reply as the engine's result (d: the decoded reply, which
- * result's strings point into); one that fits no shape grants nothing. */
-AcquireResult acquire_result(const char *name, const RedisReply *reply, ReplyAcquire *d);
+/* acquire.lua's reply as the engine's result, decoded straight into it;
+ * an error, or one that fits no shape, grants nothing (FAILED, whose error
+ * points into reply or is static). */
+AcquireResult acquire_result(const char *name, const RedisReply *reply);
 /* release.lua's reply (NULL: none came): whom it handed slots to, into g;
  * how many. Refusals and replies of no shape are logged and hand nothing. */
 size_t release_granted(const char *name, const char *lease, const RedisReply *reply, Granted g[SLOTS_GRANTS_MAX]);

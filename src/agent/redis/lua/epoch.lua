@@ -1,5 +1,5 @@
 -- KEYS: P:epoch (in a Cluster P:epoch:{TAG}, one per master, in the first
--- hash slot it owns). ARGV (args.list): the new id (32 hex), grace_ms, the
+-- hash slot it owns). ARGV (scripts.list): the new id (32 hex), grace_ms, the
 -- master's id (its run id and replication id, from INFO: another process,
 -- or the same one promoted again, has another; empty when one Redis
 -- serves alone), and the grace when the epoch names another master

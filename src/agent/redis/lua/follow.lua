@@ -1,6 +1,6 @@
 -- KEYS: P:epoch:{TAG} in the first hash slot a Cluster master owns after a
 -- resharding moved its first one (and its epoch key) away, then the data
--- model marker beside it, P:model:{TAG}. ARGV (args.list): the epoch the
+-- model marker beside it, P:model:{TAG}. ARGV (scripts.list): the epoch the
 -- calling agent read from that master at connect ("ID GRACE_UNTIL_MS
 -- [MASTER_ID]"), and its data model marker ("N V"; see epoch.lua).
 -- The epoch is written there unless the key holds an epoch of the same

@@ -24,7 +24,7 @@ end
 
 -- ---- The calls a batch can hold (batch.lua); each script of the same name
 -- is one of them alone. Each takes its ARGV (A_<SCRIPT>_<NAME> from
--- args.list) and returns its reply; the caller ends with idle().
+-- scripts.list) and returns its reply; the caller ends with idle().
 
 -- A lease whose record says it holds, asked for again (acquire, reassert,
 -- adopt): extended until now_ms + ttl while its entry is there (true);
@@ -55,6 +55,7 @@ local function acquire_call(argv)
   local host, uid = argv[A_ACQUIRE_HOST], argv[A_ACQUIRE_UID]
   local grace_until = tonumber(argv[A_ACQUIRE_GRACE_UNTIL_MS]) or 0
   local proof, weight = argv[A_ACQUIRE_PROOF], tonumber(argv[A_ACQUIRE_WEIGHT]) or 1
+  local hold = argv[A_ACQUIRE_HOLD] == '1'
   local now_ms, now_us = now()
   fetch({lease})
   expire(now_ms, ttl, grace_until)
@@ -66,7 +67,7 @@ local function acquire_call(argv)
   -- Redis forgot the name (forgot_left()). (Only here: grant_next() leaves
   -- them to their own acquire.)
   local grants_from = grace_until
-  if grace_until > 0 and host_held(desc) then grants_from = grace_until + ttl end
+  if grace_until > 0 and hold then grants_from = grace_until + ttl end
 
   local r = rec[lease]
   if r and (foreign(r, host, uid) or revoked(r)) then return {R_ACQUIRE_REFUSED} end
@@ -93,14 +94,14 @@ local function acquire_call(argv)
 
   -- Nobody in line and room for it: straight in, without a ticket.
   if st.line == 0 and may_grant(now_ms, grants_from, ttl) and held + weight <= own_limit then
-    r = newcomer(lease, slots, host, uid, desc, weight)
+    r = newcomer(lease, slots, host, uid, desc, weight, hold)
     local token = grant(lease, r, now_ms + ttl, now_ms, now_us, false)
     return {R_ACQUIRE_GRANTED, token, now_ms, held + weight, own_limit}
   end
 
   -- In line already (its record says it waits), or at its end.
   local rank = r and redis.call('ZRANK', K_QUEUE, lease)
-  if not r then r = newcomer(lease, slots, host, uid, desc, weight) end
+  if not r then r = newcomer(lease, slots, host, uid, desc, weight, hold) end
   if rank then
     redis.call('ZADD', K_WAITERS, now_ms + ttl, lease)
   else
@@ -254,6 +255,7 @@ local function reassert_call(argv)
   local ttl, desc = tonumber(argv[A_REASSERT_TTL_MS]), argv[A_REASSERT_DESCRIPTION]
   local host, uid = argv[A_REASSERT_HOST], argv[A_REASSERT_UID]
   local weight = tonumber(argv[A_REASSERT_WEIGHT]) or 1
+  local hold = argv[A_REASSERT_HOLD] == '1'
   local now_ms, now_us = now()
   fetch({lease})
   -- Only after a reset, of which grace_until tells: what Redis has from
@@ -269,7 +271,7 @@ local function reassert_call(argv)
   -- Its entry is there but not its record (the hash was forgotten alone):
   -- it holds, counted as 1 unit; its record and weight come back.
   if not r and redis.call('ZSCORE', K_HOLDERS, lease) then
-    r = newcomer(lease, slots, host, uid, desc, weight)
+    r = newcomer(lease, slots, host, uid, desc, weight, hold)
     r.token, r.since = token, since
     st.held = count_held()
     redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease)
@@ -290,7 +292,7 @@ local function reassert_call(argv)
     redis.call('ZREM', K_WAITERS, lease)
     forget(lease)
   end
-  r = newcomer(lease, slots, host, uid, desc, weight)
+  r = newcomer(lease, slots, host, uid, desc, weight, hold)
   r.token, r.since = token, since
   if st.held == 0 then created[K_HOLDERS] = true end
   st.held = st.held + redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease) * weight
@@ -318,7 +320,7 @@ local function adopt_call(argv)
 end
 
 -- Each kind of call a batch holds (batch.lua): its function, the fewest
--- arguments it takes and which one is idle_ms (args.list). Made once, when
+-- arguments it takes and which one is idle_ms (scripts.list). Made once, when
 -- the library loads; nothing changes it.
 local BATCH_KINDS = {
   acquire = {acquire_call, A_ACQUIRE_NEED, A_ACQUIRE_IDLE_MS},
@@ -335,7 +337,6 @@ local KEEP_KINDS = {release = BATCH_KINDS.release, renew = BATCH_KINDS.renew}
 -- (any other is malformed): each run as its own script would, their
 -- replies in order.
 local function run_batch(KEYS, ARGV, kinds)
-  local NAME_KEYS = 4     -- a name's keys (keys.list; begin_name() takes them)
   local names = (#KEYS - 2) / NAME_KEYS
   if names < 1 or names ~= math.floor(names) then
     return redis.error_reply('batch: malformed keys (' .. #KEYS .. ')')

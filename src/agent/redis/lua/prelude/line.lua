@@ -13,7 +13,7 @@ local function ran_out(key, gone)
       units = units + (r and r.weight or 1)
       -- A slot a host held itself (fleetsem reboot) whose host never came
       -- back to renew it: "x LEASE HOST host", for the agents' journals.
-      if r and host_held(r.desc) then wake('x ' .. lease .. ' ' .. r.host .. ' host') end
+      if r and r.hold then wake('x ' .. lease .. ' ' .. r.host .. ' host') end
     end
     if each_chunk('ZREM', K_HOLDERS, gone) == #gone then st.held = st.held - units else st.held = nil end
   else
@@ -93,7 +93,7 @@ local function grant_next(now_ms, now_us, granted, proofs)
   for _, head in ipairs(heads) do
     -- Its agent renewed it as a waiter until now: no longer, not anew.
     local expiry, r = redis.call('ZSCORE', K_WAITERS, head), rec[head]
-    if not expiry or not r or r.weight > limit or host_held(r.desc) then return false end
+    if not expiry or not r or r.weight > limit or r.hold then return false end
     if st.held + r.weight > limit then return true end
     proofs[#proofs + 1] = r.proof
     local token = grant(head, r, expiry, now_ms, now_us, true)

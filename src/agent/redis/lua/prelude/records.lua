@@ -73,10 +73,12 @@ end
 -- REASON" (drain.lua, revoke.lua, limit.lua), for status; no other script
 -- reads it.
 -- Every other field is a lease that holds or waits, with its record
---   "HOST UID SLOTS TOKEN SINCE_MS PROOF [*WEIGHT ]DESCRIPTION"
+--   "HOST UID SLOTS TOKEN SINCE_MS PROOF [*WEIGHT ][+host ]DESCRIPTION"
 -- (SLOTS 0: it asked for no limit of its own, the fleet limit's caller;
 -- WEIGHT, when above 1, the units of the limit it takes: HELD counts
--- units, not holders)
+-- units, not holders; "+host" when the host holds the slot itself, the
+-- argument hold of acquire and reassert (r.hold); DESCRIPTION is text for
+-- people, which no script reads)
 -- (TOKEN and SINCE_MS 0 while it waits; PROOF, a secret of the waiter's
 -- agent for the grant message, '-' when none). So a call reads what it
 -- needs of the name in one HMGET and writes it back in one HSET.
@@ -104,8 +106,10 @@ local function parse_record(v)
     string.match(v or '', '^(%S+) (%d+) (%d+) (%d+) (%d+) (%S+) (.*)$')
   if not host then return false end
   local weight, rest = string.match(desc, '^%*(%d+) (.*)$')
+  desc = rest or desc
+  local held_by_host = string.match(desc, '^%+host (.*)$')
   return {host = host, uid = uid, slots = tonumber(slots), token = tonumber(token), since = tonumber(since),
-    proof = proof, weight = tonumber(weight) or 1, desc = rest or desc}
+    proof = proof, weight = tonumber(weight) or 1, hold = held_by_host ~= nil, desc = held_by_host or desc}
 end
 -- A record's host, token and proof (what a renewal checks), from its text:
 -- it matches exactly the texts parse_record() accepts.
@@ -113,11 +117,12 @@ local RECORD_HEAD = '^(%S+) %d+ %d+ (%d+) %d+ (%S+) '
 -- (One string.format each, not a digits() a number and a table.concat:
 -- the same text, at half the Lua; a grant writes a record and two states.)
 local function record_text(r)
+  local desc = r.hold and '+host ' .. r.desc or r.desc
   if r.weight > 1 then
     return string.format('%s %s %.0f %.0f %.0f %s *%.0f %s', r.host, r.uid, r.slots, r.token, r.since, r.proof,
-      r.weight, r.desc)
+      r.weight, desc)
   end
-  return string.format('%s %s %.0f %.0f %.0f %s %s', r.host, r.uid, r.slots, r.token, r.since, r.proof, r.desc)
+  return string.format('%s %s %.0f %.0f %.0f %s %s', r.host, r.uid, r.slots, r.token, r.since, r.proof, desc)
 end
 -- A holder taken back by `fleetsem revoke` (revoke.lua) keeps its record,
 -- PROOF 'revoked', and its units in HELD until its agent releases it or
@@ -249,9 +254,11 @@ local function limit_in_force(default)
   return limit
 end
 
--- A new holder or waiter's record, counted in the limit in force.
-local function newcomer(lease, slots, host, uid, desc, weight)
-  local r = {host = host, uid = uid, slots = slots, token = 0, since = 0, proof = '-', weight = weight or 1, desc = desc}
+-- A new holder or waiter's record, counted in the limit in force (hold:
+-- a slot the host holds itself).
+local function newcomer(lease, slots, host, uid, desc, weight, hold)
+  local r = {host = host, uid = uid, slots = slots, token = 0, since = 0, proof = '-', weight = weight or 1,
+    hold = hold or false, desc = desc}
   rec[lease], dirty[lease], st_dirty = r, true, true
   if slots == 0 then return r end
   if st.limit == 0 or (st.limit > 0 and slots < st.limit) then
@@ -317,8 +324,3 @@ local function foreign(r, host, uid)
   return r.host ~= host or r.uid ~= uid
 end
 
--- true when the description `desc` is of a slot a host holds itself
--- (fleetsem reboot: "... hold=host ..."; the agent writes it, escaped).
-local function host_held(desc)
-  return string.find(desc or '', ' hold=host', 1, true) ~= nil
-end
