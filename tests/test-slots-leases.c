@@ -83,6 +83,8 @@ void test_lost_when_not_renewed(void) {
         memcpy(one[0], id(3), sizeof(one[0]));
         slots_renew_done(&e, "svc", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, 10 * TTL, 10 * TTL + 1);
         CHECK_STR(w.stopped, "job.service", "a unit whose slot Redis lost is stopped (on-lost=stop)");
+        CHECK(w.kill_at > 10 * TTL + 1 && w.kill_at + LOST_KILL_MARGIN <= 10 * TTL + slots_lost_after(&e),
+              "... and killed before its fence point, when the slot may go elsewhere");
         CHECK_STR(w.told, id(3), "a holder that no longer listens (a login session) is told through the adapter");
         teardown();
 }
@@ -151,8 +153,8 @@ static bool lost_free_in(const Client *c, const char *ms) {
  * but released only when its anchor closes (the job stopped) or at its
  * fence point, so that its successor never runs beside it. */
 void test_revoke_heard(void) {
-        Client c1 = {}, c2 = {};
-        Lease *a, *b;
+        Client c1 = {}, c2 = {}, c3 = {};
+        Lease *a, *b, *c;
         char one[1][LEASE_ID_LEN + 1], msg[64];
         bool missing = true;
         unsigned renews;
@@ -198,6 +200,28 @@ void test_revoke_heard(void) {
         CHECK_INT(count_calls("release", id(2)), 0, "not released before its fence point");
         slots_tick(&e, 10 + slots_lost_after(&e) + 1);
         CHECK_INT(count_calls("release", id(2)), 1, "released at its fence point");
+        CHECK_INT(e.n_held, 0, "and gone from here");
+
+        /* A login session (its client gone after GRANTED, no unit): ended
+         * by the agent, killed before its fence point, and counted until
+         * then whatever its anchor does. */
+        w.ends_sessions = true;
+        c = ask(3, "x", 1, USEC_INFINITY, &c3, 20);
+        reply_granted(c, 3, 1, 20);
+        slots_client_gone(&e, c, 20);
+        memcpy(one[0], id(3), sizeof(one[0]));
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, 21, 22);
+        CHECK_STR(w.told, id(3), "a revoked session is told through the adapter");
+        CHECK_STR(w.stopped, id(3), "... and ended");
+        CHECK(w.kill_at > 22 && w.kill_at + LOST_KILL_MARGIN <= 20 + slots_lost_after(&e),
+              "... killed half a second before its fence point");
+        CHECK_INT(c->state, LEASE_ENDING, "... ending here");
+        slots_anchor_closed(&e, c, 23);
+        CHECK_INT(count_calls("release", id(3)), 0, "its anchor's close (the program that opened it) releases nothing");
+        slots_release(&e, c, "released on request", 23);
+        CHECK_INT(count_calls("release", id(3)), 0, "... nor does its close of the session (pam_close_session)");
+        slots_tick(&e, 20 + slots_lost_after(&e) + 1);
+        CHECK_INT(count_calls("release", id(3)), 1, "released at its fence point");
         CHECK_INT(e.n_held, 0, "and gone from here");
         teardown();
 }

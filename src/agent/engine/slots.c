@@ -346,8 +346,21 @@ void lease_release_at(Lease *l, const char *why, usec_t now) {
                 name_flush_grants(n, now);
 }
 
+bool lease_kept_ending(Lease *l, const char *what, usec_t now) {
+        LogFields f;
+
+        if (l->state != LEASE_ENDING)
+                return false;
+        f = lease_fields(l);
+        slots_say(l->slots_engine, LOG_DEBUG, SLOTS_NO_UID, now, &f,
+                  "Lease %s of %s: %s while its session ends; kept until its fence point.", l->id, l->name->name, what);
+        return true;
+}
+
 void slots_release(Slots *e, Lease *l, const char *why, usec_t now) {
         (void) e;
+        if (lease_kept_ending(l, why, now))
+                return;
         count_release(l, SLOTS_RELEASE_RELEASED);
         lease_release_at(l, why, now);
 }
@@ -366,18 +379,24 @@ void lease_lost(Lease *l, const char *why, bool reserved, usec_t now) {
          * a lease; any other loss may have freed it already. The job must
          * be gone by then (run's SIGKILL). */
         usec_t free_at = reserved && !fenced ? l->renewed + lease_lost_after(l) : now;
+        usec_t kill_at = now + lost_kill_in(free_at - now);
+        bool ending = false;    /* a login session being ended here */
 
-        /* Revoked, told already: released when its anchor closes, or now
-         * that it must have fenced itself. */
-        if (l->state == LEASE_LOST) {
+        /* Revoked, told already: released when its anchor closes (a login
+         * session ended here: not then), or now that it must have fenced
+         * itself. */
+        if (l->state == LEASE_LOST || l->state == LEASE_ENDING) {
                 if (fenced)
                         lease_release_at(l, "revoked, past its fence point", now);
                 return;
         }
         slots_say(e, LOG_ERR, SLOTS_NO_UID, now, &f, "LOST slot of %s (token %" PRIu64 "): %s.", l->name->name, l->token,
             why);
+        /* A unit with on-lost=stop is stopped whatever the loss, and its
+         * control group killed before its slot may go elsewhere (at once
+         * when it may have gone already). */
         if (l->unit && l->stop_on_lost)
-                e->ops->stop_unit(e->ctx, l->unit, why);
+                (void) e->ops->stop_job(e->ctx, l, why, kill_at);
         else if (l->unit)
                 slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f,
                     "%s goes on running without its slot of %s (on-lost=ignore).", l->unit, l->name->name);
@@ -387,8 +406,15 @@ void lease_lost(Lease *l, const char *why, bool reserved, usec_t now) {
                 snprintf(free_in, sizeof(free_in), "%" PRIu64, (free_at - now) / USEC_PER_MSEC);
                 message_add(&b, "free_in", free_in);
                 lease_send(l, line, message_finish(&b));
-        } else
+        } else {
                 e->ops->tell_lost(e->ctx, l, why);
+                /* A login session whose slot was revoked ends before the
+                 * slot moves on; one lost to an outage (the slot may be
+                 * free already: nothing would keep the bound) goes on, as
+                 * on_error=allow lets logins in while Redis is away. */
+                if (!l->unit && !l->host_held && free_at > now)
+                        ending = e->ops->stop_job(e->ctx, l, why, kill_at) > 0;
+        }
         e->stats.lost++;
         count_release(l, SLOTS_RELEASE_LOST);
         /* A revoke keeps the slot counted in Redis until this release: made
@@ -399,6 +425,11 @@ void lease_lost(Lease *l, const char *why, bool reserved, usec_t now) {
          * other connection): a holder told LOST before its fence point is
          * given back only once it stopped or fenced (the model's
          * unheard-releases found two believers otherwise). */
+        if (!fenced && ending) {
+                lease_set_state(l, LEASE_ENDING, LEASE_EVENT_SESSION_ENDED, now);
+                lease_finish_client(l);
+                return;
+        }
         if (!fenced) {
                 lease_set_state(l, LEASE_LOST, LEASE_EVENT_LOST_TOLD, now);
                 lease_finish_client(l);
