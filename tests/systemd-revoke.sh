@@ -24,30 +24,34 @@ S=/run/fleetsem-test            # $T/shared, as the hosts see it
 
 # ordered WHAT: the job trapped its SIGTERM and ran on (WHAT-term), ended
 # (WHAT-end, from its FIFO) and only then its successor started
-# (WHAT-succ), each in ms on the clock the hosts share.
+# (WHAT-succ), each in ms on the clock the hosts share; and, exactly, the
+# successor found the job's lock free when it started (WHAT-lock: the job
+# holds a flock(2) that its last process' end lets go, which no clock or
+# reader's wake-up can blur).
 ordered() {
         local what=$1 term end succ
         check "$what: the job ended" wait_for 20 test -s "$T/$what-end"
-        check "$what: its successor started" wait_for 20 test -s "$T/shared/$what-succ"
+        check "$what: its successor started" wait_for 20 test -s "$T/shared/$what-seen"
         int_of term "$(head -n1 "$T/shared/$what-term" 2>/dev/null)"
         int_of end "$(cat "$T/$what-end")"
         int_of succ "$(cat "$T/shared/$what-succ")"
-        echo "# $what: SIGTERM trapped at $term, the job's last process gone at $end, its successor in at $succ"
+        echo "# $what: SIGTERM trapped at $term, the job's last process gone at $end, its successor in at $succ ($((succ - end)) ms after)"
         check "$what: the job ran on past its SIGTERM ($((end - term)) ms)" [ "$end" -gt "$term" ]
-        check "$what: its successor started after the job's end ($((succ - end)) ms)" [ "$succ" -ge "$end" ]
+        is "$(cat "$T/shared/$what-seen")" free "$what: its successor started after the job's last process was gone (its lock free)"
 }
 
-# successor NAME WHAT: root on h2 waits for a slot of NAME (1 at once) and
-# notes when it is in.
+# successor NAME WHAT: root on h2 waits for a slot of NAME (1 at once),
+# notes when it is in, and whether the job's lock was free then.
 successor() {
-        ns h2 fleetsem run --slots 1 "$1" -- sh -c "date +%s%3N >$S/$2-succ" >"$T/$2-run.log" 2>&1 &
+        ns h2 fleetsem run --slots 1 "$1" -- sh -c "date +%s%3N >$S/$2-succ
+                if flock -n $S/$2-lock true; then echo free; else echo busy; fi >$S/$2-seen" >"$T/$2-run.log" 2>&1 &
         check "$2: its successor waits on h2" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{$1}:queue') = 1 ]"
 }
 
 # --- a unit with acquire --on-lost=stop ----------------------------------------------
 ns_unit h1 stubborn.service <<EOF
 [Service]
-ExecStart=/bin/sh -c 'exec 7>$S/unit-fifo; trap "date +%%s%%3N >>$S/unit-term" TERM; while :; do sleep 0.2; done'
+ExecStart=/bin/sh -c 'exec 7>$S/unit-fifo 9>$S/unit-lock; flock 9; trap "date +%%s%%3N >>$S/unit-term" TERM; while :; do sleep 0.2; done'
 TimeoutStopSec=90s
 EOF
 ns h1 fleetsem limit --on-lost=stop --name=stubborn stubborn.service 1 >"$T/limit.log" 2>&1
@@ -77,13 +81,17 @@ ns h1 sh -c "
         echo 'session required pam_fleetsem.so slots=1' >>/etc/pam.d/sshd
         systemctl restart ssh.service" || bail "cannot set up logins on h1"
 check "h1: sshd listens" wait_for 10 ns h1 sh -c "ss -ltn 2>/dev/null | grep -q 127.0.0.1:2201 || grep -qi ':$(printf %04X 2201) ' /proc/net/tcp"
-# (alice's: her job writes there.)
+# (alice's: her job writes there. Its output goes nowhere once it is in:
+# a shell that reports its child's death by SIGTERM on the closed ssh
+# channel dies of SIGPIPE, at once.)
 end_fifo "$T/shared/session-fifo" "$T/session-end"
 chmod 0666 "$T/shared/session-fifo" || bail "chmod of the session's FIFO"
-install -m 0666 /dev/null "$T/shared/session-term" || bail "cannot make the session's term file"
+for f in session-term session-lock; do
+        install -m 0666 /dev/null "$T/shared/$f" || bail "cannot make $f"
+done
 sleep 300 | ns h1 ssh -i $S/id_test -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
         -o LogLevel=ERROR -p 2201 alice@127.0.0.1 \
-        "exec 7>$S/session-fifo; trap 'date +%s%3N >>$S/session-term' TERM; trap '' HUP; echo in; while :; do sleep 0.2; done" \
+        "exec 7>$S/session-fifo 9>>$S/session-lock; flock 9; trap 'date +%s%3N >>$S/session-term' TERM; trap '' HUP; echo in; exec >/dev/null 2>&1; while :; do sleep 0.2; done" \
         >"$T/ssh.out" 2>&1 &
 check "alice's session on h1 is in" wait_for 10 grep -q '^in$' "$T/ssh.out"
 is "$(holders login:alice)" 1 "... holding the slot of login:alice"
