@@ -125,7 +125,7 @@ typedef struct Request {
         bool stop_on_lost;                      /* ACQUIRE: stop that unit when the slot is lost */
         bool host_held;                         /* ACQUIRE, RELEASE: hold=host, a slot the host holds, no anchor */
         bool drain;                             /* DRAIN: on (true) or off */
-        bool revoke_now;                        /* REVOKE: freed at once, not at the holder's fence point */
+        bool revoke_now;                        /* REVOKE: freed at once, not at the end of the holder's lease */
         char reason[DRAIN_REASON_MAX + 1];      /* DRAIN, REVOKE, LIMIT, ACQUIRE hold=host: why ("" none) */
 } Request;
 
