@@ -1238,8 +1238,9 @@ check "drain: those in line are told to look again ('1')" wait_for 5 heard dw 1
 # ---- Revoke ----------------------------------------------------------------------
 # Root takes a held slot back, whoever holds it: its holder's agent is
 # told on the wake channel ("r LEASE") and its renewals fail, but its
-# units stay counted until it releases or its fence point (its last
-# renewal + 2/3 of the lease) passes; nobody is granted before.
+# units stay counted until it releases or its lease runs out (its last
+# renewal + the lease: a holder cut off from Redis fences itself at 2/3
+# of it and is gone by then); nobody is granted before.
 sub rf
 acquire rf h 1 >/dev/null
 acquire rf w 1 "$P1" >/dev/null
@@ -1247,45 +1248,45 @@ th=$(rec rf h 4)
 expiry=$(rcli ZSCORE "$(key rf holders)" h)
 r=$(AS_HOST=b revoke rf h "replaced")
 is "$(j "$r" 'r[:3]')" "[5,\"a 1000\",$th]" "revoke: a holder is revoked, nobody granted in its place yet"
-is "$(rcli ZSCORE "$(key rf holders)" h)" "$((expiry - 10000 / 3))" "revoke: its expiry is now its fence point (- a third of the lease)"
-is "$(j "$r" "$((expiry - 10000 / 3)) - $(redis_ms) <= r[3] <= 10000 * 2 / 3")" true \
+is "$(rcli ZSCORE "$(key rf holders)" h)" "$expiry" "revoke: its expiry stays the end of its lease (not its fence point)"
+is "$(j "$r" "$expiry - $(redis_ms) <= r[3] <= 10000")" true \
         "revoke: the reply says when it is free at the latest ($(j "$r" 'r[3]') ms)"
 check "revoke: its agent is told on the wake channel ('r h')" wait_for 5 heard rf "r h"
 is "$(rec rf h 6)" revoked "revoke: its record says it is revoked"
 is "$(counted rf)" "1 1 / 1 1 2" "revoke: it still counts"
 is "$(renew rf h w)" '[0,"h"]' "revoke: its renewal finds it missing"
-is "$(rcli ZSCORE "$(key rf holders)" h)" "$((expiry - 10000 / 3))" "revoke: ... and does not extend it"
+is "$(rcli ZSCORE "$(key rf holders)" h)" "$expiry" "revoke: ... and does not extend it"
 is "$(acquire rf h 1)" '[-1]' "revoke: acquiring it again is refused"
 is "$(adopt rf h)" '[-1]' "revoke: so is adopting it"
 is "$(reassert rf h 1 "$th" 0)" '-1' "revoke: and re-asserting it"
 is "$(j "$(acquire rf w 1)" 'r[0]')" 0 "revoke: w still waits"
 r=$(AS_HOST=b revoke rf h)
 is "$(j "$r" 'r[:3]')" "[5,\"a 1000\",$th]" "revoke: revoking it again changes nothing"
-is "$(rcli ZSCORE "$(key rf holders)" h)" "$((expiry - 10000 / 3))" "revoke: ... not its fence point either"
+is "$(rcli ZSCORE "$(key rf holders)" h)" "$expiry" "revoke: ... nor its expiry"
 r=$(release rf h)
 is "$(j "$r" 'r[:2]')" '[1,"w"]' "revoke: its agent's release frees it at once, and w is granted"
 is "$(counted rf)" "1 0 / 1 0 1" "revoke: counted right"
-# Unreleased: free at its fence point, by the expiry sweep. Redis' clock
+# Unreleased: free when its lease runs out, by the expiry sweep. Redis' clock
 # is moved on a second at a time, each step followed by w's call, rather
 # than waited for: a gap in every caller's calls longer than half the
 # shortest lease counts as a clock step and ends nobody's lease
 # (prelude/clocks.lua, observe), so polls slower than that (a busy
-# machine's, with a lease of 600 ms) kept h from ever reaching its fence
-# point. A step of 1 s and a call is a gap of 1 s and what the call takes
+# machine's, with a lease of 600 ms) kept h from ever reaching its
+# expiry. A step of 1 s and a call is a gap of 1 s and what the call takes
 # (headroom: judged against half the lease, 5 s: 4 s for the call, which
 # takes well under 1 s on a busy machine).
 acquire rg h 1 >/dev/null
 acquire rg w 1 >/dev/null
 is "$(j "$(AS_HOST=b revoke rg h)" 'r[0]')" 5 "revoke: h of rg revoked"
-fence=$(rcli ZSCORE "$(key rg holders)" h)
+lease_end=$(rcli ZSCORE "$(key rg holders)" h)
 granted= off=0
 while [ -z "$granted" ] && [ "$off" -lt 20000 ]; do
         off=$((off + 1000))
         step_clock "$off"
         [ "$(j "$(acquire rg w 1)" 'r[0]')" = 1 ] && granted=$(redis_ms)
 done
-check "revoke: w is granted once h's fence point passed, not before (${granted:+$((granted - fence)) ms after it}, the clock $off ms on)" \
-        [ -n "$granted" -a "${granted:-0}" -ge "$fence" ]
+check "revoke: w is granted once h's lease ran out, not before (${granted:+$((granted - lease_end)) ms after it}, the clock $off ms on)" \
+        [ -n "$granted" -a "${granted:-0}" -ge "$lease_end" ]
 is "$(counted rg)" "1 0 / 1 0 1" "revoke: counted right after the sweep"
 step_clock 0
 # NOW=1 (a host known dead): freed at once.

@@ -3,7 +3,8 @@
 # a job on b holds; b's agent hears it at once (not at its next renewal)
 # and b's job acts on the lost slot (SIGTERM); a's waiter is granted with a
 # higher token once b's job ended, never beside it; with b's agent frozen,
-# only once b's job must have fenced itself; --now frees it at once; the
+# only once b's lease ran out, after its job, fenced, was gone; --now
+# frees it at once; the
 # journal and status say who did it and why; a job that traps SIGTERM and
 # runs on is killed before its slot may go to its successor; a lease that waits, or holds
 # nothing, is not revoked; --host revokes every slot of one host (of the
@@ -135,7 +136,7 @@ is "$?" 0 "a's job ends well"
 
 # A job that traps TERM and runs on: run sends SIGKILL to its process
 # group before its slot may be granted elsewhere (the agent's LOST says
-# when: b's last renewal + 2/3 of the lease), not 10 s after the SIGTERM;
+# when: b's last renewal + the lease), not 10 s after the SIGTERM;
 # its successor starts after the whole group is gone (seen from outside:
 # end_fifo).
 end_fifo "$T/fifo-lt" "$T/gone-lt"
@@ -157,8 +158,8 @@ int_of gone "$(cat "$T/gone-lt" 2>/dev/null || echo 0)"
 int_of term "$(awk '$1 == "term" && $2 == "lt" { print $3; exit }' "$T/order")"
 check "... after b's whole job was gone ($(( $(entered_at wl) - gone )) ms after)" \
         [ "$gone" -gt 0 -a "$(entered_at wl)" -ge "$gone" ]
-check "b's job was killed $((gone - term)) ms after its SIGTERM, within the 2/3 of a lease (4000 ms) its slot stays counted" \
-        [ "$gone" -gt 0 -a $((gone - term)) -lt 4000 ]
+check "b's job was killed $((gone - term)) ms after its SIGTERM, within the lease (6000 ms) its slot stays counted" \
+        [ "$gone" -gt 0 -a $((gone - term)) -lt 6000 ]
 like "$(cat "$T/run-lt.err")" 'COMMAND still running [0-9.ms ]+ after SIGTERM; sending SIGKILL \(before its slot may be granted elsewhere\)' \
         "run says why it sent SIGKILL"
 kill "$sampler"; wait "$sampler" 2>/dev/null
@@ -229,10 +230,15 @@ check "b's job is told to stop" wait_for 5 grep -q '^term hn' "$T/order"
 wait "$hn"
 touch "$T/go-an"
 wait "$an"
-# b's agent frozen: its job is revoked, but its slot is free only once the
-# job must have fenced itself: its last renewal (its expiry in Redis less
-# the lease) + 2/3 of the lease. The job fences itself then too.
-hold b rf hf & hf=$!
+# b's agent frozen: its job is revoked, but its slot is free only once its
+# lease runs out (its expiry in Redis, as when it was revoked). The job
+# fences itself at 2/3 of the lease, traps its SIGTERM and runs on, and
+# run kills it before the lease's end: its successor starts after the
+# whole group is gone (end_fifo).
+end_fifo "$T/fifo-hf" "$T/gone-hf"
+fs b run --slots 1 rf -- sh -c "exec 7>'$T/fifo-hf'; trap 'echo term hf \$(date +%s%3N) >>$T/order' TERM; \
+        echo enter hf \$FLEETSEM_TOKEN \$(date +%s%3N) >>'$T/order'; \
+        while :; do sleep 0.05; done" 2>>"$T/run-hf.err" & hf=$!
 check "b's job holds rf" wait_for 10 entered hf
 hold a rf af & af=$!
 check "a's job waits for rf" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{rf}:queue') = 1 ]"
@@ -244,11 +250,14 @@ kill -STOP "$bpid"
 t_revoke=$(now_ms)
 out=$(fs a revoke "$lease"); rc=$?
 is "$rc" 0 "revoke while b's agent is frozen"
-fence=$((expiry - 6000 / 3))
-check "a's job gets in only once b's must have fenced itself" wait_for 10 entered af
-check "... at its fence point or later: $(( $(entered_at af) - t_revoke )) ms after the revoke, $(( fence - t_revoke )) ms at least" \
-        [ "$(entered_at af)" -ge "$fence" ]
+check "a's job gets in only once b's lease ran out" wait_for 15 entered af
+check "... at its lease's end or later: $(( $(entered_at af) - t_revoke )) ms after the revoke, $(( expiry - t_revoke )) ms at least" \
+        [ "$(entered_at af)" -ge "$expiry" ]
 check "b's job fenced itself (on-lost=term)" wait_for 5 grep -q '^term hf' "$T/order"
+int_of gone "$(cat "$T/gone-hf" 2>/dev/null || echo 0)"
+int_of term "$(awk '$1 == "term" && $2 == "hf" { print $3; exit }' "$T/order")"
+check "... ran on past its SIGTERM, and was gone $(( $(entered_at af) - gone )) ms before a's job got in" \
+        [ "$gone" -gt "$term" -a "$(entered_at af)" -ge "$gone" ]
 kill -CONT "$bpid"
 wait "$hf"
 is "$?" 75 "... and its fleetsem run exits 75"

@@ -120,8 +120,9 @@ is "$(holders login:bob)" 2 "Redis: both hold slots of login:bob"
 for lease in $(rcli ZRANGE 'fleetsem:{login:bob}:holders' 0 -1); do
         ns h2 fleetsem revoke --reason "terminal test" "$lease" >/dev/null 2>&1 || echo "# revoke of $lease failed"
 done
-# (Sessions go on: their slots are free at their fence points, two thirds
-# of a lease after their last renewals.)
+# (h1's agent ends both sessions, kills what is left of them before their
+# fence points, two thirds of a lease after their last renewals, and
+# keeps their slots counted until then.)
 check "both revoked from h2: free once they must have fenced themselves" \
         wait_for 15 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{login:bob}:holders') = 0 ]"
 check "the ssh session is told on its terminal" \
@@ -131,7 +132,10 @@ check "the su session is told on its terminal" \
 journal h1 -u fleetsemd.service >"$T/h1-told.log"
 is "$(grep -cE 'Told root@h1 pid [0-9]+ \([^)]+\) on /dev/pts/[0-9]+ that its slot of login:bob is lost' "$T/h1-told.log")" 2 \
         "h1's journal says whom it told, on which terminal, for each"
-check "the sessions go on (PAM ends no session)" nsenter -t "$(ns_leader h1)" -a sh -c "pgrep -f 'sleep [3]501' >/dev/null"
+check "both sessions are ended by h1's agent (a revoke ends a login session)" \
+        wait_for 5 sh -c "! nsenter -t $(ns_leader h1) -a pgrep -f 'sleep [3]50[12]' >/dev/null"
+like "$(journal h1 -u fleetsemd.service)" "Ending login session [0-9a-z]+ of root@h1 pid [0-9]+ \(session-[0-9a-z]+\.scope\): its slot of login:bob is lost" \
+        "... and says so"
 logout h1 3501
 logout h1 3502
 # A terminal that takes no messages (mesg n) is left alone; the journal says so.
@@ -144,6 +148,7 @@ check "... revoked: the agent says it did not tell it" \
         wait_for 10 sh -c "nsenter -t $(ns_leader h1) -a journalctl --no-pager -q -u fleetsemd.service | grep -q 'Did not tell root@h1 pid [0-9]* ([^)]*) on /dev/pts/[0-9]* that its slot of login:bob is lost: it takes no messages (mesg n)'"
 log_lacks "$T/ssh-mesg.out" 'fleetsem: this session' tty-in "... and its terminal shows nothing of it"
 logout h1 3503
+check "... its slot free at its fence point" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{login:bob}:holders') = 0 ]"
 # A terminal that is not its user's (as a pseudo-terminal of a user
 # namespace's own devpts would be here, with the same number): left alone.
 sleep 60 | ns h1 script -qfec "su -l bob -c 'echo tty-in; exec sleep 3504'" /dev/null >"$T/su-other.out" 2>&1 &

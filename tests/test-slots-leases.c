@@ -83,6 +83,8 @@ void test_lost_when_not_renewed(void) {
         memcpy(one[0], id(3), sizeof(one[0]));
         slots_renew_done(&e, "svc", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, 10 * TTL, 10 * TTL + 1);
         CHECK_STR(w.stopped, "job.service", "a unit whose slot Redis lost is stopped (on-lost=stop)");
+        CHECK(w.kill_at > 10 * TTL + 1 && w.kill_at + LOST_KILL_MARGIN <= 10 * TTL + TTL,
+              "... and killed before its lease's end, when the slot may go elsewhere");
         CHECK_STR(w.told, id(3), "a holder that no longer listens (a login session) is told through the adapter");
         teardown();
 }
@@ -148,11 +150,11 @@ static bool lost_free_in(const Client *c, const char *ms) {
 
 /* "r LEASE" on the name's wake channel (a revoke): the holder's agent
  * renews at once, as a hint; Redis' answer makes it lost, told at once,
- * but released only when its anchor closes (the job stopped) or at its
- * fence point, so that its successor never runs beside it. */
+ * but released only when its anchor closes (the job stopped) or when its
+ * lease runs out, so that its successor never runs beside it. */
 void test_revoke_heard(void) {
-        Client c1 = {}, c2 = {};
-        Lease *a, *b;
+        Client c1 = {}, c2 = {}, c3 = {};
+        Lease *a, *b, *c;
         char one[1][LEASE_ID_LEN + 1], msg[64];
         bool missing = true;
         unsigned renews;
@@ -174,8 +176,8 @@ void test_revoke_heard(void) {
         memcpy(one[0], id(1), sizeof(one[0]));
         slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, 2, 3);
         CHECK(has_line(&c1, "LOST"), "Redis finds it missing: the holder is told at once");
-        CHECK(lost_free_in(&c1, "1999"),
-              "... that its slot may go elsewhere at its fence point (renewed at 0, 2/3 of 3 s), 1999 ms on");
+        CHECK(lost_free_in(&c1, "2999"),
+              "... that its slot may go elsewhere at its lease's end (renewed at 0, a lease of 3 s), 2999 ms on");
         CHECK(c1.finished, "... and let go");
         CHECK_INT(count_calls("release", id(1)), 0, "its slot is not released while the job may still run");
         CHECK_INT(a->state, LEASE_LOST, "... it stays here until then, told it is lost");
@@ -186,7 +188,8 @@ void test_revoke_heard(void) {
         CHECK_U64(e.stats.releases[SLOTS_RELEASE_LOST], 1, "counted once, as lost");
         CHECK_U64(e.stats.releases[SLOTS_RELEASE_ANCHOR_CLOSED], 0, "... not again when its anchor closed");
 
-        /* A job that goes on (a login session): released at its fence point. */
+        /* A job that goes on: released when its lease runs out (a holder
+         * that heard nothing fences itself at two thirds of it). */
         b = ask(2, "x", 1, USEC_INFINITY, &c2, 10);
         reply_granted(b, 2, 1, 10);
         snprintf(msg, sizeof(msg), "r %s", id(2));
@@ -194,10 +197,34 @@ void test_revoke_heard(void) {
         memcpy(one[0], id(2), sizeof(one[0]));
         slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, 11, 12);
         CHECK(has_line(&c2, "LOST"), "a second holder revoked is told");
-        slots_tick(&e, 10 + slots_lost_after(&e));
-        CHECK_INT(count_calls("release", id(2)), 0, "not released before its fence point");
         slots_tick(&e, 10 + slots_lost_after(&e) + 1);
-        CHECK_INT(count_calls("release", id(2)), 1, "released at its fence point");
+        CHECK_INT(count_calls("release", id(2)), 0, "not released at its fence point");
+        slots_tick(&e, 10 + TTL);
+        CHECK_INT(count_calls("release", id(2)), 0, "... nor before its lease's end");
+        slots_tick(&e, 10 + TTL + 1);
+        CHECK_INT(count_calls("release", id(2)), 1, "released when its lease ran out");
+        CHECK_INT(e.n_held, 0, "and gone from here");
+
+        /* A login session (its client gone after GRANTED, no unit): ended
+         * by the agent, killed before its fence point, and counted until
+         * then whatever its anchor does. */
+        w.ends_sessions = true;
+        c = ask(3, "x", 1, USEC_INFINITY, &c3, 20);
+        reply_granted(c, 3, 1, 20);
+        slots_client_gone(&e, c, 20);
+        memcpy(one[0], id(3), sizeof(one[0]));
+        slots_renew_done(&e, "x", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 0, 21, 22);
+        CHECK_STR(w.told, id(3), "a revoked session is told through the adapter");
+        CHECK_STR(w.stopped, id(3), "... and ended");
+        CHECK(w.kill_at > 22 && w.kill_at + LOST_KILL_MARGIN <= 20 + TTL,
+              "... killed half a second before its lease's end");
+        CHECK_INT(c->state, LEASE_ENDING, "... ending here");
+        slots_anchor_closed(&e, c, 23);
+        CHECK_INT(count_calls("release", id(3)), 0, "its anchor's close (the program that opened it) releases nothing");
+        slots_release(&e, c, "released on request", 23);
+        CHECK_INT(count_calls("release", id(3)), 0, "... nor does its close of the session (pam_close_session)");
+        slots_tick(&e, 20 + TTL + 1);
+        CHECK_INT(count_calls("release", id(3)), 1, "released when its lease ran out");
         CHECK_INT(e.n_held, 0, "and gone from here");
         teardown();
 }

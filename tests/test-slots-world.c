@@ -126,10 +126,12 @@ static void fx_lease_drop(void *ctx, Lease *l) {
         (void) l;
 }
 
-static void fx_stop_unit(void *ctx, const char *unit, const char *why) {
+static int fx_stop_job(void *ctx, Lease *l, const char *why, usec_t kill_at) {
         (void) ctx;
         (void) why;
-        snprintf(w.stopped, sizeof(w.stopped), "%s", unit);
+        snprintf(w.stopped, sizeof(w.stopped), "%s", l->unit ?: l->id);
+        w.kill_at = kill_at;
+        return l->unit ? 0 : w.ends_sessions ? 1 : -ESRCH;
 }
 
 static void fx_tell_lost(void *ctx, Lease *l, const char *why) {
@@ -179,7 +181,7 @@ static const SlotsOps ops = {
         .send = fx_send, .finish = fx_finish, .call_acquire = fx_call_acquire, .call_release = fx_call_release,
         .call_renew = fx_call_renew, .call_reassert = fx_call_reassert, .index = fx_index,
         .lease_timer = fx_lease_timer, .name_timer = fx_name_timer, .name_waiting = fx_nop_name,
-        .lease_drop = fx_lease_drop, .name_drop = fx_nop_name, .stop_unit = fx_stop_unit, .changed = fx_changed,
+        .lease_drop = fx_lease_drop, .name_drop = fx_nop_name, .stop_job = fx_stop_job, .changed = fx_changed,
         .tell_lost = fx_tell_lost,
         .random_id = fx_random_id, .log = fx_log,
 };

@@ -38,7 +38,9 @@ typedef struct World {
         bool redis_up;
         Call *calls;
         unsigned n_calls, size_calls;
-        char stopped[64];
+        char stopped[64];               /* stop_job: its unit, or its lease id */
+        usec_t kill_at;                 /* … and when it is killed */
+        bool ends_sessions;             /* stop_job finds a login session to end for a lease without a unit */
         char told[LEASE_ID_LEN + 1];    /* tell_lost: the last lease whose holder was told so */
         unsigned n_index_add;
         usec_t lease_timer[8];  /* by lease id's first digit */

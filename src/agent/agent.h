@@ -268,7 +268,7 @@ void io_log(void *ctx, int level, uid_t uid, usec_t now, const LogFields *fields
 void io_name_drop(void *ctx, Name *n);
 void io_send(void *ctx, void *client, const char *line, int len);
 void io_finish(void *ctx, void *client);
-void io_stop_unit(void *ctx, const char *unit, const char *why);
+int io_stop_job(void *ctx, Lease *l, const char *why, usec_t kill_at);
 void io_changed(void *ctx);
 
 /* lease-io.c */
@@ -428,7 +428,8 @@ int unit_of_client(Client *c, char **ret);
  * (its pidfd alive; on kernels before SO_PEERPIDFD also started at
  * start, from proc_stat_read(), as it did when it connected). */
 bool client_is_peer(Client *c, uint64_t start);
-void unit_stop(Agent *a, const char *unit, const char *why);
+/* Stops unit and kills what is left of it at kill_at (CLOCK_MONOTONIC). */
+void unit_stop(Agent *a, const char *unit, const char *why, usec_t kill_at);
 /* The uid a service runs as, from systemd (User=; root when unset). */
 int unit_user(Agent *a, const char *unit, uid_t *ret_uid);
 void units_close(void);

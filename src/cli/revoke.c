@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* `fleetsem revoke LEASE...` and `fleetsem revoke --host HOST [NAME...]`:
  * root takes held slots back, fleet-wide, whoever holds them: each is free
- * once its holder stopped (at its fence point at the latest), or at once
+ * once its holder stopped (when its lease runs out at the latest), or at once
  * with --now (a host known dead). A LEASE's name is found in the agent's
  * status; a host's leases the agent reads from the host's own index. The
  * agent checks that the caller is root. */
@@ -24,9 +24,9 @@ static void help(void) {
                "the LEASEs given (\"fleetsem status\" lists them, as root), or every slot that\n"
                "HOST's leases hold, and its place of every lease of HOST that waits (of the\n"
                "NAMEs given, else of every name). The holder's agent hears it at once and\n"
-               "treats the slot as lost (--on-lost; on-lost=stop units are stopped). The\n"
-               "slot goes to the next waiter, with a higher fencing token, once the job\n"
-               "stopped, or at the latest when it must have fenced itself (two thirds of a\n"
+               "treats the slot as lost (--on-lost; on-lost=stop units are stopped, login\n"
+               "sessions ended). The slot goes to the next waiter, with a higher fencing\n"
+               "token, once the job stopped, or at the latest when its lease runs out (a\n"
                "lease after its last renewal): never while both could run. A LEASE given\n"
                "that only waits is not revoked.\n\n"
                "  -H --host=HOST        Every lease of HOST, held or waiting\n"

@@ -21,10 +21,6 @@
 #include "run-job.h"
 
 #define KILL_AFTER (10 * USEC_PER_SEC)
-/* The job's SIGKILL goes this long before its slot may be granted
- * elsewhere (at most half the time there is): for LOST's way here, the
- * signal's delivery and the job's teardown. */
-#define KILL_MARGIN (500 * USEC_PER_MSEC)
 #define SEND_TIMEOUT (5 * USEC_PER_SEC)
 #define RECONNECT_MAX (5 * USEC_PER_SEC)
 #define ANSWER_GRACE (800 * USEC_PER_MSEC)     /* past --wait, for the agent's DENIED to arrive */
@@ -212,16 +208,13 @@ static const char *on_lost_to_string(OnLost o) {
 }
 
 /* The slot may be granted elsewhere in free_in at the earliest: the job's
- * SIGKILL goes KILL_MARGIN before (at once when there is no time), and
+ * SIGKILL goes before (lost_kill_in(): at once when there is no time), and
  * KILL_AFTER after its SIGTERM at the latest. An earlier word moves it
  * sooner, never later. */
 static void kill_by(Run *r, usec_t now, usec_t free_in) {
-        usec_t margin;
-
         if (r->lease_end != USEC_INFINITY)
                 free_in = usec_min(free_in, r->lease_end > now ? r->lease_end - now : 0);
-        margin = usec_min(KILL_MARGIN, free_in / 2);
-        r->kill_at = usec_min(r->kill_at, now + usec_min(KILL_AFTER, free_in - margin));
+        r->kill_at = usec_min(r->kill_at, now + usec_min(KILL_AFTER, lost_kill_in(free_in)));
 }
 
 static void act_on_lost(Run *r, usec_t free_in) {

@@ -565,3 +565,7 @@ const char *error_code_of_redis_error(const char *error) {
 
         return state ? error_code_of_state(state) : ERROR_CODE_REDIS;
 }
+
+usec_t lost_kill_in(usec_t free_in) {
+        return free_in - usec_min(LOST_KILL_MARGIN, free_in / 2);
+}

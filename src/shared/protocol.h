@@ -125,7 +125,7 @@ typedef struct Request {
         bool stop_on_lost;                      /* ACQUIRE: stop that unit when the slot is lost */
         bool host_held;                         /* ACQUIRE, RELEASE: hold=host, a slot the host holds, no anchor */
         bool drain;                             /* DRAIN: on (true) or off */
-        bool revoke_now;                        /* REVOKE: freed at once, not at the holder's fence point */
+        bool revoke_now;                        /* REVOKE: freed at once, not at the end of the holder's lease */
         char reason[DRAIN_REASON_MAX + 1];      /* DRAIN, REVOKE, LIMIT, ACQUIRE hold=host: why ("" none) */
 } Request;
 
@@ -188,3 +188,10 @@ size_t utf8_decode(const char *s, uint32_t *ret_cp);
  * hold any s whole; a smaller buf truncates the result) and returns buf. */
 #define TEXT_ESCAPE_SIZE(len) (4 * (len) + 1)
 const char *text_escape(const char *s, char *buf, size_t size);
+
+/* A lost slot's job must be gone before the slot may be granted
+ * elsewhere, free_in from now (LOST's free_in): how long until its
+ * SIGKILL. LOST_KILL_MARGIN before (at most half of free_in), for the
+ * signal's delivery and the job's teardown; 0 when there is no time. */
+#define LOST_KILL_MARGIN (500 * USEC_PER_MSEC)
+usec_t lost_kill_in(usec_t free_in);

@@ -36,9 +36,15 @@ void pending_release_add(Slots *e, const char *name, const char *lease, uid_t ui
 void lease_release_at(Lease *l, const char *why, usec_t now);
 /* The slot is lost: its holder told (LOST, with free_in: when it may be
  * granted elsewhere at the earliest), and given back now or, before its
- * fence point, once its job stopped. reserved: Redis keeps it counted
- * until the fence point (a revoke); otherwise it may be free already. */
+ * lease's end, once its job stopped. reserved: Redis keeps it counted
+ * until its lease's end (a revoke); otherwise it may be free already. */
 void lease_lost(Lease *l, const char *why, bool reserved, usec_t now);
+/* A login session being ended here (LEASE_ENDING) stays counted until its
+ * lease runs out whatever the program that opened it does: given its
+ * SIGTERM, it closes the session (pam_close_session, a release) and its
+ * anchor while the session's last processes may live on. true: l is
+ * kept, and what (the release's cause) logged. */
+bool lease_kept_ending(Lease *l, const char *what, usec_t now);
 int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret);
 void send_queued(Lease *l, usec_t now);
 void send_granted(Lease *l, usec_t now);

@@ -178,7 +178,7 @@ static void lease_reassert(Lease *l, usec_t now) {
         Slots *e = l->slots_engine;
 
         /* (Nor one revoked, told LOST: Redis lost its record.) */
-        if (l->reassert_inflight || l->state == LEASE_LOST)
+        if (l->reassert_inflight || l->state == LEASE_LOST || l->state == LEASE_ENDING)
                 return;
         if (e->ops->call_reassert(e->ctx, lease_ref(l)) < 0) {
                 lease_unref(l);

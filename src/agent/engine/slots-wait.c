@@ -345,6 +345,8 @@ int slots_adopt(Slots *e, const LeaseSpec *spec, uint64_t token, uint64_t since_
 
 void slots_anchor_closed(Slots *e, Lease *l, usec_t now) {
         (void) e;
+        if (lease_kept_ending(l, "anchor closed", now))
+                return;
         count_release(l, SLOTS_RELEASE_ANCHOR_CLOSED);
         lease_release_at(l, "anchor closed", now);
 }

@@ -346,10 +346,30 @@ void lease_release_at(Lease *l, const char *why, usec_t now) {
                 name_flush_grants(n, now);
 }
 
+bool lease_kept_ending(Lease *l, const char *what, usec_t now) {
+        LogFields f;
+
+        if (l->state != LEASE_ENDING)
+                return false;
+        f = lease_fields(l);
+        slots_say(l->slots_engine, LOG_DEBUG, SLOTS_NO_UID, now, &f,
+                  "Lease %s of %s: %s while its session ends; kept until its lease runs out.", l->id, l->name->name, what);
+        return true;
+}
+
 void slots_release(Slots *e, Lease *l, const char *why, usec_t now) {
         (void) e;
+        if (lease_kept_ending(l, why, now))
+                return;
         count_release(l, SLOTS_RELEASE_RELEASED);
         lease_release_at(l, why, now);
+}
+
+/* The end of l's lease in Redis at the earliest, on this agent's clock:
+ * its last renewal (as this agent sent it, before Redis saw it) plus the
+ * lease. A revoke keeps the slot counted until then. */
+static usec_t lease_end(const Lease *l) {
+        return l->renewed + lease_ttl(l);
 }
 
 void lease_lost(Lease *l, const char *why, bool reserved, usec_t now) {
@@ -358,26 +378,34 @@ void lease_lost(Lease *l, const char *why, bool reserved, usec_t now) {
         char free_in[24];
         MessageBuilder b;
         LogFields f = lease_fields(l);
-        /* A slot the host holds has no job to fence: given back at once. */
-        bool fenced = l->host_held || now - l->renewed > lease_lost_after(l);
+        /* Given back at once: a slot the host holds (no job to fence), a
+         * lease that may be gone from Redis (not renewed in time: its
+         * holder fenced itself; or found missing after its lease's end). */
+        bool done = l->host_held || (reserved ? now > lease_end(l) : now - l->renewed > lease_lost_after(l));
         /* When the slot may be granted elsewhere at the earliest: a revoke
-         * keeps it counted in Redis until the fence point, its last
-         * renewal (in Redis, after this agent sent it) plus two thirds of
-         * a lease; any other loss may have freed it already. The job must
-         * be gone by then (run's SIGKILL). */
-        usec_t free_at = reserved && !fenced ? l->renewed + lease_lost_after(l) : now;
+         * keeps it counted in Redis until its lease's end (a holder that
+         * hears nothing fences itself at two thirds of it, and has its
+         * job gone by then); any other loss may have freed it already.
+         * The job must be gone by then (run's SIGKILL, a unit's or a
+         * session's KillUnit). */
+        usec_t free_at = reserved && !done ? lease_end(l) : now;
+        usec_t kill_at = now + lost_kill_in(free_at - now);
+        bool ending = false;    /* a login session being ended here */
 
-        /* Revoked, told already: released when its anchor closes, or now
-         * that it must have fenced itself. */
-        if (l->state == LEASE_LOST) {
-                if (fenced)
-                        lease_release_at(l, "revoked, past its fence point", now);
+        /* Told already: released when its anchor closes (a login session
+         * ended here: not then), or now that its lease ran out. */
+        if (l->state == LEASE_LOST || l->state == LEASE_ENDING) {
+                if (l->host_held || now > lease_end(l))
+                        lease_release_at(l, "lost, its lease run out", now);
                 return;
         }
         slots_say(e, LOG_ERR, SLOTS_NO_UID, now, &f, "LOST slot of %s (token %" PRIu64 "): %s.", l->name->name, l->token,
             why);
+        /* A unit with on-lost=stop is stopped whatever the loss, and its
+         * control group killed before its slot may go elsewhere (at once
+         * when it may have gone already). */
         if (l->unit && l->stop_on_lost)
-                e->ops->stop_unit(e->ctx, l->unit, why);
+                (void) e->ops->stop_job(e->ctx, l, why, kill_at);
         else if (l->unit)
                 slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f,
                     "%s goes on running without its slot of %s (on-lost=ignore).", l->unit, l->name->name);
@@ -387,19 +415,31 @@ void lease_lost(Lease *l, const char *why, bool reserved, usec_t now) {
                 snprintf(free_in, sizeof(free_in), "%" PRIu64, (free_at - now) / USEC_PER_MSEC);
                 message_add(&b, "free_in", free_in);
                 lease_send(l, line, message_finish(&b));
-        } else
+        } else {
                 e->ops->tell_lost(e->ctx, l, why);
+                /* A login session whose slot was revoked ends before the
+                 * slot moves on; one lost to an outage (the slot may be
+                 * free already: nothing would keep the bound) goes on, as
+                 * on_error=allow lets logins in while Redis is away. */
+                if (!l->unit && !l->host_held && free_at > now)
+                        ending = e->ops->stop_job(e->ctx, l, why, kill_at) > 0;
+        }
         e->stats.lost++;
         count_release(l, SLOTS_RELEASE_LOST);
         /* A revoke keeps the slot counted in Redis until this release: made
          * once the job stopped (its anchor closed), so that its successor
-         * never runs beside it; at its fence point at the latest. Whether
+         * never runs beside it; at its lease's end at the latest. Whether
          * or not the revoke's message came first (it is a hint, and the
          * renewal that found the lease gone may come before it on the
-         * other connection): a holder told LOST before its fence point is
-         * given back only once it stopped or fenced (the model's
+         * other connection): a holder told LOST before then is given back
+         * only once it stopped or its lease ran out (the model's
          * unheard-releases found two believers otherwise). */
-        if (!fenced) {
+        if (!done && ending) {
+                lease_set_state(l, LEASE_ENDING, LEASE_EVENT_SESSION_ENDED, now);
+                lease_finish_client(l);
+                return;
+        }
+        if (!done) {
                 lease_set_state(l, LEASE_LOST, LEASE_EVENT_LOST_TOLD, now);
                 lease_finish_client(l);
                 return;

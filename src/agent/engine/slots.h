@@ -268,7 +268,12 @@ typedef struct SlotsOps {
         void (*name_waiting)(void *ctx, Name *n);       /* a waiter or a holder: subscribe to its wake-ups */
         void (*lease_drop)(void *ctx, Lease *l);        /* gone here: close its watch, free l->io */
         void (*name_drop)(void *ctx, Name *n);          /* gone here: free n->io */
-        void (*stop_unit)(void *ctx, const char *unit, const char *why);
+        /* A lost slot's job stopped, and killed by kill_at (before the slot
+         * may be granted elsewhere): its unit (l->unit), or else the login
+         * session its requester leads. 1: a session is being ended (its
+         * anchor's close is no sign of its end); 0: a unit; <0: nothing
+         * to stop. */
+        int (*stop_job)(void *ctx, Lease *l, const char *why, usec_t kill_at);
         /* A lost slot whose holder no longer listens for LOST (a login
          * session keeps the anchor, not the connection): tell it otherwise. */
         void (*tell_lost)(void *ctx, Lease *l, const char *why);

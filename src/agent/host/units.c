@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdarg.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -106,9 +107,95 @@ static int stop_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_error
         if (e)
                 log_error("Failed to stop %s after it lost its slot: %s", unit, e->message ?: e->name);
         else
-                log_notice("Stopping %s: it lost its fleet slot (on-lost=stop).", unit);
+                log_notice("Stopping %s: it lost its fleet slot.", unit);
         free(unit);
         return 0;
+}
+
+static int kill_reply(sd_bus_message *m, void *userdata, sd_bus_error *ret_error) {
+        char *unit = userdata;
+        const sd_bus_error *e = sd_bus_message_get_error(m);
+
+        (void) ret_error;
+        /* Stopped by then: nothing left to kill, as it should be. */
+        if (e && (sd_bus_error_has_name(e, "org.freedesktop.systemd1.NoSuchProcess") ||
+                  sd_bus_error_has_name(e, "org.freedesktop.systemd1.NoSuchUnit")))
+                log_debug("Nothing of %s was left to kill: %s", unit, e->message ?: e->name);
+        else if (e)
+                log_error("Failed to kill %s before its slot may be granted elsewhere: %s", unit, e->message ?: e->name);
+        else
+                log_notice("Killed what was left of %s (SIGKILL to its control group): its slot may be granted "
+                           "elsewhere soon.", unit);
+        free(unit);
+        return 0;
+}
+
+/* Calls systemd's Manager.METHOD(unit, …) without waiting; reply gets a
+ * copy of unit. */
+static int unit_call(const char *method, sd_bus_message_handler_t reply, const char *unit, const char *types, ...) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        char *u;
+        va_list ap;
+        int r;
+
+        r = sd_bus_message_new_method_call(bus, &m, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                           "org.freedesktop.systemd1.Manager", method);
+        if (r < 0)
+                return r;
+        va_start(ap, types);
+        r = sd_bus_message_appendv(m, types, ap);
+        va_end(ap);
+        if (r < 0)
+                return r;
+        u = strdup(unit);
+        if (!u)
+                return -ENOMEM;
+        r = sd_bus_call_async(bus, NULL, m, reply, u, 0);
+        if (r < 0)
+                free(u);
+        return r;
+}
+
+/* SIGKILL to every process of unit (KillUnit, "all"). */
+static void unit_kill(const char *unit) {
+        int r;
+
+        if (!bus) {
+                log_error("Cannot kill %s before its slot may be granted elsewhere: no connection to systemd.", unit);
+                return;
+        }
+        r = unit_call("KillUnit", kill_reply, unit, "ssi", unit, "all", (int32_t) SIGKILL);
+        if (r < 0)
+                log_error_errno(r, "Cannot kill %s before its slot may be granted elsewhere: %m", unit);
+}
+
+static int on_kill_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s;
+        (void) usec;
+        unit_kill(userdata);
+        return 0;
+}
+
+/* unit_kill(unit) at kill_at (CLOCK_MONOTONIC): a timer of its own, whose
+ * end frees its copy of the name. */
+static int unit_kill_at(Agent *a, const char *unit, usec_t kill_at) {
+        _cleanup_(sd_event_source_unrefp) sd_event_source *s = NULL;
+        char *u = strdup(unit);
+        int r;
+
+        if (!u)
+                return -ENOMEM;
+        r = sd_event_add_time(a->event, &s, CLOCK_MONOTONIC, kill_at, 0, on_kill_timer, u);
+        if (r < 0) {
+                free(u);
+                return r;
+        }
+        r = sd_event_source_set_destroy_callback(s, free);
+        if (r >= 0)
+                r = sd_event_source_set_priority(s, PRIORITY_LEASES);
+        if (r >= 0)
+                r = sd_event_source_set_floating(s, true);
+        return r;
 }
 
 /* A look at a unit's properties stops the agent's loop: this long at most. */
@@ -178,8 +265,10 @@ int unit_user(Agent *a, const char *unit, uid_t *ret_uid) {
         return 0;
 }
 
-void unit_stop(Agent *a, const char *unit, const char *why) {
-        char *u;
+/* Stops unit now (SIGTERM to its control group, as systemctl stop) and
+ * sends SIGKILL to what is left of it at kill_at, before its slot may be
+ * granted elsewhere, whatever its TimeoutStopSec= says. */
+void unit_stop(Agent *a, const char *unit, const char *why, usec_t kill_at) {
         int r;
 
         r = bus_get(a);
@@ -187,22 +276,91 @@ void unit_stop(Agent *a, const char *unit, const char *why) {
                 log_error_errno(r, "Cannot stop %s (it lost its slot: %s): no connection to systemd: %m", unit, why);
                 return;
         }
-        u = strdup(unit);
-        if (!u) {
-                log_error("Cannot stop %s (it lost its slot: %s): out of memory.", unit, why);
-                return;
+        if (kill_at <= now_mono())
+                unit_kill(unit);
+        else {
+                r = unit_kill_at(a, unit, kill_at);
+                if (r < 0) {
+                        log_error_errno(r, "Cannot time the kill of %s (it lost its slot: %s), killing it now: %m",
+                                        unit, why);
+                        unit_kill(unit);
+                }
         }
-        r = sd_bus_call_method_async(bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
-                                     "org.freedesktop.systemd1.Manager", "StopUnit", stop_reply, u,
-                                     "ss", unit, "replace");
-        if (r < 0) {
-                free(u);
+        r = unit_call("StopUnit", stop_reply, unit, "ss", unit, "replace");
+        if (r < 0)
                 log_error_errno(r, "Cannot stop %s (it lost its slot: %s): %m", unit, why);
-        }
 }
 
-void io_stop_unit(void *ctx, const char *unit, const char *why) {
-        unit_stop(ctx, unit, why);
+/* A session id as logind makes them (letters and digits: "3", "c2"). */
+static bool session_id_is_valid(const char *id) {
+        size_t n = strlen(id);
+
+        return n > 0 && n <= 32 && strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == n;
+}
+
+/* The scope of the login session l's requester leads: the process that
+ * opened it (sshd's, login, su), which pam_systemd made the session's
+ * leader; still the process that asked (its start time). A requester
+ * that leads no session (a `fleetsem run` in a login, a program of its
+ * own) has none: nothing of it is stopped. */
+static int session_scope_of_lease(Agent *a, const Lease *l, char **ret) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_free_ char *session = NULL, *path = NULL;
+        LeaseIo *io = l->io;
+        LogFields f = { .name = l->name->name, .lease = l->id, .token = l->token, .holder = l->holder };
+        uint32_t leader = 0;
+        ProcStat st;
+        int r;
+
+        if (!io || io->requester_start == 0) {
+                log_fields(LOG_WARNING, &f, "Cannot end %s, whose slot of %s is lost: this agent did not see it "
+                           "begin (restarted since).", l->holder, l->name->name);
+                return -ESRCH;
+        }
+        r = sd_pid_get_session(l->pid, &session);
+        if (r < 0)
+                return log_internal(LOG_DEBUG, r, &f, "%s leads no login session to end: %m", l->holder);
+        if (proc_stat_read(l->pid, &st) < 0 || st.start != io->requester_start) {
+                log_fields(LOG_WARNING, &f, "Cannot end the login session of %s, whose slot of %s is lost: the process "
+                           "that opened it is gone.", l->holder, l->name->name);
+                return -ESRCH;
+        }
+        if (!session_id_is_valid(session))
+                return -EBADMSG;
+        r = bus_get(a);
+        if (r >= 0)
+                r = sd_bus_path_encode("/org/freedesktop/login1/session", session, &path);
+        if (r >= 0)
+                r = sd_bus_get_property_trivial(bus, "org.freedesktop.login1", path, "org.freedesktop.login1.Session",
+                                                "Leader", &error, 'u', &leader);
+        if (r < 0)
+                return log_internal(LOG_ERR, r, &f, "Cannot end login session %s of %s, whose slot of %s is lost: no "
+                                    "answer from logind: %s", session, l->holder, l->name->name,
+                                    error.message ?: strerror(-r));
+        if ((pid_t) leader != l->pid)
+                return log_internal(LOG_DEBUG, -ESRCH, &f, "%s does not lead login session %s: not ended.", l->holder,
+                                    session);
+        if (asprintf(ret, "session-%s.scope", session) < 0)
+                return -ENOMEM;
+        log_fields(LOG_NOTICE, &f, "Ending login session %s of %s: its slot of %s is lost.", session, l->holder,
+                   l->name->name);
+        return 0;
+}
+
+int io_stop_job(void *ctx, Lease *l, const char *why, usec_t kill_at) {
+        Agent *a = ctx;
+        _cleanup_free_ char *scope = NULL;
+        int r;
+
+        if (l->unit) {
+                unit_stop(a, l->unit, why, kill_at);
+                return 0;
+        }
+        r = session_scope_of_lease(a, l, &scope);
+        if (r < 0)
+                return r;
+        unit_stop(a, scope, why, kill_at);
+        return 1;
 }
 
 void units_close(void) {

@@ -2,14 +2,14 @@
 -- is taken from its holder at once: its record is marked revoked (see
 -- revoked()), so that its agent's renewals find it missing, and "r LEASE"
 -- on the name's wake channel tells that agent now. Its units stay counted
--- until its agent releases it (once the job stopped) or until the time
--- it must have fenced itself, whichever comes first: its expiry (its last
--- renewal + its lease) moves to its last renewal + 2/3 of the lease, and
--- the expiry sweep frees it then. The lease is the name's last caller's
--- (its state's TTL_MS): agents sharing a name share lease_time. `now` '1'
+-- until its agent releases it (once the job stopped) or until its lease
+-- runs out, whichever comes first: its expiry (its last renewal + its
+-- lease) stays as it is, and the expiry sweep frees it then. Not sooner:
+-- a holder whose host does not hear of it (its agent frozen, or cut off
+-- from Redis) fences itself at two thirds of the lease and has its job
+-- gone by the lease's end, as for any lease that runs out. `now` '1'
 -- (a host known dead) frees it at once instead, and hands it to the next in
--- line as a release does, with a higher token; so does a holder past its
--- fence point already. A lease that waits is left alone (its agent would
+-- line as a release does, with a higher token. A lease that waits is left alone (its agent would
 -- only queue it again) unless `waiters` says: '0' holders only, 'w' waiters
 -- only, '1' both (a host known dead: its waiters go first, so that they are
 -- not handed the slots its holders had). Records itself as the name's last
@@ -36,16 +36,13 @@ if r.token > 0 and which == 'w' then return idle(ARGV[A_REVOKE_IDLE_MS], {R_REVO
 local token = r.token
 local reply
 local expiry = token > 0 and tonumber(redis.call('ZSCORE', K_HOLDERS, lease))
-local fence = expiry
-if expiry and not revoked(r) then fence = expiry - math.floor((st.ttl or 0) / 3) end
-if expiry and not at_once and fence > now_ms then
-  -- Held: taken back, counted until released or fenced.
+if expiry and not at_once and expiry > now_ms then
+  -- Held: taken back, counted until released or run out.
   if not revoked(r) then
-    redis.call('ZADD', K_HOLDERS, 'XX', fence, lease)
     r.proof = REVOKED
     put(lease, r)
   end
-  reply = {R_REVOKE_FENCED, owner, token, fence - now_ms}
+  reply = {R_REVOKE_FENCED, owner, token, expiry - now_ms}
 else
   -- As its owner releases it.
   local released = release_call({[A_RELEASE_LEASE] = lease, [A_RELEASE_HOST] = r.host, [A_RELEASE_UID] = r.uid,

@@ -1,0 +1,108 @@
+#!/bin/bash
+# A revoked job is gone before its slot is granted elsewhere, under a real
+# systemd: two booted hosts, one Redis, a 6-s lease. On h1 a unit with
+# `fleetsem acquire --on-lost=stop`, then an ssh login session through
+# pam_fleetsem.so, each a job that traps SIGTERM (the session SIGHUP too)
+# and runs on, holding a FIFO whose close the test takes as the end of its
+# last process (end_fifo); on h2 its successor, a `fleetsem run` waiting
+# for the same slot, which writes down when it starts. Root on h2 revokes
+# the holder: the job outlives its SIGTERM, and the successor starts after
+# the job's end, on the one clock the hosts share; the agent killed it
+# (its journal), not the unit's TimeoutStopSec= of 90 s.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-nspawn.sh"
+: "${PAM_FLEETSEM:?path to pam_fleetsem.so}"
+require ssh-keygen
+
+TTL=6s
+PAMDIR=/lib/$(gcc -dumpmachine 2>/dev/null || echo x86_64-linux-gnu)/security
+NS_BINDS=(--bind-ro="$PAM_FLEETSEM:$PAMDIR/pam_fleetsem.so")
+start_redis
+ssh-keygen -q -t ed25519 -N '' -f "$T/shared/id_test" >/dev/null || bail "ssh-keygen failed"
+ns_boot h1 h2
+S=/run/fleetsem-test            # $T/shared, as the hosts see it
+
+# ordered WHAT: the job trapped its SIGTERM and ran on (WHAT-term), ended
+# (WHAT-end, from its FIFO) and only then its successor started
+# (WHAT-succ), each in ms on the clock the hosts share; and, exactly, the
+# successor found the job's lock free when it started (WHAT-lock: the job
+# holds a flock(2) that its last process' end lets go, which no clock or
+# reader's wake-up can blur).
+ordered() {
+        local what=$1 term end succ
+        check "$what: the job ended" wait_for 20 test -s "$T/$what-end"
+        check "$what: its successor started" wait_for 20 test -s "$T/shared/$what-seen"
+        int_of term "$(head -n1 "$T/shared/$what-term" 2>/dev/null)"
+        int_of end "$(cat "$T/$what-end")"
+        int_of succ "$(cat "$T/shared/$what-succ")"
+        echo "# $what: SIGTERM trapped at $term, the job's last process gone at $end, its successor in at $succ ($((succ - end)) ms after)"
+        check "$what: the job ran on past its SIGTERM ($((end - term)) ms)" [ "$end" -gt "$term" ]
+        is "$(cat "$T/shared/$what-seen")" free "$what: its successor started after the job's last process was gone (its lock free)"
+}
+
+# successor NAME WHAT: root on h2 waits for a slot of NAME (1 at once),
+# notes when it is in, and whether the job's lock was free then.
+successor() {
+        ns h2 fleetsem run --slots 1 "$1" -- sh -c "date +%s%3N >$S/$2-succ
+                if flock -n $S/$2-lock true; then echo free; else echo busy; fi >$S/$2-seen" >"$T/$2-run.log" 2>&1 &
+        check "$2: its successor waits on h2" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{$1}:queue') = 1 ]"
+}
+
+# --- a unit with acquire --on-lost=stop ----------------------------------------------
+ns_unit h1 stubborn.service <<EOF
+[Service]
+ExecStart=/bin/sh -c 'exec 7>$S/unit-fifo 9>$S/unit-lock; flock 9; trap "date +%%s%%3N >>$S/unit-term" TERM; while :; do sleep 0.2; done'
+TimeoutStopSec=90s
+EOF
+ns h1 fleetsem limit --on-lost=stop --name=stubborn stubborn.service 1 >"$T/limit.log" 2>&1
+is "$?" 0 "h1: fleetsem limit --on-lost=stop stubborn.service 1"
+end_fifo "$T/shared/unit-fifo" "$T/unit-end"
+ns h1 systemctl start stubborn.service
+is "$(holders stubborn)" 1 "h1's stubborn.service holds the slot"
+successor stubborn unit
+ns h2 fleetsem revoke --reason "unit test" "$(rcli ZRANGE 'fleetsem:{stubborn}:holders' 0 0)" >"$T/revoke-unit.log" 2>&1
+is "$?" 0 "root on h2 revokes it"
+sed 's/^/# revoke said: /' "$T/revoke-unit.log"
+ordered unit
+like "$(journal h1 -u fleetsemd.service)" "Killed what was left of stubborn.service \(SIGKILL to its control group\)" \
+        "h1's agent killed the unit's control group"
+result=$(ns_prop h1 stubborn.service Result)
+check "... before systemd's own stop timeout (Result=$result)" [ "$result" != timeout ]
+state=$(ns_prop h1 stubborn.service ActiveState)
+check "... and it is stopped (ActiveState=$state)" [ "$state" != active ]
+
+# --- an ssh login session -------------------------------------------------------------
+ns h1 sh -c "
+        useradd -m -s /bin/bash alice || exit 1
+        install -d -m 700 -o alice -g alice /home/alice/.ssh
+        install -m 600 -o alice -g alice $S/id_test.pub /home/alice/.ssh/authorized_keys
+        printf 'Port 2201\nListenAddress 127.0.0.1\nPasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM yes\n' \
+                >/etc/ssh/sshd_config.d/fleetsem-test.conf
+        echo 'session required pam_fleetsem.so slots=1' >>/etc/pam.d/sshd
+        systemctl restart ssh.service" || bail "cannot set up logins on h1"
+check "h1: sshd listens" wait_for 10 ns h1 sh -c "ss -ltn 2>/dev/null | grep -q 127.0.0.1:2201 || grep -qi ':$(printf %04X 2201) ' /proc/net/tcp"
+# (alice's: her job writes there. Its output goes nowhere once it is in:
+# a shell that reports its child's death by SIGTERM on the closed ssh
+# channel dies of SIGPIPE, at once.)
+end_fifo "$T/shared/session-fifo" "$T/session-end"
+chmod 0666 "$T/shared/session-fifo" || bail "chmod of the session's FIFO"
+for f in session-term session-lock; do
+        install -m 0666 /dev/null "$T/shared/$f" || bail "cannot make $f"
+done
+sleep 300 | ns h1 ssh -i $S/id_test -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+        -o LogLevel=ERROR -p 2201 alice@127.0.0.1 \
+        "exec 7>$S/session-fifo 9>>$S/session-lock; flock 9; trap 'date +%s%3N >>$S/session-term' TERM; trap '' HUP; echo in; exec >/dev/null 2>&1; while :; do sleep 0.2; done" \
+        >"$T/ssh.out" 2>&1 &
+check "alice's session on h1 is in" wait_for 10 grep -q '^in$' "$T/ssh.out"
+is "$(holders login:alice)" 1 "... holding the slot of login:alice"
+successor login:alice session
+ns h2 fleetsem revoke --reason "session test" "$(rcli ZRANGE 'fleetsem:{login:alice}:holders' 0 0)" >"$T/revoke-session.log" 2>&1
+is "$?" 0 "root on h2 revokes it"
+sed 's/^/# revoke said: /' "$T/revoke-session.log"
+ordered session
+like "$(journal h1 -u fleetsemd.service)" "Ending login session [0-9]+ of root@h1 pid [0-9]+ \(session-[0-9]+\.scope\): its slot of login:alice is lost" \
+        "h1's agent ended the session"
+like "$(journal h1 -u fleetsemd.service)" "Killed what was left of session-[0-9]+\.scope \(SIGKILL to its control group\)" \
+        "... and killed what was left of its scope"
+
+ns_done_testing
