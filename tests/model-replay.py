@@ -40,7 +40,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from library import CENSUS, FLEET_CLOCK, SUFFIXES, Args, keys_of  # noqa: E402
+from library import CENSUS, SUFFIXES, Args, keys_of  # noqa: E402
 from resp import Error, Redis  # noqa: E402
 
 MODEL = os.path.join(os.path.dirname(HERE), "model", "fleetsem.pml")
@@ -82,11 +82,10 @@ class Config:
         self.nj = int(d.get("NJ", 2))
         self.slots = [int(d.get("SL%d" % j, 1)) for j in range(3)]
         self.weight = [int(d.get("W%d" % j, 1)) for j in range(3)]
-        self.forgets = int(d.get("FORGETS", 0))
-        for k in ("TTL", "FENCE", "RENEW", "USTEPS", "STEPS", "REVERTS"):
+        for k in ("TTL", "FENCE", "RENEW", "USTEPS", "STEPS", "REVERTS", "FORGETS"):
             if k in d and d[k] not in {"TTL": ["3"], "FENCE": ["2"], "RENEW": ["1"]}.get(k, ["0"]):
                 raise SystemExit("model-replay: %s=%s is not replayed (a tick a third of a lease, no clock steps,"
-                                 " no kept master)" % (k, d[k]))
+                                 " no kept master, no keys lost while Redis stays up)" % (k, d[k]))
 
 
 class Host:
@@ -191,11 +190,9 @@ class Replay:
         if s == "redis: reset (all state lost)":
             self.now += 1
             self.set_clock()
-            self.c.call("FLUSHALL")
-            if not self.cfg.forgets:
-                # (No census in the model without FORGETS: a Redis that
-                # says nobody held anything before; the grace is the epoch's.)
-                self.c.call("ZADD", CENSUS, "-1", ".")
+            # (No census in the model without FORGETS: a Redis that says
+            # nobody held anything before it; the grace is the epoch's.)
+            self.fresh_redis()
             self.count["resets"] += 1
             return "FLUSHALL"
         m = re.fullmatch(r"agent (\d): crash", s)
@@ -249,7 +246,7 @@ class Replay:
                                          grace_until_ms=self.hosts[h].grace_until, idle_ms=IDLE_MS,
                                          leases=[lease_of(j) for j in asked]))
             what = "renewal by host %d of %s" % (h, ", ".join("job %d" % j for j in asked))
-            self.expect(isinstance(r, list) and r and r[0] == 0 if not self.cfg.forgets else isinstance(r, list),
+            self.expect(isinstance(r, list) and r and r[0] == 0,
                         "%s: Redis says %r" % (what, r))
             want = {lease_of(j) for j in asked if miss & (1 << j)}
             self.expect(set(r[1:]) == want and len(r) - 1 == len(want),
