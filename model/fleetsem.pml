@@ -432,6 +432,11 @@ inline check_safe() {
 
 /* ------------------------------------------------------- Redis scripts */
 
+/* Each step of Redis below prints one "MSC: redis: ..." line (and the
+ * clock its "--- tick ---"): tests/model-replay.py replays these lines
+ * against the Lua library and compares its replies with what they say.
+ * A step added or a line reworded here needs its counterpart there. */
+
 /* What the sets say (for the properties and the counters' assertion,
  * never for a script's decision): holders, waiters, the lowest slots
  * asked (255: none) and how many ask exactly that. */
@@ -742,9 +747,9 @@ inline s_release(h, j) {
 	R_NAMED
 	if
 #ifndef MUT_NO_OWNER_RELEASE
-	:: r_st[j] != ABSENT && r_own[j] != h -> skip      /* permission */
+	:: r_st[j] != ABSENT && r_own[j] != h -> printf("MSC: redis: release(%d) by host %d -> -1 (permission)\n", j, h)
 #endif
-	:: r_st[j] == ABSENT -> skip
+	:: r_st[j] == ABSENT -> printf("MSC: redis: release(%d) by host %d -> 0 (not there)\n", j, h)
 	:: else ->
 		rwas = (r_st[j] == WAITING);
 		r_leave(j);
@@ -753,7 +758,7 @@ inline s_release(h, j) {
 #else
 		grant_next(MAY_GRANT);
 #endif
-		printf("MSC: redis: release(%d) by host %d, granted mask %d\n", j, h, rmask);
+		printf("MSC: redis: release(%d) by host %d -> %d, granted mask %d, tokens %d %d %d\n", j, h, !rwas, rmask, r_tok[0], r_tok[1], r_tok[2]);
 		publish(rmask, qn > 0 || rwas)
 	fi;
 	r_flush()
@@ -855,7 +860,7 @@ inline s_undrain() {
 	:: r_drain ->
 		r_drain = false;
 		grant_next(MAY_GRANT);
-		printf("MSC: redis: undrain, granted mask %d\n", rmask);
+		printf("MSC: redis: undrain, granted mask %d, tokens %d %d %d\n", rmask, r_tok[0], r_tok[1], r_tok[2]);
 		publish(rmask, false)
 	:: else -> printf("MSC: redis: undrain of a name not drained\n")
 	fi;
@@ -916,7 +921,8 @@ inline s_connect(h) {
 				if
 				:: r_st[ri] == HOLDER -> a_kn[ri] = K_HOLD; a_age[ri] = 0; a_tok[ri] = r_tok[ri]; FR(a_gs[ri] = r_gs[ri]); r_ttl[ri] = TTL
 				:: else -> a_kn[ri] = K_WAIT
-				fi
+				fi;
+				printf("MSC: redis: adopt(%d) by host %d -> %d token %d\n", ri, h, r_st[ri] == HOLDER, r_tok[ri])
 			:: else
 			fi
 		}

@@ -11,6 +11,7 @@ FLEETSEM_DEPS=(
         prometheus
         openssl stunnel4
         debhelper dpkg-dev lintian
+        spin
 )
 # The fuzz targets (tests/fuzz/run.sh), on top: clang and its libFuzzer.
 FLEETSEM_FUZZ_DEPS=(clang libfuzzer-14-dev)
@@ -19,7 +20,8 @@ FLEETSEM_FUZZ_DEPS=(clang libfuzzer-14-dev)
 FLEETSEM_CHAOS_DEPS=(iproute2 nftables gcc libc6-dev)
 # The benchmark's peers, on top.
 FLEETSEM_BENCH_DEPS=(etcd-server etcd-client)
-# The protocol model's checker (model/run.sh).
+# The protocol model's checker (model/run.sh; the lua suite's
+# model-replay runs the model too, so spin is in FLEETSEM_DEPS as well).
 FLEETSEM_MODEL_DEPS=(spin gcc)
 
 # Installs what is missing (as root; others are told what to install):

@@ -27,10 +27,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from library import CENSUS, FLEET_CLOCK, Args, keys_of, library  # noqa: E402
 from resp import Redis  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.join(os.path.dirname(HERE), "src", "agent", "redis")
 SEED = int(os.environ.get("SEED") or random.SystemRandom().randrange(1, 1 << 31))
 STEPS = int(os.environ.get("STEPS") or 1000)
 SERVER = {"redis": "redis-server", "valkey": "valkey-server"}.get(os.environ.get("FLEETSEM_TEST_SERVER", "redis"))
@@ -56,11 +56,6 @@ def not_ok(what, why=()):
 def bail(why):
     print("Bail out! %s (SEED=%d)" % (why, SEED), flush=True)
     sys.exit(1)
-
-
-def embed(*args):
-    return subprocess.run([sys.executable, os.path.join(SRC, "embed-lua.py")] + list(args), check=True,
-                          capture_output=True, text=True).stdout
 
 
 class Server:
@@ -144,38 +139,21 @@ class Server:
 
 
 # ---- The scripts and their arguments --------------------------------------------
-KEYS_LIST, SCRIPTS_LIST, REPLIES_LIST, VERSION, PRELUDE = (
-    os.path.join(SRC, f) for f in ("keys.list", "scripts.list", "replies.list", "lua/library.version", "lua/prelude"))
-SUFFIXES = embed("--keys", KEYS_LIST).split()
-FLEET_CLOCK = "fleetsem:clock"
-CENSUS = "fleetsem:census"
 KINDS = ["acquire", "release", "renew", "reassert", "adopt"]
 OPERATOR = ["reassert", "drain", "revoke", "limit"]
 SCRIPTS = sorted(set(KINDS + OPERATOR)) + ["batch"]
-# The agent's library (every script of scripts.list, each a function
-# fleetsem_SCRIPT_vN).
-LIBRARY = embed("--library", KEYS_LIST, SCRIPTS_LIST, REPLIES_LIST, VERSION, PRELUDE)
-SPEC = {s: embed("--args", SCRIPTS_LIST, s).split() for s in KINDS + OPERATOR}
-
-
-def keys_of(name):
-    return ["fleetsem:{%s}:%s" % (name, s) for s in SUFFIXES] + [FLEET_CLOCK, CENSUS]
+# The agent's library (every script, each a function fleetsem_SCRIPT_vN).
+LIBRARY = library()
+ARGS = Args(KINDS + OPERATOR)
+SPEC = ARGS.spec
 
 
 def args(script, **kv):
     """script's ARGV in the order of scripts.list; a list value fills a rest argument."""
-    out = []
-    for spec in SPEC[script]:
-        name = spec.rstrip("?.")
-        if spec.endswith("..."):
-            out += [str(v) for v in kv.pop(name, [])]
-        elif name in kv:
-            out.append(str(kv.pop(name)))
-        elif not spec.endswith("?"):
-            bail("args %s: %s is required" % (script, name))
-    if kv:
-        bail("scripts.list: %s has no %s" % (script, ", ".join(kv)))
-    return out
+    try:
+        return ARGS(script, **kv)
+    except ValueError as e:
+        bail(str(e))
 
 
 # ---- The random sequence --------------------------------------------------------
