@@ -141,11 +141,26 @@ void host_record_open(Agent *a) {
                                   "re-adopts them from Redis' index alone.", first);
 }
 
+/* The description of a slot whose record Redis lost (adopt.lua's
+ * forgotten, without one): made again from its anchor's owner, as at its
+ * request (its pid unknown when the anchor is alive by name only). */
+static char *adoption_describe(Adoption *ad) {
+        struct ucred owner = ad->owner;
+        uint64_t start;
+
+        if (ad->watch_fd >= 0 && peer_cred(ad->watch_fd, &owner) < 0)
+                owner = ad->owner;
+        return requester_describe(ad->agent, &owner, ad->slots, ad->unit, ad->host_held ? "" : NULL, &start);
+}
+
 static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         _cleanup_(adoption_freep) Adoption *ad = userdata;
+        _cleanup_free_ char *described = NULL;
         Agent *a = ad->agent;
         ReplyAdopt d = {};
         int state = -2;         /* Redis went, or refused the call: ask again next time */
+        uint64_t token = 0, since_ms = 0;
+        const char *desc = NULL;
         LeaseIo *io = NULL;
         Lease *l;
 
@@ -154,25 +169,42 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 if (reply_decode_adopt(reply, &d) < 0)
                         reply_log_unknown("adopt", ad->name, reply, "the slot is not adopted now");
                 else
-                        state = d.outcome == REPLY_ADOPT_HELD ? 1 : d.outcome == REPLY_ADOPT_GONE ? -1 : 0;
+                        state = d.outcome == REPLY_ADOPT_HELD || d.outcome == REPLY_ADOPT_FORGOTTEN ? 1 :
+                                d.outcome == REPLY_ADOPT_GONE ? -1 : 0;
+        }
+        if (state == 1 && d.outcome == REPLY_ADOPT_HELD) {
+                token = (uint64_t) d.held.token;
+                since_ms = (uint64_t) d.held.since_ms;
+                desc = d.held.description;
+        } else if (state == 1) {
+                token = (uint64_t) d.forgotten.token;
+                since_ms = (uint64_t) d.forgotten.since_ms;
+                desc = d.forgotten.description;
+                if (!desc[0])
+                        desc = described = adoption_describe(ad);
+                if (!desc)
+                        state = -2;     /* out of memory: asked again at the next re-adoption */
         }
 
         if (state == 1 && !slots_lease_find(&a->slots, ad->id)) {
                 LeaseSpec spec = {
                         .name = ad->name, .id = ad->id, .slots = ad->slots, .weight = ad->weight, .uid = ad->owner.uid,
-                        .pid = ad->owner.pid, .desc = d.held.description, .unit = ad->unit,
+                        .pid = ad->owner.pid, .desc = desc, .unit = ad->unit,
                         .stop_on_lost = ad->stop_on_lost, .host_held = ad->host_held,
                         .ttl = ad->host_held ? a->config->host_lease : 0,
                 };
 
                 io = lease_io_new(a, ad->watch_fd);
-                if (io && slots_adopt(&a->slots, &spec, (uint64_t) d.held.token, (uint64_t) d.held.since_ms, io,
-                                      now_mono(), &l) >= 0) {
+                if (io && slots_adopt(&a->slots, &spec, token, since_ms, io, now_mono(), &l) >= 0) {
                         ad->watch_fd = -EBADF;
                         if (lease_io_attach(io, l) < 0)
                                 slots_release(&a->slots, l, "cannot watch its anchor", now_mono());
-                        else    /* in both again: either may have lost it */
+                        else {  /* in both again: either may have lost it */
                                 host_index(a, l, true);
+                                /* Redis lost part of its name meanwhile: put back, as a renewal would. */
+                                if (d.outcome == REPLY_ADOPT_FORGOTTEN)
+                                        slots_put_back(&a->slots, l, now_mono());
+                        }
                         ad->round->count++;
                 } else if (io) {
                         ad->watch_fd = -EBADF;  /* closed with io */
