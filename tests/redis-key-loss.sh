@@ -166,6 +166,11 @@ hold a idx held
 ha=$!
 wait_for 10 a_holds held idx || bail "a holds idx"
 lease=$(holder_of idx)
+# The host's own record of an anchored lease: in its runtime directory (a
+# reboot ends the holder with it), not in its state directory.
+like "$(cat "$T/run-a/$NSBASE-a.a.leases/$lease")" '^idx 1 0 - (stop|ignore)$' \
+        "a's own record of its anchored lease is in its runtime directory"
+check "... not in its state directory" test ! -e "$T/state-a/$NSBASE-a.a.leases/$lease"
 rcli DEL "fleetsem:host:{a}" >/dev/null || bail "DEL of a's host index"
 check "a's host index, lost, is written again within a lease" \
         wait_for 6 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK HKEYS 'fleetsem:host:{a}')\" = $lease ]"

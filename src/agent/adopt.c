@@ -4,8 +4,10 @@
  * of the two: each entry checked against its anchor (alive, and owned by
  * the uid the index says) and against Redis (still held), handed to the
  * engine. Redis may lose its index (a DEL, an expiry) while the agent is
- * down; the record outlives both the agent and, in its state directory,
- * the host's reboot. */
+ * down; the record outlives the agent, and that of the slots the host
+ * holds itself, in its state directory, the host's reboot too (an
+ * anchored lease ends with its process: its record is in the runtime
+ * directory, which a reboot empties). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -67,26 +69,39 @@ static void adopt_done_one(AdoptRound *round) {
         adopt_over(a);
 }
 
-static void record_put(Agent *a, const char *id, const char *value) {
-        int r;
-
-        if (a->record_fd < 0)
-                return;
-        r = lease_record_put(a->record_fd, id, value);
-        if (r < 0)
-                log_warning_errno(r, "Failed to record lease %s in this host's state directory: %m; an agent restart "
-                                  "re-adopts it from Redis' index alone.", id);
+/* The folder of the record of a lease: the state directory's for a slot
+ * the host holds itself, the runtime directory's for an anchored one
+ * (the state directory's without one). */
+static int record_fd_of(Agent *a, bool host_held) {
+        return host_held || a->run_record_fd < 0 ? a->record_fd : a->run_record_fd;
 }
 
-static void record_drop(Agent *a, const char *id) {
-        int r;
+static void record_put(Agent *a, const char *id, const char *value, bool host_held) {
+        int fd = record_fd_of(a, host_held), r;
 
-        if (a->record_fd < 0)
+        if (fd < 0)
                 return;
-        r = lease_record_drop(a->record_fd, id);
+        r = lease_record_put(fd, id, value);
         if (r < 0)
-                log_warning_errno(r, "Failed to remove lease %s from this host's state directory: %m; the next "
-                                  "re-adoption finds it gone.", id);
+                log_warning_errno(r, "Failed to record lease %s in this host's record of its leases: %m; an agent "
+                                  "restart re-adopts it from Redis' index alone.", id);
+}
+
+/* Out of both folders: the caller may not know which it is in (an
+ * earlier agent kept every lease in the state directory). */
+static void record_drop(Agent *a, const char *id) {
+        const int fds[] = { a->record_fd, a->run_record_fd };
+
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
+                int r;
+
+                if (fds[i] < 0)
+                        continue;
+                r = lease_record_drop(fds[i], id);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to remove lease %s from this host's record of its leases: %m; "
+                                          "the next re-adoption finds it gone.", id);
+        }
 }
 
 static void forget_index_entry(Agent *a, const char *id) {
@@ -103,7 +118,7 @@ void host_index(void *ctx, const Lease *l, bool add) {
 
         if (add) {
                 slots_index_value(l, value);
-                record_put(a, l->id, value);
+                record_put(a, l->id, value, l->host_held);
         } else
                 record_drop(a, l->id);
         io_index(ctx, l, add);
@@ -120,25 +135,38 @@ int host_call_release(void *ctx, const char *name, const char *lease, uid_t uid)
         return r;
 }
 
-/* This host's own record, in the state directory systemd gives the agent
- * (StateDirectory=, $STATE_DIRECTORY: the first of its folders); without
- * one, Redis' index alone. */
-void host_record_open(Agent *a) {
-        const char *dir = getenv("STATE_DIRECTORY");
+/* One folder of this host's own record, in the directory systemd gives
+ * the agent in the variable env (the first of its folders), or -EBADF. */
+static int record_dir_open(Agent *a, const char *env) {
+        const char *dir = getenv(env);
         char first[4096];
-        int r;
+        int fd = -EBADF, r;
 
-        a->record_fd = -EBADF;
-        if (!dir || !*dir) {
-                log_notice("No state directory ($STATE_DIRECTORY unset): an agent restart re-adopts this host's slots "
-                           "from Redis' index alone.");
-                return;
-        }
+        if (!dir || !*dir)
+                return -EBADF;
         snprintf(first, sizeof(first), "%.*s", (int) strcspn(dir, ":"), dir);
-        r = lease_record_open(first, a->config->namespace, a->config->host_id, &a->record_fd);
-        if (r < 0)
+        r = lease_record_open(first, a->config->namespace, a->config->host_id, &fd);
+        if (r < 0) {
                 log_warning_errno(r, "Failed to open this host's record of its leases in %s: %m; an agent restart "
-                                  "re-adopts them from Redis' index alone.", first);
+                                  "re-adopts those it would hold from Redis' index alone.", first);
+                return -EBADF;
+        }
+        return fd;
+}
+
+/* This host's own record: of the slots it holds itself in the state
+ * directory systemd gives the agent (StateDirectory=, $STATE_DIRECTORY),
+ * kept across a reboot as those slots are; of its anchored leases in the
+ * runtime one (RuntimeDirectory=, $RUNTIME_DIRECTORY), which a reboot
+ * empties, as it ends their processes (without one, in the state
+ * directory too); without either, Redis' index alone. */
+void host_record_open(Agent *a) {
+        a->record_fd = record_dir_open(a, "STATE_DIRECTORY");
+        a->run_record_fd = record_dir_open(a, "RUNTIME_DIRECTORY");
+        if (a->record_fd < 0)
+                log_notice("No state directory ($STATE_DIRECTORY unset, or unusable): an agent restart re-adopts the "
+                           "slots this host holds itself from Redis' index alone%s.",
+                           a->run_record_fd < 0 ? ", and so its other leases" : "");
 }
 
 /* The description of a slot whose record Redis lost (adopt.lua's
@@ -360,12 +388,15 @@ static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 adopt_entry(a, round, id, value);
         }
         /* Then what the host's own record has and Redis' index lacks. */
-        if (a->record_fd >= 0) {
+        if (ids)
+                qsort(ids, n_ids, sizeof(*ids), id_compare);
+        const int fds[] = { a->record_fd, a->run_record_fd };
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
                 RecordRound rr = { .round = round, .ids = ids, .n_ids = n_ids, .complete = ids || n < 2 };
 
-                if (ids)
-                        qsort(ids, n_ids, sizeof(*ids), id_compare);
-                r = lease_record_foreach(a->record_fd, record_entry, &rr);
+                if (fds[i] < 0)
+                        continue;
+                r = lease_record_foreach(fds[i], record_entry, &rr);
                 if (r < 0)
                         log_warning_errno(r, "Failed to read this host's record of its leases: %m; re-adopting from "
                                           "Redis' index alone.");
