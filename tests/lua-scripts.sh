@@ -1106,6 +1106,32 @@ is "$(adopt ad w)" "[-1]" "adopt, the name's hash lost: a waiter (neither record
 is "$(reassert ad h 1 "$tok2" 1)" 1 "adopt, the name's hash lost: its agent puts the holder back"
 release ad h >/dev/null
 is "$(adopt ad h)" "[-1]" "adopt: a holder released is gone, in the lease after the name was forgotten too"
+# The census expires with its latest entry, when its names' keys have all
+# left, and the fleet's clock key keeps that time (its 8th word): found
+# missing from then on, it left with its names (a new name is granted at
+# once); found missing before, it was lost (a name without its state is
+# forgotten).
+emptied
+IDLE=1500 acquire ce h 1 >/dev/null
+IDLE=1500 release ce h >/dev/null
+top=$(rcli ZRANGE "$CENSUS" -1 -1 WITHSCORES | tail -n 1)
+is "$(rcli GET "$FLEET_CLOCK" | awk '{ print $8 }')" "$top" "census: the clock key says when it expires, its latest entry's time"
+like "$(rcli PTTL "$CENSUS")" '^[1-9][0-9]*$' "census: ... and it expires"
+check "census: it leaves with its last name" wait_for 10 sh -c "[ \"\$(redis-cli -s '$REDIS_SOCK' EXISTS '$CENSUS' \
+        'fleetsem:{ce}:clock')\" = 0 ]"
+is "$(j "$(acquire ce2 n 1)" 'r[0]')" 1 "census left with its names: a new name is granted at once"
+is "$(rcli ZSCORE "$CENSUS" .)" -1 "census left with its names: ... made again as a seeded one"
+acquire ce3 h 1 >/dev/null
+rcli DEL "$CENSUS" >/dev/null
+rcli DEL "$(key ce3 holders)" "$(key ce3 queue)" "$(key ce3 waiters)" "$(key ce3 clock)" >/dev/null
+r=$(acquire ce3 w 1)
+is "$(j "$r" '[r[0], 0 < r[5] <= 10000]')" "[0,true]" "census lost before its time, then a name's keys: forgotten, not new"
+acquire ce4 h 1 >/dev/null
+fleet_limit ce4 1 >/dev/null
+is "$(rcli PTTL "$CENSUS") $(rcli GET "$FLEET_CLOCK" | awk '{ print $8 }')" "-1 0" \
+        "census: an entry that never leaves (a fleet limit): it never expires, and the clock key says so"
+fleet_limit ce4 0 >/dev/null
+rcli ZADD "$CENSUS" -1 . >/dev/null     # (seeded again)
 
 # A lease named as the state's field is refused (the agent never sends one).
 like "$(acquire dot . 1 2>&1)" "FLEETSEM a lease may not be named" "state: a lease named '.' is refused"

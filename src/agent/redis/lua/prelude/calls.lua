@@ -14,7 +14,7 @@ local function begin_name(keys, at)
   st_dirty, forgot_dirty, drain_dirty = false, false, false
   rec, dirty, created = {}, {}, {}
   census_made, expired, expired_ttl, expired_grace, idle_again = false, false, false, false, false
-  census_look, census_young = false, false
+  census_look, census_young, census_bound_due = false, false, false
 end
 local function begin_call(keys)
   now_ms_, now_us_, now_read = nil, nil, false
