@@ -331,11 +331,12 @@ agent_listening() { grep -q "@$1/agent" /proc/net/unix; }
 
 # run_agent HOST fleetsemd options...: an agent for HOST (namespace
 # $NSBASE-HOST), logging to $T/agent-HOST.log, stopped by done_testing;
-# its state directory (as systemd's StateDirectory= gives it) $T/state-HOST.
+# its state directory (as systemd's StateDirectory= gives it) $T/state-HOST,
+# its runtime directory (RuntimeDirectory=) $T/run-HOST.
 run_agent() {
         local host=$1; shift
-        mkdir -p "$T/state-$host"
-        STATE_DIRECTORY="$T/state-$host" "$FLEETSEMD" --namespace "$NSBASE-$host" --host-id "$host" \
+        mkdir -p "$T/state-$host" "$T/run-$host"
+        STATE_DIRECTORY="$T/state-$host" RUNTIME_DIRECTORY="$T/run-$host" "$FLEETSEMD" --namespace "$NSBASE-$host" --host-id "$host" \
                 --lease-ttl "$TTL" "$@" >>"$T/agent-$host.log" 2>&1 &
         eval "AGENT_$(echo "$host" | tr -c 'A-Za-z0-9\n' _)=$!"
         AGENT_HOSTS+=("$host")

@@ -1099,6 +1099,58 @@ is "$(j "$r" '0 < r[0] <= 10000')" true "record lost: ... and the name grants no
 is "$(j "$(acquire hd w 1)" 'r[0]')" 0 "record lost: the waiter still waits"
 is "$(reassert hd h 1 "$tok" 1)" 1 "record lost: its agent puts the holder back"
 is "$(rec hd h 4) $(counted hd)" "$tok 1 1 / 1 1 2" "record lost: ... with its token, counted once"
+# The same losses found by an adoption (the holder's agent restarted
+# before a renewal): forgotten, not gone, so that its agent puts the
+# holder back; a release still reads gone.
+acquire ad h 1 >/dev/null
+acquire ad w 1 >/dev/null
+tok=$(rec ad h 4) since=$(rec ad h 5)
+rcli ZREM "$(key ad holders)" h >/dev/null
+is "$(adopt ad h)" "[2,$tok,$since,\"INFO lease=h\"]" "adopt, entry lost: forgotten, with the record's token, since and description"
+is "$(j "$(acquire ad w 1)" '[r[0], 0 < r[5] <= 10000]')" "[0,true]" "adopt, entry lost: ... and the name grants nothing for a lease"
+is "$(reassert ad h 1 "$tok" "$since")" 1 "adopt, entry lost: its agent puts the holder back"
+is "$(rec ad h 4) $(counted ad)" "$tok 1 1 / 1 1 2" "adopt, entry lost: ... with its token, counted once"
+rcli HDEL "$(key ad clock)" h >/dev/null
+r=$(adopt ad h)
+is "$(j "$r" "[r[0], r[1] > $tok, r[3]]")" '[2,true,""]' \
+        "adopt, record lost: forgotten, with a new token above the name's, no description"
+tok2=$(j "$r" 'r[1]')
+is "$(state ad 5)" "$tok2" "adopt, record lost: ... the name's last token"
+is "$(j "$(acquire ad w 1)" 'r[0]')" 0 "adopt, record lost: ... the waiter still waits"
+is "$(reassert ad h 1 "$tok2" "$(j "$r" 'r[2]')")" 1 "adopt, record lost: its agent puts the holder back"
+is "$(rec ad h 4) $(counted ad)" "$tok2 1 1 / 1 1 2" "adopt, record lost: ... with the new token, counted once"
+rcli DEL "$(key ad clock)" >/dev/null
+is "$(j "$(adopt ad h)" "[r[0], r[1] > $tok2]")" '[2,true]' "adopt, the name's hash lost: forgotten, with a new token"
+is "$(adopt ad w)" "[-1]" "adopt, the name's hash lost: a waiter (neither record nor entry) is gone"
+is "$(reassert ad h 1 "$tok2" 1)" 1 "adopt, the name's hash lost: its agent puts the holder back"
+release ad h >/dev/null
+is "$(adopt ad h)" "[-1]" "adopt: a holder released is gone, in the lease after the name was forgotten too"
+# The census expires with its latest entry, when its names' keys have all
+# left, and the fleet's clock key keeps that time (its 8th word): found
+# missing from then on, it left with its names (a new name is granted at
+# once); found missing before, it was lost (a name without its state is
+# forgotten).
+emptied
+IDLE=1500 acquire ce h 1 >/dev/null
+IDLE=1500 release ce h >/dev/null
+top=$(rcli ZRANGE "$CENSUS" -1 -1 WITHSCORES | tail -n 1)
+is "$(rcli GET "$FLEET_CLOCK" | awk '{ print $8 }')" "$top" "census: the clock key says when it expires, its latest entry's time"
+like "$(rcli PTTL "$CENSUS")" '^[1-9][0-9]*$' "census: ... and it expires"
+check "census: it leaves with its last name" wait_for 10 sh -c "[ \"\$(redis-cli -s '$REDIS_SOCK' EXISTS '$CENSUS' \
+        'fleetsem:{ce}:clock')\" = 0 ]"
+is "$(j "$(acquire ce2 n 1)" 'r[0]')" 1 "census left with its names: a new name is granted at once"
+is "$(rcli ZSCORE "$CENSUS" .)" -1 "census left with its names: ... made again as a seeded one"
+acquire ce3 h 1 >/dev/null
+rcli DEL "$CENSUS" >/dev/null
+rcli DEL "$(key ce3 holders)" "$(key ce3 queue)" "$(key ce3 waiters)" "$(key ce3 clock)" >/dev/null
+r=$(acquire ce3 w 1)
+is "$(j "$r" '[r[0], 0 < r[5] <= 10000]')" "[0,true]" "census lost before its time, then a name's keys: forgotten, not new"
+acquire ce4 h 1 >/dev/null
+fleet_limit ce4 1 >/dev/null
+is "$(rcli PTTL "$CENSUS") $(rcli GET "$FLEET_CLOCK" | awk '{ print $8 }')" "-1 0" \
+        "census: an entry that never leaves (a fleet limit): it never expires, and the clock key says so"
+fleet_limit ce4 0 >/dev/null
+rcli ZADD "$CENSUS" -1 . >/dev/null     # (seeded again)
 
 # A lease named as the state's field is refused (the agent never sends one).
 like "$(acquire dot . 1 2>&1)" "FLEETSEM a lease may not be named" "state: a lease named '.' is refused"

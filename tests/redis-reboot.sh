@@ -81,6 +81,11 @@ check "Redis: host a holds the slot of reboot" host_holds reboot a
 lease_a=$(holder_of reboot)
 like "$(rcli HGET fleetsem:host:{a} "$lease_a")" '^reboot 1 0 - ignore 1 host-held$' \
         "a's index records the slot as host-held"
+# The host's own record of it: in its state directory, which a reboot
+# keeps, not in its runtime directory, which a reboot empties.
+is "$(cat "$T/state-a/$NSBASE-a.a.leases/$lease_a")" "reboot 1 0 - ignore 1 host-held" \
+        "a's own record of the slot is in its state directory"
+check "... not in its runtime directory" test ! -e "$T/run-a/$NSBASE-a.a.leases/$lease_a"
 json=$(fs b status --json reboot)
 like "$json" '"hold":"host","reason":"kernel 6\.1\.99; packages: linux-image-6\.1\.0-99-amd64 31mlibc6 libc6 reboot"' \
         "status --json: held by the host, why, the packages sanitised and once each"

@@ -4,8 +4,10 @@
  * of the two: each entry checked against its anchor (alive, and owned by
  * the uid the index says) and against Redis (still held), handed to the
  * engine. Redis may lose its index (a DEL, an expiry) while the agent is
- * down; the record outlives both the agent and, in its state directory,
- * the host's reboot. */
+ * down; the record outlives the agent, and that of the slots the host
+ * holds itself, in its state directory, the host's reboot too (an
+ * anchored lease ends with its process: its record is in the runtime
+ * directory, which a reboot empties). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -67,26 +69,39 @@ static void adopt_done_one(AdoptRound *round) {
         adopt_over(a);
 }
 
-static void record_put(Agent *a, const char *id, const char *value) {
-        int r;
-
-        if (a->record_fd < 0)
-                return;
-        r = lease_record_put(a->record_fd, id, value);
-        if (r < 0)
-                log_warning_errno(r, "Failed to record lease %s in this host's state directory: %m; an agent restart "
-                                  "re-adopts it from Redis' index alone.", id);
+/* The folder of the record of a lease: the state directory's for a slot
+ * the host holds itself, the runtime directory's for an anchored one
+ * (the state directory's without one). */
+static int record_fd_of(Agent *a, bool host_held) {
+        return host_held || a->run_record_fd < 0 ? a->record_fd : a->run_record_fd;
 }
 
-static void record_drop(Agent *a, const char *id) {
-        int r;
+static void record_put(Agent *a, const char *id, const char *value, bool host_held) {
+        int fd = record_fd_of(a, host_held), r;
 
-        if (a->record_fd < 0)
+        if (fd < 0)
                 return;
-        r = lease_record_drop(a->record_fd, id);
+        r = lease_record_put(fd, id, value);
         if (r < 0)
-                log_warning_errno(r, "Failed to remove lease %s from this host's state directory: %m; the next "
-                                  "re-adoption finds it gone.", id);
+                log_warning_errno(r, "Failed to record lease %s in this host's record of its leases: %m; an agent "
+                                  "restart re-adopts it from Redis' index alone.", id);
+}
+
+/* Out of both folders: the caller may not know which it is in (an
+ * earlier agent kept every lease in the state directory). */
+static void record_drop(Agent *a, const char *id) {
+        const int fds[] = { a->record_fd, a->run_record_fd };
+
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
+                int r;
+
+                if (fds[i] < 0)
+                        continue;
+                r = lease_record_drop(fds[i], id);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to remove lease %s from this host's record of its leases: %m; "
+                                          "the next re-adoption finds it gone.", id);
+        }
 }
 
 static void forget_index_entry(Agent *a, const char *id) {
@@ -103,7 +118,7 @@ void host_index(void *ctx, const Lease *l, bool add) {
 
         if (add) {
                 slots_index_value(l, value);
-                record_put(a, l->id, value);
+                record_put(a, l->id, value, l->host_held);
         } else
                 record_drop(a, l->id);
         io_index(ctx, l, add);
@@ -120,32 +135,61 @@ int host_call_release(void *ctx, const char *name, const char *lease, uid_t uid)
         return r;
 }
 
-/* This host's own record, in the state directory systemd gives the agent
- * (StateDirectory=, $STATE_DIRECTORY: the first of its folders); without
- * one, Redis' index alone. */
-void host_record_open(Agent *a) {
-        const char *dir = getenv("STATE_DIRECTORY");
+/* One folder of this host's own record, in the directory systemd gives
+ * the agent in the variable env (the first of its folders), or -EBADF. */
+static int record_dir_open(Agent *a, const char *env) {
+        const char *dir = getenv(env);
         char first[4096];
-        int r;
+        int fd = -EBADF, r;
 
-        a->record_fd = -EBADF;
-        if (!dir || !*dir) {
-                log_notice("No state directory ($STATE_DIRECTORY unset): an agent restart re-adopts this host's slots "
-                           "from Redis' index alone.");
-                return;
-        }
+        if (!dir || !*dir)
+                return -EBADF;
         snprintf(first, sizeof(first), "%.*s", (int) strcspn(dir, ":"), dir);
-        r = lease_record_open(first, a->config->namespace, a->config->host_id, &a->record_fd);
-        if (r < 0)
+        r = lease_record_open(first, a->config->namespace, a->config->host_id, &fd);
+        if (r < 0) {
                 log_warning_errno(r, "Failed to open this host's record of its leases in %s: %m; an agent restart "
-                                  "re-adopts them from Redis' index alone.", first);
+                                  "re-adopts those it would hold from Redis' index alone.", first);
+                return -EBADF;
+        }
+        return fd;
+}
+
+/* This host's own record: of the slots it holds itself in the state
+ * directory systemd gives the agent (StateDirectory=, $STATE_DIRECTORY),
+ * kept across a reboot as those slots are; of its anchored leases in the
+ * runtime one (RuntimeDirectory=, $RUNTIME_DIRECTORY), which a reboot
+ * empties, as it ends their processes (without one, in the state
+ * directory too); without either, Redis' index alone. */
+void host_record_open(Agent *a) {
+        a->record_fd = record_dir_open(a, "STATE_DIRECTORY");
+        a->run_record_fd = record_dir_open(a, "RUNTIME_DIRECTORY");
+        if (a->record_fd < 0)
+                log_notice("No state directory ($STATE_DIRECTORY unset, or unusable): an agent restart re-adopts the "
+                           "slots this host holds itself from Redis' index alone%s.",
+                           a->run_record_fd < 0 ? ", and so its other leases" : "");
+}
+
+/* The description of a slot whose record Redis lost (adopt.lua's
+ * forgotten, without one): made again from its anchor's owner, as at its
+ * request (its pid unknown when the anchor is alive by name only). */
+static char *adoption_describe(Adoption *ad) {
+        struct ucred owner = ad->owner;
+        char holder[LEASE_HOLDER_MAX];
+        uint64_t start;
+
+        if (ad->watch_fd >= 0 && peer_cred(ad->watch_fd, &owner) < 0)
+                owner = ad->owner;
+        return requester_describe(ad->agent, &owner, ad->slots, ad->unit, ad->host_held ? "" : NULL, holder, &start);
 }
 
 static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         _cleanup_(adoption_freep) Adoption *ad = userdata;
+        _cleanup_free_ char *described = NULL;
         Agent *a = ad->agent;
         ReplyAdopt d = {};
         int state = -2;         /* Redis went, or refused the call: ask again next time */
+        uint64_t token = 0, since_ms = 0;
+        const char *desc = NULL;
         LeaseIo *io = NULL;
         Lease *l;
 
@@ -154,14 +198,28 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 if (reply_decode_adopt(reply, &d) < 0)
                         reply_log_unknown("adopt", ad->name, reply, "the slot is not adopted now");
                 else
-                        state = d.outcome == REPLY_ADOPT_HELD ? 1 : d.outcome == REPLY_ADOPT_GONE ? -1 : 0;
+                        state = d.outcome == REPLY_ADOPT_HELD || d.outcome == REPLY_ADOPT_FORGOTTEN ? 1 :
+                                d.outcome == REPLY_ADOPT_GONE ? -1 : 0;
+        }
+        if (state == 1 && d.outcome == REPLY_ADOPT_HELD) {
+                token = (uint64_t) d.held.token;
+                since_ms = (uint64_t) d.held.since_ms;
+                desc = d.held.description;
+        } else if (state == 1) {
+                token = (uint64_t) d.forgotten.token;
+                since_ms = (uint64_t) d.forgotten.since_ms;
+                desc = d.forgotten.description;
+                if (!desc[0])
+                        desc = described = adoption_describe(ad);
+                if (!desc)
+                        state = -2;     /* out of memory: asked again at the next re-adoption */
         }
 
         if (state == 1 && !slots_lease_find(&a->slots, ad->id)) {
                 char holder[LEASE_HOLDER_MAX];
                 LeaseSpec spec = {
                         .name = ad->name, .id = ad->id, .slots = ad->slots, .weight = ad->weight, .uid = ad->owner.uid,
-                        .pid = ad->owner.pid, .desc = d.held.description, .holder = holder, .unit = ad->unit,
+                        .pid = ad->owner.pid, .desc = desc, .holder = holder, .unit = ad->unit,
                         .stop_on_lost = ad->stop_on_lost, .host_held = ad->host_held,
                         .ttl = ad->host_held ? a->config->host_lease : 0,
                 };
@@ -171,13 +229,16 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 holder_label(a, ad->owner.uid, ad->owner.pid, ad->host_held ? "host" : ad->unit ?: "adopted", holder,
                              sizeof(holder));
                 io = lease_io_new(a, ad->watch_fd);
-                if (io && slots_adopt(&a->slots, &spec, (uint64_t) d.held.token, (uint64_t) d.held.since_ms, io,
-                                      now_mono(), &l) >= 0) {
+                if (io && slots_adopt(&a->slots, &spec, token, since_ms, io, now_mono(), &l) >= 0) {
                         ad->watch_fd = -EBADF;
                         if (lease_io_attach(io, l) < 0)
                                 slots_release(&a->slots, l, "cannot watch its anchor", now_mono());
-                        else    /* in both again: either may have lost it */
+                        else {  /* in both again: either may have lost it */
                                 host_index(a, l, true);
+                                /* Redis lost part of its name meanwhile: put back, as a renewal would. */
+                                if (d.outcome == REPLY_ADOPT_FORGOTTEN)
+                                        slots_put_back(&a->slots, l, now_mono());
+                        }
                         ad->round->count++;
                 } else if (io) {
                         ad->watch_fd = -EBADF;  /* closed with io */
@@ -333,12 +394,15 @@ static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 adopt_entry(a, round, id, value);
         }
         /* Then what the host's own record has and Redis' index lacks. */
-        if (a->record_fd >= 0) {
+        if (ids)
+                qsort(ids, n_ids, sizeof(*ids), id_compare);
+        const int fds[] = { a->record_fd, a->run_record_fd };
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
                 RecordRound rr = { .round = round, .ids = ids, .n_ids = n_ids, .complete = ids || n < 2 };
 
-                if (ids)
-                        qsort(ids, n_ids, sizeof(*ids), id_compare);
-                r = lease_record_foreach(a->record_fd, record_entry, &rr);
+                if (fds[i] < 0)
+                        continue;
+                r = lease_record_foreach(fds[i], record_entry, &rr);
                 if (r < 0)
                         log_warning_errno(r, "Failed to read this host's record of its leases: %m; re-adopting from "
                                           "Redis' index alone.");

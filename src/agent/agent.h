@@ -169,7 +169,8 @@ struct Agent {
         StatusLine *status_line;        /* the systemd status line's own (status-reply.c) */
         char host_key[IDENT_MAX_LEN * 2 + 16];
         usec_t host_index_kept;         /* when a renewal last set its TTL (redis-engine.c) */
-        int record_fd;                  /* this host's own record of its leases (adopt.c), -EBADF none */
+        int record_fd;                  /* this host's own record of the slots it holds itself (adopt.c), -EBADF none */
+        int run_record_fd;              /* ... of its anchored leases (adopt.c), -EBADF: in record_fd */
         char names_key[IDENT_MAX_LEN + 16];
         usec_t names_trimmed;           /* when the names index was last trimmed (redis-engine.c) */
         uint64_t names_refused;         /* requests refused past max_redis_names_per_user (requests.c) */
@@ -401,7 +402,7 @@ void user_cache_clear(void);
 /* adopt.c */
 void adopt_start(Agent *a);
 /* The engine's index and release ops: Redis' index and this host's own
- * record (adopt.c); the record opened at start. */
+ * record (adopt.c); the record opened at start (its two folders). */
 void host_index(void *ctx, const Lease *l, bool add);
 int host_call_release(void *ctx, const char *name, const char *lease, uid_t uid);
 void host_record_open(Agent *a);

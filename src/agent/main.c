@@ -399,7 +399,8 @@ static void on_redis_changed(Agent *a) {
 static int run(int argc, char *argv[]) {
         _cleanup_(sd_event_unrefp) sd_event *e = NULL;
         _cleanup_(config_done) Config config = {};
-        Agent agent = { .redis_changed = on_redis_changed, .fleet_changed = status_mark_dirty, .record_fd = -EBADF };
+        Agent agent = { .redis_changed = on_redis_changed, .fleet_changed = status_mark_dirty, .record_fd = -EBADF,
+                         .run_record_fd = -EBADF };
         char redis[300];
         int r;
 
@@ -482,6 +483,7 @@ finish:
         lease_io_stop(&agent);
         units_close();
         safe_close(agent.record_fd);
+        safe_close(agent.run_record_fd);
         user_cache_clear();
         log_limit_done();
         return r;

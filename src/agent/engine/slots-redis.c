@@ -222,6 +222,15 @@ void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now) {
         lease_unref(l);
 }
 
+void slots_put_back(Slots *e, Lease *l, usec_t now) {
+        LogFields f = lease_fields(l);
+
+        slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f,
+                  "Redis forgot the slot of %s (token %" PRIu64 ") while it stayed up (FLUSHALL, DEL or eviction); "
+                  "putting it back.", l->name->name, l->token);
+        lease_reassert(l, now);
+}
+
 /* The leases of n that the host holds itself (host_held) go in calls of
  * their own: their lease in Redis is another. */
 static void renew_name_kind(Slots *e, Name *n, bool host_held) {
@@ -316,20 +325,12 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                         gone[k_gone++] = lease_ref(l);
                 else if (lease_state_waits(l->state))
                         requeue(l, now);
-                else if (forgot_since_renewed(l, forgot_left, sent) && now - l->renewed <= lease_lost_after(l)) {
-                        /* Redis lost it while it stayed up, and grants
-                         * nothing on the name for a lease: put it back,
-                         * as after a reset only while its holder still
-                         * believes (a grant heard late whose lease ran
-                         * out, and was granted on, before the loss is
-                         * no holder to put back). */
-                        LogFields f = lease_fields(l);
-
-                        slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f,
-                                  "Redis forgot the slot of %s (token %" PRIu64 ") while it stayed up "
-                                  "(FLUSHALL, DEL or eviction); putting it back.", l->name->name, l->token);
-                        lease_reassert(l, now);
-                } else
+                else if (forgot_since_renewed(l, forgot_left, sent) && now - l->renewed <= lease_lost_after(l))
+                        /* Only while its holder still believes (a grant
+                         * heard late whose lease ran out, and was granted
+                         * on, before the loss is no holder to put back). */
+                        slots_put_back(e, l, now);
+                else
                         lease_lost(l, "its lease is gone from Redis (it ran out, was evicted, or was revoked)", true, now);
         }
         /* Waiters whose places expired (this host was away longer than a

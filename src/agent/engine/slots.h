@@ -409,6 +409,10 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                       size_t n, usec_t forgot_left, usec_t sent, usec_t now);
 /* result: 1 holds again, 0 lost (no room), -1 owned elsewhere, -2 Redis went. */
 void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now);
+/* Redis lost l's slot while it stayed up (a renewal, or an adoption,
+ * found its name forgotten: it grants nothing on it for a lease): l is
+ * put back (reassert), as after a reset. */
+void slots_put_back(Slots *e, Lease *l, usec_t now);
 /* A wake message on name's channel: "g LEASE TOKEN SINCE PROOF …" or
  * anything else. A waiter it names with the proof this host gave Redis is
  * granted (if wake_grants); any other it names asks Redis. */

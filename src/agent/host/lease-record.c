@@ -12,11 +12,11 @@
 #include "lease-record.h"
 #include "macro.h"
 
-int lease_record_open(const char *state_dir, const char *ns, const char *host, int *ret_fd) {
+int lease_record_open(const char *dir, const char *ns, const char *host, int *ret_fd) {
         char path[4096];
         int fd, n;
 
-        n = snprintf(path, sizeof(path), "%s/%s.%s.leases", state_dir, ns, host);
+        n = snprintf(path, sizeof(path), "%s/%s.%s.leases", dir, ns, host);
         if (n < 0 || (size_t) n >= sizeof(path))
                 return -ENAMETOOLONG;
         if (mkdir(path, 0700) < 0 && errno != EEXIST)

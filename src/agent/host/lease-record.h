@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* This host's own record of its leases: a file per lease, named by its id
  * and holding its entry of the host index ("NAME SLOTS UID UNIT ON-LOST[
- * WEIGHT[ KIND]]"), in a folder of the agent's state directory that
- * outlives an agent restart (and, for slots the host holds itself, its
- * reboot). Re-adoption reads it beside Redis' host index, so a host index
- * Redis lost leaves no holder of this host behind. */
+ * WEIGHT[ KIND]]"), in a folder that outlives an agent restart: of the
+ * agent's runtime directory for anchored leases, of its state directory
+ * for the slots the host holds itself (which outlive its reboot too).
+ * Re-adoption reads it beside Redis' host index, so a host index Redis
+ * lost leaves no holder of this host behind. */
 #pragma once
 
 #include <stddef.h>
@@ -14,9 +15,9 @@
 /* An entry's longest text, its NUL included. */
 #define LEASE_RECORD_VALUE_MAX (NAME_MAX_LEN + UNIT_NAME_MAX + 64)
 
-/* The folder STATE_DIR/NS.HOST.leases, made (0700) if missing; its fd in
+/* The folder DIR/NS.HOST.leases, made (0700) if missing; its fd in
  * *ret_fd. */
-int lease_record_open(const char *state_dir, const char *ns, const char *host, int *ret_fd);
+int lease_record_open(const char *dir, const char *ns, const char *host, int *ret_fd);
 /* Writes (replaces) the entry of lease id, atomically (a temporary file
  * renamed). */
 int lease_record_put(int dir_fd, const char *id, const char *value);

@@ -14,7 +14,7 @@ local function begin_name(keys, at)
   st_dirty, forgot_dirty, drain_dirty = false, false, false
   rec, dirty, created = {}, {}, {}
   census_made, expired, expired_ttl, expired_grace, idle_again = false, false, false, false, false
-  census_look, census_young = false, false
+  census_look, census_young, census_bound_due = false, false, false
 end
 local function begin_call(keys)
   now_ms_, now_us_, now_read = nil, nil, false
@@ -303,20 +303,34 @@ local function reassert_call(argv)
 end
 
 -- For an agent that restarted: does this lease hold? Returns {1, token,
--- since_ms, description}, {0} when only queued, {-1} when gone, revoked,
--- or another host's or user's.
+-- since_ms, description}; {2, token, since_ms, description} when it held
+-- and Redis forgot part of the name since: its record without its entry,
+-- or its entry without its record (a release, a revoke and a lease that
+-- ran out take both; an operator's DEL or HDEL takes one). The name is
+-- marked forgotten (it grants nothing for a lease) and the agent puts the
+-- holder back (reassert.lua), as its renewal would have: with its token,
+-- or, its record lost with it, with a new one above every token of the
+-- name (the holder's own is below it: fencing holds) and the description
+-- "" (the agent describes it again). {0} when only queued; {-1} when
+-- gone, revoked, or another host's or user's. (A name whose keys all
+-- went tells nothing of the lease, which held or only waited: gone.)
 local function adopt_call(argv)
   local lease, ttl = argv[A_ADOPT_LEASE], tonumber(argv[A_ADOPT_TTL_MS])
-  local now_ms = now()
+  local now_ms, now_us = now()
   fetch({lease})
   expire(now_ms, ttl, argv[A_ADOPT_GRACE_UNTIL_MS])
   local r = rec[lease]
-  if not r or foreign(r, argv[A_ADOPT_HOST], argv[A_ADOPT_UID]) or revoked(r) then return {R_ADOPT_GONE} end
-  if r.token > 0 then
+  if r and (foreign(r, argv[A_ADOPT_HOST], argv[A_ADOPT_UID]) or revoked(r)) then return {R_ADOPT_GONE} end
+  if r and r.token > 0 then
     if hold_again(lease, now_ms, ttl) then return {R_ADOPT_HELD, r.token, r.since, r.desc} end
-    return {R_ADOPT_GONE}
+    return {R_ADOPT_FORGOTTEN, r.token, r.since, r.desc}
   end
-  return {R_ADOPT_QUEUED}
+  if r then return {R_ADOPT_QUEUED} end
+  if redis.call('ZSCORE', K_HOLDERS, lease) then
+    record_lost()
+    return {R_ADOPT_FORGOTTEN, next_token(now_us), now_ms, ''}
+  end
+  return {R_ADOPT_GONE}
 end
 
 -- Each kind of call a batch holds (batch.lua): its function, the fewest

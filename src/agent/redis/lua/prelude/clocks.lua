@@ -2,9 +2,10 @@
 -- and the steps of Redis' clock.
 
 -- The fleet's clock key, K_FLEET_CLOCK (the last KEY, one for all names):
--- "LAST_MS OFFSET_MS ERA TOKEN_OFFSET_MS RUN_ID SHORT_MS ID". observe()
--- reads it and says what the first three, SHORT_MS and ID are;
--- next_token() the others. fleet_write()
+-- "LAST_MS OFFSET_MS ERA TOKEN_OFFSET_MS RUN_ID SHORT_MS ID CENSUS_UNTIL".
+-- observe() reads it and says what the first three, SHORT_MS and ID are;
+-- next_token() the next two; CENSUS_UNTIL is when the census expires (0:
+-- never, or not known; census_bound()). fleet_write()
 -- writes back what `fleet` holds; `fleet_due`: at the end of the call.
 local fleet, fleet_due = {}, false
 -- Read once a call: a batch's names share it (batch.lua). Nothing but this
@@ -14,18 +15,19 @@ local fleet_known = false
 local function field(w, pattern, default)
   return tonumber(w and string.match(w, pattern)) or default
 end
--- (The key as fleet_write() writes it, seven words, in one match;
+-- (The key as fleet_write() writes it, eight words, in one match;
 -- anything else word by word, each word checked alone: a key of five,
 -- without SHORT_MS, has 0 for it, none known; one of six, without ID, is
--- clock 0, the id of the names' offsets written before there was one.)
+-- clock 0, the id of the names' offsets written before there was one;
+-- one of seven, without CENSUS_UNTIL, knows no time the census expires.)
 local function fleet_read()
   local text = redis.call('GET', K_FLEET_CLOCK) or ''
-  local last, offset, era, token_offset, id, short, clock =
-    string.match(text, '^(%d+) (%-?%d+) (%d+) (%-?%d+) (%x*) (%d+) (%d+)$')
+  local last, offset, era, token_offset, id, short, clock, census_until = string.match(text, FLEET_PATTERN)
   if last then
     fleet.last, fleet.era, fleet.offset, fleet.token_offset = tonumber(last), tonumber(era), tonumber(offset),
       tonumber(token_offset)
-    fleet.run_id, fleet.short, fleet.id = id, tonumber(short), tonumber(clock)
+    fleet.run_id, fleet.short, fleet.id, fleet.census_until = id, tonumber(short), tonumber(clock),
+      tonumber(census_until)
     return
   end
   local w = {}
@@ -35,10 +37,12 @@ local function fleet_read()
   fleet.run_id = w[5] and string.match(w[5], '^%x+$') or ''
   fleet.short = field(w[6], '^%d+$', 0)
   fleet.id = field(w[7], '^%d+$', 0)
+  fleet.census_until = 0
 end
 local function fleet_write()
   redis.call('SET', K_FLEET_CLOCK, table.concat({digits(fleet.last), digits(fleet.offset), digits(fleet.era),
-    digits(fleet.token_offset), fleet.run_id, digits(fleet.short or 0), digits(fleet.id)}, ' '))
+    digits(fleet.token_offset), fleet.run_id, digits(fleet.short or 0), digits(fleet.id),
+    digits(fleet.census_until or 0)}, ' '))
   fleet_due = false
 end
 

@@ -25,6 +25,24 @@ local CENSUS_MARK = '.'
 local census_member             -- the name's member of the census (begin_name())
 local census_made = false       -- made by this call: its mark is written in idle()
 local census_young = false      -- st.forgot is the census' making (census_forgot())
+local census_bound_due = false  -- written by this call: its expiry is set in idle() (census_bound())
+
+-- The census expires with its latest entry: by then every name it lists
+-- has left Redis (their keys expire at the times it holds), and so has
+-- what it cost (a user's fresh names by the thousand). The fleet's clock
+-- key, which never expires, keeps that time (its CENSUS_UNTIL, written
+-- with the census' expiry: census_bound()), so that a census found
+-- missing from then on left with its names: made again as a seeded one
+-- (mark -1, no name forgotten); found missing before then, or with no
+-- such time known (0: one entry never leaves, or the clock key went too),
+-- it was lost, and is made again young. (The clock key's text, which
+-- clocks.lua reads whole with this pattern.)
+local FLEET_PATTERN = '^(%d+) (%-?%d+) (%d+) (%-?%d+) (%x*) (%d+) (%d+) (%d+)$'
+local function census_left(now_ms)
+  local _, _, _, _, _, _, _, until_ms = string.match(redis.call('GET', K_FLEET_CLOCK) or '', FLEET_PATTERN)
+  until_ms = tonumber(until_ms)
+  return until_ms ~= nil and until_ms > 0 and now_ms >= until_ms
+end
 
 -- When the name, found without its state, was forgotten (false: it is new).
 local function census_forgot()
@@ -32,6 +50,10 @@ local function census_forgot()
   local got = redis.call('ZMSCORE', K_CENSUS, census_member, CENSUS_MARK)
   local expires, made = tonumber(got[1]), tonumber(got[2])
   if not made then
+    if census_left(now_ms) then
+      census_made = 1
+      return false
+    end
     census_made = now_ms
     return now_ms
   end
@@ -70,6 +92,7 @@ local function census_keep()
     census_made, now_read = now(), read
   end
   redis.call('ZADD', K_CENSUS, st.expires > 0 and digits(st.expires) or 'inf', census_member)
+  census_bound_due = true
 end
 
 -- The state, counted from the ZSETs when Redis has none (a new name, or

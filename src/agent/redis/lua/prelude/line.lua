@@ -121,7 +121,7 @@ end
 -- an operator set stays until taken back); idle() sets an expiry again
 -- once neither holds.
 local function persist()
-  st.expires, st_dirty = 0, true
+  st.expires, st_dirty, census_bound_due = 0, true, true
   redis.call('ZADD', K_CENSUS, 'inf', census_member)
   redis.call('PERSIST', K_HOLDERS)
   redis.call('PERSIST', K_QUEUE)
@@ -142,6 +142,28 @@ end
 -- changed; returns reply.
 -- idle_due() is a call's part of that, which a batch (batch.lua) takes
 -- after each of its calls, as each would alone; idle(nil, reply) then writes.
+-- The census' expiry, set again after a call wrote it: its latest entry's
+-- time, and CENSUS_UNTIL in the fleet's clock key with it (forgot.lua,
+-- census_left()); while an entry never leaves ('inf'), or it holds only
+-- its mark, it never expires (CENSUS_UNTIL 0). A clock key that is
+-- missing takes no time: the census never expires then either. The cost:
+-- a ZRANGE and a PEXPIREAT a write of the census (a name's expiry moved,
+-- every quarter of its idle time), and a write of the clock key when the
+-- time moved.
+local function census_bound()
+  census_bound_due = false
+  if not fleet_known and not fleet_due then fleet_read() end
+  fleet_known = true
+  local top = tonumber(redis.call('ZRANGE', K_CENSUS, -1, -1, 'WITHSCORES')[2])
+  local until_ms = fleet.last and top and top > 0 and top < math.huge and top or 0
+  if until_ms > 0 then
+    redis.call('PEXPIREAT', K_CENSUS, digits(until_ms))
+  else
+    redis.call('PERSIST', K_CENSUS)
+  end
+  if fleet.last and (fleet.census_until or 0) ~= until_ms then fleet.census_until, fleet_due = until_ms, true end
+end
+
 local idle_again = false
 local function idle_due(idle_ms)
   idle_ms = tonumber(idle_ms) or 0
@@ -155,18 +177,18 @@ local function idle_due(idle_ms)
   st_new, now_read = false, false
 end
 local function idle(idle_ms, reply)
-  if fleet_due then fleet_write() end
   if idle_ms ~= nil then idle_due(idle_ms) end
   flush()
   if census_look and st and not idle_again and (st.held > 0 or st.line > 0) then census_keep() end
   if census_made then
     redis.call('ZADD', K_CENSUS, -census_made, CENSUS_MARK)
-    census_made = false
+    census_made, census_bound_due = false, true
   end
   if idle_again then
     -- The census learns when the name leaves; names that left go from it.
     redis.call('ZADD', K_CENSUS, st.expires, census_member)
     redis.call('ZREMRANGEBYSCORE', K_CENSUS, 0, '(' .. digits(now_ms_))
+    census_bound_due = true
     redis.call('PEXPIREAT', K_CLOCK, st.expires)
     if st.held > 0 then redis.call('PEXPIREAT', K_HOLDERS, st.expires) end
     if st.line > 0 then
@@ -176,5 +198,7 @@ local function idle(idle_ms, reply)
   elseif st and st.expires > 0 then
     for key in pairs(created) do redis.call('PEXPIREAT', key, st.expires) end
   end
+  if census_bound_due then census_bound() end
+  if fleet_due then fleet_write() end
   return reply
 end
