@@ -240,7 +240,7 @@ def generated_table(option, list_path, what):
     """(bad, have): docs/protocol.md's table of WHAT against the one
     embed-lua.py OPTION makes from LIST_PATH, line by line."""
     import subprocess
-    got = subprocess.run([sys.executable, os.path.join(SRC, "src/agent/redis/embed-lua.py"), option,
+    got = subprocess.run([sys.executable, os.path.join(SRC, "src/agent/library/embed-lua.py"), option,
                           os.path.join(SRC, list_path)], capture_output=True, text=True)
     if got.returncode != 0:
         return ["%s: %s" % (list_path, got.stderr.strip())]
@@ -268,15 +268,15 @@ def check_keys():
     import subprocess
     bad = []
     ids = {ln.split("\t")[0] for ln in subprocess.run(
-        [sys.executable, os.path.join(SRC, "src/agent/redis/embed-lua.py"), "--key-list",
-         os.path.join(SRC, "src/agent/redis/keys.list")], capture_output=True, text=True).stdout.splitlines()}
+        [sys.executable, os.path.join(SRC, "src/agent/library/embed-lua.py"), "--key-list",
+         os.path.join(SRC, "src/agent/library/keys.list")], capture_output=True, text=True).stdout.splitlines()}
     cases = set(re.findall(r"^key_([a-z_]+)\(\)", read("tests/redis-key-loss.sh"), re.M))
     for i in sorted(ids - cases):
         bad.append("tests/redis-key-loss.sh: no case key_%s() for keys.list's key %s" % (i, i))
     for i in sorted(cases - ids):
         bad.append("tests/redis-key-loss.sh: key_%s() is the case of no key of keys.list" % i)
-    bad += generated_table("--doc-table", "src/agent/redis/keys.list", "keys")
-    bad += generated_table("--doc-args", "src/agent/redis/scripts.list", "arguments")
+    bad += generated_table("--doc-table", "src/agent/library/keys.list", "keys")
+    bad += generated_table("--doc-args", "src/agent/library/scripts.list", "arguments")
     return bad
 
 

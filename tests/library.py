@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src", "agent", "redis")
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src", "agent", "library")
 KEYS_LIST, SCRIPTS_LIST, REPLIES_LIST, VERSION, PRELUDE = (
     os.path.join(SRC, f) for f in ("keys.list", "scripts.list", "replies.list", "lua/library.version", "lua/prelude"))
 FLEET_CLOCK = "fleetsem:clock"

@@ -18,7 +18,7 @@
 TTL=2s
 . "$(dirname "$0")/lib.sh"
 
-SRC=$(cd "$(dirname "$0")/../src/agent/redis" && pwd)
+SRC=$(cd "$(dirname "$0")/../src/agent/library" && pwd)
 mapfile -t KEYS < <(python3 "$SRC/embed-lua.py" --key-list "$SRC/keys.list")
 [ "${#KEYS[@]}" -gt 4 ] || bail "embed-lua.py lists no keys from keys.list"
 

@@ -56,7 +56,7 @@ KINDS = ["partition-short", "partition-long", "agent-kill-short", "agent-kill-lo
 # keys, or any one key of src/agent/redis/keys.list ("del-ID"), read at run
 # time: a key added there is drawn here too (check.py knows what the loss
 # of each may do, and fails on one it does not know).
-KEYS_LIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "agent", "redis")
+KEYS_LIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "agent", "library")
 
 
 def key_list():
