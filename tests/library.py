@@ -1,6 +1,6 @@
 # The agent's Lua library as the tests that call its scripts directly make
 # and call it (lua-batch-diff.py, model-replay.py): what
-# src/agent/redis/embed-lua.py says of keys.list and scripts.list.
+# src/agent/library/embed-lua.py says of keys.list and scripts.list.
 import os
 import subprocess
 import sys
