@@ -445,10 +445,12 @@ def cli_options():
     first verb_*() after it."""
     funcs = dict((f, v) for v, f in re.findall(
         r'if \(streq\(argv\[1\], "([a-z][a-z-]*)"\)\)\s*\n\s*return (verb_\w+)\(', read("src/cli/fleetsem.c")))
+    # The options every verb takes (cli-util.h), as each table names them.
+    common = re.search(r"^#define CLI_COMMON_OPTIONS (.*)$", read("src/cli/cli-util.h"), re.M).group(1)
     out = {}
     for path in sorted(glob.glob(os.path.join(SRC, "src/cli/*.c"))):
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            text = f.read().replace("CLI_COMMON_OPTIONS", common)
         defs = [(m.start(), m.group(1)) for m in
                 re.finditer(r"^(?:static )?[a-z][\w *]*?\b(\w+)\([^;{]*\)\s*\{", text, re.M)]
         for t in re.finditer(r"static const struct option \w+\[\] = \{(.*?)\n\s*\};", text, re.S):
