@@ -9,7 +9,7 @@
 
 #include "log.h"
 #include "replies.h"
-#include "redis-slot.h"
+#include "hash-slot.h"
 #include "script-args.h"
 
 int script_key(char buf[static SCRIPT_KEY_SIZE], const char *prefix, const char *const *names, size_t n_names,

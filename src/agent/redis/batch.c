@@ -19,7 +19,7 @@
 
 #include "log.h"
 #include "redis-layer.h"
-#include "redis-slot.h"
+#include "hash-slot.h"
 
 #define BATCH_MAX 64            /* calls (so names) in one batch; a full one goes at once */
 #define BATCH_ARGS_MAX 4096     /* their arguments: one more that would pass it goes in the next */

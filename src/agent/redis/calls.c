@@ -14,7 +14,7 @@
 #include "log.h"
 #include "lua-keys.h"
 #include "redis-layer.h"
-#include "redis-slot.h"
+#include "hash-slot.h"
 #include "script-args.h"
 
 #define REDIRECTS_MAX 5                 /* MOVED and ASK followed for one call */

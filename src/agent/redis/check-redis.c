@@ -19,7 +19,7 @@
 #include "check-redis.h"
 #include "peers.h"
 #include "redis-layer.h"
-#include "redis-slot.h"
+#include "hash-slot.h"
 #include "redis.h"
 
 #define PROBE_TIMEOUT (3 * USEC_PER_SEC)

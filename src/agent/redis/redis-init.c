@@ -29,7 +29,7 @@
 #include "client.h"
 #include "lua-keys.h"
 #include "redis-init.h"
-#include "redis-slot.h"
+#include "hash-slot.h"
 
 #define INIT_TIMEOUT (3 * USEC_PER_SEC)
 /* A cursor that never comes back to 0 (a hostile server) is given up

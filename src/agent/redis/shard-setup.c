@@ -17,7 +17,7 @@
 #include "lua-keys.h"
 #include "lua-args.h"
 #include "redis-layer.h"
-#include "redis-slot.h"
+#include "hash-slot.h"
 #include "shard-internal.h"
 
 #define FAILOVER_GRACE_WAIT (500 * USEC_PER_MSEC)       /* grace after a failover, grants confirmed by WAIT, at least */

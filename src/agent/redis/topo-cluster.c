@@ -17,7 +17,7 @@
 #include "lua-args.h"
 #include "peers.h"
 #include "redis-layer.h"
-#include "redis-slot.h"
+#include "hash-slot.h"
 
 #define SLOT_NONE UINT16_MAX
 static_assert(SHARDS_MAX < SLOT_NONE, "a shard's place in the table fits a hash slot's entry");

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redis-slot.h"
+#include "hash-slot.h"
 
 /* CRC16-CCITT (XMODEM), as Redis Cluster uses it. */
 static uint16_t crc16(const char *p, size_t n) {
