@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The agent's checked accessors (src/agent/connection/redis.h) over whatever replies
+/* The agent's checked accessors (src/agent/connection/redis-reply.h) over whatever replies
  * hiredis' own reader makes of the bytes a Redis server sends: each one
  * agrees with the reply's type and never hands out a string with a NUL in
  * it or one that does not fit. And the decoder of the scripts' replies

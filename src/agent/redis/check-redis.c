@@ -18,6 +18,7 @@
 #include "agent.h"
 #include "check-redis.h"
 #include "peers.h"
+#include "redis-blocking.h"
 #include "redis-layer.h"
 #include "hash-slot.h"
 #include "redis.h"

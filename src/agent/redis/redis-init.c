@@ -28,6 +28,7 @@
 #include "check-redis.h"
 #include "client.h"
 #include "lua-keys.h"
+#include "redis-blocking.h"
 #include "redis-init.h"
 #include "hash-slot.h"
 
