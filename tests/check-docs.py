@@ -240,7 +240,7 @@ def generated_table(option, list_path, what):
     """(bad, have): docs/protocol.md's table of WHAT against the one
     embed-lua.py OPTION makes from LIST_PATH, line by line."""
     import subprocess
-    got = subprocess.run([sys.executable, os.path.join(SRC, "src/agent/redis/embed-lua.py"), option,
+    got = subprocess.run([sys.executable, os.path.join(SRC, "src/agent/library/embed-lua.py"), option,
                           os.path.join(SRC, list_path)], capture_output=True, text=True)
     if got.returncode != 0:
         return ["%s: %s" % (list_path, got.stderr.strip())]
@@ -268,15 +268,15 @@ def check_keys():
     import subprocess
     bad = []
     ids = {ln.split("\t")[0] for ln in subprocess.run(
-        [sys.executable, os.path.join(SRC, "src/agent/redis/embed-lua.py"), "--key-list",
-         os.path.join(SRC, "src/agent/redis/keys.list")], capture_output=True, text=True).stdout.splitlines()}
+        [sys.executable, os.path.join(SRC, "src/agent/library/embed-lua.py"), "--key-list",
+         os.path.join(SRC, "src/agent/library/keys.list")], capture_output=True, text=True).stdout.splitlines()}
     cases = set(re.findall(r"^key_([a-z_]+)\(\)", read("tests/redis-key-loss.sh"), re.M))
     for i in sorted(ids - cases):
         bad.append("tests/redis-key-loss.sh: no case key_%s() for keys.list's key %s" % (i, i))
     for i in sorted(cases - ids):
         bad.append("tests/redis-key-loss.sh: key_%s() is the case of no key of keys.list" % i)
-    bad += generated_table("--doc-table", "src/agent/redis/keys.list", "keys")
-    bad += generated_table("--doc-args", "src/agent/redis/scripts.list", "arguments")
+    bad += generated_table("--doc-table", "src/agent/library/keys.list", "keys")
+    bad += generated_table("--doc-args", "src/agent/library/scripts.list", "arguments")
     return bad
 
 
@@ -445,10 +445,12 @@ def cli_options():
     first verb_*() after it."""
     funcs = dict((f, v) for v, f in re.findall(
         r'if \(streq\(argv\[1\], "([a-z][a-z-]*)"\)\)\s*\n\s*return (verb_\w+)\(', read("src/cli/fleetsem.c")))
+    # The options every verb takes (cli-util.h), as each table names them.
+    common = re.search(r"^#define CLI_COMMON_OPTIONS (.*)$", read("src/cli/cli-util.h"), re.M).group(1)
     out = {}
     for path in sorted(glob.glob(os.path.join(SRC, "src/cli/*.c"))):
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            text = f.read().replace("CLI_COMMON_OPTIONS", common)
         defs = [(m.start(), m.group(1)) for m in
                 re.finditer(r"^(?:static )?[a-z][\w *]*?\b(\w+)\([^;{]*\)\s*\{", text, re.M)]
         for t in re.finditer(r"static const struct option \w+\[\] = \{(.*?)\n\s*\};", text, re.S):

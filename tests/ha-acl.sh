@@ -44,7 +44,7 @@ is "$(redis-cli -p "$PORT" ZCARD 'fleetsem:{x}:holders')" "NOAUTH Authentication
 # ---- The ACL names every command the scripts call -------------------------------
 rules=" $(as_admin ACL GETUSER fleetsem | sed -n '/^commands$/{n;p}') "
 missing=""
-for cmd in $(grep -oh "redis\.call('[A-Za-z]*'" "$SRC"/src/agent/redis/lua/*.lua | cut -d"'" -f2 | tr 'A-Z' 'a-z' | sort -u); do
+for cmd in $(grep -oh "redis\.call('[A-Za-z]*'" "$SRC"/src/agent/library/lua/*.lua | cut -d"'" -f2 | tr 'A-Z' 'a-z' | sort -u); do
         case $rules in *" +$cmd "*) ;; *) missing="$missing $cmd" ;; esac
 done
 is "$missing" "" "every command the Lua scripts call is allowed to the fleetsem user"

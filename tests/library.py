@@ -1,11 +1,11 @@
 # The agent's Lua library as the tests that call its scripts directly make
 # and call it (lua-batch-diff.py, model-replay.py): what
-# src/agent/redis/embed-lua.py says of keys.list and scripts.list.
+# src/agent/library/embed-lua.py says of keys.list and scripts.list.
 import os
 import subprocess
 import sys
 
-SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src", "agent", "redis")
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src", "agent", "library")
 KEYS_LIST, SCRIPTS_LIST, REPLIES_LIST, VERSION, PRELUDE = (
     os.path.join(SRC, f) for f in ("keys.list", "scripts.list", "replies.list", "lua/library.version", "lua/prelude"))
 FLEET_CLOCK = "fleetsem:clock"

@@ -14,7 +14,7 @@
 # (tests/chaos/clockstep.c, "=MS"), so they see the same time to the
 # microsecond: everything is compared exactly but the fleet clock key's
 # run id, each server's own. The library is made as the agent loads it
-# (src/agent/redis/embed-lua.py, keys.list, scripts.list).
+# (src/agent/library/embed-lua.py, keys.list, scripts.list).
 #
 # SEED=N replays a run (the seed is printed); STEPS=N (default 1000). The
 # run stops at the first step whose servers differ (the plan comes last).

@@ -7,7 +7,7 @@
 # move after a resharding (compare-and-set) and the status reply.
 . "$(dirname "$0")/lib.sh"
 
-SRC=$(cd "$(dirname "$0")/../src/agent/redis" && pwd)
+SRC=$(cd "$(dirname "$0")/../src/agent/library" && pwd)
 embed() { python3 "$SRC/embed-lua.py" "$@"; }
 mapfile -t SUFFIXES < <(embed --keys "$SRC/keys.list")
 [ "${#SUFFIXES[@]}" -gt 0 ] || bail "no key suffixes in keys.list"

@@ -20,7 +20,7 @@ cc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$T/clockstep.so" "$(dirname "$0")
 # same length each time), which the replay writes.
 printf '=%015d' 1800000000000 >"$T/clock"
 LD_PRELOAD=$T/clockstep.so CLOCKSTEP_FILE=$T/clock start_redis
-SRC=$(cd "$(dirname "$0")/../src/agent/redis" && pwd)
+SRC=$(cd "$(dirname "$0")/../src/agent/library" && pwd)
 LIBRARY=$(python3 "$SRC/embed-lua.py" --library "$SRC/keys.list" "$SRC/scripts.list" "$SRC/replies.list" \
         "$SRC/lua/library.version" "$SRC/lua/prelude" && echo .) || bail "embed-lua.py makes no library"
 v=$(printf %s "${LIBRARY%.}" | rcli -x FUNCTION LOAD REPLACE)

@@ -16,7 +16,7 @@ TTL=3s
 pam_setup
 acquire_setup
 ME=$(id -un)
-SRC=$(cd "$(dirname "$0")/../src/agent/redis" && pwd)
+SRC=$(cd "$(dirname "$0")/../src/agent/library" && pwd)
 mkdir -p "$T/pam.d"
 PORT=$(free_port)
 start_redis --port "$PORT" --bind 127.0.0.1

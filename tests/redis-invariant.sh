@@ -44,7 +44,7 @@ check "each job recorded its token and Redis' clock" awk '
         NF != 6 || $2 !~ /^[1-9][0-9]*$/ || $5 !~ /^[1-9][0-9]*$/ || $6 !~ /^[1-9][0-9]*$/ ||
         length($5) != 16 || length($6) != 16 { exit 1 }' "$T/grants"
 is "$(awk '{ print $2 }' "$T/grants" | sort -n | uniq | wc -l)" 180 "180 distinct tokens"
-# The rule (src/agent/redis/lua/prelude/clocks.lua, next_token): a token is the name's
+# The rule (src/agent/library/lua/prelude/clocks.lua, next_token): a token is the name's
 # counter plus one, raised to the tokens' clock, which is Redis' clock in µs
 # less the steps of it seen within one Redis process (none here). So no
 # token is below Redis' clock when its job asked, nor ahead of Redis' clock

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Every key of src/agent/redis/keys.list lost alone (DEL), at each moment
+# Every key of src/agent/library/keys.list lost alone (DEL), at each moment
 # that matters, under a holder on host a and a waiter on host b of a name
 # of one slot, the two agents sharing one redis-server:
 #   held     a `fleetsem run` holder (its default --on-lost: a slot told
@@ -20,7 +20,7 @@
 TTL=2s
 . "$(dirname "$0")/lib.sh"
 
-SRC=$(cd "$(dirname "$0")/../src/agent/redis" && pwd)
+SRC=$(cd "$(dirname "$0")/../src/agent/library" && pwd)
 mapfile -t KEYS < <(python3 "$SRC/embed-lua.py" --key-list "$SRC/keys.list")
 [ "${#KEYS[@]}" -gt 4 ] || bail "embed-lua.py lists no keys from keys.list"
 

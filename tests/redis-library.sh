@@ -13,7 +13,7 @@
 TTL=3s
 . "$(dirname "$0")/lib.sh"
 
-SRC=$(cd "$(dirname "$0")/../src/agent/redis" && pwd)
+SRC=$(cd "$(dirname "$0")/../src/agent/library" && pwd)
 PORT=$(free_port)
 start_redis --port "$PORT" --bind 127.0.0.1
 # cmdstat COMMAND: how many times Redis ran it since the last CONFIG

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The hash tag the agent gives a Redis Cluster hash slot's keys (its
-epoch, clock and census: redis_slot_tag()): the first of 0, 1, 2, … in
+epoch, clock and census: hash_slot_tag()): the first of 0, 1, 2, … in
 base 62, least significant digit first, whose CRC16 falls in the slot.
 
   slot-tag.py SLOT          prints SLOT's tag

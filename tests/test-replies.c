@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The one decoder of the scripts' replies (src/agent/redis/replies.c) against
+/* The one decoder of the scripts' replies (src/agent/library/replies.c) against
  * every shape replies.list declares: each accepted with its fields in
  * range and decoded as sent, and refused with a value out of range, of
  * the wrong type, an element too many or too few, or an unknown tag; then

@@ -23,6 +23,7 @@
 
 #include "scripts.h"
 #include "log.h"
+#include "redis-blocking.h"
 #include "script-args.h"
 #include "test-slots.h"
 #include "test-slots-redis.h"

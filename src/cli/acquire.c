@@ -287,7 +287,7 @@ static void extend_timeout(usec_t deadline) {
 }
 
 static int parse_acquire(Acquire *a, int argc, char *argv[]) {
-        enum { ARG_SKIP = 0x100, ARG_ON_ERROR, ARG_ON_LOST, ARG_NAMESPACE };
+        enum { ARG_SKIP = CLI_ARG_OWN, ARG_ON_ERROR, ARG_ON_LOST };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "slots", required_argument, NULL, 'n' },
@@ -296,12 +296,12 @@ static int parse_acquire(Acquire *a, int argc, char *argv[]) {
                 { "skip", no_argument, NULL, ARG_SKIP },
                 { "on-error", required_argument, NULL, ARG_ON_ERROR },
                 { "on-lost", required_argument, NULL, ARG_ON_LOST },
-                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                CLI_COMMON_OPTIONS,
                 {}
         };
         int c;
 
-        while ((c = getopt_long(argc, argv, "hn:k:w:", options, NULL)) >= 0) {
+        while ((c = cli_getopt(argc, argv, "hn:k:w:", options, &a->ns)) >= 0) {
                 switch (c) {
                 case 'h':
                         help_acquire();
@@ -331,10 +331,6 @@ static int parse_acquire(Acquire *a, int argc, char *argv[]) {
                         if (!streq(optarg, "ignore") && !streq(optarg, "stop"))
                                 return log_error_errno(EINVAL, "Invalid --on-lost \"%s\": expected ignore or stop.", optarg);
                         a->stop_on_lost = streq(optarg, "stop");
-                        break;
-                case ARG_NAMESPACE:
-                        if (cli_parse_namespace(optarg, &a->ns) < 0)
-                                return -EINVAL;
                         break;
                 default:
                         return -EINVAL;
@@ -563,10 +559,9 @@ int verb_acquire(int argc, char *argv[]) {
 }
 
 int verb_release(int argc, char *argv[]) {
-        enum { ARG_NAMESPACE = 0x100 };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
-                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                CLI_COMMON_OPTIONS,
                 {}
         };
         _cleanup_close_ int agent_fd = -EBADF;
@@ -577,15 +572,11 @@ int verb_release(int argc, char *argv[]) {
         Reply rep;
         int c, r;
 
-        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+        while ((c = cli_getopt(argc, argv, "h", options, &a.ns)) >= 0) {
                 switch (c) {
                 case 'h':
                         help_release();
                         return 0;
-                case ARG_NAMESPACE:
-                        if (cli_parse_namespace(optarg, &a.ns) < 0)
-                                return EXIT_USAGE;
-                        break;
                 default:
                         return EXIT_USAGE;
                 }

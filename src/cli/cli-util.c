@@ -147,3 +147,12 @@ int cli_parse_namespace(const char *s, const char **ret) {
         *ret = s;
         return 0;
 }
+
+int cli_getopt(int argc, char *argv[], const char *shortopts, const struct option *options, const char **ns) {
+        int c;
+
+        while ((c = getopt_long(argc, argv, shortopts, options, NULL)) == CLI_ARG_NAMESPACE)
+                if (cli_parse_namespace(optarg, ns) < 0)
+                        return '?';
+        return c;
+}

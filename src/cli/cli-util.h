@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <getopt.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -33,3 +34,14 @@ int cli_parse_wait(const char *s, usec_t *ret);
 int cli_parse_name(const char *s);
 int cli_parse_reason(const char *s);          /* an operator's --reason */
 int cli_parse_namespace(const char *s, const char **ret);
+
+/* The options every verb takes, parsed in one place: a verb puts
+ * CLI_COMMON_OPTIONS in its table, numbers its own long options from
+ * CLI_ARG_OWN and reads its options with cli_getopt(), which takes the
+ * common ones itself: --namespace checked (cli_parse_namespace()) into
+ * *ns. It returns the verb's own options as getopt_long() does, -1 at the
+ * end, and '?' for a common option's bad value (logged), as for an
+ * unknown option, which every verb refuses with EXIT_USAGE. */
+enum { CLI_ARG_NAMESPACE = 0x100, CLI_ARG_OWN };
+#define CLI_COMMON_OPTIONS { "namespace", required_argument, NULL, CLI_ARG_NAMESPACE }
+int cli_getopt(int argc, char *argv[], const char *shortopts, const struct option *options, const char **ns);

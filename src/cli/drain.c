@@ -39,11 +39,10 @@ static void help(bool on) {
 }
 
 static int drain(int argc, char *argv[], bool on) {
-        enum { ARG_NAMESPACE = 0x100 };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "reason", required_argument, NULL, 'r' },
-                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                CLI_COMMON_OPTIONS,
                 {}
         };
         Request req = { .verb = REQUEST_DRAIN, .drain = on };
@@ -53,16 +52,13 @@ static int drain(int argc, char *argv[], bool on) {
         Message m;
         int c, r;
 
-        while ((c = getopt_long(argc, argv, on ? "hr:" : "h", options, NULL)) >= 0) {
+        while ((c = cli_getopt(argc, argv, on ? "hr:" : "h", options, &ns)) >= 0) {
                 switch (c) {
                 case 'h':
                         help(on);
                         return 0;
                 case 'r':
                         reason = optarg;
-                        break;
-                case ARG_NAMESPACE:
-                        ns = optarg;
                         break;
                 default:
                         return EXIT_USAGE;

@@ -56,12 +56,12 @@ static int show(const char *ns, uid_t agent_uid, char *name) {
 }
 
 int verb_fleet_limit(int argc, char *argv[]) {
-        enum { ARG_NAMESPACE = 0x100, ARG_FLEET };
+        enum { ARG_FLEET = CLI_ARG_OWN };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "fleet", no_argument, NULL, ARG_FLEET },     /* limit --fleet, the old spelling */
                 { "reason", required_argument, NULL, 'r' },
-                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                CLI_COMMON_OPTIONS,
                 {}
         };
         Request req = { .verb = REQUEST_LIMIT };
@@ -71,7 +71,7 @@ int verb_fleet_limit(int argc, char *argv[]) {
         Message m;
         int c, r;
 
-        while ((c = getopt_long(argc, argv, "hr:", options, NULL)) >= 0) {
+        while ((c = cli_getopt(argc, argv, "hr:", options, &ns)) >= 0) {
                 switch (c) {
                 case 'h':
                         help();
@@ -80,9 +80,6 @@ int verb_fleet_limit(int argc, char *argv[]) {
                         break;
                 case 'r':
                         reason = optarg;
-                        break;
-                case ARG_NAMESPACE:
-                        ns = optarg;
                         break;
                 default:
                         return EXIT_USAGE;

@@ -90,7 +90,7 @@ static int parse_unit(Limit *l, const char *arg) {
 }
 
 static int parse_argv(Limit *l, int argc, char *argv[]) {
-        enum { ARG_SKIP = 0x100, ARG_NAME, ARG_ON_LOST, ARG_ON_ERROR, ARG_NAMESPACE, ARG_REMOVE, ARG_NO_RELOAD };
+        enum { ARG_SKIP = CLI_ARG_OWN, ARG_NAME, ARG_ON_LOST, ARG_ON_ERROR, ARG_REMOVE, ARG_NO_RELOAD };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "wait", required_argument, NULL, 'w' },
@@ -99,7 +99,7 @@ static int parse_argv(Limit *l, int argc, char *argv[]) {
                 { "name", required_argument, NULL, ARG_NAME },
                 { "on-lost", required_argument, NULL, ARG_ON_LOST },
                 { "on-error", required_argument, NULL, ARG_ON_ERROR },
-                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                CLI_COMMON_OPTIONS,
                 { "remove", no_argument, NULL, ARG_REMOVE },
                 { "no-reload", no_argument, NULL, ARG_NO_RELOAD },
                 {}
@@ -107,7 +107,7 @@ static int parse_argv(Limit *l, int argc, char *argv[]) {
         usec_t ignored;
         int c;
 
-        while ((c = getopt_long(argc, argv, "hw:k:", options, NULL)) >= 0) {
+        while ((c = cli_getopt(argc, argv, "hw:k:", options, &l->ns)) >= 0) {
                 switch (c) {
                 case 'h':
                         help();
@@ -138,10 +138,6 @@ static int parse_argv(Limit *l, int argc, char *argv[]) {
                         if (!streq(optarg, "allow") && !streq(optarg, "deny"))
                                 return log_error_errno(EINVAL, "Invalid --on-error \"%s\": expected allow or deny.", optarg);
                         l->on_error = optarg;
-                        break;
-                case ARG_NAMESPACE:
-                        if (cli_parse_namespace(optarg, &l->ns) < 0)
-                                return -EINVAL;
                         break;
                 case ARG_REMOVE:
                         l->remove = true;

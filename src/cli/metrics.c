@@ -527,11 +527,10 @@ static int write_output(Metrics *mt, const Output *o) {
 }
 
 int verb_metrics(int argc, char *argv[]) {
-        enum { ARG_NAMESPACE = 0x100 };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "output", required_argument, NULL, 'o' },
-                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                CLI_COMMON_OPTIONS,
                 {}
         };
         Metrics mt = {};
@@ -540,16 +539,13 @@ int verb_metrics(int argc, char *argv[]) {
         uid_t agent_uid;
         int c, code;
 
-        while ((c = getopt_long(argc, argv, "ho:", options, NULL)) >= 0) {
+        while ((c = cli_getopt(argc, argv, "ho:", options, &ns)) >= 0) {
                 switch (c) {
                 case 'h':
                         help();
                         return 0;
                 case 'o':
                         output = optarg;
-                        break;
-                case ARG_NAMESPACE:
-                        ns = optarg;
                         break;
                 default:
                         return EXIT_USAGE;

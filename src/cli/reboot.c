@@ -141,7 +141,7 @@ static int group_cmp(const void *x, const void *y) {
 
 static int parse_argv(Reboot *rb, int argc, char *argv[]) {
         enum {
-                ARG_NAMESPACE = 0x100, ARG_IF_REQUIRED, ARG_DRY_RUN, ARG_HEALTH, ARG_REBOOT_COMMAND, ARG_DONE,
+                ARG_IF_REQUIRED = CLI_ARG_OWN, ARG_DRY_RUN, ARG_HEALTH, ARG_REBOOT_COMMAND, ARG_DONE,
                 ARG_RELEASE, ARG_RUNNING_TIMEOUT, ARG_REQUIRED_FILE, ARG_STATE_DIR,
         };
         static const struct option options[] = {
@@ -159,14 +159,14 @@ static int parse_argv(Reboot *rb, int argc, char *argv[]) {
                 { "running-timeout", required_argument, NULL, ARG_RUNNING_TIMEOUT },
                 { "required-file", required_argument, NULL, ARG_REQUIRED_FILE },
                 { "state-dir", required_argument, NULL, ARG_STATE_DIR },
-                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                CLI_COMMON_OPTIONS,
                 {}
         };
         const char *groups[GROUPS_MAX + 1];
         size_t n_groups = 0;
         int c;
 
-        while ((c = getopt_long(argc, argv, "hs:g:w:r:", options, NULL)) >= 0) {
+        while ((c = cli_getopt(argc, argv, "hs:g:w:r:", options, &rb->ns)) >= 0) {
                 switch (c) {
                 case 'h':
                         help();
@@ -220,10 +220,6 @@ static int parse_argv(Reboot *rb, int argc, char *argv[]) {
                         break;
                 case ARG_STATE_DIR:
                         rb->state_dir = optarg;
-                        break;
-                case ARG_NAMESPACE:
-                        if (cli_parse_namespace(optarg, &rb->ns) < 0)
-                                return -EINVAL;
                         break;
                 default:
                         return -EINVAL;

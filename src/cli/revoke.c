@@ -111,13 +111,13 @@ static int revoke_one(const char *ns, uid_t agent_uid, const Entry *holder, cons
 }
 
 int verb_revoke(int argc, char *argv[]) {
-        enum { ARG_NAMESPACE = 0x100, ARG_NOW };
+        enum { ARG_NOW = CLI_ARG_OWN };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "host", required_argument, NULL, 'H' },
                 { "name", required_argument, NULL, 'N' },
                 { "reason", required_argument, NULL, 'r' },
-                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                CLI_COMMON_OPTIONS,
                 { "now", no_argument, NULL, ARG_NOW },
                 {}
         };
@@ -127,7 +127,7 @@ int verb_revoke(int argc, char *argv[]) {
         bool at_once = false;
         int c, code = 0;
 
-        while ((c = getopt_long(argc, argv, "hH:N:r:", options, NULL)) >= 0) {
+        while ((c = cli_getopt(argc, argv, "hH:N:r:", options, &ns)) >= 0) {
                 switch (c) {
                 case 'h':
                         help();
@@ -140,9 +140,6 @@ int verb_revoke(int argc, char *argv[]) {
                         break;
                 case 'r':
                         reason = optarg;
-                        break;
-                case ARG_NAMESPACE:
-                        ns = optarg;
                         break;
                 case ARG_NOW:
                         at_once = true;

@@ -112,7 +112,7 @@ static void help(void) {
 }
 
 static int parse_argv(Run *r, int argc, char *argv[]) {
-        enum { ARG_NO_WAIT = 0x100, ARG_ON_LOST, ARG_NAMESPACE };
+        enum { ARG_NO_WAIT = CLI_ARG_OWN, ARG_ON_LOST };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "slots", required_argument, NULL, 'n' },
@@ -120,13 +120,13 @@ static int parse_argv(Run *r, int argc, char *argv[]) {
                 { "wait", required_argument, NULL, 'w' },
                 { "no-wait", no_argument, NULL, ARG_NO_WAIT },
                 { "on-lost", required_argument, NULL, ARG_ON_LOST },
-                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                CLI_COMMON_OPTIONS,
                 { "verbose", no_argument, NULL, 'v' },
                 {}
         };
         int c;
 
-        while ((c = getopt_long(argc, argv, "+hn:k:w:v", options, NULL)) >= 0) {
+        while ((c = cli_getopt(argc, argv, "+hn:k:w:v", options, &r->ns)) >= 0) {
                 switch (c) {
                 case 'h':
                         help();
@@ -155,10 +155,6 @@ static int parse_argv(Run *r, int argc, char *argv[]) {
                                 r->on_lost = ON_LOST_IGNORE;
                         else
                                 return log_error_errno(EINVAL, "Invalid --on-lost \"%s\": expected term, kill or ignore.", optarg);
-                        break;
-                case ARG_NAMESPACE:
-                        if (cli_parse_namespace(optarg, &r->ns) < 0)
-                                return -EINVAL;
                         break;
                 case 'v':
                         r->verbose = true;

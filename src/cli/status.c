@@ -504,12 +504,11 @@ static int watch(const char *ns, uid_t agent_uid, char **names, int n_names) {
 }
 
 int verb_status(int argc, char *argv[]) {
-        enum { ARG_NAMESPACE = 0x100 };
         static const struct option options[] = {
                 { "help", no_argument, NULL, 'h' },
                 { "json", no_argument, NULL, 'j' },
                 { "watch", no_argument, NULL, 'W' },
-                { "namespace", required_argument, NULL, ARG_NAMESPACE },
+                CLI_COMMON_OPTIONS,
                 {}
         };
         StatusOutput out = {};
@@ -518,7 +517,7 @@ int verb_status(int argc, char *argv[]) {
         uid_t agent_uid;
         int c, code = 0;
 
-        while ((c = getopt_long(argc, argv, "hjW", options, NULL)) >= 0) {
+        while ((c = cli_getopt(argc, argv, "hjW", options, &ns)) >= 0) {
                 switch (c) {
                 case 'h':
                         help();
@@ -528,9 +527,6 @@ int verb_status(int argc, char *argv[]) {
                         break;
                 case 'W':
                         watching = true;
-                        break;
-                case ARG_NAMESPACE:
-                        ns = optarg;
                         break;
                 default:
                         return EXIT_USAGE;

@@ -53,10 +53,10 @@ KINDS = ["partition-short", "partition-long", "agent-kill-short", "agent-kill-lo
          "forget", "host-gone"]
 # What `forget` makes the live master lose (design.md, "What Redis forgets"):
 # everything (the census, the epoch and the fleet clock too), one name's
-# keys, or any one key of src/agent/redis/keys.list ("del-ID"), read at run
+# keys, or any one key of src/agent/library/keys.list ("del-ID"), read at run
 # time: a key added there is drawn here too (check.py knows what the loss
 # of each may do, and fails on one it does not know).
-KEYS_LIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "agent", "redis")
+KEYS_LIST = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "agent", "library")
 
 
 def key_list():

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* The agent's checked accessors (src/shared/redis.h) over whatever replies
+/* The agent's checked accessors (src/agent/connection/redis-reply.h) over whatever replies
  * hiredis' own reader makes of the bytes a Redis server sends: each one
  * agrees with the reply's type and never hands out a string with a NUL in
  * it or one that does not fit. And the decoder of the scripts' replies
- * (src/agent/redis/replies.c) over the same: a reply it takes for a shape of
+ * (src/agent/library/replies.c) over the same: a reply it takes for a shape of
  * replies.list has that shape's tag, its fields in range and every item
  * of its lists readable; its text for the log always fits. */
 

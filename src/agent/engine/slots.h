@@ -7,7 +7,7 @@
  * the tokens it sees, when to look at Redis again, renewals and loss,
  * re-adoption, re-assertion after a reset, wait deadlines — as a state
  * machine with no I/O of its own. The rules of the line itself are the
- * scripts' (redis/lua/prelude.lua): who waits in what order, which lease
+ * scripts' (library/lua/prelude.lua): who waits in what order, which lease
  * is whose, the limit in force, tokens, the grace after a reset and a
  * forgotten name; the engine only hears their outcomes. The Promela model
  * (model/) holds both sides, abstractly.

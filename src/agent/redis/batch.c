@@ -19,7 +19,7 @@
 
 #include "log.h"
 #include "redis-layer.h"
-#include "redis-slot.h"
+#include "hash-slot.h"
 
 #define BATCH_MAX 64            /* calls (so names) in one batch; a full one goes at once */
 #define BATCH_ARGS_MAX 4096     /* their arguments: one more that would pass it goes in the next */
@@ -352,7 +352,7 @@ int script_call(Agent *a, Script script, const char *name, redis_reply_cb cb, vo
 
         if (!io || a->state != REDIS_READY)
                 return -ENOTCONN;       /* (stopped: the agent exits) */
-        slot = redis_key_slot(name, strlen(name));
+        slot = hash_slot_of_key(name, strlen(name));
         if (script == SCRIPT_ACQUIRE || script == SCRIPT_RELEASE || script == SCRIPT_RENEW ||
             script == SCRIPT_REASSERT || script == SCRIPT_ADOPT)
                 return batch_add(io, script, slot, name, cb, userdata, n_args, args, arglens);

@@ -14,7 +14,7 @@
 #include "log.h"
 #include "lua-keys.h"
 #include "redis-layer.h"
-#include "redis-slot.h"
+#include "hash-slot.h"
 #include "script-args.h"
 
 #define REDIRECTS_MAX 5                 /* MOVED and ASK followed for one call */
@@ -53,14 +53,14 @@ static void call_done(Call *c, RedisConn *conn, const RedisReply *reply) {
 }
 
 Shard *shard_of_name(RedisIo *io, const char *name) {
-        return io->topo->shard_of_slot(io, redis_key_slot(name, strlen(name)));
+        return io->topo->shard_of_hash_slot(io, hash_slot_of_key(name, strlen(name)));
 }
 
 /* Sends c where it goes; -ENOTCONN when that shard is not up (or not
  * known), and then c is not sent. */
 static int call_send(Call *c) {
         RedisIo *io = c->io;
-        Shard *sh = c->ask ?: io->topo->shard_of_slot(io, c->slot);
+        Shard *sh = c->ask ?: io->topo->shard_of_hash_slot(io, c->slot);
 
         if (!sh || !sh->cmd || sh->state != REDIS_READY)
                 return -ENOTCONN;
@@ -124,7 +124,7 @@ static int redirect_parse(const char *err, unsigned *ret_slot, char *host, size_
         memcpy(host, sp + 1, hl);
         host[hl] = '\0';
         strcpy(port_s, colon + 1);
-        if (parse_uint64(slot_s, 0, REDIS_CLUSTER_SLOTS - 1, &slot) < 0 || parse_uint64(port_s, 1, 65535, &port) < 0)
+        if (parse_uint64(slot_s, 0, HASH_SLOTS - 1, &slot) < 0 || parse_uint64(port_s, 1, 65535, &port) < 0)
                 return -EBADMSG;
         *ret_slot = (unsigned) slot;
         *ret_port = (uint16_t) port;
@@ -232,7 +232,7 @@ static int call_start(Call *c) {
 }
 
 int call_command(RedisIo *io, redis_reply_cb cb, void *userdata, int argc, const char *const *argv, bool defer) {
-        Call *c = call_new(io, -1, redis_key_slot(argv[1], strlen(argv[1])), cb, userdata, argc, argv, NULL);
+        Call *c = call_new(io, -1, hash_slot_of_key(argv[1], strlen(argv[1])), cb, userdata, argc, argv, NULL);
 
         if (c && defer) {
                 LIST_PREPEND(parked, io->deferred, c);

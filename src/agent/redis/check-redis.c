@@ -18,8 +18,9 @@
 #include "agent.h"
 #include "check-redis.h"
 #include "peers.h"
+#include "redis-blocking.h"
 #include "redis-layer.h"
-#include "redis-slot.h"
+#include "hash-slot.h"
 #include "redis.h"
 
 #define PROBE_TIMEOUT (3 * USEC_PER_SEC)
@@ -252,7 +253,7 @@ int cluster_masters_find(const Config *c, RedisMaster **ret, size_t *ret_n, uint
                 if (redis_probe(&p, 2, (const char *[]) { "CLUSTER", "SLOTS" }, &reply) < 0)
                         continue;
                 if (ret_owner)
-                        for (size_t s = 0; s < REDIS_CLUSTER_SLOTS; s++)
+                        for (size_t s = 0; s < HASH_SLOTS; s++)
                                 ret_owner[s] = UINT16_MAX;
                 n_ranges = redis_reply_array_len(reply);
                 for (size_t k = 0; k < n_ranges; k++) {
@@ -265,7 +266,7 @@ int cluster_masters_find(const Config *c, RedisMaster **ret, size_t *ret_n, uint
                         if (redis_reply_array_string(master, 0, host, sizeof(host)) < 0 || !redis_host_is_valid(host) ||
                             redis_reply_array_integer(master, 1, &port) < 0 || port < 1 || port > 65535 ||
                             redis_reply_array_integer(range, 0, &lo) < 0 || redis_reply_array_integer(range, 1, &hi) < 0 ||
-                            lo < 0 || hi < lo || hi >= REDIS_CLUSTER_SLOTS)
+                            lo < 0 || hi < lo || hi >= HASH_SLOTS)
                                 continue;
                         for (j = 0; j < n; j++)
                                 if (masters[j].port == (unsigned) port && streq(masters[j].host, host))

@@ -19,7 +19,7 @@ typedef struct RedisMaster {
 int redis_master_find(const Config *c, RedisMaster *ret);
 
 /* A Cluster's masters, from CLUSTER SLOTS of the first node the URL names
- * that answers, each once, and with ret_owner (REDIS_CLUSTER_SLOTS of
+ * that answers, each once, and with ret_owner (HASH_SLOTS of
  * them) which one owns each hash slot (UINT16_MAX: none). As many as the
  * agents follow (SHARDS_MAX): a map that names more is refused whole, as
  * the agents refuse it, and so is one that names a master the agents

@@ -28,8 +28,9 @@
 #include "check-redis.h"
 #include "client.h"
 #include "lua-keys.h"
+#include "redis-blocking.h"
 #include "redis-init.h"
-#include "redis-slot.h"
+#include "hash-slot.h"
 
 #define INIT_TIMEOUT (3 * USEC_PER_SEC)
 /* A cursor that never comes back to 0 (a hostile server) is given up
@@ -62,7 +63,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Init *, init_free);
 /* The hash slots whose census this master keeps: a Cluster's it owns, or
  * the one of one Redis (0). */
 static size_t init_n_slots(const Init *in) {
-        return in->owner ? REDIS_CLUSTER_SLOTS : 1;
+        return in->owner ? HASH_SLOTS : 1;
 }
 
 static bool init_owns(const Init *in, size_t slot) {
@@ -71,7 +72,7 @@ static bool init_owns(const Init *in, size_t slot) {
 
 static void census_key(const Init *in, size_t slot, char *buf, size_t size) {
         if (in->owner)
-                snprintf(buf, size, KEY_CENSUS_TAG_FMT, in->config->key_prefix, redis_slot_tag((unsigned) slot));
+                snprintf(buf, size, KEY_CENSUS_TAG_FMT, in->config->key_prefix, hash_slot_tag((unsigned) slot));
         else
                 snprintf(buf, size, KEY_CENSUS_FMT, in->config->key_prefix);
 }
@@ -218,7 +219,7 @@ static int init_scan(Init *in) {
                                 in->has_epoch = true;
                                 continue;
                         } else {
-                                size_t slot = in->owner ? redis_key_slot(key, strlen(key)) : 0;
+                                size_t slot = in->owner ? hash_slot_of_key(key, strlen(key)) : 0;
                                 char want[IDENT_MAX_LEN + 32];
 
                                 census_key(in, slot, want, sizeof(want));
@@ -418,7 +419,7 @@ static int init_look(Init *in) {
                 return 0;       /* (a Cluster's master without hash slots: no epoch of its own) */
         if (in->owner)
                 snprintf(in->epoch_key, sizeof(in->epoch_key), KEY_EPOCH_TAG_FMT, in->config->key_prefix,
-                         redis_slot_tag((unsigned) in->first_slot));
+                         hash_slot_tag((unsigned) in->first_slot));
         else
                 snprintf(in->epoch_key, sizeof(in->epoch_key), KEY_EPOCH_FMT, in->config->key_prefix);
         r = init_connect(in);
@@ -467,7 +468,7 @@ int redis_init(const Config *config) {
                 return EXIT_CONFIG;
         }
         if (a->cluster) {
-                owner = calloc(REDIS_CLUSTER_SLOTS, sizeof(uint16_t));
+                owner = calloc(HASH_SLOTS, sizeof(uint16_t));
                 if (!owner)
                         return EXIT_SOFTWARE;
                 r = cluster_masters_find(config, &masters, &n, owner);
@@ -481,7 +482,7 @@ int redis_init(const Config *config) {
                         return EXIT_UNAVAILABLE;
         }
         ins = calloc(n, sizeof(Init *));
-        found = calloc(REDIS_CLUSTER_SLOTS, sizeof(bool));
+        found = calloc(HASH_SLOTS, sizeof(bool));
         if (!ins || !found)
                 return EXIT_SOFTWARE;
         /* Every master looked at before anything is written anywhere. */

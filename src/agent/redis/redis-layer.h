@@ -65,10 +65,10 @@ struct Shard {
         char master_id[81];             /* its run id and replication id (INFO): another
                                          * process, or the same one promoted again, has another */
         Call *parked;                   /* calls redirected here before it was up (calls.c) */
-        size_t n_slots;                 /* cluster: hash slots the map gives it */
+        size_t n_hash_slots;                 /* cluster: hash slots the map gives it */
         unsigned map_pass;              /* cluster: the last map that named it */
         int n_replicas;                 /* replicas attached, as ROLE last said (-1: not asked) */
-        int epoch_slot;                 /* cluster: the slot its epoch key is in (-1: none yet) */
+        int epoch_hash_slot;                 /* cluster: the slot its epoch key is in (-1: none yet) */
         char model_refused[512];        /* why its data model marker is refused ("": it is not) */
         char library_refused[512];      /* why its library is refused, or cannot be loaded ("": it is not) */
         usec_t backoff;                 /* after it went: how long before it is tried again */
@@ -91,7 +91,7 @@ typedef struct TopologyOps {
         void (*connect)(RedisIo *io);
         RedisAddress (*address)(RedisIo *io, const Shard *sh);
         /* The shard that holds a hash slot's keys; NULL while none is known. */
-        Shard *(*shard_of_slot)(RedisIo *io, unsigned slot);
+        Shard *(*shard_of_hash_slot)(RedisIo *io, unsigned slot);
         /* MOVED (moved) or ASK to host:port for slot: the shard there, or
          * NULL when it cannot be followed. NULL op: redirects are errors. */
         Shard *(*redirect)(RedisIo *io, unsigned slot, const char *host, uint16_t port, bool moved);
@@ -107,7 +107,7 @@ typedef struct TopologyOps {
         bool (*known)(const RedisIo *io);
         /* The hash slot sh's epoch key is in: -1 none (it owns none yet),
          * -2 the one key P:epoch. */
-        int (*epoch_slot)(const RedisIo *io, const Shard *sh);
+        int (*epoch_hash_slot)(const RedisIo *io, const Shard *sh);
         /* How late an agent may hear that its master was failed over
          * (NULL: at once): the grace after a failover lasts that long. */
         usec_t (*failover_heard_within)(const RedisIo *io);

@@ -17,7 +17,7 @@
 #include "lua-keys.h"
 #include "lua-args.h"
 #include "redis-layer.h"
-#include "redis-slot.h"
+#include "hash-slot.h"
 #include "shard-internal.h"
 
 #define FAILOVER_GRACE_WAIT (500 * USEC_PER_MSEC)       /* grace after a failover, grants confirmed by WAIT, at least */
@@ -507,7 +507,7 @@ static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
                 shard_down(sh, r, "cannot make an epoch id");
                 return;
         }
-        first = io->topo->epoch_slot(io, sh);
+        first = io->topo->epoch_hash_slot(io, sh);
         if (first == -1) {
                 /* Only asked (ASK) while slots move to it: its epoch is
                  * looked at once it owns one and its connection is made
@@ -518,8 +518,8 @@ static void info_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
                 return;
         }
         if (first >= 0) {
-                snprintf(key, sizeof(key), KEY_EPOCH_TAG_FMT, config->key_prefix, redis_slot_tag((unsigned) first));
-                sh->epoch_slot = first;
+                snprintf(key, sizeof(key), KEY_EPOCH_TAG_FMT, config->key_prefix, hash_slot_tag((unsigned) first));
+                sh->epoch_hash_slot = first;
         } else
                 snprintf(key, sizeof(key), KEY_EPOCH_FMT, config->key_prefix);
         snprintf(grace, sizeof(grace), "%" PRIu64, grace_ms);

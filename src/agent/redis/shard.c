@@ -170,7 +170,7 @@ static int shard_init(Shard *sh, RedisIo *io, const char *host, uint16_t port) {
         if (host && !(h = strdup(host)))
                 return -ENOMEM;
         *sh = (Shard) { .io = io, .index = UINT_MAX, .host = h, .port = port, .state = REDIS_DOWN, .n_replicas = -1,
-                        .epoch_slot = -1 };
+                        .epoch_hash_slot = -1 };
         if (host)
                 redis_host_port_format(sh->name, sizeof(sh->name), host, port);
         else

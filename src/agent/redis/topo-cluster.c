@@ -17,13 +17,13 @@
 #include "lua-args.h"
 #include "peers.h"
 #include "redis-layer.h"
-#include "redis-slot.h"
+#include "hash-slot.h"
 
 #define SLOT_NONE UINT16_MAX
 static_assert(SHARDS_MAX < SLOT_NONE, "a shard's place in the table fits a hash slot's entry");
 
 struct Topology {
-        uint16_t slot_shard[REDIS_CLUSTER_SLOTS];       /* hash slot → its shard, SLOT_NONE unknown */
+        uint16_t hash_slot_shard[HASH_SLOTS];       /* hash slot → its shard, SLOT_NONE unknown */
         bool map_known;
         unsigned map_pass;              /* counts the maps read */
         bool map_inflight;
@@ -103,8 +103,8 @@ static Shard *shard_get(RedisIo *io, const char *host, uint16_t port, int *ret_e
 
 /* The first hash slot sh owns (its epoch key's), or -1. */
 static int cluster_epoch_slot(const RedisIo *io, const Shard *sh) {
-        for (unsigned s = 0; s < REDIS_CLUSTER_SLOTS; s++)
-                if (io->topo_state->slot_shard[s] == sh->index)
+        for (unsigned s = 0; s < HASH_SLOTS; s++)
+                if (io->topo_state->hash_slot_shard[s] == sh->index)
                         return (int) s;
         return -1;
 }
@@ -125,12 +125,12 @@ static void epochs_follow(RedisIo *io) {
                 char key[IDENT_MAX_LEN + 16], model_key[IDENT_MAX_LEN + 16], value[LEASE_ID_LEN + 128];
                 int first;
 
-                if (sh->state != REDIS_READY || !sh->epoch[0] || sh->epoch_slot < 0)
+                if (sh->state != REDIS_READY || !sh->epoch[0] || sh->epoch_hash_slot < 0)
                         continue;
                 first = cluster_epoch_slot(io, sh);
-                if (first < 0 || first == sh->epoch_slot)
+                if (first < 0 || first == sh->epoch_hash_slot)
                         continue;
-                tag = redis_slot_tag((unsigned) first);
+                tag = hash_slot_tag((unsigned) first);
                 snprintf(key, sizeof(key), KEY_EPOCH_TAG_FMT, prefix, tag);
                 snprintf(model_key, sizeof(model_key), KEY_MODEL_TAG_FMT, prefix, tag);
                 snprintf(value, sizeof(value), "%s %" PRIu64 "%s%s", sh->epoch, sh->grace_until_ms,
@@ -143,7 +143,7 @@ static void epochs_follow(RedisIo *io) {
                 };
                 (void) redis_conn_command(sh->cmd, redis_fire_and_forget, (void *) "the epoch's move (follow.lua)",
                                           ELEMENTSOF(argv), argv, NULL);
-                sh->epoch_slot = first;
+                sh->epoch_hash_slot = first;
         }
 }
 
@@ -155,7 +155,7 @@ static void epochs_follow(RedisIo *io) {
 typedef struct MapBuild {
         Shard **shards;
         size_t n_shards, n_alloc;
-        uint16_t owner[REDIS_CLUSTER_SLOTS];
+        uint16_t owner[HASH_SLOTS];
 } MapBuild;
 
 /* A map not put in force: the masters it made go (they were never
@@ -217,7 +217,7 @@ static int map_build(RedisIo *io, const RedisReply *reply, MapBuild *b, size_t *
                 node = redis_reply_array_get(range, 2);
                 if (redis_reply_array_len(range) < 3 || redis_reply_array_integer(range, 0, &start) < 0 ||
                     redis_reply_array_integer(range, 1, &end) < 0 || start < 0 || end < start ||
-                    end >= REDIS_CLUSTER_SLOTS || redis_reply_array_len(node) < 2 ||
+                    end >= HASH_SLOTS || redis_reply_array_len(node) < 2 ||
                     redis_reply_array_string(node, 0, host, sizeof(host)) < 0 ||
                     redis_reply_array_integer(node, 1, &port) < 0 || port < 1 || port > 65535)
                         return -EBADMSG;
@@ -242,8 +242,8 @@ static int map_build(RedisIo *io, const RedisReply *reply, MapBuild *b, size_t *
 static bool map_differs(const RedisIo *io, const MapBuild *b) {
         const Topology *t = io->topo_state;
 
-        for (unsigned s = 0; s < REDIS_CLUSTER_SLOTS; s++) {
-                const Shard *was = t->slot_shard[s] == SLOT_NONE ? NULL : io->shards[t->slot_shard[s]];
+        for (unsigned s = 0; s < HASH_SLOTS; s++) {
+                const Shard *was = t->hash_slot_shard[s] == SLOT_NONE ? NULL : io->shards[t->hash_slot_shard[s]];
                 const Shard *now = b->owner[s] == SLOT_NONE ? NULL : b->shards[b->owner[s]];
 
                 if (was != now)
@@ -263,18 +263,18 @@ static void map_swap(RedisIo *io, MapBuild *b, Shard ***ret_old, size_t *ret_n_o
         io->n_shards = b->n_shards;
         io->n_shards_alloc = b->n_alloc;
         b->n_shards = b->n_alloc = 0;
-        memcpy(t->slot_shard, b->owner, sizeof(t->slot_shard));
+        memcpy(t->hash_slot_shard, b->owner, sizeof(t->hash_slot_shard));
         for (size_t i = 0; i < io->n_shards; i++) {
                 Shard *sh = io->shards[i];
 
                 if (sh->index == UINT_MAX)
                         log_info("Redis Cluster: master %s is new to this agent; connecting.", sh->name);
                 sh->index = (unsigned) i;
-                sh->n_slots = 0;
+                sh->n_hash_slots = 0;
         }
-        for (unsigned slot = 0; slot < REDIS_CLUSTER_SLOTS; slot++)
-                if (t->slot_shard[slot] != SLOT_NONE)
-                        io->shards[t->slot_shard[slot]]->n_slots++;
+        for (unsigned slot = 0; slot < HASH_SLOTS; slot++)
+                if (t->hash_slot_shard[slot] != SLOT_NONE)
+                        io->shards[t->hash_slot_shard[slot]]->n_hash_slots++;
 }
 
 /* Masters of the table before that the map now in force does not name
@@ -297,8 +297,8 @@ static void map_changed(RedisIo *io, size_t covered) {
         size_t masters = 0;
 
         for (size_t i = 0; i < io->n_shards; i++)
-                masters += io->shards[i]->n_slots > 0;
-        log_info("Redis Cluster: %zu of %u hash slots over %zu master(s)%s.", covered, REDIS_CLUSTER_SLOTS, masters,
+                masters += io->shards[i]->n_hash_slots > 0;
+        log_info("Redis Cluster: %zu of %u hash slots over %zu master(s)%s.", covered, HASH_SLOTS, masters,
                  t->map_known ? " (the map changed)" : "");
         epochs_follow(io);
         io->ev.layout_changed(io);
@@ -318,7 +318,7 @@ static int map_apply(RedisIo *io, const RedisReply *reply) {
         b = calloc(1, sizeof(MapBuild));
         if (!b)
                 return -ENOMEM;
-        for (unsigned s = 0; s < REDIS_CLUSTER_SLOTS; s++)
+        for (unsigned s = 0; s < HASH_SLOTS; s++)
                 b->owner[s] = SLOT_NONE;
         /* A new pass for each map read, used or not: a map given up on
          * leaves no shard marked as named by the one in force. */
@@ -479,14 +479,14 @@ static int cluster_start(RedisIo *io) {
         Topology *t;
         int r;
 
-        if (!redis_slot_tag(0))
+        if (!hash_slot_tag(0))
                 return -ENOMEM;
         t = io->topo_state = malloc(sizeof(Topology));
         if (!t)
                 return -ENOMEM;
         *t = (Topology) {};
-        for (unsigned s = 0; s < REDIS_CLUSTER_SLOTS; s++)
-                t->slot_shard[s] = SLOT_NONE;
+        for (unsigned s = 0; s < HASH_SLOTS; s++)
+                t->hash_slot_shard[s] = SLOT_NONE;
         r = sd_event_add_defer(io->agent->event, &t->map_source, on_map_refresh, io);
         if (r >= 0)
                 r = sd_event_source_set_enabled(t->map_source, SD_EVENT_OFF);
@@ -516,7 +516,7 @@ static RedisAddress cluster_address(RedisIo *io, const Shard *sh) {
 }
 
 static Shard *cluster_shard_of_slot(RedisIo *io, unsigned slot) {
-        uint16_t i = io->topo_state->slot_shard[slot];
+        uint16_t i = io->topo_state->hash_slot_shard[slot];
 
         return i == SLOT_NONE ? NULL : io->shards[i];
 }
@@ -528,7 +528,7 @@ static Shard *cluster_redirect(RedisIo *io, unsigned slot, const char *host, uin
         if (to && moved) {
                 /* The slot lives elsewhere now: there from now on, and the
                  * whole map asked for again. */
-                io->topo_state->slot_shard[slot] = (uint16_t) to->index;
+                io->topo_state->hash_slot_shard[slot] = (uint16_t) to->index;
                 map_refresh_soon(io);
         }
         return to;
@@ -542,7 +542,7 @@ static void cluster_shard_up(RedisIo *io, Shard *sh, bool reset) {
 
 static bool cluster_shard_counts(const RedisIo *io, const Shard *sh) {
         (void) io;
-        return sh->n_slots > 0;
+        return sh->n_hash_slots > 0;
 }
 
 static bool cluster_known(const RedisIo *io) {
@@ -572,7 +572,7 @@ static void cluster_describe(RedisIo *io, char *buf, size_t size) {
         if (!t->map_known)
                 return;
         for (size_t i = 0; i < io->n_shards; i++)
-                if (io->shards[i]->n_slots > 0) {
+                if (io->shards[i]->n_hash_slots > 0) {
                         owning++;
                         up += io->shards[i]->state == REDIS_READY;
                 }
@@ -587,13 +587,13 @@ const TopologyOps topology_cluster = {
         .stop = cluster_stop,
         .connect = cluster_connect,
         .address = cluster_address,
-        .shard_of_slot = cluster_shard_of_slot,
+        .shard_of_hash_slot = cluster_shard_of_slot,
         .redirect = cluster_redirect,
         .refresh = map_refresh_soon,
         .shard_up = cluster_shard_up,
         .shard_counts = cluster_shard_counts,
         .known = cluster_known,
-        .epoch_slot = cluster_epoch_slot,
+        .epoch_hash_slot = cluster_epoch_slot,
         .tick = cluster_tick,
         .describe = cluster_describe,
 };

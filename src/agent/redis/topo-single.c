@@ -59,9 +59,9 @@ const TopologyOps topology_single = {
         .stop = single_stop,
         .connect = topology_connect_shards,
         .address = single_address,
-        .shard_of_slot = topology_first_shard,
+        .shard_of_hash_slot = topology_first_shard,
         .shard_up = single_shard_up,
         .shard_counts = topology_every_shard_counts,
         .known = topology_always_known,
-        .epoch_slot = topology_one_epoch,
+        .epoch_hash_slot = topology_one_epoch,
 };

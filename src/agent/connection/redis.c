@@ -12,6 +12,7 @@
 #include "log.h"
 #include "macro.h"
 #include "redis-tls.h"
+#include "redis-internal.h"
 #include "redis.h"
 #include "resolve.h"
 
@@ -51,7 +52,7 @@ struct RedisConn {
         char why[256];                  /* the last failure, when no context holds it */
 };
 
-static int errno_from_hiredis(int err, int saved_errno) {
+int redis_errno(int err, int saved_errno) {
         switch (err) {
         case REDIS_ERR_IO:
                 return saved_errno > 0 ? -saved_errno : -EIO;
@@ -188,7 +189,7 @@ static void on_connect(const redisAsyncContext *ac, int status) {
         RedisConn *c = ac->data;
 
         if (status != REDIS_OK) {
-                int r = errno_from_hiredis(ac->err, errno);
+                int r = redis_errno(ac->err, errno);
 
                 log_debug("Redis connection failed: %s", ac->errstr);
                 c->tls = NULL;
@@ -221,7 +222,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status) {
         c->tls = NULL;                  /* hiredis frees it with the context, next */
         if (status != REDIS_OK)
                 log_debug("Redis connection lost: %s", why);
-        conn_report(c, status == REDIS_OK ? -ECONNRESET : errno_from_hiredis(ac->err, errno), why);
+        conn_report(c, status == REDIS_OK ? -ECONNRESET : redis_errno(ac->err, errno), why);
 }
 
 static int on_connect_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -252,7 +253,7 @@ static int conn_open(RedisConn *c, const char *unix_path, const char *ip) {
         if (!ac)
                 return -ENOMEM;
         if (ac->err) {
-                r = errno_from_hiredis(ac->err, errno);
+                r = redis_errno(ac->err, errno);
                 log_debug("Redis connection failed: %s", ac->errstr);
                 snprintf(c->why, sizeof(c->why), "%s", ac->errstr);
                 redisAsyncFree(ac);
@@ -521,62 +522,6 @@ int redis_conn_ssubscribe(RedisConn *c, const char *channel) {
         return r;
 }
 
-const char *redis_reply_error(const RedisReply *r) {
-        if (!r || r->type != REDIS_REPLY_ERROR)
-                return NULL;
-        return r->str ?: "unknown error";
-}
-
-int redis_reply_integer(const RedisReply *r, long long *ret) {
-        if (!r || r->type != REDIS_REPLY_INTEGER)
-                return -EBADMSG;
-        *ret = r->integer;
-        return 0;
-}
-
-int redis_reply_string(const RedisReply *r, const char **ret, size_t *ret_len) {
-        if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) || !r->str)
-                return -EBADMSG;
-        *ret = r->str;
-        *ret_len = r->len;
-        return 0;
-}
-
-size_t redis_reply_array_len(const RedisReply *r) {
-        if (!r || r->type != REDIS_REPLY_ARRAY)
-                return 0;
-        return r->elements;
-}
-
-bool redis_reply_is_array(const RedisReply *r) {
-        return r && r->type == REDIS_REPLY_ARRAY;
-}
-
-const RedisReply *redis_reply_array_get(const RedisReply *r, size_t i) {
-        if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
-                return NULL;
-        return r->element[i];
-}
-
-int redis_reply_array_string(const RedisReply *r, size_t i, char *buf, size_t size) {
-        const char *s;
-        size_t len;
-        int k;
-
-        k = redis_reply_string(redis_reply_array_get(r, i), &s, &len);
-        if (k < 0)
-                return k;
-        if (len >= size || memchr(s, '\0', len))
-                return -EBADMSG;
-        memcpy(buf, s, len);
-        buf[len] = '\0';
-        return 0;
-}
-
-int redis_reply_array_integer(const RedisReply *r, size_t i, long long *ret) {
-        return redis_reply_integer(redis_reply_array_get(r, i), ret);
-}
-
 const char *redis_build_features(void) {
         static char buf[256];
 
@@ -584,118 +529,4 @@ const char *redis_build_features(void) {
                  redis_tls_available() ? "yes, " : "no (through a local TLS client: fleetsem.conf(5), TLS)",
                  redis_tls_available() ? redis_tls_version() : "");
         return buf;
-}
-
-/* ---- A blocking look, for fleetsemd --check-config --------------------------------- */
-
-static int probe_call(redisContext *c, int argc, const char *const *argv, redisReply **ret) {
-        redisReply *reply = redisCommandArgv(c, argc, (const char **) argv, NULL);
-
-        if (!reply) {
-                log_debug("Redis probe: %s", c->errstr);
-                return errno_from_hiredis(c->err, errno);
-        }
-        if (reply->type == REDIS_REPLY_ERROR && ret == NULL) {
-                log_debug("Redis probe: %s refused: %s", argv[0], reply->str);
-                freeReplyObject(reply);
-                return -EACCES;
-        }
-        if (ret)
-                *ret = reply;
-        else
-                freeReplyObject(reply);
-        return 0;
-}
-
-struct RedisBlocking {
-        redisContext *c;
-};
-
-int redis_probe_open(const RedisProbe *p, RedisBlocking **ret) {
-        struct timeval tv = { .tv_sec = (time_t) (p->timeout / USEC_PER_SEC),
-                              .tv_usec = (suseconds_t) (p->timeout % USEC_PER_SEC) };
-        _cleanup_(redis_blocking_freep) RedisBlocking *b = NULL;
-        char db[16];
-        int r;
-
-        b = calloc(1, sizeof(*b));
-        if (!b)
-                return -ENOMEM;
-        b->c = p->unix_path ? redisConnectUnixWithTimeout(p->unix_path, tv) : redisConnectWithTimeout(p->host, p->port, tv);
-        if (!b->c)
-                return -ENOMEM;
-        if (b->c->err) {
-                log_debug("Redis probe: cannot connect: %s", b->c->errstr);
-                return errno_from_hiredis(b->c->err, errno);
-        }
-        if (redisSetTimeout(b->c, tv) != REDIS_OK)
-                return -EIO;
-        if (p->password) {
-                const char *auth[3] = { "AUTH", p->user ?: p->password, p->password };
-
-                r = probe_call(b->c, p->user ? 3 : 2, auth, NULL);
-                if (r < 0)
-                        return r;
-        }
-        if (p->db > 0) {
-                snprintf(db, sizeof(db), "%u", p->db);
-                r = probe_call(b->c, 2, (const char *[]) { "SELECT", db }, NULL);
-                if (r < 0)
-                        return r;
-        }
-        *ret = TAKE_PTR(b);
-        return 0;
-}
-
-int redis_probe(const RedisProbe *p, int argc, const char *const *argv, RedisReply **ret) {
-        _cleanup_(redis_blocking_freep) RedisBlocking *b = NULL;
-        int r = redis_probe_open(p, &b);
-
-        return r < 0 ? r : probe_call(b->c, argc, argv, (redisReply **) ret);
-}
-
-RedisReply *redis_reply_free(RedisReply *r) {
-        freeReplyObject(r);
-        return NULL;
-}
-
-/* ---- A blocking connection, for tests ------------------------------------------------ */
-
-int redis_blocking_new(const char *unix_path, usec_t timeout, RedisBlocking **ret) {
-        return redis_probe_open(&(RedisProbe) { .unix_path = unix_path, .timeout = timeout }, ret);
-}
-
-RedisBlocking *redis_blocking_free(RedisBlocking *b) {
-        if (!b)
-                return NULL;
-        if (b->c)
-                redisFree(b->c);
-        free(b);
-        return NULL;
-}
-
-int redis_blocking_append(RedisBlocking *b, int argc, const char *const *argv, const size_t *argvlen) {
-        if (b->c->err)
-                return -ENOTCONN;
-        if (redisAppendCommandArgv(b->c, argc, (const char **) argv, argvlen) != REDIS_OK)
-                return -ENOMEM;
-        return 0;
-}
-
-int redis_blocking_reply(RedisBlocking *b, RedisReply **ret) {
-        void *reply = NULL;
-
-        if (redisGetReply(b->c, &reply) != REDIS_OK || !reply) {
-                log_debug("Redis: no reply: %s", b->c->errstr);
-                return errno_from_hiredis(b->c->err, errno);
-        }
-        *ret = reply;
-        return 0;
-}
-
-int redis_blocking_command(RedisBlocking *b, int argc, const char *const *argv, const size_t *argvlen,
-                           RedisReply **ret) {
-        int r = redis_blocking_append(b, argc, argv, argvlen);
-
-        return r < 0 ? r : redis_blocking_reply(b, ret);
 }

@@ -458,7 +458,7 @@ def write_replies(out_c, out_h, replies_path):
     groups, scripts = script_replies(replies_path)
     into = reply_into(replies_path, scripts)
     with open(out_h, "w", encoding="utf-8") as h:
-        h.write("/* Generated from src/agent/redis/replies.list; do not edit. */\n#pragma once\n\n")
+        h.write("/* Generated from src/agent/library/replies.list; do not edit. */\n#pragma once\n\n")
         h.write('#include "names.h"\n#include "protocol.h"\n#include "replies.h"\n#include "slots.h"\n\n')
         for g, fields in groups.items():
             h.write("typedef struct Reply%s {\n" % camel(g))
@@ -503,7 +503,7 @@ def write_replies(out_c, out_h, replies_path):
         h.write("/* Every script's shapes, for the tests. */\n#define N_REPLY_SCRIPTS %d\n" % len(scripts))
         h.write("extern const ReplyScript *const reply_scripts[N_REPLY_SCRIPTS];\n")
     with open(out_c, "w", encoding="utf-8") as c:
-        c.write("/* Generated from src/agent/redis/replies.list; do not edit. */\n")
+        c.write("/* Generated from src/agent/library/replies.list; do not edit. */\n")
         c.write("#include <limits.h>\n#include <stddef.h>\n#include <stdint.h>\n\n#include \"lua-replies.h\"\n\n")
         for g, fields in groups.items():
             c.write("static const ReplyField group_%s[] = {\n" % g)
@@ -613,7 +613,7 @@ def check_state_reset(path, text):
 
 def write_args_h(out_h, args_path):
     with open(out_h, "w", encoding="utf-8") as f:
-        f.write("/* Generated from src/agent/redis/scripts.list; do not edit. */\n")
+        f.write("/* Generated from src/agent/library/scripts.list; do not edit. */\n")
         f.write("#pragma once\n\n")
         f.write("/* Each script's arguments: ARG_<SCRIPT>_<NAME> is its place in ARGV;\n")
         f.write(" * N_<SCRIPT>_ARGS counts them (without those of a rest argument). */\n")
@@ -743,7 +743,7 @@ def library(keys_path, args_path, replies_path, version_path, prelude_path, scri
 
 def write_scripts_h(out_h, scripts_path):
     with open(out_h, "w", encoding="utf-8") as f:
-        f.write("/* Generated from src/agent/redis/scripts.list; do not edit. */\n")
+        f.write("/* Generated from src/agent/library/scripts.list; do not edit. */\n")
         f.write("#pragma once\n\n")
         f.write("/* The scripts of the Redis Functions library, as the agent (and the\n"
                 " * tests that run them) name them: scripts.list's lines, in its order. */\n")
@@ -773,7 +773,7 @@ def write_c(out_c, out_h, args_h, replies_c, replies_h, scripts_h, keys_path, ar
     write_scripts_h(scripts_h, args_path)
     write_replies(replies_c, replies_h, replies_path)
     with open(out_h, "w", encoding="utf-8") as f:
-        f.write("/* Generated from src/agent/redis/keys.list; do not edit. */\n")
+        f.write("/* Generated from src/agent/library/keys.list; do not edit. */\n")
         f.write("#pragma once\n\n")
         f.write("#define N_KEYS %d\n" % len(suffixes))
         f.write("/* A name script's KEYS: the name's, then %s. */\n" % ", ".join(k.id for k in fleet))
@@ -798,7 +798,7 @@ def write_c(out_c, out_h, args_h, replies_c, replies_h, scripts_h, keys_path, ar
             if tagged:
                 f.write("#define KEY_%s_TAG_FMT \"%s\"\n" % (k.id.upper(), tagged))
     with open(out_c, "w", encoding="utf-8") as f:
-        f.write("/* Generated from src/agent/redis/keys.list, scripts.list and the Lua scripts in src/agent/redis/lua; "
+        f.write("/* Generated from src/agent/library/keys.list, scripts.list and the Lua scripts in src/agent/library/lua; "
                 "do not edit. */\n")
         f.write('#include "scripts.h"\n#include "lua-keys.h"\n\n')
         f.write("const char *const key_suffix[N_KEYS] = {\n")

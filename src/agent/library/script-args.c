@@ -9,7 +9,7 @@
 
 #include "log.h"
 #include "replies.h"
-#include "redis-slot.h"
+#include "hash-slot.h"
 #include "script-args.h"
 
 int script_key(char buf[static SCRIPT_KEY_SIZE], const char *prefix, const char *const *names, size_t n_names,
@@ -18,7 +18,7 @@ int script_key(char buf[static SCRIPT_KEY_SIZE], const char *prefix, const char 
                 return snprintf(buf, SCRIPT_KEY_SIZE, "%s:{%s}:%s", prefix, names[i / N_KEYS], key_suffix[i % N_KEYS]);
         if (sharded)
                 return snprintf(buf, SCRIPT_KEY_SIZE, "%s:%s:{%s}", prefix, key_fleet[i - n_names * N_KEYS],
-                                redis_slot_tag(slot));
+                                hash_slot_tag(slot));
         return snprintf(buf, SCRIPT_KEY_SIZE, "%s:%s", prefix, key_fleet[i - n_names * N_KEYS]);
 }
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redis-slot.h"
+#include "hash-slot.h"
 
 /* CRC16-CCITT (XMODEM), as Redis Cluster uses it. */
 static uint16_t crc16(const char *p, size_t n) {
@@ -19,38 +19,38 @@ static uint16_t crc16(const char *p, size_t n) {
         return crc;
 }
 
-unsigned redis_key_slot(const char *key, size_t len) {
+unsigned hash_slot_of_key(const char *key, size_t len) {
         const char *open = memchr(key, '{', len), *close;
 
         if (open) {
                 close = memchr(open + 1, '}', len - (size_t) (open + 1 - key));
                 if (close && close > open + 1)
-                        return crc16(open + 1, (size_t) (close - open - 1)) & (REDIS_CLUSTER_SLOTS - 1);
+                        return crc16(open + 1, (size_t) (close - open - 1)) & (HASH_SLOTS - 1);
         }
-        return crc16(key, len) & (REDIS_CLUSTER_SLOTS - 1);
+        return crc16(key, len) & (HASH_SLOTS - 1);
 }
 
-const char *redis_slot_tag(unsigned slot) {
+const char *hash_slot_tag(unsigned slot) {
         static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
         static char (*tags)[4];
 
-        assert(slot < REDIS_CLUSTER_SLOTS);
+        assert(slot < HASH_SLOTS);
         if (!tags) {
                 /* 0, 1, 2, … in base 62: the first of them in each slot.
                  * All slots have one by the 65,397th (3 characters). */
                 size_t filled = 0;
 
-                tags = calloc(REDIS_CLUSTER_SLOTS, sizeof(*tags));
+                tags = calloc(HASH_SLOTS, sizeof(*tags));
                 if (!tags)
                         return NULL;
-                for (unsigned long n = 0; filled < REDIS_CLUSTER_SLOTS && n < 62UL * 62 * 62; n++) {
+                for (unsigned long n = 0; filled < HASH_SLOTS && n < 62UL * 62 * 62; n++) {
                         char b[4] = {};
                         size_t k = 0;
                         unsigned s;
 
                         for (unsigned long m = n; k == 0 || m; m /= 62)
                                 b[k++] = digits[m % 62];
-                        s = crc16(b, k) & (REDIS_CLUSTER_SLOTS - 1);
+                        s = crc16(b, k) & (HASH_SLOTS - 1);
                         if (!tags[s][0]) {
                                 memcpy(tags[s], b, sizeof(b));
                                 filled++;

@@ -2,7 +2,8 @@
 #pragma once
 
 /* The only place that sees hiredis: an asynchronous connection driven by
- * sd-event, and checked accessors for replies. Errors come back as -errno;
+ * sd-event (its replies' accessors: redis-reply.h; blocking connections
+ * of their own: redis-blocking.h). Errors come back as -errno;
  * the hiredis error string is logged at debug level. */
 
 #include <stdbool.h>
@@ -11,10 +12,10 @@
 
 #include "config.h"
 #include "macro.h"
+#include "redis-reply.h"
 #include "time-util.h"
 
 typedef struct RedisConn RedisConn;
-typedef struct redisReply RedisReply;   /* opaque outside redis.c */
 
 /* reply is NULL when the connection went away before it came. */
 typedef void (*redis_reply_cb)(RedisConn *c, const RedisReply *reply, void *userdata);
@@ -68,53 +69,3 @@ int redis_conn_psubscribe(RedisConn *c, const char *pattern, bool on);
 /* What this build can do with Redis, for --version: the hiredis it was
  * built with, and whether TLS is in ("TLS to Redis: no (…)"). */
 const char *redis_build_features(void);
-
-/* The error text of an error reply, or NULL. */
-const char *redis_reply_error(const RedisReply *r);
-int redis_reply_integer(const RedisReply *r, long long *ret);
-/* A string or status reply (binary safe: see len). */
-int redis_reply_string(const RedisReply *r, const char **ret, size_t *ret_len);
-size_t redis_reply_array_len(const RedisReply *r);
-/* An array, if empty too (redis_reply_array_len() is 0 for any other). */
-bool redis_reply_is_array(const RedisReply *r);
-const RedisReply *redis_reply_array_get(const RedisReply *r, size_t i);
-/* A string element i of an array, copied NUL-terminated into buf; refuses
- * embedded NULs and strings that do not fit. */
-int redis_reply_array_string(const RedisReply *r, size_t i, char *buf, size_t size);
-int redis_reply_array_integer(const RedisReply *r, size_t i, long long *ret);
-
-/* One command on a connection of its own, blocking, for a look from the
- * command line (fleetsemd --check-config): connect (no TLS), AUTH with
- * user and password if any, SELECT db, then argv; *ret (an error reply
- * too) for redis_reply_free(). -errno when it cannot connect, the AUTH or
- * SELECT is refused (-EACCES), or the timeout passes. */
-typedef struct RedisProbe {
-        const char *unix_path;          /* or NULL: host, port */
-        const char *host;
-        unsigned port;
-        const char *user, *password;    /* NULL: no AUTH */
-        unsigned db;
-        usec_t timeout;
-} RedisProbe;
-int redis_probe(const RedisProbe *p, int argc, const char *const *argv, RedisReply **ret);
-/* Accepts NULL; returns NULL. */
-RedisReply *redis_reply_free(RedisReply *r);
-DEFINE_TRIVIAL_CLEANUP_FUNC(RedisReply *, redis_reply_free);
-
-/* A blocking connection of its own, for tests that drive a real server
- * step by step (on a unix socket: redis_blocking_new()) and for the
- * command line's looks that take more than one command (logged in as
- * redis_probe() does: redis_probe_open()): commands may be pipelined
- * (append several, then take their replies in order). -errno when it
- * cannot connect or the connection failed; replies (errors too) for
- * redis_reply_free(). */
-typedef struct RedisBlocking RedisBlocking;
-int redis_probe_open(const RedisProbe *p, RedisBlocking **ret);
-int redis_blocking_new(const char *unix_path, usec_t timeout, RedisBlocking **ret);
-RedisBlocking *redis_blocking_free(RedisBlocking *b);
-DEFINE_TRIVIAL_CLEANUP_FUNC(RedisBlocking *, redis_blocking_free);
-int redis_blocking_append(RedisBlocking *b, int argc, const char *const *argv, const size_t *argvlen);
-int redis_blocking_reply(RedisBlocking *b, RedisReply **ret);
-/* append and reply in one. */
-int redis_blocking_command(RedisBlocking *b, int argc, const char *const *argv, const size_t *argvlen,
-                           RedisReply **ret);
