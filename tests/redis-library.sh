@@ -9,7 +9,9 @@
 # which loads it; a server without functions (as before Redis 7.0)
 # refused by name. Another text under the agents' version (its limit check
 # taken out) found by its text and replaced, by an agent and by
-# --load-library.
+# --load-library; another build's text under that version (its own hash)
+# loaded while the agents stay connected, found by its hash within a
+# renewal period and replaced, said once, no slot lost.
 TTL=3s
 . "$(dirname "$0")/lib.sh"
 
@@ -118,7 +120,7 @@ kill -TERM "$(agent_pid a)"; wait "$(agent_pid a)"
 AGENT_HOSTS=(b c)
 start_agent a
 check "agent a restarted is up" wait_for 10 redis_state_is a up
-CMSG="Redis at [^ ]+ holds another text under fleetsem library version $V than this agent's \(changed by hand\?\): replacing it with this agent's\."
+CMSG="Redis at [^ ]+ holds another text under fleetsem library version $V than this agent's \(its own hash, another text: changed by hand\?\): replacing it with this agent's\."
 check "... its journal says it found another text under its version" grep -qE "$CMSG" "$T/agent-a.log"
 is "$(version) $(code)" "$V 1" "... and Redis holds the agent's text again"
 fs a run --slots 1 changed -- sleep 30 & held=$!
@@ -126,7 +128,43 @@ check "a job holds the only slot of 'changed'" wait_for 10 sh -c "[ \$(redis-cli
 fs b run --slots 1 --no-wait changed -- true 2>/dev/null
 is "$?:$(holders changed)" "75:1" "... and another is refused: one holder"
 kill "$held"; wait "$held" 2>/dev/null
-# fleetsemd --load-library says what it did.
+# ---- Another build's text under this version, loaded under running agents ------------
+# The text of another build under the same version (its limit check taken
+# out, its hash its own, as embed-lua.py stamps it) loaded while the agents
+# stay connected and a job holds a slot: found by the version and hash
+# they ask once a renewal period (a second here), replaced, said once, and
+# the job keeps its slot.
+H=$(rcli FCALL fleetsem_version 0 | sed -n 3p)
+like "$H" '^[0-9a-f]{64}$' "fleetsem_version returns the text's hash third"
+is "$(tail -1 "$SRC/lua/library.version")" "$V $H" "... the one lua/library.version records for version $V (the build checks it is the text's)"
+other=${edited//$H/$(printf %s "$edited" | sha256sum | cut -c1-64)}
+job a live & jl=$!
+check "a's job holds the slot of 'live'" wait_for 10 grep -q '^enter a' "$T/events-live"
+printf %s "$other" | rcli -x FUNCTION LOAD REPLACE >/dev/null
+rcli CONFIG RESETSTAT >/dev/null
+is "$(version) $(code)" "$V 0" "another build's text loaded under version $V, the agents connected"
+# headroom: found within one renewal period (1 s with a 3-s lease), 10 s given.
+check "... the agents find it by its hash and put theirs back" wait_for 10 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK FCALL fleetsem_version 0 | sed -n 3p)\" = $H ]"
+is "$(code)" 1 "... Redis holds the agents' text again"
+HMSG="Redis at [^ ]+ holds another text under fleetsem library version $V than this agent's \(another hash: another build's\?\): replacing it with this agent's\."
+n=$(cat "$T/agent-a.log" "$T/agent-b.log" "$T/agent-c.log" | grep -cE "$HMSG")
+like "$n" '^[1-3]$' "... said in the journal ($n agents)"
+for h in a b c; do
+        like "$(grep -cE "$HMSG" "$T/agent-$h.log")" '^[01]$' "... at most once by agent $h"
+done
+is "$(cmdstat_ok 'function|load')" "$n" "... replaced once by each agent that said so"
+check "agent a is up again" wait_for 10 redis_state_is a up
+is "$(holders live)" 1 "a's job still holds the slot of 'live'"
+fs b run --slots 1 --no-wait live -- true 2>/dev/null
+is "$?:$(holders live)" "75:1" "... and another is refused: one holder"
+is "$(metric a fleetsem_lost_total)" 0 "... agent a lost nothing"
+touch "$T/go-live-a"
+wait "$jl"
+is "$?" 0 "a's job ran to its end"
+is "$(tr '\n' ' ' <"$T/events-live")" "enter a exit a " "... never told it lost its slot"
+
+# fleetsemd --load-library says what it did (a text edited by hand, its
+# hash left as it was: read whole).
 printf %s "$edited" | rcli -x FUNCTION LOAD REPLACE >/dev/null
 out=$("$FLEETSEMD" --redis "unix:$REDIS_SOCK" --load-library 2>&1); rc=$?
 is "$rc" 0 "fleetsemd --load-library on another text under its version: exit 0"
@@ -137,8 +175,8 @@ is "$(code)" 1 "... and it did"
 # The library this build makes, as a later version would have it.
 newer=$(python3 "$SRC/embed-lua.py" --library "$SRC/keys.list" "$SRC/scripts.list" "$SRC/replies.list" \
         "$SRC/lua/library.version" "$SRC/lua/prelude" |
-        sed -e "s/return {$V, WAKE_COMMAND}/return {99, WAKE_COMMAND}/" -e "s/_v$V'/_v99'/")
-like "$newer" "return \{99, WAKE_COMMAND\}" "a library of version 99 made from this one"
+        sed -e "s/return {$V, WAKE_COMMAND/return {99, WAKE_COMMAND/" -e "s/_v$V'/_v99'/")
+like "$newer" "return \{99, WAKE_COMMAND, " "a library of version 99 made from this one"
 printf %s "$newer" | rcli -x FUNCTION LOAD REPLACE >/dev/null
 is "$(version)" 99 "... loaded in its place"
 MSG="Redis at [^ ]+ holds fleetsem library version 99, newer than this agent's \($V\): this agent is older than the library there and must be upgraded; see fleetsemd\(8\) UPGRADING"

@@ -124,39 +124,53 @@ static void library_newer(Shard *sh, long long version) {
         setup_fail(sh, refusing("library-newer"), "%s", why);
 }
 
-/* The text under this agent's version must be this agent's, byte for
- * byte: one edited by hand (its limit check taken out, say) is replaced,
- * said as a warning; where the agent may not load it, refused
- * (library-changed) with the way out. Read once a connection. */
+/* The text under this agent's version must be this agent's: one of
+ * another build (another hash) or edited by hand (its limit check taken
+ * out, say) is replaced, said as a warning; where the agent may not load
+ * it, refused (library-changed) with the way out. The hash that
+ * fleetsem_version returns is asked at each connection and every
+ * LIBRARY_EVERY (shard_library_refresh()), a few bytes; the text itself,
+ * whose hash a hand could leave as it was, is read and compared byte for
+ * byte once, at the agent's first set-up of the server, not at each
+ * reconnection (a fleet reconnecting at once would read it ten thousand
+ * times). */
 static void library_ask_code(Shard *sh) {
         setup_send(sh, "FUNCTION LIST", SETUP_CODE, 5,
                    (const char *[]) { "FUNCTION", "LIST", "LIBRARYNAME", LUA_LIBRARY_NAME, "WITHCODE" });
 }
 
-static void library_code_reply(Shard *sh, const RedisReply *reply) {
-        const char *err = redis_reply_error(reply);
-        int r = library_code_parse(reply, sh->io->library_text);
+static void library_replace_changed(Shard *sh, const char *why) {
         char had[64];
 
-        if (r == 0)
-                return;
-        if (r == -EIO) {
-                setup_fail_redis(sh, "FUNCTION LIST", err);
-                return;
-        }
         log_warning("Redis at %s holds another text under fleetsem library version %u than this agent's (%s): "
-                    "replacing it with this agent's.", sh->name, lua_library_version,
-                    r == -EBADMSG ? "FUNCTION LIST answered in a shape this agent cannot read" : "changed by hand?");
+                    "replacing it with this agent's.", sh->name, lua_library_version, why);
         snprintf(had, sizeof(had), "version %u, another text", lua_library_version);
         sh->setup_changed = true;
         library_load(sh, had);
 }
 
-/* FCALL fleetsem_version: {VERSION, WAKE_COMMAND}, or no such function. */
+static void library_code_reply(Shard *sh, const RedisReply *reply) {
+        const char *err = redis_reply_error(reply);
+        int r = library_code_parse(reply, sh->io->library_text);
+
+        if (r == 0) {
+                sh->text_read = true;
+                return;
+        }
+        if (r == -EIO) {
+                setup_fail_redis(sh, "FUNCTION LIST", err);
+                return;
+        }
+        library_replace_changed(sh, r == -EBADMSG ? "FUNCTION LIST answered in a shape this agent cannot read" :
+                                "its own hash, another text: changed by hand?");
+}
+
+/* FCALL fleetsem_version: {VERSION, WAKE_COMMAND, HASH}, or no such function. */
 static void library_version_reply(Shard *sh, const RedisReply *reply) {
         long long version = 0;
         bool sharded = false;
-        int r = library_version_parse(reply, &version, &sharded);
+        char hash[LUA_LIBRARY_HASH_LEN + 1], had[64];
+        int r = library_version_parse(reply, &version, &sharded, hash);
 
         if (r == -ENOENT)
                 /* (Again after a lost race: a library of that name without
@@ -170,17 +184,23 @@ static void library_version_reply(Shard *sh, const RedisReply *reply) {
                            "fleetsemd(8) THE LIBRARY", sh->name);
         else if (r < 0)
                 setup_fail_redis(sh, "FCALL " LUA_VERSION_FUNCTION, redis_reply_error(reply));
-        else if (version > (long long) lua_library_version)
+        else switch (library_match(version, sharded, hash, sh->io->topo->sharded)) {
+        case LIBRARY_NEWER:
                 library_newer(sh, version);
-        else if (version < (long long) lua_library_version || sharded != sh->io->topo->sharded) {
-                char had[64];
-
+                break;
+        case LIBRARY_OLDER:
                 snprintf(had, sizeof(had), "version %lld%s", version, sharded == sh->io->topo->sharded ? "" :
                          sharded ? ", a Cluster's" : ", not a Cluster's");
                 library_load(sh, had);
-        } else
-                /* The same version: the same text? */
-                library_ask_code(sh);
+                break;
+        case LIBRARY_CHANGED:
+                library_replace_changed(sh, hash[0] ? "another hash: another build's?" : "no hash: changed by hand?");
+                break;
+        case LIBRARY_OWN:
+                if (!sh->text_read)
+                        library_ask_code(sh);
+                break;
+        }
 }
 
 /* new: loaded without REPLACE (there was none). */
@@ -435,6 +455,37 @@ static void policy_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         policy_parse(sh, reply);
 }
 
+/* The library's version and hash asked again on a server that is up: a
+ * text replaced under the agents' version while they stay connected is
+ * found within every, and the server set up again, where it is replaced
+ * (library_version_reply() says so). */
+static void library_check_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+        long long version = 0;
+        bool sharded = false;
+        char hash[LUA_LIBRARY_HASH_LEN + 1];
+
+        if (!reply || conn != sh->cmd)
+                return;
+        sh->library_inflight = false;
+        /* (No function, a newer version: the next call hears it and sets
+         * the server up again, calls.c; an error is the next call's too.) */
+        if (sh->state != REDIS_READY || library_version_parse(reply, &version, &sharded, hash) < 0 ||
+            library_match(version, sharded, hash, sh->io->topo->sharded) != LIBRARY_CHANGED)
+                return;
+        shard_down(sh, -ESTALE, "its fleetsem library's text changed under this agent's version: setting it up again");
+}
+
+void shard_library_refresh(Shard *sh, usec_t every, usec_t now) {
+        if (sh->state != REDIS_READY || sh->library_inflight || now - sh->library_asked < every)
+                return;
+        if (redis_conn_command(sh->cmd, library_check_reply, sh, 3,
+                               (const char *[]) { "FCALL_RO", LUA_VERSION_FUNCTION, "0" }, NULL) < 0)
+                return;
+        sh->library_inflight = true;
+        sh->library_asked = now;
+}
+
 void shard_policy_refresh(Shard *sh, usec_t every, usec_t now) {
         if (sh->state != REDIS_READY || sh->policy_inflight || now - sh->policy_asked < every)
                 return;
@@ -588,6 +639,7 @@ static void role_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
 }
 
 static void setup_done(Shard *sh) {
+        sh->library_asked = now_mono();         /* (just asked) */
         /* What a Sentinel names, or a Cluster's map, may be stale: the
          * server itself says. */
         if (sh->io->topo->failover) {
@@ -650,10 +702,11 @@ int library_code_parse(const RedisReply *reply, const char *text) {
         return -EBADMSG;
 }
 
-int library_version_parse(const RedisReply *reply, long long *ret_version, bool *ret_sharded) {
+int library_version_parse(const RedisReply *reply, long long *ret_version, bool *ret_sharded, char ret_hash[static 65]) {
         const char *err = redis_reply_error(reply);
         long long version;
-        char wake[16];
+        char wake[16], hash[LUA_LIBRARY_HASH_LEN + 2];
+        size_t n;
 
         if (err && strneq(err, "ERR Function not found", 22))
                 return -ENOENT;
@@ -661,13 +714,27 @@ int library_version_parse(const RedisReply *reply, long long *ret_version, bool 
                 return -EOPNOTSUPP;
         if (err || !reply)
                 return -EIO;
-        if (redis_reply_array_len(reply) != 2 || redis_reply_array_integer(reply, 0, &version) < 0 || version < 1 ||
+        n = redis_reply_array_len(reply);
+        if ((n != 2 && n != 3) || redis_reply_array_integer(reply, 0, &version) < 0 || version < 1 ||
             version > INT32_MAX || redis_reply_array_string(reply, 1, wake, sizeof(wake)) < 0 ||
             (!streq(wake, "PUBLISH") && !streq(wake, "SPUBLISH")))
                 return -EBADMSG;
+        /* The hash: exactly 64 lower-case hex digits, or none. */
+        if (n < 3 || redis_reply_array_string(reply, 2, hash, sizeof(hash)) < 0 ||
+            strlen(hash) != LUA_LIBRARY_HASH_LEN || strspn(hash, "0123456789abcdef") != LUA_LIBRARY_HASH_LEN)
+                hash[0] = '\0';
         *ret_version = version;
         *ret_sharded = streq(wake, "SPUBLISH");
+        memcpy(ret_hash, hash, strlen(hash) + 1);
         return 0;
+}
+
+LibraryMatch library_match(long long version, bool sharded, const char *hash, bool want_sharded) {
+        if (version > (long long) lua_library_version)
+                return LIBRARY_NEWER;
+        if (version < (long long) lua_library_version || sharded != want_sharded)
+                return LIBRARY_OLDER;
+        return streq(hash, lua_library_hash) ? LIBRARY_OWN : LIBRARY_CHANGED;
 }
 
 /* ---- Connecting ------------------------------------------------------------------ */
