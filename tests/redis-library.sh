@@ -60,6 +60,16 @@ fs a run --slots 1 --no-wait again -- true
 is "$?" 0 "... and grants"
 is "$(cmdstat 'function|load')" 0 "... having loaded nothing"
 like "$(cmdstat fcall)" '^[1-9][0-9]*$' "... having asked the version and granted with FCALL"
+is "$(cmdstat 'function|list')" 1 "... and read its text once, to compare it byte for byte"
+# A connection lost: the version and hash asked again, the text not read.
+rcli CONFIG RESETSTAT >/dev/null
+r0=$(metric a fleetsem_redis_reconnects_total)
+int_of r0 "$r0"
+like "$(rcli CLIENT KILL TYPE normal SKIPME yes)" "^[1-9][0-9]*$" \
+        "the agents' connections closed by Redis"
+check "agent a connects again" until_metric a fleetsem_redis_reconnects_total $((r0 + 1))
+check "... and is up" wait_for 10 redis_state_is a up
+is "$(cmdstat 'function|list')" 0 "... without reading the library's text (its version and hash say it is its own)"
 
 # ---- Deleted under running agents ------------------------------------------------
 job() {

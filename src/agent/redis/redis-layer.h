@@ -57,7 +57,7 @@ struct Shard {
         const char *refused_state;      /* the state it is refused for (shard_refuse()) */
         bool setup_changed;             /* … its library's text found changed: replaced */
         bool setup_raced;               /* … its library load lost to another agent's once already */
-        bool text_read;                 /* its library's text read and found this agent's (once) */
+        bool text_read;                 /* its library's text read and found this agent's, or loaded by it */
         usec_t library_asked;           /* CLOCK_MONOTONIC: its library's version and hash last asked */
         bool library_inflight;
         char error[512];

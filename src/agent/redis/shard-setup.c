@@ -228,6 +228,8 @@ static void library_load_reply(Shard *sh, const RedisReply *reply, bool new) {
         else if (redis_reply_string(reply, &name, &len) < 0 || len != strlen(LUA_LIBRARY_NAME) ||
                  memcmp(name, LUA_LIBRARY_NAME, len) != 0)
                 setup_fail(sh, NULL, "FUNCTION LOAD gave an unexpected reply");
+        else
+                sh->text_read = true;   /* (its own: nothing to read) */
 }
 
 static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
