@@ -142,17 +142,19 @@ kill "$held"; wait "$held" 2>/dev/null
 # The text of another build under the same version (its limit check taken
 # out, its hash its own, as embed-lua.py stamps it) loaded while the agents
 # stay connected and a job holds a slot: found by the version and hash
-# they ask once a renewal period (a second here), replaced, said once, and
-# the job keeps its slot.
+# they ask once a renewal period (a second here), replaced there and then
+# (the agents stay up), said once, and the job keeps its slot.
 H=$(rcli FCALL fleetsem_version 0 | sed -n 3p)
 like "$H" '^[0-9a-f]{64}$' "fleetsem_version returns the text's hash third"
 is "$(tail -1 "$SRC/lua/library.version")" "$V $H" "... the one lua/library.version records for version $V (the build checks it is the text's)"
 other=${edited//$H/$(printf %s "$edited" | sha256sum | cut -c1-64)}
 job a live & jl=$!
 check "a's job holds the slot of 'live'" wait_for 10 grep -q '^enter a' "$T/events-live"
-printf %s "$other" | rcli -x FUNCTION LOAD REPLACE >/dev/null
+r1=$(metric a fleetsem_redis_reconnects_total)
+int_of r1 "$r1"
 rcli CONFIG RESETSTAT >/dev/null
-is "$(version) $(code)" "$V 0" "another build's text loaded under version $V, the agents connected"
+is "$(printf %s "$other" | rcli -x FUNCTION LOAD REPLACE)" fleetsem \
+        "another build's text loaded under version $V, the agents connected"
 # headroom: found within one renewal period (1 s with a 3-s lease), 10 s given.
 check "... the agents find it by its hash and put theirs back" wait_for 10 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK FCALL fleetsem_version 0 | sed -n 3p)\" = $H ]"
 is "$(code)" 1 "... Redis holds the agents' text again"
@@ -162,8 +164,8 @@ like "$n" '^[1-3]$' "... said in the journal ($n agents)"
 for h in a b c; do
         like "$(grep -cE "$HMSG" "$T/agent-$h.log")" '^[01]$' "... at most once by agent $h"
 done
-is "$(cmdstat_ok 'function|load')" "$n" "... replaced once by each agent that said so"
-check "agent a is up again" wait_for 10 redis_state_is a up
+is "$(cmdstat_ok 'function|load')" "$((n + 1))" "... replaced once by each agent that said so"
+is "$(redis_state a) $(metric a fleetsem_redis_reconnects_total)" "up $r1" "... agent a stayed up, connected all along"
 is "$(holders live)" 1 "a's job still holds the slot of 'live'"
 fs b run --slots 1 --no-wait live -- true 2>/dev/null
 is "$?:$(holders live)" "75:1" "... and another is refused: one holder"

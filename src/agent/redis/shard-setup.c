@@ -139,11 +139,15 @@ static void library_ask_code(Shard *sh) {
                    (const char *[]) { "FUNCTION", "LIST", "LIBRARYNAME", LUA_LIBRARY_NAME, "WITHCODE" });
 }
 
+static void library_changed_say(Shard *sh, const char *why) {
+        log_warning("Redis at %s holds another text under fleetsem library version %u than this agent's (%s): "
+                    "replacing it with this agent's.", sh->name, lua_library_version, why);
+}
+
 static void library_replace_changed(Shard *sh, const char *why) {
         char had[64];
 
-        log_warning("Redis at %s holds another text under fleetsem library version %u than this agent's (%s): "
-                    "replacing it with this agent's.", sh->name, lua_library_version, why);
+        library_changed_say(sh, why);
         snprintf(had, sizeof(had), "version %u, another text", lua_library_version);
         sh->setup_changed = true;
         library_load(sh, had);
@@ -459,8 +463,24 @@ static void policy_reply(RedisConn *conn, const RedisReply *reply, void *userdat
 
 /* The library's version and hash asked again on a server that is up: a
  * text replaced under the agents' version while they stay connected is
- * found within every, and the server set up again, where it is replaced
- * (library_version_reply() says so). */
+ * found within every and replaced there and then, the server kept up
+ * (nobody's request fails meanwhile: the calls before the replacement ran
+ * the other text, those after it run this agent's). Where Redis refuses
+ * the load, the server is set up again, which says why (library-changed). */
+static void library_fix_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+        const char *err = redis_reply_error(reply);
+        char why[sizeof(sh->error)];
+
+        if (!reply || conn != sh->cmd || sh->state != REDIS_READY)
+                return;
+        if (!err)
+                return;
+        snprintf(why, sizeof(why), "FUNCTION LOAD REPLACE of its changed fleetsem library failed (%s): setting it "
+                 "up again", err);
+        shard_down(sh, -ESTALE, why);
+}
+
 static void library_check_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Shard *sh = userdata;
         long long version = 0;
@@ -475,7 +495,10 @@ static void library_check_reply(RedisConn *conn, const RedisReply *reply, void *
         if (sh->state != REDIS_READY || library_version_parse(reply, &version, &sharded, hash) < 0 ||
             library_match(version, sharded, hash, sh->io->topo->sharded) != LIBRARY_CHANGED)
                 return;
-        shard_down(sh, -ESTALE, "its fleetsem library's text changed under this agent's version: setting it up again");
+        library_changed_say(sh, hash[0] ? "another hash: another build's?" : "no hash: changed by hand?");
+        if (redis_conn_command(sh->cmd, library_fix_reply, sh, 4,
+                               (const char *[]) { "FUNCTION", "LOAD", "REPLACE", sh->io->library_text }, NULL) < 0)
+                shard_down(sh, -EIO, "cannot send commands");
 }
 
 void shard_library_refresh(Shard *sh, usec_t every, usec_t now) {
