@@ -240,6 +240,17 @@ is "$?" 0 "... and grants"
 out=$("$FLEETSEMD" --redis "unix:$REDIS_SOCK" --load-library 2>&1); rc=$?
 is "$rc" 0 "fleetsemd --load-library again: exit 0"
 like "$out" "fleetsem library version $V is there already, its text this fleetsemd's; nothing done" "... and nothing done"
+# Another build's text under its version while it runs: found within a
+# renewal period, and, since it may not replace it, refused as
+# library-changed with the way out, until --load-library puts it right.
+is "$(printf %s "$other" | rcli -x FUNCTION LOAD REPLACE)" fleetsem "another build's text loaded under agent d, which may not load"
+KMSG="Redis at [^ ]+ holds another text under fleetsem library version $V than this agent's, and this agent may not replace it \(NOPERM[^)]*\): load this agent's with \`fleetsemd --load-library\`"
+refused_with d "$KMSG" "agent d takes Redis for down" "status says to run fleetsemd --load-library"
+like "$(fs d run --slots 1 --no-wait loaded -- true 2>&1)" "$KMSG" "... and a request is refused with it"
+out=$("$FLEETSEMD" --redis "unix:$REDIS_SOCK" --load-library 2>&1); rc=$?
+is "$rc" 0 "fleetsemd --load-library: exit 0"
+like "$out" "fleetsem library version $V loaded \(it had version $V, another text\)" "... replacing it"
+check "agent d comes up again" wait_for 10 redis_state_is d up
 
 # ---- A server without functions -----------------------------------------------------------
 # Redis before 7.0 (not installed here) answers FCALL as an unknown

@@ -144,6 +144,16 @@ static void library_changed_say(Shard *sh, const char *why) {
                     "replacing it with this agent's.", sh->name, lua_library_version, why);
 }
 
+/* Why a changed text that this agent may not replace (Redis said err) is
+ * refused, with the way out. */
+static void library_changed_refusal(Shard *sh, const char *err, char *why, size_t size) {
+        /* (Cut short where Redis' error is long.) */
+        if (snprintf(why, size, "Redis at %s holds another text under fleetsem library version %u than this agent's, and "
+                 "this agent may not replace it (%s): load this agent's with `fleetsemd --load-library` (as a Redis "
+                 "user allowed FUNCTION LOAD); see fleetsemd(8) THE LIBRARY", sh->name, lua_library_version, err) < 0)
+                why[0] = '\0';
+}
+
 static void library_replace_changed(Shard *sh, const char *why) {
         char had[64];
 
@@ -217,11 +227,12 @@ static void library_load_reply(Shard *sh, const RedisReply *reply, bool new) {
                 log_debug("Redis at %s has a fleetsem library now (%s); asking its version again.", sh->name, err);
                 sh->setup_raced = true;
                 library_ask_version(sh);
-        } else if (err && strneq(err, "NOPERM", 6) && sh->setup_changed)
-                setup_fail(sh, refusing("library-changed"), "Redis at %s holds another text under fleetsem library "
-                           "version %u than this agent's, and this agent may not replace it (%s): load this agent's with "
-                           "`fleetsemd --load-library` (as a Redis user allowed FUNCTION LOAD); see fleetsemd(8) THE "
-                           "LIBRARY", sh->name, lua_library_version, err);
+        } else if (err && strneq(err, "NOPERM", 6) && sh->setup_changed) {
+                char why[sizeof(sh->error)];
+
+                library_changed_refusal(sh, err, why, sizeof(why));
+                setup_fail(sh, refusing("library-changed"), "%s", why);
+        }
         else if (err && strneq(err, "NOPERM", 6))
                 setup_fail(sh, refusing(redis_state_of_error(err)), "Redis at %s has no fleetsem library version %u, and this agent may not load it (%s): "
                            "load it with `fleetsemd --load-library` (as a Redis user allowed FUNCTION LOAD), or "
@@ -465,8 +476,9 @@ static void policy_reply(RedisConn *conn, const RedisReply *reply, void *userdat
  * text replaced under the agents' version while they stay connected is
  * found within every and replaced there and then, the server kept up
  * (nobody's request fails meanwhile: the calls before the replacement ran
- * the other text, those after it run this agent's). Where Redis refuses
- * the load, the server is set up again, which says why (library-changed). */
+ * the other text, those after it run this agent's). Where this agent may
+ * not load, refused (library-changed) with the way out; where the load
+ * fails otherwise, the server is set up again. */
 static void library_fix_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Shard *sh = userdata;
         const char *err = redis_reply_error(reply);
@@ -476,6 +488,11 @@ static void library_fix_reply(RedisConn *conn, const RedisReply *reply, void *us
                 return;
         if (!err)
                 return;
+        if (strneq(err, "NOPERM", 6)) {
+                library_changed_refusal(sh, err, why, sizeof(why));
+                shard_refuse(sh, sh->library_refused, sizeof(sh->library_refused), refusing("library-changed"), why);
+                return;
+        }
         snprintf(why, sizeof(why), "FUNCTION LOAD REPLACE of its changed fleetsem library failed (%s): setting it "
                  "up again", err);
         shard_down(sh, -ESTALE, why);
