@@ -116,7 +116,7 @@ log_lacks "$T/errorstats" '^errorstat_CROSSSLOT:' '^# Errorstats' "Redis refused
 # Each master holds the agents' library, its Cluster text: wake-ups with
 # SPUBLISH (fleetsemd(8), THE LIBRARY).
 for p in "${C_PORTS[@]}"; do
-        like "$(ccli "$p" FCALL fleetsem_version 0 | tr '\n' ' ')" '^[1-9][0-9]* SPUBLISH $' \
+        like "$(ccli "$p" FCALL fleetsem_version 0 | tr '\n' ' ')" '^[1-9][0-9]* SPUBLISH [0-9a-f]{64} $' \
                 "master $p holds the library, its Cluster text (SPUBLISH)"
 done
 holders=() waiters=()

@@ -97,7 +97,7 @@ kill "$h_ev"; wait "$h_ev" 2>/dev/null
 V=$(rcli FCALL fleetsem_version 0 | head -1)
 ours=$(python3 "$SRC/embed-lua.py" --library "$SRC/keys.list" "$SRC/scripts.list" "$SRC/replies.list" \
         "$SRC/lua/library.version" "$SRC/lua/prelude")
-newer=$(printf %s "$ours" | sed -e "s/return {$V, WAKE_COMMAND}/return {99, WAKE_COMMAND}/" -e "s/_v$V'/_v99'/")
+newer=$(printf %s "$ours" | sed -e "s/return {$V, WAKE_COMMAND/return {99, WAKE_COMMAND/" -e "s/_v$V'/_v99'/")
 fs a run --slots 1 lib -- sleep 120 >/dev/null 2>"$T/holder-lib.err" & h_lib=$!
 check "a job holds the only slot of lib" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{lib}:holders') = 1 ]"
 printf %s "$newer" | rcli -x FUNCTION LOAD REPLACE >/dev/null

@@ -9,7 +9,9 @@
 # which loads it; a server without functions (as before Redis 7.0)
 # refused by name. Another text under the agents' version (its limit check
 # taken out) found by its text and replaced, by an agent and by
-# --load-library.
+# --load-library; another build's text under that version (its own hash)
+# loaded while the agents stay connected, found by its hash within a
+# renewal period and replaced, said once, no slot lost.
 TTL=3s
 . "$(dirname "$0")/lib.sh"
 
@@ -58,6 +60,16 @@ fs a run --slots 1 --no-wait again -- true
 is "$?" 0 "... and grants"
 is "$(cmdstat 'function|load')" 0 "... having loaded nothing"
 like "$(cmdstat fcall)" '^[1-9][0-9]*$' "... having asked the version and granted with FCALL"
+is "$(cmdstat 'function|list')" 1 "... and read its text once, to compare it byte for byte"
+# A connection lost: the version and hash asked again, the text not read.
+rcli CONFIG RESETSTAT >/dev/null
+r0=$(metric a fleetsem_redis_reconnects_total)
+int_of r0 "$r0"
+like "$(rcli CLIENT KILL TYPE normal SKIPME yes)" "^[1-9][0-9]*$" \
+        "the agents' connections closed by Redis"
+check "agent a connects again" until_metric a fleetsem_redis_reconnects_total $((r0 + 1))
+check "... and is up" wait_for 10 redis_state_is a up
+is "$(cmdstat 'function|list')" 0 "... without reading the library's text (its version and hash say it is its own)"
 
 # ---- Deleted under running agents ------------------------------------------------
 job() {
@@ -118,7 +130,7 @@ kill -TERM "$(agent_pid a)"; wait "$(agent_pid a)"
 AGENT_HOSTS=(b c)
 start_agent a
 check "agent a restarted is up" wait_for 10 redis_state_is a up
-CMSG="Redis at [^ ]+ holds another text under fleetsem library version $V than this agent's \(changed by hand\?\): replacing it with this agent's\."
+CMSG="Redis at [^ ]+ holds another text under fleetsem library version $V than this agent's \(its own hash, another text: changed by hand\?\): replacing it with this agent's\."
 check "... its journal says it found another text under its version" grep -qE "$CMSG" "$T/agent-a.log"
 is "$(version) $(code)" "$V 1" "... and Redis holds the agent's text again"
 fs a run --slots 1 changed -- sleep 30 & held=$!
@@ -126,7 +138,45 @@ check "a job holds the only slot of 'changed'" wait_for 10 sh -c "[ \$(redis-cli
 fs b run --slots 1 --no-wait changed -- true 2>/dev/null
 is "$?:$(holders changed)" "75:1" "... and another is refused: one holder"
 kill "$held"; wait "$held" 2>/dev/null
-# fleetsemd --load-library says what it did.
+# ---- Another build's text under this version, loaded under running agents ------------
+# The text of another build under the same version (its limit check taken
+# out, its hash its own, as embed-lua.py stamps it) loaded while the agents
+# stay connected and a job holds a slot: found by the version and hash
+# they ask once a renewal period (a second here), replaced there and then
+# (the agents stay up), said once, and the job keeps its slot.
+H=$(rcli FCALL fleetsem_version 0 | sed -n 3p)
+like "$H" '^[0-9a-f]{64}$' "fleetsem_version returns the text's hash third"
+is "$(tail -1 "$SRC/lua/library.version")" "$V $H" "... the one lua/library.version records for version $V (the build checks it is the text's)"
+other=${edited//$H/$(printf %s "$edited" | sha256sum | cut -c1-64)}
+job a live & jl=$!
+check "a's job holds the slot of 'live'" wait_for 10 grep -q '^enter a' "$T/events-live"
+r1=$(metric a fleetsem_redis_reconnects_total)
+int_of r1 "$r1"
+rcli CONFIG RESETSTAT >/dev/null
+is "$(printf %s "$other" | rcli -x FUNCTION LOAD REPLACE)" fleetsem \
+        "another build's text loaded under version $V, the agents connected"
+# headroom: found within one renewal period (1 s with a 3-s lease), 10 s given.
+check "... the agents find it by its hash and put theirs back" wait_for 10 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK FCALL fleetsem_version 0 | sed -n 3p)\" = $H ]"
+is "$(code)" 1 "... Redis holds the agents' text again"
+HMSG="Redis at [^ ]+ holds another text under fleetsem library version $V than this agent's \(another hash: another build's\?\): replacing it with this agent's\."
+n=$(cat "$T/agent-a.log" "$T/agent-b.log" "$T/agent-c.log" | grep -cE "$HMSG")
+like "$n" '^[1-3]$' "... said in the journal ($n agents)"
+for h in a b c; do
+        like "$(grep -cE "$HMSG" "$T/agent-$h.log")" '^[01]$' "... at most once by agent $h"
+done
+is "$(cmdstat_ok 'function|load')" "$((n + 1))" "... replaced once by each agent that said so"
+is "$(redis_state a) $(metric a fleetsem_redis_reconnects_total)" "up $r1" "... agent a stayed up, connected all along"
+is "$(holders live)" 1 "a's job still holds the slot of 'live'"
+fs b run --slots 1 --no-wait live -- true 2>/dev/null
+is "$?:$(holders live)" "75:1" "... and another is refused: one holder"
+is "$(metric a fleetsem_lost_total)" 0 "... agent a lost nothing"
+touch "$T/go-live-a"
+wait "$jl"
+is "$?" 0 "a's job ran to its end"
+is "$(tr '\n' ' ' <"$T/events-live")" "enter a exit a " "... never told it lost its slot"
+
+# fleetsemd --load-library says what it did (a text edited by hand, its
+# hash left as it was: read whole).
 printf %s "$edited" | rcli -x FUNCTION LOAD REPLACE >/dev/null
 out=$("$FLEETSEMD" --redis "unix:$REDIS_SOCK" --load-library 2>&1); rc=$?
 is "$rc" 0 "fleetsemd --load-library on another text under its version: exit 0"
@@ -137,8 +187,8 @@ is "$(code)" 1 "... and it did"
 # The library this build makes, as a later version would have it.
 newer=$(python3 "$SRC/embed-lua.py" --library "$SRC/keys.list" "$SRC/scripts.list" "$SRC/replies.list" \
         "$SRC/lua/library.version" "$SRC/lua/prelude" |
-        sed -e "s/return {$V, WAKE_COMMAND}/return {99, WAKE_COMMAND}/" -e "s/_v$V'/_v99'/")
-like "$newer" "return \{99, WAKE_COMMAND\}" "a library of version 99 made from this one"
+        sed -e "s/return {$V, WAKE_COMMAND/return {99, WAKE_COMMAND/" -e "s/_v$V'/_v99'/")
+like "$newer" "return \{99, WAKE_COMMAND, " "a library of version 99 made from this one"
 printf %s "$newer" | rcli -x FUNCTION LOAD REPLACE >/dev/null
 is "$(version)" 99 "... loaded in its place"
 MSG="Redis at [^ ]+ holds fleetsem library version 99, newer than this agent's \($V\): this agent is older than the library there and must be upgraded; see fleetsemd\(8\) UPGRADING"
@@ -190,6 +240,17 @@ is "$?" 0 "... and grants"
 out=$("$FLEETSEMD" --redis "unix:$REDIS_SOCK" --load-library 2>&1); rc=$?
 is "$rc" 0 "fleetsemd --load-library again: exit 0"
 like "$out" "fleetsem library version $V is there already, its text this fleetsemd's; nothing done" "... and nothing done"
+# Another build's text under its version while it runs: found within a
+# renewal period, and, since it may not replace it, refused as
+# library-changed with the way out, until --load-library puts it right.
+is "$(printf %s "$other" | rcli -x FUNCTION LOAD REPLACE)" fleetsem "another build's text loaded under agent d, which may not load"
+KMSG="Redis at [^ ]+ holds another text under fleetsem library version $V than this agent's, and this agent may not replace it \(NOPERM[^)]*\): load this agent's with \`fleetsemd --load-library\`"
+refused_with d "$KMSG" "agent d takes Redis for down" "status says to run fleetsemd --load-library"
+like "$(fs d run --slots 1 --no-wait loaded -- true 2>&1)" "$KMSG" "... and a request is refused with it"
+out=$("$FLEETSEMD" --redis "unix:$REDIS_SOCK" --load-library 2>&1); rc=$?
+is "$rc" 0 "fleetsemd --load-library: exit 0"
+like "$out" "fleetsem library version $V loaded \(it had version $V, another text\)" "... replacing it"
+check "agent d comes up again" wait_for 10 redis_state_is d up
 
 # ---- A server without functions -----------------------------------------------------------
 # Redis before 7.0 (not installed here) answers FCALL as an unknown

@@ -190,11 +190,22 @@ void redis_io_stop(Agent *a);
 int library_text_new(bool sharded, char **ret);
 /* … what its error r means, for a message. */
 const char *library_text_error(int r);
-/* FCALL fleetsem_version's reply: 0 and its version and whether its text
- * is the sharded one; -ENOENT no library (no such function), -EOPNOTSUPP
- * a server without FCALL (before Redis 7.0, Valkey 7.2), -EBADMSG one
- * whose version cannot be read, -EIO another error (the ACL's). */
-int library_version_parse(const RedisReply *reply, long long *ret_version, bool *ret_sharded);
+/* FCALL fleetsem_version's reply: 0 and its version, whether its text is
+ * the sharded one and the hash of its text (64 hex digits; "" where it
+ * gives none, as before version 15, or one that is no such hash); -ENOENT
+ * no library (no such function), -EOPNOTSUPP a server without FCALL
+ * (before Redis 7.0, Valkey 7.2), -EBADMSG one whose version cannot be
+ * read, -EIO another error (the ACL's). */
+int library_version_parse(const RedisReply *reply, long long *ret_version, bool *ret_sharded, char ret_hash[static 65]);
+/* What such a library is to this agent, whose text is the sharded one or
+ * not: */
+typedef enum LibraryMatch {
+        LIBRARY_OWN,            /* its version and text */
+        LIBRARY_OLDER,          /* an older version, or its version with the other wake command: replaced */
+        LIBRARY_NEWER,          /* refused: this agent must be upgraded */
+        LIBRARY_CHANGED,        /* its version, another text (hash): replaced, said as a warning */
+} LibraryMatch;
+LibraryMatch library_match(long long version, bool sharded, const char *hash, bool want_sharded);
 /* How an epoch names its master (under Sentinel and in a Cluster), from
  * an INFO reply's text: its run id and replication id, 80 hex digits into
  * ret; -ENODATA when it gives a run id alone (ret holds it), -EBADMSG

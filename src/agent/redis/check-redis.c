@@ -167,7 +167,7 @@ static int load_server(const RedisAddress *a, bool sharded, const char *unix_pat
                          .password = a->password, .db = a->db, .timeout = PROBE_TIMEOUT };
         _cleanup_free_ char *text = NULL;
         _cleanup_(redis_reply_freep) RedisReply *reply = NULL;
-        char where[300], had[64] = "none";
+        char where[300], had[64] = "none", hash[LUA_LIBRARY_HASH_LEN + 1] = "";
         long long version = 0;
         bool was_sharded = false;
         const char *err, *name;
@@ -180,7 +180,7 @@ static int load_server(const RedisAddress *a, bool sharded, const char *unix_pat
                 fprintf(stderr, "Redis at %s: cannot be reached or refused the login: %s\n", where, strerror(-r));
                 return 1;
         }
-        r = library_version_parse(reply, &version, &was_sharded);
+        r = library_version_parse(reply, &version, &was_sharded, hash);
         if (r == -EIO)
                 fprintf(stderr, "Redis at %s: refused FCALL %s: %s\n", where, LUA_VERSION_FUNCTION,
                         redis_reply_error(reply) ?: "no answer");
@@ -204,8 +204,11 @@ static int load_server(const RedisAddress *a, bool sharded, const char *unix_pat
                 fprintf(stderr, "Failed to make the library's text: %s\n", library_text_error(r));
                 return 1;
         }
-        if (version == (long long) lua_library_version && was_sharded == sharded) {
-                /* The same version: the same text? */
+        if (r == 0 && library_match(version, was_sharded, hash, sharded) == LIBRARY_CHANGED)
+                snprintf(had, sizeof(had), "version %lld, another text", version);
+        else if (r == 0 && library_match(version, was_sharded, hash, sharded) == LIBRARY_OWN) {
+                /* The same version and hash: the same text? (Read whole
+                 * here, once: a hand may have left the hash as it was.) */
                 r = redis_probe(&p, 5, (const char *[]) { "FUNCTION", "LIST", "LIBRARYNAME", LUA_LIBRARY_NAME, "WITHCODE" },
                                 &reply);
                 if (r < 0 || redis_reply_error(reply)) {

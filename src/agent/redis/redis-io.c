@@ -76,6 +76,12 @@ static usec_t policy_every(const RedisIo *io) {
         return io->agent->evict_policy[0] ? POLICY_EVERY_EVICTING : POLICY_EVERY;
 }
 
+/* How often each server's library is asked its version and hash: once a
+ * renewal period (a third of a lease). */
+static usec_t library_every(const RedisIo *io) {
+        return MAX(io->agent->config->lease_ttl / 3, USEC_PER_SEC);
+}
+
 /* ---- Up and down for the engine ------------------------------------------------ */
 
 /* Shards that count: all of them must be up before Redis counts as up the
@@ -198,7 +204,7 @@ static int on_reconnect(sd_event_source *s, uint64_t usec, void *userdata) {
 static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         RedisIo *io = userdata;
         Agent *a = io->agent;
-        usec_t now = now_mono();
+        usec_t now = now_mono(), next;
         int r;
 
         (void) usec;
@@ -216,14 +222,17 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         if (io->topo->tick)
                 io->topo->tick(io, now);
         for (size_t i = 0; i < io->n_shards; i++)
-                if (io->topo->shard_counts(io, io->shards[i]))
+                if (io->topo->shard_counts(io, io->shards[i])) {
                         shard_policy_refresh(io->shards[i], policy_every(io), now);
+                        shard_library_refresh(io->shards[i], library_every(io), now);
+                }
         if (a->config->min_replicas_acked > 0 && io->topo->failover)
                 /* How many replicas each master has (also asked after each
                  * grant), for the journal and as the count seen before. */
                 for (size_t i = 0; i < io->n_shards; i++)
                         shard_role_refresh(io->shards[i]);
-        r = sd_event_source_set_time_relative(s, MIN(slots_tick(&a->slots, now), policy_every(io)));
+        next = MIN(slots_tick(&a->slots, now), policy_every(io));
+        r = sd_event_source_set_time_relative(s, MIN(next, library_every(io)));
         if (r < 0)
                 redis_io_fatal(io, r, "arm the renewal tick");
         return 0;

@@ -57,6 +57,9 @@ struct Shard {
         const char *refused_state;      /* the state it is refused for (shard_refuse()) */
         bool setup_changed;             /* … its library's text found changed: replaced */
         bool setup_raced;               /* … its library load lost to another agent's once already */
+        bool text_read;                 /* its library's text read and found this agent's, or loaded by it */
+        usec_t library_asked;           /* CLOCK_MONOTONIC: its library's version and hash last asked */
+        bool library_inflight;
         char error[512];
         char epoch[LEASE_ID_LEN + 1];   /* the Redis state this agent knows ("" before the first) */
         uint64_t grace_until_ms;        /* Redis clock: nobody is granted anything before */
@@ -229,6 +232,8 @@ void shard_role_refresh(Shard *sh);
 /* INFO memory asked again, if sh is up, nothing is asked yet and the
  * last was asked every or longer before now: its maxmemory-policy. */
 void shard_policy_refresh(Shard *sh, usec_t every, usec_t now);
+/* … its library's version and hash, where asked longer than every ago. */
+void shard_library_refresh(Shard *sh, usec_t every, usec_t now);
 /* Whether sh runs with a policy that evicts keys (or does not say). */
 bool shard_evicts(const Shard *sh);
 

@@ -124,39 +124,67 @@ static void library_newer(Shard *sh, long long version) {
         setup_fail(sh, refusing("library-newer"), "%s", why);
 }
 
-/* The text under this agent's version must be this agent's, byte for
- * byte: one edited by hand (its limit check taken out, say) is replaced,
- * said as a warning; where the agent may not load it, refused
- * (library-changed) with the way out. Read once a connection. */
+/* The text under this agent's version must be this agent's: one of
+ * another build (another hash) or edited by hand (its limit check taken
+ * out, say) is replaced, said as a warning; where the agent may not load
+ * it, refused (library-changed) with the way out. The hash that
+ * fleetsem_version returns is asked at each connection and every
+ * LIBRARY_EVERY (shard_library_refresh()), a few bytes; the text itself,
+ * whose hash a hand could leave as it was, is read and compared byte for
+ * byte once, at the agent's first set-up of the server, not at each
+ * reconnection (a fleet reconnecting at once would read it ten thousand
+ * times). */
 static void library_ask_code(Shard *sh) {
         setup_send(sh, "FUNCTION LIST", SETUP_CODE, 5,
                    (const char *[]) { "FUNCTION", "LIST", "LIBRARYNAME", LUA_LIBRARY_NAME, "WITHCODE" });
 }
 
-static void library_code_reply(Shard *sh, const RedisReply *reply) {
-        const char *err = redis_reply_error(reply);
-        int r = library_code_parse(reply, sh->io->library_text);
+static void library_changed_say(Shard *sh, const char *why) {
+        log_warning("Redis at %s holds another text under fleetsem library version %u than this agent's (%s): "
+                    "replacing it with this agent's.", sh->name, lua_library_version, why);
+}
+
+/* Why a changed text that this agent may not replace (Redis said err) is
+ * refused, with the way out. */
+static void library_changed_refusal(Shard *sh, const char *err, char *why, size_t size) {
+        /* (Cut short where Redis' error is long.) */
+        if (snprintf(why, size, "Redis at %s holds another text under fleetsem library version %u than this agent's, and "
+                 "this agent may not replace it (%s): load this agent's with `fleetsemd --load-library` (as a Redis "
+                 "user allowed FUNCTION LOAD); see fleetsemd(8) THE LIBRARY", sh->name, lua_library_version, err) < 0)
+                why[0] = '\0';
+}
+
+static void library_replace_changed(Shard *sh, const char *why) {
         char had[64];
 
-        if (r == 0)
-                return;
-        if (r == -EIO) {
-                setup_fail_redis(sh, "FUNCTION LIST", err);
-                return;
-        }
-        log_warning("Redis at %s holds another text under fleetsem library version %u than this agent's (%s): "
-                    "replacing it with this agent's.", sh->name, lua_library_version,
-                    r == -EBADMSG ? "FUNCTION LIST answered in a shape this agent cannot read" : "changed by hand?");
+        library_changed_say(sh, why);
         snprintf(had, sizeof(had), "version %u, another text", lua_library_version);
         sh->setup_changed = true;
         library_load(sh, had);
 }
 
-/* FCALL fleetsem_version: {VERSION, WAKE_COMMAND}, or no such function. */
+static void library_code_reply(Shard *sh, const RedisReply *reply) {
+        const char *err = redis_reply_error(reply);
+        int r = library_code_parse(reply, sh->io->library_text);
+
+        if (r == 0) {
+                sh->text_read = true;
+                return;
+        }
+        if (r == -EIO) {
+                setup_fail_redis(sh, "FUNCTION LIST", err);
+                return;
+        }
+        library_replace_changed(sh, r == -EBADMSG ? "FUNCTION LIST answered in a shape this agent cannot read" :
+                                "its own hash, another text: changed by hand?");
+}
+
+/* FCALL fleetsem_version: {VERSION, WAKE_COMMAND, HASH}, or no such function. */
 static void library_version_reply(Shard *sh, const RedisReply *reply) {
         long long version = 0;
         bool sharded = false;
-        int r = library_version_parse(reply, &version, &sharded);
+        char hash[LUA_LIBRARY_HASH_LEN + 1], had[64];
+        int r = library_version_parse(reply, &version, &sharded, hash);
 
         if (r == -ENOENT)
                 /* (Again after a lost race: a library of that name without
@@ -170,17 +198,23 @@ static void library_version_reply(Shard *sh, const RedisReply *reply) {
                            "fleetsemd(8) THE LIBRARY", sh->name);
         else if (r < 0)
                 setup_fail_redis(sh, "FCALL " LUA_VERSION_FUNCTION, redis_reply_error(reply));
-        else if (version > (long long) lua_library_version)
+        else switch (library_match(version, sharded, hash, sh->io->topo->sharded)) {
+        case LIBRARY_NEWER:
                 library_newer(sh, version);
-        else if (version < (long long) lua_library_version || sharded != sh->io->topo->sharded) {
-                char had[64];
-
+                break;
+        case LIBRARY_OLDER:
                 snprintf(had, sizeof(had), "version %lld%s", version, sharded == sh->io->topo->sharded ? "" :
                          sharded ? ", a Cluster's" : ", not a Cluster's");
                 library_load(sh, had);
-        } else
-                /* The same version: the same text? */
-                library_ask_code(sh);
+                break;
+        case LIBRARY_CHANGED:
+                library_replace_changed(sh, hash[0] ? "another hash: another build's?" : "no hash: changed by hand?");
+                break;
+        case LIBRARY_OWN:
+                if (!sh->text_read)
+                        library_ask_code(sh);
+                break;
+        }
 }
 
 /* new: loaded without REPLACE (there was none). */
@@ -193,11 +227,12 @@ static void library_load_reply(Shard *sh, const RedisReply *reply, bool new) {
                 log_debug("Redis at %s has a fleetsem library now (%s); asking its version again.", sh->name, err);
                 sh->setup_raced = true;
                 library_ask_version(sh);
-        } else if (err && strneq(err, "NOPERM", 6) && sh->setup_changed)
-                setup_fail(sh, refusing("library-changed"), "Redis at %s holds another text under fleetsem library "
-                           "version %u than this agent's, and this agent may not replace it (%s): load this agent's with "
-                           "`fleetsemd --load-library` (as a Redis user allowed FUNCTION LOAD); see fleetsemd(8) THE "
-                           "LIBRARY", sh->name, lua_library_version, err);
+        } else if (err && strneq(err, "NOPERM", 6) && sh->setup_changed) {
+                char why[sizeof(sh->error)];
+
+                library_changed_refusal(sh, err, why, sizeof(why));
+                setup_fail(sh, refusing("library-changed"), "%s", why);
+        }
         else if (err && strneq(err, "NOPERM", 6))
                 setup_fail(sh, refusing(redis_state_of_error(err)), "Redis at %s has no fleetsem library version %u, and this agent may not load it (%s): "
                            "load it with `fleetsemd --load-library` (as a Redis user allowed FUNCTION LOAD), or "
@@ -208,6 +243,8 @@ static void library_load_reply(Shard *sh, const RedisReply *reply, bool new) {
         else if (redis_reply_string(reply, &name, &len) < 0 || len != strlen(LUA_LIBRARY_NAME) ||
                  memcmp(name, LUA_LIBRARY_NAME, len) != 0)
                 setup_fail(sh, NULL, "FUNCTION LOAD gave an unexpected reply");
+        else
+                sh->text_read = true;   /* (its own: nothing to read) */
 }
 
 static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
@@ -435,6 +472,62 @@ static void policy_reply(RedisConn *conn, const RedisReply *reply, void *userdat
         policy_parse(sh, reply);
 }
 
+/* The library's version and hash asked again on a server that is up: a
+ * text replaced under the agents' version while they stay connected is
+ * found within every and replaced there and then, the server kept up
+ * (nobody's request fails meanwhile: the calls before the replacement ran
+ * the other text, those after it run this agent's). Where this agent may
+ * not load, refused (library-changed) with the way out; where the load
+ * fails otherwise, the server is set up again. */
+static void library_fix_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+        const char *err = redis_reply_error(reply);
+        char why[sizeof(sh->error)];
+
+        if (!reply || conn != sh->cmd || sh->state != REDIS_READY)
+                return;
+        if (!err)
+                return;
+        if (strneq(err, "NOPERM", 6)) {
+                library_changed_refusal(sh, err, why, sizeof(why));
+                shard_refuse(sh, sh->library_refused, sizeof(sh->library_refused), refusing("library-changed"), why);
+                return;
+        }
+        snprintf(why, sizeof(why), "FUNCTION LOAD REPLACE of its changed fleetsem library failed (%s): setting it "
+                 "up again", err);
+        shard_down(sh, -ESTALE, why);
+}
+
+static void library_check_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+        long long version = 0;
+        bool sharded = false;
+        char hash[LUA_LIBRARY_HASH_LEN + 1];
+
+        if (!reply || conn != sh->cmd)
+                return;
+        sh->library_inflight = false;
+        /* (No function, a newer version: the next call hears it and sets
+         * the server up again, calls.c; an error is the next call's too.) */
+        if (sh->state != REDIS_READY || library_version_parse(reply, &version, &sharded, hash) < 0 ||
+            library_match(version, sharded, hash, sh->io->topo->sharded) != LIBRARY_CHANGED)
+                return;
+        library_changed_say(sh, hash[0] ? "another hash: another build's?" : "no hash: changed by hand?");
+        if (redis_conn_command(sh->cmd, library_fix_reply, sh, 4,
+                               (const char *[]) { "FUNCTION", "LOAD", "REPLACE", sh->io->library_text }, NULL) < 0)
+                shard_down(sh, -EIO, "cannot send commands");
+}
+
+void shard_library_refresh(Shard *sh, usec_t every, usec_t now) {
+        if (sh->state != REDIS_READY || sh->library_inflight || now - sh->library_asked < every)
+                return;
+        if (redis_conn_command(sh->cmd, library_check_reply, sh, 3,
+                               (const char *[]) { "FCALL_RO", LUA_VERSION_FUNCTION, "0" }, NULL) < 0)
+                return;
+        sh->library_inflight = true;
+        sh->library_asked = now;
+}
+
 void shard_policy_refresh(Shard *sh, usec_t every, usec_t now) {
         if (sh->state != REDIS_READY || sh->policy_inflight || now - sh->policy_asked < every)
                 return;
@@ -588,6 +681,7 @@ static void role_reply(RedisConn *conn, const RedisReply *reply, void *userdata)
 }
 
 static void setup_done(Shard *sh) {
+        sh->library_asked = now_mono();         /* (just asked) */
         /* What a Sentinel names, or a Cluster's map, may be stale: the
          * server itself says. */
         if (sh->io->topo->failover) {
@@ -650,10 +744,11 @@ int library_code_parse(const RedisReply *reply, const char *text) {
         return -EBADMSG;
 }
 
-int library_version_parse(const RedisReply *reply, long long *ret_version, bool *ret_sharded) {
+int library_version_parse(const RedisReply *reply, long long *ret_version, bool *ret_sharded, char ret_hash[static 65]) {
         const char *err = redis_reply_error(reply);
         long long version;
-        char wake[16];
+        char wake[16], hash[LUA_LIBRARY_HASH_LEN + 2];
+        size_t n;
 
         if (err && strneq(err, "ERR Function not found", 22))
                 return -ENOENT;
@@ -661,13 +756,27 @@ int library_version_parse(const RedisReply *reply, long long *ret_version, bool 
                 return -EOPNOTSUPP;
         if (err || !reply)
                 return -EIO;
-        if (redis_reply_array_len(reply) != 2 || redis_reply_array_integer(reply, 0, &version) < 0 || version < 1 ||
+        n = redis_reply_array_len(reply);
+        if ((n != 2 && n != 3) || redis_reply_array_integer(reply, 0, &version) < 0 || version < 1 ||
             version > INT32_MAX || redis_reply_array_string(reply, 1, wake, sizeof(wake)) < 0 ||
             (!streq(wake, "PUBLISH") && !streq(wake, "SPUBLISH")))
                 return -EBADMSG;
+        /* The hash: exactly 64 lower-case hex digits, or none. */
+        if (n < 3 || redis_reply_array_string(reply, 2, hash, sizeof(hash)) < 0 ||
+            strlen(hash) != LUA_LIBRARY_HASH_LEN || strspn(hash, "0123456789abcdef") != LUA_LIBRARY_HASH_LEN)
+                hash[0] = '\0';
         *ret_version = version;
         *ret_sharded = streq(wake, "SPUBLISH");
+        memcpy(ret_hash, hash, strlen(hash) + 1);
         return 0;
+}
+
+LibraryMatch library_match(long long version, bool sharded, const char *hash, bool want_sharded) {
+        if (version > (long long) lua_library_version)
+                return LIBRARY_NEWER;
+        if (version < (long long) lua_library_version || sharded != want_sharded)
+                return LIBRARY_OLDER;
+        return streq(hash, lua_library_hash) ? LIBRARY_OWN : LIBRARY_CHANGED;
 }
 
 /* ---- Connecting ------------------------------------------------------------------ */

@@ -110,6 +110,7 @@ void shard_disconnect(Shard *sh, RedisState state) {
         sh->cmd = sh->sub = NULL;
         sh->sub_ready = false;
         sh->policy_inflight = false;
+        sh->library_inflight = false;
         sh->state = state;
         redis_conn_free(cmd);
         redis_conn_free(sub);
