@@ -12,15 +12,22 @@
  * to a master that never caught up (REVERTS), root revoking a held slot
  * (REVOKES), a live Redis that loses the name's keys or all of
  * fleetsem's (FORGETS), Redis' clock stepped forward by less than a step
- * the scripts notice (USTEPS).  An operator may
- * drain the name (no new grant) and undrain it (DRAIN).
+ * the scripts notice (USTEPS), one of the global keys lost alone: the
+ * fleet clock (CLOCKLOSS), the census (CENSUSLOSS), a host's index
+ * (HOSTLOSS).  An operator may
+ * drain the name (no new grant) and undrain it (DRAIN).  JOBEND: a job's
+ * process outlives its belief until it is killed.
  * A wake message that names a waiter with the proof its agent gave Redis
- * with its last acquire call grants it (spec: wake messages); proofs are
+ * with its last acquire call grants it (docs/protocol.md, "Agent ⇄ agent,
+ * through Redis"; grant_next() in prelude/line.lua); proofs are
  * modelled as small numbers, each new one unlike any still in the system
  * (as 128 random bits are).
  *
- * "design" below means the Safety rules of the design document, "spec"
- * the v2 interface file (scripts, replies, RENEWED).  Mutants are the same
+ * "design" below means docs/design.md (its rules: "The agent's safety
+ * rules"); a script is cited by its file under src/agent/redis/lua/ (the
+ * shared parts in prelude/: records.lua, forgot.lua, clocks.lua, line.lua,
+ * calls.lua), the agent by its file under src/agent/, `fleetsem run` by
+ * src/cli/run.c.  Mutants are the same
  * model with one rule changed: -DMUT_<NAME> (see run.sh).
  *
  * Configuration (all -D on the spin command line):
@@ -41,6 +48,13 @@
  *   FORGETS   keys lost while Redis stays up (one name's, or FLUSHALL)
  *   USTEPS USTEP  forward steps of Redis' clock that go unnoticed, of
  *             USTEP ticks each
+ *   CLOCKLOSS CENSUSLOSS HOSTLOSS  the fleet clock key, the census, host
+ *             0's index lost alone (keys.list: fleet_clock, census, host)
+ *   PAM0      job 0 is a login session: it never fences itself nor asks
+ *             again, and runs on when told LOST; its agent is never paused
+ *             past a tick (HOSTLOSS)
+ *   JOBEND    a fenced or lost job runs on until it exits or is killed
+ *             (src/cli/run.c); "at most N" counts it until then
  *   TTL FENCE RENEW  the lease, the holder's fence and the renewal period
  *             in ticks (default 3, 2, 1: a tick is a third of a lease)
  */
@@ -93,9 +107,9 @@
  * reset follows (another master takes over), and later the kept one is
  * master again, the same process with its old data, its epoch in it.  Its
  * promotion gave it a new replication id, which the epoch names beside
- * the run id (shard.c), so to the first agent that connects, whichever,
- * its epoch is another master's: a new epoch, with a grace, before any
- * other script runs there.  MUT_REVERT_SAME_EPOCH: the epoch names the
+ * the run id (info_reply() in src/agent/redis/shard-setup.c), so to the
+ * first agent that connects, whichever, its epoch is another master's: a
+ * new epoch, with a grace, before any other script runs there.  MUT_REVERT_SAME_EPOCH: the epoch names the
  * run id only (the code before): the old epoch holds, with no grace. */
 #ifndef REVERTS
 #define REVERTS 0
@@ -109,9 +123,9 @@
  * renew at once.  The agent that reads "missing" tells the holder LOST
  * and, while the holder has not fenced, keeps the lease until the
  * holder's anchor closes, then releases it; Redis' sweep frees it at the
- * fence point anyway.  (lease_lost() in slots.c keeps it only after an
- * "r" message: MUT_UNHEARD_RELEASES, model/FINDINGS.md.)  LOST is a message:
- * the holder believes until it acts on it (or its timer fires).  A
+ * fence point anyway.  (lease_lost() in src/agent/engine/slots.c kept it
+ * only after an "r" message, before: MUT_UNHEARD_RELEASES,
+ * model/FINDINGS.md.)  LOST is a message: the holder believes until it acts on it (or its timer fires).  A
  * revoked holder counts among the believers.  MUT_REVOKE_AT_ONCE: the
  * default revoke frees the slot at once (the --now form) though its
  * holder counts.  MUT_UNHEARD_RELEASES: an agent that did not hear the
@@ -174,7 +188,8 @@
  * every tick (TTL/3, design "Leases"); a holder that has no confirmation
  * younger than 2 ticks (2/3 of the TTL) fences itself (design "Holders
  * fence themselves"); a host clock may run up to DRIFT tick slow against
- * Redis' clock.  Grace after a reset = one TTL (spec 4: grace_ms = ttl). */
+ * Redis' clock.  Grace after a reset = one TTL (epoch.lua's grace_ms: the
+ * agent passes its lease, src/agent/redis/shard-setup.c). */
 #ifndef TTL
 #define TTL 3
 #endif
@@ -216,6 +231,79 @@
 #if FORGETS && REVERTS
 #error "FORGETS with REVERTS: the kept data has no census"
 #endif
+/* The global keys lost alone (src/agent/redis/keys.list: their LOSS).
+ * CLOCKLOSS: the fleet clock key (observe() in prelude/clocks.lua).  A
+ * name's expiries are on the offset its state names, of the clock whose
+ * ID it names; that offset is every step and silence the clock has seen,
+ * possibly more than a lease.  The key found missing is a new clock: the
+ * name's offset moves by the new clock's (0: by nothing), and, since a
+ * step or silence between its last call and the new key went unseen,
+ * what of it would run out within a lease is given a lease from now
+ * (raise()).  MUT_CLOCK_ZERO: the key read as offset 0 (the scripts
+ * before), every expiry moved back by the whole offset: gone at once.
+ * CENSUSLOSS (with FORGETS): the census key, its mark and every entry.
+ * A call on another name makes it again (young for a lease, without this
+ * name), or a renewal of this name does (census_keep() in
+ * prelude/forgot.lua: its entry written back, the census made if
+ * missing); a name whose state is missing counts as forgotten when the
+ * census names it, is missing, or is younger than a lease (a grace of a
+ * lease from now: forgot_left()), as new otherwise.  MUT_CENSUS_OLD: the
+ * entry is written only when the name's idle expiry moves (hours: never
+ * here), and a young census forgives a name only until a lease after the
+ * census was made.
+ * HOSTLOSS: host 0's index (P:host:{HOST}), which a fresh agent reads to
+ * adopt its leases (src/agent/adopt.c), lost; a renewal finds the key gone
+ * and writes it again whole (host_index_keep() in
+ * src/agent/redis/redis-engine.c).  The host's own record of its leases
+ * (src/agent/host/lease-record.c), written and removed with each entry,
+ * outlives the agent: adoption reads both.  MUT_NO_RECORD: the index
+ * alone.  With PAM0 (job 0 a login session, which never asks again) the
+ * lease an agent restarting does not adopt runs out under its session. */
+#ifndef CLOCKLOSS
+#define CLOCKLOSS 0
+#endif
+#ifndef CENSUSLOSS
+#define CENSUSLOSS 0
+#endif
+#ifndef HOSTLOSS
+#define HOSTLOSS 0
+#endif
+#if CENSUSLOSS && !FORGETS
+#error "CENSUSLOSS needs FORGETS: the census matters only to a name whose keys are lost"
+#endif
+#ifdef PAM0
+#define PAMJ(j) ((j) == 0)
+#else
+#define PAMJ(j) 0
+#endif
+/* A job's end (JOBEND; src/cli/run.c, kill_by()): a job that fenced
+ * itself or was told LOST got SIGTERM and may run on (it traps it); run
+ * sends SIGKILL to its process group half a second before its slot may be
+ * granted elsewhere: the lease's end as the last GRANTED or RENEWED told
+ * it (ttl: TTL less the confirmation's age), or LOST's free_in if sooner
+ * (a revoke's fence point: FENCE less the age of the agent's last
+ * confirmed call; 0 for any other loss, which may have freed it already).
+ * The half second is below a tick: the kill comes on its tick, before
+ * Redis' expiry in it (no drift: the fence's drift is the margin of a
+ * third of a lease, the kill's is that half second).  Until it is gone
+ * the job counts in "at most N".  MUT_JOB_OUTLIVES: SIGKILL 10 s after
+ * SIGTERM whatever the slot (run before): never within the model's runs.
+ * MUT_KILL_AT_LEASE_END: LOST's free_in ignored. */
+#ifndef JOBEND
+#define JOBEND 0
+#endif
+/* (JE(s), UNHEARD(j) and HX(s) are "; s" when on, nothing when off: the
+ * other searches keep their states and depths) */
+#if JOBEND
+#define JE(s) ; s
+#else
+#define JE(s)
+#endif
+#if JOBEND && FENCED_REVOKE
+#define UNHEARD(j) ; j_unh[j] = g_rv[j]
+#else
+#define UNHEARD(j)
+#endif
 
 /* Ghost variables that only the fenced resource (FREEZE) or the liveness
  * formula read: elsewhere they would only split states. */
@@ -238,7 +326,7 @@
 /* ---------------------------------------------------------------- Redis */
 byte r_st[MAXJ];        /* holders / queue+waiters ZSETs */
 byte r_ttl[MAXJ];       /* expiry, as ticks left */
-byte r_own[MAXJ];       /* owner HASH: the host (spec 1, key 9) */
+byte r_own[MAXJ];       /* the record's host (parse_record(), records.lua) */
 byte r_tok[MAXJ];       /* grant HASH: the token */
 byte r_gs[MAXJ];        /* ghost: global order of the grant */
 byte r_pf[MAXJ];        /* proof HASH: the waiter's agent's secret, 0 = none */
@@ -275,6 +363,22 @@ byte n_forget;
 #define FORGOTTEN (r_ngrace != 0)
 #else
 #define FORGOTTEN 0
+#endif
+#if CENSUSLOSS
+bool r_centry;          /* the census names the name (r_census: it exists) */
+byte r_cyoung;          /* ticks until the census is a lease old */
+byte n_census_loss;
+#define CENTRY r_centry
+#else
+#define CENTRY r_census
+#endif
+#if CLOCKLOSS
+bool r_clock_gone;      /* the fleet clock key is missing: a new clock due */
+byte n_clock_loss;
+#endif
+#if HOSTLOSS
+byte r_hx0;             /* host 0's index: its leases (mask) */
+byte n_host_loss;
 #endif
 #define MAY_GRANT (r_grace == 0 && !DRAINED && !FORGOTTEN)
 
@@ -383,6 +487,12 @@ byte j_tok[MAXJ];
 byte j_gs[MAXJ];
 bool j_frz[MAXJ];       /* frozen: its timer does not fire (FREEZE only) */
 bool j_got[MAXJ];       /* ghost: has held at some time */
+#if JOBEND
+short j_le[MAXJ];       /* ticks until its SIGKILL (its lease's end, free_in) */
+#if FENCED_REVOKE
+bool j_unh[MAXJ];       /* ghost: revoked, fenced by its timer, not told */
+#endif
+#endif
 
 /* the stranger: a user on host 1 who asks with job 0's lease id */
 byte th_st;             /* 0 not yet, 1 believes, 2 done */
@@ -403,7 +513,7 @@ byte g_phase;           /* ticks since the renewal timers last fired */
 
 /* scratch for scripts; not part of the state */
 hidden byte ri, rk, rlim, rn, rrank, rmask, rahead;
-hidden byte rfreed, rwas, rpf;
+hidden byte rfreed, rwas, rpf, rc;
 hidden short rdl;
 
 #define ANY(c, h) (c(0, h) || c(1, h) || (NJ > 2 && c(2, h)))
@@ -413,6 +523,13 @@ hidden short rdl;
 /* ------------------------------------------------------- the properties */
 #if REVOKES && REVOKE_NOW
 #define BEL(j) ((j) < NJ && j_st[j] == J_HOLD && !g_rv[j])
+#elif JOBEND && FENCED_REVOKE
+/* A job counts until it is gone, but for the window of docs/design.md ("A
+ * job gone before its slot moves on"): a revoke its host did not hear
+ * before the job's own timer fenced it, at the point its slot is freed. */
+#define BEL(j) ((j) < NJ && (j_st[j] == J_HOLD || j_st[j] == J_FENCED && !j_unh[j]))
+#elif JOBEND
+#define BEL(j) ((j) < NJ && (j_st[j] == J_HOLD || j_st[j] == J_FENCED))
 #else
 #define BEL(j) ((j) < NJ && j_st[j] == J_HOLD)
 #endif
@@ -465,8 +582,9 @@ inline r_flush() {
 #endif
 }
 
-/* limit_in_force (spec 2): LIMIT, read again from the records (the one
- * scan left) when not known; `own` when nobody holds or waits */
+/* limit_in_force() (prelude/records.lua): LIMIT, read again from the
+ * records (the one scan left) when not known; `own` when nobody holds or
+ * waits */
 inline r_limit(own) {
 	if
 	:: c_lim == L_UNKNOWN ->
@@ -568,8 +686,8 @@ inline r_leave(j) {
 	r_forget(j)
 }
 
-/* next_token (spec 2): a missing counter starts from the tokens' clock
- * (in us, above every token issued before), never from 0 */
+/* next_token() (prelude/clocks.lua): a missing counter starts from the
+ * tokens' clock (in us, above every token issued before), never from 0 */
 inline next_token() {
 	if
 	:: !r_token_set ->
@@ -589,7 +707,7 @@ inline next_token() {
 }
 
 /* Move a waiter to the holders: LINE less one, HELD its weight more.  No
- * overtaking (design "Fair"): whoever is granted, every lease ahead of it
+ * overtaking (design, "The line"): whoever is granted, every lease ahead of it
  * in the queue fits too, beside the holders Redis has (its set, not the
  * counter), under the limit the script applied, each with its weight. */
 inline r_grant(j) {
@@ -637,8 +755,8 @@ inline publish(gmask, one) {
 	}
 }
 
-/* grant_next (spec 2): when someone is in line, the heads of the line
- * while each one's weight fits beside HELD under LIMIT; a head that does
+/* grant_next() (prelude/line.lua): when someone is in line, the heads of
+ * the line while each one's weight fits beside HELD under LIMIT; a head that does
  * not fit stops it (nobody overtakes a heavy job); only if `may` (the
  * caller's may_grant: not in grace, not drained) */
 inline grant_next(may) {
@@ -665,12 +783,33 @@ inline grant_next(may) {
  * forgotten, a grace of one lease; nothing is granted anew meanwhile, a
  * re-assertion is.  (No census without the name: a new name, no grace.) */
 #if FORGETS
-#define R_NAMED r_named();
+#define R_FORGOT r_named();
 inline r_named() {
 	if
 	:: !r_name ->
 		r_name = true;
-#ifndef MUT_FORGET_NEW
+#if CENSUSLOSS
+		/* census_forgot(): forgotten when the census names it or is
+		 * missing (made now), or lacks it while younger than a lease
+		 * (forgot_left(): a lease from now); new when an older census
+		 * lacks it.  Its entry is written (idle()). */
+		if
+		:: !r_census || r_centry -> r_ngrace = GRACE
+		:: r_census && !r_centry && r_cyoung > 0 ->
+#ifdef MUT_CENSUS_OLD
+			r_ngrace = r_cyoung     /* a lease from the census' making */
+#else
+			r_ngrace = GRACE
+#endif
+		:: else -> r_ngrace = 0
+		fi;
+		if
+		:: !r_census -> r_cyoung = TTL
+		:: else
+		fi;
+		printf("MSC: redis: the name's state is missing (census %d, naming it %d): a grace of %d ticks\n", r_census, r_centry, r_ngrace);
+		r_centry = true;
+#elif !defined(MUT_FORGET_NEW)
 		r_ngrace = GRACE;
 		printf("MSC: redis: the name's state is missing (census %d): a grace of %d ticks\n", r_census, GRACE);
 #else
@@ -681,10 +820,45 @@ inline r_named() {
 	fi
 }
 #else
-#define R_NAMED         /* (no step: the other searches stay as they were) */
+#define R_FORGOT        /* (no step: the other searches stay as they were) */
 #endif
+/* observe() (prelude/clocks.lua), in every script on the name: the fleet
+ * clock key found missing is made again, a new clock (CLOCKLOSS) */
+#if CLOCKLOSS
+#define R_CLOCK r_clock();
+inline r_clock() {
+	if
+	:: r_clock_gone ->
+		r_clock_gone = false;
+		rfreed = false;
+		for (rc : 0 .. NJ - 1) {
+			if
+#ifdef MUT_CLOCK_ZERO
+			/* moved back by the lost clock's whole offset: run out */
+			:: r_st[rc] != ABSENT -> r_leave(rc); rfreed = true
+#else
+			/* raise(): a lease from now for what would run out sooner */
+			:: r_st[rc] != ABSENT && r_ttl[rc] < TTL -> r_ttl[rc] = TTL
+#endif
+			:: else
+			fi
+		}
+		printf("MSC: redis: the fleet clock key is missing: a new clock\n");
+		if
+		:: rfreed -> publish(0, true)
+		:: else
+		fi
+	:: else
+	fi
+}
+#else
+#define R_CLOCK
+#endif
+/* What every script on the name does first: state(), then observe() */
+#define R_NAMED R_FORGOT R_CLOCK
 
-/* acquire (spec 3), called by agent h for lease j; reply into rp_* */
+/* acquire_call() (prelude/calls.lua; acquire.lua), called by agent h for
+ * lease j; reply into rp_* */
 inline s_acquire(h, j, slots, pf) {
 	R_NAMED
 	rp_kind[h] = RP_ACQ; rp_job[h] = j; rp_age[h] = 0; rp_tok[h] = 0; rp_gs[h] = 0;
@@ -742,7 +916,8 @@ inline s_acquire(h, j, slots, pf) {
 	printf("MSC: redis: acquire(%d) by host %d -> %d (0 queued, 1 granted, 2 permission) token %d\n", j, h, rp_val[h], rp_tok[h])
 }
 
-/* release (spec 3), fire and forget: the agent needs no answer */
+/* release_call() (prelude/calls.lua; release.lua), fire and forget: the
+ * agent needs no answer */
 inline s_release(h, j) {
 	R_NAMED
 	if
@@ -764,7 +939,8 @@ inline s_release(h, j) {
 	r_flush()
 }
 
-/* renew (spec 3): all leases agent h has of the name, one call */
+/* renew_call() (prelude/calls.lua; renew.lua): all leases agent h has of
+ * the name, one call */
 inline s_renew(h) {
 	R_NAMED
 	rp_kind[h] = RP_RENEW; rp_age[h] = 0; rp_ok[h] = 0; rp_miss[h] = 0;
@@ -786,11 +962,26 @@ inline s_renew(h) {
 		:: else
 		fi
 	};
+#if CENSUSLOSS && !defined(MUT_CENSUS_OLD)
+	/* census_keep() (idle()): a name with holders or waiters has its
+	 * entry written back, the census made again (with its mark) if gone */
+	if
+	:: c_held + c_line > 0 && !r_centry ->
+		r_centry = true;
+		if
+		:: !r_census -> r_census = true; r_cyoung = TTL
+		:: else
+		fi;
+		printf("MSC: redis: the renewal writes the name back into the census\n")
+	:: else
+	fi;
+#endif
 	r_flush();
 	printf("MSC: redis: renew by host %d: renewed mask %d, missing mask %d\n", h, rp_ok[h], rp_miss[h])
 }
 
-/* reassert (spec 3): put a holder from before the reset back */
+/* reassert_call() (prelude/calls.lua; reassert.lua): put a holder from
+ * before the reset back */
 inline s_reassert(h, j, tok) {
 	R_NAMED
 	rp_kind[h] = RP_REASSERT; rp_job[h] = j; rp_age[h] = 0;
@@ -868,14 +1059,38 @@ inline s_undrain() {
 }
 #endif
 
-/* LOST, or QUEUED to a job that held: it stops believing */
+/* LOST, or QUEUED to a job that held: it stops believing.  A session
+ * (PAM0) runs on: nobody kills it.  JOBEND: run acts at once (SIGTERM),
+ * its SIGKILL due by free_in: a revoke's fence point when the agent keeps
+ * the lease (K_LOST: lease_lost() in src/agent/engine/slots.c, reserved),
+ * else now; a job fenced already takes the sooner too. */
 inline lose(j) {
 	if
-#if FENCED_REVOKE
-	/* a message: it believes until it acts on it */
-	:: j_conn[j] && j_st[j] == J_HOLD -> j_lost[j] = true; printf("MSC: job %d: told LOST\n", j)
+#ifdef PAM0
+	:: PAMJ(j) -> skip
+#endif
+#if JOBEND
+	:: !PAMJ(j) && j_conn[j] && (j_st[j] == J_HOLD || j_st[j] == J_FENCED) ->
+#ifndef MUT_KILL_AT_LEASE_END
+		rc = (a_kn[j] == K_LOST -> FENCE - a_age[j] : 0);
 #else
-	:: j_conn[j] && j_st[j] == J_HOLD -> j_st[j] = J_FENCED; j_dl[j] = 0; printf("MSC: job %d: LOST\n", j)
+		rc = j_le[j];                   /* free_in ignored */
+#endif
+		if
+		:: rc < j_le[j] -> j_le[j] = rc
+		:: else
+		fi;
+		if
+		:: j_st[j] == J_HOLD -> j_st[j] = J_FENCED; j_dl[j] = 0
+		:: else
+		fi;
+		printf("MSC: job %d: LOST, killed within %d ticks\n", j, j_le[j]);
+		rc = 0
+#elif FENCED_REVOKE
+	/* a message: it believes until it acts on it */
+	:: !PAMJ(j) && j_conn[j] && j_st[j] == J_HOLD -> j_lost[j] = true; printf("MSC: job %d: told LOST\n", j)
+#else
+	:: !PAMJ(j) && j_conn[j] && j_st[j] == J_HOLD -> j_st[j] = J_FENCED; j_dl[j] = 0; printf("MSC: job %d: LOST\n", j)
 #endif
 	:: else
 	fi
@@ -899,8 +1114,52 @@ inline refuse(j) {
 	fi
 }
 
-/* epoch (spec 3, 4) on every (re)connection, then adopt (fresh agent)
- * or re-assert (the epoch changed: Redis lost its state) */
+/* Host 0's index in Redis (HOSTLOSS): an entry written as a lease joins
+ * the line, is re-asserted or adopted, removed at its release
+ * (src/agent/adopt.c, host_index()); the key found gone at a renewal is
+ * written again whole with the held leases (host_index_keep()).  Which
+ * leases a fresh agent adopts: those its index or its record lists; the
+ * record lists every lease it asked for and did not release, which is
+ * every lease Redis has for the host (MUT_NO_RECORD: the index alone). */
+#if HOSTLOSS
+#ifdef MUT_NO_RECORD
+#define LISTED(j, h) ((h) != 0 || (r_hx0 & BIT(j)))
+#else
+#define LISTED(j, h) 1
+#endif
+inline hx_add(h, j) {
+	if
+	:: h == 0 -> r_hx0 = r_hx0 | BIT(j)
+	:: else
+	fi
+}
+inline hx_del(h, j) {
+	if
+	:: h == 0 -> r_hx0 = r_hx0 & ~BIT(j)
+	:: else
+	fi
+}
+inline hx_keep(h) {
+	if
+	:: h == 0 && r_hx0 == 0 ->
+		for (rc : 0 .. NJ - 1) {
+			if
+			:: MINE(rc, 0) && a_kn[rc] == K_HOLD -> r_hx0 = r_hx0 | BIT(rc)
+			:: else
+			fi
+		}
+	:: else
+	fi
+}
+#define HX(s) ; s
+#else
+#define LISTED(j, h) 1
+#define HX(s)
+#endif
+
+/* epoch.lua on every (re)connection, then adopt (a fresh agent:
+ * src/agent/adopt.c, adopt_call() in prelude/calls.lua) or re-assert (the
+ * epoch changed: Redis lost its state; src/agent/engine/slots-redis.c) */
 inline s_connect(h) {
 	if
 	:: r_epoch == 0 ->
@@ -914,15 +1173,26 @@ inline s_connect(h) {
 	fi;
 	if
 	:: a_epoch[h] == 0 ->
-		/* a fresh agent lists its host's leases and adopts them */
+		/* a fresh agent lists its host's leases (its index in Redis and
+		 * its own record: src/agent/adopt.c) and adopts them; it
+		 * connects to a session's anchor again (PAM0) */
 		for (ri : 0 .. NJ - 1) {
 			if
-			:: MINE(ri, h) && r_st[ri] != ABSENT && r_own[ri] == h && !RV(ri) ->
+			:: MINE(ri, h) && r_st[ri] != ABSENT && r_own[ri] == h && !RV(ri) && LISTED(ri, h) ->
 				if
 				:: r_st[ri] == HOLDER -> a_kn[ri] = K_HOLD; a_age[ri] = 0; a_tok[ri] = r_tok[ri]; FR(a_gs[ri] = r_gs[ri]); r_ttl[ri] = TTL
+#ifdef PAM0
+					;
+					if
+					:: PAMJ(ri) && j_st[ri] == J_HOLD -> j_conn[ri] = true
+					:: else
+					fi
+#endif
 				:: else -> a_kn[ri] = K_WAIT
 				fi;
-				printf("MSC: redis: adopt(%d) by host %d -> %d token %d\n", ri, h, r_st[ri] == HOLDER, r_tok[ri])
+				printf("MSC: redis: adopt(%d) by host %d -> %d token %d
+", ri, h, r_st[ri] == HOLDER, r_tok[ri])
+				HX(hx_add(h, ri))
 			:: else
 			fi
 		}
@@ -990,8 +1260,8 @@ inline confirm(j, tok, gs, age) {
 		if
 		:: rdl > 0 ->
 			if
-			:: j_st[j] == J_ASK -> printf("MSC: job %d: GRANTED, believes for %d ticks\n", j, rdl); j_st[j] = J_HOLD; j_dl[j] = rdl; FR(j_tok[j] = tok); FR(j_gs[j] = gs); LV(j_got[j] = true)
-			:: j_st[j] == J_HOLD && j_dl[j] < rdl -> j_dl[j] = rdl; printf("MSC: job %d: RENEWED, %d ticks\n", j, rdl)
+			:: j_st[j] == J_ASK -> printf("MSC: job %d: GRANTED, believes for %d ticks\n", j, rdl); j_st[j] = J_HOLD; j_dl[j] = rdl; FR(j_tok[j] = tok); FR(j_gs[j] = gs); LV(j_got[j] = true) JE(j_le[j] = TTL - age)
+			:: j_st[j] == J_HOLD && j_dl[j] < rdl -> j_dl[j] = rdl JE(j_le[j] = TTL - age); printf("MSC: job %d: RENEWED, %d ticks\n", j, rdl)
 			:: else
 			fi;
 			check_safe()
@@ -1140,7 +1410,7 @@ proctype agent(byte h)
 		:: GONE(1, h) -> j = 1
 		:: GONE(2, h) -> j = 2
 		fi;
-		s_release(h, j); a_kn[j] = K_NONE; j = 0 }
+		s_release(h, j) HX(hx_del(h, j)); a_kn[j] = K_NONE; j = 0 }
 	/* a client's request */
 	:: atomic { a_up[h] && a_conn[h] && rp_kind[h] == RP_NONE && ANY(REQ, h) ->
 		if
@@ -1163,7 +1433,7 @@ proctype agent(byte h)
 #else
 		new_proof(j);
 #endif
-		s_acquire(h, j, SLOTS(j), a_pf[j]); j = 0 }
+		s_acquire(h, j, SLOTS(j), a_pf[j]) HX(hx_add(h, j)); j = 0 }
 	/* after a reset: re-assert holders, queue waiters again */
 	:: atomic { a_up[h] && a_conn[h] && rp_kind[h] == RP_NONE && ANY(FIX, h) ->
 		if
@@ -1174,13 +1444,14 @@ proctype agent(byte h)
 		if
 		:: a_kn[j] == K_REASSERT -> s_reassert(h, j, a_tok[j])
 		:: else -> a_kn[j] = K_WAIT; new_proof(j); s_acquire(h, j, SLOTS(j), a_pf[j])
-		fi;
+		fi
+		HX(hx_add(h, j));
 		j = 0 }
 	/* renewal timer: one call for all leases of the name */
 	:: atomic { a_up[h] && a_conn[h] && rp_kind[h] == RP_NONE && a_renew[h] ->
 		a_renew[h] = false;
 		if
-		:: ANY(LEASE, h) -> s_renew(h)
+		:: ANY(LEASE, h) -> s_renew(h) HX(hx_keep(h))
 		:: else
 		fi }
 	/* a wake message: a grant only with the proof this agent gave with
@@ -1250,20 +1521,21 @@ proctype job(byte j)
 	/* ask: create the anchor, connect, send the request */
 	:: atomic { j_st[j] == J_IDLE && a_up[HOST(j)] -> printf("MSC: job %d: asks\n", j); j_st[j] = J_ASK; j_conn[j] = true; j_req[j] = true }
 	/* the agent went away: connect again and ask again, same lease */
-	:: atomic { (j_st[j] == J_ASK || j_st[j] == J_HOLD) && !j_conn[j] && !j_frz[j] && a_up[HOST(j)] ->
+	:: atomic { (j_st[j] == J_ASK || j_st[j] == J_HOLD && !PAMJ(j)) && !j_conn[j] && !j_frz[j] && a_up[HOST(j)] ->
 		j_conn[j] = true; j_req[j] = true }
 	/* a holder ends: the anchor closes */
-	:: atomic { j_st[j] == J_HOLD && !j_frz[j] -> printf("MSC: job %d: ends\n", j); j_st[j] = J_DONE; j_dl[j] = 0; j_conn[j] = false; j_req[j] = false }
+	:: atomic { j_st[j] == J_HOLD && !j_frz[j] -> printf("MSC: job %d: ends\n", j); j_st[j] = J_DONE; j_dl[j] = 0 JE(j_le[j] = 0); j_conn[j] = false; j_req[j] = false }
 	/* its own timer (drift: it fires between the deadline and DRIFT later) */
 #ifndef MUT_NO_FENCE
-	:: atomic { j_st[j] == J_HOLD && !j_frz[j] && j_dl[j] <= 0 -> j_st[j] = J_FENCED; j_dl[j] = 0; printf("MSC: job %d: fences itself\n", j) }
+	:: atomic { j_st[j] == J_HOLD && !j_frz[j] && !PAMJ(j) && j_dl[j] <= 0 -> j_st[j] = J_FENCED; j_dl[j] = 0 UNHEARD(j); printf("MSC: job %d: fences itself\n", j) }
 #endif
 #if FENCED_REVOKE
 	/* a holder told LOST acts on it (--on-lost, a unit stopped) */
 	:: atomic { j_st[j] == J_HOLD && j_lost[j] && !j_frz[j] -> j_st[j] = J_FENCED; j_dl[j] = 0; printf("MSC: job %d: acts on LOST\n", j) }
 #endif
-	/* a fenced holder acts on --on-lost=stop: it ends */
-	:: atomic { j_st[j] == J_FENCED -> j_st[j] = J_DONE; j_conn[j] = false; j_req[j] = false }
+	/* a fenced holder acts on --on-lost=stop: it ends (JOBEND: its
+	 * process exits on SIGTERM, or later: it is killed at the tick) */
+	:: atomic { j_st[j] == J_FENCED -> j_st[j] = J_DONE JE(j_le[j] = 0); j_conn[j] = false; j_req[j] = false }
 	/* a waiter gives up (timeout, DENIED) */
 	:: atomic { GIVEUP && j_st[j] == J_ASK -> j_st[j] = J_DONE; j_conn[j] = false; j_req[j] = false }
 #ifdef FREEZE
@@ -1294,6 +1566,20 @@ proctype job(byte j)
 	&& wk_g[h] == 0 && !wk_1[h] && !ANY(REQ, h) && !ANY(GONE, h) && !ANY(FIX, h)))
 #endif
 
+/* PROMPT (a mask of hosts): those hosts' agents are never paused past a
+ * tick, and restart within one (systemd's watchdog: 3 s of a 15 s lease):
+ * the clock waits for their renewals, requests, releases and re-assertions.
+ * PAM0 needs it of host 0 (HOSTLOSS): an agent paused or gone longer than
+ * a lease leaves a session running past it whatever its index (SCOPE.md,
+ * "Units and sessions whose watcher is the agent"); CENSUSLOSS of both
+ * (model/FINDINGS.md: a name left out of the census by agents paused for
+ * a lease). */
+#ifndef PROMPT
+#define PROMPT 0
+#endif
+#define PROMPT_OK(h) (!(PROMPT & BIT(h)) || a_up[h] && a_conn[h] && rp_kind[h] == RP_NONE && !a_renew[h] \
+	&& !ANY(REQ, h) && !ANY(GONE, h) && !ANY(FIX, h))
+
 proctype clock()
 {
 	byte h, j;
@@ -1303,17 +1589,17 @@ proctype clock()
 #ifdef SYNC
 		QUIET(0) && QUIET(1) ->
 #else
-		g_gs < MAXG ->          /* the bound: time stops after MAXG grants */
+		g_gs < MAXG && PROMPT_OK(0) && PROMPT_OK(1) ->  /* the bound: time stops after MAXG grants */
 #endif
 		printf("MSC: --- tick ---\n");
 		/* holders' own timers; a frozen holder's does not run */
 		for (j : 0 .. NJ - 1) {
 			if
-			:: j_st[j] == J_HOLD && !j_frz[j] ->
+			:: j_st[j] == J_HOLD && !j_frz[j] && !PAMJ(j) ->
 				j_dl[j]--;
 #ifndef MUT_NO_FENCE
 				if
-				:: j_dl[j] <= -DRIFT -> j_st[j] = J_FENCED; j_dl[j] = 0; printf("MSC: job %d: fences itself\n", j)
+				:: j_dl[j] <= -DRIFT -> j_st[j] = J_FENCED; j_dl[j] = 0 UNHEARD(j); printf("MSC: job %d: fences itself\n", j)
 				:: else
 				fi
 #else
@@ -1325,6 +1611,30 @@ proctype clock()
 			:: else
 			fi
 		}
+#if JOBEND
+		/* run's SIGKILL (kill_by()): a job fenced or told LOST is gone
+		 * on the tick its slot may be granted elsewhere, before Redis'
+		 * expiry in it */
+		for (j : 0 .. NJ - 1) {
+			if
+			:: (j_st[j] == J_HOLD || j_st[j] == J_FENCED) && !PAMJ(j) ->
+				if
+				:: j_le[j] > 0 -> j_le[j]--
+				:: else
+				fi;
+#ifndef MUT_JOB_OUTLIVES
+				if
+				:: j_st[j] == J_FENCED && j_le[j] == 0 ->
+					j_st[j] = J_DONE; j_conn[j] = false; j_req[j] = false; j_le[j] = 0; printf("MSC: job %d: killed\n", j)
+				:: else
+				fi
+#else
+				skip
+#endif
+			:: else
+			fi
+		}
+#endif
 		if
 		:: th_st == 1 ->
 			th_dl--;
@@ -1374,6 +1684,12 @@ proctype clock()
 #if FORGETS
 		if
 		:: r_ngrace > 0 -> r_ngrace--
+		:: else
+		fi;
+#endif
+#if CENSUSLOSS
+		if
+		:: r_cyoung > 0 -> r_cyoung--
 		:: else
 		fi;
 #endif
@@ -1454,7 +1770,7 @@ proctype env()
 	end:
 	do
 	/* Redis restarts empty, or a failover loses the last writes: one event
-	 * (design "Reset and failover are one event"); replies in flight may be
+	 * (design, "Redis restarts"); replies in flight may be
 	 * lost with the connection */
 	:: atomic { n_reset < RESETS ->
 		n_reset++; printf("MSC: redis: reset (all state lost)\n");
@@ -1466,6 +1782,9 @@ proctype env()
 #endif
 #if FORGETS
 		r_name = false; r_census = false; r_ngrace = 0;
+#endif
+#if CENSUSLOSS
+		r_centry = false; r_cyoung = 0;
 #endif
 		for (h : 0 .. NH - 1) { a_conn[h] = false }
 		if
@@ -1550,6 +1869,9 @@ proctype env()
 		if
 		:: printf("MSC: redis: the name's keys lost\n")
 		:: r_census = false; r_grace = 0;
+#if CENSUSLOSS
+			r_centry = false; r_cyoung = 0;
+#endif
 #if CRASHES || RESETS
 			r_epoch = 0;            /* (read only by an agent that connects) */
 #endif
@@ -1557,6 +1879,22 @@ proctype env()
 		fi;
 		r_flush();
 		h = 0 }
+#endif
+#if CLOCKLOSS
+	/* the fleet clock key lost alone (a DEL, eviction) */
+	:: atomic { n_clock_loss < CLOCKLOSS -> n_clock_loss++; r_clock_gone = true; printf("MSC: redis: the fleet clock key lost\n") }
+#endif
+#if CENSUSLOSS
+	/* the census lost alone; a call on another name may make it again,
+	 * young, without this name */
+	:: atomic { n_census_loss < CENSUSLOSS && r_census -> n_census_loss++;
+		r_census = false; r_centry = false; r_cyoung = 0; printf("MSC: redis: the census lost\n") }
+	:: atomic { n_census_loss > 0 && !r_census -> r_census = true; r_cyoung = TTL;
+		printf("MSC: redis: a call on another name makes the census again\n") }
+#endif
+#if HOSTLOSS
+	/* host 0's index lost alone (a DEL, an expiry) */
+	:: atomic { n_host_loss < HOSTLOSS && r_hx0 != 0 -> n_host_loss++; r_hx0 = 0; printf("MSC: redis: host 0's index lost\n") }
 #endif
 #if USTEPS
 	/* Redis' wall clock stepped forward by less than the scripts notice:

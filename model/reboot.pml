@@ -2,11 +2,12 @@
  * groups, then the reboot name), held by the host itself across its
  * reboot, in one fixed order. Redis is an atomic script executor per name:
  * a FIFO line and the holders, a grant only to the head while it fits
- * (acquire.lua's grant_next). A host-held slot has no anchor: it ends by
- * its host's release after the boot (healthy, or root's revoke of an
- * unhealthy one: the same step in Redis), or by its lease running out,
- * which happens only while its agent does not renew it: the host is down
- * and never comes back within host_lease.
+ * (grant_next() in src/agent/redis/lua/prelude/line.lua). A host-held
+ * slot has no anchor: it ends by its host's release after the boot
+ * (healthy, or root's revoke of an unhealthy one: the same step in
+ * Redis), or by its lease running out, which happens only while its agent
+ * does not renew it: the host is down and never comes back within
+ * host_lease.
  *
  * Checked (model/run.sh, reboot-*): at every grant and every moment a host
  * goes down, no name has more holders than its limit and no group more
@@ -22,11 +23,12 @@
  * theirs back and queue their waiters again in their order (before any
  * grant: the reset's grace); a host that is down cannot, and its slots
  * are lost to Redis while it still counts itself down on them. No slot a
- * host holds itself is granted for host_lease after the reset (acquire.lua:
- * grants_from), which every host down then outlasts: it is back by then,
- * or gone (its slots would have run out). MUT_JOB_GRACE: that grace ends
- * at any time (one lease_ttl, shorter than a reboot); spin must find two
- * hosts down at once.
+ * host holds itself is granted for host_lease after the reset
+ * (acquire_call() in src/agent/redis/lua/prelude/calls.lua: grants_from),
+ * which every host down then outlasts: it is back by then, or gone (its
+ * slots would have run out). MUT_JOB_GRACE: that grace ends at any time
+ * (one lease_ttl, shorter than a reboot); spin must find two hosts down
+ * at once.
  *
  * Configuration: names 0 (r1, limit 1), 1 (r2, limit 1), 2 (reboot, limit
  * LIM); host 0 in r1, host 1 in r1 and r2, host 2 in r2; the sorted order
