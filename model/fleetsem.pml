@@ -24,7 +24,7 @@
  * (as 128 random bits are).
  *
  * "design" below means docs/design.md (its rules: "The agent's safety
- * rules"); a script is cited by its file under src/agent/redis/lua/ (the
+ * rules"); a script is cited by its file under src/agent/library/lua/ (the
  * shared parts in prelude/: records.lua, forgot.lua, clocks.lua, line.lua,
  * calls.lua), the agent by its file under src/agent/, `fleetsem run` by
  * src/cli/run.c.  Mutants are the same
@@ -231,7 +231,7 @@
 #if FORGETS && REVERTS
 #error "FORGETS with REVERTS: the kept data has no census"
 #endif
-/* The global keys lost alone (src/agent/redis/keys.list: their LOSS).
+/* The global keys lost alone (src/agent/library/keys.list: their LOSS).
  * CLOCKLOSS: the fleet clock key (observe() in prelude/clocks.lua).  A
  * name's expiries are on the offset its state names, of the clock whose
  * ID it names; that offset is every step and silence the clock has seen,
@@ -1190,8 +1190,7 @@ inline s_connect(h) {
 #endif
 				:: else -> a_kn[ri] = K_WAIT
 				fi;
-				printf("MSC: redis: adopt(%d) by host %d -> %d token %d
-", ri, h, r_st[ri] == HOLDER, r_tok[ri])
+				printf("MSC: redis: adopt(%d) by host %d -> %d token %d\n", ri, h, r_st[ri] == HOLDER, r_tok[ri])
 				HX(hx_add(h, ri))
 			:: else
 			fi

@@ -2,7 +2,7 @@
  * groups, then the reboot name), held by the host itself across its
  * reboot, in one fixed order. Redis is an atomic script executor per name:
  * a FIFO line and the holders, a grant only to the head while it fits
- * (grant_next() in src/agent/redis/lua/prelude/line.lua). A host-held
+ * (grant_next() in src/agent/library/lua/prelude/line.lua). A host-held
  * slot has no anchor: it ends by its host's release after the boot
  * (healthy, or root's revoke of an unhealthy one: the same step in
  * Redis), or by its lease running out, which happens only while its agent
@@ -24,7 +24,7 @@
  * grant: the reset's grace); a host that is down cannot, and its slots
  * are lost to Redis while it still counts itself down on them. No slot a
  * host holds itself is granted for host_lease after the reset
- * (acquire_call() in src/agent/redis/lua/prelude/calls.lua: grants_from),
+ * (acquire_call() in src/agent/library/lua/prelude/calls.lua: grants_from),
  * which every host down then outlasts: it is back by then, or gone (its
  * slots would have run out). MUT_JOB_GRACE: that grace ends at any time
  * (one lease_ttl, shorter than a reboot); spin must find two hosts down

@@ -331,7 +331,7 @@ if [ $mode = checks ]; then
 		"$SBASE -DFENCE=3 -DUSTEP=3" safety 3700000
 	queue check clock-step-third "at most N believers; no overtaking" "$S6; fence at 4 (2/3 of a lease, as fleetsem run); Redis' clock stepped forward a third of a lease (2 ticks), unnoticed, once, at any time" \
 		"$SBASE -DFENCE=4 -DUSTEP=2" safety 4100000
-	# The global keys lost alone (src/agent/redis/keys.list), each once,
+	# The global keys lost alone (src/agent/library/keys.list), each once,
 	# at any time, and a job's end.
 	queue check clock-lost "at most N believers; no overtaking" "$N1, waiters do not give up; the fleet clock key lost once, at any time: the next script makes a new clock, and what would run out within a lease gets a lease" \
 		"$BASE -DGIVEUP=0 -DCLOCKLOSS=1" safety 500000
