@@ -116,21 +116,26 @@
 #endif
 /* Root revokes a held lease (revoke.lua).  The default (fleetsem revoke):
  * the record is marked revoked (PROOF 'revoked') and stays in holders,
- * counted in HELD, its expiry moved to its fence point (expiry - TTL/3:
- * its last renewal + FENCE), or released at once when already past it;
+ * counted in HELD, its expiry left as it is (its last renewal + TTL): the
+ * sweep frees it then, as a lease that runs out, so a holder cut off from
+ * its agent has the same third of a lease of margin past its fence;
  * renewals, acquires, re-assertions and adoptions find it missing, and
  * "r LEASE" on the wake channel (a hint: it may be lost) makes its agent
  * renew at once.  The agent that reads "missing" tells the holder LOST
- * and, while the holder has not fenced, keeps the lease until the
- * holder's anchor closes, then releases it; Redis' sweep frees it at the
- * fence point anyway.  (lease_lost() in src/agent/engine/slots.c kept it
- * only after an "r" message, before: MUT_UNHEARD_RELEASES,
- * model/FINDINGS.md.)  LOST is a message: the holder believes until it acts on it (or its timer fires).  A
- * revoked holder counts among the believers.  MUT_REVOKE_AT_ONCE: the
- * default revoke frees the slot at once (the --now form) though its
- * holder counts.  MUT_UNHEARD_RELEASES: an agent that did not hear the
- * "r" message releases a lease its renewal finds missing at once, as a
- * lease that ran out.
+ * and, while the lease's end (its last confirmed call + TTL) has not
+ * passed, keeps the lease until the holder's anchor closes, then releases
+ * it; Redis' sweep frees it at its expiry anyway.  (lease_lost() in
+ * src/agent/engine/slots.c kept it only after an "r" message, before:
+ * MUT_UNHEARD_RELEASES, model/FINDINGS.md.)  LOST is a message: the holder
+ * believes until it acts on it (or its timer fires).  A revoked holder
+ * counts among the believers.  MUT_REVOKE_AT_ONCE: the default revoke
+ * frees the slot at once (the --now form) though its holder counts.
+ * MUT_REVOKE_AT_FENCE: the rule before (library 13): its expiry moved to
+ * its fence point (expiry - TTL/3: its last renewal + FENCE), freed at
+ * once when already past it, and the agent keeping it only while its last
+ * confirmed call is under FENCE ticks old.  MUT_UNHEARD_RELEASES: an agent
+ * that did not hear the "r" message releases a lease its renewal finds
+ * missing at once, as a lease that ran out.
  * REVOKE_NOW=1 (fleetsem revoke --now): released as its owner would, so
  * the next in line is granted with a higher token, unless drained or in a
  * grace.  Its holder may go on believing until its agent's next renewal
@@ -150,6 +155,14 @@
 #define FENCED_REVOKE 1
 #else
 #define FENCED_REVOKE 0
+#endif
+/* How long the agent keeps a revoked lease found missing (its last
+ * confirmed call's age under it), and LOST's free_in then: the lease's
+ * end, or (MUT_REVOKE_AT_FENCE) its fence point. */
+#ifdef MUT_REVOKE_AT_FENCE
+#define KEPT_FOR FENCE
+#else
+#define KEPT_FOR TTL
 #endif
 /* Steps of Redis' wall clock (TIME): the scripts take them out of the
  * tokens' clock (and out of expiries); here only a mutant's tokens see
@@ -281,14 +294,20 @@
  * sends SIGKILL to its process group half a second before its slot may be
  * granted elsewhere: the lease's end as the last GRANTED or RENEWED told
  * it (ttl: TTL less the confirmation's age), or LOST's free_in if sooner
- * (a revoke's fence point: FENCE less the age of the agent's last
- * confirmed call; 0 for any other loss, which may have freed it already).
+ * (a revoke the agent keeps: the lease's end, TTL less the age of the
+ * agent's last confirmed call; 0 for any other loss, which may have freed
+ * it already).
  * The half second is below a tick: the kill comes on its tick, before
  * Redis' expiry in it (no drift: the fence's drift is the margin of a
  * third of a lease, the kill's is that half second).  Until it is gone
  * the job counts in "at most N".  MUT_JOB_OUTLIVES: SIGKILL 10 s after
  * SIGTERM whatever the slot (run before): never within the model's runs.
- * MUT_KILL_AT_LEASE_END: LOST's free_in ignored. */
+ * (MUT_KILL_AT_LEASE_END, LOST's free_in ignored, is gone: a revoke now
+ * leaves the lease's end as it is, which free_in says.)  A revoked job whose
+ * own timer fenced it before its agent told it LOST counts too: the
+ * revoke leaves its expiry, which its kill comes before (under
+ * MUT_REVOKE_AT_FENCE, the rule before, Redis freed it at its fence
+ * point, a window docs/design.md named: there it does not count). */
 #ifndef JOBEND
 #define JOBEND 0
 #endif
@@ -299,7 +318,7 @@
 #else
 #define JE(s)
 #endif
-#if JOBEND && FENCED_REVOKE
+#if JOBEND && FENCED_REVOKE && defined(MUT_REVOKE_AT_FENCE)
 #define UNHEARD(j) ; j_unh[j] = g_rv[j]
 #else
 #define UNHEARD(j)
@@ -489,7 +508,7 @@ bool j_frz[MAXJ];       /* frozen: its timer does not fire (FREEZE only) */
 bool j_got[MAXJ];       /* ghost: has held at some time */
 #if JOBEND
 short j_le[MAXJ];       /* ticks until its SIGKILL (its lease's end, free_in) */
-#if FENCED_REVOKE
+#if FENCED_REVOKE && defined(MUT_REVOKE_AT_FENCE)
 bool j_unh[MAXJ];       /* ghost: revoked, fenced by its timer, not told */
 #endif
 #endif
@@ -523,10 +542,10 @@ hidden short rdl;
 /* ------------------------------------------------------- the properties */
 #if REVOKES && REVOKE_NOW
 #define BEL(j) ((j) < NJ && j_st[j] == J_HOLD && !g_rv[j])
-#elif JOBEND && FENCED_REVOKE
-/* A job counts until it is gone, but for the window of docs/design.md ("A
- * job gone before its slot moves on"): a revoke its host did not hear
- * before the job's own timer fenced it, at the point its slot is freed. */
+#elif JOBEND && FENCED_REVOKE && defined(MUT_REVOKE_AT_FENCE)
+/* The rule before: a job counts until it is gone, but for the window of
+ * a revoke its host did not hear before the job's own timer fenced it,
+ * at the fence point, where its slot was freed. */
 #define BEL(j) ((j) < NJ && (j_st[j] == J_HOLD || j_st[j] == J_FENCED && !j_unh[j]))
 #elif JOBEND
 #define BEL(j) ((j) < NJ && (j_st[j] == J_HOLD || j_st[j] == J_FENCED))
@@ -1061,9 +1080,9 @@ inline s_undrain() {
 
 /* LOST, or QUEUED to a job that held: it stops believing.  A session
  * (PAM0) runs on: nobody kills it.  JOBEND: run acts at once (SIGTERM),
- * its SIGKILL due by free_in: a revoke's fence point when the agent keeps
- * the lease (K_LOST: lease_lost() in src/agent/engine/slots.c, reserved),
- * else now; a job fenced already takes the sooner too. */
+ * its SIGKILL due by free_in: the lease's end when the agent keeps a
+ * revoked lease (K_LOST: lease_lost() in src/agent/engine/slots.c,
+ * reserved), else now; a job fenced already takes the sooner too. */
 inline lose(j) {
 	if
 #ifdef PAM0
@@ -1071,11 +1090,7 @@ inline lose(j) {
 #endif
 #if JOBEND
 	:: !PAMJ(j) && j_conn[j] && (j_st[j] == J_HOLD || j_st[j] == J_FENCED) ->
-#ifndef MUT_KILL_AT_LEASE_END
-		rc = (a_kn[j] == K_LOST -> FENCE - a_age[j] : 0);
-#else
-		rc = j_le[j];                   /* free_in ignored */
-#endif
+		rc = (a_kn[j] == K_LOST -> KEPT_FOR - a_age[j] : 0);
 		if
 		:: rc < j_le[j] -> j_le[j] = rc
 		:: else
@@ -1279,13 +1294,14 @@ inline rp_clear(h) {
 #endif
 }
 
-/* Kept until its anchor closes: its holder has not fenced (its last
- * confirmed call is under FENCE ticks old).  MUT_UNHEARD_RELEASES: only
- * when the agent heard the "r" message. */
+/* Kept until its anchor closes: its lease has not ended (its last
+ * confirmed call is under TTL ticks old; Redis' sweep frees it at its
+ * expiry).  MUT_UNHEARD_RELEASES: only when the agent heard the "r"
+ * message.  MUT_REVOKE_AT_FENCE: only while its holder has not fenced. */
 #ifdef MUT_UNHEARD_RELEASES
-#define DEFER(j) (a_rh[j] && a_age[j] < FENCE)
+#define DEFER(j) (a_rh[j] && a_age[j] < KEPT_FOR)
 #else
-#define DEFER(j) (a_age[j] < FENCE)
+#define DEFER(j) (a_age[j] < KEPT_FOR)
 #endif
 #if FORGETS
 #define PUT_BACK(h, j) (rp_fg[h] && a_age[j] < TTL - DRIFT)
@@ -1335,7 +1351,7 @@ inline process_reply(h) {
 				confirm(ri, a_tok[ri], a_gs[ri], rp_age[h])
 #elif FENCED_REVOKE
 				/* lease_lost(): told LOST; kept until its anchor
-				 * closes while its holder has not fenced (DEFER), else
+				 * closes while its lease has not ended (DEFER), else
 				 * released now (a lease that ran out: nothing to free) */
 				if
 				:: DEFER(ri) -> a_kn[ri] = K_LOST; lose(ri)
@@ -1941,14 +1957,22 @@ proctype env()
 #else
 		h = r_own[0];
 		if
-#ifndef MUT_REVOKE_AT_ONCE
-		/* before its fence point: taken back, counted until released
-		 * or fenced (its expiry moved to its last renewal + FENCE) */
+#if defined(MUT_REVOKE_AT_FENCE)
+		/* the rule before: its expiry moved to its fence point (its
+		 * last renewal + FENCE), freed now when past it */
 		:: r_ttl[0] > TTL / 3 ->
 			r_ttl[0] = r_ttl[0] - TTL / 3; r_rv[0] = true; r_flush();
 			printf("MSC: redis: lease 0 revoked, expires in %d ticks\n", r_ttl[0])
+		:: else -> s_release(h, 0)
+#elif !defined(MUT_REVOKE_AT_ONCE)
+		/* taken back, counted until released or run out (its expiry
+		 * as it is: its last renewal + TTL) */
+		:: true ->
+			r_rv[0] = true; r_flush();
+			printf("MSC: redis: lease 0 revoked, expires in %d ticks\n", r_ttl[0])
+#else
+		:: true -> s_release(h, 0)      /* the mutant: freed now */
 #endif
-		:: else -> s_release(h, 0)      /* past it (or the mutant): freed now */
 		fi;
 		/* "r LEASE" to its agent, if subscribed */
 		if

@@ -297,10 +297,10 @@ if [ $mode = checks ]; then
 	queue check crash-reset "at most N believers; no overtaking" "$N1, waiters do not give up; one crash and one reset" \
 		"$BASE -DGIVEUP=0 -DCRASHES=1 -DRESETS=1" safety 13000000
 	# The default revoke: the slot stays counted until its holder's agent
-	# releases it (the job stopped) or its fence point. No drift: Redis'
-	# fence point is the holder's own (revoke-fence-drift below).
-	queue check revoke-counted "at most N believers, a revoked holder among them; a revoked holder stops believing within the fence; no overtaking" "$N1, waiters do not give up, but drift 0; pub/sub on, one wake lost (the r message or another); root revokes job 0's held slot once, at any time, without --now; LOST heard late" \
-		"$BASE -DGIVEUP=0 -DDRIFT=0 -DWAKES=1 -DLOSSES=1 -DREVOKES=1" safety 9500000
+	# releases it (the job stopped) or its lease runs out, the holder's
+	# timer a tick late or not (revoke-at-fence below: the rule before).
+	queue check revoke-counted "at most N believers, a revoked holder among them; a revoked holder stops believing within the fence; no overtaking" "$N1, waiters do not give up; pub/sub on, one wake lost (the r message or another); root revokes job 0's held slot once, at any time, without --now; LOST heard late" \
+		"$BASE -DGIVEUP=0 -DWAKES=1 -DLOSSES=1 -DREVOKES=1" safety 12800000
 	queue check pause "at most N believers; no overtaking (asserts)" "$N1, waiters may give up" \
 		"$BASE" safety 700000
 	queue check crash "at most N believers; no overtaking" "$N1, waiters may give up; one agent crash, restart, re-adoption" \
@@ -339,8 +339,8 @@ if [ $mode = checks ]; then
 		"$BASE -DGIVEUP=0 -DFORGETS=1 -DCENSUSLOSS=1 -DPROMPT=3" safety 200000
 	queue check host-index "at most N believers (a session's among them); no overtaking" "$N1, waiters do not give up; job 0 a login session (no fence, never asks again, runs on when LOST), its agent never paused past a tick; one agent crash, restart, re-adoption; host 0's index lost once, at any time" \
 		"$BASE -DGIVEUP=0 -DCRASHES=1 -DHOSTLOSS=1 -DPAM0 -DPROMPT=1" safety 460000
-	queue check job-end "at most N jobs running (a fenced or lost job counts until it is gone); a revoked holder stops believing within the fence; no overtaking" "$N1, waiters do not give up, but drift 0; root revokes job 0's held slot once, at any time, without --now; a job fenced or told LOST runs on until it exits or run kills it (LOST's free_in, the lease's end)" \
-		"$BASE -DGIVEUP=0 -DDRIFT=0 -DREVOKES=1 -DJOBEND=1" safety 300000
+	queue check job-end "at most N jobs running (a fenced or lost job counts until it is gone); a revoked holder stops believing within the fence; no overtaking" "$N1, waiters do not give up; root revokes job 0's held slot once, at any time, without --now; a job fenced or told LOST runs on until it exits or run kills it (LOST's free_in, the lease's end)" \
+		"$BASE -DGIVEUP=0 -DREVOKES=1 -DJOBEND=1" safety 300000
 	# fleetsem reboot (reboot.pml): slots held by hosts across their
 	# reboot, taken in one order across groups and the reboot name.
 	RB="3 hosts, groups r1 (hosts 0, 1) and r2 (hosts 1, 2) of 1 each, each host its groups in name order then reboot; a host down keeps its slots until it is back (--done, or a revoke) or, once, never comes back (its lease runs out)"
@@ -365,7 +365,7 @@ else
 	R0="$BASE -DGIVEUP=0 -DDRIFT=0 -DWAKES=1 -DLOSSES=1 -DREVOKES=1"
 	queue mutant revoke-at-once "fleetsem revoke frees the slot at once (the --now form), its holder still a believer" "$R0 -DMUT_REVOKE_AT_ONCE"
 	queue mutant unheard-releases "an agent releases a lease its renewal finds missing at once unless it heard the r message (a revoke crossing a renewal)" "$R0 -DLOSSES=0 -DMUT_UNHEARD_RELEASES"
-	queue mutant revoke-fence-drift "by design: a holder whose timer fires a tick late outlives a revoked lease's fence point" "$R0 -DDRIFT=1"
+	queue mutant revoke-at-fence "the revoke before (library 13): a revoked slot freed at its holder's fence point, which a holder whose timer fires a tick late outlives" "$R0 -DDRIFT=1 -DMUT_REVOKE_AT_FENCE"
 	queue mutant revert-same-epoch "a failover back to a master that never caught up keeps its old epoch (no reset, no grace)" "$BASE -DGIVEUP=0 -DRESETS=1 -DREVERTS=1 -DMUT_REVERT_SAME_EPOCH"
 	queue mutant reassert-stale "re-assert a lease not confirmed within a TTL" "$BASE -DRESETS=1 -DMUT_REASSERT_STALE"
 	queue mutant any-order "grant whoever asks when a slot is free (no FIFO)" "$BASE -DMUT_ANY_ORDER"
@@ -385,7 +385,6 @@ else
 	queue mutant census-paused "not a seeded bug: the code as it is, agents paused past a lease (a grant on a name the census lacks, its keys lost before its first renewal); 2 grants, waiters stay" "$BASE -DMAXG=2 -DGIVEUP=0 -DFORGETS=1 -DCENSUSLOSS=1"
 	queue mutant host-index-no-record "re-adoption from Redis' host index alone, no record on the host" "$BASE -DGIVEUP=0 -DCRASHES=1 -DHOSTLOSS=1 -DPAM0 -DPROMPT=1 -DMUT_NO_RECORD"
 	queue mutant job-outlives "run's SIGKILL 10 s after SIGTERM whatever the slot: the job outlives it" "$BASE -DGIVEUP=0 -DDRIFT=0 -DREVOKES=1 -DJOBEND=1 -DMUT_JOB_OUTLIVES"
-	queue mutant kill-at-lease-end "run's SIGKILL at the lease's end, LOST's free_in ignored (a revoke's fence point is sooner)" "$BASE -DGIVEUP=0 -DDRIFT=0 -DREVOKES=1 -DJOBEND=1 -DMUT_KILL_AT_LEASE_END"
 	queue mutant clock-step-fence "by design: a step of half a lease, unnoticed, with the fence at 2/3 of a lease (a lease ends a sixth of a lease before its holder fences)" "$SBASE -DFENCE=4 -DUSTEP=3"
 	queue mutant drain-straight-in "acquire's straight-in path (nobody in line) ignores the drain" "$BASE -DDRAIN=1 -DMUT_DRAIN_STRAIGHT_IN"
 	queue mutant drain-release "a release while drained hands the slot to the next in line" "$BASE -DDRAIN=1 -DMUT_DRAIN_RELEASE"

@@ -7,7 +7,7 @@
 # with the agent's library loaded, as the agent would call it. After each
 # step what the model said (granted, queued, refused; which leases a
 # release, a revoke or an undrain hands the slot to; renewed or missing;
-# held or lost; adopted; the grace's ticks; a revoke's fence) must be what
+# held or lost; adopted; the grace's ticks; a revoke's free-in) must be what
 # Redis replied, and the tokens must be the same up to a renaming that
 # keeps their order (the model's are small numbers, Redis' microseconds).
 #

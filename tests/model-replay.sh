@@ -46,13 +46,15 @@ CONFIGS=(
         "limit:$BASE -DNJ=3 -DSL0=2 -DSL1=1 -DSL2=2 -DRESETS=2 $EXTRA"
         # N=2, job 0 taking 2 units, crashes and resets.
         "weights:$BASE -DNJ=3 -DSL0=2 -DSL1=2 -DSL2=2 -DW0=2 -DCRASHES=2 -DRESETS=2 $EXTRA"
-        # Three jobs; an operator's drain and undrain, root's revoke (counted until its
-        # fence point), a reset.
+        # Three jobs; an operator's drain and undrain, root's revoke (counted until
+        # released or run out), a reset.
         "drain-revoke:$BASE -DNJ=3 -DDRAIN=1 -DREVOKES=1 -DRESETS=2 $EXTRA"
         # revoke --now, a drain, crashes, no pauses.
         "revoke-now:$BASE -DSYNC -DDRAIN=1 -DREVOKES=1 -DREVOKE_NOW=1 -DCRASHES=2 $EXTRA"
         # The limit taken from each request instead of the one in force.
         "!mutant-limit-per-request:$BASE -DNJ=3 -DSL0=2 -DSL1=1 -DSL2=2 -DMUT_LIMIT_PER_REQUEST"
+        # The revoke before: the revoked slot freed at its holder's fence point.
+        "!mutant-revoke-at-fence:$BASE -DNJ=3 -DREVOKES=1 -DMUT_REVOKE_AT_FENCE"
 )
 # (Without meson's MALLOC_PERTURB_, meant for the project's C: the replay
 # and spin read and free menus of kilobytes a step, each free a memset
