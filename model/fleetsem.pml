@@ -1190,8 +1190,7 @@ inline s_connect(h) {
 #endif
 				:: else -> a_kn[ri] = K_WAIT
 				fi;
-				printf("MSC: redis: adopt(%d) by host %d -> %d token %d
-", ri, h, r_st[ri] == HOLDER, r_tok[ri])
+				printf("MSC: redis: adopt(%d) by host %d -> %d token %d\n", ri, h, r_st[ri] == HOLDER, r_tok[ri])
 				HX(hx_add(h, ri))
 			:: else
 			fi
