@@ -256,14 +256,17 @@
  * before), every expiry moved back by the whole offset: gone at once.
  * CENSUSLOSS (with FORGETS): the census key, its mark and every entry.
  * A call on another name makes it again (young for a lease, without this
- * name), or a renewal of this name does (census_keep() in
- * prelude/forgot.lua: its entry written back, the census made if
- * missing); a name whose state is missing counts as forgotten when the
+ * name), or a renewal of this name, or a call that grants on it, does
+ * (census_keep() in prelude/forgot.lua: its entry written back, the
+ * census made if missing); a name whose state is missing counts as forgotten when the
  * census names it, is missing, or is younger than a lease (a grace of a
  * lease from now: forgot_left()), as new otherwise.  MUT_CENSUS_OLD: the
  * entry is written only when the name's idle expiry moves (hours: never
  * here), and a young census forgives a name only until a lease after the
- * census was made.
+ * census was made.  MUT_CENSUS_RENEW_ONLY: written back by renewals only,
+ * not by grants (the scripts before: a name that went a lease without a
+ * renewal, then granted, its keys lost before its holder's first
+ * renewal, was taken for new).
  * HOSTLOSS: host 0's index (P:host:{HOST}), which a fresh agent reads to
  * adopt its leases (src/agent/adopt.c), lost; a renewal finds the key gone
  * and writes it again whole (host_index_keep() in
@@ -725,6 +728,39 @@ inline next_token() {
 	fi
 }
 
+/* census_keep() (prelude/forgot.lua, at the call's end, idle()): a name
+ * with holders or waiters has its entry written back, the census made
+ * again (with its mark) if gone.  A renewal looks (R_CENSUS_RENEW), and
+ * so does every call that grants (R_CENSUS_GRANT: grant() in
+ * prelude/line.lua, reassert_call()'s putting back; a script is one
+ * step, so the look at the grant is the look at its end).
+ * MUT_CENSUS_OLD: neither looks; MUT_CENSUS_RENEW_ONLY: only a renewal
+ * (the scripts before: census-paused). */
+#if CENSUSLOSS
+inline r_census_keep() {
+	if
+	:: c_held + c_line > 0 && !r_centry ->
+		r_centry = true;
+		if
+		:: !r_census -> r_census = true; r_cyoung = TTL
+		:: else
+		fi;
+		printf("MSC: redis: the call writes the name back into the census\n")
+	:: else
+	fi
+}
+#endif
+#if CENSUSLOSS && !defined(MUT_CENSUS_OLD)
+#define R_CENSUS_RENEW r_census_keep();
+#else
+#define R_CENSUS_RENEW
+#endif
+#if CENSUSLOSS && !defined(MUT_CENSUS_OLD) && !defined(MUT_CENSUS_RENEW_ONLY)
+#define R_CENSUS_GRANT r_census_keep();
+#else
+#define R_CENSUS_GRANT
+#endif
+
 /* Move a waiter to the holders: LINE less one, HELD its weight more.  No
  * overtaking (design, "The line"): whoever is granted, every lease ahead of it
  * in the queue fits too, beside the holders Redis has (its set, not the
@@ -748,7 +784,8 @@ inline r_grant(j) {
 	next_token();
 	r_tok[j] = r_token;
 	g_gs++;
-	FR(r_gs[j] = g_gs)
+	FR(r_gs[j] = g_gs);
+	R_CENSUS_GRANT
 }
 
 /* publish on the wake channel: every connected agent gets it; a g
@@ -981,20 +1018,7 @@ inline s_renew(h) {
 		:: else
 		fi
 	};
-#if CENSUSLOSS && !defined(MUT_CENSUS_OLD)
-	/* census_keep() (idle()): a name with holders or waiters has its
-	 * entry written back, the census made again (with its mark) if gone */
-	if
-	:: c_held + c_line > 0 && !r_centry ->
-		r_centry = true;
-		if
-		:: !r_census -> r_census = true; r_cyoung = TTL
-		:: else
-		fi;
-		printf("MSC: redis: the renewal writes the name back into the census\n")
-	:: else
-	fi;
-#endif
+	R_CENSUS_RENEW
 	r_flush();
 	printf("MSC: redis: renew by host %d: renewed mask %d, missing mask %d\n", h, rp_ok[h], rp_miss[h])
 }
@@ -1026,6 +1050,7 @@ inline s_reassert(h, j, tok) {
 			c_held = c_held + WT(j);
 #endif
 			r_st[j] = HOLDER; r_ttl[j] = TTL; r_own[j] = h; r_tok[j] = tok;
+			R_CENSUS_GRANT
 			/* raise the counter to at least the token; a missing
 			 * counter first starts from the clock as next_token does */
 			if
@@ -1586,9 +1611,7 @@ proctype job(byte j)
  * the clock waits for their renewals, requests, releases and re-assertions.
  * PAM0 needs it of host 0 (HOSTLOSS): an agent paused or gone longer than
  * a lease leaves a session running past it whatever its index (SCOPE.md,
- * "Units and sessions whose watcher is the agent"); CENSUSLOSS of both
- * (model/FINDINGS.md: a name left out of the census by agents paused for
- * a lease). */
+ * "Units and sessions whose watcher is the agent"). */
 #ifndef PROMPT
 #define PROMPT 0
 #endif

@@ -269,8 +269,11 @@ local function reassert_call(argv)
     r = nil
   end
   -- Its entry is there but not its record (the hash was forgotten alone):
-  -- it holds, counted as 1 unit; its record and weight come back.
+  -- it holds, counted as 1 unit; its record and weight come back. (Put
+  -- back either way, it holds anew: its name's census entry is looked
+  -- for, as after grant().)
   if not r and redis.call('ZSCORE', K_HOLDERS, lease) then
+    census_look = true
     r = newcomer(lease, slots, host, uid, desc, weight, hold)
     r.token, r.since = token, since
     st.held = count_held()
@@ -293,7 +296,7 @@ local function reassert_call(argv)
     forget(lease)
   end
   r = newcomer(lease, slots, host, uid, desc, weight, hold)
-  r.token, r.since = token, since
+  r.token, r.since, census_look = token, since, true
   if st.held == 0 then created[K_HOLDERS] = true end
   st.held = st.held + redis.call('ZADD', K_HOLDERS, now_ms + ttl, lease) * weight
   -- The fencing token never goes back: not below the tokens' clock, if the

@@ -73,17 +73,22 @@ end
 -- it lacks a state for (census_forgot()) forgives a name made while it is
 -- younger than a lease, but a name's entry is written again only when its
 -- keys' expiry moves (idle(): every quarter of idle_ms, hours). So every
--- renewal of a name that has holders or waiters (census_look, then
--- idle()) looks for its entry, and writes it again when it is missing
--- (making the census, with its mark, if it is gone too): each such name
--- has its entry back by its next renewal, which its holders' and
--- waiters' agents send within a third of their lease, well inside the
--- lease in which a name the census lacks counts as forgotten. The cost:
--- one ZMSCORE a renewal of a name (O(log n) in the census' size; a grant
--- or a release pays nothing), a write only after a loss. (now() may read
--- the time here, after the call's idle_due(): that says nothing of the
--- call's own use of it.)
-local census_look = false      -- a renewal: the name's entry is looked for (idle())
+-- renewal of a name that has holders or waiters, and every call that
+-- grants a slot of it (grant(), reassert.lua's putting back: a name can
+-- go a whole lease with no renewal, then be granted, then lose its keys
+-- before its holder's first renewal), looks for its entry (census_look,
+-- then idle()), and writes it again when it is missing (making the
+-- census, with its mark, if it is gone too): each name that has a holder
+-- has its entry back before the call that granted it returns, and one
+-- that only has waiters by their next renewal, which their agents send
+-- within a third of their lease, well inside the lease in which a name
+-- the census lacks counts as forgotten. The cost: one ZMSCORE a renewal
+-- of a name, and one a call that grants on it (O(log n) in the census'
+-- size; none when the call writes the entry anyway; a release that
+-- grants nothing pays nothing), a write only after a loss. (now() may
+-- read the time here, after the call's idle_due(): that says nothing of
+-- the call's own use of it.)
+local census_look = false      -- a renewal or a grant: the name's entry is looked for (idle())
 local function census_keep()
   local got = redis.call('ZMSCORE', K_CENSUS, census_member, CENSUS_MARK)
   if got[1] then return end

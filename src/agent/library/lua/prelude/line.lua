@@ -59,8 +59,10 @@ local function enqueue(lease, expiry)
 end
 
 -- Makes `lease` (record r) a holder until `expiry`, out of the line if
--- `queued`. Returns its token.
+-- `queued`; the name's census entry is looked for at the call's end
+-- (census_keep()). Returns its token.
 local function grant(lease, r, expiry, now_ms, now_us, queued)
+  census_look = true
   if queued then
     st.line = st.line - redis.call('ZREM', K_QUEUE, lease)
     redis.call('ZREM', K_WAITERS, lease)
