@@ -9,7 +9,7 @@
 # The lease is long enough for the restart below to fit in 2/3 of it, the
 # silence after which big1's run, stopped meanwhile, fences itself:
 # headroom: the restart took up to 0.5 s with three CPU hogs beside the
-# test (load 14 on 2 cores); 6.7 s is over 10 times that.
+# test (load 8-20 on 2 cores); 6.7 s is over 10 times that.
 TTL=10s
 . "$(dirname "$0")/lib.sh"
 
