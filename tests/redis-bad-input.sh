@@ -2,6 +2,11 @@
 # Hostile or broken input gets a clear error, and the agent keeps serving
 # everyone else with every slot accounted for.
 . "$(dirname "$0")/lib.sh"
+# Nothing here is about a lease's end, and the agent is stopped below while
+# two holders run (they fence themselves after 2/3 of a lease without its
+# word): headroom: the stop took up to 0.4 s with three CPU hogs beside the
+# test (load 15-27 on 2 cores); the holders' 20 s is 50 times that.
+TTL=30s
 
 LEASE=0123456789abcdef0123456789abcdef
 start_redis
@@ -13,8 +18,10 @@ steady=$!
 check "a steady holder holds" wait_for 5 sh -c "[ \$(redis-cli -s $T/redis.sock ZCARD 'fleetsem:{steady}:holders') = 1 ]"
 
 like "$(raw a 'HELLO')" '^ERROR code=invalid message=unknown%20request' "unknown verb"
-t0=$(now_ms); raw a 'HELLO' >/dev/null; t1=$(now_ms)
-check "... and the agent closes the connection after its answer ($((t1 - t0)) ms)" [ $((t1 - t0)) -lt 1000 ]
+# The agent closes it, not the client's hold: one that answered a request
+# has no timeout of its own (a request's is 10 s from the connect), so the
+# hold may be as long as a busy machine needs.
+check "... and the agent closes the connection after its answer" raw a --hold 30 --want-close 'HELLO'
 like "$(raw a 'ACQUIRE name=x')" '^ERROR code=invalid .*needs' "missing fields"
 like "$(raw a 'acquire name=x')" '^ERROR code=usage message=malformed' "lower-case verb is malformed"
 like "$(raw a "ACQUIRE name=a%20b slots=1 lease=$LEASE wait=0")" '^ERROR code=invalid message=invalid%20name' "invalid name"
@@ -156,7 +163,8 @@ job a at-once &
 at_once=$!
 at_once_held() { [ "$(holders at-once)" = 1 ]; }
 check "the at-once holder got its slot" wait_for 10 at_once_held
-kill -STOP "$(agent_pid a)"
+# The asker is up and waits for $T/at-once.go before the agent is
+# stopped: the stop lasts for its connects and sends, not its start.
 python3 -c '
 import os, secrets, socket, sys, time
 ns, out = sys.argv[1], sys.argv[2]
@@ -164,6 +172,9 @@ lease = secrets.token_hex(16)
 anchor = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 anchor.bind("\0%s/lease/%s" % (ns, lease))
 anchor.listen(8)
+open(out + ".ready", "w").close()
+while not os.path.exists(out + ".go"):
+    time.sleep(0.01)
 conns = []
 for data in (b"ACQUIRE name=at-once slots=1 lease=%s wait=infinity\n" % lease.encode(), b"ACQUIRE name=at-on"):
     c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -187,8 +198,13 @@ with open(out, "w") as f:
             f.write("%s still open\n" % what)
 ' "$NSBASE-a" "$T/at-once" &
 asker=$!
-wait_for 10 test -f "$T/at-once.sent" || not_ok "the asking client connected"
+wait_for 30 test -f "$T/at-once.ready" || bail "the asking client did not start"
+stopped=$(now_ms)
+kill -STOP "$(agent_pid a)"
+touch "$T/at-once.go"
+wait_for 30 test -f "$T/at-once.sent" || not_ok "the asking client connected"
 kill -CONT "$(agent_pid a)"
+echo "# the agent was stopped for $(($(now_ms) - stopped)) ms (its holders fence themselves at 2/3 of $TTL)"
 wait "$asker"
 like "$(grep waiter "$T/at-once")" '^waiter closed (QUEUED|-)$' "a waiter whose request and end come together is closed at once"
 is "$(grep half "$T/at-once")" "half closed -" "a half request with its end is closed at once"

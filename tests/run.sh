@@ -43,14 +43,20 @@ done
 
 # The busy machine of --busy: the hogs started before this shell moves into
 # the limited group, so that they stay outside it and take what they can.
-hogs=() busy_cg=""
+# The group is made a child of the hierarchy's root, and the shell goes
+# back at the end to the group it came from (its line of /proc/self/cgroup:
+# "0::PATH" on v2, the one naming the cpu controller on v1), not to the
+# root: on v2 no group but the root takes a process once it has a
+# controller on for its children (a container's own root is such a group).
+cgroot=/sys/fs/cgroup
+hogs=() busy_cg="" busy_back=""
 busy_cleanup() {
         local p
         for p in "${hogs[@]}"; do kill "$p" 2>/dev/null || true; done
         [ -n "$busy_cg" ] || return 0
         # Back into the group we came from, then the group removed (it must
         # be empty: a test that left a process behind says so here).
-        echo $$ >"$busy_parent/cgroup.procs"
+        echo $$ >"$busy_back/cgroup.procs" || echo "run.sh: could not go back to $busy_back" >&2
         rmdir "$busy_cg" || echo "run.sh: $busy_cg not removed: $(cat "$busy_cg/cgroup.procs" | tr '\n' ' ')" >&2
 }
 if $busy; then
@@ -61,20 +67,26 @@ if $busy; then
                 hogs+=($!)
         done
         half=$(($(nproc) * 100000 / 2))
-        if grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-                busy_parent=/sys/fs/cgroup
-                grep -qw cpu "$busy_parent/cgroup.subtree_control" || echo +cpu >"$busy_parent/cgroup.subtree_control"
+        if grep -qw cpu "$cgroot/cgroup.controllers" 2>/dev/null; then
+                busy_parent=$cgroot
+                busy_back=$cgroot$(sed -n 's/^0:://p' /proc/self/cgroup)
+                grep -qw cpu "$busy_parent/cgroup.subtree_control" ||
+                        echo +cpu 2>/dev/null >"$busy_parent/cgroup.subtree_control" || {
+                        echo "run.sh: --busy: the cpu controller cannot be turned on in $busy_parent (on v2 a group other than the root holding processes, as a container's, cannot give it to its children: move them into a group of their own first)" >&2
+                        exit 2
+                }
                 busy_cg=$busy_parent/fleetsem-busy.$$
                 mkdir "$busy_cg"
                 echo "$half 100000" >"$busy_cg/cpu.max"
-        elif [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
-                busy_parent=/sys/fs/cgroup/cpu
+        elif [ -f "$cgroot/cpu/cpu.cfs_quota_us" ]; then
+                busy_parent=$cgroot/cpu
+                busy_back=$busy_parent$(sed -En 's/^[0-9]+:([^:]*,)?cpu(,[^:]*)?:(.*)$/\3/p' /proc/self/cgroup)
                 busy_cg=$busy_parent/fleetsem-busy.$$
                 mkdir "$busy_cg"
                 echo 100000 >"$busy_cg/cpu.cfs_period_us"
                 echo "$half" >"$busy_cg/cpu.cfs_quota_us"
         else
-                echo "run.sh: --busy: no cpu controller under /sys/fs/cgroup (v2 cpu.max or v1 cpu)" >&2
+                echo "run.sh: --busy: no cpu controller under $cgroot (v2 cpu.max or v1 cpu)" >&2
                 exit 2
         fi
         echo $$ >"$busy_cg/cgroup.procs"
