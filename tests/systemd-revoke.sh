@@ -71,6 +71,36 @@ check "... before systemd's own stop timeout (Result=$result)" [ "$result" != ti
 state=$(ns_prop h1 stubborn.service ActiveState)
 check "... and it is stopped (ActiveState=$state)" [ "$state" != active ]
 
+# --- a unit that stops at its SIGTERM, then runs again ------------------------------
+# Its kill goes with its lease: once it stopped (its anchor closed with its
+# file descriptor store) its next run is another job, which the kill timed
+# for the first may not reach.
+ns_unit h1 prompt.service <<EOF
+[Service]
+ExecStart=/bin/sh -c 'while :; do sleep 0.2; done'
+EOF
+ns h1 fleetsem limit --on-lost=stop --name=prompt prompt.service 1 >"$T/limit-prompt.log" 2>&1
+is "$?" 0 "h1: fleetsem limit --on-lost=stop prompt.service 1"
+ns h1 systemctl start prompt.service
+is "$(holders prompt)" 1 "h1's prompt.service holds the slot"
+int_of revoked "$(rcli TIME | head -n1)"
+ns h2 fleetsem revoke --reason "unit test" "$(rcli ZRANGE 'fleetsem:{prompt}:holders' 0 0)" >"$T/revoke-prompt.log" 2>&1
+is "$?" 0 "root on h2 revokes it"
+inactive() { ! ns h1 systemctl -q is-active "$1"; }
+check "prompt.service stops at its SIGTERM" wait_for 20 inactive prompt.service
+ns h1 systemctl start prompt.service
+check "its next run is active" wait_for 20 ns h1 systemctl -q is-active prompt.service
+pid=$(ns_prop h1 prompt.service MainPID)
+# The first run's lease is over (a lease after the revoke, on Redis' clock),
+# and any kill timed for it with it.
+check "the first run's lease is over (Redis' clock)" wait_for 30 sh -c "[ \$(redis-cli -s $REDIS_SOCK TIME | head -n1) -gt $((revoked + 8)) ]"
+is "$(ns_prop h1 prompt.service MainPID)" "$pid" "its next run is the same process: not killed"
+is "$(ns_prop h1 prompt.service ActiveState)" active "... and active"
+journal h1 -u fleetsemd.service >"$T/journal-prompt.log"
+log_lacks "$T/journal-prompt.log" "Killed what was left of prompt\.service \(SIGKILL to its control group\)" \
+        "Stopping prompt\.service: it lost its fleet slot\." "h1's agent stopped the first run and killed nothing of prompt.service"
+ns h1 systemctl stop prompt.service
+
 # --- an ssh login session -------------------------------------------------------------
 ns h1 sh -c "
         useradd -m -s /bin/bash alice || exit 1

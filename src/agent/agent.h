@@ -127,6 +127,9 @@ struct LeaseIo {
         usec_t rewatch_window;          /* CLOCK_MONOTONIC: when the current window began */
         unsigned rewatches;             /* watches made again in it */
         uint64_t requester_start;       /* the asking process' start time (0: unknown), for tell_lost */
+        sd_event_source *kill_source;   /* its unit's SIGKILL before the slot moves on: freed with it, for a
+                                         * unit whose anchor closed has stopped, and the unit's next run is
+                                         * another job */
 };
 
 struct Agent {
@@ -440,8 +443,10 @@ int unit_of_client(Client *c, char **ret);
  * (its pidfd alive; on kernels before SO_PEERPIDFD also started at
  * start, from proc_stat_read(), as it did when it connected). */
 bool client_is_peer(Client *c, uint64_t start);
-/* Stops unit and kills what is left of it at kill_at (CLOCK_MONOTONIC). */
-void unit_stop(Agent *a, const char *unit, const char *why, usec_t kill_at);
+/* Stops unit and kills what is left of it at kill_at (CLOCK_MONOTONIC);
+ * with ret_kill, the kill's timer is the caller's to keep (freeing it
+ * cancels the kill), else it stands on its own. */
+void unit_stop(Agent *a, const char *unit, const char *why, usec_t kill_at, sd_event_source **ret_kill);
 /* The uid a service runs as, from systemd (User=; root when unset). */
 int unit_user(Agent *a, const char *unit, uid_t *ret_uid);
 void units_close(void);

@@ -176,9 +176,10 @@ static int on_kill_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-/* unit_kill(unit) at kill_at (CLOCK_MONOTONIC): a timer of its own, whose
- * end frees its copy of the name. */
-static int unit_kill_at(Agent *a, const char *unit, usec_t kill_at) {
+/* unit_kill(unit) at kill_at (CLOCK_MONOTONIC): a timer whose end frees
+ * its copy of the name; ret's to keep when given (replacing the one it
+ * held), else standing on its own. */
+static int unit_kill_at(Agent *a, const char *unit, usec_t kill_at, sd_event_source **ret) {
         _cleanup_(sd_event_source_unrefp) sd_event_source *s = NULL;
         char *u = strdup(unit);
         int r;
@@ -193,9 +194,14 @@ static int unit_kill_at(Agent *a, const char *unit, usec_t kill_at) {
         r = sd_event_source_set_destroy_callback(s, free);
         if (r >= 0)
                 r = sd_event_source_set_priority(s, PRIORITY_LEASES);
-        if (r >= 0)
-                r = sd_event_source_set_floating(s, true);
-        return r;
+        if (r < 0)
+                return r;
+        if (ret) {
+                sd_event_source_disable_unref(*ret);
+                *ret = TAKE_PTR(s);
+                return 0;
+        }
+        return sd_event_source_set_floating(s, true);
 }
 
 /* A look at a unit's properties stops the agent's loop: this long at most. */
@@ -268,7 +274,7 @@ int unit_user(Agent *a, const char *unit, uid_t *ret_uid) {
 /* Stops unit now (SIGTERM to its control group, as systemctl stop) and
  * sends SIGKILL to what is left of it at kill_at, before its slot may be
  * granted elsewhere, whatever its TimeoutStopSec= says. */
-void unit_stop(Agent *a, const char *unit, const char *why, usec_t kill_at) {
+void unit_stop(Agent *a, const char *unit, const char *why, usec_t kill_at, sd_event_source **ret_kill) {
         int r;
 
         r = bus_get(a);
@@ -279,7 +285,7 @@ void unit_stop(Agent *a, const char *unit, const char *why, usec_t kill_at) {
         if (kill_at <= now_mono())
                 unit_kill(unit);
         else {
-                r = unit_kill_at(a, unit, kill_at);
+                r = unit_kill_at(a, unit, kill_at, ret_kill);
                 if (r < 0) {
                         log_error_errno(r, "Cannot time the kill of %s (it lost its slot: %s), killing it now: %m",
                                         unit, why);
@@ -352,14 +358,23 @@ int io_stop_job(void *ctx, Lease *l, const char *why, usec_t kill_at) {
         _cleanup_free_ char *scope = NULL;
         int r;
 
+        /* A unit's kill goes with its lease: its anchor is in the unit's
+         * file descriptor store, which systemd closes once the unit
+         * stopped, and a run of it after that (a timer's, Restart=, an
+         * operator's start) is not the job that lost the slot. A login
+         * session's stands on its own: its anchor closes before its
+         * processes end (state ending), and a scope's name is never
+         * used again. */
         if (l->unit) {
-                unit_stop(a, l->unit, why, kill_at);
+                LeaseIo *io = l->io;
+
+                unit_stop(a, l->unit, why, kill_at, io ? &io->kill_source : NULL);
                 return 0;
         }
         r = session_scope_of_lease(a, l, &scope);
         if (r < 0)
                 return r;
-        unit_stop(a, scope, why, kill_at);
+        unit_stop(a, scope, why, kill_at, NULL);
         return 1;
 }
 
