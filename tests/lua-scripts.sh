@@ -942,6 +942,17 @@ r=$(epoch_knowing eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee "" "")
 is "$(j "$r" '[r[0], r[1].split()[0]]')" '[0,"dddddddddddddddddddddddddddddddd"]' \
         "flapping failover: a fresh agent (no epoch known) finds the new one"
 rcli -n 1 FLUSHDB >/dev/null
+# A Redis declared empty (fleetsem redis-init: an epoch whose grace ended,
+# 0) replaced by another declared so, under agents that knew the first:
+# their data went, and the grace keeps their holders' slots.
+emptied
+rcli SET "$EPOCH_KEY" "ffffffffffffffffffffffffffffffff 0" >/dev/null
+r=$(epoch_knowing 99999999999999999999999999999999 11111111111111111111111111111111 0)
+is "$(j "$r" '[r[0], r[1].split()[0]]')" '[3,"99999999999999999999999999999999"]' \
+        "a declared-empty epoch not the one the agent knew (declared empty too) is a reset"
+r=$(epoch_knowing 88888888888888888888888888888888 "" "")
+is "$(j "$r" '[r[0], r[1].split()[0]]')" '[0,"99999999999999999999999999999999"]' \
+        "... which an agent that knew none finds holding"
 
 # The data model marker beside the epoch (P:model, "N V"), read and
 # written by the epoch script at connect: an agent of model 2 writes its

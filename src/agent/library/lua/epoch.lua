@@ -11,7 +11,8 @@
 -- a new one; a master that was a replica and is promoted again has a new
 -- replication id, so that a failover back to a master that never caught up
 -- (the same process, its old data and epoch) is one too. An epoch other
--- than the one the agent knew, and older than it (its grace ends earlier),
+-- than the one the agent knew, and older than it (its grace ends earlier,
+-- or as early: two epochs `fleetsem redis-init` wrote both say 0),
 -- means as well that Redis' data went back to before a state that agent
 -- saw (data restored from a copy, say): a loss, which starts a new epoch
 -- with the longer grace. Either way its holders re-assert, and the time
@@ -56,7 +57,7 @@ end
 if value and (master_id == '' or string.match(value, '^%x+ %d+ (%x+)$') == master_id) then
   local id, grace_until = string.match(value, '^(%x+) (%d+)')
   went_back = known_id ~= '' and known_until ~= nil and id ~= nil and id ~= known_id and
-    tonumber(grace_until) < known_until
+    tonumber(grace_until) <= known_until
   if not went_back then return {R_EPOCH_KEPT, value, now_ms} end
 end
 -- Another master id (a failover, the same master restarted from a file
