@@ -256,6 +256,30 @@ for how in FLUSHALL DEL; do
         fs i reboot --release --state-dir "$T/state-i" lost >/dev/null || bail "i could not give lost back"
 done
 
+# A host frozen past two thirds of host_lease keeps the slot it holds
+# itself: it has no job to stop in time, and given back then it would let
+# another host start its reboot while this one may still be in its own
+# (the fault harness, seed 23). Its next renewal finds it still in Redis.
+start_agent j -c "$T/lost.conf"
+fs j reboot --state-dir "$T/state-j" --reboot-command true --slots 1 frozen >/dev/null || bail "j could not take frozen"
+lease_j=$(holder_of frozen)
+int_of exp_j "$(expiry frozen "$lease_j")"
+kill -STOP "$(agent_pid j)"
+# Frozen until two thirds of host_lease (8 s of 12) went by since its last
+# renewal (its expiry less 12 s, on Redis' clock): 8.3 s, 3.7 s before the
+# expiry, which its renewal after the thaw must reach Redis before.
+# headroom: thaw to renewal 0.1-0.5 s under load, against 3.7 s left
+redis_now_ms() { local s us; { read -r s; read -r us; } < <(rcli TIME); echo $((s * 1000 + us / 1000)); }
+# headroom: a point on Redis' clock, not a deadline (see above)
+past_two_thirds() { [ "$(redis_now_ms)" -ge $((exp_j - 3700)) ]; }
+check "j's agent frozen past two thirds of host_lease since its last renewal" wait_for 20 past_two_thirds
+kill -CONT "$(agent_pid j)"
+renewed_j() { local v e; v=$(expiry frozen "$lease_j"); [ -n "$v" ] || return 1; int_of e "$v"; [ "$e" -gt "$exp_j" ]; }
+check "thawed, j's agent renews its slot of frozen (its expiry in Redis moves on)" wait_for 10 renewed_j
+check "Redis: host j holds it still" host_holds frozen j
+agent_lacks j "LOST slot of frozen \(token [0-9]+\)" "j's agent did not take it for lost"
+fs j reboot --release --state-dir "$T/state-j" frozen >/dev/null || bail "j could not give frozen back"
+
 # Bad input, and not root.
 reboot a --group 'r1' >/dev/null 2>&1; is "$?" 64 "--group without :M: 64"
 reboot a --health "$(printf 'a\nb')" >/dev/null 2>&1; is "$?" 64 "a health command on two lines: 64"

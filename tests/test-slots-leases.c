@@ -277,7 +277,15 @@ void test_host_held(void) {
         CHECK_INT(count_calls("release", id(2)), 0, "nor given back");
         lease_ref(b);
         slots_tick(&e, 20 * TTL + 1);
-        CHECK_INT(b->state, LEASE_GONE, "... until two thirds of its own lease went by without a renewal");
+        CHECK_INT(b->state, LEASE_HELD,
+                  "... nor after two thirds of its own lease without a renewal (a host frozen): no job to fence, "
+                  "and given back early it would let another host reboot beside this one");
+        CHECK_INT(count_calls("release", id(2)), 0, "... nor given back then");
+        /* Its next renewal says whether Redis still has it. */
+        memcpy(one[0], id(2), sizeof(one[0]));
+        missing = true;
+        slots_renew_done(&e, "reboot", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, 20 * TTL + 2, 1, 2);
+        CHECK_INT(b->state, LEASE_GONE, "found missing by its renewal (its host_lease ran out): lost");
         lease_unref(b);
         CHECK_INT(count_calls("release", id(2)), 1, "given back then at once: no job to fence");
         teardown();

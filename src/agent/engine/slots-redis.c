@@ -345,7 +345,11 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
 }
 
 /* Holders whose last confirmed renewal is older than slots_lost_after():
- * Redis may let their lease run out before this agent can renew it. */
+ * Redis may let their lease run out before this agent can renew it. Not a
+ * slot the host holds itself: no job of it is to stop in time, and given
+ * back early it would let another host start its reboot while this one
+ * may still be in its own (a host frozen past two thirds of host_lease);
+ * its next renewal says whether Redis still has it. */
 static void check_lost(Slots *e, usec_t now) {
         Name *n, *nn;
 
@@ -354,7 +358,7 @@ static void check_lost(Slots *e, usec_t now) {
 
                 /* lease_lost() may free n once its last lease goes. */
                 LIST_FOREACH_SAFE(by_name, l, next, n->leases)
-                        if (lease_state_holds(l->state) && now - l->renewed > lease_lost_after(l))
+                        if (lease_state_holds(l->state) && !l->host_held && now - l->renewed > lease_lost_after(l))
                                 lease_lost(l, e->redis_up ? "its lease was not renewed in time; it may have run out"
                                                           : "Redis unreachable for too long; the lease runs out before it can be renewed",
                                            false, now);
