@@ -32,11 +32,18 @@ ordered() {
         local what=$1 term end succ
         check "$what: the job ended" wait_for 20 test -s "$T/$what-end"
         check "$what: its successor started" wait_for 20 test -s "$T/shared/$what-seen"
-        int_of term "$(head -n1 "$T/shared/$what-term" 2>/dev/null)"
         int_of end "$(cat "$T/$what-end")"
         int_of succ "$(cat "$T/shared/$what-succ")"
-        echo "# $what: SIGTERM trapped at $term, the job's last process gone at $end, its successor in at $succ ($((succ - end)) ms after)"
-        check "$what: the job ran on past its SIGTERM ($((end - term)) ms)" [ "$end" -gt "$term" ]
+        # (A LOST heard late, on a busy machine, leaves less than the job's
+        # 0.2 s sleep between SIGTERM and SIGKILL: killed before its trap
+        # ran, it has no SIGTERM to show. The order below is the verdict.)
+        if [ -s "$T/shared/$what-term" ]; then
+                int_of term "$(head -n1 "$T/shared/$what-term")"
+                echo "# $what: SIGTERM trapped at $term, the job's last process gone at $end, its successor in at $succ ($((succ - end)) ms after)"
+                check "$what: the job ran on past its SIGTERM ($((end - term)) ms)" [ "$end" -gt "$term" ]
+        else
+                echo "# $what: killed before its SIGTERM trap ran; its last process gone at $end, its successor in at $succ ($((succ - end)) ms after)"
+        fi
         is "$(cat "$T/shared/$what-seen")" free "$what: its successor started after the job's last process was gone (its lock free)"
 }
 
@@ -86,7 +93,9 @@ is "$(holders prompt)" 1 "h1's prompt.service holds the slot"
 int_of revoked "$(rcli TIME | head -n1)"
 ns h2 fleetsem revoke --reason "unit test" "$(rcli ZRANGE 'fleetsem:{prompt}:holders' 0 0)" >"$T/revoke-prompt.log" 2>&1
 is "$?" 0 "root on h2 revokes it"
-inactive() { ! ns h1 systemctl -q is-active "$1"; }
+# (Stopped whole: not while deactivating, when a start would wait for the
+# stop and ask while the first run's lease is still here.)
+inactive() { case $(ns_prop h1 "$1" ActiveState) in inactive|failed) return 0 ;; esac; return 1; }
 check "prompt.service stops at its SIGTERM" wait_for 20 inactive prompt.service
 ns h1 systemctl start prompt.service
 check "its next run is active" wait_for 20 ns h1 systemctl -q is-active prompt.service
@@ -100,6 +109,34 @@ journal h1 -u fleetsemd.service >"$T/journal-prompt.log"
 log_lacks "$T/journal-prompt.log" "Killed what was left of prompt\.service \(SIGKILL to its control group\)" \
         "Stopping prompt\.service: it lost its fleet slot\." "h1's agent stopped the first run and killed nothing of prompt.service"
 ns h1 systemctl stop prompt.service
+
+# --- a unit revoked while its host's agent is away -----------------------------------
+# The agent restarted within the lease finds the slot gone from Redis and
+# the unit running: it stops and kills it at once, before the lease's end
+# lets its successor in.
+ns_unit h1 away.service <<EOF
+[Service]
+ExecStart=/bin/sh -c 'exec 7>$S/away-fifo 9>$S/away-lock; flock 9; trap "date +%%s%%3N >>$S/away-term" TERM; while :; do sleep 0.2; done'
+TimeoutStopSec=90s
+EOF
+ns h1 fleetsem limit --on-lost=stop --name=away away.service 1 >"$T/limit-away.log" 2>&1
+is "$?" 0 "h1: fleetsem limit --on-lost=stop away.service 1"
+end_fifo "$T/shared/away-fifo" "$T/away-end"
+ns h1 systemctl start away.service
+is "$(holders away)" 1 "h1's away.service holds the slot"
+successor away away
+ns h1 systemctl stop fleetsemd.service
+ns h2 fleetsem revoke --reason "unit test" "$(rcli ZRANGE 'fleetsem:{away}:holders' 0 0)" >"$T/revoke-away.log" 2>&1
+is "$?" 0 "root on h2 revokes it while h1's agent is stopped"
+ns h1 systemctl start fleetsemd.service
+# (Killed at once, its slot perhaps free already: no SIGTERM to trap.)
+check "away: the job ended" wait_for 20 test -s "$T/away-end"
+check "away: its successor started" wait_for 20 test -s "$T/shared/away-seen"
+is "$(cat "$T/shared/away-seen")" free "away: its successor started after the job's last process was gone (its lock free)"
+like "$(journal h1 -u fleetsemd.service)" "Slot of away held by away\.service \(lease [0-9a-f]+\) is gone from Redis: revoked, or its lease ran out, while this agent was away; stopping away\.service" \
+        "h1's agent, back, stopped the unit whose slot went while it was away"
+state=$(ns_prop h1 away.service ActiveState)
+check "... and it is stopped (ActiveState=$state)" [ "$state" != active ]
 
 # --- an ssh login session -------------------------------------------------------------
 ns h1 sh -c "

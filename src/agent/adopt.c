@@ -244,8 +244,20 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                         ad->watch_fd = -EBADF;  /* closed with io */
                         lease_io_free(io);
                 }
-        } else if (state == -1)
+        } else if (state == -1) {
+                /* Gone from Redis (revoked, or its lease ran out) while
+                 * this host's agent was away, its anchor alive: a unit with
+                 * on-lost=stop that runs held it (its acquire is behind it)
+                 * and is stopped and killed now, as a loss heard in time
+                 * would have had it; its slot may be another's already. */
+                if (ad->unit && ad->stop_on_lost && unit_running(a, ad->unit) > 0) {
+                        log_warning("Slot of %s held by %s (lease %s) is gone from Redis: revoked, or its lease ran "
+                                    "out, while this agent was away; stopping %s (on-lost=stop).",
+                                    ad->name, ad->unit, ad->id, ad->unit);
+                        unit_stop(a, ad->unit, "its slot went while the agent was away", now_mono(), NULL);
+                }
                 forget_index_entry(a, ad->id);
+        }
         /* state 0: only queued; its client asks again if it still wants it. */
 
         adopt_done_one(ad->round);

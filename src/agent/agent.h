@@ -449,5 +449,9 @@ bool client_is_peer(Client *c, uint64_t start);
 void unit_stop(Agent *a, const char *unit, const char *why, usec_t kill_at, sd_event_source **ret_kill);
 /* The uid a service runs as, from systemd (User=; root when unset). */
 int unit_user(Agent *a, const char *unit, uid_t *ret_uid);
+/* > 0 when unit runs (ActiveState active or reloading: past its
+ * ExecStartPre=, so past its acquire), 0 when not, < 0 when systemd does
+ * not say. */
+int unit_running(Agent *a, const char *unit);
 void units_close(void);
 

@@ -271,6 +271,24 @@ int unit_user(Agent *a, const char *unit, uid_t *ret_uid) {
         return 0;
 }
 
+int unit_running(Agent *a, const char *unit) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_free_ char *path = NULL, *state = NULL;
+        int r;
+
+        r = bus_get(a);
+        if (r < 0)
+                return r;
+        r = sd_bus_path_encode("/org/freedesktop/systemd1/unit", unit, &path);
+        if (r < 0)
+                return r;
+        r = sd_bus_get_property_string(bus, "org.freedesktop.systemd1", path, "org.freedesktop.systemd1.Unit",
+                                       "ActiveState", &error, &state);
+        if (r < 0)
+                return r;
+        return streq(state, "active") || streq(state, "reloading");
+}
+
 /* Stops unit now (SIGTERM to its control group, as systemctl stop) and
  * sends SIGKILL to what is left of it at kill_at, before its slot may be
  * granted elsewhere, whatever its TimeoutStopSec= says. */
