@@ -51,7 +51,8 @@ fi
 ids=()
 for row in "${KEYS[@]}"; do ids+=("${row%%$'\t'*}"); done
 for id in "${ids[@]}"; do
-        check "keys.list's $id has its case here (key_$id)" declare -F "key_$id"
+        has_case() { declare -F "key_$1" >/dev/null; }
+        check "keys.list's $id has its case here (key_$id)" has_case "$id"
 done
 for f in $(declare -F | awk '$3 ~ /^key_/ { sub(/^key_/, "", $3); print $3 }'); do
         check "the case key_$f is a key of keys.list" grep -qx "$f" <(printf '%s\n' "${ids[@]}")

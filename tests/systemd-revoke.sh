@@ -55,17 +55,24 @@ successor() {
         check "$2: its successor waits on h2" wait_for 10 sh -c "[ \$(redis-cli -s $REDIS_SOCK ZCARD 'fleetsem:{$1}:queue') = 1 ]"
 }
 
-# --- a unit with acquire --on-lost=stop ----------------------------------------------
-ns_unit h1 stubborn.service <<EOF
+# held_unit NAME WHAT: on h1, NAME.service with --on-lost=stop, a job that
+# traps SIGTERM and runs on (WHAT-term its SIGTERMs, WHAT-fifo its end,
+# WHAT-lock its flock), started and holding NAME's slot.
+held_unit() {
+        ns_unit h1 "$1.service" <<EOF
 [Service]
-ExecStart=/bin/sh -c 'exec 7>$S/unit-fifo 9>$S/unit-lock; flock 9; trap "date +%%s%%3N >>$S/unit-term" TERM; while :; do sleep 0.2; done'
+ExecStart=/bin/sh -c 'exec 7>$S/$2-fifo 9>$S/$2-lock; flock 9; trap "date +%%s%%3N >>$S/$2-term" TERM; while :; do sleep 0.2; done'
 TimeoutStopSec=90s
 EOF
-ns h1 fleetsem limit --on-lost=stop --name=stubborn stubborn.service 1 >"$T/limit.log" 2>&1
-is "$?" 0 "h1: fleetsem limit --on-lost=stop stubborn.service 1"
-end_fifo "$T/shared/unit-fifo" "$T/unit-end"
-ns h1 systemctl start stubborn.service
-is "$(holders stubborn)" 1 "h1's stubborn.service holds the slot"
+        ns h1 fleetsem limit --on-lost=stop --name="$1" "$1.service" 1 >"$T/limit-$1.log" 2>&1
+        is "$?" 0 "h1: fleetsem limit --on-lost=stop $1.service 1"
+        end_fifo "$T/shared/$2-fifo" "$T/$2-end"
+        ns h1 systemctl start "$1.service"
+        is "$(holders "$1")" 1 "h1's $1.service holds the slot"
+}
+
+# --- a unit with acquire --on-lost=stop ----------------------------------------------
+held_unit stubborn unit
 successor stubborn unit
 ns h2 fleetsem revoke --reason "unit test" "$(rcli ZRANGE 'fleetsem:{stubborn}:holders' 0 0)" >"$T/revoke-unit.log" 2>&1
 is "$?" 0 "root on h2 revokes it"
@@ -114,16 +121,7 @@ ns h1 systemctl stop prompt.service
 # The agent restarted within the lease finds the slot gone from Redis and
 # the unit running: it stops and kills it at once, before the lease's end
 # lets its successor in.
-ns_unit h1 away.service <<EOF
-[Service]
-ExecStart=/bin/sh -c 'exec 7>$S/away-fifo 9>$S/away-lock; flock 9; trap "date +%%s%%3N >>$S/away-term" TERM; while :; do sleep 0.2; done'
-TimeoutStopSec=90s
-EOF
-ns h1 fleetsem limit --on-lost=stop --name=away away.service 1 >"$T/limit-away.log" 2>&1
-is "$?" 0 "h1: fleetsem limit --on-lost=stop away.service 1"
-end_fifo "$T/shared/away-fifo" "$T/away-end"
-ns h1 systemctl start away.service
-is "$(holders away)" 1 "h1's away.service holds the slot"
+held_unit away away
 successor away away
 ns h1 systemctl stop fleetsemd.service
 ns h2 fleetsem revoke --reason "unit test" "$(rcli ZRANGE 'fleetsem:{away}:holders' 0 0)" >"$T/revoke-away.log" 2>&1

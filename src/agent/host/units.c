@@ -244,10 +244,11 @@ static int bus_get(Agent *a) {
         return r;
 }
 
-int unit_user(Agent *a, const char *unit, uid_t *ret_uid) {
+/* A string property of unit's, from systemd (a look that stops the loop
+ * for UNIT_LOOK_TIMEOUT at most). */
+static int unit_property(Agent *a, const char *unit, const char *interface, const char *property, char **ret) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *path = NULL, *user = NULL;
-        uid_t uid;
+        _cleanup_free_ char *path = NULL;
         int r;
 
         r = bus_get(a);
@@ -256,8 +257,15 @@ int unit_user(Agent *a, const char *unit, uid_t *ret_uid) {
         r = sd_bus_path_encode("/org/freedesktop/systemd1/unit", unit, &path);
         if (r < 0)
                 return r;
-        r = sd_bus_get_property_string(bus, "org.freedesktop.systemd1", path, "org.freedesktop.systemd1.Service",
-                                       "User", &error, &user);
+        return sd_bus_get_property_string(bus, "org.freedesktop.systemd1", path, interface, property, &error, ret);
+}
+
+int unit_user(Agent *a, const char *unit, uid_t *ret_uid) {
+        _cleanup_free_ char *user = NULL;
+        uid_t uid;
+        int r;
+
+        r = unit_property(a, unit, "org.freedesktop.systemd1.Service", "User", &user);
         if (r < 0)
                 return r;
         if (!user || !user[0]) {
@@ -272,18 +280,10 @@ int unit_user(Agent *a, const char *unit, uid_t *ret_uid) {
 }
 
 int unit_running(Agent *a, const char *unit) {
-        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_free_ char *path = NULL, *state = NULL;
+        _cleanup_free_ char *state = NULL;
         int r;
 
-        r = bus_get(a);
-        if (r < 0)
-                return r;
-        r = sd_bus_path_encode("/org/freedesktop/systemd1/unit", unit, &path);
-        if (r < 0)
-                return r;
-        r = sd_bus_get_property_string(bus, "org.freedesktop.systemd1", path, "org.freedesktop.systemd1.Unit",
-                                       "ActiveState", &error, &state);
+        r = unit_property(a, unit, "org.freedesktop.systemd1.Unit", "ActiveState", &state);
         if (r < 0)
                 return r;
         return streq(state, "active") || streq(state, "reloading");

@@ -58,7 +58,6 @@ static Init *init_free(Init *in) {
         free(in);
         return NULL;
 }
-DEFINE_TRIVIAL_CLEANUP_FUNC(Init *, init_free);
 
 /* The hash slots whose census this master keeps: a Cluster's it owns, or
  * the one of one Redis (0). */
