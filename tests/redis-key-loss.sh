@@ -183,6 +183,15 @@ lease=$(holder_of idx)
 like "$(cat "$T/run-a/$NSBASE-a.a.leases/$lease")" '^idx 1 0 - (stop|ignore)$' \
         "a's own record of its anchored lease is in its runtime directory"
 check "... not in its state directory" test ! -e "$T/state-a/$NSBASE-a.a.leases/$lease"
+# Where an earlier agent kept it (its state directory): moved back to the
+# runtime directory when the next agent starts, so that it is in one.
+kill -TERM "$(agent_pid a)" || bail "cannot stop a's agent"
+wait "$(agent_pid a)"
+mv "$T/run-a/$NSBASE-a.a.leases/$lease" "$T/state-a/$NSBASE-a.a.leases/$lease" || bail "cannot move a's record"
+start_agent a
+check "a's record an earlier agent kept in its state directory is moved to its runtime directory" \
+        test -e "$T/run-a/$NSBASE-a.a.leases/$lease" -a ! -e "$T/state-a/$NSBASE-a.a.leases/$lease"
+check "... and a still holds idx" wait_for 10 a_holds held idx
 rcli DEL "fleetsem:host:{a}" >/dev/null || bail "DEL of a's host index"
 check "a's host index, lost, is written again within a lease" \
         wait_for 6 sh -c "[ \"\$(redis-cli -s $REDIS_SOCK HKEYS 'fleetsem:host:{a}')\" = $lease ]"

@@ -87,8 +87,7 @@ static void record_put(Agent *a, const char *id, const char *value, bool host_he
                                   "restart re-adopts it from Redis' index alone.", id);
 }
 
-/* Out of both folders: the caller may not know which it is in (an
- * earlier agent kept every lease in the state directory). */
+/* Out of whichever folder holds it (the caller may not know which). */
 static void record_drop(Agent *a, const char *id) {
         const int fds[] = { a->record_fd, a->run_record_fd };
 
@@ -160,9 +159,24 @@ static int record_dir_open(Agent *a, const char *env) {
  * runtime one (RuntimeDirectory=, $RUNTIME_DIRECTORY), which a reboot
  * empties, as it ends their processes (without one, in the state
  * directory too); without either, Redis' index alone. */
+/* A record an earlier agent kept in the state directory for an anchored
+ * lease: moved to the runtime one, so that each lease is in one folder
+ * and adopted once. */
+static void record_move_anchored(const char *id, const char *value, void *userdata) {
+        Agent *a = userdata;
+        size_t n = strlen(value), k = strlen(" " SLOTS_INDEX_HOST_HELD);
+
+        if (n >= k && streq(value + n - k, " " SLOTS_INDEX_HOST_HELD))
+                return;
+        if (lease_record_put(a->run_record_fd, id, value) >= 0)
+                (void) lease_record_drop(a->record_fd, id);
+}
+
 void host_record_open(Agent *a) {
         a->record_fd = record_dir_open(a, "STATE_DIRECTORY");
         a->run_record_fd = record_dir_open(a, "RUNTIME_DIRECTORY");
+        if (a->record_fd >= 0 && a->run_record_fd >= 0)
+                (void) lease_record_foreach(a->record_fd, record_move_anchored, a);
         if (a->record_fd < 0)
                 log_notice("No state directory ($STATE_DIRECTORY unset, or unusable): an agent restart re-adopts the "
                            "slots this host holds itself from Redis' index alone%s.",
@@ -278,7 +292,7 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
         k = sscanf(value, "%200s %u %u%n %255s %7s%n %u%n %15s%n", name, &slots, &uid, &n, unit, on_lost, &n, &weight,
                    &n, kind, &n);
         if ((k != 3 && k != 5 && k != 6 && k != 7) || value[n] != '\0' || !name_is_valid(name) || slots > SLOTS_MAX ||
-            weight < 1 || weight > SLOTS_MAX || (k == 7 && !streq(kind, "host-held")) ||
+            weight < 1 || weight > SLOTS_MAX || (k == 7 && !streq(kind, SLOTS_INDEX_HOST_HELD)) ||
             (k == 7 && (uid != 0 || !streq(unit, "-"))) ||
             (!streq(unit, "-") && !service_unit_is_valid(unit)) ||
             (!streq(on_lost, "stop") && !streq(on_lost, "ignore"))) {

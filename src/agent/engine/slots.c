@@ -753,5 +753,5 @@ void slots_index_value(const Lease *l, char buf[static SLOTS_INDEX_VALUE_MAX]) {
         if (n > 0 && (size_t) n < size && (l->weight > 1 || l->host_held))
                 n += snprintf(buf + n, size - (size_t) n, " %" PRIu32, l->weight);
         if (n > 0 && (size_t) n < size && l->host_held)
-                snprintf(buf + n, size - (size_t) n, " host-held");
+                snprintf(buf + n, size - (size_t) n, " " SLOTS_INDEX_HOST_HELD);
 }

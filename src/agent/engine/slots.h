@@ -361,6 +361,7 @@ int slots_adopt(Slots *e, const LeaseSpec *spec, uint64_t token, uint64_t since_
  * one, WEIGHT only when above 1 or a KIND follows; KIND "host-held" for a
  * slot the host holds itself (no anchor). adopt.c reads it back. */
 #define SLOTS_INDEX_VALUE_MAX (NAME_MAX_LEN + UNIT_NAME_MAX + 64)
+#define SLOTS_INDEX_HOST_HELD "host-held"     /* its KIND */
 void slots_index_value(const Lease *l, char buf[static SLOTS_INDEX_VALUE_MAX]);
 
 void slots_release(Slots *e, Lease *l, const char *why, usec_t now);
