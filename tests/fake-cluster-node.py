@@ -11,7 +11,11 @@
 # master that takes the agent's set-up (AUTH, its library's version, ROLE,
 # INFO, the epoch function) and its subscriptions, then idles, and answers CLUSTER
 # SLOTS as the first node does. It prints "accepted PORT" and "closed PORT"
-# for each connection made to it and closed by the agent.
+# for each connection made to it and closed by the agent. With
+# $FAKE_PASSWORD_FILE a live node counts a connection only once it sent
+# AUTH with the password that file's first line holds: a port the kernel
+# gave a live node may be one another test's Redis had, whose agent still
+# tries it; its connections ("stranger PORT") are refused and closed.
 import os
 import socket
 import sys
@@ -82,11 +86,27 @@ def live_reply(args, raw):
     return None
 
 
-def serve(conn, live=False):
+def password():
+    path = os.environ.get("FAKE_PASSWORD_FILE")
+    if not path:
+        return None
+    with open(path) as f:
+        return f.readline().rstrip("\n")
+
+
+def serve(conn, live=False, on_auth=None):
     with conn, conn.makefile("rb") as f:
         for args in commands(f):
             raw = args
             args = [a.upper() for a in args]
+            if on_auth:
+                # The first command of a live node's connection: the
+                # test's own agent is known by its password.
+                if args[0] != "AUTH" or raw[-1] != on_auth[0]:
+                    conn.sendall(b"-WRONGPASS not this test's agent\r\n")
+                    return
+                on_auth[1]()
+                on_auth = None
             say("got %s" % args[0])
             reply = live_reply(args, raw) if live else None
             if reply is not None:
@@ -100,13 +120,23 @@ def serve(conn, live=False):
 
 
 def accept_live(srv, p):
+    pw = password()
     while True:
         c, _ = srv.accept()
-        say("accepted %d" % p)
 
         def run(c=c):
-            serve(c, live=True)
-            say("closed %d" % p)
+            counted = []
+
+            def count():
+                counted.append(1)
+                say("accepted %d" % p)
+            if pw is None:
+                count()
+            try:
+                serve(c, live=True, on_auth=None if pw is None else (pw, count))
+            except OSError:
+                pass            # reset by the agent (it closed with replies unread): closed all the same
+            say(("closed %d" if counted else "stranger %d") % p)
         threading.Thread(target=run, daemon=True).start()
 
 

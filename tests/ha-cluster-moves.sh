@@ -14,7 +14,7 @@ N=72
 
 cluster_one_node
 F=$(free_port)
-FAKE_LIVE=1 python3 "$(dirname "$0")/fake-cluster-node.py" "$F" 127.0.0.1 "$P" "$N" >"$T/fake.out" 2>&1 &
+FAKE_LIVE=1 FAKE_PASSWORD_FILE=$T/acl.pw python3 "$(dirname "$0")/fake-cluster-node.py" "$F" 127.0.0.1 "$P" "$N" >"$T/fake.out" 2>&1 &
 fake=$!
 wait_for 5 grep -q listening "$T/fake.out" || bail "the fake node did not start"
 CLUSTER_URL="cluster://fleetsem@127.0.0.1:$F"
