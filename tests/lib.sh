@@ -210,7 +210,41 @@ still_after() {
 
 REDIS_SOCK=${REDIS_SOCK:-$T/redis.sock}
 rcli() { redis-cli -s "$REDIS_SOCK" "$@"; }
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# free_port: a TCP port nothing listens on, and one no other test of the
+# run (nor of the last hours) was given: a test's agent still retries the
+# port of a Redis its test stopped, and must not find another test's
+# Redis or fake node there. Each port given is claimed with a mkdir in a
+# directory the tests share; claims older than a day are let go.
+PORTS_DIR=${TMPDIR:-/tmp}/fleetsem-test-ports
+free_port() {
+        python3 - "$PORTS_DIR" <<'PY'
+import os, socket, sys, time
+d = sys.argv[1]
+try:
+    os.mkdir(d)
+    os.chmod(d, 0o1777)
+except FileExistsError:
+    pass
+for _ in range(1000):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    claim = os.path.join(d, str(port))
+    try:
+        if time.time() - os.stat(claim).st_mtime > 86400:
+            os.rmdir(claim)
+    except FileNotFoundError:
+        pass
+    try:
+        os.mkdir(claim)
+    except FileExistsError:
+        continue
+    print(port)
+    sys.exit(0)
+sys.exit("free_port: no port left that no test was given")
+PY
+}
 
 # FLEETSEM_TEST_ACL=1 audits the shipped Redis ACL with a whole suite: Redis
 # also listens on loopback TCP with systemd/redis-acl.conf.example (its
