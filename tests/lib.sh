@@ -37,6 +37,9 @@ trap cleanup EXIT
 ok() { tap_n=$((tap_n + 1)); echo "ok $tap_n - $*"; }
 not_ok() { tap_n=$((tap_n + 1)); tap_failed=$((tap_failed + 1)); echo "not ok $tap_n - $*"; }
 check() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
+# quiet CMD...: CMD with its output thrown away (a check that needs only its
+# status prints nothing outside the TAP stream).
+quiet() { "$@" >/dev/null; }
 is() {
         if [ "$1" = "$2" ]; then ok "$3"; else not_ok "$3"; echo "#   got '$1', expected '$2'"; fi
 }
