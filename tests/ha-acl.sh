@@ -160,11 +160,17 @@ fs b run --slots 1 --wait 20s acl-flushed -- true
 is "$?" 0 "... and grants"
 
 # ---- Agent restart: re-adoption --------------------------------------------------------
+# b's job holds acl-w: the restarted agent takes its lease back, through
+# its re-adoption or the job's own reconnect, whichever comes first, and
+# renews it: the same lease, its expiry moved on (only b's agent renews it).
+b_lease=$(as_admin ZRANGE 'fleetsem:{acl-w}:holders' 0 -1)
 kill -TERM "$(agent_pid b)"
 wait "$(agent_pid b)"
+b_exp=$(as_admin ZSCORE 'fleetsem:{acl-w}:holders' "$b_lease")
 AGENT_HOSTS=(a)
 ha_agent b --redis-password-file "$T/fleetsem.pw"
-check "the restarted agent re-adopts b's slot" wait_for 20 grep -q 'Re-adopted 1 held slot' "$T/agent-b.log"
+b_renewed() { local e; e=$(as_admin ZSCORE 'fleetsem:{acl-w}:holders' "$b_lease"); [ -n "$e" ] && [ "${e%.*}" -gt "${b_exp%.*}" ]; }
+check "the restarted agent takes b's slot back and renews it" wait_for 20 b_renewed
 
 is "$(as_admin ACL LOG)" "" "ACL LOG is empty: Redis refused the agents nothing"
 
