@@ -12,6 +12,7 @@ FLEETSEM_DEPS=(
         openssl stunnel4
         debhelper dpkg-dev lintian
         spin
+        strace
 )
 # The fuzz targets (tests/fuzz/run.sh), on top: clang and its libFuzzer.
 FLEETSEM_FUZZ_DEPS=(clang libfuzzer-14-dev)

@@ -5,6 +5,10 @@
 # their own, doing real work: grants, a hand-over, renewals, status, a
 # FUNCTION DELETE of their library (loaded again), an agent restart (re-adoption)
 # and a Redis restart that lost everything (a new epoch, re-assertion).
+# Then an ACL that refuses the library's check (no +function|list) under
+# agents restarted: their holders keep their slots (the same leases and
+# tokens in Redis), each agent logs the ACL rule to add, once, and says so
+# in status and its metric, and grants nothing new until the rule is back.
 # Redis must refuse the agents nothing (ACL LOG stays empty); its "app"
 # user, for every other client, must be refused every forgery, and any
 # change to the library; the fleetsem user touches no other key.
@@ -226,4 +230,70 @@ touch "$T/go-acl-w2-b"
 check "a's wake-ups still come: its job gets the slot b's ends" wait_for 10 grep -q '^enter a' "$T/events-acl-w2"
 touch "$T/go-acl-w2-a"
 wait "$holder" "$waiter"
+
+# ---- The library's check, and an ACL that refuses it ----------------------------------
+# The periodic check sends what set-up sends (FCALL fleetsem_version): an
+# ACL without +fcall_ro refuses it nothing.
+as_admin ACL SETUSER fleetsem resetchannels '&fleetsem:*' '&fleetsem:{*}:wake' -fcall_ro >/dev/null
+as_admin ACL LOG RESET >/dev/null
+job a acl-ka & ka=$!
+job b acl-kb & kb=$!
+wait_for 10 grep -q '^enter a' "$T/events-acl-ka" || not_ok "a's job did not start"
+wait_for 10 grep -q '^enter b' "$T/events-acl-kb" || not_ok "b's job did not start"
+# headroom: a check each 2 s (a third of the 6-s lease): 3 of them
+check "without +fcall_ro, Redis refuses the agents nothing for three library checks" \
+        still_after 6 sh -c "[ -z \"\$(redis-cli -p $PORT --user admin --pass $ADMIN_PW --no-auth-warning ACL LOG)\" ]"
+# A lease and its fencing token (its record's fourth field), as Redis has
+# them, of each holder of NAME.
+held() { as_admin ZRANGE "fleetsem:{$1}:holders" 0 -1 | while read -r l; do echo "$l $(as_admin HGET "fleetsem:{$1}:clock" "$l" | cut -d' ' -f4)"; done; }
+expiry() { as_admin ZRANGE "fleetsem:{$1}:holders" 0 0 WITHSCORES | sed -n 2p; }
+ka0=$(held acl-ka) kb0=$(held acl-kb)
+like "$ka0 / $kb0" '^[0-9a-f]{32} [0-9]+ / [0-9a-f]{32} [0-9]+$' "each host holds its name's slot (lease, token)"
+
+# An ACL without +function|list, and every agent restarted (an upgrade):
+# each finds the library in Redis and may not read its text.
+as_admin ACL SETUSER fleetsem '-function|list' >/dev/null
+for h in a b; do
+        kill -TERM "$(agent_pid "$h")"
+        wait "$(agent_pid "$h")"
+        is "$?" 0 "agent $h exits cleanly on SIGTERM (restarted)"
+done
+AGENT_HOSTS=()
+n0=$(grep -c 'ACL SETUSER fleetsem +function|list' "$T/agent-a.log")
+ha_agent a --redis-password-file "$T/fleetsem.pw"
+ha_agent b --redis-password-file "$T/fleetsem.pw"
+for h in a b; do
+        check "agent $h logs the refused check as an error with the ACL rule that fixes it" wait_for 10 grep -q \
+                "error: Redis at .* refuses this agent's check of fleetsem's library (FUNCTION LIST: NOPERM.*ACL SETUSER fleetsem +function|list" \
+                "$T/agent-$h.log"
+        check "agent $h says so in its metric" wait_for 10 metric_is "$h" 'fleetsem_refusing{state="NOPERM"}' 1
+done
+like "$(fs a status --json)" '"refusing":\{"state":"NOPERM","message":"[^"]*ACL SETUSER fleetsem \+function\|list' \
+        "status --json says why nothing is granted, and the fix"
+like "$(fs a status)" 'No slot is granted: .*ACL SETUSER fleetsem \+function\|list' "and so does status"
+e0=$(expiry acl-kb)
+check "b's agent renews its holder" wait_for 10 sh -c "[ \"\$(redis-cli -p $PORT --user admin --pass $ADMIN_PW --no-auth-warning -n $DB ZRANGE 'fleetsem:{acl-kb}:holders' 0 0 WITHSCORES | sed -n 2p)\" -gt $e0 ]"
+# headroom: a lease is 6 s; its holders are renewed each 2 s, checked at 20 ms
+check "the holders keep their slots past a whole lease" still_after 7 sh -c \
+        "grep -qx 'enter a' $T/events-acl-ka && grep -qx 'enter b' $T/events-acl-kb && [ \$(cat $T/events-acl-ka $T/events-acl-kb | wc -l) = 2 ]"
+is "$(held acl-ka) / $(held acl-kb)" "$ka0 / $kb0" "Redis holds the same leases with the same tokens"
+is "$(metric a fleetsem_lost_total) $(metric b fleetsem_lost_total)" "0 0" "nothing was lost (the agents' counts)"
+is "$(grep -c 'ACL SETUSER fleetsem +function|list' "$T/agent-a.log")" $((n0 + 1)) "a's agent logged the refusal once, for every check since"
+fs b run --slots 1 --no-wait acl-new -- true 2>"$T/new.err"
+is "$?" 78 "a new slot is refused (misconfigured), whatever on_error says"
+like "$(cat "$T/new.err")" 'ACL SETUSER fleetsem \+function\|list' "... with the fix"
+
+as_admin ACL SETUSER fleetsem '+function|list' >/dev/null
+for h in a b; do
+        check "agent $h's next check passes, and it says so" wait_for 10 grep -q \
+                'lets this agent check fleetsem.s library again' "$T/agent-$h.log"
+        check "... its metric too" wait_for 5 metric_is "$h" 'fleetsem_refusing' 0
+done
+fs b run --slots 1 --no-wait acl-new -- true
+is "$?" 0 "slots are granted again"
+touch "$T/go-acl-ka-a"
+wait "$ka"
+touch "$T/go-acl-kb-b"
+wait "$kb"
+is "$(cat "$T/events-acl-ka" "$T/events-acl-kb" | tr '\n' ' ')" "enter a exit a enter b exit b " "both jobs ran to their end"
 done_testing

@@ -71,6 +71,18 @@ check "... and reboots" test -e "$T/rebooted-nl"
 fs a reboot --release --state-dir "$T/state-nl" nolimit >/dev/null; is "$?" 0 "... --release gives it back"
 is "$(holders nolimit)" 0 "Redis: nolimit free"
 
+# The record of a slot the host holds itself is on disk once written (a
+# power loss right after the grant keeps it): its temporary file
+# written and synced, renamed, then its folder synced. a's agent's system
+# calls, traced while it grants the slot below.
+tracer=""
+if has_tool strace; then
+        strace -f -o "$T/strace-a" -e trace=openat,write,fsync,rename,renameat,renameat2 -p "$(agent_pid a)" \
+                2>"$T/strace-a.err" &
+        tracer=$!
+        wait_for 10 grep -q 'attached' "$T/strace-a.err" || bail "strace could not attach to a's agent"
+fi
+
 # a takes the slot: its reason, and the packages, hostile bytes dropped.
 touch "$T/required-a"
 printf 'linux-image-6.1.0-99-amd64\n\033[31mlibc6\nlibc6\n$(reboot)\n' >"$T/required-a.pkgs"
@@ -86,6 +98,36 @@ like "$(rcli HGET fleetsem:host:{a} "$lease_a")" '^reboot 1 0 - ignore 1 host-he
 is "$(cat "$T/state-a/$NSBASE-a.a.leases/$lease_a")" "reboot 1 0 - ignore 1 host-held" \
         "a's own record of the slot is in its state directory"
 check "... not in its runtime directory" test ! -e "$T/run-a/$NSBASE-a.a.leases/$lease_a"
+if [ -n "$tracer" ]; then
+        kill -INT "$tracer"
+        wait "$tracer"
+        # What a's agent did to the record's files, in order: open (the
+        # temporary file), write and fsync (of its fd), rename (to the
+        # lease's name), fsync-dir (of the folder the rename was in).
+        steps=$(python3 - "$T/strace-a" "$lease_a" <<'EOF'
+import re, sys
+lease, out, fd, dirfd = sys.argv[2], [], None, None
+for line in open(sys.argv[1]):
+    m = re.match(r'\d+ +(\w+)\((.*)\) += (-?\d+)', line)
+    if not m:
+        continue
+    call, args, ret = m.group(1), m.group(2), m.group(3)
+    if call == 'openat' and '".%s"' % lease in args and 'O_CREAT' in args:
+        fd, out = ret, ['open']
+    elif fd is None:
+        continue
+    elif call in ('write', 'fsync') and args.split(',')[0] == fd:
+        out.append(call)
+    elif call.startswith('rename') and '".%s"' % lease in args and '"%s"' % lease in args:
+        dirfd = args.split(',')[0]
+        out.append('rename')
+    elif call == 'fsync' and args == dirfd and ret == '0':
+        out.append('fsync-dir')
+print(' '.join(out))
+EOF
+)
+        is "$steps" "open write fsync rename fsync-dir" "a's record of the slot was synced, renamed into place, and its folder synced"
+fi
 json=$(fs b status --json reboot)
 like "$json" '"hold":"host","reason":"kernel 6\.1\.99; packages: linux-image-6\.1\.0-99-amd64 31mlibc6 libc6 reboot"' \
         "status --json: held by the host, why, the packages sanitised and once each"

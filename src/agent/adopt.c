@@ -76,12 +76,20 @@ static int record_fd_of(Agent *a, bool host_held) {
         return host_held || a->run_record_fd < 0 ? a->record_fd : a->run_record_fd;
 }
 
+/* What is written in the state directory is on disk before the agent goes
+ * on (a slot the host holds itself outlives a power loss; its release
+ * too); the runtime directory, which a reboot empties with the processes
+ * its leases belong to, needs no sync. */
+static bool record_durable(const Agent *a, int fd) {
+        return fd == a->record_fd;
+}
+
 static void record_put(Agent *a, const char *id, const char *value, bool host_held) {
         int fd = record_fd_of(a, host_held), r;
 
         if (fd < 0)
                 return;
-        r = lease_record_put(fd, id, value);
+        r = lease_record_put(fd, id, value, record_durable(a, fd));
         if (r < 0)
                 log_warning_errno(r, "Failed to record lease %s in this host's record of its leases: %m; an agent "
                                   "restart re-adopts it from Redis' index alone.", id);
@@ -96,7 +104,7 @@ static void record_drop(Agent *a, const char *id) {
 
                 if (fds[i] < 0)
                         continue;
-                r = lease_record_drop(fds[i], id);
+                r = lease_record_drop(fds[i], id, record_durable(a, fds[i]));
                 if (r < 0)
                         log_warning_errno(r, "Failed to remove lease %s from this host's record of its leases: %m; "
                                           "the next re-adoption finds it gone.", id);
@@ -168,8 +176,8 @@ static void record_move_anchored(const char *id, const char *value, void *userda
 
         if (n >= k && streq(value + n - k, " " SLOTS_INDEX_HOST_HELD))
                 return;
-        if (lease_record_put(a->run_record_fd, id, value) >= 0)
-                (void) lease_record_drop(a->record_fd, id);
+        if (lease_record_put(a->run_record_fd, id, value, record_durable(a, a->run_record_fd)) >= 0)
+                (void) lease_record_drop(a->record_fd, id, record_durable(a, a->record_fd));
 }
 
 void host_record_open(Agent *a) {

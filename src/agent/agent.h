@@ -149,13 +149,18 @@ struct Agent {
          * an operator acts). */
         const char *redis_error_state;
         char redis_name[300];           /* address without password, for logs */
-        /* A server that may evict fleetsem's keys (a maxmemory-policy
-         * other than noeviction): nothing new is granted while it does.
-         * Its policy ("?": it does not say), its name, and what requests
-         * are told; "" while none evicts. */
+        /* Redis is up, but nothing new is granted, whatever clients'
+         * on_error says, until an operator acts; holders keep their slots
+         * (counted, and renewed). A server that may evict fleetsem's keys
+         * (a maxmemory-policy other than noeviction): its policy ("?": it
+         * does not say) and its name, "" while none evicts; or one whose
+         * ACL refuses the check of its library. refuse_state: why, a row
+         * of protocol.c's table ("eviction", "NOPERM"), NULL while
+         * nothing is refused; refuse_text: what requests are told. */
         char evict_policy[REDIS_POLICY_MAX];
         char evict_server[300];
-        char evict_text[700];
+        const char *refuse_state;
+        char refuse_text[700];
         /* Redis' state changed (up, down, another master): what the rest
          * of the agent does then, set by main.c, so that redis-io.c calls
          * nothing above it. */

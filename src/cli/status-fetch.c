@@ -61,10 +61,10 @@ static int status_fetch(const char *ns, uid_t agent_uid, const char *name, usec_
                                 out->grace_ms = v;
                                 out->grace_why = grace_why_text(message_get(&e->m, "why"));
                         }
-                        if (message_get(&e->m, "evicts")) {
-                                snprintf(out->evicts, sizeof(out->evicts), "%s", message_get(&e->m, "evicts"));
-                                snprintf(out->refusing, sizeof(out->refusing), "%s",
-                                         message_get(&e->m, "refusing") ?: "");
+                        snprintf(out->evicts, sizeof(out->evicts), "%s", message_get(&e->m, "evicts") ?: "");
+                        if (message_get(&e->m, "refused") && message_get(&e->m, "refusing")) {
+                                snprintf(out->refused, sizeof(out->refused), "%s", message_get(&e->m, "refused"));
+                                snprintf(out->refusing, sizeof(out->refusing), "%s", message_get(&e->m, "refusing"));
                         }
                         return 0;
                 }

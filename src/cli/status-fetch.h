@@ -26,9 +26,12 @@ typedef struct StatusOutput {
         uint64_t master_since_ms;       /* under Sentinel: when that master took over, 0 unknown */
         uint64_t grace_ms;              /* no slot granted for that long after a reset; 0: none */
         const char *grace_why;          /* why, in words (static), with grace_ms */
-        /* Redis may evict (its maxmemory-policy, "?" unknown): nothing new
-         * is granted; refusing: what requests are told. "": it does not. */
+        /* Nothing new is granted, until an operator acts: refused, why (a
+         * row of pam_fleetsem(8)'s ON ERROR table: eviction, NOPERM);
+         * refusing, what requests are told; evicts, the maxmemory-policy of
+         * a Redis that may evict ("?" unknown). "": it does not. */
         char evicts[32];
+        char refused[32];
         char refusing[700];
 } StatusOutput;
 

@@ -22,7 +22,8 @@ static void help(void) {
                "each holder (host, pid, user, unit or session, token, since, lease expiry)\n"
                "and the waiters in line, as Redis has them now: the first 100 of each\n"
                "at most, then how many more there are.\n\n"
-               "  -j --json             JSON: {\"now_ms\", \"redis\", \"grace\", \"evicts\", \"names\":[{\"name\",\n"
+               "  -j --json             JSON: {\"now_ms\", \"redis\", \"grace\", \"evicts\", \"refusing\",\n"
+               "                        \"names\":[{\"name\",\n"
                "                        \"held\", \"waiting\", \"holders\", \"waiters\", \"holders_total\",\n"
                "                        \"waiters_total\", \"truncated\"}]}; see fleetsem(1)\n"
                "  -W --watch            On a terminal: show it again whenever this host's agent\n"
@@ -165,11 +166,25 @@ static void print_redis(const StatusOutput *out) {
                 else
                         printf("No slot is granted for another %s: %s.\n", d, out->grace_why);
         }
-        if (out->evicts[0]) {
+        if (out->refusing[0]) {
                 char text[TEXT_ESCAPE_SIZE(sizeof(out->refusing))];
 
                 printf("No slot is granted: %s.\n", text_escape(out->refusing, text, sizeof(text)));
         }
+}
+
+/* ,"KEY":{"FIELD":VALUE,"message":MESSAGE}, or null where VALUE is "". */
+static void json_refusal(const char *key, const char *field, const char *value, const char *message) {
+        printf(",\"%s\":", key);
+        if (!value[0]) {
+                printf("null");
+                return;
+        }
+        printf("{\"%s\":", field);
+        json_string(value);
+        printf(",\"message\":");
+        json_string(message);
+        printf("}");
 }
 
 static void print_json(const StatusOutput *out) {
@@ -194,16 +209,9 @@ static void print_json(const StatusOutput *out) {
                 printf("}");
         } else
                 printf("null");
-        /* Redis may evict: nothing new is granted. */
-        printf(",\"evicts\":");
-        if (out->evicts[0]) {
-                printf("{\"policy\":");
-                json_string(out->evicts);
-                printf(",\"message\":");
-                json_string(out->refusing);
-                printf("}");
-        } else
-                printf("null");
+        /* A Redis that may evict; and why nothing new is granted. */
+        json_refusal("evicts", "policy", out->evicts, out->refusing);
+        json_refusal("refusing", "state", out->refused, out->refusing);
         printf(",\"names\":[");
         for (size_t i = 0; i < out->n; i++) {
                 const Entry *e = &out->entries[i];

@@ -246,7 +246,7 @@ const char *agent_refusing(const Agent *a) {
         if (a->state == REDIS_DOWN && a->redis_error_state &&
             streq(error_code_of_state(a->redis_error_state), ERROR_CODE_MISCONFIGURED))
                 return a->redis_error_state;
-        return a->evict_policy[0] ? "eviction" : NULL;
+        return a->refuse_state;
 }
 
 void client_send_redis_down(Client *c) {

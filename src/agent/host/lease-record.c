@@ -28,16 +28,12 @@ int lease_record_open(const char *dir, const char *ns, const char *host, int *re
         return 0;
 }
 
-int lease_record_put(int dir_fd, const char *id, const char *value) {
-        char tmp[LEASE_ID_LEN + 8];
+/* The temporary file tmp in dir_fd holding value, on disk when durable. */
+static int record_write_tmp(int dir_fd, const char *tmp, const char *value, bool durable) {
+        _cleanup_close_ int fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         size_t len = strlen(value);
-        _cleanup_close_ int fd = -EBADF;
         ssize_t k;
 
-        if (!lease_id_is_valid(id) || len >= LEASE_RECORD_VALUE_MAX || strchr(value, '\n'))
-                return -EINVAL;
-        snprintf(tmp, sizeof(tmp), ".%s", id);
-        fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;
         k = write(fd, value, len);
@@ -45,20 +41,39 @@ int lease_record_put(int dir_fd, const char *id, const char *value) {
                 return -errno;
         if ((size_t) k != len)
                 return -EIO;
-        if (renameat(dir_fd, tmp, dir_fd, id) < 0) {
-                int r = -errno;
-
-                (void) unlinkat(dir_fd, tmp, 0);
-                return r;
-        }
+        if (durable && fsync(fd) < 0)
+                return -errno;
         return 0;
 }
 
-int lease_record_drop(int dir_fd, const char *id) {
+int lease_record_put(int dir_fd, const char *id, const char *value, bool durable) {
+        char tmp[LEASE_ID_LEN + 8];
+        size_t len = strlen(value);
+        int r;
+
+        if (!lease_id_is_valid(id) || len >= LEASE_RECORD_VALUE_MAX || strchr(value, '\n'))
+                return -EINVAL;
+        snprintf(tmp, sizeof(tmp), ".%s", id);
+        r = record_write_tmp(dir_fd, tmp, value, durable);
+        if (r >= 0 && renameat(dir_fd, tmp, dir_fd, id) < 0)
+                r = -errno;
+        if (r < 0) {
+                (void) unlinkat(dir_fd, tmp, 0);
+                return r;
+        }
+        /* The rename itself, on disk. */
+        if (durable && fsync(dir_fd) < 0)
+                return -errno;
+        return 0;
+}
+
+int lease_record_drop(int dir_fd, const char *id, bool durable) {
         if (!lease_id_is_valid(id))
                 return -EINVAL;
         if (unlinkat(dir_fd, id, 0) < 0)
                 return errno == ENOENT ? 0 : -errno;
+        if (durable && fsync(dir_fd) < 0)
+                return -errno;
         return 1;
 }
 

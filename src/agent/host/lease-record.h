@@ -8,6 +8,7 @@
  * lost leaves no holder of this host behind. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "names.h"
@@ -19,10 +20,13 @@
  * *ret_fd. */
 int lease_record_open(const char *dir, const char *ns, const char *host, int *ret_fd);
 /* Writes (replaces) the entry of lease id, atomically (a temporary file
- * renamed). */
-int lease_record_put(int dir_fd, const char *id, const char *value);
-/* Removes the entry of lease id; 0 when there was none. */
-int lease_record_drop(int dir_fd, const char *id);
+ * renamed); durable: on disk when it returns (the file synced before the
+ * rename, the folder after it), so that a power loss right after a grant
+ * keeps the record. */
+int lease_record_put(int dir_fd, const char *id, const char *value, bool durable);
+/* Removes the entry of lease id, durable: the folder synced after; 0 when
+ * there was none. */
+int lease_record_drop(int dir_fd, const char *id, bool durable);
 /* Calls cb for each entry whose name is a lease id and whose text is one
  * line of at most LEASE_RECORD_VALUE_MAX - 1 bytes; others are removed. */
 int lease_record_foreach(int dir_fd, void (*cb)(const char *id, const char *value, void *userdata), void *userdata);

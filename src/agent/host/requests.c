@@ -250,10 +250,11 @@ static void handle_acquire(Client *c, const Request *req) {
                 return;
         }
 
-        /* Nothing new on a Redis that may evict (a slot held already is
-         * told again above: it is counted). */
-        if (a->evict_text[0]) {
-                client_send_error(c, error_code_of_state("eviction"), "%s", a->evict_text);
+        /* Nothing new on a Redis that may evict, or whose library cannot
+         * be checked (a slot held already is told again above: it is
+         * counted). */
+        if (a->refuse_state) {
+                client_send_error(c, error_code_of_state(a->refuse_state), "%s", a->refuse_text);
                 return;
         }
         /* A new lease: within its user's budgets (units, names), and with a

@@ -49,10 +49,13 @@ static void status_job_done_one(StatusJob *job, long long now) {
                         message_add_u64(&b, "grace", grace / USEC_PER_MSEC);
                         message_add(&b, "why", a->slots.grace_why);
                 }
-                /* A Redis that may evict: nothing new is granted. */
-                if (a->evict_policy[0]) {
+                /* Nothing new is granted: a Redis that may evict, one whose
+                 * library cannot be checked. */
+                if (a->evict_policy[0])
                         message_add(&b, "evicts", a->evict_policy);
-                        message_add(&b, "refusing", a->evict_text);
+                if (a->refuse_state) {
+                        message_add(&b, "refused", a->refuse_state);
+                        message_add(&b, "refusing", a->refuse_text);
                 }
                 client_send(job->client, end, message_finish(&b));
                 client_finish(job->client);
@@ -390,7 +393,7 @@ static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                  a->slots.n_held, a->slots.n_waiting,
                  a->state == REDIS_READY ? "up" : a->state == REDIS_DOWN ? "DOWN" : "connecting", master,
                  a->state == REDIS_DOWN ? ": " : "", a->state == REDIS_DOWN ? a->redis_error : "",
-                 a->evict_text[0] ? "; GRANTING NOTHING: " : "", a->evict_text);
+                 a->refuse_state ? "; GRANTING NOTHING: " : "", a->refuse_text);
         /* A master's name from the Sentinels and Redis' errors are theirs:
          * a newline would start another assignment of sd_notify's. */
         memcpy(buf, "STATUS=", 7);

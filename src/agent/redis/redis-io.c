@@ -21,14 +21,16 @@ static const TopologyOps *topology_of(const Config *c) {
         return c->redis.cluster ? &topology_cluster : c->redis.master_name ? &topology_sentinel : &topology_single;
 }
 
-/* ---- Eviction ------------------------------------------------------------------ */
+/* ---- Nothing new granted while Redis is up ------------------------------------- */
 
 /* A server whose maxmemory-policy is not noeviction may drop a name's
  * keys at any time (their idle expiry makes volatile-* policies apply
- * too): nothing new is granted while one of the servers that count runs
- * with one. Holders keep their slots (they are counted, and renewed);
- * waiters are told, as new requests are. A server's policy is asked with
- * INFO at each connection and again on the tick. */
+ * too); one whose ACL refuses the check of its library (shard-setup.c)
+ * may hold another text under this agent's version unseen. Nothing new is
+ * granted while one of the servers that count does either. Holders keep
+ * their slots (they are counted, and renewed); waiters are told, as new
+ * requests are. A server's policy is asked with INFO at each connection
+ * and again on the tick, its library once a renewal period. */
 static void evict_text(const Shard *sh, char *buf, size_t size) {
         if (streq(sh->policy, "?"))
                 snprintf(buf, size, "Redis at %s does not tell its maxmemory-policy (INFO memory), so it may evict "
@@ -40,34 +42,43 @@ static void evict_text(const Shard *sh, char *buf, size_t size) {
                          "redis.conf)", sh->name, sh->policy);
 }
 
-static void policy_check(RedisIo *io) {
-        Agent *a = io->agent;
-        const Shard *bad = NULL;
+/* The first server that counts and refuses for that reason, or NULL. */
+static const Shard *shard_refusing(const RedisIo *io, bool evicting) {
+        for (size_t i = 0; i < io->n_shards; i++)
+                if (io->topo->shard_counts(io, io->shards[i]) &&
+                    (evicting ? shard_evicts(io->shards[i]) : io->shards[i]->check_refused[0] != '\0'))
+                        return io->shards[i];
+        return NULL;
+}
 
-        for (size_t i = 0; i < io->n_shards && !bad; i++)
-                if (io->topo->shard_counts(io, io->shards[i]) && shard_evicts(io->shards[i]))
-                        bad = io->shards[i];
-        if (!bad) {
-                if (!a->evict_policy[0])
-                        return;
-                log_notice("Redis at %s runs with maxmemory-policy " SHARD_POLICY_SAFE " now: slots are granted again.",
-                           a->evict_server);
-                a->evict_policy[0] = a->evict_server[0] = a->evict_text[0] = '\0';
-                a->redis_changed(a);
+static void gate_check(RedisIo *io) {
+        Agent *a = io->agent;
+        const Shard *evicts = shard_refusing(io, true), *unchecked = evicts ? NULL : shard_refusing(io, false);
+        char text[sizeof(a->refuse_text)] = "";
+
+        if (evicts)
+                evict_text(evicts, text, sizeof(text));
+        else if (unchecked)
+                snprintf(text, sizeof(text), "%s", unchecked->check_refused);
+        if (streq(text, a->refuse_text))
                 return;
-        }
-        if (streq(a->evict_policy, bad->policy) && streq(a->evict_server, bad->name))
-                return;
-        snprintf(a->evict_policy, sizeof(a->evict_policy), "%s", bad->policy);
-        snprintf(a->evict_server, sizeof(a->evict_server), "%s", bad->name);
-        evict_text(bad, a->evict_text, sizeof(a->evict_text));
-        log_warning("%s.", a->evict_text);
-        slots_fail_waiters(&a->slots, error_code_of_state("eviction"), a->evict_text, now_mono());
+        if (a->evict_policy[0] && !evicts)
+                log_notice("Redis at %s runs with maxmemory-policy " SHARD_POLICY_SAFE " now%s.", a->evict_server,
+                           unchecked ? "" : ": slots are granted again");
+        snprintf(a->evict_policy, sizeof(a->evict_policy), "%s", evicts ? evicts->policy : "");
+        snprintf(a->evict_server, sizeof(a->evict_server), "%s", evicts ? evicts->name : "");
+        snprintf(a->refuse_text, sizeof(a->refuse_text), "%s", text);
+        a->refuse_state = evicts ? "eviction" : unchecked ? "NOPERM" : NULL;
+        /* (The refusal of a check is said by its shard.) */
+        if (evicts)
+                log_warning("%s.", a->refuse_text);
+        if (a->refuse_state)
+                slots_fail_waiters(&a->slots, error_code_of_state(a->refuse_state), a->refuse_text, now_mono());
         a->redis_changed(a);
 }
 
-static void on_policy_changed(Shard *sh) {
-        policy_check(sh->io);
+static void on_gate_changed(Shard *sh) {
+        gate_check(sh->io);
 }
 
 /* How often each server's policy is asked: while one evicts, soon enough
@@ -131,7 +142,7 @@ static void redis_maybe_up(RedisIo *io, bool reset, usec_t grace, const char *wh
 /* Calls redirected to sh while it connected are sent now, unless it lost
  * its state (they were made for the state before). */
 static void on_shard_ready(Shard *sh, bool reset, usec_t grace, const char *why) {
-        policy_check(sh->io);
+        gate_check(sh->io);
         calls_unpark(sh, !reset);
         redis_maybe_up(sh->io, reset, grace, why);
 }
@@ -345,7 +356,7 @@ int redis_io_start(Agent *a) {
                 .maybe_up = on_maybe_up,
                 .unreachable = on_unreachable,
                 .replaced = on_replaced,
-                .policy_changed = on_policy_changed,
+                .gate_changed = on_gate_changed,
         };
         r = library_text_new(io->topo->sharded, &io->library_text);
         if (r < 0)

@@ -74,6 +74,9 @@ struct Shard {
         int epoch_hash_slot;                 /* cluster: the slot its epoch key is in (-1: none yet) */
         char model_refused[512];        /* why its data model marker is refused ("": it is not) */
         char library_refused[512];      /* why its library is refused, or cannot be loaded ("": it is not) */
+        /* Why its ACL refuses the check of its library (NOPERM): its slots
+         * renewed, nothing new granted (redis-io.c); "": it does not. */
+        char check_refused[600];
         usec_t backoff;                 /* after it went: how long before it is tried again */
         usec_t retry_at;                /* CLOCK_MONOTONIC: not connected to before */
         /* Its maxmemory-policy, as INFO last said ("" not asked yet since
@@ -149,8 +152,9 @@ typedef struct RedisEvents {
         void (*unreachable)(RedisIo *io);
         /* The server was replaced (a failover followed): down until the new one is up. */
         void (*replaced)(RedisIo *io, const char *why);
-        /* sh's maxmemory-policy (sh->policy) is known, or changed. */
-        void (*policy_changed)(Shard *sh);
+        /* sh's maxmemory-policy (sh->policy), or the refusal of its
+         * library's check (sh->check_refused), is known, or changed. */
+        void (*gate_changed)(Shard *sh);
 } RedisEvents;
 
 struct RedisIo {

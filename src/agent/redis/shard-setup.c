@@ -110,9 +110,60 @@ static void library_load(Shard *sh, const char *had) {
                            (const char *[]) { "FUNCTION", "LOAD", sh->io->library_text });
 }
 
+/* The library's version and hash, and its text: the requests of its
+ * check, the same at connect and once a renewal period
+ * (shard_library_refresh()), so that the check needs no rule of the ACL
+ * that set-up does not. */
+static const char *const library_version_argv[] = { "FCALL", LUA_VERSION_FUNCTION, "0" };
+static const char *const library_code_argv[] = { "FUNCTION", "LIST", "LIBRARYNAME", LUA_LIBRARY_NAME, "WITHCODE" };
+
 static void library_ask_version(Shard *sh) {
-        setup_send(sh, "FCALL " LUA_VERSION_FUNCTION, SETUP_VERSION, 3,
-                   (const char *[]) { "FCALL", LUA_VERSION_FUNCTION, "0" });
+        setup_send(sh, "FCALL " LUA_VERSION_FUNCTION, SETUP_VERSION, ELEMENTSOF(library_version_argv),
+                   library_version_argv);
+}
+
+/* The agents' Redis user refuses the check of sh's library (what: the
+ * command, rule: the ACL's rule for it, err: Redis' NOPERM). Nothing that
+ * lasts until an operator acts may take held slots away: the library
+ * verified at connect (its version and hash) is kept, holders keep their
+ * slots and are renewed, and nothing new is granted (the NOPERM row of
+ * protocol.c's table) until the check passes; said once, with the rule to
+ * add, and in status (redis-io.c); asked again once a renewal period. */
+static void library_check_refused(Shard *sh, const char *what, const char *rule, const char *err) {
+        const char *user = sh->io->agent->config->redis.user ?: "default";
+        char why[sizeof(sh->check_refused)];
+
+        /* (Cut short where Redis' error is long.) */
+        if (snprintf(why, sizeof(why), "Redis at %s refuses this agent's check of fleetsem's library (%s: %.160s): "
+                     "allow it to the agents' Redis user (ACL SETUSER %s %s, and the same in redis.conf or its ACL "
+                     "file; see fleetsem.conf(5) REDIS USERS); slots held are kept and renewed, nothing new is "
+                     "granted until then, whatever on_error says", sh->name, what, err, user, rule) < 0)
+                why[0] = '\0';
+        if (streq(why, sh->check_refused))
+                return;
+        log_error("%s.", why);
+        memcpy(sh->check_refused, why, sizeof(why));
+        sh->io->ev.gate_changed(sh);
+}
+
+/* The check passed: a refusal of it is over. */
+static void library_check_passed(Shard *sh) {
+        if (!sh->check_refused[0])
+                return;
+        log_notice("Redis at %s lets this agent check fleetsem's library again, and it is this agent's: the refusal "
+                   "of its check is over.", sh->name);
+        sh->check_refused[0] = '\0';
+        sh->io->ev.gate_changed(sh);
+}
+
+/* A check's reply that is an ACL refusal, said as library_check_refused(). */
+static bool library_check_noperm(Shard *sh, const RedisReply *reply, const char *what, const char *rule) {
+        const char *err = redis_reply_error(reply), *state = redis_state_of_error(err);
+
+        if (!state || !streq(state, "NOPERM"))
+                return false;
+        library_check_refused(sh, what, rule, err);
+        return true;
 }
 
 static void library_newer(Shard *sh, long long version) {
@@ -135,8 +186,7 @@ static void library_newer(Shard *sh, long long version) {
  * reconnection (a fleet reconnecting at once would read it ten thousand
  * times). */
 static void library_ask_code(Shard *sh) {
-        setup_send(sh, "FUNCTION LIST", SETUP_CODE, 5,
-                   (const char *[]) { "FUNCTION", "LIST", "LIBRARYNAME", LUA_LIBRARY_NAME, "WITHCODE" });
+        setup_send(sh, "FUNCTION LIST", SETUP_CODE, ELEMENTSOF(library_code_argv), library_code_argv);
 }
 
 static void library_changed_say(Shard *sh, const char *why) {
@@ -169,8 +219,11 @@ static void library_code_reply(Shard *sh, const RedisReply *reply) {
 
         if (r == 0) {
                 sh->text_read = true;
+                library_check_passed(sh);
                 return;
         }
+        if (r == -EIO && library_check_noperm(sh, reply, "FUNCTION LIST", "+function|list"))
+                return;         /* (the set-up goes on) */
         if (r == -EIO) {
                 setup_fail_redis(sh, "FUNCTION LIST", err);
                 return;
@@ -213,6 +266,8 @@ static void library_version_reply(Shard *sh, const RedisReply *reply) {
         case LIBRARY_OWN:
                 if (!sh->text_read)
                         library_ask_code(sh);
+                else
+                        library_check_passed(sh);
                 break;
         }
 }
@@ -456,7 +511,7 @@ static void policy_parse(Shard *sh, const RedisReply *reply) {
         if (streq(policy, sh->policy))
                 return;
         memcpy(sh->policy, policy, sizeof(policy));
-        sh->io->ev.policy_changed(sh);
+        sh->io->ev.gate_changed(sh);
 }
 
 bool shard_evicts(const Shard *sh) {
@@ -498,31 +553,64 @@ static void library_fix_reply(RedisConn *conn, const RedisReply *reply, void *us
         shard_down(sh, -ESTALE, why);
 }
 
-static void library_check_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        Shard *sh = userdata;
-        long long version = 0;
-        bool sharded = false;
-        char hash[LUA_LIBRARY_HASH_LEN + 1];
-
-        if (!reply || conn != sh->cmd)
-                return;
-        sh->library_inflight = false;
-        /* (No function, a newer version: the next call hears it and sets
-         * the server up again, calls.c; an error is the next call's too.) */
-        if (sh->state != REDIS_READY || library_version_parse(reply, &version, &sharded, hash) < 0 ||
-            library_match(version, sharded, hash, sh->io->topo->sharded) != LIBRARY_CHANGED)
-                return;
-        library_changed_say(sh, hash[0] ? "another hash: another build's?" : "no hash: changed by hand?");
+/* A text found changed (why) on a server that is up: replaced. */
+static void library_fix(Shard *sh, const char *why) {
+        library_changed_say(sh, why);
         if (redis_conn_command(sh->cmd, library_fix_reply, sh, 4,
                                (const char *[]) { "FUNCTION", "LOAD", "REPLACE", sh->io->library_text }, NULL) < 0)
                 shard_down(sh, -EIO, "cannot send commands");
 }
 
+/* The periodic check's reply (SETUP_VERSION's or SETUP_CODE's request). */
+static void library_check_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+        long long version = 0;
+        bool sharded = false;
+        char hash[LUA_LIBRARY_HASH_LEN + 1];
+        int r;
+
+        if (!reply || conn != sh->cmd)
+                return;
+        sh->library_inflight = false;
+        if (sh->state != REDIS_READY ||
+            library_check_noperm(sh, reply, sh->text_read ? "FCALL " LUA_VERSION_FUNCTION : "FUNCTION LIST",
+                                 sh->text_read ? "+fcall" : "+function|list"))
+                return;
+        if (!sh->text_read) {
+                /* The text, not read at connect (its ACL refused it). */
+                r = library_code_parse(reply, sh->io->library_text);
+                if (r == 0) {
+                        sh->text_read = true;
+                        library_check_passed(sh);
+                } else if (r != -EIO)
+                        library_fix(sh, r == -EBADMSG ? "FUNCTION LIST answered in a shape this agent cannot read" :
+                                    "its own hash, another text: changed by hand?");
+                return;
+        }
+        /* (No function, a newer version: the next call hears it and sets
+         * the server up again, calls.c; an error is the next call's too.) */
+        if (library_version_parse(reply, &version, &sharded, hash) < 0)
+                return;
+        switch (library_match(version, sharded, hash, sh->io->topo->sharded)) {
+        case LIBRARY_CHANGED:
+                library_fix(sh, hash[0] ? "another hash: another build's?" : "no hash: changed by hand?");
+                break;
+        case LIBRARY_OWN:
+                library_check_passed(sh);
+                break;
+        default:
+                break;
+        }
+}
+
+/* Once every: the version and hash; the whole text instead where it was
+ * not read at connect. */
 void shard_library_refresh(Shard *sh, usec_t every, usec_t now) {
         if (sh->state != REDIS_READY || sh->library_inflight || now - sh->library_asked < every)
                 return;
-        if (redis_conn_command(sh->cmd, library_check_reply, sh, 3,
-                               (const char *[]) { "FCALL_RO", LUA_VERSION_FUNCTION, "0" }, NULL) < 0)
+        if (redis_conn_command(sh->cmd, library_check_reply, sh,
+                               sh->text_read ? ELEMENTSOF(library_version_argv) : ELEMENTSOF(library_code_argv),
+                               sh->text_read ? library_version_argv : library_code_argv, NULL) < 0)
                 return;
         sh->library_inflight = true;
         sh->library_asked = now;
