@@ -257,6 +257,9 @@ for h in a b; do
         kill -TERM "$(agent_pid "$h")"
         wait "$(agent_pid "$h")"
         is "$?" 0 "agent $h exits cleanly on SIGTERM (restarted)"
+        # (Between "Received Terminated" and its exit an agent logs no error.)
+        check "... logging no error on its way out" awk '/Received Terminated/ { f = 1; next } f && / error: / { bad = 1 }
+                /listening on/ { f = 0 } END { exit bad }' "$T/agent-$h.log"
 done
 AGENT_HOSTS=()
 n0=$(grep -c 'ACL SETUSER fleetsem +function|list' "$T/agent-a.log")

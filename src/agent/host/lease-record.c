@@ -67,6 +67,10 @@ int lease_record_put(int dir_fd, const char *id, const char *value, bool durable
         return 0;
 }
 
+bool lease_record_exists(int dir_fd, const char *id) {
+        return dir_fd >= 0 && lease_id_is_valid(id) && faccessat(dir_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 int lease_record_drop(int dir_fd, const char *id, bool durable) {
         if (!lease_id_is_valid(id))
                 return -EINVAL;

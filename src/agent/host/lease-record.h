@@ -27,6 +27,8 @@ int lease_record_put(int dir_fd, const char *id, const char *value, bool durable
 /* Removes the entry of lease id, durable: the folder synced after; 0 when
  * there was none. */
 int lease_record_drop(int dir_fd, const char *id, bool durable);
+/* Whether lease id has an entry (a valid id, and a file of that name). */
+bool lease_record_exists(int dir_fd, const char *id);
 /* Calls cb for each entry whose name is a lease id and whose text is one
  * line of at most LEASE_RECORD_VALUE_MAX - 1 bytes; others are removed. */
 int lease_record_foreach(int dir_fd, void (*cb)(const char *id, const char *value, void *userdata), void *userdata);

@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 
 #include "agent.h"
+#include "lease-record.h"
 #include "log-limit.h"
 #include "log.h"
 
@@ -366,8 +367,16 @@ static void handle_release(Client *c, const Request *req) {
  * timeouts set, as for an acquire (the engine keeps those). A RELEASE
  * also waits for this host's leases to be re-adopted: until then it
  * would find none. */
-static bool request_waits(const Agent *a, RequestVerb verb) {
-        switch (verb) {
+static bool request_waits(const Agent *a, const Request *req) {
+        switch (req->verb) {
+        case REQUEST_ACQUIRE:
+                /* A lease this host's record holds (its job reconnecting
+                 * after an agent restart) is that slot, counted: it waits
+                 * for the re-adoption too, so that no refusal of new
+                 * slots (shard_refuse(), an evicting Redis) takes it for
+                 * one before then. */
+                return !a->adopted && !req->host_held &&
+                       (lease_record_exists(a->run_record_fd, req->lease) || lease_record_exists(a->record_fd, req->lease));
         case REQUEST_STATUS:
         case REQUEST_METRICS:
         case REQUEST_DRAIN:
@@ -451,7 +460,7 @@ static void client_handle_request(Client *c, const char *line, size_t len) {
                 return;
         }
 
-        if (request_waits(a, req.verb)) {
+        if (request_waits(a, &req)) {
                 c->deferred = malloc(sizeof(Request));
                 if (!c->deferred) {
                         client_send_error(c, ERROR_CODE_BUSY, "out of memory; try again");
@@ -522,7 +531,7 @@ void requests_resume_deferred(Agent *a) {
         Client *c, *next;
 
         LIST_FOREACH_SAFE(clients, c, next, a->clients)
-                if (c->deferred && !request_waits(a, c->deferred->verb)) {
+                if (c->deferred && !request_waits(a, c->deferred)) {
                         _cleanup_free_ Request *req = TAKE_PTR(c->deferred);
 
                         client_dispatch(c, req);
