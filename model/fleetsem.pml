@@ -1104,13 +1104,24 @@ inline s_undrain() {
 #endif
 
 /* LOST, or QUEUED to a job that held: it stops believing.  A session
- * (PAM0) runs on: nobody kills it.  JOBEND: run acts at once (SIGTERM),
+ * (PAM0) runs on, but for a revoke under JOBEND (below).  JOBEND: run acts at once (SIGTERM),
  * its SIGKILL due by free_in: the lease's end when the agent keeps a
  * revoked lease (K_LOST: lease_lost() in src/agent/engine/slots.c,
  * reserved), else now; a job fenced already takes the sooner too. */
 inline lose(j) {
 	if
-#ifdef PAM0
+#if defined(PAM0) && JOBEND && !defined(MUT_SESSION_RUNS_ON)
+	/* a login session whose revoked slot its agent keeps (K_LOST) is
+	 * ended: its scope stopped at once, killed by the tick its slot may
+	 * go elsewhere, the slot counted until it is gone (lease state
+	 * ending: lease_lost() in src/agent/engine/slots.c, io_stop_job() in
+	 * src/agent/host/units.c); lost otherwise (the slot may be free
+	 * already) it runs on.  MUT_SESSION_RUNS_ON: never ended. */
+	:: PAMJ(j) && a_kn[j] == K_LOST && j_st[j] == J_HOLD ->
+		j_le[j] = KEPT_FOR - a_age[j]; j_st[j] = J_FENCED; j_dl[j] = 0;
+		printf("MSC: job %d: session ended, killed within %d ticks\n", j, j_le[j])
+	:: PAMJ(j) && !(a_kn[j] == K_LOST && j_st[j] == J_HOLD) -> skip
+#elif defined(PAM0)
 	:: PAMJ(j) -> skip
 #endif
 #if JOBEND
@@ -1655,7 +1666,7 @@ proctype clock()
 		 * expiry in it */
 		for (j : 0 .. NJ - 1) {
 			if
-			:: (j_st[j] == J_HOLD || j_st[j] == J_FENCED) && !PAMJ(j) ->
+			:: j_st[j] == J_FENCED || j_st[j] == J_HOLD && !PAMJ(j) ->
 				if
 				:: j_le[j] > 0 -> j_le[j]--
 				:: else
@@ -1693,10 +1704,12 @@ proctype clock()
 #endif
 #if REVOKES
 		/* a revoked holder believes FENCE + DRIFT ticks at most (unless
-		 * frozen: its own timer stops with it; FREEZE) */
+		 * frozen: its own timer stops with it; FREEZE).  A session has
+		 * no fence (PAM0): its agent ends it, and it counts until then
+		 * (JOBEND's "at most N"). */
 		for (j : 0 .. NJ - 1) {
 			if
-			:: g_rv[j] && j_st[j] == J_HOLD && !j_frz[j] -> g_rvt[j]++; assert(g_rvt[j] <= FENCE + DRIFT)
+			:: g_rv[j] && j_st[j] == J_HOLD && !j_frz[j] && !PAMJ(j) -> g_rvt[j]++; assert(g_rvt[j] <= FENCE + DRIFT)
 			:: else
 			fi
 		}

@@ -341,6 +341,8 @@ if [ $mode = checks ]; then
 		"$BASE -DGIVEUP=0 -DCRASHES=1 -DHOSTLOSS=1 -DPAM0 -DPROMPT=1" safety 460000
 	queue check job-end "at most N jobs running (a fenced or lost job counts until it is gone); a revoked holder stops believing within the fence; no overtaking" "$N1, waiters do not give up; root revokes job 0's held slot once, at any time, without --now; a job fenced or told LOST runs on until it exits or run kills it (LOST's free_in, the lease's end)" \
 		"$BASE -DGIVEUP=0 -DREVOKES=1 -DJOBEND=1" safety 300000
+	queue check job-end-session "at most N jobs running (a session ended by its agent counts until it is gone); no overtaking" "$N1, waiters do not give up; job 0 a login session (no fence, never asks again), its agent never paused past a tick; root revokes its slot once, at any time, without --now: its agent ends the session, killed before the lease's end" \
+		"$BASE -DGIVEUP=0 -DREVOKES=1 -DJOBEND=1 -DPAM0 -DPROMPT=1" safety 300000
 	# fleetsem reboot (reboot.pml): slots held by hosts across their
 	# reboot, taken in one order across groups and the reboot name.
 	RB="3 hosts, groups r1 (hosts 0, 1) and r2 (hosts 1, 2) of 1 each, each host its groups in name order then reboot; a host down keeps its slots until it is back (--done, or a revoke) or, once, never comes back (its lease runs out)"
@@ -384,6 +386,7 @@ else
 	queue mutant census-lost-old "the census written back only when a name's idle expiry moves, a young census forgiving a name only until a lease after its making" "$BASE -DGIVEUP=0 -DFORGETS=1 -DCENSUSLOSS=1 -DPROMPT=3 -DMUT_CENSUS_OLD"
 	queue mutant census-paused "the census written back by renewals only, not by a grant (agents paused past a lease: a grant on a name the census lacks, its keys lost before its first renewal); 2 grants, waiters stay" "$BASE -DMAXG=2 -DGIVEUP=0 -DFORGETS=1 -DCENSUSLOSS=1 -DMUT_CENSUS_RENEW_ONLY"
 	queue mutant host-index-no-record "re-adoption from Redis' host index alone, no record on the host" "$BASE -DGIVEUP=0 -DCRASHES=1 -DHOSTLOSS=1 -DPAM0 -DPROMPT=1 -DMUT_NO_RECORD"
+	queue mutant session-runs-on "a login session whose slot is revoked runs on (not ended by its agent): its successor runs beside it" "$BASE -DGIVEUP=0 -DREVOKES=1 -DJOBEND=1 -DPAM0 -DPROMPT=1 -DMUT_SESSION_RUNS_ON"
 	queue mutant job-outlives "run's SIGKILL 10 s after SIGTERM whatever the slot: the job outlives it" "$BASE -DGIVEUP=0 -DDRIFT=0 -DREVOKES=1 -DJOBEND=1 -DMUT_JOB_OUTLIVES"
 	queue mutant clock-step-fence "by design: a step of half a lease, unnoticed, with the fence at 2/3 of a lease (a lease ends a sixth of a lease before its holder fences)" "$SBASE -DFENCE=4 -DUSTEP=3"
 	queue mutant drain-straight-in "acquire's straight-in path (nobody in line) ignores the drain" "$BASE -DDRAIN=1 -DMUT_DRAIN_STRAIGHT_IN"
