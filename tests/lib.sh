@@ -44,7 +44,9 @@ is() {
         if [ "$1" = "$2" ]; then ok "$3"; else not_ok "$3"; echo "#   got '$1', expected '$2'"; fi
 }
 like() {
-        if printf '%s' "$1" | grep -qE -- "$2"; then ok "$3"; else not_ok "$3"; echo "#   '$1' does not match /$2/"; fi
+        if printf '%s' "$1" | grep -qE -- "$2"; then ok "$3"; else
+                # (Each line of what it got under a "#": TAP's own.)
+                not_ok "$3"; echo "#   does not match /$2/:"; printf '%s\n' "$1" | sed 's/^/#     /'; fi
 }
 # Stops the agents still running with SIGTERM, as systemd would: each must
 # exit 0, and no log may hold a sanitizer report.
