@@ -21,12 +21,15 @@
 #include "shard-internal.h"
 
 #define FAILOVER_GRACE_WAIT (500 * USEC_PER_MSEC)       /* grace after a failover, grants confirmed by WAIT, at least */
+#define LIBRARY_CLAIM_MS "5000"                         /* P:loading's life: one load's, with room */
+#define LIBRARY_WAIT (200 * USEC_PER_MSEC)              /* another agent loading: the version asked again after */
 
 /* ---- Set-up --------------------------------------------------------------------- */
 
 typedef enum SetupKind {
         SETUP_PLAIN,            /* AUTH, SELECT: an error fails the setup */
         SETUP_VERSION,          /* the library's version */
+        SETUP_CLAIM,            /* SET P:loading NX: this agent loads the library, or waits for another's load */
         SETUP_CODE,             /* the library's text, where its version is this agent's */
         SETUP_LOAD,             /* FUNCTION LOAD REPLACE (an older one there) */
         SETUP_LOAD_NEW,         /* FUNCTION LOAD (none there) */
@@ -36,10 +39,12 @@ typedef struct SetupStep {
         Shard *shard;
         const char *what;
         SetupKind kind;
+        char had[64];           /* SETUP_CLAIM: what Redis holds ("": nothing), as library_load() takes it */
 } SetupStep;
 
 static void setup_done(Shard *sh);
-static void setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv);
+static SetupStep *setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv);
+static void setup_step_done(Shard *sh);
 
 /* Nothing granted through sh, for a reason only an operator can change
  * (its library, its data model, its ACL: state, a row of protocol.c's
@@ -87,16 +92,23 @@ static void setup_fail_redis(Shard *sh, const char *what, const char *err) {
 
 /* The library ("fleetsem", lua/library.version) is Redis', not a
  * connection's: loaded once, by the first agent that finds it missing or
- * older than its own, kept across restarts where Redis persists. Where
- * there is none, without REPLACE: after a restart every agent of the
- * fleet asks at once, and those that lose the race ("already exists",
- * refused before Redis compiles anything) ask the version again instead
- * of compiling the library once more each; an older one is REPLACEd
- * (two agents that replace it at once load the same text). Its
- * functions' names carry its version, so that an agent never runs another
- * version's function with its own arguments: one that a newer agent
- * replaced hears "Function not found" on its next call (calls.c) and
- * comes here again, where it refuses the newer one. */
+ * older than its own, kept across restarts where Redis persists. After a
+ * restart every agent of the fleet asks at once and finds none; each that
+ * sent its text (80 KB) would cost Redis a query buffer of that size until
+ * its cron trims it (about 2 s), and each REPLACE compiles the text anew
+ * in the functions' Lua heap, which keeps the chunk it replaced until its
+ * garbage collector runs (used_memory_vm_functions). So an agent claims
+ * the load first (SET P:loading NX PX, keys.list): the one that gets the
+ * claim sends the text, the others ask the version again every
+ * LIBRARY_WAIT until the library is there, or the claim ran out (its
+ * agent gone: then one of them gets it). Where there is none, without
+ * REPLACE all the same: a load that races another's (the claim expired,
+ * deleted or refused) hears "already exists", refused before Redis
+ * compiles anything, and asks the version again; an older one is
+ * REPLACEd. Its functions' names carry its version, so that an agent
+ * never runs another version's function with its own arguments: one that
+ * a newer agent replaced hears "Function not found" on its next call
+ * (calls.c) and comes here again, where it refuses the newer one. */
 
 /* had: what Redis holds; NULL: nothing (loaded without REPLACE). */
 static void library_load(Shard *sh, const char *had) {
@@ -113,6 +125,113 @@ static void library_load(Shard *sh, const char *had) {
 static void library_ask_version(Shard *sh) {
         setup_send(sh, "FCALL " LUA_VERSION_FUNCTION, SETUP_VERSION, 3,
                    (const char *[]) { "FCALL", LUA_VERSION_FUNCTION, "0" });
+}
+
+/* Where this agent claims the load of sh's library: P:loading, in a
+ * Cluster in the first hash slot its master owns, beside its epoch;
+ * -ENOENT while it owns none (loaded unclaimed). */
+static int library_claim_key(Shard *sh, char *buf, size_t size) {
+        RedisIo *io = sh->io;
+        const char *prefix = io->agent->config->key_prefix;
+        int first = io->topo->epoch_hash_slot(io, sh);
+
+        if (first == -1)
+                return -ENOENT;
+        if (first >= 0)
+                snprintf(buf, size, KEY_LOADING_TAG_FMT, prefix, hash_slot_tag((unsigned) first));
+        else
+                snprintf(buf, size, KEY_LOADING_FMT, prefix);
+        return 0;
+}
+
+/* argv of the claim: SET KEY HOST_ID NX PX LIBRARY_CLAIM_MS. */
+static int library_claim_argv(Shard *sh, char *key, size_t size, const char *argv[static 6]) {
+        int r = library_claim_key(sh, key, size);
+
+        if (r < 0)
+                return r;
+        argv[0] = "SET", argv[1] = key, argv[2] = sh->io->agent->config->host_id;
+        argv[3] = "NX", argv[4] = "PX", argv[5] = LIBRARY_CLAIM_MS;
+        return 6;
+}
+
+/* The claim's reply: 1 this agent loads, 0 another agent does, -EBADMSG
+ * neither said. Refused (a Redis user that may not SET it, say): this
+ * agent loads, unclaimed, as agents did before the claim. */
+static int library_claim_parse(Shard *sh, const RedisReply *reply) {
+        const char *err = redis_reply_error(reply), *s;
+        size_t len;
+
+        if (err) {
+                log_debug("Redis at %s refused the claim on loading fleetsem's library (%s): loading it unclaimed.",
+                          sh->name, err);
+                return 1;
+        }
+        if (redis_reply_is_nil(reply))
+                return 0;
+        return redis_reply_string(reply, &s, &len) >= 0 && len == 2 && memcmp(s, "OK", 2) == 0 ? 1 : -EBADMSG;
+}
+
+/* had as library_load() takes it: the library loaded where this agent
+ * gets the claim, else the version asked again after LIBRARY_WAIT. */
+static void library_claim(Shard *sh, const char *had) {
+        char key[IDENT_MAX_LEN + 32];
+        const char *argv[6];
+        SetupStep *step;
+
+        if (library_claim_argv(sh, key, sizeof(key), argv) < 0) {
+                library_load(sh, had);
+                return;
+        }
+        step = setup_send(sh, "SET " KEY_LOADING " NX", SETUP_CLAIM, ELEMENTSOF(argv), argv);
+        if (step)
+                snprintf(step->had, sizeof(step->had), "%s", had ?: "");
+}
+
+static int library_wait_done(sd_event_source *s, uint64_t usec, void *userdata) {
+        Shard *sh = userdata;
+
+        (void) s, (void) usec;
+        if (!sh->cmd)
+                return 0;       /* (gone with its connection: shard_disconnect()) */
+        library_ask_version(sh);
+        setup_step_done(sh);    /* (the wait's own step) */
+        return 0;
+}
+
+/* Another agent loads the library: its version asked again after
+ * LIBRARY_WAIT, the set-up waiting meanwhile (a step of its own, which
+ * shard_disconnect() drops with the connection). */
+static void library_wait(Shard *sh) {
+        sd_event *e = sh->io->agent->event;
+        int r;
+
+        log_debug("Another agent loads fleetsem's library into Redis at %s; asking its version again shortly.",
+                  sh->name);
+        if (!sh->library_wait)
+                r = sd_event_add_time_relative(e, &sh->library_wait, CLOCK_MONOTONIC, LIBRARY_WAIT, 0,
+                                               library_wait_done, sh);
+        else {
+                r = sd_event_source_set_time_relative(sh->library_wait, LIBRARY_WAIT);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(sh->library_wait, SD_EVENT_ONESHOT);
+        }
+        if (r < 0) {
+                setup_fail(sh, NULL, "cannot wait for another agent's load of the library");
+                return;
+        }
+        sh->setup_pending++;
+}
+
+static void library_claim_reply(Shard *sh, const RedisReply *reply, const char *had) {
+        int r = library_claim_parse(sh, reply);
+
+        if (r > 0)
+                library_load(sh, had[0] ? had : NULL);
+        else if (r == 0)
+                library_wait(sh);
+        else
+                setup_fail(sh, NULL, "SET " KEY_LOADING " NX gave an unexpected reply");
 }
 
 static void library_newer(Shard *sh, long long version) {
@@ -160,7 +279,7 @@ static void library_replace_changed(Shard *sh, const char *why) {
         library_changed_say(sh, why);
         snprintf(had, sizeof(had), "version %u, another text", lua_library_version);
         sh->setup_changed = true;
-        library_load(sh, had);
+        library_claim(sh, had);
 }
 
 static void library_code_reply(Shard *sh, const RedisReply *reply) {
@@ -189,7 +308,7 @@ static void library_version_reply(Shard *sh, const RedisReply *reply) {
         if (r == -ENOENT)
                 /* (Again after a lost race: a library of that name without
                  * the function, not ours; replaced.) */
-                library_load(sh, sh->setup_raced ? "one without " LUA_VERSION_FUNCTION : NULL);
+                library_claim(sh, sh->setup_raced ? "one without " LUA_VERSION_FUNCTION : NULL);
         else if (r == -EOPNOTSUPP)
                 setup_fail(sh, refusing("no-functions"), "Redis at %s has no FCALL (Redis functions): fleetsem needs Redis 7.0 or later, or "
                            "Valkey 7.2 or later; see fleetsemd(8)", sh->name);
@@ -205,7 +324,7 @@ static void library_version_reply(Shard *sh, const RedisReply *reply) {
         case LIBRARY_OLDER:
                 snprintf(had, sizeof(had), "version %lld%s", version, sharded == sh->io->topo->sharded ? "" :
                          sharded ? ", a Cluster's" : ", not a Cluster's");
-                library_load(sh, had);
+                library_claim(sh, had);
                 break;
         case LIBRARY_CHANGED:
                 library_replace_changed(sh, hash[0] ? "another hash: another build's?" : "no hash: changed by hand?");
@@ -259,12 +378,20 @@ static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 ;
         else if (step->kind == SETUP_VERSION)
                 library_version_reply(sh, reply);
+        else if (step->kind == SETUP_CLAIM)
+                library_claim_reply(sh, reply, step->had);
         else if (step->kind == SETUP_CODE)
                 library_code_reply(sh, reply);
         else if (step->kind == SETUP_LOAD || step->kind == SETUP_LOAD_NEW)
                 library_load_reply(sh, reply, step->kind == SETUP_LOAD_NEW);
         else if (err)
                 setup_fail_redis(sh, step->what, err);
+        setup_step_done(sh);
+}
+
+/* A step of the set-up answered (or waited out): the set-up ends with
+ * the last. */
+static void setup_step_done(Shard *sh) {
         if (--sh->setup_pending > 0)
                 return;
         if (sh->setup_failed) {
@@ -285,20 +412,22 @@ static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         }
 }
 
-static void setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv) {
+/* The step sent (its reply frees it), or NULL when it could not be. */
+static SetupStep *setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv) {
         SetupStep *step = calloc(1, sizeof(*step));
 
         if (!step) {
                 setup_fail(sh, NULL, "out of memory");
-                return;
+                return NULL;
         }
         *step = (SetupStep) { .shard = sh, .what = what, .kind = kind };
         if (redis_conn_command(sh->cmd, setup_reply, step, argc, argv, NULL) < 0) {
                 free(step);
                 setup_fail(sh, NULL, "cannot send commands");
-                return;
+                return NULL;
         }
         sh->setup_pending++;
+        return step;
 }
 
 /* The marker of a newer data model than this agent's, or one it cannot
@@ -498,11 +627,35 @@ static void library_fix_reply(RedisConn *conn, const RedisReply *reply, void *us
         shard_down(sh, -ESTALE, why);
 }
 
+static void library_fix(Shard *sh) {
+        library_changed_say(sh, sh->library_fix_why);
+        if (redis_conn_command(sh->cmd, library_fix_reply, sh, 4,
+                               (const char *[]) { "FUNCTION", "LOAD", "REPLACE", sh->io->library_text }, NULL) < 0)
+                shard_down(sh, -EIO, "cannot send commands");
+}
+
+/* The claim on replacing a text found changed under running agents: this
+ * agent replaces it where it has the claim; where another agent has it,
+ * that one does, and the next check here finds this agent's text. */
+static void library_fix_claim_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+        int r;
+
+        if (!reply || conn != sh->cmd || sh->state != REDIS_READY)
+                return;
+        r = library_claim_parse(sh, reply);
+        if (r == 0)
+                log_debug("Another agent replaces the changed fleetsem library in Redis at %s.", sh->name);
+        if (r > 0)
+                library_fix(sh);
+}
+
 static void library_check_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Shard *sh = userdata;
         long long version = 0;
         bool sharded = false;
-        char hash[LUA_LIBRARY_HASH_LEN + 1];
+        char hash[LUA_LIBRARY_HASH_LEN + 1], key[IDENT_MAX_LEN + 32];
+        const char *argv[6];
 
         if (!reply || conn != sh->cmd)
                 return;
@@ -512,9 +665,12 @@ static void library_check_reply(RedisConn *conn, const RedisReply *reply, void *
         if (sh->state != REDIS_READY || library_version_parse(reply, &version, &sharded, hash) < 0 ||
             library_match(version, sharded, hash, sh->io->topo->sharded) != LIBRARY_CHANGED)
                 return;
-        library_changed_say(sh, hash[0] ? "another hash: another build's?" : "no hash: changed by hand?");
-        if (redis_conn_command(sh->cmd, library_fix_reply, sh, 4,
-                               (const char *[]) { "FUNCTION", "LOAD", "REPLACE", sh->io->library_text }, NULL) < 0)
+        sh->library_fix_why = hash[0] ? "another hash: another build's?" : "no hash: changed by hand?";
+        if (library_claim_argv(sh, key, sizeof(key), argv) < 0) {
+                library_fix(sh);
+                return;
+        }
+        if (redis_conn_command(sh->cmd, library_fix_claim_reply, sh, ELEMENTSOF(argv), argv, NULL) < 0)
                 shard_down(sh, -EIO, "cannot send commands");
 }
 
