@@ -6,7 +6,11 @@
 # library's version, so that all of them find none together. From Redis'
 # own counters (INFO commandstats, total_net_input_bytes): FUNCTION LOAD
 # ran once, not once an agent, and Redis received the library's text once;
-# the library is this build's, and every agent grants through it.
+# the library is this build's, and every agent grants through it. Then
+# the agents' Redis user without function|load, the library gone under
+# them: every agent refuses with the way out at once (one agent's refused
+# load said to the others), not one after another, and once the user may
+# again, one of them loads it.
 TTL=15s
 . "$(dirname "$0")/lib.sh"
 
@@ -102,4 +106,38 @@ for i in 1 2 3 4; do read -r -t 10 -u "${FLUSHER[0]}" line && done_+=("$line"); 
 is "${done_[*]}" "OK OK OK 1" "... the transaction ran: no library, no key, an epoch that says so"
 exec {FLUSHER[1]}>&-
 after flush
+
+# ---- Agents that may not load it ---------------------------------------------------
+# (In the ACL audit the agents are its fleetsem user.)
+AUSER=default
+acl_audit && AUSER=fleetsem
+is "$(rcli ACL SETUSER "$AUSER" '-function|load')" OK "the agents' Redis user ($AUSER) may not load code"
+rcli CONFIG RESETSTAT >/dev/null
+is "$(rcli FUNCTION FLUSH)" OK "the library gone"
+like "$(rcli CLIENT KILL TYPE normal SKIPME yes)" '^[1-9][0-9]*$' "... and the agents' connections closed"
+all_refuse() {
+        local h
+        for h in "${HOSTS[@]}"; do redis_state_is "$h" down || return 1; done
+}
+# headroom: every agent refused, and 8 of them asked, within 2.8 to 3.7 s
+# on a loaded machine; 20 s given. (Refused one after another, a claim's
+# life, 5 s, each, 8 agents take 40 s.)
+check "every agent takes Redis for down" wait_for 20 all_refuse
+LMSG="Redis at [^ ]+ has no fleetsem library version $V, and (this agent|the agents) may not load it \((NOPERM[^)]*|another agent's FUNCTION LOAD was refused)\): load it with \`fleetsemd --load-library\`"
+said=0
+for h in "${HOSTS[@]}"; do [[ $(fs "$h" status 2>&1) =~ $LMSG ]] && said=$((said + 1)); done
+is "$said" "$N" "... each status says the library is missing and how to load it"
+logs=()
+for h in "${HOSTS[@]}"; do logs+=("$T/agent-$h.log"); done
+n=$(cat "${logs[@]}" | grep -c "this agent may not load it (NOPERM")
+# (One a claim's life, 5 s, at most: the agents refused look again every 2 s.)
+like "$n" '^[1-3]$' "... Redis refused the load of one agent a claim's life ($n), the others told by its claim"
+rcli CONFIG RESETSTAT >/dev/null
+is "$(rcli ACL SETUSER "$AUSER" '+function|load')" OK "the agents' user may load code again"
+after noperm
+if acl_audit; then
+        is "$(rcli ACL LOG | awk 'prev == "object" { print } { prev = $0 }' | sort -u)" "function|load" \
+                "ACL audit: the agents were refused FUNCTION LOAD alone"
+        rcli ACL LOG RESET >/dev/null
+fi
 done_testing

@@ -23,6 +23,9 @@
 #define FAILOVER_GRACE_WAIT (500 * USEC_PER_MSEC)       /* grace after a failover, grants confirmed by WAIT, at least */
 #define LIBRARY_CLAIM_MS "5000"                         /* P:loading's life: one load's, with room */
 #define LIBRARY_WAIT (200 * USEC_PER_MSEC)              /* another agent loading: the version asked again after */
+#define LIBRARY_REFUSED "refused NOPERM"                /* P:loading of an agent whose load Redis refused */
+#define LIBRARY_LOADED "library loaded"                 /* P:loading once the load is done, for LIBRARY_LOADED_MS */
+#define LIBRARY_LOADED_MS "1000"
 
 /* ---- Set-up --------------------------------------------------------------------- */
 
@@ -101,7 +104,8 @@ static void setup_fail_redis(Shard *sh, const char *what, const char *err) {
  * the load first (SET P:loading NX PX, keys.list): the one that gets the
  * claim sends the text, the others ask the version again every
  * LIBRARY_WAIT until the library is there, or the claim ran out (its
- * agent gone: then one of them gets it). Where there is none, without
+ * agent gone: then one of them gets it); a load refused (NOPERM) is said
+ * in the claim, and they refuse as its agent did. Where there is none, without
  * REPLACE all the same: a load that races another's (the claim expired,
  * deleted or refused) hears "already exists", refused before Redis
  * compiles anything, and asks the version again; an older one is
@@ -127,6 +131,16 @@ static void library_ask_version(Shard *sh) {
                    (const char *[]) { "FCALL", LUA_VERSION_FUNCTION, "0" });
 }
 
+/* Why a changed text that this agent may not replace (Redis said err) is
+ * refused, with the way out. */
+static void library_changed_refusal(Shard *sh, const char *err, char *why, size_t size) {
+        /* (Cut short where Redis' error is long.) */
+        if (snprintf(why, size, "Redis at %s holds another text under fleetsem library version %u than this agent's, and "
+                 "this agent may not replace it (%s): load this agent's with `fleetsemd --load-library` (as a Redis "
+                 "user allowed FUNCTION LOAD); see fleetsemd(8) THE LIBRARY", sh->name, lua_library_version, err) < 0)
+                why[0] = '\0';
+}
+
 /* Where this agent claims the load of sh's library: P:loading, in a
  * Cluster in the first hash slot its master owns, beside its epoch;
  * -ENOENT while it owns none (loaded unclaimed). */
@@ -144,20 +158,22 @@ static int library_claim_key(Shard *sh, char *buf, size_t size) {
         return 0;
 }
 
-/* argv of the claim: SET KEY HOST_ID NX PX LIBRARY_CLAIM_MS. */
-static int library_claim_argv(Shard *sh, char *key, size_t size, const char *argv[static 6]) {
+/* argv of the claim: SET KEY HOST_ID NX PX LIBRARY_CLAIM_MS GET, which
+ * answers nil where it set the key, and the claim there where it did not. */
+static int library_claim_argv(Shard *sh, char *key, size_t size, const char *argv[static 7]) {
         int r = library_claim_key(sh, key, size);
 
         if (r < 0)
                 return r;
         argv[0] = "SET", argv[1] = key, argv[2] = sh->io->agent->config->host_id;
-        argv[3] = "NX", argv[4] = "PX", argv[5] = LIBRARY_CLAIM_MS;
-        return 6;
+        argv[3] = "NX", argv[4] = "PX", argv[5] = LIBRARY_CLAIM_MS, argv[6] = "GET";
+        return 7;
 }
 
-/* The claim's reply: 1 this agent loads, 0 another agent does, -EBADMSG
- * neither said. Refused (a Redis user that may not SET it, say): this
- * agent loads, unclaimed, as agents did before the claim. */
+/* The claim's reply: 1 this agent loads, 0 another agent does, -EPERM
+ * another agent's load was refused (NOPERM) within LIBRARY_CLAIM_MS,
+ * -EBADMSG none of these. Refused itself (a Redis user that may not SET
+ * it, say): this agent loads, unclaimed, as agents did before the claim. */
 static int library_claim_parse(Shard *sh, const RedisReply *reply) {
         const char *err = redis_reply_error(reply), *s;
         size_t len;
@@ -168,15 +184,68 @@ static int library_claim_parse(Shard *sh, const RedisReply *reply) {
                 return 1;
         }
         if (redis_reply_is_nil(reply))
-                return 0;
-        return redis_reply_string(reply, &s, &len) >= 0 && len == 2 && memcmp(s, "OK", 2) == 0 ? 1 : -EBADMSG;
+                return 1;
+        if (redis_reply_string(reply, &s, &len) < 0)
+                return -EBADMSG;
+        if (len == strlen(LIBRARY_REFUSED) && memcmp(s, LIBRARY_REFUSED, len) == 0)
+                return -EPERM;
+        /* (This agent's own, from a connection before this one.) */
+        return len == strlen(sh->io->agent->config->host_id) && memcmp(s, sh->io->agent->config->host_id, len) == 0;
+}
+
+/* What became of this agent's load, in its claim (SET XX: a claim that
+ * ran out stays gone) for ms more; in_setup: a step of the set-up, so
+ * that it is sent before a set-up that fails closes the connection. */
+static void library_claim_say(Shard *sh, const char *value, const char *ms, bool in_setup) {
+        char key[IDENT_MAX_LEN + 32];
+        const char *argv[] = { "SET", key, value, "XX", "PX", ms };
+
+        if (library_claim_key(sh, key, sizeof(key)) < 0)
+                return;
+        if (in_setup)
+                setup_send(sh, "SET " KEY_LOADING " XX", SETUP_PLAIN, ELEMENTSOF(argv), argv);
+        else
+                (void) redis_conn_command(sh->cmd, redis_fire_and_forget, (void *) "SET " KEY_LOADING " XX",
+                                          ELEMENTSOF(argv), argv, NULL);
+}
+
+/* This agent's load is done: its claim kept LIBRARY_LOADED_MS more, for
+ * the agents that asked the version before the load and claim after it
+ * (they wait, and find the library), then gone, so that a library lost
+ * again soon after is loaded again then, not once the claim ran out. */
+static void library_claim_release(Shard *sh) {
+        library_claim_say(sh, LIBRARY_LOADED, LIBRARY_LOADED_MS, false);
+}
+
+/* This agent's load was refused (NOPERM): said in its claim, so that the
+ * agents waiting for it refuse at once, as this one, rather than claim
+ * and send the text in turn; the next claim, once it ran out, tries again. */
+static void library_claim_refused(Shard *sh) {
+        library_claim_say(sh, LIBRARY_REFUSED, LIBRARY_CLAIM_MS, true);
+}
+
+/* Redis holds no library this agent can use, and this agent may not load
+ * its own (err: Redis' word), or another agent's load was refused (err
+ * NULL): refused with the way out. */
+static void library_load_refused(Shard *sh, const char *err) {
+        const char *why = err ?: "another agent's FUNCTION LOAD was refused";
+        char text[sizeof(sh->error)];
+
+        if (sh->setup_changed) {
+                library_changed_refusal(sh, why, text, sizeof(text));
+                setup_fail(sh, refusing("library-changed"), "%s", text);
+        } else
+                setup_fail(sh, refusing("NOPERM"), "Redis at %s has no fleetsem library version %u, and %s (%s): "
+                           "load it with `fleetsemd --load-library` (as a Redis user allowed FUNCTION LOAD), or "
+                           "allow the agents' user function|load; see fleetsemd(8) THE LIBRARY", sh->name,
+                           lua_library_version, err ? "this agent may not load it" : "the agents may not load it", why);
 }
 
 /* had as library_load() takes it: the library loaded where this agent
  * gets the claim, else the version asked again after LIBRARY_WAIT. */
 static void library_claim(Shard *sh, const char *had) {
         char key[IDENT_MAX_LEN + 32];
-        const char *argv[6];
+        const char *argv[7];
         SetupStep *step;
 
         if (library_claim_argv(sh, key, sizeof(key), argv) < 0) {
@@ -230,6 +299,8 @@ static void library_claim_reply(Shard *sh, const RedisReply *reply, const char *
                 library_load(sh, had[0] ? had : NULL);
         else if (r == 0)
                 library_wait(sh);
+        else if (r == -EPERM)
+                library_load_refused(sh, NULL);
         else
                 setup_fail(sh, NULL, "SET " KEY_LOADING " NX gave an unexpected reply");
 }
@@ -261,16 +332,6 @@ static void library_ask_code(Shard *sh) {
 static void library_changed_say(Shard *sh, const char *why) {
         log_warning("Redis at %s holds another text under fleetsem library version %u than this agent's (%s): "
                     "replacing it with this agent's.", sh->name, lua_library_version, why);
-}
-
-/* Why a changed text that this agent may not replace (Redis said err) is
- * refused, with the way out. */
-static void library_changed_refusal(Shard *sh, const char *err, char *why, size_t size) {
-        /* (Cut short where Redis' error is long.) */
-        if (snprintf(why, size, "Redis at %s holds another text under fleetsem library version %u than this agent's, and "
-                 "this agent may not replace it (%s): load this agent's with `fleetsemd --load-library` (as a Redis "
-                 "user allowed FUNCTION LOAD); see fleetsemd(8) THE LIBRARY", sh->name, lua_library_version, err) < 0)
-                why[0] = '\0';
 }
 
 static void library_replace_changed(Shard *sh, const char *why) {
@@ -346,24 +407,18 @@ static void library_load_reply(Shard *sh, const RedisReply *reply, bool new) {
                 log_debug("Redis at %s has a fleetsem library now (%s); asking its version again.", sh->name, err);
                 sh->setup_raced = true;
                 library_ask_version(sh);
-        } else if (err && strneq(err, "NOPERM", 6) && sh->setup_changed) {
-                char why[sizeof(sh->error)];
-
-                library_changed_refusal(sh, err, why, sizeof(why));
-                setup_fail(sh, refusing("library-changed"), "%s", why);
-        }
-        else if (err && strneq(err, "NOPERM", 6))
-                setup_fail(sh, refusing(redis_state_of_error(err)), "Redis at %s has no fleetsem library version %u, and this agent may not load it (%s): "
-                           "load it with `fleetsemd --load-library` (as a Redis user allowed FUNCTION LOAD), or "
-                           "allow the agents' user function|load; see fleetsemd(8) THE LIBRARY", sh->name,
-                           lua_library_version, err);
-        else if (err)
+        } else if (err && strneq(err, "NOPERM", 6)) {
+                library_claim_refused(sh);
+                library_load_refused(sh, err);
+        } else if (err)
                 setup_fail(sh, NULL, "FUNCTION LOAD of fleetsem's library failed: %s", err);
         else if (redis_reply_string(reply, &name, &len) < 0 || len != strlen(LUA_LIBRARY_NAME) ||
                  memcmp(name, LUA_LIBRARY_NAME, len) != 0)
                 setup_fail(sh, NULL, "FUNCTION LOAD gave an unexpected reply");
-        else
+        else {
                 sh->text_read = true;   /* (its own: nothing to read) */
+                library_claim_release(sh);
+        }
 }
 
 static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
@@ -615,8 +670,10 @@ static void library_fix_reply(RedisConn *conn, const RedisReply *reply, void *us
 
         if (!reply || conn != sh->cmd || sh->state != REDIS_READY)
                 return;
-        if (!err)
+        if (!err) {
+                library_claim_release(sh);
                 return;
+        }
         if (strneq(err, "NOPERM", 6)) {
                 library_changed_refusal(sh, err, why, sizeof(why));
                 shard_refuse(sh, sh->library_refused, sizeof(sh->library_refused), refusing("library-changed"), why);
@@ -655,7 +712,7 @@ static void library_check_reply(RedisConn *conn, const RedisReply *reply, void *
         long long version = 0;
         bool sharded = false;
         char hash[LUA_LIBRARY_HASH_LEN + 1], key[IDENT_MAX_LEN + 32];
-        const char *argv[6];
+        const char *argv[7];
 
         if (!reply || conn != sh->cmd)
                 return;
