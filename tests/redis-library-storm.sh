@@ -123,7 +123,7 @@ all_refuse() {
 # on a loaded machine; 20 s given. (Refused one after another, a claim's
 # life, 5 s, each, 8 agents take 40 s.)
 check "every agent takes Redis for down" wait_for 20 all_refuse
-LMSG="Redis at [^ ]+ has no fleetsem library version $V, and (this agent|the agents) may not load it \((NOPERM[^)]*|another agent's FUNCTION LOAD was refused)\): load it with \`fleetsemd --load-library\`"
+LMSG="Redis at [^ ]+ has no fleetsem library version $V, and (this agent|the agents) may not load it \(NOPERM[^)]*\): load it with \`fleetsemd --load-library\`"
 said=0
 for h in "${HOSTS[@]}"; do [[ $(fs "$h" status 2>&1) =~ $LMSG ]] && said=$((said + 1)); done
 is "$said" "$N" "... each status says the library is missing and how to load it"

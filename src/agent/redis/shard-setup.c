@@ -23,7 +23,7 @@
 #define FAILOVER_GRACE_WAIT (500 * USEC_PER_MSEC)       /* grace after a failover, grants confirmed by WAIT, at least */
 #define LIBRARY_CLAIM_MS "5000"                         /* P:loading's life: one load's, with room */
 #define LIBRARY_WAIT (200 * USEC_PER_MSEC)              /* another agent loading: the version asked again after */
-#define LIBRARY_REFUSED "refused NOPERM"                /* P:loading of an agent whose load Redis refused */
+#define LIBRARY_REFUSED "refused NOPERM "               /* P:loading of an agent whose load Redis refused, its host id after */
 #define LIBRARY_LOADED "library loaded"                 /* P:loading once the load is done, for LIBRARY_LOADED_MS */
 #define LIBRARY_LOADED_MS "1000"
 
@@ -170,6 +170,12 @@ static int library_claim_argv(Shard *sh, char *key, size_t size, const char *arg
         return 7;
 }
 
+static bool library_claim_is_own(Shard *sh, const char *s, size_t len) {
+        const char *host = sh->io->agent->config->host_id;
+
+        return len == strlen(host) && memcmp(s, host, len) == 0;
+}
+
 /* The claim's reply: 1 this agent loads, 0 another agent does, -EPERM
  * another agent's load was refused (NOPERM) within LIBRARY_CLAIM_MS,
  * -EBADMSG none of these. Refused itself (a Redis user that may not SET
@@ -187,10 +193,15 @@ static int library_claim_parse(Shard *sh, const RedisReply *reply) {
                 return 1;
         if (redis_reply_string(reply, &s, &len) < 0)
                 return -EBADMSG;
-        if (len == strlen(LIBRARY_REFUSED) && memcmp(s, LIBRARY_REFUSED, len) == 0)
-                return -EPERM;
+        if (len >= strlen(LIBRARY_REFUSED) && memcmp(s, LIBRARY_REFUSED, strlen(LIBRARY_REFUSED)) == 0) {
+                s += strlen(LIBRARY_REFUSED);
+                len -= strlen(LIBRARY_REFUSED);
+                /* (This agent's own load refused is tried again, for what
+                 * Redis says of it.) */
+                return library_claim_is_own(sh, s, len) ? 1 : -EPERM;
+        }
         /* (This agent's own, from a connection before this one.) */
-        return len == strlen(sh->io->agent->config->host_id) && memcmp(s, sh->io->agent->config->host_id, len) == 0;
+        return library_claim_is_own(sh, s, len);
 }
 
 /* What became of this agent's load, in its claim (SET XX: a claim that
@@ -221,14 +232,17 @@ static void library_claim_release(Shard *sh) {
  * agents waiting for it refuse at once, as this one, rather than claim
  * and send the text in turn; the next claim, once it ran out, tries again. */
 static void library_claim_refused(Shard *sh) {
-        library_claim_say(sh, LIBRARY_REFUSED, LIBRARY_CLAIM_MS, true);
+        char value[sizeof(LIBRARY_REFUSED) + IDENT_MAX_LEN];
+
+        snprintf(value, sizeof(value), LIBRARY_REFUSED "%s", sh->io->agent->config->host_id);
+        library_claim_say(sh, value, LIBRARY_CLAIM_MS, true);
 }
 
 /* Redis holds no library this agent can use, and this agent may not load
  * its own (err: Redis' word), or another agent's load was refused (err
  * NULL): refused with the way out. */
 static void library_load_refused(Shard *sh, const char *err) {
-        const char *why = err ?: "another agent's FUNCTION LOAD was refused";
+        const char *why = err ?: "NOPERM for another agent's FUNCTION LOAD, in its claim";
         char text[sizeof(sh->error)];
 
         if (sh->setup_changed) {
