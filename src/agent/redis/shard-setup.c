@@ -178,7 +178,7 @@ static bool library_claim_is_own(Shard *sh, const char *s, size_t len) {
 
 /* The claim's reply: 1 this agent loads, 0 another agent does, -EPERM
  * another agent's load was refused (NOPERM) within LIBRARY_CLAIM_MS,
- * -EBADMSG none of these. Refused itself (a Redis user that may not SET
+ * -EACCES this agent's own, -EBADMSG none of these. Refused itself (a Redis user that may not SET
  * it, say): this agent loads, unclaimed, as agents did before the claim. */
 static int library_claim_parse(Shard *sh, const RedisReply *reply) {
         const char *err = redis_reply_error(reply), *s;
@@ -196,9 +196,9 @@ static int library_claim_parse(Shard *sh, const RedisReply *reply) {
         if (len >= strlen(LIBRARY_REFUSED) && memcmp(s, LIBRARY_REFUSED, strlen(LIBRARY_REFUSED)) == 0) {
                 s += strlen(LIBRARY_REFUSED);
                 len -= strlen(LIBRARY_REFUSED);
-                /* (This agent's own load refused is tried again, for what
-                 * Redis says of it.) */
-                return library_claim_is_own(sh, s, len) ? 1 : -EPERM;
+                /* (Its own too: not tried again before the mark ran out,
+                 * which another agent, whose user may load, takes then.) */
+                return library_claim_is_own(sh, s, len) ? -EACCES : -EPERM;
         }
         /* (This agent's own, from a connection before this one.) */
         return library_claim_is_own(sh, s, len);
@@ -238,21 +238,20 @@ static void library_claim_refused(Shard *sh) {
         library_claim_say(sh, value, LIBRARY_CLAIM_MS, true);
 }
 
-/* Redis holds no library this agent can use, and this agent may not load
- * its own (err: Redis' word), or another agent's load was refused (err
- * NULL): refused with the way out. */
-static void library_load_refused(Shard *sh, const char *err) {
-        const char *why = err ?: "NOPERM for another agent's FUNCTION LOAD, in its claim";
+/* Redis holds no library this agent can use, and who ("this agent",
+ * "another agent") may not load its own (why: Redis' word, or the claim's):
+ * refused with the way out. */
+static void library_load_refused(Shard *sh, const char *who, const char *why) {
         char text[sizeof(sh->error)];
 
         if (sh->setup_changed) {
                 library_changed_refusal(sh, why, text, sizeof(text));
                 setup_fail(sh, refusing("library-changed"), "%s", text);
         } else
-                setup_fail(sh, refusing("NOPERM"), "Redis at %s has no fleetsem library version %u, and %s (%s): "
-                           "load it with `fleetsemd --load-library` (as a Redis user allowed FUNCTION LOAD), or "
-                           "allow the agents' user function|load; see fleetsemd(8) THE LIBRARY", sh->name,
-                           lua_library_version, err ? "this agent may not load it" : "the agents may not load it", why);
+                setup_fail(sh, refusing("NOPERM"), "Redis at %s has no fleetsem library version %u, and %s may not load "
+                           "it (%s): load it with `fleetsemd --load-library` (as a Redis user allowed FUNCTION LOAD), "
+                           "or allow the agents' user function|load; see fleetsemd(8) THE LIBRARY", sh->name,
+                           lua_library_version, who, why);
 }
 
 /* had as library_load() takes it: the library loaded where this agent
@@ -314,7 +313,9 @@ static void library_claim_reply(Shard *sh, const RedisReply *reply, const char *
         else if (r == 0)
                 library_wait(sh);
         else if (r == -EPERM)
-                library_load_refused(sh, NULL);
+                library_load_refused(sh, "another agent", "NOPERM: another agent's FUNCTION LOAD was refused a moment ago");
+        else if (r == -EACCES)
+                library_load_refused(sh, "this agent", "NOPERM: this agent's FUNCTION LOAD was refused a moment ago");
         else
                 setup_fail(sh, NULL, "SET " KEY_LOADING " NX gave an unexpected reply");
 }
@@ -423,7 +424,7 @@ static void library_load_reply(Shard *sh, const RedisReply *reply, bool new) {
                 library_ask_version(sh);
         } else if (err && strneq(err, "NOPERM", 6)) {
                 library_claim_refused(sh);
-                library_load_refused(sh, err);
+                library_load_refused(sh, "this agent", err);
         } else if (err)
                 setup_fail(sh, NULL, "FUNCTION LOAD of fleetsem's library failed: %s", err);
         else if (redis_reply_string(reply, &name, &len) < 0 || len != strlen(LUA_LIBRARY_NAME) ||
