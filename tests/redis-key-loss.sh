@@ -34,6 +34,7 @@ key_fleet_clock() { echo "fleetsem:clock"; }
 key_census() { echo "fleetsem:census"; }
 key_epoch() { echo "fleetsem:epoch"; }
 key_model() { echo "fleetsem:model"; }
+key_loading() { echo "fleetsem:loading"; }
 key_names() { echo "fleetsem:names"; }
 key_host() { echo "fleetsem:host:{$2}"; }
 MOMENTS=(held quiet restart)

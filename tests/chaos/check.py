@@ -45,7 +45,7 @@ RESETS = ("restart-empty", "restart-stale", "master-kill", "forget")
 # fails the run: a key added to keys.list needs its line.
 FORGET_MAY = {"flushall": "reset", "del-name": "reset", "del-holders": "reset", "del-queue": "reset",
               "del-waiters": "reset", "del-clock": "reset", "del-fleet_clock": "reset", "del-census": "reset",
-              "del-epoch": "reset", "del-model": "nothing", "del-names": "nothing", "del-host": "nothing"}
+              "del-epoch": "reset", "del-model": "nothing", "del-loading": "nothing", "del-names": "nothing", "del-host": "nothing"}
 # Faults that keep a host's agent from renewing its slots.
 NO_RENEWAL = ("partition-short", "partition-long", "agent-kill-short", "agent-kill-long",
               "agent-stop-short", "agent-stop-long", "host-freeze", "host-gone")

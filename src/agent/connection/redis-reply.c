@@ -36,6 +36,10 @@ bool redis_reply_is_array(const RedisReply *r) {
         return r && r->type == REDIS_REPLY_ARRAY;
 }
 
+bool redis_reply_is_nil(const RedisReply *r) {
+        return r && r->type == REDIS_REPLY_NIL;
+}
+
 const RedisReply *redis_reply_array_get(const RedisReply *r, size_t i) {
         if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
                 return NULL;

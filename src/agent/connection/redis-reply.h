@@ -19,6 +19,8 @@ int redis_reply_string(const RedisReply *r, const char **ret, size_t *ret_len);
 size_t redis_reply_array_len(const RedisReply *r);
 /* An array, if empty too (redis_reply_array_len() is 0 for any other). */
 bool redis_reply_is_array(const RedisReply *r);
+/* A nil reply (GET of no key, SET NX of one there). */
+bool redis_reply_is_nil(const RedisReply *r);
 const RedisReply *redis_reply_array_get(const RedisReply *r, size_t i);
 /* A string element i of an array, copied NUL-terminated into buf; refuses
  * embedded NULs and strings that do not fit. */

@@ -60,6 +60,8 @@ struct Shard {
         bool text_read;                 /* its library's text read and found this agent's, or loaded by it */
         usec_t library_asked;           /* CLOCK_MONOTONIC: its library's version and hash last asked */
         bool library_inflight;
+        sd_event_source *library_wait;  /* set-up: until another agent's load of the library is asked after */
+        const char *library_fix_why;    /* up: why its changed library is replaced, once this agent has the claim */
         char error[512];
         char epoch[LEASE_ID_LEN + 1];   /* the Redis state this agent knows ("" before the first) */
         uint64_t grace_until_ms;        /* Redis clock: nobody is granted anything before */

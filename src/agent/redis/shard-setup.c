@@ -21,12 +21,18 @@
 #include "shard-internal.h"
 
 #define FAILOVER_GRACE_WAIT (500 * USEC_PER_MSEC)       /* grace after a failover, grants confirmed by WAIT, at least */
+#define LIBRARY_CLAIM_MS "5000"                         /* P:loading's life: one load's, with room */
+#define LIBRARY_WAIT (200 * USEC_PER_MSEC)              /* another agent loading: the version asked again after */
+#define LIBRARY_REFUSED "refused NOPERM "               /* P:loading of an agent whose load Redis refused, its host id after */
+#define LIBRARY_LOADED "library loaded"                 /* P:loading once the load is done, for LIBRARY_LOADED_MS */
+#define LIBRARY_LOADED_MS "1000"
 
 /* ---- Set-up --------------------------------------------------------------------- */
 
 typedef enum SetupKind {
         SETUP_PLAIN,            /* AUTH, SELECT: an error fails the setup */
         SETUP_VERSION,          /* the library's version */
+        SETUP_CLAIM,            /* SET P:loading NX: this agent loads the library, or waits for another's load */
         SETUP_CODE,             /* the library's text, where its version is this agent's */
         SETUP_LOAD,             /* FUNCTION LOAD REPLACE (an older one there) */
         SETUP_LOAD_NEW,         /* FUNCTION LOAD (none there) */
@@ -36,10 +42,12 @@ typedef struct SetupStep {
         Shard *shard;
         const char *what;
         SetupKind kind;
+        char had[64];           /* SETUP_CLAIM: what Redis holds ("": nothing), as library_load() takes it */
 } SetupStep;
 
 static void setup_done(Shard *sh);
-static void setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv);
+static SetupStep *setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv);
+static void setup_step_done(Shard *sh);
 
 /* Nothing granted through sh, for a reason only an operator can change
  * (its library, its data model, its ACL: state, a row of protocol.c's
@@ -87,16 +95,24 @@ static void setup_fail_redis(Shard *sh, const char *what, const char *err) {
 
 /* The library ("fleetsem", lua/library.version) is Redis', not a
  * connection's: loaded once, by the first agent that finds it missing or
- * older than its own, kept across restarts where Redis persists. Where
- * there is none, without REPLACE: after a restart every agent of the
- * fleet asks at once, and those that lose the race ("already exists",
- * refused before Redis compiles anything) ask the version again instead
- * of compiling the library once more each; an older one is REPLACEd
- * (two agents that replace it at once load the same text). Its
- * functions' names carry its version, so that an agent never runs another
- * version's function with its own arguments: one that a newer agent
- * replaced hears "Function not found" on its next call (calls.c) and
- * comes here again, where it refuses the newer one. */
+ * older than its own, kept across restarts where Redis persists. After a
+ * restart every agent of the fleet asks at once and finds none; each that
+ * sent its text (80 KB) would cost Redis a query buffer of that size until
+ * its cron trims it (about 2 s), and each REPLACE compiles the text anew
+ * in the functions' Lua heap, which keeps the chunk it replaced until its
+ * garbage collector runs (used_memory_vm_functions). So an agent claims
+ * the load first (SET P:loading NX PX, keys.list): the one that gets the
+ * claim sends the text, the others ask the version again every
+ * LIBRARY_WAIT until the library is there, or the claim ran out (its
+ * agent gone: then one of them gets it); a load refused (NOPERM) is said
+ * in the claim, and they refuse as its agent did. Where there is none, without
+ * REPLACE all the same: a load that races another's (the claim expired,
+ * deleted or refused) hears "already exists", refused before Redis
+ * compiles anything, and asks the version again; an older one is
+ * REPLACEd. Its functions' names carry its version, so that an agent
+ * never runs another version's function with its own arguments: one that
+ * a newer agent replaced hears "Function not found" on its next call
+ * (calls.c) and comes here again, where it refuses the newer one. */
 
 /* had: what Redis holds; NULL: nothing (loaded without REPLACE). */
 static void library_load(Shard *sh, const char *had) {
@@ -166,6 +182,195 @@ static bool library_check_noperm(Shard *sh, const RedisReply *reply, const char 
         return true;
 }
 
+/* Why a changed text that this agent may not replace (Redis said err) is
+ * refused, with the way out. */
+static void library_changed_refusal(Shard *sh, const char *err, char *why, size_t size) {
+        /* (Cut short where Redis' error is long.) */
+        if (snprintf(why, size, "Redis at %s holds another text under fleetsem library version %u than this agent's, and "
+                 "this agent may not replace it (%s): load this agent's with `fleetsemd --load-library` (as a Redis "
+                 "user allowed FUNCTION LOAD); see fleetsemd(8) THE LIBRARY", sh->name, lua_library_version, err) < 0)
+                why[0] = '\0';
+}
+
+/* Where this agent claims the load of sh's library: P:loading, in a
+ * Cluster in the first hash slot its master owns, beside its epoch;
+ * -ENOENT while it owns none (loaded unclaimed). */
+static int library_claim_key(Shard *sh, char *buf, size_t size) {
+        RedisIo *io = sh->io;
+        const char *prefix = io->agent->config->key_prefix;
+        int first = io->topo->epoch_hash_slot(io, sh);
+
+        if (first == -1)
+                return -ENOENT;
+        if (first >= 0)
+                snprintf(buf, size, KEY_LOADING_TAG_FMT, prefix, hash_slot_tag((unsigned) first));
+        else
+                snprintf(buf, size, KEY_LOADING_FMT, prefix);
+        return 0;
+}
+
+/* argv of the claim: SET KEY HOST_ID NX PX LIBRARY_CLAIM_MS GET, which
+ * answers nil where it set the key, and the claim there where it did not. */
+static int library_claim_argv(Shard *sh, char *key, size_t size, const char *argv[static 7]) {
+        int r = library_claim_key(sh, key, size);
+
+        if (r < 0)
+                return r;
+        argv[0] = "SET", argv[1] = key, argv[2] = sh->io->agent->config->host_id;
+        argv[3] = "NX", argv[4] = "PX", argv[5] = LIBRARY_CLAIM_MS, argv[6] = "GET";
+        return 7;
+}
+
+static bool library_claim_is_own(Shard *sh, const char *s, size_t len) {
+        const char *host = sh->io->agent->config->host_id;
+
+        return len == strlen(host) && memcmp(s, host, len) == 0;
+}
+
+/* The claim's reply: 1 this agent loads, 0 another agent does, -EPERM
+ * another agent's load was refused (NOPERM) within LIBRARY_CLAIM_MS,
+ * -EACCES this agent's own, -EBADMSG none of these. Refused itself (a Redis user that may not SET
+ * it, say): this agent loads, unclaimed, as agents did before the claim. */
+static int library_claim_parse(Shard *sh, const RedisReply *reply) {
+        const char *err = redis_reply_error(reply), *s;
+        size_t len;
+
+        if (err) {
+                log_debug("Redis at %s refused the claim on loading fleetsem's library (%s): loading it unclaimed.",
+                          sh->name, err);
+                return 1;
+        }
+        if (redis_reply_is_nil(reply))
+                return 1;
+        if (redis_reply_string(reply, &s, &len) < 0)
+                return -EBADMSG;
+        if (len >= strlen(LIBRARY_REFUSED) && memcmp(s, LIBRARY_REFUSED, strlen(LIBRARY_REFUSED)) == 0) {
+                s += strlen(LIBRARY_REFUSED);
+                len -= strlen(LIBRARY_REFUSED);
+                /* (Its own too: not tried again before the mark ran out,
+                 * which another agent, whose user may load, takes then.) */
+                return library_claim_is_own(sh, s, len) ? -EACCES : -EPERM;
+        }
+        /* (This agent's own, from a connection before this one.) */
+        return library_claim_is_own(sh, s, len);
+}
+
+/* What became of this agent's load, in its claim (SET XX: a claim that
+ * ran out stays gone) for ms more; in_setup: a step of the set-up, so
+ * that it is sent before a set-up that fails closes the connection. */
+static void library_claim_say(Shard *sh, const char *value, const char *ms, bool in_setup) {
+        char key[IDENT_MAX_LEN + 32];
+        const char *argv[] = { "SET", key, value, "XX", "PX", ms };
+
+        if (library_claim_key(sh, key, sizeof(key)) < 0)
+                return;
+        if (in_setup)
+                setup_send(sh, "SET " KEY_LOADING " XX", SETUP_PLAIN, ELEMENTSOF(argv), argv);
+        else
+                (void) redis_conn_command(sh->cmd, redis_fire_and_forget, (void *) "SET " KEY_LOADING " XX",
+                                          ELEMENTSOF(argv), argv, NULL);
+}
+
+/* This agent's load is done: its claim kept LIBRARY_LOADED_MS more, for
+ * the agents that asked the version before the load and claim after it
+ * (they wait, and find the library), then gone, so that a library lost
+ * again soon after is loaded again then, not once the claim ran out. */
+static void library_claim_release(Shard *sh) {
+        library_claim_say(sh, LIBRARY_LOADED, LIBRARY_LOADED_MS, false);
+}
+
+/* This agent's load was refused (NOPERM): said in its claim, so that the
+ * agents waiting for it refuse at once, as this one, rather than claim
+ * and send the text in turn; the next claim, once it ran out, tries again. */
+static void library_claim_refused(Shard *sh) {
+        char value[sizeof(LIBRARY_REFUSED) + IDENT_MAX_LEN];
+
+        snprintf(value, sizeof(value), LIBRARY_REFUSED "%s", sh->io->agent->config->host_id);
+        library_claim_say(sh, value, LIBRARY_CLAIM_MS, true);
+}
+
+/* Redis holds no library this agent can use, and who ("this agent",
+ * "another agent") may not load its own (why: Redis' word, or the claim's):
+ * refused with the way out. */
+static void library_load_refused(Shard *sh, const char *who, const char *why) {
+        char text[sizeof(sh->error)];
+
+        if (sh->setup_changed) {
+                library_changed_refusal(sh, why, text, sizeof(text));
+                setup_fail(sh, refusing("library-changed"), "%s", text);
+        } else
+                setup_fail(sh, refusing("NOPERM"), "Redis at %s has no fleetsem library version %u, and %s may not load "
+                           "it (%s): load it with `fleetsemd --load-library` (as a Redis user allowed FUNCTION LOAD), "
+                           "or allow the agents' user function|load; see fleetsemd(8) THE LIBRARY", sh->name,
+                           lua_library_version, who, why);
+}
+
+/* had as library_load() takes it: the library loaded where this agent
+ * gets the claim, else the version asked again after LIBRARY_WAIT. */
+static void library_claim(Shard *sh, const char *had) {
+        char key[IDENT_MAX_LEN + 32];
+        const char *argv[7];
+        SetupStep *step;
+
+        if (library_claim_argv(sh, key, sizeof(key), argv) < 0) {
+                library_load(sh, had);
+                return;
+        }
+        step = setup_send(sh, "SET " KEY_LOADING " NX", SETUP_CLAIM, ELEMENTSOF(argv), argv);
+        if (step)
+                snprintf(step->had, sizeof(step->had), "%s", had ?: "");
+}
+
+static int library_wait_done(sd_event_source *s, uint64_t usec, void *userdata) {
+        Shard *sh = userdata;
+
+        (void) s, (void) usec;
+        if (!sh->cmd)
+                return 0;       /* (gone with its connection: shard_disconnect()) */
+        library_ask_version(sh);
+        setup_step_done(sh);    /* (the wait's own step) */
+        return 0;
+}
+
+/* Another agent loads the library: its version asked again after
+ * LIBRARY_WAIT, the set-up waiting meanwhile (a step of its own, which
+ * shard_disconnect() drops with the connection). */
+static void library_wait(Shard *sh) {
+        sd_event *e = sh->io->agent->event;
+        int r;
+
+        log_debug("Another agent loads fleetsem's library into Redis at %s; asking its version again shortly.",
+                  sh->name);
+        if (!sh->library_wait)
+                r = sd_event_add_time_relative(e, &sh->library_wait, CLOCK_MONOTONIC, LIBRARY_WAIT, 0,
+                                               library_wait_done, sh);
+        else {
+                r = sd_event_source_set_time_relative(sh->library_wait, LIBRARY_WAIT);
+                if (r >= 0)
+                        r = sd_event_source_set_enabled(sh->library_wait, SD_EVENT_ONESHOT);
+        }
+        if (r < 0) {
+                setup_fail(sh, NULL, "cannot wait for another agent's load of the library");
+                return;
+        }
+        sh->setup_pending++;
+}
+
+static void library_claim_reply(Shard *sh, const RedisReply *reply, const char *had) {
+        int r = library_claim_parse(sh, reply);
+
+        if (r > 0)
+                library_load(sh, had[0] ? had : NULL);
+        else if (r == 0)
+                library_wait(sh);
+        else if (r == -EPERM)
+                library_load_refused(sh, "another agent", "NOPERM: another agent's FUNCTION LOAD was refused a moment ago");
+        else if (r == -EACCES)
+                library_load_refused(sh, "this agent", "NOPERM: this agent's FUNCTION LOAD was refused a moment ago");
+        else
+                setup_fail(sh, NULL, "SET " KEY_LOADING " NX gave an unexpected reply");
+}
+
 static void library_newer(Shard *sh, long long version) {
         char why[sizeof(sh->library_refused)];
 
@@ -194,23 +399,13 @@ static void library_changed_say(Shard *sh, const char *why) {
                     "replacing it with this agent's.", sh->name, lua_library_version, why);
 }
 
-/* Why a changed text that this agent may not replace (Redis said err) is
- * refused, with the way out. */
-static void library_changed_refusal(Shard *sh, const char *err, char *why, size_t size) {
-        /* (Cut short where Redis' error is long.) */
-        if (snprintf(why, size, "Redis at %s holds another text under fleetsem library version %u than this agent's, and "
-                 "this agent may not replace it (%s): load this agent's with `fleetsemd --load-library` (as a Redis "
-                 "user allowed FUNCTION LOAD); see fleetsemd(8) THE LIBRARY", sh->name, lua_library_version, err) < 0)
-                why[0] = '\0';
-}
-
 static void library_replace_changed(Shard *sh, const char *why) {
         char had[64];
 
         library_changed_say(sh, why);
         snprintf(had, sizeof(had), "version %u, another text", lua_library_version);
         sh->setup_changed = true;
-        library_load(sh, had);
+        library_claim(sh, had);
 }
 
 static void library_code_reply(Shard *sh, const RedisReply *reply) {
@@ -242,7 +437,7 @@ static void library_version_reply(Shard *sh, const RedisReply *reply) {
         if (r == -ENOENT)
                 /* (Again after a lost race: a library of that name without
                  * the function, not ours; replaced.) */
-                library_load(sh, sh->setup_raced ? "one without " LUA_VERSION_FUNCTION : NULL);
+                library_claim(sh, sh->setup_raced ? "one without " LUA_VERSION_FUNCTION : NULL);
         else if (r == -EOPNOTSUPP)
                 setup_fail(sh, refusing("no-functions"), "Redis at %s has no FCALL (Redis functions): fleetsem needs Redis 7.0 or later, or "
                            "Valkey 7.2 or later; see fleetsemd(8)", sh->name);
@@ -258,7 +453,7 @@ static void library_version_reply(Shard *sh, const RedisReply *reply) {
         case LIBRARY_OLDER:
                 snprintf(had, sizeof(had), "version %lld%s", version, sharded == sh->io->topo->sharded ? "" :
                          sharded ? ", a Cluster's" : ", not a Cluster's");
-                library_load(sh, had);
+                library_claim(sh, had);
                 break;
         case LIBRARY_CHANGED:
                 library_replace_changed(sh, hash[0] ? "another hash: another build's?" : "no hash: changed by hand?");
@@ -282,24 +477,18 @@ static void library_load_reply(Shard *sh, const RedisReply *reply, bool new) {
                 log_debug("Redis at %s has a fleetsem library now (%s); asking its version again.", sh->name, err);
                 sh->setup_raced = true;
                 library_ask_version(sh);
-        } else if (err && strneq(err, "NOPERM", 6) && sh->setup_changed) {
-                char why[sizeof(sh->error)];
-
-                library_changed_refusal(sh, err, why, sizeof(why));
-                setup_fail(sh, refusing("library-changed"), "%s", why);
-        }
-        else if (err && strneq(err, "NOPERM", 6))
-                setup_fail(sh, refusing(redis_state_of_error(err)), "Redis at %s has no fleetsem library version %u, and this agent may not load it (%s): "
-                           "load it with `fleetsemd --load-library` (as a Redis user allowed FUNCTION LOAD), or "
-                           "allow the agents' user function|load; see fleetsemd(8) THE LIBRARY", sh->name,
-                           lua_library_version, err);
-        else if (err)
+        } else if (err && strneq(err, "NOPERM", 6)) {
+                library_claim_refused(sh);
+                library_load_refused(sh, "this agent", err);
+        } else if (err)
                 setup_fail(sh, NULL, "FUNCTION LOAD of fleetsem's library failed: %s", err);
         else if (redis_reply_string(reply, &name, &len) < 0 || len != strlen(LUA_LIBRARY_NAME) ||
                  memcmp(name, LUA_LIBRARY_NAME, len) != 0)
                 setup_fail(sh, NULL, "FUNCTION LOAD gave an unexpected reply");
-        else
+        else {
                 sh->text_read = true;   /* (its own: nothing to read) */
+                library_claim_release(sh);
+        }
 }
 
 static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
@@ -314,12 +503,20 @@ static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 ;
         else if (step->kind == SETUP_VERSION)
                 library_version_reply(sh, reply);
+        else if (step->kind == SETUP_CLAIM)
+                library_claim_reply(sh, reply, step->had);
         else if (step->kind == SETUP_CODE)
                 library_code_reply(sh, reply);
         else if (step->kind == SETUP_LOAD || step->kind == SETUP_LOAD_NEW)
                 library_load_reply(sh, reply, step->kind == SETUP_LOAD_NEW);
         else if (err)
                 setup_fail_redis(sh, step->what, err);
+        setup_step_done(sh);
+}
+
+/* A step of the set-up answered (or waited out): the set-up ends with
+ * the last. */
+static void setup_step_done(Shard *sh) {
         if (--sh->setup_pending > 0)
                 return;
         if (sh->setup_failed) {
@@ -340,20 +537,22 @@ static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         }
 }
 
-static void setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv) {
+/* The step sent (its reply frees it), or NULL when it could not be. */
+static SetupStep *setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv) {
         SetupStep *step = calloc(1, sizeof(*step));
 
         if (!step) {
                 setup_fail(sh, NULL, "out of memory");
-                return;
+                return NULL;
         }
         *step = (SetupStep) { .shard = sh, .what = what, .kind = kind };
         if (redis_conn_command(sh->cmd, setup_reply, step, argc, argv, NULL) < 0) {
                 free(step);
                 setup_fail(sh, NULL, "cannot send commands");
-                return;
+                return NULL;
         }
         sh->setup_pending++;
+        return step;
 }
 
 /* The marker of a newer data model than this agent's, or one it cannot
@@ -541,8 +740,10 @@ static void library_fix_reply(RedisConn *conn, const RedisReply *reply, void *us
 
         if (!reply || conn != sh->cmd || sh->state != REDIS_READY)
                 return;
-        if (!err)
+        if (!err) {
+                library_claim_release(sh);
                 return;
+        }
         if (strneq(err, "NOPERM", 6)) {
                 library_changed_refusal(sh, err, why, sizeof(why));
                 shard_refuse(sh, sh->library_refused, sizeof(sh->library_refused), refusing("library-changed"), why);
@@ -553,11 +754,43 @@ static void library_fix_reply(RedisConn *conn, const RedisReply *reply, void *us
         shard_down(sh, -ESTALE, why);
 }
 
-/* A text found changed (why) on a server that is up: replaced. */
-static void library_fix(Shard *sh, const char *why) {
-        library_changed_say(sh, why);
+/* A text found changed: replaced now (this agent has the claim, or none
+ * can be made). */
+static void library_fix_now(Shard *sh) {
+        library_changed_say(sh, sh->library_fix_why);
         if (redis_conn_command(sh->cmd, library_fix_reply, sh, 4,
                                (const char *[]) { "FUNCTION", "LOAD", "REPLACE", sh->io->library_text }, NULL) < 0)
+                shard_down(sh, -EIO, "cannot send commands");
+}
+
+/* The claim on replacing a text found changed under running agents: this
+ * agent replaces it where it has the claim; where another agent has it,
+ * that one does, and the next check here finds this agent's text. */
+static void library_fix_claim_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
+        Shard *sh = userdata;
+        int r;
+
+        if (!reply || conn != sh->cmd || sh->state != REDIS_READY)
+                return;
+        r = library_claim_parse(sh, reply);
+        if (r == 0)
+                log_debug("Another agent replaces the changed fleetsem library in Redis at %s.", sh->name);
+        if (r > 0)
+                library_fix_now(sh);
+}
+
+/* A text found changed (why) on a server that is up: replaced, by the
+ * agent that claims it. */
+static void library_fix(Shard *sh, const char *why) {
+        char key[IDENT_MAX_LEN + 32];
+        const char *argv[7];
+
+        sh->library_fix_why = why;
+        if (library_claim_argv(sh, key, sizeof(key), argv) < 0) {
+                library_fix_now(sh);
+                return;
+        }
+        if (redis_conn_command(sh->cmd, library_fix_claim_reply, sh, ELEMENTSOF(argv), argv, NULL) < 0)
                 shard_down(sh, -EIO, "cannot send commands");
 }
 

@@ -111,6 +111,8 @@ void shard_disconnect(Shard *sh, RedisState state) {
         sh->sub_ready = false;
         sh->policy_inflight = false;
         sh->library_inflight = false;
+        if (sh->library_wait)
+                (void) sd_event_source_set_enabled(sh->library_wait, SD_EVENT_OFF);
         sh->state = state;
         redis_conn_free(cmd);
         redis_conn_free(sub);
@@ -220,6 +222,7 @@ Shard *shard_free(Shard *sh) {
         if (!sh)
                 return NULL;
         shard_disconnect(sh, REDIS_DOWN);
+        sd_event_source_disable_unref(sh->library_wait);
         free(sh->host);
         return mfree(sh);
 }
