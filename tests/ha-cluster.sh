@@ -136,15 +136,19 @@ for p in "${C_PORTS[@]}"; do
                 "and the other masters do not"
 done
 for p in "${C_PORTS[@]}"; do touch "$T/go-${WAKE[$p]}"; done
+by_wake=()
 for p in "${C_PORTS[@]}"; do
         n=${WAKE[$p]}
         check "b's job gets $n when a's ends" wait_for 10 sh -c "[ \$(grep -c '^exit' $T/events-$n) = 2 ]"
         order=$(sort -k3,3n "$T/events-$n" | awk '{ print $1 "-" $4 }' | tr '\n' ' ')
         is "$order" "enter-a exit-a enter-b exit-b " "$n: one at a time, in order"
-        check "$n: granted on the release's wake message (SPUBLISH reached b's agent)" \
-                grep -q "Granted slot of $n to .* on the release's wake message" "$T/agent-b.log"
+        # (Granted on the message when b's agent finds its waiter's last
+        # word from Redis fresh; on a busy machine it may ask Redis first.)
+        grep -q "Granted slot of $n to .* on the release's wake message" "$T/agent-b.log" && by_wake+=("$n")
         echo "# $n: hand-over in $(sort -k3,3n "$T/events-$n" | awk '$1 == "exit" && $4 == "a" { x = $3 } $1 == "enter" && $4 == "b" { e = $3 } END { printf "%.1f", (e - x) / 1e6 }')ms"
 done
+check "granted on the release's wake message for ${#by_wake[@]} of the 3 names (${by_wake[*]}): SPUBLISH reaches b's agent" \
+        [ "${#by_wake[@]}" -ge 1 ]
 for pid in "${holders[@]}" "${waiters[@]}"; do wait "$pid"; done
 
 # ---- 4. Reshard under load: every slot of E to R ------------------------------------
@@ -180,8 +184,9 @@ r_slots=$(cluster_slots "$R") e_slots=$(cluster_slots "$E")
 before=$(for p in "${C_PORTS[@]}"; do redirects "$p"; done)
 t_start=$(date +%s%N)
 # (Its bound only catches a hang: under load it took 47 s in the plain
-# pass and over 60 s under ASan on a slow machine.)
-timeout 180 redis-cli --cluster reshard "127.0.0.1:$R" --cluster-from "${C_ID[$E]}" --cluster-to "${C_ID[$R]}" \
+# pass, over 60 s under ASan on a slow machine, and over 180 s with load
+# averages of 15-44.)
+timeout 420 redis-cli --cluster reshard "127.0.0.1:$R" --cluster-from "${C_ID[$E]}" --cluster-to "${C_ID[$R]}" \
         --cluster-slots "$e_slots" --cluster-yes >"$T/reshard.log" 2>&1
 rc=$?
 t_end=$(date +%s%N)

@@ -203,9 +203,10 @@ list() { local IFS=,; echo "[$*]"; }
 TWO53=9007199254740992
 
 # ---- First come, first served ------------------------------------------------
-# Leases of a minute: no lease here may run out between its call and the
-# last check (each check a python, seconds apiece on a busy machine; with
-# 10 s, w3's ran out before the status that looks for it).
+# Leases of a minute, here and in "One limit per name": no lease there may
+# run out between its call and the last check (each check a python,
+# seconds apiece on a busy machine; with 10 s, w3's ran out before the
+# status that looks for it, and the limit's holders before its counts).
 TTL_MS=60000
 r=$(acquire fifo h 1)
 is "$(j "$r" 'r[0::3]')" "[1,1]" "fifo: a free slot is granted at once (held 1)"
@@ -225,7 +226,6 @@ is "$(j "$(status fifo)" '[h[0] for h in r[1]] + [w[0] for w in r[2]]')" '["w3"]
 # The counts a call reads instead of counting: after each kind of change
 # they are what the ZSETs and the records say ("HELD LINE / holders queue records").
 is "$(counted fifo)" "1 0 / 1 0 1" "fifo: the name's counts are its ZSETs' after grants, hand-overs, leavers"
-unset TTL_MS
 
 # ---- One limit per name --------------------------------------------------------
 acquire lim h 1 >/dev/null
@@ -243,6 +243,7 @@ r=$(release lim w2)
 is "$(j "$r" '[r[0]] + r[1::3]')" '[1,"x"]' "limit: the last leaves: x is granted, y (behind the limit 1) is not"
 is "$(counted lim)" "1 1 / 1 1 2" "limit: counted right (x holds, y waits)"
 is "$(state lim 3-4)" "1 1" "limit: the limit in force 1, asked for by one"
+unset TTL_MS
 
 # ---- Owners ------------------------------------------------------------------
 acquire own L 1 >/dev/null

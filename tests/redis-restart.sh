@@ -2,7 +2,9 @@
 # Redis restart (with its append-only file) while slots are held: the agents
 # reconnect on their own, the holders keep their slots, no slot is granted
 # twice, and the queue moves on afterwards.
-TTL=10s
+# headroom: a 30-s lease (holders fence at 20 s): the restart and its
+# append-only file's load took over 6 s with load averages near 20
+TTL=30s
 . "$(dirname "$0")/lib.sh"
 
 REDIS_ARGS=(--appendonly yes --appendfsync always)
