@@ -18,44 +18,32 @@
 #
 # SEED=N replays a run (the seed is printed); STEPS=N (default 1000). The
 # run stops at the first step whose servers differ (the plan comes last).
+import hashlib
 import os
 import random
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from library import CENSUS, FLEET_CLOCK, Args, keys_of, library  # noqa: E402
+from library import CENSUS, FLEET_CLOCK, SERVER, Args, Tap, keys_of, published, start_redis  # noqa: E402
 from resp import Redis  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEED = int(os.environ.get("SEED") or random.SystemRandom().randrange(1, 1 << 31))
 STEPS = int(os.environ.get("STEPS") or 1000)
-SERVER = {"redis": "redis-server", "valkey": "valkey-server"}.get(os.environ.get("FLEETSEM_TEST_SERVER", "redis"))
-
-tap_n = tap_failed = 0
 
 
-def ok(what):
-    global tap_n
-    tap_n += 1
-    print("ok %d - %s" % (tap_n, what), flush=True)
+
+# A lease's id (32 lower-case hex digits, as scripts.list types it) for
+# the word the run names it by.
+def lease_id(word):
+    return hashlib.md5(word.encode()).hexdigest()
 
 
-def not_ok(what, why=()):
-    global tap_n, tap_failed
-    tap_n += 1
-    tap_failed += 1
-    print("not ok %d - %s" % (tap_n, what), flush=True)
-    for line in why:
-        print("#   " + line, flush=True)
-
-
-def bail(why):
-    print("Bail out! %s (SEED=%d)" % (why, SEED), flush=True)
-    sys.exit(1)
+TAP = Tap("SEED=%d" % SEED)
+ok, not_ok, bail = TAP.ok, TAP.not_ok, TAP.bail
 
 
 class Server:
@@ -63,31 +51,10 @@ class Server:
         self.dir = os.path.join(tmp, name)
         os.mkdir(self.dir)
         self.sock = os.path.join(self.dir, "sock")
-        env = dict(os.environ, LD_PRELOAD=shim, CLOCKSTEP_FILE=clock)
-        self.proc = subprocess.Popen([SERVER, "--port", "0", "--unixsocket", self.sock, "--unixsocketperm", "700",
-                                      "--dir", self.dir, "--save", "", "--appendonly", "no",
-                                      "--logfile", os.path.join(self.dir, "log")], env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                self.c = Redis(self.sock, None, None)
-                if self.c.call("PING") == "PONG":
-                    break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                bail("%s did not start" % SERVER)
-            time.sleep(0.02)
+        self.proc, self.c, self.function = start_redis(self.dir, bail,
+                                                       dict(os.environ, LD_PRELOAD=shim, CLOCKSTEP_FILE=clock))
         info = self.c.call("INFO", "server")
         self.run_id = [ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("run_id:")][0]
-        loaded = self.c.call("FUNCTION", "LOAD", "REPLACE", LIBRARY)
-        if loaded != "fleetsem":
-            bail("the library does not load: %s" % loaded)
-        version = self.c.call("FCALL", "fleetsem_version", 0)
-        if not isinstance(version, list) or not isinstance(version[0], int):
-            bail("fleetsem_version says %r" % (version,))
-        self.function = {s: "fleetsem_%s_v%d" % (s, version[0]) for s in SCRIPTS}
         # The wake messages of every name, in order.
         self.sub = Redis(self.sock, None, None)
         self.sub.call("PSUBSCRIBE", "fleetsem:{*}:wake")
@@ -102,14 +69,8 @@ class Server:
         return self.c.call("FCALL", self.function["batch"], len(k), *k, *argv)
 
     def wakes(self):
-        """The wake messages published since the last look ("pong" ends them)."""
-        self.sub.send("PING")
-        heard = []
-        while True:
-            m = self.sub.read()
-            if m[0] == "pong":
-                return heard
-            heard.append("%s %s" % (m[2], m[3]))
+        """The wake messages published since the last look."""
+        return published(self.sub)
 
     def state(self):
         """Every key: its type, contents and expiry time, the run id masked."""
@@ -141,9 +102,6 @@ class Server:
 # ---- The scripts and their arguments --------------------------------------------
 KINDS = ["acquire", "release", "renew", "reassert", "adopt"]
 OPERATOR = ["reassert", "drain", "revoke", "limit"]
-SCRIPTS = sorted(set(KINDS + OPERATOR)) + ["batch"]
-# The agent's library (every script, each a function fleetsem_SCRIPT_vN).
-LIBRARY = library()
 ARGS = Args(KINDS + OPERATOR)
 SPEC = ARGS.spec
 
@@ -194,16 +152,16 @@ def call_for(h, name):
             lease = rng.choice(known)        # asked again (woken, or a duplicate)
         else:
             h.n += 1
-            lease = "%s-%s-%d" % (h.id, name, h.n)
+            lease = lease_id("%s-%s-%d" % (h.id, name, h.n))
         slots = 0 if rng.random() < 0.1 else USUAL_SLOTS[name] if rng.random() < 0.8 else rng.randint(1, 4)
-        extra = {"proof": "p%d" % rng.randrange(1000)} if rng.random() < 0.5 else {}
+        extra = {"proof": lease_id("p%d" % rng.randrange(1000))} if rng.random() < 0.5 else {}
         return "acquire", args("acquire", lease=lease, slots=slots, ttl_ms=h.ttl, description="job " + lease,
                                uid=h.uid, idle_ms=h.idle_new, weight=2 if rng.random() < 0.15 else 1,
                                hold=1 if rng.random() < 0.1 else 0, **extra, **c)
     if roll < 0.7:
         leases = [l for l in known if rng.random() < 0.9]
         if rng.random() < 0.1:
-            leases.append("%s-%s-gone" % (h.id, name))
+            leases.append(lease_id("%s-%s-gone" % (h.id, name)))
         return "renew", args("renew", ttl_ms=h.ttl, idle_ms=h.idle, leases=leases, **c)
     lease = rng.choice(known)
     if rng.random() < 0.05:
@@ -212,7 +170,7 @@ def call_for(h, name):
         # Its holders put back, as after a reset (maybe one Redis still has,
         # or another's, or one gone).
         if rng.random() < 0.2:
-            lease = "%s-%s-back%d" % (h.id, name, rng.randrange(9))
+            lease = lease_id("%s-%s-back%d" % (h.id, name, rng.randrange(9)))
         token = h.leases[name].get(lease) or clock_ms * 1000 - rng.randrange(10 ** 6)
         return "reassert", args("reassert", lease=lease, slots=USUAL_SLOTS[name], token=token,
                                 since_ms=clock_ms - rng.randrange(10000), ttl_ms=h.ttl, description="back " + lease,
@@ -262,7 +220,7 @@ def operator_call():
     kind = rng.choice(OPERATOR)
     every = [(o, l) for o in HOSTS for l in o.leases[name]]
     if kind == "reassert":
-        o, lease = rng.choice(every) if every and rng.random() < 0.7 else (h, "%s-%s-back%d" % (h.id, name, rng.randrange(9)))
+        o, lease = rng.choice(every) if every and rng.random() < 0.7 else (h, lease_id("%s-%s-back%d" % (h.id, name, rng.randrange(9))))
         token = o.leases[name].get(lease) or clock_ms * 1000 - rng.randrange(10 ** 6)
         return name, kind, args(kind, lease=lease, slots=USUAL_SLOTS[name], token=token,
                                 since_ms=clock_ms - rng.randrange(10000), ttl_ms=o.ttl, description="back " + lease,
@@ -270,7 +228,7 @@ def operator_call():
     if kind == "drain":
         return name, kind, args(kind, on=rng.choice("0011"), uid=0, user="root", reason="r", **c), h
     if kind == "revoke":
-        lease = rng.choice(every)[1] if every else "nobody"
+        lease = rng.choice(every)[1] if every else lease_id("nobody")
         return name, kind, args(kind, lease=lease, uid=0, user="root", reason="r", waiters=rng.choice("00w1"), **c), h
     return name, kind, args(kind, n=rng.choice([0, 0, 1, 2, 3]), uid=0, user="root", reason="r", **c), h
 
@@ -394,13 +352,11 @@ def main():
                (stats["calls"], stats["batched"], stats["names"], stats["dropped"]))
         else:
             not_ok("the run had enough calls and leases that ran out", ["%r" % stats])
-        print("1..%d" % tap_n)
-        print("# %d passed, %d failed (SEED=%d)" % (tap_n - tap_failed, tap_failed, SEED), flush=True)
-        return 1 if tap_failed else 0
+        return TAP.end()
     finally:
         for s in servers:
             s.stop()
-        if tap_failed:
+        if TAP.failed:
             for s in servers:
                 log = os.path.join(s.dir, "log")
                 if os.path.exists(log):

@@ -28,13 +28,24 @@
 #   embed-lua.py --doc-args SCRIPTS.list
 #       prints docs/protocol.md's table of the scripts' arguments;
 #   embed-lua.py --args SCRIPTS.list SCRIPT
-#       prints SCRIPT's argument names, one a line, in order (for the tests).
+#       prints SCRIPT's argument names, one a line, in order (for the tests);
+#   embed-lua.py --arg-types KEYS.list SCRIPTS.list
+#       prints, as JSON, each script's keys and arguments with their types
+#       and bounds as numbers, and the key limits (for the tests of the
+#       library's checks);
+#   embed-lua.py --constant-headers
+#       prints the agent's headers the bounds of SCRIPTS.list are read
+#       from, one a line (for meson's rebuild).
 #
 # KEYS.list holds every key, a line each (see its head); KEYS[n] of every
 # name script is P:{NAME}:<the n-th name key>, then the fleet's keys.
-# SCRIPTS.list holds a line per script: its name, then its arguments in
-# order, each with its type. The prelude starts with the Lua locals
-# K_<SUFFIX> for the keys; A_<SCRIPT>_<NAME> in the scripts is written as
+# SCRIPTS.list holds a line per script: its name, its keys, then its
+# arguments in order, each with its type. The prelude starts with the Lua
+# locals K_<SUFFIX> for the keys, then ARG_TYPES and KEY_SHAPES (each
+# script's arguments and keys, bounds as numbers read from the agent's
+# headers: CONSTANT_HEADERS), against which every function checks its
+# call first (bad_call(), prelude/args.lua, put at the top of each
+# function here); A_<SCRIPT>_<NAME> in the scripts is written as
 # that argument's place in ARGV, and R_<SCRIPT>_<OUTCOME> that reply's tag
 # (REPLIES.list: see its head for the grammar). So each list lives in one
 # file.
@@ -155,13 +166,14 @@ class Arg:
 
     # The type as the list writes it (for the docs).
     def spelled(self):
+        empty = "|empty" if self.empty else ""
         if self.type == "int":
-            return "int[%s..%s]%s" % (self.lo or "", self.hi or "", "|empty" if self.empty else "")
-        if self.type == "str":
-            return "str[%s]" % self.max_len
+            return "int[%s..%s]%s" % (self.lo or "", self.hi or "", empty)
+        if self.type in ("str", "word"):
+            return "%s[%s]%s" % (self.type, self.max_len, empty)
         if self.type == "choice":
             return "choice[%s]" % "|".join(self.words)
-        return self.type
+        return self.type + empty
 
 
 def parse_arg(path, script, word):
@@ -169,48 +181,208 @@ def parse_arg(path, script, word):
     if not m:
         sys.exit("%s: %s: %r is not NAME:TYPE" % (path, script, word))
     name, t, kind = m.group(1), m.group(2), m.group(3) or ""
-    if t in ("lease", "flag", "call"):
-        return Arg(name, kind, t)
+    if t in ("lease", "lease|empty", "flag", "call"):
+        return Arg(name, kind, t.split("|")[0], empty=t.endswith("|empty"))
     m = re.match(r"^int\[([^.\]]*)\.\.([^\]]*)\](\|empty)?$", t)
     if m:
         lo, hi = m.group(1) or None, m.group(2) or None
         if any(x is not None and not C_EXPR.match(x) for x in (lo, hi)):
             sys.exit("%s: %s: %r: a bound is a number or a C constant" % (path, script, word))
         return Arg(name, kind, "int", lo=lo, hi=hi, empty=bool(m.group(3)))
-    m = re.match(r"^str\[([^\]]+)\]$", t)
-    if m and C_EXPR.match(m.group(1)):
-        return Arg(name, kind, "str", max_len=m.group(1))
+    m = re.match(r"^(str|word)\[([^\]]+)\](\|empty)?$", t)
+    if m and C_EXPR.match(m.group(2)) and (m.group(1) == "word" or not m.group(3)):
+        return Arg(name, kind, m.group(1), max_len=m.group(2), empty=bool(m.group(3)))
     m = re.match(r"^choice\[([^\]]+)\]$", t)
     if m and all(re.match(r"^[a-z0-9]+$", w) for w in m.group(1).split("|")):
         return Arg(name, kind, "choice", words=m.group(1).split("|"))
-    sys.exit("%s: %s: %r: no such type (int[LO..HI], lease, str[MAX], flag, choice[A|B], call)" % (path, script, word))
+    sys.exit("%s: %s: %r: no such type (int[LO..HI], lease, str[MAX], word[MAX], flag, choice[A|B], call)"
+             % (path, script, word))
 
 
-# {script: [Arg]}, in the list's order (the enum's); Arg.kind "" (required),
-# "?" (optional) or "..." (the rest).
-def script_args(path):
+# A script's KEYS, the second word of its line: "name" (a name's keys,
+# then the fleet's: keys.list's "keys" name, then fleet), "names" (those
+# of one name or more, one name after the other, then the fleet's), or
+# keys.list ids of scope master, comma-separated, "?" after those that may
+# be left out (only at the end).
+def parse_keys(path, script, word):
+    if word in ("name", "names"):
+        return word
+    ids = word.split(",")
+    if not all(re.match(r"^[a-z][a-z_]*\??$", i) for i in ids):
+        sys.exit("%s: %s: KEYS %r: name, names or ID[,ID...] (keys.list's)" % (path, script, word))
+    if any(a.endswith("?") and not b.endswith("?") for a, b in zip(ids, ids[1:])):
+        sys.exit("%s: %s: KEYS %r: an optional key only at the end" % (path, script, word))
+    return ids
+
+
+# {script: (KEYS, [Arg])}, in the list's order (the enum's); Arg.kind ""
+# (required), "?" (optional) or "..." (the rest); KEYS as parse_keys().
+def script_lines(path):
     scripts = {}
     for line in read(path).splitlines():
         words = line.split()
         if not words or words[0].startswith("#"):
             continue
         script, args, seen_optional = words[0], [], False
-        if not re.match(r"^[a-z][a-z_]*$", script) or script in scripts or script == "version" or len(words) < 2:
-            sys.exit("%s: %r: SCRIPT ARG... or SCRIPT -, each script once (lower-case, not version)" % (path, line))
-        for w in words[1:] if words[1:] != ["-"] else []:
+        if not re.match(r"^[a-z][a-z_]*$", script) or script in scripts or script == "version" or len(words) < 3:
+            sys.exit("%s: %r: SCRIPT KEYS ARG... or SCRIPT KEYS -, each script once (lower-case, not version)"
+                     % (path, line))
+        keys = parse_keys(path, script, words[1])
+        for w in words[2:] if words[2:] != ["-"] else []:
             a = parse_arg(path, script, w)
             if a.name in [o.name for o in args]:
                 sys.exit("%s: %s: %r twice" % (path, script, a.name))
             if (seen_optional and a.kind == "") or (args and args[-1].kind == "..."):
                 sys.exit("%s: %s: %r after an optional or rest argument" % (path, script, w))
-            if a.type == "call" and a.kind != "...":
-                sys.exit("%s: %s: %r: calls are a rest (NAME:call...)" % (path, script, w))
+            if a.type == "call" and (a.kind != "..." or keys != "names"):
+                sys.exit("%s: %s: %r: calls are a rest (NAME:call...), of a script on names" % (path, script, w))
             seen_optional = seen_optional or a.kind == "?"
             args.append(a)
-        scripts[script] = args
+        scripts[script] = (keys, args)
     if not scripts:
         sys.exit("%s: no script" % path)
     return scripts
+
+
+# {script: [Arg]}, in the list's order.
+def script_args(path):
+    return {s: args for s, (_, args) in script_lines(path).items()}
+
+
+# ---- The agent's constants that scripts.list's bounds name -----------------
+
+# The headers they are read from: the agent's own limits, never copied by
+# hand. lua-scripts.c asserts at compile time that each is the value the
+# library was given (c_constant_checks()).
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+CONSTANT_HEADERS = ["src/shared/names.h", "src/shared/protocol.h", "src/shared/config.h", "src/shared/time-util.h",
+                    "src/agent/engine/slots.h"]
+STANDARD_CONSTANTS = {"UINT32_MAX": (1 << 32) - 1}   # <stdint.h>'s
+# What the key checks bound besides the arguments' types (prelude/args.lua).
+KEY_CONSTANTS = ["IDENT_MAX_LEN", "NAME_MAX_LEN"]
+
+
+def c_defines():
+    defines = {}
+    for h in CONSTANT_HEADERS:
+        for m in re.finditer(r"^#define ([A-Z][A-Z0-9_]*)[ \t]+(.*?)[ \t]*(?:/\*.*)?$", read(os.path.join(ROOT, h)), re.M):
+            defines.setdefault(m.group(1), m.group(2))
+    return defines
+
+
+# The value of a C integer expression of the headers' constants (literals,
+# casts to an integer type, + - * / and parentheses); exits on anything
+# else rather than guess.
+def c_value(expr, defines, depth=0):
+    if depth > 8:
+        sys.exit("%s: %r: constants nested too deep" % (", ".join(CONSTANT_HEADERS), expr))
+    e = re.sub(r"\(\s*(?:usec_t|uint64_t|uint32_t|size_t|unsigned|long long|unsigned long long)\s*\)", "", expr)
+    e = re.sub(r"\b([0-9]+)(?:ULL|ull|UL|ul|LL|ll|U|u|L|l)\b", r"\1", e)
+
+    def name(m):
+        n = m.group(0)
+        if n in STANDARD_CONSTANTS:
+            return str(STANDARD_CONSTANTS[n])
+        if n not in defines:
+            sys.exit("%r: %s is defined in none of %s" % (expr, n, ", ".join(CONSTANT_HEADERS)))
+        return "(%d)" % c_value(defines[n], defines, depth + 1)
+    e = re.sub(r"\b[A-Za-z_][A-Za-z0-9_]*\b", name, e)
+    if not re.match(r"^[0-9+\-*/() ]+$", e):
+        sys.exit("%r: not an integer expression of the headers' constants (%s)" % (expr, e))
+    return int(eval(e.replace("/", "//"), {"__builtins__": {}}))
+
+
+# {expression: value} of every bound and length scripts.list names that is
+# not a number, and of KEY_CONSTANTS.
+def list_constants(args_path):
+    defines, out = c_defines(), {}
+    exprs = list(KEY_CONSTANTS)
+    for _, args in script_lines(args_path).values():
+        exprs += [x for a in args for x in (a.lo, a.hi, a.max_len) if x is not None]
+    for x in exprs:
+        if not re.match(r"^-?[0-9]+$", x):
+            out[x] = c_value(x, defines)
+    return out
+
+
+def lua_number(x, constants):
+    return "nil" if x is None else str(constants.get(x, x if re.match(r"^-?[0-9]+$", x) else None))
+
+
+# The Lua tables prelude/args.lua checks each call against: ARG_TYPES
+# (each script's arguments, as arg_fault() reads them; need: how many
+# a call cannot do without, rest: the last takes the rest) and KEY_SHAPES
+# (one: a name's keys; else the runs of names'; ids: keys.list's words).
+def lua_arg_types(keys_path, args_path):
+    constants = list_constants(args_path)
+    words = {k.id: k.word() for k in key_list(keys_path)}
+    out = ["-- Generated from scripts.list (and the agent's headers for its limits):",
+           "-- each script's arguments and keys, which bad_call() checks a call against.",
+           "local %s = %s" % (", ".join(KEY_CONSTANTS), ", ".join(str(constants[c]) for c in KEY_CONSTANTS)),
+           "local NAME_SUFFIXES = {%s}" % ", ".join("'%s'" % x for x in key_suffixes(keys_path)),
+           "local FLEET_WORDS = {%s}" % ", ".join("'%s'" % k.word() for k in fleet_keys(keys_path)),
+           "local ARG_TYPES = {"]
+    shapes = []
+    for script, (keys, args) in script_lines(args_path).items():
+        cells = []
+        for a in args:
+            if a.type == "int":
+                cell = "'int', %s, %s, %s" % (lua_number(a.lo, constants), lua_number(a.hi, constants),
+                                               "true" if a.empty else "false")
+            elif a.type in ("str", "word"):
+                cell = "'%s', %s, %s" % (a.type, lua_number(a.max_len, constants), "true" if a.empty else "false")
+            elif a.type == "lease":
+                cell = "'lease', %s" % ("true" if a.empty else "false")
+            elif a.type == "choice":
+                cell = "'choice', {%s}, '%s'" % (", ".join("['%s'] = true" % w for w in a.words), ", ".join(a.words))
+            else:
+                cell = "'%s'" % a.type
+            cells.append("{'%s', %s}" % (a.name, cell))
+        out.append("  %s = {need = %d, rest = %s%s}," % (
+            script, sum(1 for a in args if a.kind == ""), "true" if args and args[-1].kind == "..." else "false",
+            "".join(", " + c for c in cells)))
+        if keys in ("name", "names"):
+            shapes.append("  %s = {one = %s}," % (script, "true" if keys == "name" else "false"))
+        else:
+            for i in keys:
+                if i.rstrip("?") not in words:
+                    sys.exit("%s: %s: KEYS %s is not in %s" % (args_path, script, i, keys_path))
+            shapes.append("  %s = {need = %d, ids = {%s}}," % (
+                script, sum(1 for i in keys if not i.endswith("?")),
+                ", ".join("'%s'" % words[i.rstrip("?")] for i in keys)))
+    out.append("}")
+    out.append("local KEY_SHAPES = {")
+    out += shapes
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+# {"constants": {NAME: N}, "name_keys": [SUFFIX...], "fleet_words": [WORD...],
+#  "scripts": {SCRIPT: {"keys": "name"|"names"|[[WORD, OPTIONAL]...],
+#   "args": [{"name", "type", "kind", "lo", "hi", "max", "empty", "words"}]}}}
+# with every bound a number (--arg-types).
+def arg_types_json(keys_path, args_path):
+    import json
+    constants = list_constants(args_path)
+    words = {k.id: k.word() for k in key_list(keys_path)}
+
+    def number(x):
+        return None if x is None else int(constants.get(x, x))
+    out = {"constants": {c: constants[c] for c in KEY_CONSTANTS}, "name_keys": key_suffixes(keys_path),
+           "fleet_words": [k.word() for k in fleet_keys(keys_path)], "scripts": {}}
+    for script, (keys, args) in script_lines(args_path).items():
+        out["scripts"][script] = {
+            "keys": keys if keys in ("name", "names") else [[words[i.rstrip("?")], i.endswith("?")] for i in keys],
+            "args": [{"name": a.name, "type": a.type, "kind": a.kind, "lo": number(a.lo), "hi": number(a.hi),
+                      "max": number(a.max_len), "empty": a.empty, "words": a.words} for a in args]}
+    return json.dumps(out, indent=1) + "\n"
+
+
+# C's check of the values the library was given: each constant as the
+# compiler sees it.
+def c_constant_checks(args_path):
+    return "".join('_Static_assert((%s) == %dLL, "scripts.list: %s is not the value the Lua library checks");\n'
+                   % (x, v, x) for x, v in sorted(list_constants(args_path).items()))
 
 
 # The script files the library is made of: lua/SCRIPT.lua for each line
@@ -227,23 +399,22 @@ def script_files(scripts_path, prelude_path, given):
 
 # The table of arguments of docs/protocol.md (tests/check-docs.py compares).
 def doc_args(path):
-    out = ["| script | arguments (ARGV, in order) |", "|---|---|"]
-    for script, args in script_args(path).items():
+    out = ["| script | keys (KEYS) | arguments (ARGV, in order) |", "|---|---|---|"]
+    for script, (keys, args) in script_lines(path).items():
         cells = ", ".join("`%s:%s%s`" % (a.name, a.spelled(), a.kind) for a in args) or "none"
-        out.append("| `%s` | %s |" % (script, cells.replace("|", "\\|")))
+        keys = keys if keys in ("name", "names") else ", ".join(keys)
+        out.append("| `%s` | %s | %s |" % (script, keys, cells.replace("|", "\\|")))
     return "".join(line + "\n" for line in out)
 
 
 # For each script, A_<SCRIPT>_<NAME>: where that argument is in ARGV (a
-# rest argument: where it starts), and A_<SCRIPT>_NEED: how many a call
-# cannot do without. Written into the text as numbers, as a C macro would
-# be: a name costs a script nothing per call.
+# rest argument: where it starts). Written into the text as numbers, as a
+# C macro would be: a name costs a script nothing per call.
 def arg_places(args_path):
     places = {}
     for script, args in script_args(args_path).items():
         for i, a in enumerate(args):
             places["A_%s_%s" % (script.upper(), a.name.upper())] = i + 1
-        places["A_%s_NEED" % script.upper()] = sum(1 for a in args if a.kind == "")
     return places
 
 
@@ -266,7 +437,7 @@ class Field:
         self.max_len, self.group, self.more = max_len, group, more
 
 
-C_EXPR = re.compile(r"^-?[A-Za-z0-9_+]+$")
+C_EXPR = re.compile(r"^-?[A-Za-z0-9_+*/]+$")
 
 
 def parse_field(path, where, word, groups, in_group):
@@ -545,7 +716,7 @@ def write_replies(out_c, out_h, replies_path):
 # The prelude's files, by topic, in the order the library has them: a
 # file uses only what it or one before it declares (a Lua local is seen
 # only after its declaration).
-PRELUDE_FILES = ["records.lua", "forgot.lua", "clocks.lua", "line.lua", "calls.lua"]
+PRELUDE_FILES = ["args.lua", "records.lua", "forgot.lua", "clocks.lua", "line.lua", "calls.lua"]
 
 
 # The prelude's text: its files one after the other, a blank line between.
@@ -580,7 +751,7 @@ def prelude_text(keys_path, args_path, prelude_path):
             % (["one", "two", "three", "four"][len(fleet) - 1],
                ", and ".join(k.pattern.replace("[:{TAG}]", "") + (", the fleet's" if k.id == "fleet_clock" else "")
                              for k in fleet),
-               names, ", ".join("K_" + k.id.upper() for k in fleet), len(suffixes))) + text
+               names, ", ".join("K_" + k.id.upper() for k in fleet), len(suffixes))) + lua_arg_types(keys_path, args_path) + text
 
 
 # begin_name() takes a name's keys from KEYS in keys.list's order, and the
@@ -712,8 +883,9 @@ def library_template(keys_path, args_path, replies_path, prelude_path, scripts):
         names.add(name)
         body = read(path)
         check_script(path, body, prelude)
-        out.append("redis.register_function{function_name = '%s_%s_v%s', %scallback = function(KEYS, ARGV)\n%s%s"
-                   "end}\n" % (LIBRARY_NAME, name, VERSION_MARK, script_flags(path, body), body,
+        out.append("redis.register_function{function_name = '%s_%s_v%s', %scallback = function(KEYS, ARGV)\n"
+                   "local bad = bad_call('%s', KEYS, ARGV)\nif bad then return bad end\n%s%s"
+                   "end}\n" % (LIBRARY_NAME, name, VERSION_MARK, script_flags(path, body), name, body,
                                "" if body.endswith("\n") else "\n"))
     return with_arg_places("".join(out), args_path, replies_path)
 
@@ -810,7 +982,11 @@ def write_c(out_c, out_h, args_h, replies_c, replies_h, scripts_h, keys_path, ar
     with open(out_c, "w", encoding="utf-8") as f:
         f.write("/* Generated from src/agent/library/keys.list, scripts.list and the Lua scripts in src/agent/library/lua; "
                 "do not edit. */\n")
-        f.write('#include "scripts.h"\n#include "lua-keys.h"\n\n')
+        f.write('#include <stdint.h>\n\n#include "config.h"\n#include "lua-replies.h"\n#include "scripts.h"\n'
+                '#include "lua-keys.h"\n\n')
+        f.write("/* The limits scripts.list names, as the library checks them (read from\n"
+                " * the headers by embed-lua.py): the same as the agent's. */\n")
+        f.write(c_constant_checks(args_path) + "\n")
         f.write("const char *const key_suffix[N_KEYS] = {\n")
         for s in suffixes:
             f.write('        "%s",\n' % s)
@@ -851,6 +1027,10 @@ def main(argv):
         sys.stdout.write("".join(s + "\n" for s in script_args(argv[2])))
     elif len(argv) == 3 and argv[1] == "--doc-args":
         sys.stdout.write(doc_args(argv[2]))
+    elif len(argv) == 4 and argv[1] == "--arg-types":
+        sys.stdout.write(arg_types_json(argv[2], argv[3]))
+    elif len(argv) == 2 and argv[1] == "--constant-headers":
+        sys.stdout.write("".join(os.path.join(ROOT, h) + "\n" for h in CONSTANT_HEADERS))
     elif len(argv) == 4 and argv[1] == "--args":
         args = script_args(argv[2]).get(argv[3])
         if args is None:
@@ -865,7 +1045,9 @@ def main(argv):
                  "       embed-lua.py --doc-table KEYS.list\n"
                  "       embed-lua.py --scripts SCRIPTS.list\n"
                  "       embed-lua.py --doc-args SCRIPTS.list\n"
-                 "       embed-lua.py --args SCRIPTS.list SCRIPT")
+                 "       embed-lua.py --args SCRIPTS.list SCRIPT\n"
+                 "       embed-lua.py --arg-types KEYS.list SCRIPTS.list\n"
+                 "       embed-lua.py --constant-headers")
 
 
 main(sys.argv)

@@ -9,4 +9,4 @@
 -- batch runs none of them. (The body is run_batch(), prelude/calls.lua: keep.lua
 -- runs it too, on renewals and releases alone.)
 begin_call(KEYS)
-return run_batch(KEYS, ARGV, BATCH_KINDS)
+return run_batch(KEYS, ARGV, BATCH_KINDS, 'batch')

@@ -4,4 +4,4 @@
 -- maxmemory: another tenant's keys, say), and its holders keep their
 -- slots and give them back; batch.lua, which may grant, does not.
 begin_call(KEYS)
-return run_batch(KEYS, ARGV, KEEP_KINDS)
+return run_batch(KEYS, ARGV, KEEP_KINDS, 'keep')

@@ -336,40 +336,40 @@ local function adopt_call(argv)
   return {R_ADOPT_GONE}
 end
 
--- Each kind of call a batch holds (batch.lua): its function, the fewest
--- arguments it takes and which one is idle_ms (scripts.list). Made once, when
--- the library loads; nothing changes it.
+-- Each kind of call a batch holds (batch.lua): its function and which
+-- argument is idle_ms (scripts.list). Made once, when the library loads;
+-- nothing changes it.
 local BATCH_KINDS = {
-  acquire = {acquire_call, A_ACQUIRE_NEED, A_ACQUIRE_IDLE_MS},
-  release = {release_call, A_RELEASE_NEED, A_RELEASE_IDLE_MS},
-  renew = {renew_call, A_RENEW_NEED, A_RENEW_IDLE_MS},
-  reassert = {reassert_call, A_REASSERT_NEED, A_REASSERT_IDLE_MS},
-  adopt = {adopt_call, A_ADOPT_NEED, A_ADOPT_IDLE_MS},
+  acquire = {acquire_call, A_ACQUIRE_IDLE_MS},
+  release = {release_call, A_RELEASE_IDLE_MS},
+  renew = {renew_call, A_RENEW_IDLE_MS},
+  reassert = {reassert_call, A_REASSERT_IDLE_MS},
+  adopt = {adopt_call, A_ADOPT_IDLE_MS},
 }
 -- … those that grow nothing in Redis: a holder's renewal and its release
 -- (keep.lua runs them when Redis is full).
 local KEEP_KINDS = {release = BATCH_KINDS.release, renew = BATCH_KINDS.renew}
 
--- A batch's calls (batch.lua, keep.lua: KEYS, ARGV), of the kinds given
--- (any other is malformed): each run as its own script would, their
--- replies in order.
-local function run_batch(KEYS, ARGV, kinds)
+-- A batch's calls (batch.lua, keep.lua: KEYS, ARGV; its keys checked by
+-- bad_call()), of the kinds given (any other is malformed): each run as
+-- its own script would, their replies in order. Each call's arguments are
+-- checked as its script's (bad_args()) before any call runs.
+local function run_batch(KEYS, ARGV, kinds, batch)
   local names = (#KEYS - 2) / NAME_KEYS
-  if names < 1 or names ~= math.floor(names) then
-    return redis.error_reply('batch: malformed keys (' .. #KEYS .. ')')
-  end
-  local function whole(s, low, high)
-    local n = tonumber(s)
-    if n and n == math.floor(n) and n >= low and n <= high then return n end
+  local function count(s, high)
+    if s and #s <= 16 and string.find(s, '^%d+$') and tonumber(s) <= high then return tonumber(s) end
   end
   local calls, i = {}, 1
   while i <= #ARGV do
-    local kind, name, n = kinds[ARGV[i]], whole(ARGV[i + 1], 1, names), whole(ARGV[i + 2], 0, #ARGV)
-    if not kind or not name or not n or n < kind[2] or i + 2 + n > #ARGV then
-      return redis.error_reply('batch: malformed call at argument ' .. i)
+    local kind, name, n = kinds[ARGV[i]], count(ARGV[i + 1], names), count(ARGV[i + 2], #ARGV)
+    if not kind or not name or name < 1 or not n or i + 2 + n > #ARGV then
+      return redis.error_reply('ERR fleetsem: malformed call at argument ' .. i .. ' of ' .. batch .. ': not a kind ' ..
+        'it runs, a name among its keys (1 to ' .. names .. ') and how many arguments follow')
     end
     local argv = {}
     for k = i + 3, i + 2 + n do argv[#argv + 1] = ARGV[k] end
+    local bad = bad_args(ARGV[i], argv, 'call ' .. #calls + 1 .. ' (' .. ARGV[i] .. ') of ' .. batch, i + 3)
+    if bad then return bad end
     calls[#calls + 1] = {kind, argv, name}
     i = i + 3 + n
   end
@@ -391,7 +391,7 @@ local function run_batch(KEYS, ARGV, kinds)
       on = name
     end
     replies[#replies + 1] = kind[1](argv)
-    idle_due(argv[kind[3]])
+    idle_due(argv[kind[2]])
   end
   return idle(nil, replies)
 end

@@ -1,7 +1,8 @@
 -- The prelude, shared by every script: the library's top level, in the
 -- files of prelude/ that embed-lua.py puts together in the order of its
--- PRELUDE_FILES. This one comes first: the records and the name's state.
--- The K_ locals above it come from keys.list.
+-- PRELUDE_FILES. This one comes after args.lua (the check of every call):
+-- the records and the name's state. The K_ locals above them come from
+-- keys.list.
 -- Per name, all with the hash tag {NAME}:
 --   holders (ZSET lease -> expiry ms)   queue (ZSET lease -> ticket)
 --   waiters (ZSET lease -> expiry ms)
