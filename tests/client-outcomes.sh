@@ -22,7 +22,7 @@ fake() {
         : >"$fake_out"  # emptied first: the last one's "listening" must not count
         python3 "$HERE/fake-agent.py" "$NSBASE-fake" "$@" >"$fake_out" &
         fake_pid=$!
-        wait_for 5 grep -q listening "$fake_out" || echo "# the fake agent did not start"
+        wait_for 30 grep -q listening "$fake_out" || echo "# the fake agent did not start"
 }
 unfake() { kill "$fake_pid"; wait "$fake_pid" 2>/dev/null; }
 

@@ -18,7 +18,7 @@ cluster_one_node
 Q=$(free_port)
 FAKE_BIND=127.1.0.1 python3 "$(dirname "$0")/fake-cluster-node.py" "$Q" 127.1.0.1 "$Q" 0 >"$T/foreign.out" 2>&1 &
 foreign=$!
-wait_for 5 grep -q listening "$T/foreign.out" || bail "the foreign listener did not start"
+wait_for 30 grep -q listening "$T/foreign.out" || bail "the foreign listener did not start"
 # url_node NAME: a seed node of the test's own that names the foreign
 # address N times; sets URL_PORT.
 url_node() {
@@ -26,7 +26,7 @@ url_node() {
         FAKE_NAMES="127.1.0.1:$Q" python3 "$(dirname "$0")/fake-cluster-node.py" "$URL_PORT" 127.0.0.1 "$P" "$N" \
                 >"$T/$1.out" 2>&1 &
         FAKES+=($!)
-        wait_for 5 grep -q listening "$T/$1.out" || bail "the fake seed node did not start"
+        wait_for 30 grep -q listening "$T/$1.out" || bail "the fake seed node did not start"
 }
 FAKES=()
 

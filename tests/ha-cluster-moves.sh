@@ -16,7 +16,7 @@ cluster_one_node
 F=$(free_port)
 FAKE_LIVE=1 FAKE_PASSWORD_FILE=$T/acl.pw python3 "$(dirname "$0")/fake-cluster-node.py" "$F" 127.0.0.1 "$P" "$N" >"$T/fake.out" 2>&1 &
 fake=$!
-wait_for 5 grep -q listening "$T/fake.out" || bail "the fake node did not start"
+wait_for 30 grep -q listening "$T/fake.out" || bail "the fake node did not start"
 CLUSTER_URL="cluster://fleetsem@127.0.0.1:$F"
 cluster_agent a
 

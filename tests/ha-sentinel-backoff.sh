@@ -19,7 +19,7 @@ wait_for 10 redis-cli -p "$M" ping || bail "redis-server does not answer"
 S=$(free_port)
 python3 "$(dirname "$0")/fake-sentinel.py" "$S" fsm 127.0.0.1 "$M" --trap "$T/trap" >"$T/sentinel.out" 2>&1 &
 SENTINEL=$!
-wait_for 5 grep -q listening "$T/sentinel.out" || bail "the test's Sentinel did not start"
+wait_for 30 grep -q listening "$T/sentinel.out" || bail "the test's Sentinel did not start"
 
 TTL=6s run_agent a --redis "sentinel://127.0.0.1:$S/fsm"
 fs a run --wait 10s --slots 1 job -- true

@@ -15,8 +15,8 @@ FM=$(free_port)
 python3 "$(dirname "$0")/fake-cluster-node.py" "$FM" 127.0.0.1 "$FM" 0 >"$T/fake-master.log" 2>&1 &
 FS=$(free_port)
 python3 "$(dirname "$0")/fake-sentinel.py" "$FS" "$HA_MASTER" 127.0.0.1 "$FM" >"$T/fake-sentinel.log" 2>&1 &
-wait_for 5 grep -q listening "$T/fake-master.log" || bail "the fake master did not start"
-wait_for 5 grep -q listening "$T/fake-sentinel.log" || bail "the fake Sentinel did not start"
+wait_for 30 grep -q listening "$T/fake-master.log" || bail "the fake master did not start"
+wait_for 30 grep -q listening "$T/fake-sentinel.log" || bail "the fake Sentinel did not start"
 HA_URL="sentinel://127.0.0.1:$FS,127.0.0.1:${HA_S[0]},127.0.0.1:${HA_S[1]}/$HA_MASTER"
 printf 'redis = %s\nlease_ttl = %s\n' "$HA_URL" "$TTL" >"$T/fleetsem.conf"
 

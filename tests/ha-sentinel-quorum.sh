@@ -22,8 +22,8 @@ FAKES=($!)
 FS=$(free_port)
 python3 "$(dirname "$0")/fake-sentinel.py" "$FS" "$HA_MASTER" 127.0.0.1 "$FM" >"$T/fake-sentinel.log" 2>&1 &
 FAKES+=($!)
-wait_for 5 grep -q listening "$T/fake-master.log" || bail "the fake master did not start"
-wait_for 5 grep -q listening "$T/fake-sentinel.log" || bail "the fake Sentinel did not start"
+wait_for 30 grep -q listening "$T/fake-master.log" || bail "the fake master did not start"
+wait_for 30 grep -q listening "$T/fake-sentinel.log" || bail "the fake Sentinel did not start"
 # (The real servers have no password; only the last agent, which never
 # reaches them, is given one.)
 printf 'fleetsem-test\n' >"$T/pw"
