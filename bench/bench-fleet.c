@@ -296,7 +296,7 @@ static int send_renew(redisContext *c, int i, unsigned long round, void *userdat
         });
         snprintf(now, sizeof(now), "%lld", (long long) (now_usec(CLOCK_REALTIME) / USEC_PER_MSEC));
         index = strchr(rl->keys[name][0], '{');
-        (void) redisAppendCommand(c, "ZADD bench-raw5:names %s %b", now, index + 1, strcspn(index + 1, "}"));
+        (void) redisAppendCommand(c, "ZADD bench-raw:names %s %b", now, index + 1, strcspn(index + 1, "}"));
         return 2;
 }
 
@@ -312,7 +312,7 @@ static double g_floor(redisContext *rc, int hosts) {
                 return 0;
         for (int k = 0; k < G_NAMES; k++)
                 for (int j = 0; j < N_KEYS; j++)
-                        snprintf(rl.keys[k][j], sizeof(rl.keys[k][j]), "bench-raw5:{g%d}:%s", k, key_suffix[j]);
+                        snprintf(rl.keys[k][j], sizeof(rl.keys[k][j]), "bench-raw:{g%d}:%s", k, key_suffix[j]);
         for (int h = 0; h < hosts; h++)
                 for (int k = 0; k < G_NAMES; k++) {
                         redisReply *r = NULL;

@@ -319,7 +319,7 @@ double floor_a(bool library) {
 
         snprintf(f.ns, sizeof(f.ns), "bench-%d-la%s", getpid(), library ? "f" : "");
         for (int k = 0; k < N_KEYS; k++)
-                snprintf(f.keys[k], sizeof(f.keys[k]), "bench-la:{la}:%s", key_suffix[k]);
+                snprintf(f.keys[k], sizeof(f.keys[k]), "bench-raw:{la}:%s", key_suffix[k]);
         f.redis = bench_redis();
         if (library && load_library() < 0)
                 bench_failed("LAf", "cannot load the library");

@@ -14,7 +14,8 @@
 #include "macro.h"
 
 /* The fleet clock key and the census the raw script calls pass after a
- * name's keys. */
+ * name's keys, of the same prefix as every name's (bench-raw:{NAME}:...),
+ * which each script checks. */
 #define BENCH_FLEET_CLOCK "bench-raw:clock"
 #define BENCH_CENSUS "bench-raw:census"
 
