@@ -132,3 +132,17 @@ def published(sub):
         if m[0] == "pong":
             return heard
         heard.append("%s %s" % (m[2], m[3]))
+
+
+def key_contents(c, key, kind):
+    """What key (of TYPE kind) holds, comparable between two looks: a
+    zset's members with their scores, a hash's fields and values sorted,
+    a string; None for any other type."""
+    if kind == "zset":
+        return c.call("ZRANGE", key, 0, -1, "WITHSCORES")
+    if kind == "hash":
+        v = c.call("HGETALL", key)
+        return sorted(zip(v[0::2], v[1::2]))
+    if kind == "string":
+        return c.call("GET", key)
+    return None

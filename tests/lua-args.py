@@ -18,7 +18,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from library import CENSUS, FLEET_CLOCK, KEYS_LIST, SCRIPTS_LIST, Tap, embed, keys_of, published, start_redis  # noqa: E402
+from library import (CENSUS, FLEET_CLOCK, KEYS_LIST, SCRIPTS_LIST, Tap, embed, key_contents, keys_of,  # noqa: E402
+                     published, start_redis)
 from resp import Error, Redis  # noqa: E402
 
 TYPES = json.loads(embed("--arg-types", KEYS_LIST, SCRIPTS_LIST))
@@ -102,9 +103,7 @@ class Server:
         out = {}
         for key in sorted(self.c.call("KEYS", "*")):
             kind = self.c.call("TYPE", key)
-            contents = {"zset": ("ZRANGE", key, 0, -1, "WITHSCORES"), "hash": ("HGETALL", key),
-                        "string": ("GET", key)}.get(kind)
-            out[key] = (kind, self.c.call("DUMP", key), self.c.call(*contents) if contents else None,
+            out[key] = (kind, self.c.call("DUMP", key), key_contents(self.c, key, kind),
                         self.c.call("PEXPIRETIME", key))
         return out
 

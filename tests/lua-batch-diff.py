@@ -27,7 +27,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from library import CENSUS, FLEET_CLOCK, SERVER, Args, Tap, keys_of, published, start_redis  # noqa: E402
+from library import CENSUS, FLEET_CLOCK, SERVER, Args, Tap, key_contents, keys_of, published, start_redis  # noqa: E402
 from resp import Redis  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -77,20 +77,12 @@ class Server:
         out = {}
         for key in sorted(self.c.call("KEYS", "*")):
             kind = self.c.call("TYPE", key)
-            if kind == "zset":
-                v = self.c.call("ZRANGE", key, 0, -1, "WITHSCORES")
-            elif kind == "hash":
-                v = self.c.call("HGETALL", key)
-                v = sorted(zip(v[0::2], v[1::2]))
-            elif kind == "string":
-                v = self.c.call("GET", key)
-                if key == FLEET_CLOCK:
-                    w = v.split(" ")
-                    if len(w) >= 5 and w[4] == self.run_id:
-                        w[4] = "RUN_ID"
-                    v = " ".join(w)
-            else:
-                v = "?"
+            v = key_contents(self.c, key, kind)
+            if key == FLEET_CLOCK and kind == "string":
+                w = v.split(" ")
+                if len(w) >= 5 and w[4] == self.run_id:
+                    w[4] = "RUN_ID"
+                v = " ".join(w)
             out[key] = (kind, v, self.c.call("PEXPIRETIME", key))
         return out
 
