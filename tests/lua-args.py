@@ -13,6 +13,7 @@
 # not everything.
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -211,6 +212,7 @@ def run(srv):
                         "ERR fleetsem: argument %d (%s) of %s: %s" % (len(argv) + 2, a["name"], script, why))
         check_keys(script, spec, argv, refused)
     check_batches(refused)
+    check_memos(srv, refused)
     check_bounds(srv)
 
 
@@ -297,6 +299,42 @@ def check_keys(script, spec, argv, refused):
         refused("%s: key 2 of another tag" % script, script,
                 ["fleetsem:%s:{a}" % first, "fleetsem:%s:{b}" % second], argv,
                 "ERR fleetsem: key 2 (%s) of %s: another tag than the first key's" % (second, script))
+
+
+# The checks keep what they found of the values and key runs they passed
+# (prelude/args.lua's memos): a value taken as a word is still no integer,
+# a name's keys that passed once are each compared again, and the memos
+# stay bounded: calls with 8 times MEMO_MAX descriptions of 1,000 bytes,
+# each new, grow Redis' Lua memory by less than they would hold if kept.
+def check_memos(srv, refused):
+    argv, keys = sound_argv("release"), keys_for("release")
+    host = [a["name"] for a in SCRIPTS["release"]["args"]].index("host")
+    uid = [a["name"] for a in SCRIPTS["release"]["args"]].index("uid")
+    bad = list(argv)
+    bad[uid] = argv[host]
+    refused("a value taken as a word, then given as an integer", "release", keys, bad,
+            "ERR fleetsem: argument %d (uid) of release: not an integer" % (uid + 1))
+    other = list(keys)
+    other[2] = other[2].replace("{n}", "{m}")
+    refused("a name's keys that passed, with its third key another name's", "release", other, argv,
+            "ERR fleetsem: key 3 (%s) of release: not %s" % (TYPES["name_keys"][2], keys[0][:-len(TYPES["name_keys"][0])]
+                                                              + TYPES["name_keys"][2]))
+    args = [a["name"] for a in SCRIPTS["acquire"]["args"]]
+    argv = sound_argv("acquire")
+    argv[args.index("uid")] = "x"        # (refused after the description is checked: nothing runs)
+    info = lambda: int(re.search(r"used_memory_vm_functions:(\d+)", srv.c.call("INFO", "memory")).group(1))
+    n, size = 8 * 256, 1000
+    before = info()
+    for k in range(n):
+        argv[args.index("description")] = ("%06d" % k).ljust(size, "d")
+        r = srv.fcall("acquire", keys_for("acquire"), argv)
+        if not isinstance(r, Error):
+            not_ok("a description memo call is refused", ["reply %r" % r])
+            return
+    grown = info() - before
+    what = "%d new descriptions of %d bytes grow Redis' Lua memory by %d bytes, less than half of %d" % (
+        n, size, grown, n * size)
+    (ok if grown < n * size // 2 else not_ok)(what)
 
 
 # A batch's calls: malformed framing, and each kind's arguments checked as

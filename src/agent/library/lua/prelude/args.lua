@@ -8,13 +8,43 @@
 -- ARG_TYPES, KEY_SHAPES and the limits in them come from scripts.list,
 -- keys.list and the agent's headers (the lines above this file).
 
+-- Memos of what the checks found before, for the values a host sends
+-- again and again (its name, a description, a name's keys): a check
+-- costs a call of a string function a character class, a memo's lookup
+-- none. Each memo is emptied when it holds MEMO_MAX entries, so no caller
+-- can grow one; an entry only ever says what a check would say again.
+local MEMO_MAX = 256
+local VALUE_MEMO, NAME_MEMO, FLEET_MEMO = {}, {}, {}
+local MEMO_SIZE = {[VALUE_MEMO] = 0, [NAME_MEMO] = 0, [FLEET_MEMO] = 0}
+
+local function memo_put(memo, key, value)
+  if MEMO_SIZE[memo] >= MEMO_MAX then
+    for k in pairs(memo) do memo[k] = nil end
+    MEMO_SIZE[memo] = 0
+  end
+  memo[key], MEMO_SIZE[memo] = value, MEMO_SIZE[memo] + 1
+end
+
+-- What characters v has: 'd' digits alone (after a '-'), 'ok' no space
+-- or control character, 's' a space and no control character, 'c' a
+-- control character.
+local function value_chars(v)
+  local chars = VALUE_MEMO[v]
+  if not chars then
+    chars = string.find(v, '^%-?%d+$') and 'd' or string.find(v, '%c') and 'c' or string.find(v, '%s') and 's' or
+      'ok'
+    memo_put(VALUE_MEMO, v, chars)
+  end
+  return chars
+end
+
 -- Why v is no value of the argument type a (nil: it is one). a is
 -- {NAME, TYPE, ...} as ARG_TYPES has it.
 local function arg_fault(a, v)
   local t = a[2]
   if t == 'int' then              -- {NAME, 'int', LO, HI, EMPTY}
     if v == '' and a[5] then return nil end
-    if #v > 17 or not string.find(v, '^%-?%d+$') then return 'not an integer' end
+    if #v > 17 or value_chars(v) ~= 'd' then return 'not an integer' end
     local n = v + 0     -- (digits alone: a coercion, cheaper than tonumber())
     if n >= 2 ^ 53 or n <= -2 ^ 53 then return 'not below 2^53' end   -- (a double holds those exactly)
     if a[3] and n < a[3] then return 'below ' .. string.format('%.0f', a[3]) end
@@ -25,10 +55,11 @@ local function arg_fault(a, v)
   elseif t == 'word' then         -- {NAME, 'word', MAX, EMPTY}
     if v == '' then return not a[4] and 'empty' or nil end
     if #v > a[3] then return 'longer than ' .. a[3] .. ' bytes' end
-    if string.find(v, '[%s%c]') then return 'a space or a control character' end
+    local chars = value_chars(v)
+    if chars == 's' or chars == 'c' then return 'a space or a control character' end
   elseif t == 'str' then          -- {NAME, 'str', MAX}
     if #v > a[3] then return 'longer than ' .. a[3] .. ' bytes' end
-    if string.find(v, '%c') then return 'a control character' end
+    if value_chars(v) == 'c' then return 'a control character' end
   elseif t == 'flag' then
     if v ~= '1' and v ~= '0' then return 'not 1 or 0' end
   elseif t == 'choice' then       -- {NAME, 'choice', {WORD = true...}, 'WORD, WORD'}
@@ -131,6 +162,24 @@ local function name_fault(keys, at, prefix)
   return nil, p
 end
 
+-- Whether memo has keys[first] to keys[first + n - 1] as a run it
+-- passed (a name's keys, or the fleet's) of the prefix given (nil: any).
+local function memo_says(memo, keys, first, n, prefix)
+  local run = memo[keys[first]]
+  if not run or (prefix and run[1] ~= prefix) then return false end
+  for k = 2, n do
+    if keys[first + k - 1] ~= run[k] then return false end
+  end
+  return true
+end
+
+-- Puts the run from keys[first], of n keys and that prefix, in memo.
+local function memo_run(memo, keys, first, n, prefix)
+  local run = {prefix}
+  for k = 2, n do run[k] = keys[first + k - 1] end
+  memo_put(memo, keys[first], run)
+end
+
 -- The error of keys for script (nil: they fit KEY_SHAPES[script]).
 local function bad_keys(script, keys)
   local shape, n = KEY_SHAPES[script], #keys
@@ -142,10 +191,16 @@ local function bad_keys(script, keys)
   end
   local prefix
   for j = 0, names - 1 do
-    local at, what, why = name_fault(keys, j * NAME_KEYS + 1, prefix)
-    if at then return key_fault(script, at, what, why) end
-    prefix = what
+    local first = j * NAME_KEYS + 1
+    if not memo_says(NAME_MEMO, keys, first, NAME_KEYS, prefix) then
+      local at, what, why = name_fault(keys, first, prefix)
+      if at then return key_fault(script, at, what, why) end
+      memo_run(NAME_MEMO, keys, first, NAME_KEYS, what)
+    end
+    prefix = NAME_MEMO[keys[first]][1]
   end
+  local first = names * NAME_KEYS + 1
+  if memo_says(FLEET_MEMO, keys, first, #FLEET_WORDS, prefix) then return nil end
   -- The fleet's keys: PREFIX:WORD (compared whole), or PREFIX:WORD:{TAG}
   -- with one tag.
   local tag
@@ -164,6 +219,7 @@ local function bad_keys(script, keys)
     if tag and t ~= tag then return key_fault(script, at, word, 'another tag than the key before\'s') end
     tag = t
   end
+  memo_run(FLEET_MEMO, keys, first, #FLEET_WORDS, prefix)
   return nil
 end
 
