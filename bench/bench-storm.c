@@ -326,6 +326,9 @@ static int trio_start(Trio *t) {
         if (fclose(f) != 0)
                 return -EIO;
         r = redis_spawn((const char *[]) { "redis-server", conf, "--sentinel", NULL });
+        /* (A daemonized server's parent exits before the server listens.) */
+        for (size_t i = 0; r >= 0 && i < 3; i++)
+                r = redis_wait(connect_port, i == 0 ? &t->master : i == 1 ? &t->replica : &t->sentinel, true, NULL);
         if (r < 0)
                 return r;
         return trio_ready(t);
