@@ -7,7 +7,7 @@
 # point of the holder's renewal period (a third of the lease), so that the
 # rounds cover the whole period rather than wherever chance puts them.
 # The re-assertion must come before the holder fences itself: a time
-# bound, so the test runs alone (tests/meson.build, timed). A lease of 6 s:
+# bound, so the test runs alone (tests/meson.build). A lease of 6 s:
 # the holder fences 4 s after its last renewal, the kill falls up to 1.75 s
 # after one, and the agent tries Redis again about 0.1, 0.3, 0.7 and 1.5 s
 # after losing it: a restart of up to 1.5 s is re-asserted in time (a
