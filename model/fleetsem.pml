@@ -125,7 +125,7 @@
  * and, while the lease's end (its last confirmed call + TTL) has not
  * passed, keeps the lease until the holder's anchor closes, then releases
  * it; Redis' sweep frees it at its expiry anyway.  (lease_lost() in
- * src/agent/engine/slots.c kept it only after an "r" message, before:
+ * src/agent/engine/engine.c kept it only after an "r" message, before:
  * MUT_UNHEARD_RELEASES, model/FINDINGS.md.)  LOST is a message: the holder
  * believes until it acts on it (or its timer fires).  A revoked holder
  * counts among the believers.  MUT_REVOKE_AT_ONCE: the default revoke
@@ -1106,7 +1106,7 @@ inline s_undrain() {
 /* LOST, or QUEUED to a job that held: it stops believing.  A session
  * (PAM0) runs on, but for a revoke under JOBEND (below).  JOBEND: run acts at once (SIGTERM),
  * its SIGKILL due by free_in: the lease's end when the agent keeps a
- * revoked lease (K_LOST: lease_lost() in src/agent/engine/slots.c,
+ * revoked lease (K_LOST: lease_lost() in src/agent/engine/engine.c,
  * reserved), else now; a job fenced already takes the sooner too. */
 inline lose(j) {
 	if
@@ -1114,7 +1114,7 @@ inline lose(j) {
 	/* a login session whose revoked slot its agent keeps (K_LOST) is
 	 * ended: its scope stopped at once, killed by the tick its slot may
 	 * go elsewhere, the slot counted until it is gone (lease state
-	 * ending: lease_lost() in src/agent/engine/slots.c, io_stop_job() in
+	 * ending: lease_lost() in src/agent/engine/engine.c, io_stop_job() in
 	 * src/agent/host/units.c); lost otherwise (the slot may be free
 	 * already) it runs on.  MUT_SESSION_RUNS_ON: never ended. */
 	:: PAMJ(j) && a_kn[j] == K_LOST && j_st[j] == J_HOLD ->
@@ -1210,7 +1210,7 @@ inline hx_keep(h) {
 
 /* epoch.lua on every (re)connection, then adopt (a fresh agent:
  * src/agent/adopt.c, adopt_call() in prelude/calls.lua) or re-assert (the
- * epoch changed: Redis lost its state; src/agent/engine/slots-redis.c) */
+ * epoch changed: Redis lost its state; src/agent/engine/engine-redis.c) */
 inline s_connect(h) {
 	if
 	:: r_epoch == 0 ->
@@ -1273,7 +1273,7 @@ inline s_connect(h) {
 	printf("MSC: agent %d: connected, epoch %d, grace %d ticks\n", h, r_epoch, r_grace)
 }
 
-/* A new acquire call, a new proof (lease_check() in src/agent/engine/slots.c):
+/* A new acquire call, a new proof (lease_check() in src/agent/engine/engine.c):
  * unlike any the lease has anywhere (as 128 random bits would be); Redis
  * keeps the latest one given, so a g message carrying an earlier call's
  * proof grants nothing (the agent asks Redis).  MUT_PROOF_PER_PLACE: the

@@ -69,10 +69,10 @@ static void sim_local(SimClient *s, int who, usec_t now) {
         if (s->busy && s->c.finished)
                 sim_done(s);
         if (s->busy && s->holding && now >= s->until) {
-                slots_release(&e, s->l, "done", now);
+                engine_release(&e, s->l, "done", now);
                 sim_done(s);
         } else if (s->busy && !s->holding && lease_state_waits(s->l->state) && sim_random(20000) == 0) {
-                slots_client_gone(&e, s->l, now);
+                engine_client_gone(&e, s->l, now);
                 sim_done(s);
         }
         if (!s->busy && now >= s->until) {
@@ -87,7 +87,7 @@ static void sim_local(SimClient *s, int who, usec_t now) {
                 s->seen = 0;
                 s->holding = false;
                 s->held_back = NULL;
-                if (slots_acquire(&e, &spec, 60 * USEC_PER_SEC, &s->c, NULL, now, &s->l) >= 0) {
+                if (engine_acquire(&e, &spec, 60 * USEC_PER_SEC, &s->c, NULL, now, &s->l) >= 0) {
                         lease_ref(s->l);
                         s->busy = true;
                 }
@@ -152,7 +152,7 @@ static void test_random_faults(uint64_t seed) {
                         sim_tell_held_back(++next_call, false, now);
                 }
                 if (!cut && down_at == USEC_INFINITY && sim_wake_next(msg, sizeof(msg)))
-                        slots_wake(&e, "x", msg, now);
+                        engine_wake(&e, "x", msg, now);
                 /* A partition, or a restart: seen as a hang a third of a
                  * lease in, or at once. */
                 if (cut && down_at == USEC_INFINITY && (reset || now >= cut_at + TTL / 3)) {
@@ -165,7 +165,7 @@ static void test_random_faults(uint64_t seed) {
                                 sim_grace(now + TTL);   /* (the other hosts' agents) */
                         }
                         w.redis_up = false;
-                        slots_redis_down(&e, ERROR_CODE_UNAVAILABLE, "gone", now);
+                        engine_redis_down(&e, ERROR_CODE_UNAVAILABLE, "gone", now);
                         down_at = now;
                         outages++;
                 }
@@ -178,7 +178,7 @@ static void test_random_faults(uint64_t seed) {
                         sim_wakes_drop();       /* (published while the subscription was down) */
                         if (reset)
                                 sim_grace(now + TTL);
-                        slots_redis_up(&e, reset, reset ? TTL : 0, NULL, now);
+                        engine_redis_up(&e, reset, reset ? TTL : 0, NULL, now);
                         resets += reset;
                         down_at = USEC_INFINITY;
                         calm_from = now + (reset ? TTL : 0);
@@ -206,7 +206,7 @@ static void test_random_faults(uint64_t seed) {
                         /* Told within a re-check and a lease of hearing of it
                          * (all the more with Redis up and calm). */
                         if (down_at == USEC_INFINITY && now > calm_from + 2 * TTL &&
-                            now - s->l->pending_heard > SLOTS_RECHECK_SAFETY + TTL && s->held_back != s->l) {
+                            now - s->l->pending_heard > ENGINE_RECHECK_SAFETY + TTL && s->held_back != s->l) {
                                 s->held_back = s->l;
                                 if (stuck++ == 0)
                                         printf("# seed %" PRIu64 ": a grant held back %" PRIu64 " ms at %" PRIu64 " ms\n",
@@ -214,7 +214,7 @@ static void test_random_faults(uint64_t seed) {
                         }
                 }
                 if (now >= tick)
-                        tick = slots_tick(&e, now);
+                        tick = engine_tick(&e, now);
         }
         printf("# seed %" PRIu64 ": limit %" PRIu32 ", %" PRIu64 " grants here, %" PRIu64 " steps with one held back, "
                "%" PRIu64 " outages (%" PRIu64 " resets); grants' digest %016" PRIx64 "\n", seed, sim_limit, sim_grants,
@@ -227,7 +227,7 @@ static void test_random_faults(uint64_t seed) {
         teardown();
         /* (Answers still held back behind WAIT: the connection went.) */
         for (size_t i = 0; i < n_sim_held_back; i++)
-                slots_acquire_done(&e, sim_held_back[i].l, NULL, 0);
+                engine_acquire_done(&e, sim_held_back[i].l, NULL, 0);
         n_sim_held_back = 0;
         for (int i = 0; i < SIM_LOCAL; i++)
                 if (lc[i].busy)

@@ -41,7 +41,7 @@ void test_wait_deadline_and_no_wait(void) {
         CHECK_U64(w.lease_timer[1], 2 * USEC_PER_SEC, "a waiter's deadline is armed");
         reply_queued(a, 1, 1, 60000, 100);
         CHECK_U64(w.lease_timer[1], 2 * USEC_PER_SEC, "the deadline comes before the next look");
-        slots_lease_timer(&e, a, 2 * USEC_PER_SEC);
+        engine_lease_timer(&e, a, 2 * USEC_PER_SEC);
         CHECK(has_line(&c1, "DENIED reason=timeout position=1"), "denied at its deadline");
         CHECK(c1.finished, "and let go");
         CHECK_INT(count_calls("release", id(1)), 1, "and it leaves the line in Redis");
@@ -62,7 +62,7 @@ void test_huge_wait(void) {
         a = ask(1, "x", 1, USEC_INFINITY - 1, &c1, 5 * USEC_PER_SEC);
         CHECK_U64(a->deadline, USEC_INFINITY, "the deadline of a huge wait is never");
         reply_queued(a, 1, 1, 60000, 5 * USEC_PER_SEC);
-        slots_lease_timer(&e, a, 6 * USEC_PER_SEC);
+        engine_lease_timer(&e, a, 6 * USEC_PER_SEC);
         CHECK(!has_line(&c1, "DENIED reason=timeout"), "it is not denied at the next look");
         teardown();
 }
@@ -76,31 +76,31 @@ void test_drained(void) {
         char text[256];
         Lease *a, *b;
 
-        CHECK_INT(slots_drain_text(r.drain, text, sizeof(text)), 0, "a drain record reads");
+        CHECK_INT(engine_drain_text(r.drain, text, sizeof(text)), 0, "a drain record reads");
         CHECK_STR(text, "by root (uid 0) on h1 since 2026-11-18 11:06 UTC: incident 42: disk full", "... for people");
-        CHECK_INT(slots_drain_text("h1 0 x root why", text, sizeof(text)), -EBADMSG, "a record with no time is none");
-        CHECK_INT(slots_drain_text("h!1 0 1 root why", text, sizeof(text)), -EBADMSG, "nor one with a bad host");
+        CHECK_INT(engine_drain_text("h1 0 x root why", text, sizeof(text)), -EBADMSG, "a record with no time is none");
+        CHECK_INT(engine_drain_text("h!1 0 1 root why", text, sizeof(text)), -EBADMSG, "nor one with a bad host");
 
         setup(0);
         a = ask(1, "x", 2, 60 * USEC_PER_SEC, &c1, 0);
         acquire_done(a, &r, 100);
         CHECK(has_line(&c1, "QUEUED position=1 held=1 slots=2 limit=2 drained=by%20root%20%28uid%200%29%20on%20h1"),
               "a waiter is told the name is drained, by whom");
-        slots_lease_timer(&e, a, SLOTS_RECHECK_SAFETY + 200);      /* it looks again */
-        acquire_done(a, &r, SLOTS_RECHECK_SAFETY + 201);
+        engine_lease_timer(&e, a, ENGINE_RECHECK_SAFETY + 200);      /* it looks again */
+        acquire_done(a, &r, ENGINE_RECHECK_SAFETY + 201);
         CHECK_INT(c1.n_lines, 1, "... once, while nothing changes");
         r.has_drain = false;
-        slots_lease_timer(&e, a, 2 * SLOTS_RECHECK_SAFETY + 300);
-        acquire_done(a, &r, 2 * SLOTS_RECHECK_SAFETY + 301);
+        engine_lease_timer(&e, a, 2 * ENGINE_RECHECK_SAFETY + 300);
+        acquire_done(a, &r, 2 * ENGINE_RECHECK_SAFETY + 301);
         CHECK_INT(c1.n_lines, 2, "... and again when the drain ends");
         CHECK(strstr(c1.lines[1], "drained=") == NULL, "... without it");
-        b = ask(2, "x", 2, 0, &c2, 2 * SLOTS_RECHECK_SAFETY + 400);
+        b = ask(2, "x", 2, 0, &c2, 2 * ENGINE_RECHECK_SAFETY + 400);
         r.has_drain = true;
         snprintf(r.drain, sizeof(r.drain), "h1 0 1795000000000 root again");
-        acquire_done(b, &r, 2 * SLOTS_RECHECK_SAFETY + 500);
+        acquire_done(b, &r, 2 * ENGINE_RECHECK_SAFETY + 500);
         CHECK(has_line(&c2, "DENIED reason=drained"), "no wait, drained: denied as drained");
         CHECK(strstr(c2.lines[c2.n_lines - 1], "again") != NULL, "... with the drain's reason");
-        CHECK_U64(e.stats.denials[SLOTS_DENIAL_DRAINED], 1, "counted as a drained denial");
+        CHECK_U64(e.stats.denials[ENGINE_DENIAL_DRAINED], 1, "counted as a drained denial");
         teardown();
 }
 
@@ -115,12 +115,12 @@ void test_grants_in_token_order(void) {
         two_in_line(&c1, &c2, &a, &b);
         /* Another host's release granted a (token 5); this host asks for
          * b first (its safety re-check) and hears of token 6. */
-        slots_lease_timer(&e, b, SLOTS_RECHECK_SAFETY + 1);
+        engine_lease_timer(&e, b, ENGINE_RECHECK_SAFETY + 1);
         before = count_calls("acquire", id(1));
-        reply_granted(b, 6, 2, SLOTS_RECHECK_SAFETY + 2);
+        reply_granted(b, 6, 2, ENGINE_RECHECK_SAFETY + 2);
         CHECK_INT(c2.n_lines, 1, "the later grant (token 6) is not told while an earlier lease waits");
         CHECK_INT(count_calls("acquire", id(1)), before + 1, "the earlier lease asks Redis at once");
-        reply_granted(a, 5, 2, SLOTS_RECHECK_SAFETY + 3);
+        reply_granted(a, 5, 2, ENGINE_RECHECK_SAFETY + 3);
         CHECK(has_line(&c1, "GRANTED token=5"), "the earlier lease gets token 5");
         CHECK(has_line(&c2, "GRANTED token=6"), "then the later one token 6");
         teardown();
@@ -133,16 +133,16 @@ void test_stale_pending_grant(void) {
         Lease *a, *b;
 
         two_in_line(&c1, &c2, &a, &b);
-        slots_lease_timer(&e, b, SLOTS_RECHECK_SAFETY + 1);
-        reply_granted(b, 6, 2, SLOTS_RECHECK_SAFETY + 2);      /* held back: a may hold token 5 */
+        engine_lease_timer(&e, b, ENGINE_RECHECK_SAFETY + 1);
+        reply_granted(b, 6, 2, ENGINE_RECHECK_SAFETY + 2);      /* held back: a may hold token 5 */
         {
                 char msg[64];
 
                 snprintf(msg, sizeof(msg), "g %s 7 1 -", id(2));        /* no proof: b asks again */
-                slots_wake(&e, "x", msg, 2 * SLOTS_RECHECK_SAFETY + 3);
+                engine_wake(&e, "x", msg, 2 * ENGINE_RECHECK_SAFETY + 3);
         }
-        reply_queued(b, 2, 2, -1, 2 * SLOTS_RECHECK_SAFETY + 4); /* Redis now says: waiting */
-        reply_queued(a, 1, 2, -1, 2 * SLOTS_RECHECK_SAFETY + 5); /* the gate clears */
+        reply_queued(b, 2, 2, -1, 2 * ENGINE_RECHECK_SAFETY + 4); /* Redis now says: waiting */
+        reply_queued(a, 1, 2, -1, 2 * ENGINE_RECHECK_SAFETY + 5); /* the gate clears */
         CHECK(!has_line(&c2, "GRANTED"), "a grant Redis no longer has is never told");
         teardown();
 }
@@ -160,17 +160,17 @@ void test_wake_is_a_hint(void) {
                   "a waiter gives Redis a proof with its place in line, a random id of the agent's");
         before = count_calls("acquire", id(1));
         snprintf(msg, sizeof(msg), "g %s 999 1 -", id(1));
-        slots_wake(&e, "x", msg, 2);
+        engine_wake(&e, "x", msg, 2);
         CHECK_INT(c1.n_lines, 1, "a wake message naming the waiter without its proof grants nothing by itself");
         CHECK_INT(count_calls("acquire", id(1)), before + 1, "it makes the waiter ask Redis");
         reply_queued(a, 1, 1, -1, 3);
         CHECK(!has_line(&c1, "GRANTED"), "Redis says it still waits: no grant");
         snprintf(msg, sizeof(msg), "g %s 999 1 %s", id(1), "fedcba9876543210fedcba9876543210");
-        slots_wake(&e, "x", msg, 4);
+        engine_wake(&e, "x", msg, 4);
         CHECK(!has_line(&c1, "GRANTED"), "nor with another proof");
         CHECK_INT(count_calls("acquire", id(1)), before + 2, "it asks again");
         reply_queued(a, 1, 1, -1, 5);
-        slots_wake(&e, "x", "g not-a-lease 1 2 -", 6);
+        engine_wake(&e, "x", "g not-a-lease 1 2 -", 6);
         CHECK_INT(count_calls("acquire", id(1)), before + 3, "a malformed wake message is a plain wake-up");
         teardown();
 }
@@ -191,11 +191,11 @@ void test_foreign_grant_asks_nothing(void) {
         CHECK_INT(a->position, 3, "third in line");
         before = w.n_calls;
         snprintf(msg, sizeof(msg), "g %s 7 1 %s", id(9), "fedcba9876543210fedcba9876543210");
-        slots_wake(&e, "x", msg, 2);
+        engine_wake(&e, "x", msg, 2);
         CHECK_INT(w.n_calls, before, "another host's grant makes no call");
         CHECK_INT(a->position, 2, "the waiter moved up one place");
         CHECK(!has_line(&c1, "GRANTED"), "and is granted nothing");
-        slots_wake(&e, "x", NULL, 3);
+        engine_wake(&e, "x", NULL, 3);
         CHECK_INT(w.n_calls, before + 1, "a plain wake-up makes the waiter ask");
         CHECK(streq(last_call()->what, "acquire") && streq(last_call()->lease, id(1)), "... for its place");
         teardown();
@@ -217,12 +217,12 @@ void test_wake_grant_with_proof(void) {
         reply_queued(a, 1, 1, -1, 200);
         before = count_calls("acquire", id(1));
         snprintf(msg, sizeof(msg), "g %s 42 1700 %s", id(1), a->proof);
-        slots_wake(&e, "x", msg, 100 + USEC_PER_SEC / 2);
+        engine_wake(&e, "x", msg, 100 + USEC_PER_SEC / 2);
         CHECK(has_line(&c1, "GRANTED token=42 lease=10000000000000000000000000000000 since=1700 ttl=2500 limit=1"),
               "granted on Redis' word, told the lease left since it queued (0.5 s of 3 gone)");
         CHECK_INT(count_calls("acquire", id(1)), before, "without asking Redis again");
         CHECK_INT(a->state, LEASE_HELD, "it holds");
-        slots_wake(&e, "x", msg, 100 + USEC_PER_SEC / 2 + 1);
+        engine_wake(&e, "x", msg, 100 + USEC_PER_SEC / 2 + 1);
         CHECK_INT(c1.n_lines, 2, "the same message again changes nothing");
 
         /* A proof from an earlier place in line: Redis lost that place. */
@@ -230,19 +230,19 @@ void test_wake_grant_with_proof(void) {
         reply_queued(b, 1, 1, -1, 1);
         memcpy(old, b->proof, sizeof(old));
         memcpy(one[0], id(2), sizeof(one[0]));
-        slots_renew_done(&e, "y", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, 2, 3);
+        engine_renew_done(&e, "y", (const char (*)[LEASE_ID_LEN + 1]) one, &missing, 1, false, 2, 3);
         CHECK(!streq(b->proof, old), "a new place in line, a new proof");
         reply_queued(b, 1, 1, -1, 4);
         before = count_calls("acquire", id(2));
         snprintf(msg, sizeof(msg), "g %s 43 1700 %s", id(2), old);
-        slots_wake(&e, "y", msg, 5);
+        engine_wake(&e, "y", msg, 5);
         CHECK(!has_line(&c2, "GRANTED"), "the old proof grants nothing");
         CHECK_INT(count_calls("acquire", id(2)), before + 1, "it asks Redis");
         reply_queued(b, 1, 1, -1, 6);
 
         /* Queued a third of a lease ago or more: asks, for a fresh expiry. */
         snprintf(msg, sizeof(msg), "g %s 44 1700 %s", id(2), b->proof);
-        slots_wake(&e, "y", msg, 6 + TTL / 3);
+        engine_wake(&e, "y", msg, 6 + TTL / 3);
         CHECK(!has_line(&c2, "GRANTED"), "a waiter last renewed a third of a lease ago is not granted on the message");
         CHECK_INT(count_calls("acquire", id(2)), before + 2, "it asks Redis");
         reply_granted(b, 44, 1, 7 + TTL / 3);
@@ -255,15 +255,15 @@ void test_wake_grant_with_proof(void) {
         d = ask(4, "w", 1, USEC_INFINITY, &c4, 0);
         reply_queued(d, 1, 1, -1, 1);
         memcpy(old, d->proof, sizeof(old));
-        slots_lease_timer(&e, d, 2 + SLOTS_RECHECK_SAFETY);
+        engine_lease_timer(&e, d, 2 + ENGINE_RECHECK_SAFETY);
         CHECK(!streq(d->proof, old), "every look at Redis, a new proof");
-        reply_queued(d, 1, 1, -1, 3 + SLOTS_RECHECK_SAFETY);
+        reply_queued(d, 1, 1, -1, 3 + ENGINE_RECHECK_SAFETY);
         before = count_calls("acquire", id(4));
         snprintf(msg, sizeof(msg), "g %s 45 1700 %s", id(4), old);
-        slots_wake(&e, "w", msg, 4 + SLOTS_RECHECK_SAFETY);
+        engine_wake(&e, "w", msg, 4 + ENGINE_RECHECK_SAFETY);
         CHECK(!has_line(&c4, "GRANTED"), "the proof of the look before grants nothing");
         CHECK_INT(count_calls("acquire", id(4)), before + 1, "it asks Redis");
-        reply_queued(d, 1, 1, -1, 5 + SLOTS_RECHECK_SAFETY);
+        reply_queued(d, 1, 1, -1, 5 + ENGINE_RECHECK_SAFETY);
 
         /* With replicas to wait for, every grant is asked for. */
         c = ask(3, "z", 1, USEC_INFINITY, &c3, 0);
@@ -271,7 +271,7 @@ void test_wake_grant_with_proof(void) {
         e.wake_grants = false;
         before = count_calls("acquire", id(3));
         snprintf(msg, sizeof(msg), "g %s 45 1700 %s", id(3), c->proof);
-        slots_wake(&e, "z", msg, 2);
+        engine_wake(&e, "z", msg, 2);
         CHECK(!has_line(&c3, "GRANTED"), "with replicas (no wake_grants) the message grants nothing");
         CHECK_INT(count_calls("acquire", id(3)), before + 1, "it asks Redis, which WAITs for them");
         teardown();
@@ -287,9 +287,9 @@ void test_wake_grant_behind_earlier(void) {
 
         two_in_line(&c1, &c2, &a, &b);
         snprintf(msg, sizeof(msg), "g %s 5 1700 -", id(2));
-        slots_wake(&e, "x", msg, 2);                            /* b asks (a hint) */
+        engine_wake(&e, "x", msg, 2);                            /* b asks (a hint) */
         snprintf(msg, sizeof(msg), "g %s 6 1700 %s", id(2), b->proof);
-        slots_wake(&e, "x", msg, 3);
+        engine_wake(&e, "x", msg, 3);
         CHECK(!has_line(&c2, "GRANTED"), "held back: a may hold a lower token");
         reply_queued(b, 2, 2, -1, 4);   /* the call of time 2, executed before the grant */
         reply_queued(a, 1, 2, -1, 5);   /* a still waits: the gate clears */

@@ -266,14 +266,14 @@ static void answer_acquire(Call *c, bool runs, bool told, usec_t now) {
         if (told && runs && r.outcome == ACQUIRE_GRANTED && n_sim_held_back < ELEMENTSOF(sim_held_back))
                 sim_held_back[n_sim_held_back++] = (SimGrant) { .l = c->l, .r = r, .after = w.n_calls };
         else
-                slots_acquire_done(&e, c->l, told && runs ? &r : NULL, now);
+                engine_acquire_done(&e, c->l, told && runs ? &r : NULL, now);
         redis_reply_free(reply);
 }
 
 /* As the agent's release_reply() with replicas: the slots it handed on
  * are told as a wake message, to be asked for (and waited for). */
 static void answer_release(Call *c, bool runs, bool told, usec_t now) {
-        Granted g[SLOTS_GRANTS_MAX] = {};
+        Granted g[ENGINE_GRANTS_MAX] = {};
         char payload[GRANTED_WAKE_MAX];
         RedisReply *reply = NULL;
         ReleaseArgs args;
@@ -284,10 +284,10 @@ static void answer_release(Call *c, bool runs, bool told, usec_t now) {
                 reply = fcall(SCRIPT_RELEASE, N_RELEASE_ARGS, args.argv);
                 k = release_granted(c->name, c->lease, reply, g);
         }
-        slots_release_done(&e, c->name, c->lease, c->uid, !(told && runs), NULL, 0, now);
+        engine_release_done(&e, c->name, c->lease, c->uid, !(told && runs), NULL, 0, now);
         if (told && k > 0) {
                 granted_wake(g, k, payload);
-                slots_wake(&e, c->name, payload, now);
+                engine_wake(&e, c->name, payload, now);
         }
         redis_reply_free(reply);
 }
@@ -313,7 +313,7 @@ static void answer_renew(Call *c, bool runs, bool told, usec_t now) {
         if (r < 0)
                 printf("# renew: a reply of no shape\n");
         else if (told)
-                slots_renew_done(&e, c->name, (const char (*)[LEASE_ID_LEN + 1]) c->ids, missing, c->n_ids, forgot_left,
+                engine_renew_done(&e, c->name, (const char (*)[LEASE_ID_LEN + 1]) c->ids, missing, c->n_ids, forgot_left,
                                  now, now);
         redis_reply_free(reply);
 }
@@ -328,7 +328,7 @@ static void answer_reassert(Call *c, bool runs, bool told, usec_t now) {
                 reply = fcall(SCRIPT_REASSERT, N_REASSERT_ARGS, args.argv);
                 r = reassert_result(c->name, reply);
         }
-        slots_reassert_done(&e, c->l, told ? r : -2, now);
+        engine_reassert_done(&e, c->l, told ? r : -2, now);
         redis_reply_free(reply);
 }
 
@@ -357,7 +357,7 @@ void sim_tell_held_back(unsigned answered_up_to, bool gone, usec_t now) {
                         continue;
                 }
                 memmove(sim_held_back + i, sim_held_back + i + 1, (--n_sim_held_back - i) * sizeof(SimGrant));
-                slots_acquire_done(&e, g.l, gone ? NULL : &g.r, now);
+                engine_acquire_done(&e, g.l, gone ? NULL : &g.r, now);
         }
 }
 

@@ -20,7 +20,7 @@
 
 
 World w;
-Slots e;
+Engine e;
 
 static void fx_send(void *ctx, void *client, const char *line, int len) {
         Client *c = client;
@@ -166,7 +166,7 @@ static void fx_log(void *ctx, int level, uid_t uid, usec_t now, const LogFields 
         if (w.n_said >= ELEMENTSOF(w.said))
                 TAP_BAIL("the engine said more than %zu lines since setup(): %s", ELEMENTSOF(w.said), message);
         snprintf(w.said[w.n_said++], sizeof(w.said[0]), "%d %d %s", level,
-                 uid == SLOTS_NO_UID ? -1 : (int) uid, message);
+                 uid == ENGINE_NO_UID ? -1 : (int) uid, message);
 }
 
 /* Whether one of the engine's lines since setup() starts so. */
@@ -177,7 +177,7 @@ bool said(const char *start) {
         return false;
 }
 
-static const SlotsOps ops = {
+static const EngineOps ops = {
         .send = fx_send, .finish = fx_finish, .call_acquire = fx_call_acquire, .call_release = fx_call_release,
         .call_renew = fx_call_renew, .call_reassert = fx_call_reassert, .index = fx_index,
         .lease_timer = fx_lease_timer, .name_timer = fx_name_timer, .name_waiting = fx_nop_name,
@@ -195,9 +195,9 @@ void calls_free(void) {
 void setup(usec_t now) {
         calls_free();
         w = (World) { .redis_up = true };
-        slots_init(&e, &ops, NULL, TTL);
+        engine_init(&e, &ops, NULL, TTL);
         e.wake_grants = true;   /* as without replicas */
-        slots_redis_up(&e, false, 0, NULL, now);
+        engine_redis_up(&e, false, 0, NULL, now);
 }
 
 /* Lease ids: "1000…", "2000…": the first digit tells them apart. */
@@ -215,7 +215,7 @@ Lease *ask(int n, const char *name, uint32_t slots, usec_t wait, Client *c, usec
         Lease *l = NULL;
 
         snprintf(c->name, sizeof(c->name), "c%d", n);
-        CHECK_INT(slots_acquire(&e, &spec, wait, c, NULL, now, &l), 0, "lease accepted");
+        CHECK_INT(engine_acquire(&e, &spec, wait, c, NULL, now, &l), 0, "lease accepted");
         return l;
 }
 
@@ -238,23 +238,23 @@ bool answered(const char *what, Lease *l) {
 /* A lease's timer goes off (once, as the adapter's does). */
 void timer_fires(Lease *l, usec_t now) {
         w.lease_timer[(l->id[0] - '0') % 8] = USEC_INFINITY;
-        slots_lease_timer(&e, l, now);
+        engine_lease_timer(&e, l, now);
 }
 
 void acquire_done(Lease *l, const AcquireResult *r, usec_t now) {
         if (answered("acquire", l))
-                slots_acquire_done(&e, l, r, now);
+                engine_acquire_done(&e, l, r, now);
 }
 
 void reassert_done(Lease *l, int result, usec_t now) {
         if (answered("reassert", l))
-                slots_reassert_done(&e, l, result, now);
+                engine_reassert_done(&e, l, result, now);
 }
 
 /* The agent going away: the engine forgets everything, then the calls still
  * under way are answered with "the connection went", as hiredis does. */
 void teardown(void) {
-        slots_done(&e);
+        engine_done(&e);
         for (unsigned i = 0; i < w.n_calls; i++) {
                 Call *c = &w.calls[i];
 
@@ -262,9 +262,9 @@ void teardown(void) {
                         continue;
                 c->answered = true;
                 if (streq(c->what, "acquire"))
-                        slots_acquire_done(&e, c->l, NULL, 0);
+                        engine_acquire_done(&e, c->l, NULL, 0);
                 else
-                        slots_reassert_done(&e, c->l, -2, 0);
+                        engine_reassert_done(&e, c->l, -2, 0);
         }
 }
 

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "slots.h"
+#include "engine.h"
 #include "tap.h"
 
 #define TTL (3 * USEC_PER_SEC)
@@ -52,7 +52,7 @@ typedef struct World {
 
 /* test-slots-world.c: the engine under test and what it did */
 extern World w;
-extern Slots e;
+extern Engine e;
 
 bool said(const char *start);
 void calls_free(void);

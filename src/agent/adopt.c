@@ -121,10 +121,10 @@ static void forget_index_entry(Agent *a, const char *id) {
 /* The engine's index op: Redis' index and the host's record together. */
 void host_index(void *ctx, const Lease *l, bool add) {
         Agent *a = ctx;
-        char value[SLOTS_INDEX_VALUE_MAX];
+        char value[ENGINE_INDEX_VALUE_MAX];
 
         if (add) {
-                slots_index_value(l, value);
+                engine_index_value(l, value);
                 record_put(a, l->id, value, l->host_held);
         } else
                 record_drop(a, l->id);
@@ -172,9 +172,9 @@ static int record_dir_open(Agent *a, const char *env) {
  * and adopted once. */
 static void record_move_anchored(const char *id, const char *value, void *userdata) {
         Agent *a = userdata;
-        size_t n = strlen(value), k = strlen(" " SLOTS_INDEX_HOST_HELD);
+        size_t n = strlen(value), k = strlen(" " ENGINE_INDEX_HOST_HELD);
 
-        if (n >= k && streq(value + n - k, " " SLOTS_INDEX_HOST_HELD))
+        if (n >= k && streq(value + n - k, " " ENGINE_INDEX_HOST_HELD))
                 return;
         if (lease_record_put(a->run_record_fd, id, value, record_durable(a, a->run_record_fd)) >= 0)
                 (void) lease_record_drop(a->record_fd, id, record_durable(a, a->record_fd));
@@ -237,7 +237,7 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                         state = -2;     /* out of memory: asked again at the next re-adoption */
         }
 
-        if (state == 1 && !slots_lease_find(&a->slots, ad->id)) {
+        if (state == 1 && !engine_lease_find(&a->engine, ad->id)) {
                 char holder[LEASE_HOLDER_MAX];
                 LeaseSpec spec = {
                         .name = ad->name, .id = ad->id, .slots = ad->slots, .weight = ad->weight, .uid = ad->owner.uid,
@@ -251,15 +251,15 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 holder_label(a, ad->owner.uid, ad->owner.pid, ad->host_held ? "host" : ad->unit ?: "adopted", holder,
                              sizeof(holder));
                 io = lease_io_new(a, ad->watch_fd);
-                if (io && slots_adopt(&a->slots, &spec, token, since_ms, io, now_mono(), &l) >= 0) {
+                if (io && engine_adopt(&a->engine, &spec, token, since_ms, io, now_mono(), &l) >= 0) {
                         ad->watch_fd = -EBADF;
                         if (lease_io_attach(io, l) < 0)
-                                slots_release(&a->slots, l, "cannot watch its anchor", now_mono());
+                                engine_release(&a->engine, l, "cannot watch its anchor", now_mono());
                         else {  /* in both again: either may have lost it */
                                 host_index(a, l, true);
                                 /* Redis lost part of its name meanwhile: put back, as a renewal would. */
                                 if (d.outcome == REPLY_ADOPT_FORGOTTEN)
-                                        slots_put_back(&a->slots, l, now_mono());
+                                        engine_put_back(&a->engine, l, now_mono());
                         }
                         ad->round->count++;
                 } else if (io) {
@@ -293,14 +293,14 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
         struct ucred owner = { .pid = 0, .gid = (gid_t) -1 };
         _cleanup_(adoption_freep) Adoption *ad = NULL;
 
-        if (!lease_id_is_valid(id) || slots_lease_find(&a->slots, id))
+        if (!lease_id_is_valid(id) || engine_lease_find(&a->engine, id))
                 return;
         /* "NAME SLOTS UID UNIT ON-LOST[ WEIGHT[ KIND]]" (io_index());
          * older agents wrote the first three. */
         k = sscanf(value, "%200s %u %u%n %255s %7s%n %u%n %15s%n", name, &slots, &uid, &n, unit, on_lost, &n, &weight,
                    &n, kind, &n);
         if ((k != 3 && k != 5 && k != 6 && k != 7) || value[n] != '\0' || !name_is_valid(name) || slots > SLOTS_MAX ||
-            weight < 1 || weight > SLOTS_MAX || (k == 7 && !streq(kind, SLOTS_INDEX_HOST_HELD)) ||
+            weight < 1 || weight > SLOTS_MAX || (k == 7 && !streq(kind, ENGINE_INDEX_HOST_HELD)) ||
             (k == 7 && (uid != 0 || !streq(unit, "-"))) ||
             (!streq(unit, "-") && !service_unit_is_valid(unit)) ||
             (!streq(on_lost, "stop") && !streq(on_lost, "ignore"))) {
@@ -418,7 +418,7 @@ static void index_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         a->adopted = true;
         ids = calloc(n / 2 + 1, sizeof(*ids));
         for (size_t i = 0; i + 1 < n; i += 2) {
-                char id[LEASE_ID_LEN + 1], value[SLOTS_INDEX_VALUE_MAX];
+                char id[LEASE_ID_LEN + 1], value[ENGINE_INDEX_VALUE_MAX];
 
                 if (redis_reply_array_string(reply, i, id, sizeof(id)) < 0 ||
                     redis_reply_array_string(reply, i + 1, value, sizeof(value)) < 0)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* The agent's I/O around the slot engine (slots.h): clients on the
+/* The agent's I/O around the slot engine (engine.h): clients on the
  * listening socket (server.c; their connections conn.c, requests
  * requests.c, budgets budgets.c), Redis (redis-io.c and the layer below
  * it, redis-layer.h), anchors and timers
@@ -20,7 +20,7 @@
 #include "protocol.h"
 #include "redis.h"
 #include "scripts.h"
-#include "slots.h"
+#include "engine.h"
 #include "socket-util.h"
 #include "time-util.h"
 
@@ -136,7 +136,7 @@ struct Agent {
         sd_event *event;
         Config *config;
         Server *server;                 /* the listening side's own (server.c) */
-        Slots slots;
+        Engine engine;
 
         struct RedisIo *redis_io;       /* the Redis layer's own (redis-layer.h) */
         char master_name[300];          /* sentinel: "host:port" of the master followed */
@@ -247,7 +247,7 @@ void redis_io_reconnect(Agent *a, const char *why);
  * those of the names this host follows. */
 void redis_io_watch_all(Agent *a, bool on);
 
-/* The engine's effects (SlotsOps), by the file that carries them out:
+/* The engine's effects (EngineOps), by the file that carries them out:
  * Redis' in redis-engine.c, the rest in lease-io.c. */
 int io_call_acquire(void *ctx, Lease *l);
 int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid);

@@ -366,7 +366,7 @@ static int watch_signals_and_watchdog(sd_event *e, Agent *a) {
         return 0;
 }
 
-static const SlotsOps agent_slots_ops = {
+static const EngineOps agent_engine_ops = {
         .send = io_send,
         .finish = io_finish,
         .call_acquire = io_call_acquire,
@@ -444,10 +444,10 @@ static int run(int argc, char *argv[]) {
         agent.event = e;
         agent.config = &config;
         host_record_open(&agent);
-        slots_init(&agent.slots, &agent_slots_ops, &agent, config.lease_ttl);
+        engine_init(&agent.engine, &agent_engine_ops, &agent, config.lease_ttl);
         /* With replicas to confirm each grant, a waiter's own agent asks
          * for it (and WAITs); else Redis' wake message is enough. */
-        agent.slots.wake_grants = config.min_replicas_acked <= 0;
+        agent.engine.wake_grants = config.min_replicas_acked <= 0;
         r = watch_signals_and_watchdog(e, &agent);
         if (r < 0)
                 goto finish;
@@ -477,7 +477,7 @@ finish:
          * first: what it still holds (a batch, a reply awaited) is told to
          * the engine while the engine is there. */
         redis_io_stop(&agent);
-        slots_done(&agent.slots);
+        engine_done(&agent.engine);
         server_stop(&agent);
         status_stop(&agent);
         lease_io_stop(&agent);

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "slots.h"
+#include "engine.h"
 #include "fuzz.h"
 
 #define GRANTS_MAX 8

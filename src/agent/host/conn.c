@@ -45,7 +45,7 @@ Client *client_free(Client *c) {
                 Lease *l = c->lease;
 
                 c->lease = NULL;
-                slots_client_gone(&a->slots, l, now_mono());
+                engine_client_gone(&a->engine, l, now_mono());
         }
         if (c->watching && c->cred.uid == 0 && --a->n_watching == 0)
                 redis_io_watch_all(a, false);

@@ -157,7 +157,7 @@ int anchor_probe(Agent *a, const char *lease, int *ret_fd, uid_t *ret_uid) {
 static void release_foreign(Agent *a, Lease *l, uid_t uid) {
         log_warning("Anchor @%s/lease/%s now belongs to uid " UID_FMT ", not " UID_FMT "; releasing its slot of %s.",
                     a->config->namespace, l->id, uid, l->uid, l->name->name);
-        slots_anchor_closed(&a->slots, l, now_mono());
+        engine_anchor_closed(&a->engine, l, now_mono());
 }
 
 /* An anchor without a watch connection (its backlog was full, or the one
@@ -172,7 +172,7 @@ static void rewatch(LeaseIo *io) {
 
         r = anchor_probe(a, l->id, &fd, &uid);
         if (r == -ENOENT) {
-                slots_anchor_closed(&a->slots, l, now_mono());
+                engine_anchor_closed(&a->engine, l, now_mono());
                 return;
         }
         if (r >= 0 && uid != l->uid) {
@@ -227,7 +227,7 @@ static int on_anchor_event(sd_event_source *s, int fd, uint32_t revents, void *u
                 return 0;
         lease_io_close_watch(io);
         if (reset) {
-                slots_anchor_closed(&io->agent->slots, io->lease, now);
+                engine_anchor_closed(&io->agent->engine, io->lease, now);
                 return 0;
         }
         if (now >= io->rewatch_window + REWATCH_WINDOW) {
@@ -358,7 +358,7 @@ static int on_lease_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         (void) s;
         (void) usec;
         if (io->lease)
-                slots_lease_timer(&io->agent->slots, io->lease, now_mono());
+                engine_lease_timer(&io->agent->engine, io->lease, now_mono());
         return 0;
 }
 
@@ -440,7 +440,7 @@ static int on_name_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
         (void) s;
         (void) usec;
-        slots_name_timer(n->slots_engine, n, now_mono());
+        engine_name_timer(n->engine, n, now_mono());
         return 0;
 }
 
@@ -465,6 +465,6 @@ int io_random_id(void *ctx, char ret[LEASE_ID_LEN + 1]) {
  * budget of lines of its uid (log-limit.h), everything else as it comes. */
 void io_log(void *ctx, int level, uid_t uid, usec_t now, const LogFields *fields, const char *message) {
         (void) ctx;
-        if (uid == SLOTS_NO_UID || log_limit_pass(uid, now))
+        if (uid == ENGINE_NO_UID || log_limit_pass(uid, now))
                 log_fields(level, fields, "%s", message);
 }

@@ -25,38 +25,38 @@ static const char *u64_list(const uint64_t *v, size_t n, bool cumulative, char *
         return buf;
 }
 
-static void send_histogram(Client *c, const char *verb, const SlotsHistogram *h) {
-        char line[PROTO_REPLY_MAX], list[(SLOTS_HISTOGRAM_BUCKETS + 1) * 21];
-        uint64_t bounds[SLOTS_HISTOGRAM_BUCKETS];
+static void send_histogram(Client *c, const char *verb, const EngineHistogram *h) {
+        char line[PROTO_REPLY_MAX], list[(ENGINE_HISTOGRAM_BUCKETS + 1) * 21];
+        uint64_t bounds[ENGINE_HISTOGRAM_BUCKETS];
         MessageBuilder b;
 
-        for (size_t i = 0; i < SLOTS_HISTOGRAM_BUCKETS; i++)
-                bounds[i] = slots_histogram_bounds[i];
+        for (size_t i = 0; i < ENGINE_HISTOGRAM_BUCKETS; i++)
+                bounds[i] = engine_histogram_bounds[i];
         message_start(&b, line, sizeof(line), verb);
         message_add_u64(&b, "count", h->count);
         message_add_u64(&b, "sum", h->sum);
-        message_add(&b, "bounds", u64_list(bounds, SLOTS_HISTOGRAM_BUCKETS, false, list, sizeof(list)));
-        message_add(&b, "buckets", u64_list(h->buckets, SLOTS_HISTOGRAM_BUCKETS + 1, true, list, sizeof(list)));
+        message_add(&b, "bounds", u64_list(bounds, ENGINE_HISTOGRAM_BUCKETS, false, list, sizeof(list)));
+        message_add(&b, "buckets", u64_list(h->buckets, ENGINE_HISTOGRAM_BUCKETS + 1, true, list, sizeof(list)));
         client_send(c, line, message_finish(&b));
 }
 
 static void send_counters(Client *c, const Agent *a) {
-        const SlotsStats *st = &a->slots.stats;
-        usec_t grace = slots_grace_left(&a->slots, now_mono());
+        const EngineStats *st = &a->engine.stats;
+        usec_t grace = engine_grace_left(&a->engine, now_mono());
         char line[PROTO_REPLY_MAX];
         MessageBuilder b;
 
         message_start(&b, line, sizeof(line), "AGENT");
         message_add(&b, "redis", redis_state_name(a->state));
         message_add_u64(&b, "redis_ups", st->redis_ups);
-        message_add_u64(&b, "held", a->slots.n_held);
-        message_add_u64(&b, "waiting", a->slots.n_waiting);
+        message_add_u64(&b, "held", a->engine.n_held);
+        message_add_u64(&b, "waiting", a->engine.n_waiting);
         message_add_u64(&b, "lost", st->lost);
         message_add_u64(&b, "lateness_max", st->lateness_max);
         message_add_u64(&b, "names_refused", a->names_refused);
         message_add_u64(&b, "grace", grace / USEC_PER_MSEC);
         if (grace > 0)
-                message_add(&b, "why", a->slots.grace_why);
+                message_add(&b, "why", a->engine.grace_why);
         if (a->evict_policy[0])
                 message_add(&b, "evicts", a->evict_policy);
         if (agent_refusing(a))
@@ -68,13 +68,13 @@ static void send_counters(Client *c, const Agent *a) {
         client_send(c, line, message_finish(&b));
 
         message_start(&b, line, sizeof(line), "RELEASES");
-        for (size_t i = 0; i < N_SLOTS_RELEASE_CAUSES; i++)
-                message_add_u64(&b, slots_release_cause_name[i], st->releases[i]);
+        for (size_t i = 0; i < N_ENGINE_RELEASE_CAUSES; i++)
+                message_add_u64(&b, engine_release_cause_name[i], st->releases[i]);
         client_send(c, line, message_finish(&b));
 
         message_start(&b, line, sizeof(line), "DENIALS");
-        for (size_t i = 0; i < N_SLOTS_DENIALS; i++)
-                message_add_u64(&b, slots_denial_name[i], st->denials[i]);
+        for (size_t i = 0; i < N_ENGINE_DENIALS; i++)
+                message_add_u64(&b, engine_denial_name[i], st->denials[i]);
         client_send(c, line, message_finish(&b));
 
         send_histogram(c, "WAIT", &st->wait);
@@ -107,7 +107,7 @@ static void send_names(Client *c, const Agent *a) {
         char line[PROTO_REPLY_MAX];
         MessageBuilder b;
 
-        for (const Name *n = a->slots.names; n; n = n->all_next) {
+        for (const Name *n = a->engine.names; n; n = n->all_next) {
                 message_start(&b, line, sizeof(line), "HOST");
                 message_add(&b, "name", n->name);
                 message_add_u64(&b, "held", n->n_held);
@@ -116,7 +116,7 @@ static void send_names(Client *c, const Agent *a) {
                 message_add_u64(&b, "host_held", host_held(n));
                 client_send(c, line, message_finish(&b));
         }
-        for (const NameStats *s = a->slots.name_stats; s; s = s->lru_next) {
+        for (const NameStats *s = a->engine.name_stats; s; s = s->lru_next) {
                 message_start(&b, line, sizeof(line), "GRANTS");
                 message_add(&b, "name", s->name);
                 message_add_u64(&b, "total", s->grants);

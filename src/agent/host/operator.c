@@ -90,7 +90,7 @@ static void drain_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         else if (changed)
                 log_internal(LOG_NOTICE, 0, &f, "Undrained %s for %s (drained %s); %zu waiter(s) granted at once.",
                              d->name, d->operator,
-                             slots_drain_text(was, text, sizeof(text)) >= 0 ? text : "before", granted);
+                             engine_drain_text(was, text, sizeof(text)) >= 0 ? text : "before", granted);
         else
                 log_internal(LOG_INFO, 0, &f, "Undrain of %s for %s: it was not drained.", d->name, d->operator);
         message_start(&b, line, sizeof(line), d->on ? "DRAINED" : "UNDRAINED");
@@ -98,7 +98,7 @@ static void drain_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         message_add_u64(&b, "changed", (uint64_t) changed);
         if (!d->on)
                 message_add_u64(&b, "granted", granted);
-        if (was[0] && slots_drain_text(was, text, sizeof(text)) >= 0)
+        if (was[0] && engine_drain_text(was, text, sizeof(text)) >= 0)
                 message_add(&b, "was", text);
         op_finish(d, line, message_finish(&b));
 }
@@ -114,7 +114,7 @@ static void limit_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 
         (void) conn;
         if (!reply || redis_reply_error(reply) || reply_decode_limit(reply, &r) < 0 ||
-            (r.set.was[0] && slots_cap_text(r.set.was, &before, text, sizeof(text)) < 0)) {
+            (r.set.was[0] && engine_cap_text(r.set.was, &before, text, sizeof(text)) < 0)) {
                 if (reply && !redis_reply_error(reply))
                         reply_log_unknown("limit", d->name, reply, "the operator is told it failed");
                 snprintf(what, sizeof(what), "set the fleet limit of %s", d->name);

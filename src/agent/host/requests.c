@@ -17,7 +17,7 @@ static void client_take_lease(Client *c, Lease *l) {
         Agent *a = c->agent;
 
         c->lease = l;
-        slots_attach(&a->slots, l, c, now_mono());
+        engine_attach(&a->engine, l, c, now_mono());
 }
 
 /* The unit a unit=1 request runs in, or an ERROR to the client. */
@@ -171,7 +171,7 @@ static bool past_units_limit(Client *c, const Request *req) {
                                   "(max_weight_per_user is %u)", c->cred.uid, req->weight, conf->max_weight_per_user);
                 return true;
         }
-        units = slots_units_of(&c->agent->slots, c->cred.uid);
+        units = engine_units_of(&c->agent->engine, c->cred.uid);
         if (units + req->weight <= conf->max_leases_per_user)
                 return false;
         log_uid(c->cred.uid, now_mono(), LOG_WARNING, "Refused %s to uid " UID_FMT ": it holds or waits for %" PRIu64
@@ -207,7 +207,7 @@ static void handle_acquire(Client *c, const Request *req) {
                 }
                 /* One a name: asking again answers with the slot (or the
                  * place in line) the host has already. */
-                l = slots_lease_of_host(&a->slots, req->name);
+                l = engine_lease_of_host(&a->engine, req->name);
                 if (l) {
                         client_take_lease(c, l);
                         return;
@@ -218,7 +218,7 @@ static void handle_acquire(Client *c, const Request *req) {
                         return;
                 if (req->stop_on_lost && !client_may_stop(c, unit))
                         return;
-                l = slots_lease_of_unit(&a->slots, req->name, unit, c->cred.uid);
+                l = engine_lease_of_unit(&a->engine, req->name, unit, c->cred.uid);
                 if (l) {
                         LogFields f = { .name = req->name, .lease = l->id, .token = l->token, .holder = l->holder };
 
@@ -229,7 +229,7 @@ static void handle_acquire(Client *c, const Request *req) {
                 }
         }
 
-        l = slots_lease_find(&a->slots, req->lease);
+        l = engine_lease_find(&a->engine, req->lease);
         if (l) {
                 /* Asking again with the same lease (an agent restart, or a
                  * client reconnecting). */
@@ -262,7 +262,7 @@ static void handle_acquire(Client *c, const Request *req) {
          * file descriptor to spare for its watch. */
         if (c->cred.uid != 0 &&
             (past_units_limit(c, req) ||
-             past_names_limit(c, req, slots_names_of(&a->slots, c->cred.uid, req->name), a->config->max_names_per_user) ||
+             past_names_limit(c, req, engine_names_of(&a->engine, c->cred.uid, req->name), a->config->max_names_per_user) ||
              past_redis_names_limit(c, req)))
                 return;
         if (agent_short_of_fds(a, c->cred.uid)) {
@@ -312,7 +312,7 @@ static void handle_acquire(Client *c, const Request *req) {
                         return;
                 }
         }
-        r = slots_acquire(&a->slots, &spec, req->wait, c, io, now_mono(), &l);
+        r = engine_acquire(&a->engine, &spec, req->wait, c, io, now_mono(), &l);
         if (r < 0) {
                 lease_io_free(io);
                 client_send_error(c, ERROR_CODE_BUSY, "cannot track the request: %s", strerror(-r));
@@ -324,7 +324,7 @@ static void handle_acquire(Client *c, const Request *req) {
                 r = lease_io_attach(io, l);
                 if (r < 0) {
                         client_send_error(c, ERROR_CODE_BUSY, "cannot watch the anchor: %s", strerror(-r));
-                        slots_release(&a->slots, l, "cannot watch its anchor", now_mono());
+                        engine_release(&a->engine, l, "cannot watch its anchor", now_mono());
                 }
         }
 }
@@ -338,16 +338,16 @@ static void handle_release(Client *c, const Request *req) {
         if (req->unit) {
                 if (client_unit(c, &unit) < 0)
                         return;
-                l = slots_lease_of_unit(&a->slots, req->name, unit, c->cred.uid);
+                l = engine_lease_of_unit(&a->engine, req->name, unit, c->cred.uid);
         } else if (req->host_held) {
                 /* The host's own slot: the host's administrator's. */
                 if (c->cred.uid != 0) {
                         client_send_error(c, ERROR_CODE_PERMISSION, "only root may release a slot held by the host");
                         return;
                 }
-                l = slots_lease_of_host(&a->slots, req->name);
+                l = engine_lease_of_host(&a->engine, req->name);
         } else
-                l = slots_lease_find(&a->slots, req->lease);
+                l = engine_lease_find(&a->engine, req->lease);
 
         if (l && l->uid != c->cred.uid && c->cred.uid != 0) {
                 client_send_error(c, ERROR_CODE_PERMISSION, "lease %s belongs to another user", req->lease);
@@ -355,7 +355,7 @@ static void handle_release(Client *c, const Request *req) {
         }
         if (l) {
                 held = lease_state_holds(l->state);
-                slots_release(&a->slots, l, "released on request", now_mono());
+                engine_release(&a->engine, l, "released on request", now_mono());
         }
         client_send(c, held ? "RELEASED held=1" : "RELEASED held=0", 15);
         client_finish(c);

@@ -36,7 +36,7 @@ static void status_job_done_one(StatusJob *job, long long now) {
                 char end[1500];
                 MessageBuilder b;
                 Agent *a = job->agent;
-                usec_t grace = slots_grace_left(&a->slots, now_mono());
+                usec_t grace = engine_grace_left(&a->engine, now_mono());
 
                 /* Which Redis answered; under Sentinel, the master and
                  * since when (a failover changes it). */
@@ -47,7 +47,7 @@ static void status_job_done_one(StatusJob *job, long long now) {
                         message_add_u64(&b, "master_since", a->master_since / USEC_PER_MSEC);
                 if (grace > 0) {
                         message_add_u64(&b, "grace", grace / USEC_PER_MSEC);
-                        message_add(&b, "why", a->slots.grace_why);
+                        message_add(&b, "why", a->engine.grace_why);
                 }
                 /* Nothing new is granted: a Redis that may evict, one whose
                  * library cannot be checked. */
@@ -113,7 +113,7 @@ static bool send_name_line(StatusJob *job, const char *name, const NameCounts *n
         MessageBuilder b;
 
         /* The fleet limit: "N HOST UID SINCE_MS USER REASON". */
-        if (slots_cap_text(n->cap, &cap_n, cap_set, sizeof(cap_set)) < 0)
+        if (engine_cap_text(n->cap, &cap_n, cap_set, sizeof(cap_set)) < 0)
                 cap_n = 0;
         if (n->holders == 0 && n->waiting == 0 && !job->summary && !n->drain[0] && !n->action[0] && !cap_n)
                 return false;
@@ -127,9 +127,9 @@ static bool send_name_line(StatusJob *job, const char *name, const NameCounts *n
                 message_add_u64(&b, "fleet_limit", cap_n);
                 message_add(&b, "fleet_limit_set", cap_set);
         }
-        if (n->drain[0] && slots_drain_text(n->drain, drained, sizeof(drained)) >= 0)
+        if (n->drain[0] && engine_drain_text(n->drain, drained, sizeof(drained)) >= 0)
                 message_add(&b, "drained", drained);
-        if (n->action[0] && slots_action_text(n->action, last, sizeof(last)) >= 0)
+        if (n->action[0] && engine_action_text(n->action, last, sizeof(last)) >= 0)
                 message_add(&b, "last_action", last);
         if (!job->summary) {
                 message_add_u64(&b, "holders", n->holders);
@@ -283,14 +283,14 @@ static void status_host_names(Agent *a, StatusJob *job) {
         _cleanup_free_ const char **names = NULL;
         size_t n = 0, k = 0;
 
-        names = calloc(a->slots.n_names + a->slots.n_name_stats + 1, sizeof(char *));
+        names = calloc(a->engine.n_names + a->engine.n_name_stats + 1, sizeof(char *));
         if (!names) {
                 status_job_done_one(job, 0);
                 return;
         }
-        for (const Name *x = a->slots.names; x; x = x->all_next)
+        for (const Name *x = a->engine.names; x; x = x->all_next)
                 names[n++] = x->name;
-        for (const NameStats *s = a->slots.name_stats; s; s = s->lru_next)
+        for (const NameStats *s = a->engine.name_stats; s; s = s->lru_next)
                 names[n++] = s->name;
         qsort(names, n, sizeof(char *), strcmp_ptr);
         for (size_t i = 0; i < n; i++)
@@ -390,7 +390,7 @@ static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                         snprintf(master, sizeof(master), " (%s)", shards);
         }
         snprintf(text, sizeof(text), "%zu slot(s) held, %zu waiting, Redis %s%s%s%s%s%s",
-                 a->slots.n_held, a->slots.n_waiting,
+                 a->engine.n_held, a->engine.n_waiting,
                  a->state == REDIS_READY ? "up" : a->state == REDIS_DOWN ? "DOWN" : "connecting", master,
                  a->state == REDIS_DOWN ? ": " : "", a->state == REDIS_DOWN ? a->redis_error : "",
                  a->refuse_state ? "; GRANTING NOTHING: " : "", a->refuse_text);

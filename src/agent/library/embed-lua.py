@@ -256,7 +256,7 @@ def script_args(path):
 # library was given (c_constant_checks()).
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 CONSTANT_HEADERS = ["src/shared/names.h", "src/shared/protocol.h", "src/shared/config.h", "src/shared/time-util.h",
-                    "src/agent/engine/slots.h"]
+                    "src/agent/engine/engine.h"]
 STANDARD_CONSTANTS = {"UINT32_MAX": (1 << 32) - 1}   # <stdint.h>'s
 # What the key checks bound besides the arguments' types (prelude/args.lua).
 KEY_CONSTANTS = ["IDENT_MAX_LEN", "NAME_MAX_LEN"]
@@ -630,7 +630,7 @@ def write_replies(out_c, out_h, replies_path):
     into = reply_into(replies_path, scripts)
     with open(out_h, "w", encoding="utf-8") as h:
         h.write("/* Generated from src/agent/library/replies.list; do not edit. */\n#pragma once\n\n")
-        h.write('#include "names.h"\n#include "protocol.h"\n#include "replies.h"\n#include "slots.h"\n\n')
+        h.write('#include "names.h"\n#include "protocol.h"\n#include "replies.h"\n#include "engine.h"\n\n')
         for g, fields in groups.items():
             h.write("typedef struct Reply%s {\n" % camel(g))
             for f in fields:

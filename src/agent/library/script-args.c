@@ -113,7 +113,7 @@ AcquireResult acquire_result(const char *name, const RedisReply *reply) {
         return r;
 }
 
-size_t release_granted(const char *name, const char *lease, const RedisReply *reply, Granted g[SLOTS_GRANTS_MAX]) {
+size_t release_granted(const char *name, const char *lease, const RedisReply *reply, Granted g[ENGINE_GRANTS_MAX]) {
         const char *err = redis_reply_error(reply);
         const ReplyList *granted = NULL;
         ReplyRelease d;
@@ -127,7 +127,7 @@ size_t release_granted(const char *name, const char *lease, const RedisReply *re
                 log_warning("Redis records lease %s of %s for another host or user; not released.", lease, name);
         else if (reply)
                 granted = d.outcome == REPLY_RELEASE_RELEASED ? &d.released.granted : &d.not_held.granted;
-        for (; granted && k < granted->n && k < SLOTS_GRANTS_MAX; k++) {
+        for (; granted && k < granted->n && k < ENGINE_GRANTS_MAX; k++) {
                 ReplyGrant grant;
 
                 if (reply_list_get(granted, k, &grant) < 0)

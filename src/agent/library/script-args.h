@@ -16,7 +16,7 @@
 #include "lua-keys.h"
 #include "lua-replies.h"
 #include "redis.h"
-#include "slots.h"
+#include "engine.h"
 
 #define SCRIPT_KEY_SIZE (IDENT_MAX_LEN + NAME_MAX_LEN + 32)
 
@@ -73,11 +73,11 @@ void reassert_args(const Config *config, uint64_t grace_until_ms, const Lease *l
 AcquireResult acquire_result(const char *name, const RedisReply *reply);
 /* release.lua's reply (NULL: none came): whom it handed slots to, into g;
  * how many. Refusals and replies of no shape are logged and hand nothing. */
-size_t release_granted(const char *name, const char *lease, const RedisReply *reply, Granted g[SLOTS_GRANTS_MAX]);
+size_t release_granted(const char *name, const char *lease, const RedisReply *reply, Granted g[ENGINE_GRANTS_MAX]);
 /* Grants a release handed out, as a wake message without proofs ("g
  * LEASE TOKEN SINCE - ..."): told to the engine when replicas must
  * confirm each grant, so that each asks Redis (and waits) as on a wake. */
-#define GRANTED_WAKE_MAX (SLOTS_GRANTS_MAX * 80)
+#define GRANTED_WAKE_MAX (ENGINE_GRANTS_MAX * 80)
 void granted_wake(const Granted *g, size_t k, char buf[static GRANTED_WAKE_MAX]);
 /* renew.lua's reply to a renewal of ids: missing[i] for each the reply
  * names, and how long the name still grants nothing because Redis forgot
@@ -85,7 +85,7 @@ void granted_wake(const Granted *g, size_t k, char buf[static GRANTED_WAKE_MAX])
  * shape (none of it is believed). */
 int renew_result(const char (*ids)[LEASE_ID_LEN + 1], size_t n_ids, const RedisReply *reply, bool *missing,
                  usec_t *ret_forgot_left);
-/* reassert.lua's reply as slots_reassert_done() takes it: 1 holds, 0 lost
+/* reassert.lua's reply as engine_reassert_done() takes it: 1 holds, 0 lost
  * (or an error, or nonsense: not believed to hold), -1 owned elsewhere,
  * -2 none came (NULL). */
 int reassert_result(const char *name, const RedisReply *reply);

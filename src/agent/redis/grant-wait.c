@@ -36,7 +36,7 @@ static usec_t wait_timeout(const Agent *a) {
 /* The engine hears how the grant gw waited for ended: r (NULL: Redis went
  * before it said; asked again on the next master). */
 static void grant_wait_done(GrantWait *gw, const AcquireResult *r) {
-        slots_acquire_done(&gw->agent->slots, gw->lease, r, now_mono());
+        engine_acquire_done(&gw->agent->engine, gw->lease, r, now_mono());
         free(gw);
 }
 

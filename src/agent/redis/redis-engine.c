@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The slot engine's effects on Redis (SlotsOps: acquire, release, renew,
+/* The slot engine's effects on Redis (EngineOps: acquire, release, renew,
  * reassert, this host's index, wake-ups), with each script's arguments
  * built here and its reply checked and decoded before the engine sees it.
  * Grants wait for the replicas where min_replicas_acked asks for it
@@ -61,11 +61,11 @@ static const char *name_of(const Lease *l) {
 
 static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Lease *l = userdata;
-        Agent *a = agent_of(l->slots_engine->ctx);
+        Agent *a = agent_of(l->engine->ctx);
         AcquireResult r;
 
         if (!reply) {
-                slots_acquire_done(&a->slots, l, NULL, now_mono());
+                engine_acquire_done(&a->engine, l, NULL, now_mono());
                 return;
         }
         r = acquire_result(name_of(l), reply);
@@ -75,7 +75,7 @@ static void acquire_reply(RedisConn *conn, const RedisReply *reply, void *userda
                 grant_give_back(a, l);
                 r = (AcquireResult) { .outcome = ACQUIRE_RETRY, .error = "cannot ask the replicas" };
         }
-        slots_acquire_done(&a->slots, l, &r, now_mono());
+        engine_acquire_done(&a->engine, l, &r, now_mono());
 }
 
 int io_call_acquire(void *ctx, Lease *l) {
@@ -98,7 +98,7 @@ typedef struct ReleaseCall {
 static void release_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         _cleanup_free_ ReleaseCall *rc = userdata;
         Agent *a = rc->agent;
-        Granted g[SLOTS_GRANTS_MAX] = {};
+        Granted g[ENGINE_GRANTS_MAX] = {};
         size_t k;
 
         (void) conn;
@@ -110,11 +110,11 @@ static void release_reply(RedisConn *conn, const RedisReply *reply, void *userda
                 char payload[GRANTED_WAKE_MAX];
 
                 granted_wake(g, k, payload);
-                slots_release_done(&a->slots, rc->name, rc->lease, rc->uid, false, NULL, 0, now_mono());
-                slots_wake(&a->slots, rc->name, payload, now_mono());
+                engine_release_done(&a->engine, rc->name, rc->lease, rc->uid, false, NULL, 0, now_mono());
+                engine_wake(&a->engine, rc->name, payload, now_mono());
                 return;
         }
-        slots_release_done(&a->slots, rc->name, rc->lease, rc->uid, !reply, g, k, now_mono());
+        engine_release_done(&a->engine, rc->name, rc->lease, rc->uid, !reply, g, k, now_mono());
 }
 
 int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
@@ -134,7 +134,7 @@ int io_call_release(void *ctx, const char *name, const char *lease, uid_t uid) {
         /* A host-held slot's release (after its host's boot, or a wait
          * given up) leaves the name's keys their long life: another host
          * of the name may be down, its slot unrenewed, for host_lease. */
-        l = slots_lease_find(&a->slots, lease);
+        l = engine_lease_find(&a->engine, lease);
         release_args(a->config, redis_grace_until(a, name), lease, uid, l && l->host_held, &args);
         r = script_call(a, SCRIPT_RELEASE, name, release_reply, rc, N_RELEASE_ARGS, args.argv, NULL);
         if (r < 0)
@@ -197,7 +197,7 @@ void io_names_trim(Agent *a, bool now) {
         (void) redis_key_command(a, NULL, NULL, 4, (const char *[]) { "ZREMRANGEBYSCORE", a->names_key, "-inf", below });
 }
 
-/* P:host:{HOST} (keys.list): lease → slots_index_value(). It expires
+/* P:host:{HOST} (keys.list): lease → engine_index_value(). It expires
  * HOST_INDEX_TTL after this agent last wrote it or looked at it (a host
  * gone for good leaves nothing behind), longer than a slot the host holds
  * itself lasts unrenewed (host_lease); re-adoption also reads the host's
@@ -209,9 +209,9 @@ static void host_index_ttl(Agent *a, char ret[static 24]) {
 /* This host's index written again whole from the slots it holds (one
  * HSET), with its TTL. */
 static void host_index_rewrite(Agent *a) {
-        _cleanup_free_ char (*values)[SLOTS_INDEX_VALUE_MAX] = NULL;
+        _cleanup_free_ char (*values)[ENGINE_INDEX_VALUE_MAX] = NULL;
         _cleanup_free_ const char **argv = NULL;
-        size_t n = 0, max = a->slots.n_leases;
+        size_t n = 0, max = a->engine.n_leases;
         char ttl[24];
         Name *nm;
 
@@ -225,11 +225,11 @@ static void host_index_rewrite(Agent *a) {
         }
         argv[0] = "HSET";
         argv[1] = a->host_key;
-        LIST_FOREACH(all, nm, a->slots.names)
+        LIST_FOREACH(all, nm, a->engine.names)
                 for (Lease *l = nm->leases; l && n < max; l = l->by_name_next) {
                         if (l->state != LEASE_HELD)
                                 continue;
-                        slots_index_value(l, values[n]);
+                        engine_index_value(l, values[n]);
                         argv[2 + 2 * n] = l->id;
                         argv[3 + 2 * n] = values[n];
                         n++;
@@ -301,7 +301,7 @@ static void renew_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 reply_log_unknown("renew", rc->name, reply, "nothing counts as renewed");
                 return;
         }
-        slots_renew_done(&a->slots, rc->name, (const char (*)[LEASE_ID_LEN + 1]) rc->ids, missing, rc->n, forgot_left,
+        engine_renew_done(&a->engine, rc->name, (const char (*)[LEASE_ID_LEN + 1]) rc->ids, missing, rc->n, forgot_left,
                          rc->sent, now_mono());
 }
 
@@ -341,10 +341,10 @@ int io_call_renew(void *ctx, Name *n, const char (*ids)[LEASE_ID_LEN + 1], size_
 
 static void reassert_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Lease *l = userdata;
-        Agent *a = agent_of(l->slots_engine->ctx);
+        Agent *a = agent_of(l->engine->ctx);
 
         (void) conn;
-        slots_reassert_done(&a->slots, l, reassert_result(name_of(l), reply), now_mono());
+        engine_reassert_done(&a->engine, l, reassert_result(name_of(l), reply), now_mono());
 }
 
 int io_call_reassert(void *ctx, Lease *l) {
@@ -411,13 +411,13 @@ int io_call_revoke(Agent *a, const char *name, const char *lease, uid_t uid, con
 
 void io_index(void *ctx, const Lease *l, bool add) {
         Agent *a = agent_of(ctx);
-        char value[SLOTS_INDEX_VALUE_MAX];
+        char value[ENGINE_INDEX_VALUE_MAX];
 
         if (!add) {
                 (void) redis_key_command(a, NULL, NULL, 3, (const char *[]) { "HDEL", a->host_key, l->id });
                 return;
         }
-        slots_index_value(l, value);
+        engine_index_value(l, value);
         (void) redis_key_command(a, NULL, NULL, 4, (const char *[]) { "HSET", a->host_key, l->id, value });
         /* Its TTL as at a renewal, at most once a renewal period: not a
          * command more a grant (an HSET that made the key gives it none;
@@ -454,7 +454,7 @@ void io_name_waiting(void *ctx, Name *n) {
 }
 
 void engine_subscribe_all(RedisIo *io) {
-        for (Name *n = io->agent->slots.names; n; n = n->all_next)
+        for (Name *n = io->agent->engine.names; n; n = n->all_next)
                 if (n->n_waiting > 0 || n->n_held > 0)
                         io_name_waiting(io->agent, n);
         engine_watch(io);
@@ -499,11 +499,11 @@ void engine_sub_lost(Shard *sh, const char *why) {
                     "restarts.", io->agent->config->key_prefix, why, io->agent->config->key_prefix);
 }
 
-void engine_wake(RedisConn *conn, const RedisReply *reply, void *userdata) {
+void engine_wake_message(RedisConn *conn, const RedisReply *reply, void *userdata) {
         RedisIo *io = userdata;
         Agent *a = io->agent;
         char kind[16], channel[IDENT_MAX_LEN + NAME_MAX_LEN + 16], name[NAME_MAX_LEN + 1];
-        char payload[SLOTS_GRANTS_MAX * 80] = "";
+        char payload[ENGINE_GRANTS_MAX * 80] = "";
         const char *open, *close;
 
         (void) conn;
@@ -530,6 +530,6 @@ void engine_wake(RedisConn *conn, const RedisReply *reply, void *userdata) {
         if ((streq(kind, "message") || streq(kind, "smessage")) &&
             redis_reply_array_string(reply, 2, payload, sizeof(payload)) < 0)
                 payload[0] = '\0';
-        slots_wake(&a->slots, name, payload, now_mono());
+        engine_wake(&a->engine, name, payload, now_mono());
 }
 

@@ -73,7 +73,7 @@ static void gate_check(RedisIo *io) {
         if (evicts)
                 log_warning("%s.", a->refuse_text);
         if (a->refuse_state)
-                slots_fail_waiters(&a->slots, error_code_of_state(a->refuse_state), a->refuse_text, now_mono());
+                engine_fail_waiters(&a->engine, error_code_of_state(a->refuse_state), a->refuse_text, now_mono());
         a->redis_changed(a);
 }
 
@@ -135,7 +135,7 @@ static void redis_maybe_up(RedisIo *io, bool reset, usec_t grace, const char *wh
         a->redis_error_state = "unreachable";
         /* (Re-adoption, if not done yet, starts first.) */
         a->redis_changed(a);
-        slots_redis_up(&a->slots, reset, grace, why, now_mono());
+        engine_redis_up(&a->engine, reset, grace, why, now_mono());
         engine_subscribe_all(io);
 }
 
@@ -159,7 +159,7 @@ static void on_shard_down(Shard *sh) {
                 io->topo->shard_lost(io, sh);
         if (!io->topo->sharded || a->state != REDIS_READY || !shards_any_ready(io)) {
                 a->state = REDIS_DOWN;
-                slots_redis_down(&a->slots, error_code_of_state(a->redis_error_state), a->redis_error, now_mono());
+                engine_redis_down(&a->engine, error_code_of_state(a->redis_error_state), a->redis_error, now_mono());
         }
         redis_reconnect_in(io, sh->backoff);
         a->redis_changed(a);
@@ -182,7 +182,7 @@ static void on_unreachable(RedisIo *io) {
         if (a->state == REDIS_DOWN)
                 return;
         a->state = REDIS_DOWN;
-        slots_redis_down(&a->slots, error_code_of_state(a->redis_error_state), a->redis_error, now_mono());
+        engine_redis_down(&a->engine, error_code_of_state(a->redis_error_state), a->redis_error, now_mono());
         a->redis_changed(a);
 }
 
@@ -191,7 +191,7 @@ static void on_replaced(RedisIo *io, const char *why) {
         Agent *a = io->agent;
 
         if (a->state == REDIS_READY)
-                slots_redis_down(&a->slots, error_code_of_state("unreachable"), why, now_mono());
+                engine_redis_down(&a->engine, error_code_of_state("unreachable"), why, now_mono());
         if (a->state != REDIS_DOWN)
                 a->state = REDIS_CONNECTING;
         a->redis_changed(a);
@@ -242,7 +242,7 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
                  * grant), for the journal and as the count seen before. */
                 for (size_t i = 0; i < io->n_shards; i++)
                         shard_role_refresh(io->shards[i]);
-        next = MIN(slots_tick(&a->slots, now), policy_every(io));
+        next = MIN(engine_tick(&a->engine, now), policy_every(io));
         r = sd_event_source_set_time_relative(s, MIN(next, library_every(io)));
         if (r < 0)
                 redis_io_fatal(io, r, "arm the renewal tick");
@@ -351,7 +351,7 @@ int redis_io_start(Agent *a) {
                 .shard_disconnected = on_shard_disconnected,
                 .sub_ready = on_sub_ready,
                 .sub_lost = engine_sub_lost,
-                .wake = engine_wake,
+                .wake = engine_wake_message,
                 .layout_changed = subscribe_again,
                 .maybe_up = on_maybe_up,
                 .unreachable = on_unreachable,

@@ -19,7 +19,7 @@
  *                    a library gone takes the shard down), the keys of a
  *                    name's script calls
  *   batch.c          group commit: one script call a turn (in a Cluster, a hash slot)
- *   redis-engine.c   the slot engine's calls (SlotsOps) and wake-ups
+ *   redis-engine.c   the slot engine's calls (EngineOps) and wake-ups
  *   grant-wait.c     a grant told once the replicas have it (WAIT)
  *   redis-io.c       start and stop, the tick, up and down for the agent */
 
@@ -281,4 +281,4 @@ void engine_subscribe_all(RedisIo *io);
  * sharded. */
 void engine_watch(RedisIo *io);
 void engine_sub_lost(Shard *sh, const char *why);
-void engine_wake(RedisConn *conn, const RedisReply *reply, void *userdata);
+void engine_wake_message(RedisConn *conn, const RedisReply *reply, void *userdata);

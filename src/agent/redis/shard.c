@@ -157,8 +157,8 @@ void shard_ready(Shard *sh, bool reset, usec_t grace, const char *why) {
         sh->retry_at = 0;
         io->backoff = 0;
         io->topo->shard_up(io, sh, reset);
-        if (reset && a->slots.n_held > 0)
-                log_notice("Re-asserting %zu held slot(s) in Redis %s.", a->slots.n_held, sh->name);
+        if (reset && a->engine.n_held > 0)
+                log_notice("Re-asserting %zu held slot(s) in Redis %s.", a->engine.n_held, sh->name);
         if (grace > 0)
                 log_notice("No slot is granted through Redis %s for another %s: %s; slots held before may still be "
                            "in use until their leases run out.", sh->name,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The slot engine (slots.h): names and leases, what clients are told,
+/* The slot engine (engine.h): names and leases, what clients are told,
  * grants in token order, start and stop. */
 #include <errno.h>
 #include <inttypes.h>
@@ -13,9 +13,9 @@
 #include "log.h"
 #include "macro.h"
 #include "protocol.h"
-#include "slots-internal.h"
+#include "engine-internal.h"
 
-void slots_say(Slots *e, int level, uid_t uid, usec_t now, const LogFields *fields, const char *format, ...) {
+void engine_say(Engine *e, int level, uid_t uid, usec_t now, const LogFields *fields, const char *format, ...) {
         char message[1024];
         va_list ap;
 
@@ -35,7 +35,7 @@ static int name_cmp(const void *x, const void *y) {
         return strcmp(((const Name *) x)->name, ((const Name *) y)->name);
 }
 
-Lease *slots_lease_find(Slots *e, const char *id) {
+Lease *engine_lease_find(Engine *e, const char *id) {
         Lease key = {};
         void *p;
 
@@ -46,14 +46,14 @@ Lease *slots_lease_find(Slots *e, const char *id) {
         return p ? *(Lease **) p : NULL;
 }
 
-Name *slots_name_find(Slots *e, const char *name) {
+Name *engine_name_find(Engine *e, const char *name) {
         Name key = { .name = (char *) name };
         void *p = tfind(&key, &e->name_tree, name_cmp);
 
         return p ? *(Name **) p : NULL;
 }
 
-usec_t slots_lost_after(const Slots *e) {
+usec_t engine_lost_after(const Engine *e) {
         /* Redis expires a lease TTL after its last renewal reached it; we
          * give up on it at two thirds of that since the last renewal we
          * sent, so its holder is told before anyone else can be granted it. */
@@ -61,15 +61,15 @@ usec_t slots_lost_after(const Slots *e) {
 }
 
 usec_t lease_ttl(const Lease *l) {
-        return l->ttl > 0 ? l->ttl : l->slots_engine->lease_ttl;
+        return l->ttl > 0 ? l->ttl : l->engine->lease_ttl;
 }
 
 usec_t lease_lost_after(const Lease *l) {
         return lease_ttl(l) * 2 / 3;
 }
 
-Lease *slots_lease_of_host(Slots *e, const char *name) {
-        Name *n = slots_name_find(e, name);
+Lease *engine_lease_of_host(Engine *e, const char *name) {
+        Name *n = engine_name_find(e, name);
 
         if (!n)
                 return NULL;
@@ -81,15 +81,15 @@ Lease *slots_lease_of_host(Slots *e, const char *name) {
 
 /* ---- Names -------------------------------------------------------------------- */
 
-static Name *name_get(Slots *e, const char *name) {
-        Name *n = slots_name_find(e, name);
+static Name *name_get(Engine *e, const char *name) {
+        Name *n = engine_name_find(e, name);
 
         if (n)
                 return n;
         n = calloc(1, sizeof(*n));
         if (!n)
                 return NULL;
-        n->slots_engine = e;
+        n->engine = e;
         n->positions_at = USEC_INFINITY;
         n->name = strdup(name);
         if (!n->name || !tsearch(n, &e->name_tree, name_cmp)) {
@@ -103,11 +103,11 @@ static Name *name_get(Slots *e, const char *name) {
 }
 
 static Name *name_free(Name *n) {
-        Slots *e;
+        Engine *e;
 
         if (!n)
                 return NULL;
-        e = n->slots_engine;
+        e = n->engine;
         e->ops->name_drop(e->ctx, n);
         tdelete(n, &e->name_tree, name_cmp);
         LIST_REMOVE(all, e->names, n);
@@ -137,22 +137,22 @@ static int record_text(const char *record, const char *prefix, const char *when_
         return 0;
 }
 
-int slots_drain_text(const char *record, char *buf, size_t size) {
+int engine_drain_text(const char *record, char *buf, size_t size) {
         return record_text(record, "", "since", buf, size);
 }
 
-int slots_cap_text(const char *record, uint32_t *ret_n, char *buf, size_t size) {
+int engine_cap_text(const char *record, uint32_t *ret_n, char *buf, size_t size) {
         unsigned long long n = 0;
         int off = 0;
 
         if (!record || sscanf(record, "%llu %n", &n, &off) < 1 || off == 0 || n == 0 || n > SLOTS_MAX ||
-            slots_drain_text(record + off, buf, size) < 0)
+            engine_drain_text(record + off, buf, size) < 0)
                 return -EBADMSG;
         *ret_n = (uint32_t) n;
         return 0;
 }
 
-int slots_action_text(const char *record, char *buf, size_t size) {
+int engine_action_text(const char *record, char *buf, size_t size) {
         char action[16], prefix[24];
         int off = 0;
 
@@ -169,11 +169,11 @@ static void name_maybe_free(Name *n, usec_t now) {
         if (n->leases)
                 return;
         n->idle_since = now;
-        if (n->slots_engine->n_names > NAMES_IDLE_MAX)
+        if (n->engine->n_names > NAMES_IDLE_MAX)
                 name_free(n);
 }
 
-void names_sweep(Slots *e, bool all, usec_t now) {
+void names_sweep(Engine *e, bool all, usec_t now) {
         Name *n, *next;
 
         LIST_FOREACH_SAFE(all, n, next, e->names)
@@ -207,17 +207,17 @@ LogFields lease_fields(const Lease *l) {
  * it no longer is, and n_waiting/n_held (status, the per-user budgets)
  * apart from the leases in the lists. */
 void lease_set_state(Lease *l, LeaseState state, LeaseEvent event, usec_t now) {
-        Slots *e = l->slots_engine;
+        Engine *e = l->engine;
         LeaseState old = l->state;
         LogFields f = lease_fields(l);
 
         if (lease_state_after(old, event) != state)
-                slots_say(e, LOG_ERR, SLOTS_NO_UID, now, &f,
+                engine_say(e, LOG_ERR, ENGINE_NO_UID, now, &f,
                           "Bug: lease %s of %s went from %s to %s on %s, which its life does not allow.", l->id,
                           l->name->name, lease_state_to_string(old), lease_state_to_string(state),
                           lease_event_to_string(event));
         else
-                slots_say(e, LOG_DEBUG, SLOTS_NO_UID, now, &f, "Lease %s of %s: %s -> %s (%s).", l->id, l->name->name,
+                engine_say(e, LOG_DEBUG, ENGINE_NO_UID, now, &f, "Lease %s of %s: %s -> %s (%s).", l->id, l->name->name,
                           lease_state_to_string(old), lease_state_to_string(state), lease_event_to_string(event));
         l->state = state;
         /* What it counts as (and whom it concerns) changes only between
@@ -253,12 +253,12 @@ void lease_arm(Lease *l) {
         if (when == l->timer_armed)
                 return;
         l->timer_armed = when;
-        l->slots_engine->ops->lease_timer(l->slots_engine->ctx, l, when);
+        l->engine->ops->lease_timer(l->engine->ctx, l, when);
 }
 
 void lease_send(Lease *l, const char *line, int len) {
         if (l->client && len >= 0)
-                l->slots_engine->ops->send(l->slots_engine->ctx, l->client, line, len);
+                l->engine->ops->send(l->engine->ctx, l->client, line, len);
 }
 
 /* Lets go of the lease's client: it is told nothing more. */
@@ -268,7 +268,7 @@ void lease_finish_client(Lease *l) {
         if (!c)
                 return;
         l->client = NULL;
-        l->slots_engine->ops->finish(l->slots_engine->ctx, c);
+        l->engine->ops->finish(l->engine->ctx, c);
 }
 
 void lease_send_error(Lease *l, const char *code, const char *message) {
@@ -284,7 +284,7 @@ void lease_send_error(Lease *l, const char *code, const char *message) {
 
 /* Drops the lease from this host: no more watching, no client. */
 void lease_detach(Lease *l, LeaseEvent event, usec_t now) {
-        Slots *e = l->slots_engine;
+        Engine *e = l->engine;
         Name *n = l->name;
 
         if (l->state == LEASE_GONE)
@@ -301,11 +301,11 @@ void lease_detach(Lease *l, LeaseEvent event, usec_t now) {
         lease_unref(l);
 }
 
-void pending_release_add(Slots *e, const char *name, const char *lease, uid_t uid) {
+void pending_release_add(Engine *e, const char *name, const char *lease, uid_t uid) {
         PendingRelease *p = calloc(1, sizeof(*p));
 
         if (!p) {
-                slots_say(e, LOG_ERR, SLOTS_NO_UID, 0, NULL,
+                engine_say(e, LOG_ERR, ENGINE_NO_UID, 0, NULL,
                     "Out of memory: slot %s of %s is released only when its lease expires.", lease, name);
                 return;
         }
@@ -317,13 +317,13 @@ void pending_release_add(Slots *e, const char *name, const char *lease, uid_t ui
 }
 
 /* Releases name/lease in Redis now, or as soon as Redis is back. */
-static void release_in_redis(Slots *e, const char *name, const char *lease, uid_t uid) {
+static void release_in_redis(Engine *e, const char *name, const char *lease, uid_t uid) {
         if (!e->redis_up || e->ops->call_release(e->ctx, name, lease, uid) < 0)
                 pending_release_add(e, name, lease, uid);
 }
 
 void lease_release_at(Lease *l, const char *why, usec_t now) {
-        Slots *e = l->slots_engine;
+        Engine *e = l->engine;
         Name *n = l->name;
         bool blocker, others;
         LogFields f;
@@ -336,10 +336,10 @@ void lease_release_at(Lease *l, const char *why, usec_t now) {
         others = n->leases != l || l->by_name_next;
         f = lease_fields(l);
         if (lease_state_holds(l->state))
-                slots_say(e, LOG_INFO, l->uid, now, &f, "Released slot of %s (token %" PRIu64 "): %s.", n->name,
+                engine_say(e, LOG_INFO, l->uid, now, &f, "Released slot of %s (token %" PRIu64 "): %s.", n->name,
                     l->token, why);
         else
-                slots_say(e, LOG_DEBUG, SLOTS_NO_UID, now, &f, "Withdrew from the queue for %s: %s.", n->name, why);
+                engine_say(e, LOG_DEBUG, ENGINE_NO_UID, now, &f, "Withdrew from the queue for %s: %s.", n->name, why);
         release_in_redis(e, n->name, l->id, l->uid);
         lease_detach(l, LEASE_EVENT_RELEASE, now);
         if (blocker && others)
@@ -352,16 +352,16 @@ bool lease_kept_ending(Lease *l, const char *what, usec_t now) {
         if (l->state != LEASE_ENDING)
                 return false;
         f = lease_fields(l);
-        slots_say(l->slots_engine, LOG_DEBUG, SLOTS_NO_UID, now, &f,
+        engine_say(l->engine, LOG_DEBUG, ENGINE_NO_UID, now, &f,
                   "Lease %s of %s: %s while its session ends; kept until its lease runs out.", l->id, l->name->name, what);
         return true;
 }
 
-void slots_release(Slots *e, Lease *l, const char *why, usec_t now) {
+void engine_release(Engine *e, Lease *l, const char *why, usec_t now) {
         (void) e;
         if (lease_kept_ending(l, why, now))
                 return;
-        count_release(l, SLOTS_RELEASE_RELEASED);
+        count_release(l, ENGINE_RELEASE_RELEASED);
         lease_release_at(l, why, now);
 }
 
@@ -373,7 +373,7 @@ static usec_t lease_end(const Lease *l) {
 }
 
 void lease_lost(Lease *l, const char *why, bool reserved, usec_t now) {
-        Slots *e = l->slots_engine;
+        Engine *e = l->engine;
         char line[PROTO_REPLY_MAX];
         char free_in[24];
         MessageBuilder b;
@@ -399,7 +399,7 @@ void lease_lost(Lease *l, const char *why, bool reserved, usec_t now) {
                         lease_release_at(l, "lost, its lease run out", now);
                 return;
         }
-        slots_say(e, LOG_ERR, SLOTS_NO_UID, now, &f, "LOST slot of %s (token %" PRIu64 "): %s.", l->name->name, l->token,
+        engine_say(e, LOG_ERR, ENGINE_NO_UID, now, &f, "LOST slot of %s (token %" PRIu64 "): %s.", l->name->name, l->token,
             why);
         /* A unit with on-lost=stop is stopped whatever the loss, and its
          * control group killed before its slot may go elsewhere (at once
@@ -407,7 +407,7 @@ void lease_lost(Lease *l, const char *why, bool reserved, usec_t now) {
         if (l->unit && l->stop_on_lost)
                 (void) e->ops->stop_job(e->ctx, l, why, kill_at);
         else if (l->unit)
-                slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f,
+                engine_say(e, LOG_WARNING, ENGINE_NO_UID, now, &f,
                     "%s goes on running without its slot of %s (on-lost=ignore).", l->unit, l->name->name);
         if (l->client) {
                 message_start(&b, line, sizeof(line), "LOST");
@@ -425,7 +425,7 @@ void lease_lost(Lease *l, const char *why, bool reserved, usec_t now) {
                         ending = e->ops->stop_job(e->ctx, l, why, kill_at) > 0;
         }
         e->stats.lost++;
-        count_release(l, SLOTS_RELEASE_LOST);
+        count_release(l, ENGINE_RELEASE_LOST);
         /* A revoke keeps the slot counted in Redis until this release: made
          * once the job stopped (its anchor closed), so that its successor
          * never runs beside it; at its lease's end at the latest. Whether
@@ -447,7 +447,7 @@ void lease_lost(Lease *l, const char *why, bool reserved, usec_t now) {
         lease_release_at(l, "lost", now);
 }
 
-int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret) {
+int lease_new(Engine *e, const LeaseSpec *spec, void *io, Lease **ret) {
         _cleanup_(lease_unrefp) Lease *l = NULL;
         Name *n;
 
@@ -458,7 +458,7 @@ int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret) {
         if (!l)
                 return -ENOMEM;
         *l = (Lease) {
-                .n_ref = 1, .slots_engine = e, .name = n, .slots = spec->slots, .weight = MAX(spec->weight, 1u), .limit = spec->slots,
+                .n_ref = 1, .engine = e, .name = n, .slots = spec->slots, .weight = MAX(spec->weight, 1u), .limit = spec->slots,
                 .uid = spec->uid, .pid = spec->pid, .io = io, .state = LEASE_NEW, .stop_on_lost = spec->stop_on_lost,
                 .host_held = spec->host_held, .ttl = spec->ttl,
                 .deadline = USEC_INFINITY, .recheck_at = USEC_INFINITY, .timer_armed = USEC_INFINITY,
@@ -476,7 +476,7 @@ int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret) {
         return 0;
 }
 
-uint64_t slots_units_of(const Slots *e, uid_t uid) {
+uint64_t engine_units_of(const Engine *e, uid_t uid) {
         uint64_t k = 0;
 
         for (const Name *n = e->names; n; n = n->all_next)
@@ -486,7 +486,7 @@ uint64_t slots_units_of(const Slots *e, uid_t uid) {
         return k;
 }
 
-size_t slots_names_of(const Slots *e, uid_t uid, const char *but) {
+size_t engine_names_of(const Engine *e, uid_t uid, const char *but) {
         size_t k = 0;
 
         for (const Name *n = e->names; n; n = n->all_next) {
@@ -501,8 +501,8 @@ size_t slots_names_of(const Slots *e, uid_t uid, const char *but) {
         return k;
 }
 
-Lease *slots_lease_of_unit(Slots *e, const char *name, const char *unit, uid_t uid) {
-        Name *n = slots_name_find(e, name);
+Lease *engine_lease_of_unit(Engine *e, const char *name, const char *unit, uid_t uid) {
+        Name *n = engine_name_find(e, name);
         Lease *l;
 
         if (!n)
@@ -520,8 +520,8 @@ Lease *slots_lease_of_unit(Slots *e, const char *name, const char *unit, uid_t u
  * l back longer (its own lease after a reset, or a name Redis lost): the
  * longer wait is what it is told. */
 static void add_grace(MessageBuilder *b, const Lease *l, usec_t now) {
-        usec_t grace = slots_grace_left(l->slots_engine, now);
-        const char *why = l->slots_engine->grace_why;
+        usec_t grace = engine_grace_left(l->engine, now);
+        const char *why = l->engine->grace_why;
 
         if (l->held_back_until > usec_add(now, grace)) {
                 grace = l->held_back_until - now;
@@ -587,7 +587,7 @@ void send_denied(Lease *l, const char *reason, usec_t now) {
 /* renewed: when the call that set the lease's expiry in Redis was made
  * (USEC_INFINITY: now). */
 static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec_t renewed, bool by_wake, usec_t now) {
-        Slots *e = l->slots_engine;
+        Engine *e = l->engine;
         NameStats *s;
         LogFields f;
 
@@ -609,7 +609,7 @@ static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec
         /* The holder first, the log (the journal, at info) after. */
         send_granted(l, now);
         f = lease_fields(l);
-        slots_say(e, LOG_INFO, l->uid, now, &f, "Granted slot of %s to %s (token %" PRIu64 ")%s.", l->name->name,
+        engine_say(e, LOG_INFO, l->uid, now, &f, "Granted slot of %s to %s (token %" PRIu64 ")%s.", l->name->name,
             l->holder, token, by_wake ? " on the release's wake message" : "");
 }
 
@@ -659,7 +659,7 @@ void grant_in_order(Lease *l, uint64_t token, uint64_t since, uint32_t limit, us
                 return;
         /* (Heard of again, a grant is as old as when first heard of.) */
         if (l->state != LEASE_GRANTED || l->pending_token != token)
-                l->pending_after = l->slots_engine->check_counter;
+                l->pending_after = l->engine->check_counter;
         l->pending_token = token;
         l->pending_since = since;
         l->pending_limit = limit;
@@ -676,14 +676,14 @@ void grant_in_order(Lease *l, uint64_t token, uint64_t since, uint32_t limit, us
 /* Calls go out in order on one connection, so the order in which leases
  * ask for a place in line is the order of their tickets. */
 static void lease_join(Lease *l) {
-        Slots *e = l->slots_engine;
+        Engine *e = l->engine;
 
         l->seq = ++e->queue_seq;
         e->ops->index(e->ctx, l, true);
 }
 
 void lease_check(Lease *l, usec_t now) {
-        Slots *e = l->slots_engine;
+        Engine *e = l->engine;
 
         if (!lease_state_waits(l->state) || !e->redis_up)
                 return;
@@ -714,17 +714,17 @@ void lease_check(Lease *l, usec_t now) {
         (void) now;
 }
 
-usec_t slots_grace_left(const Slots *e, usec_t now) {
+usec_t engine_grace_left(const Engine *e, usec_t now) {
         return e->grace_until > now ? e->grace_until - now : 0;
 }
 
 /* ---- Start and stop ---------------------------------------------------------------- */
 
-void slots_init(Slots *e, const SlotsOps *ops, void *ctx, usec_t lease_ttl) {
-        *e = (Slots) { .ops = ops, .ctx = ctx, .lease_ttl = lease_ttl };
+void engine_init(Engine *e, const EngineOps *ops, void *ctx, usec_t lease_ttl) {
+        *e = (Engine) { .ops = ops, .ctx = ctx, .lease_ttl = lease_ttl };
 }
 
-void slots_done(Slots *e) {
+void engine_done(Engine *e) {
         PendingRelease *p;
         Name *n, *nn;
 
@@ -745,13 +745,13 @@ void slots_done(Slots *e) {
                 name_stats_free(e, e->name_stats);
 }
 
-void slots_index_value(const Lease *l, char buf[static SLOTS_INDEX_VALUE_MAX]) {
-        size_t size = SLOTS_INDEX_VALUE_MAX;
+void engine_index_value(const Lease *l, char buf[static ENGINE_INDEX_VALUE_MAX]) {
+        size_t size = ENGINE_INDEX_VALUE_MAX;
         int n = snprintf(buf, size, "%s %" PRIu32 " " UID_FMT " %s %s", l->name->name, l->slots, l->uid,
                          l->unit ?: "-", l->stop_on_lost ? "stop" : "ignore");
 
         if (n > 0 && (size_t) n < size && (l->weight > 1 || l->host_held))
                 n += snprintf(buf + n, size - (size_t) n, " %" PRIu32, l->weight);
         if (n > 0 && (size_t) n < size && l->host_held)
-                snprintf(buf + n, size - (size_t) n, " " SLOTS_INDEX_HOST_HELD);
+                snprintf(buf + n, size - (size_t) n, " " ENGINE_INDEX_HOST_HELD);
 }

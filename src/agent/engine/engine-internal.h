@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-/* Inside the slot engine (slots.h): slots.c keeps names and leases and
- * hands out grants; slots-wait.c the waiting; slots-redis.c what Redis
- * says of releases, renewals and its own state; slots-stats.c counts. */
+/* Inside the slot engine (engine.h): engine.c keeps names and leases and
+ * hands out grants; engine-wait.c the waiting; engine-redis.c what Redis
+ * says of releases, renewals and its own state; engine-stats.c counts. */
 
-#include "slots.h"
+#include "engine.h"
 
 #define NAMES_IDLE_MAX 4096
 #define NAME_IDLE_TIME (10 * USEC_PER_MINUTE)
@@ -19,12 +19,12 @@ typedef struct PendingRelease {
         char lease[LEASE_ID_LEN + 1];
 } PendingRelease;
 
-/* slots.c */
+/* engine.c */
 /* What the engine says goes through its ops: the agent writes it (within
  * the budget of the uid that caused it), a test reads it. */
-void slots_say(Slots *e, int level, uid_t uid, usec_t now, const LogFields *fields, const char *format, ...)
+void engine_say(Engine *e, int level, uid_t uid, usec_t now, const LogFields *fields, const char *format, ...)
         _printf_(6, 7);
-void names_sweep(Slots *e, bool all, usec_t now);
+void names_sweep(Engine *e, bool all, usec_t now);
 LogFields lease_fields(const Lease *l);
 void lease_set_state(Lease *l, LeaseState state, LeaseEvent event, usec_t now);
 void lease_arm(Lease *l);
@@ -32,7 +32,7 @@ void lease_send(Lease *l, const char *line, int len);
 void lease_finish_client(Lease *l);
 void lease_send_error(Lease *l, const char *code, const char *message);
 void lease_detach(Lease *l, LeaseEvent event, usec_t now);
-void pending_release_add(Slots *e, const char *name, const char *lease, uid_t uid);
+void pending_release_add(Engine *e, const char *name, const char *lease, uid_t uid);
 void lease_release_at(Lease *l, const char *why, usec_t now);
 /* The slot is lost: its holder told (LOST, with free_in: when it may be
  * granted elsewhere at the earliest), and given back now or, before its
@@ -45,7 +45,7 @@ void lease_lost(Lease *l, const char *why, bool reserved, usec_t now);
  * anchor while the session's last processes may live on. true: l is
  * kept, and what (the release's cause) logged. */
 bool lease_kept_ending(Lease *l, const char *what, usec_t now);
-int lease_new(Slots *e, const LeaseSpec *spec, void *io, Lease **ret);
+int lease_new(Engine *e, const LeaseSpec *spec, void *io, Lease **ret);
 void send_queued(Lease *l, usec_t now);
 void send_granted(Lease *l, usec_t now);
 void send_denied(Lease *l, const char *reason, usec_t now);
@@ -56,15 +56,15 @@ void grant_in_order(Lease *l, uint64_t token, uint64_t since, uint32_t limit, us
 /* Asks Redis for a waiter's place (or grant), unless an answer is awaited. */
 void lease_check(Lease *l, usec_t now);
 
-/* slots-wait.c */
+/* engine-wait.c */
 void name_recheck(Name *n, usec_t now);
 void report_position(Lease *l, usec_t now);
 
-/* slots-redis.c */
+/* engine-redis.c */
 int seq_cmp(const void *x, const void *y);
 
-/* slots-stats.c */
-void name_stats_free(Slots *e, NameStats *s);
-NameStats *name_stats_get(Slots *e, const char *name);
-void histogram_add(SlotsHistogram *h, usec_t t);
-void count_release(Lease *l, SlotsReleaseCause cause);
+/* engine-stats.c */
+void name_stats_free(Engine *e, NameStats *s);
+NameStats *name_stats_get(Engine *e, const char *name);
+void histogram_add(EngineHistogram *h, usec_t t);
+void count_release(Lease *l, EngineReleaseCause cause);

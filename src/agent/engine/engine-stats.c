@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The engine's counters: per name, and in all (SlotsStats). */
+/* The engine's counters: per name, and in all (EngineStats). */
 #include <errno.h>
 #include <inttypes.h>
 #include <search.h>
@@ -8,24 +8,24 @@
 #include <string.h>
 
 #include "protocol.h"
-#include "slots-internal.h"
+#include "engine-internal.h"
 
 /* ---- Counters ----------------------------------------------------------------- */
 
-const char *const slots_release_cause_name[N_SLOTS_RELEASE_CAUSES] = {
-        [SLOTS_RELEASE_ANCHOR_CLOSED] = "anchor_closed",
-        [SLOTS_RELEASE_RELEASED] = "released",
-        [SLOTS_RELEASE_LOST] = "lost",
+const char *const engine_release_cause_name[N_ENGINE_RELEASE_CAUSES] = {
+        [ENGINE_RELEASE_ANCHOR_CLOSED] = "anchor_closed",
+        [ENGINE_RELEASE_RELEASED] = "released",
+        [ENGINE_RELEASE_LOST] = "lost",
 };
 
-const char *const slots_denial_name[N_SLOTS_DENIALS] = {
-        [SLOTS_DENIAL_TIMEOUT] = "timeout",
-        [SLOTS_DENIAL_FULL] = "full",
-        [SLOTS_DENIAL_UNCONFIRMED] = "unconfirmed",
-        [SLOTS_DENIAL_DRAINED] = "drained",
+const char *const engine_denial_name[N_ENGINE_DENIALS] = {
+        [ENGINE_DENIAL_TIMEOUT] = "timeout",
+        [ENGINE_DENIAL_FULL] = "full",
+        [ENGINE_DENIAL_UNCONFIRMED] = "unconfirmed",
+        [ENGINE_DENIAL_DRAINED] = "drained",
 };
 
-const usec_t slots_histogram_bounds[SLOTS_HISTOGRAM_BUCKETS] = {
+const usec_t engine_histogram_bounds[ENGINE_HISTOGRAM_BUCKETS] = {
         1 * USEC_PER_MSEC, 5 * USEC_PER_MSEC, 10 * USEC_PER_MSEC, 50 * USEC_PER_MSEC, 100 * USEC_PER_MSEC,
         500 * USEC_PER_MSEC, 1 * USEC_PER_SEC, 5 * USEC_PER_SEC, 10 * USEC_PER_SEC, 30 * USEC_PER_SEC,
         1 * USEC_PER_MINUTE, 5 * USEC_PER_MINUTE, 10 * USEC_PER_MINUTE, 30 * USEC_PER_MINUTE, 60 * USEC_PER_MINUTE,
@@ -35,7 +35,7 @@ static int name_stats_cmp(const void *x, const void *y) {
         return strcmp(((const NameStats *) x)->name, ((const NameStats *) y)->name);
 }
 
-void name_stats_free(Slots *e, NameStats *s) {
+void name_stats_free(Engine *e, NameStats *s) {
         tdelete(s, &e->name_stats_tree, name_stats_cmp);
         LIST_REMOVE(lru, e->name_stats, s);
         e->n_name_stats--;
@@ -45,7 +45,7 @@ void name_stats_free(Slots *e, NameStats *s) {
 /* The counters of name, made most recently used; a new entry when it has
  * none (the least recently used one goes when the table is full). NULL
  * when out of memory: that event goes uncounted. */
-NameStats *name_stats_get(Slots *e, const char *name) {
+NameStats *name_stats_get(Engine *e, const char *name) {
         union {
                 NameStats s;
                 char buf[sizeof(NameStats) + NAME_MAX_LEN + 1];
@@ -68,7 +68,7 @@ NameStats *name_stats_get(Slots *e, const char *name) {
                 return NULL;
         *s = (NameStats) {};
         memcpy(s->name, name, len + 1);
-        if (e->n_name_stats >= SLOTS_NAME_STATS_MAX) {
+        if (e->n_name_stats >= ENGINE_NAME_STATS_MAX) {
                 NameStats *last = e->name_stats;
 
                 while (last->lru_next)
@@ -84,19 +84,19 @@ NameStats *name_stats_get(Slots *e, const char *name) {
         return s;
 }
 
-void histogram_add(SlotsHistogram *h, usec_t t) {
+void histogram_add(EngineHistogram *h, usec_t t) {
         size_t i = 0;
 
-        while (i < SLOTS_HISTOGRAM_BUCKETS && t > slots_histogram_bounds[i])
+        while (i < ENGINE_HISTOGRAM_BUCKETS && t > engine_histogram_bounds[i])
                 i++;
         h->buckets[i]++;
         h->count++;
         h->sum += t;
 }
 
-void count_release(Lease *l, SlotsReleaseCause cause) {
+void count_release(Lease *l, EngineReleaseCause cause) {
         /* (A revoked holder told LOST was counted then.) */
         if (l->state == LEASE_HELD)
-                l->slots_engine->stats.releases[cause]++;
+                l->engine->stats.releases[cause]++;
 }
 

@@ -14,7 +14,7 @@
  *
  * Events come in as calls (a request, a script's decoded result, a wake
  * hint, an anchor closing, a timer, Redis up or down), each with the
- * time; effects go out through SlotsOps (send a line to a client, call a
+ * time; effects go out through EngineOps (send a line to a client, call a
  * script, arm a timer, stop a unit). The agent's I/O files (server.c,
  * redis-io.c, …) adapt it to sd-event, hiredis and sockets;
  * tests/test-slots.c drives it directly, step by step, and
@@ -31,16 +31,16 @@
 #include "names.h"
 #include "time-util.h"
 
-typedef struct Slots Slots;
+typedef struct Engine Engine;
 typedef struct Lease Lease;
 typedef struct Name Name;
 
 #define SLOTS_DESC_MAX 1024
 #define LEASE_HOLDER_MAX 128     /* a holder's label in the journal, with its NUL */
-#define SLOTS_RENEW_BATCH 1000
-#define SLOTS_GRANTS_MAX 64             /* leases one release may hand slots to, as parsed */
-#define SLOTS_RECHECK_SAFETY (5 * USEC_PER_SEC)
-#define SLOTS_POSITION_EVERY (1 * USEC_PER_SEC)
+#define ENGINE_RENEW_BATCH 1000
+#define ENGINE_GRANTS_MAX 64             /* leases one release may hand slots to, as parsed */
+#define ENGINE_RECHECK_SAFETY (5 * USEC_PER_SEC)
+#define ENGINE_POSITION_EVERY (1 * USEC_PER_SEC)
 
 /* A lease's state is its life here, one of lease-states.list's (LEASE_NEW
  * to LEASE_GONE), changed only by lease_set_state() on one of its events.
@@ -49,7 +49,7 @@ typedef struct Name Name;
  * report due, Redis' line), as its comment says. */
 struct Lease {
         unsigned n_ref;
-        Slots *slots_engine;
+        Engine *engine;
         char id[LEASE_ID_LEN + 1];
         Name *name;
         LIST_FIELDS(Lease, by_name);
@@ -119,7 +119,7 @@ struct Lease {
 };
 
 struct Name {
-        Slots *slots_engine;
+        Engine *engine;
         char *name;
         LIST_FIELDS(Name, all);
         Lease *leases;
@@ -139,16 +139,16 @@ struct Name {
 /* A drain record of Redis' ("HOST UID SINCE_MS USER REASON") for people:
  * "by USER (uid UID) on HOST since YYYY-MM-DD HH:MM UTC: REASON"; -EBADMSG
  * when it is none. */
-int slots_drain_text(const char *record, char *buf, size_t size);
+int engine_drain_text(const char *record, char *buf, size_t size);
 /* The last operator action on a name, as Redis keeps it ("ACTION HOST UID
  * AT_MS USER REASON", ACTION drain, undrain or revoke) for people: "ACTION by USER
  * (uid UID) on HOST at YYYY-MM-DD HH:MM UTC[: REASON]"; -EBADMSG when it is
  * none. */
-int slots_action_text(const char *record, char *buf, size_t size);
+int engine_action_text(const char *record, char *buf, size_t size);
 /* A fleet limit's record ("N HOST UID SINCE_MS USER REASON"): N into
- * *ret_n and the rest for people, as slots_drain_text(); -EBADMSG when it
+ * *ret_n and the rest for people, as engine_drain_text(); -EBADMSG when it
  * is none. */
-int slots_cap_text(const char *record, uint32_t *ret_n, char *buf, size_t size);
+int engine_cap_text(const char *record, uint32_t *ret_n, char *buf, size_t size);
 
 /* What a script call reported, decoded and checked by the adapter. */
 typedef enum AcquireOutcome {
@@ -187,57 +187,57 @@ typedef struct Granted {
  * metrics`: counters since the agent started (Prometheus sees a restart as
  * a counter reset). Releases and losses are of held slots; a waiter that
  * withdraws or is denied is not released. */
-typedef enum SlotsReleaseCause {
-        SLOTS_RELEASE_ANCHOR_CLOSED,    /* the job ended: its anchor closed */
-        SLOTS_RELEASE_RELEASED,         /* given back on request (fleetsem release, ExecStopPost=) */
-        SLOTS_RELEASE_LOST,             /* lost: not renewed in time, or gone from Redis */
-        N_SLOTS_RELEASE_CAUSES,
-} SlotsReleaseCause;
+typedef enum EngineReleaseCause {
+        ENGINE_RELEASE_ANCHOR_CLOSED,    /* the job ended: its anchor closed */
+        ENGINE_RELEASE_RELEASED,         /* given back on request (fleetsem release, ExecStopPost=) */
+        ENGINE_RELEASE_LOST,             /* lost: not renewed in time, or gone from Redis */
+        N_ENGINE_RELEASE_CAUSES,
+} EngineReleaseCause;
 
-typedef enum SlotsDenial {
-        SLOTS_DENIAL_TIMEOUT,           /* DENIED reason=timeout */
-        SLOTS_DENIAL_FULL,              /* DENIED reason=full (no wait) */
-        SLOTS_DENIAL_UNCONFIRMED,       /* DENIED reason=unconfirmed (no wait; no replica took the grant) */
-        SLOTS_DENIAL_DRAINED,           /* DENIED reason=drained (no wait; the name is drained) */
-        N_SLOTS_DENIALS,
-} SlotsDenial;
+typedef enum EngineDenial {
+        ENGINE_DENIAL_TIMEOUT,           /* DENIED reason=timeout */
+        ENGINE_DENIAL_FULL,              /* DENIED reason=full (no wait) */
+        ENGINE_DENIAL_UNCONFIRMED,       /* DENIED reason=unconfirmed (no wait; no replica took the grant) */
+        ENGINE_DENIAL_DRAINED,           /* DENIED reason=drained (no wait; the name is drained) */
+        N_ENGINE_DENIALS,
+} EngineDenial;
 
-extern const char *const slots_release_cause_name[N_SLOTS_RELEASE_CAUSES];
-extern const char *const slots_denial_name[N_SLOTS_DENIALS];
+extern const char *const engine_release_cause_name[N_ENGINE_RELEASE_CAUSES];
+extern const char *const engine_denial_name[N_ENGINE_DENIALS];
 
 /* A histogram of times: upper bounds of its buckets 1 ms to 1 h, and one
  * more bucket for the longer ones. */
-#define SLOTS_HISTOGRAM_BUCKETS 15
-extern const usec_t slots_histogram_bounds[SLOTS_HISTOGRAM_BUCKETS];
+#define ENGINE_HISTOGRAM_BUCKETS 15
+extern const usec_t engine_histogram_bounds[ENGINE_HISTOGRAM_BUCKETS];
 
-typedef struct SlotsHistogram {
-        uint64_t buckets[SLOTS_HISTOGRAM_BUCKETS + 1];  /* each bucket alone, not cumulative */
+typedef struct EngineHistogram {
+        uint64_t buckets[ENGINE_HISTOGRAM_BUCKETS + 1];  /* each bucket alone, not cumulative */
         uint64_t count;
         usec_t sum;
-} SlotsHistogram;
+} EngineHistogram;
 
-typedef struct SlotsStats {
-        uint64_t releases[N_SLOTS_RELEASE_CAUSES];
-        uint64_t denials[N_SLOTS_DENIALS];
+typedef struct EngineStats {
+        uint64_t releases[N_ENGINE_RELEASE_CAUSES];
+        uint64_t denials[N_ENGINE_DENIALS];
         uint64_t lost;
         /* From asking to the grant, of every grant here (not of re-adopted slots). */
-        SlotsHistogram wait;
+        EngineHistogram wait;
         /* Of every confirmed renewal of a lease: how long after it was due
          * (a third of a lease after the last one) its confirmation came. */
-        SlotsHistogram lateness;
+        EngineHistogram lateness;
         usec_t lateness_max;
         uint64_t redis_ups;             /* the first connection and every reconnection */
         /* Renewals: from the call to its reply. */
         uint64_t rtt_count;
         usec_t rtt_sum;
         usec_t rtt_last;
-} SlotsStats;
+} EngineStats;
 
 /* Counters of one name, kept apart from its Name (which goes when idle) in
- * a table of at most SLOTS_NAME_STATS_MAX names: the least recently used
+ * a table of at most ENGINE_NAME_STATS_MAX names: the least recently used
  * goes when a new one comes, and its counters start from 0 again if it
  * comes back. */
-#define SLOTS_NAME_STATS_MAX 1024
+#define ENGINE_NAME_STATS_MAX 1024
 typedef struct NameStats NameStats;
 struct NameStats {
         LIST_FIELDS(NameStats, lru);    /* most recently used first */
@@ -245,9 +245,9 @@ struct NameStats {
         char name[];
 };
 
-#define SLOTS_NO_UID ((uid_t) -1)
+#define ENGINE_NO_UID ((uid_t) -1)
 
-typedef struct SlotsOps {
+typedef struct EngineOps {
         /* Replies to a client; finish: close once the output is out. */
         void (*send)(void *ctx, void *client, const char *line, int len);
         void (*finish)(void *ctx, void *client);
@@ -281,12 +281,12 @@ typedef struct SlotsOps {
         /* A new random id (a waiter's proof); <0 when none can be made. */
         int (*random_id)(void *ctx, char ret[LEASE_ID_LEN + 1]);
         /* What the engine says, at level: caused by uid's request
-         * (SLOTS_NO_UID: by nobody's), at now; message and fields raw. */
+         * (ENGINE_NO_UID: by nobody's), at now; message and fields raw. */
         void (*log)(void *ctx, int level, uid_t uid, usec_t now, const LogFields *fields, const char *message);
-} SlotsOps;
+} EngineOps;
 
-struct Slots {
-        const SlotsOps *ops;
+struct Engine {
+        const EngineOps *ops;
         void *ctx;
         usec_t lease_ttl;
         bool redis_up;
@@ -305,33 +305,33 @@ struct Slots {
         uint64_t check_counter;
         struct PendingRelease *pending_releases;
         size_t n_pending_releases;
-        SlotsStats stats;
+        EngineStats stats;
         void *name_stats_tree;          /* tsearch(): name → NameStats */
         NameStats *name_stats;          /* most recently used first */
         size_t n_name_stats;
 };
 
-void slots_init(Slots *e, const SlotsOps *ops, void *ctx, usec_t lease_ttl);
+void engine_init(Engine *e, const EngineOps *ops, void *ctx, usec_t lease_ttl);
 /* Forgets everything without releasing anything: the anchors live on in
  * the sessions and units, and the next agent re-adopts them. */
-void slots_done(Slots *e);
+void engine_done(Engine *e);
 
-Lease *slots_lease_find(Slots *e, const char *id);
-Name *slots_name_find(Slots *e, const char *name);
+Lease *engine_lease_find(Engine *e, const char *id);
+Name *engine_name_find(Engine *e, const char *name);
 /* The slot of name that unit holds here already (restarting with its
  * anchor in its file descriptor store), or NULL. */
-Lease *slots_lease_of_unit(Slots *e, const char *name, const char *unit, uid_t uid);
+Lease *engine_lease_of_unit(Engine *e, const char *name, const char *unit, uid_t uid);
 /* Units of uid's leases here, held or waiting: each lease its weight. */
-uint64_t slots_units_of(const Slots *e, uid_t uid);
+uint64_t engine_units_of(const Engine *e, uid_t uid);
 /* Names other than but that uid holds or waits for here. */
-size_t slots_names_of(const Slots *e, uid_t uid, const char *but);
+size_t engine_names_of(const Engine *e, uid_t uid, const char *but);
 /* Holders: how long they may keep believing without a confirmed renewal. */
-usec_t slots_lost_after(const Slots *e);
+usec_t engine_lost_after(const Engine *e);
 /* A lease's own lease in Redis, and how long it may go without a renewal. */
 usec_t lease_ttl(const Lease *l);
 usec_t lease_lost_after(const Lease *l);
 /* The slot of name that this host holds itself (hold=host), or NULL. */
-Lease *slots_lease_of_host(Slots *e, const char *name);
+Lease *engine_lease_of_host(Engine *e, const char *name);
 
 typedef struct LeaseSpec {
         const char *name;
@@ -350,29 +350,29 @@ typedef struct LeaseSpec {
 
 /* A new request: a new waiter, with the adapter's io (its anchor watch).
  * wait: 0 = do not wait, USEC_INFINITY = wait for ever. -ENOMEM. */
-int slots_acquire(Slots *e, const LeaseSpec *spec, usec_t wait, void *client, void *io, usec_t now, Lease **ret);
+int engine_acquire(Engine *e, const LeaseSpec *spec, usec_t wait, void *client, void *io, usec_t now, Lease **ret);
 /* A client asking again for a lease that exists here: the same slot, or
  * the same place in line. */
-void slots_attach(Slots *e, Lease *l, void *client, usec_t now);
+void engine_attach(Engine *e, Lease *l, void *client, usec_t now);
 /* A slot of a lease found held in Redis after this agent restarted. */
-int slots_adopt(Slots *e, const LeaseSpec *spec, uint64_t token, uint64_t since_ms, void *io, usec_t now, Lease **ret);
+int engine_adopt(Engine *e, const LeaseSpec *spec, uint64_t token, uint64_t since_ms, void *io, usec_t now, Lease **ret);
 /* A lease's entry in this host's index (Redis' and the host's own record):
  * "NAME SLOTS UID UNIT ON-LOST[ WEIGHT[ KIND]]", UNIT "-" when not bound to
  * one, WEIGHT only when above 1 or a KIND follows; KIND "host-held" for a
  * slot the host holds itself (no anchor). adopt.c reads it back. */
-#define SLOTS_INDEX_VALUE_MAX (NAME_MAX_LEN + UNIT_NAME_MAX + 64)
-#define SLOTS_INDEX_HOST_HELD "host-held"     /* its KIND */
-void slots_index_value(const Lease *l, char buf[static SLOTS_INDEX_VALUE_MAX]);
+#define ENGINE_INDEX_VALUE_MAX (NAME_MAX_LEN + UNIT_NAME_MAX + 64)
+#define ENGINE_INDEX_HOST_HELD "host-held"     /* its KIND */
+void engine_index_value(const Lease *l, char buf[static ENGINE_INDEX_VALUE_MAX]);
 
-void slots_release(Slots *e, Lease *l, const char *why, usec_t now);
-void slots_anchor_closed(Slots *e, Lease *l, usec_t now);
-void slots_client_gone(Slots *e, Lease *l, usec_t now);
-void slots_lease_timer(Slots *e, Lease *l, usec_t now);
-void slots_name_timer(Slots *e, Name *n, usec_t now);
+void engine_release(Engine *e, Lease *l, const char *why, usec_t now);
+void engine_anchor_closed(Engine *e, Lease *l, usec_t now);
+void engine_client_gone(Engine *e, Lease *l, usec_t now);
+void engine_lease_timer(Engine *e, Lease *l, usec_t now);
+void engine_name_timer(Engine *e, Name *n, usec_t now);
 /* Every renewal interval (and more often while Redis is away): renews,
  * and tells holders whose lease may have run out that it is lost. Returns
  * when to tick again, relative. */
-usec_t slots_tick(Slots *e, usec_t now);
+usec_t engine_tick(Engine *e, usec_t now);
 
 /* Redis is there (again). reset: it lost its state since this agent last
  * saw it (restarted empty, or a failover lost writes): holders are
@@ -380,25 +380,25 @@ usec_t slots_tick(Slots *e, usec_t now);
  * after a reset (this agent's or another's) in which nobody is granted
  * anything (the scripts enforce it; waiters are told why, a GRACE_WHY_*,
  * and look again when it ends). */
-void slots_redis_up(Slots *e, bool reset, usec_t grace, const char *why, usec_t now);
-#define SLOTS_GRACE_TOLD_MAX (24ULL * 3600 * USEC_PER_SEC)   /* the longest grace waiters are told of */
+void engine_redis_up(Engine *e, bool reset, usec_t grace, const char *why, usec_t now);
+#define ENGINE_GRACE_TOLD_MAX (24ULL * 3600 * USEC_PER_SEC)   /* the longest grace waiters are told of */
 /* What is left of the grace at now; 0: none. */
-usec_t slots_grace_left(const Slots *e, usec_t now);
+usec_t engine_grace_left(const Engine *e, usec_t now);
 /* Redis went away: requests not yet queued fail with code (an ERROR_CODE_*:
  * unavailable, or misconfigured when it lasts until an operator acts);
- * holders keep their slots until slots_lost_after() without renewal. why:
+ * holders keep their slots until engine_lost_after() without renewal. why:
  * for the clients. */
-void slots_redis_down(Slots *e, const char *code, const char *why, usec_t now);
+void engine_redis_down(Engine *e, const char *code, const char *why, usec_t now);
 
 /* Nothing new may be granted (Redis may evict its keys): every waiter
  * here is answered ERROR with code and why and leaves the queue; holders
  * keep their slots and are renewed as before. New requests are the
  * adapter's to refuse while it lasts. */
-void slots_fail_waiters(Slots *e, const char *code, const char *why, usec_t now);
+void engine_fail_waiters(Engine *e, const char *code, const char *why, usec_t now);
 
-void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now);
+void engine_acquire_done(Engine *e, Lease *l, const AcquireResult *r, usec_t now);
 /* reply_lost: the connection went before the answer (sent again later). */
-void slots_release_done(Slots *e, const char *name, const char *lease, uid_t uid, bool reply_lost,
+void engine_release_done(Engine *e, const char *name, const char *lease, uid_t uid, bool reply_lost,
                         const Granted *g, size_t k, usec_t now);
 /* missing[i]: Redis has no such lease (any more); forgot_left: how long
  * the name still grants nothing because Redis lost its keys (the scripts
@@ -406,18 +406,18 @@ void slots_release_done(Slots *e, const char *name, const char *lease, uid_t uid
  * call's own after it found so: the missing holders whose last renewal
  * went out before that are put back (re-asserted) rather than lost; sent:
  * when the call went out. */
-void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN + 1], const bool *missing,
+void engine_renew_done(Engine *e, const char *name, const char (*ids)[LEASE_ID_LEN + 1], const bool *missing,
                       size_t n, usec_t forgot_left, usec_t sent, usec_t now);
 /* result: 1 holds again, 0 lost (no room), -1 owned elsewhere, -2 Redis went. */
-void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now);
+void engine_reassert_done(Engine *e, Lease *l, int result, usec_t now);
 /* Redis lost l's slot while it stayed up (a renewal, or an adoption,
  * found its name forgotten: it grants nothing on it for a lease): l is
  * put back (reassert), as after a reset. */
-void slots_put_back(Slots *e, Lease *l, usec_t now);
+void engine_put_back(Engine *e, Lease *l, usec_t now);
 /* A wake message on name's channel: "g LEASE TOKEN SINCE PROOF …" or
  * anything else. A waiter it names with the proof this host gave Redis is
  * granted (if wake_grants); any other it names asks Redis. */
-void slots_wake(Slots *e, const char *name, const char *payload, usec_t now);
+void engine_wake(Engine *e, const char *name, const char *payload, usec_t now);
 
 /* "LEASE TOKEN SINCE PROOF ..." → Granted[]; -EBADMSG, -E2BIG. */
 int granted_parse(const char *s, Granted *g, size_t max, size_t *ret_k);

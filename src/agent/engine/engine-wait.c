@@ -9,14 +9,14 @@
 #include <string.h>
 
 #include "protocol.h"
-#include "slots-internal.h"
+#include "engine-internal.h"
 
 /* ---- Waiting ---------------------------------------------------------------------- */
 
 /* A release or an expiry woke the waiters of n. Only those at the head of
  * the line can be granted, so rather than asking for all of them (one
  * call each, for every release), ask for the best placed one and for any
- * not asked for yet; a grant asks for the next (slots_acquire_done()). The
+ * not asked for yet; a grant asks for the next (engine_acquire_done()). The
  * safety re-check keeps the others' places fresh. */
 void name_recheck(Name *n, usec_t now) {
         Lease *l, *best = NULL;
@@ -37,19 +37,19 @@ void name_recheck(Name *n, usec_t now) {
                 lease_check(best, now);
 }
 
-static void lease_deny(Lease *l, SlotsDenial reason, const char *why, usec_t now) {
-        l->slots_engine->stats.denials[reason]++;
-        send_denied(l, slots_denial_name[reason], now);
+static void lease_deny(Lease *l, EngineDenial reason, const char *why, usec_t now) {
+        l->engine->stats.denials[reason]++;
+        send_denied(l, engine_denial_name[reason], now);
         lease_release_at(l, why, now);
 }
 
-void slots_lease_timer(Slots *e, Lease *l, usec_t now) {
+void engine_lease_timer(Engine *e, Lease *l, usec_t now) {
         (void) e;
         l->timer_armed = USEC_INFINITY;
         if (!lease_state_waits(l->state))
                 return;
         if (now >= l->deadline) {
-                lease_deny(l, SLOTS_DENIAL_TIMEOUT, "no slot within the wait time", now);
+                lease_deny(l, ENGINE_DENIAL_TIMEOUT, "no slot within the wait time", now);
                 return;
         }
         if (now >= l->recheck_at) {
@@ -58,13 +58,13 @@ void slots_lease_timer(Slots *e, Lease *l, usec_t now) {
                  * under way, or whose answer the connection takes with it
                  * leaves no waiter without a next look. Redis' answer sets
                  * the time it calls for. */
-                l->recheck_at = now + SLOTS_RECHECK_SAFETY;
+                l->recheck_at = now + ENGINE_RECHECK_SAFETY;
                 lease_check(l, now);
         }
         lease_arm(l);
 }
 
-void slots_name_timer(Slots *e, Name *n, usec_t now) {
+void engine_name_timer(Engine *e, Name *n, usec_t now) {
         Lease *l;
 
         (void) e;
@@ -75,21 +75,21 @@ void slots_name_timer(Slots *e, Name *n, usec_t now) {
 }
 
 /* Reports a waiter's new place in line now, or (when it heard of one less
- * than SLOTS_POSITION_EVERY ago) with the others due at the next report: a
+ * than ENGINE_POSITION_EVERY ago) with the others due at the next report: a
  * busy line moves on every grant, and every waiter on every grant would be
  * a lot of writes for nobody to read. */
 void report_position(Lease *l, usec_t now) {
         Name *n = l->name;
 
-        if (now - l->queued_sent >= SLOTS_POSITION_EVERY) {
+        if (now - l->queued_sent >= ENGINE_POSITION_EVERY) {
                 send_queued(l, now);
                 return;
         }
         l->position_unsent = true;
         if (n->positions_at != USEC_INFINITY)
                 return;
-        n->positions_at = l->queued_sent + SLOTS_POSITION_EVERY;
-        l->slots_engine->ops->name_timer(l->slots_engine->ctx, n, n->positions_at);
+        n->positions_at = l->queued_sent + ENGINE_POSITION_EVERY;
+        l->engine->ops->name_timer(l->engine->ctx, n, n->positions_at);
 }
 
 /* What Redis said of n's drain (record, or NULL): kept for people; true
@@ -98,7 +98,7 @@ static bool name_drained(Name *n, const char *record) {
         char text[512];
         char *d = NULL;
 
-        if (record && slots_drain_text(record, text, sizeof(text)) >= 0)
+        if (record && engine_drain_text(record, text, sizeof(text)) >= 0)
                 d = strdup(text);
         if ((!d && !n->drained) || (d && n->drained && streq(d, n->drained))) {
                 free(d);
@@ -111,13 +111,13 @@ static bool name_drained(Name *n, const char *record) {
 
 /* Redis would not queue it (an error, no limit, too heavy) or records it
  * for someone else: the request ends here. */
-static void acquire_refused(Slots *e, Lease *l, const AcquireResult *r, usec_t now) {
+static void acquire_refused(Engine *e, Lease *l, const AcquireResult *r, usec_t now) {
         LogFields f = lease_fields(l);
         char msg[160];
 
         switch (r->outcome) {
         case ACQUIRE_FAILED:
-                slots_say(e, LOG_ERR, SLOTS_NO_UID, now, &f, "Redis refused to queue %s for %s: %s", l->id,
+                engine_say(e, LOG_ERR, ENGINE_NO_UID, now, &f, "Redis refused to queue %s for %s: %s", l->id,
                     l->name->name, r->error);
                 if (strneq(r->error, "OOM", 3)) {
                         /* Full (of anyone's keys): no new slot is counted, the
@@ -133,14 +133,14 @@ static void acquire_refused(Slots *e, Lease *l, const AcquireResult *r, usec_t n
                 lease_release_at(l, "Redis error", now);
                 return;
         case ACQUIRE_NO_LIMIT:
-                slots_say(e, LOG_NOTICE, l->uid, now, &f, "Refused %s for %s: it asks for no number of slots and %s "
+                engine_say(e, LOG_NOTICE, l->uid, now, &f, "Refused %s for %s: it asks for no number of slots and %s "
                     "has no fleet limit.", l->id, l->name->name, l->name->name);
                 lease_send_error(l, ERROR_CODE_NO_LIMIT, "no fleet limit is set for this name: ask for a number "
                     "of slots, or set one (fleetsem fleet-limit NAME N)");
                 lease_release_at(l, "no fleet limit", now);
                 return;
         case ACQUIRE_TOO_HEAVY:
-                slots_say(e, LOG_NOTICE, l->uid, now, &f, "Refused %s for %s: its weight %" PRIu32 " is above the limit "
+                engine_say(e, LOG_NOTICE, l->uid, now, &f, "Refused %s for %s: its weight %" PRIu32 " is above the limit "
                     "of %s (%" PRIu32 ").", l->id, l->name->name, l->weight, l->name->name, r->limit);
                 snprintf(msg, sizeof(msg), "weight %" PRIu32 " is above the limit in force (%" PRIu32 "): it would never fit",
                          l->weight, r->limit);
@@ -149,7 +149,7 @@ static void acquire_refused(Slots *e, Lease *l, const AcquireResult *r, usec_t n
                 return;
         default:        /* ACQUIRE_REFUSED: someone else's lease id */
                 /* Someone else's lease id: touch nothing of it in Redis. */
-                slots_say(e, LOG_WARNING, l->uid, now, &f,
+                engine_say(e, LOG_WARNING, l->uid, now, &f,
                     "Refused lease %s of %s: Redis records it for another host or user.", l->id, l->name->name);
                 lease_send_error(l, ERROR_CODE_PERMISSION, "this lease belongs to another host or user");
                 e->ops->index(e->ctx, l, false);
@@ -160,16 +160,16 @@ static void acquire_refused(Slots *e, Lease *l, const AcquireResult *r, usec_t n
 
 /* Granted, but no replica confirmed it: the grant was given back, and it
  * is in line again, at the end (or denied, if it would not wait). */
-static void acquire_unconfirmed(Slots *e, Lease *l, const AcquireResult *r, usec_t now) {
+static void acquire_unconfirmed(Engine *e, Lease *l, const AcquireResult *r, usec_t now) {
         LogFields f;
 
         if (l->state == LEASE_GRANTED)
                 lease_set_state(l, LEASE_WAITING, LEASE_EVENT_UNCONFIRMED, now);
         f = lease_fields(l);
-        slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f, "Slot of %s for %s not confirmed (%s); asking again.",
+        engine_say(e, LOG_WARNING, ENGINE_NO_UID, now, &f, "Slot of %s for %s not confirmed (%s); asking again.",
             l->name->name, l->id, r->error);
         if (l->no_wait) {
-                lease_deny(l, SLOTS_DENIAL_UNCONFIRMED, "no confirmed slot and no wait", now);
+                lease_deny(l, ENGINE_DENIAL_UNCONFIRMED, "no confirmed slot and no wait", now);
                 return;
         }
         l->enqueued = false;
@@ -184,7 +184,7 @@ static void acquire_unconfirmed(Slots *e, Lease *l, const AcquireResult *r, usec
 }
 
 /* Redis' latest word: it waits, in line. check_id: the look it answers. */
-static void acquire_queued(Slots *e, Lease *l, const AcquireResult *r, uint64_t check_id, usec_t now) {
+static void acquire_queued(Engine *e, Lease *l, const AcquireResult *r, uint64_t check_id, usec_t now) {
         bool drain_changed, held_back_news;
         usec_t held_back;
 
@@ -208,7 +208,7 @@ static void acquire_queued(Slots *e, Lease *l, const AcquireResult *r, uint64_t 
         /* Held back by Redis past this agent's grace (a slot a host holds
          * itself after a reset, a name Redis lost): told as it starts. */
         held_back = r->held_back_ms > 0
-                            ? usec_add(now, MIN(r->held_back_ms, SLOTS_GRACE_TOLD_MAX / USEC_PER_MSEC) * USEC_PER_MSEC)
+                            ? usec_add(now, MIN(r->held_back_ms, ENGINE_GRACE_TOLD_MAX / USEC_PER_MSEC) * USEC_PER_MSEC)
                             : 0;
         held_back_news = held_back > usec_add(e->grace_until, USEC_PER_SEC) && l->held_back_until <= now;
         l->held_back_until = held_back;
@@ -220,16 +220,16 @@ static void acquire_queued(Slots *e, Lease *l, const AcquireResult *r, uint64_t 
         }
         if (l->no_wait) {
                 if (l->name->drained)
-                        lease_deny(l, SLOTS_DENIAL_DRAINED, "drained, and no wait", now);
+                        lease_deny(l, ENGINE_DENIAL_DRAINED, "drained, and no wait", now);
                 else
-                        lease_deny(l, SLOTS_DENIAL_FULL, "no slot free and no wait", now);
+                        lease_deny(l, ENGINE_DENIAL_FULL, "no slot free and no wait", now);
                 return;
         }
         /* Woken by pub/sub on release; besides, look again when the first
          * holder's lease runs out (its host may be dead), and now and then. */
-        l->recheck_at = now + (r->next_expiry_ms >= 0 && (usec_t) r->next_expiry_ms * USEC_PER_MSEC < SLOTS_RECHECK_SAFETY
+        l->recheck_at = now + (r->next_expiry_ms >= 0 && (usec_t) r->next_expiry_ms * USEC_PER_MSEC < ENGINE_RECHECK_SAFETY
                                ? (usec_t) r->next_expiry_ms * USEC_PER_MSEC + 5 * USEC_PER_MSEC
-                               : SLOTS_RECHECK_SAFETY);
+                               : ENGINE_RECHECK_SAFETY);
         /* Nobody is granted anything during a grace: look again as it ends. */
         if (now < e->grace_until && e->grace_until + 5 * USEC_PER_MSEC < l->recheck_at)
                 l->recheck_at = e->grace_until + 5 * USEC_PER_MSEC;
@@ -242,7 +242,7 @@ static void acquire_queued(Slots *e, Lease *l, const AcquireResult *r, uint64_t 
 
 /* An acquire's answer, in the lease's state: only a waiter (waiting, or
  * with a grant held back) takes it. */
-void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) {
+void engine_acquire_done(Engine *e, Lease *l, const AcquireResult *r, usec_t now) {
         uint64_t check_id = l->check_id;
 
         l->check_inflight = false;
@@ -274,7 +274,7 @@ void slots_acquire_done(Slots *e, Lease *l, const AcquireResult *r, usec_t now) 
 
 /* ---- Requests ------------------------------------------------------------------- */
 
-int slots_acquire(Slots *e, const LeaseSpec *spec, usec_t wait, void *client, void *io, usec_t now, Lease **ret) {
+int engine_acquire(Engine *e, const LeaseSpec *spec, usec_t wait, void *client, void *io, usec_t now, Lease **ret) {
         Lease *l;
         int r;
 
@@ -298,7 +298,7 @@ int slots_acquire(Slots *e, const LeaseSpec *spec, usec_t wait, void *client, vo
         return 0;
 }
 
-void slots_fail_waiters(Slots *e, const char *code, const char *why, usec_t now) {
+void engine_fail_waiters(Engine *e, const char *code, const char *why, usec_t now) {
         Name *n, *nn;
 
         LIST_FOREACH_SAFE(all, n, nn, e->names) {
@@ -313,7 +313,7 @@ void slots_fail_waiters(Slots *e, const char *code, const char *why, usec_t now)
         e->ops->changed(e->ctx);
 }
 
-void slots_attach(Slots *e, Lease *l, void *client, usec_t now) {
+void engine_attach(Engine *e, Lease *l, void *client, usec_t now) {
         (void) e;
         lease_finish_client(l);
         l->client = client;
@@ -323,7 +323,7 @@ void slots_attach(Slots *e, Lease *l, void *client, usec_t now) {
                 lease_check(l, now);
 }
 
-int slots_adopt(Slots *e, const LeaseSpec *spec, uint64_t token, uint64_t since_ms, void *io, usec_t now, Lease **ret) {
+int engine_adopt(Engine *e, const LeaseSpec *spec, uint64_t token, uint64_t since_ms, void *io, usec_t now, Lease **ret) {
         Lease *l;
         LogFields f;
         int r;
@@ -337,21 +337,21 @@ int slots_adopt(Slots *e, const LeaseSpec *spec, uint64_t token, uint64_t since_
         lease_set_state(l, LEASE_HELD, LEASE_EVENT_ADOPT, now);
         (void) name_stats_get(e, spec->name);
         f = lease_fields(l);
-        slots_say(e, LOG_DEBUG, SLOTS_NO_UID, now, &f, "Re-adopted slot of %s (token %" PRIu64 ").", spec->name, token);
+        engine_say(e, LOG_DEBUG, ENGINE_NO_UID, now, &f, "Re-adopted slot of %s (token %" PRIu64 ").", spec->name, token);
         if (ret)
                 *ret = l;
         return 0;
 }
 
-void slots_anchor_closed(Slots *e, Lease *l, usec_t now) {
+void engine_anchor_closed(Engine *e, Lease *l, usec_t now) {
         (void) e;
         if (lease_kept_ending(l, "anchor closed", now))
                 return;
-        count_release(l, SLOTS_RELEASE_ANCHOR_CLOSED);
+        count_release(l, ENGINE_RELEASE_ANCHOR_CLOSED);
         lease_release_at(l, "anchor closed", now);
 }
 
-void slots_client_gone(Slots *e, Lease *l, usec_t now) {
+void engine_client_gone(Engine *e, Lease *l, usec_t now) {
         (void) e;
         l->client = NULL;
         if (lease_state_waits(l->state))

@@ -9,11 +9,11 @@
 #include <string.h>
 
 #include "protocol.h"
-#include "slots-internal.h"
+#include "engine-internal.h"
 
 /* ---- Releases --------------------------------------------------------------------- */
 
-void slots_release_done(Slots *e, const char *name, const char *lease, uid_t uid, bool reply_lost,
+void engine_release_done(Engine *e, const char *name, const char *lease, uid_t uid, bool reply_lost,
                         const Granted *g, size_t k, usec_t now) {
         Name *n;
 
@@ -24,9 +24,9 @@ void slots_release_done(Slots *e, const char *name, const char *lease, uid_t uid
         }
         /* Whom the release handed slots to, as Redis itself says. Those
          * waiting here get them now; the wake message tells the others. */
-        n = slots_name_find(e, name);
+        n = engine_name_find(e, name);
         for (size_t i = 0; n && i < k; i++) {
-                Lease *l = slots_lease_find(e, g[i].lease);
+                Lease *l = engine_lease_find(e, g[i].lease);
 
                 if (l && l->name == n && lease_state_waits(l->state))
                         /* On the expiry its last renewal as a waiter gave it. */
@@ -76,12 +76,12 @@ int granted_parse(const char *s, Granted *g, size_t max, size_t *ret_k) {
         return 0;
 }
 
-static void renew_name(Slots *e, Name *n);
+static void renew_name(Engine *e, Name *n);
 
 /* "r LEASE [LEASE…]": holders of n revoked. Only a hint (anyone who may
  * PUBLISH can send it): this host's holders named are renewed now, and
  * Redis' answer, not the message, makes them lost. */
-static void revoked_heard(Slots *e, Name *n, const char *s) {
+static void revoked_heard(Engine *e, Name *n, const char *s) {
         bool ours = false;
 
         while (*s) {
@@ -90,7 +90,7 @@ static void revoked_heard(Slots *e, Name *n, const char *s) {
 
                 if (next_word(&s, id, sizeof(id)) < 0 || !lease_id_is_valid(id))
                         break;
-                l = slots_lease_find(e, id);
+                l = engine_lease_find(e, id);
                 if (!l || l->name != n || l->state != LEASE_HELD)
                         continue;
                 ours = true;
@@ -102,7 +102,7 @@ static void revoked_heard(Slots *e, Name *n, const char *s) {
 /* "x LEASE HOST host": a slot host HOST held itself ran out in Redis (its
  * host did not come back within its lease): said in the journal, with
  * what the message names checked (anyone who may PUBLISH can send it). */
-static void host_slot_ran_out(Slots *e, Name *n, const char *s, usec_t now) {
+static void host_slot_ran_out(Engine *e, Name *n, const char *s, usec_t now) {
         char id[LEASE_ID_LEN + 1], host[IDENT_MAX_LEN + 1], kind[8];
         LogFields f = { .name = n->name };
 
@@ -110,14 +110,14 @@ static void host_slot_ran_out(Slots *e, Name *n, const char *s, usec_t now) {
             !ident_is_valid(host) || next_word(&s, kind, sizeof(kind)) < 0 || !streq(kind, "host") || *s)
                 return;
         f.lease = id;
-        slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f,
+        engine_say(e, LOG_WARNING, ENGINE_NO_UID, now, &f,
                   "Slot of %s held by host %s (lease %s) ran out: its host did not renew it within its lease "
                   "(host_lease); it is free.", n->name, host, id);
 }
 
-void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
-        Name *n = slots_name_find(e, name);
-        Granted g[SLOTS_GRANTS_MAX];
+void engine_wake(Engine *e, const char *name, const char *payload, usec_t now) {
+        Name *n = engine_name_find(e, name);
+        Granted g[ENGINE_GRANTS_MAX];
         size_t k = 0;
 
         if (!n)
@@ -128,9 +128,9 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
         /* Whoever sent it, the leases it names are granted only on Redis'
          * word: the proof only Redis and this host know (and only without
          * replicas to wait for), or else the answer when they ask. */
-        if (payload && strneq(payload, "g ", 2) && granted_parse(payload + 2, g, SLOTS_GRANTS_MAX, &k) >= 0) {
+        if (payload && strneq(payload, "g ", 2) && granted_parse(payload + 2, g, ENGINE_GRANTS_MAX, &k) >= 0) {
                 for (size_t i = 0; i < k; i++) {
-                        Lease *l = slots_lease_find(e, g[i].lease);
+                        Lease *l = engine_lease_find(e, g[i].lease);
 
                         if (!l || l->name != n || !lease_state_waits(l->state))
                                 continue;
@@ -175,7 +175,7 @@ void slots_wake(Slots *e, const char *name, const char *payload, usec_t now) {
 /* ---- Renewal and loss ----------------------------------------------------------- */
 
 static void lease_reassert(Lease *l, usec_t now) {
-        Slots *e = l->slots_engine;
+        Engine *e = l->engine;
 
         /* (Nor one revoked, told LOST: Redis lost its record.) */
         if (l->reassert_inflight || l->state == LEASE_LOST || l->state == LEASE_ENDING)
@@ -188,7 +188,7 @@ static void lease_reassert(Lease *l, usec_t now) {
         l->reassert_sent = now;
 }
 
-void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now) {
+void engine_reassert_done(Engine *e, Lease *l, int result, usec_t now) {
         LogFields f;
 
         l->reassert_inflight = false;
@@ -210,7 +210,7 @@ void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now) {
                         }
                         e->ops->index(e->ctx, l, true);
                         f = lease_fields(l);
-                        slots_say(e, LOG_NOTICE, SLOTS_NO_UID, now, &f,
+                        engine_say(e, LOG_NOTICE, ENGINE_NO_UID, now, &f,
                             "Re-asserted slot of %s (token %" PRIu64 ") after Redis lost its state.", l->name->name,
                             l->token);
                 } else if (result == 0)
@@ -222,10 +222,10 @@ void slots_reassert_done(Slots *e, Lease *l, int result, usec_t now) {
         lease_unref(l);
 }
 
-void slots_put_back(Slots *e, Lease *l, usec_t now) {
+void engine_put_back(Engine *e, Lease *l, usec_t now) {
         LogFields f = lease_fields(l);
 
-        slots_say(e, LOG_WARNING, SLOTS_NO_UID, now, &f,
+        engine_say(e, LOG_WARNING, ENGINE_NO_UID, now, &f,
                   "Redis forgot the slot of %s (token %" PRIu64 ") while it stayed up (FLUSHALL, DEL or eviction); "
                   "putting it back.", l->name->name, l->token);
         lease_reassert(l, now);
@@ -233,17 +233,17 @@ void slots_put_back(Slots *e, Lease *l, usec_t now) {
 
 /* The leases of n that the host holds itself (host_held) go in calls of
  * their own: their lease in Redis is another. */
-static void renew_name_kind(Slots *e, Name *n, bool host_held) {
+static void renew_name_kind(Engine *e, Name *n, bool host_held) {
         Lease *l = n->leases;
 
         while (l) {
-                _cleanup_free_ char (*ids)[LEASE_ID_LEN + 1] = malloc(SLOTS_RENEW_BATCH * sizeof(*ids));
-                uid_t uid = SLOTS_NO_UID;
+                _cleanup_free_ char (*ids)[LEASE_ID_LEN + 1] = malloc(ENGINE_RENEW_BATCH * sizeof(*ids));
+                uid_t uid = ENGINE_NO_UID;
                 size_t k = 0;
 
                 if (!ids)
                         return;
-                for (; l && k < SLOTS_RENEW_BATCH; l = l->by_name_next) {
+                for (; l && k < ENGINE_RENEW_BATCH; l = l->by_name_next) {
                         /* A waiter not in line yet has nothing to renew;
                          * one with a grant on hold has (it holds in Redis). */
                         if ((l->state == LEASE_WAITING && !l->enqueued) || l->reassert_inflight ||
@@ -261,7 +261,7 @@ static void renew_name_kind(Slots *e, Name *n, bool host_held) {
         }
 }
 
-static void renew_name(Slots *e, Name *n) {
+static void renew_name(Engine *e, Name *n) {
         renew_name_kind(e, n, false);
         renew_name_kind(e, n, true);
 }
@@ -286,9 +286,9 @@ static bool forgot_since_renewed(const Lease *l, usec_t forgot_left, usec_t sent
         return forgot_left > 0 && usec_add(l->renewed, lease_ttl(l)) < usec_add(sent, forgot_left);
 }
 
-void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN + 1], const bool *missing,
+void engine_renew_done(Engine *e, const char *name, const char (*ids)[LEASE_ID_LEN + 1], const bool *missing,
                       size_t n, usec_t forgot_left, usec_t sent, usec_t now) {
-        Lease *gone[SLOTS_RENEW_BATCH];
+        Lease *gone[ENGINE_RENEW_BATCH];
         size_t k_gone = 0;
         (void) name;
         if (now >= sent) {
@@ -300,7 +300,7 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
          * came: a late answer (the agent was stopped in between) leaves the
          * holder only the time its lease really has left. */
         for (size_t i = 0; i < n; i++) {
-                Lease *l = slots_lease_find(e, ids[i]);
+                Lease *l = engine_lease_find(e, ids[i]);
 
                 if (!l || l->state == LEASE_GONE)
                         continue;
@@ -329,7 +329,7 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
                         /* Only while its holder still believes (a grant
                          * heard late whose lease ran out, and was granted
                          * on, before the loss is no holder to put back). */
-                        slots_put_back(e, l, now);
+                        engine_put_back(e, l, now);
                 else
                         lease_lost(l, "its lease is gone from Redis (it ran out, was evicted, or was revoked)", true, now);
         }
@@ -344,13 +344,13 @@ void slots_renew_done(Slots *e, const char *name, const char (*ids)[LEASE_ID_LEN
         }
 }
 
-/* Holders whose last confirmed renewal is older than slots_lost_after():
+/* Holders whose last confirmed renewal is older than engine_lost_after():
  * Redis may let their lease run out before this agent can renew it. Not a
  * slot the host holds itself: no job of it is to stop in time, and given
  * back early it would let another host start its reboot while this one
  * may still be in its own (a host frozen past two thirds of host_lease);
  * its next renewal says whether Redis still has it. */
-static void check_lost(Slots *e, usec_t now) {
+static void check_lost(Engine *e, usec_t now) {
         Name *n, *nn;
 
         LIST_FOREACH_SAFE(all, n, nn, e->names) {
@@ -365,7 +365,7 @@ static void check_lost(Slots *e, usec_t now) {
         }
 }
 
-usec_t slots_tick(Slots *e, usec_t now) {
+usec_t engine_tick(Engine *e, usec_t now) {
         names_sweep(e, false, now);
         /* First who is too late: a paused agent wakes up here. Looked at
          * every sixth of a lease, so a holder hears it at most that late:
@@ -413,7 +413,7 @@ static void name_requeue(Name *n, usec_t now) {
         }
 }
 
-void slots_redis_up(Slots *e, bool reset, usec_t grace, const char *why, usec_t now) {
+void engine_redis_up(Engine *e, bool reset, usec_t grace, const char *why, usec_t now) {
         PendingRelease *p;
         Name *n, *nn;
 
@@ -421,7 +421,7 @@ void slots_redis_up(Slots *e, bool reset, usec_t grace, const char *why, usec_t 
         e->stats.redis_ups++;
         if (grace > 0) {
                 /* (What Redis says is data: a day at most is told.) */
-                e->grace_until = MAX(e->grace_until, now + MIN(grace, SLOTS_GRACE_TOLD_MAX));
+                e->grace_until = MAX(e->grace_until, now + MIN(grace, ENGINE_GRACE_TOLD_MAX));
                 e->grace_why = why ?: e->grace_why ?: GRACE_WHY_NEW;
         }
         while ((p = e->pending_releases)) {
@@ -472,7 +472,7 @@ void slots_redis_up(Slots *e, bool reset, usec_t grace, const char *why, usec_t 
         e->ops->changed(e->ctx);
 }
 
-void slots_redis_down(Slots *e, const char *code, const char *why, usec_t now) {
+void engine_redis_down(Engine *e, const char *code, const char *why, usec_t now) {
         Name *n, *nn;
 
         e->redis_up = false;
