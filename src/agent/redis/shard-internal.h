@@ -11,3 +11,46 @@ const char *shard_server(const Shard *sh);
  * a reset in which nobody is granted anything; why: a GRACE_WHY_*, NULL
  * when this agent cannot tell. */
 void shard_ready(Shard *sh, bool reset, usec_t grace, const char *why);
+
+/* ---- A shard's set-up: shard-setup.c, the library's part in shard-library.c ---- */
+
+typedef enum SetupKind {
+        SETUP_PLAIN,            /* AUTH, SELECT: an error fails the setup */
+        SETUP_VERSION,          /* the library's version */
+        SETUP_CLAIM,            /* SET P:loading NX: this agent loads the library, or waits for another's load */
+        SETUP_CODE,             /* the library's text, where its version is this agent's */
+        SETUP_LOAD,             /* FUNCTION LOAD REPLACE (an older one there) */
+        SETUP_LOAD_NEW,         /* FUNCTION LOAD (none there) */
+} SetupKind;
+
+typedef struct SetupStep {
+        Shard *shard;
+        const char *what;
+        SetupKind kind;
+        char had[64];           /* SETUP_CLAIM: what Redis holds ("": nothing), as library_load() takes it */
+} SetupStep;
+
+/* The step sent (its reply frees it), or NULL when it could not be. */
+SetupStep *setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv);
+/* A step of the set-up answered (or waited out): the set-up ends with
+ * the last. */
+void setup_step_done(Shard *sh);
+/* The set-up failed: sh->error says why; refused: a state that lasts
+ * until an operator acts (shard_refuse()), NULL for any other failure. */
+void setup_fail(Shard *sh, const char *refused, const char *fmt, ...) _printf_(3, 4);
+/* A step's Redis error failed the set-up. */
+void setup_fail_redis(Shard *sh, const char *what, const char *err);
+/* Nothing granted through sh, for a reason only an operator can change:
+ * said once, and in status (refused: where it is kept, of size). */
+void shard_refuse(Shard *sh, char *refused, size_t size, const char *state, const char *why);
+/* state, a row of protocol.c's table, when it lasts until an operator
+ * acts (it refuses whatever on_error says); else NULL. */
+const char *refusing(const char *state);
+
+/* The library's steps (shard-library.c): the first asked, and each
+ * step's reply. */
+void library_ask_version(Shard *sh);
+void library_version_reply(Shard *sh, const RedisReply *reply);
+void library_claim_reply(Shard *sh, const RedisReply *reply, const char *had);
+void library_code_reply(Shard *sh, const RedisReply *reply);
+void library_load_reply(Shard *sh, const RedisReply *reply, bool new);
