@@ -4,6 +4,14 @@
 set -u
 
 : "${FLEETSEM:?path to fleetsem}" "${FLEETSEMD:?path to fleetsemd}"
+# python3 itself first on PATH, not a version manager's shim (pyenv's is a
+# shell script that runs a score of processes a call, and the tests call
+# python3 hundreds of times): the interpreter python3 names, found once.
+if py=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) && [ -x "$py" ] &&
+        [ "$(command -v python3)" != "$py" ]; then
+        PATH=${py%/*}:$PATH
+fi
+unset py
 TEST_NAME=$(basename "$0" .sh)
 T=$(mktemp -d "/tmp/fleetsem-$TEST_NAME.XXXXXX")
 NSBASE="fst$$"
