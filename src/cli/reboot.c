@@ -9,7 +9,8 @@
  * command, checks in Redis that the slots are still the host's, and gives
  * them back; an unhealthy host keeps them, so that the rollout stops
  * there. What is recorded for --done (the groups, their leases, the
- * health command, the failed units) is in a root-owned state file. */
+ * health command, the failed units) is in a root-owned state file
+ * (reboot-state.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -27,47 +28,9 @@
 #include "macro.h"
 #include "names.h"
 #include "reboot-health.h"
+#include "reboot.h"
 #include "sd-dl.h"
 #include "status-fetch.h"
-
-#define REBOOT_NAME_DEFAULT "reboot"
-#define REQUIRED_FILE_DEFAULT "/run/reboot-required"
-#define STATE_DIR_DEFAULT "/var/lib/fleetsem"
-#define RUNNING_TIMEOUT_DEFAULT (10 * USEC_PER_MINUTE)
-#define GROUPS_MAX 8
-#define PKGS_READ_MAX 4096              /* bytes of reboot-required.pkgs looked at */
-#define HEALTH_MAX 1024                 /* bytes of a health command */
-#define REPLY_MARGIN (5 * USEC_PER_SEC) /* the agent's answer after the wait it was given */
-#define STATE_MAX (GROUPS_MAX * 2 * (NAME_MAX_LEN + 48) + HEALTH_MAX + FAILED_UNITS_MAX * (UNIT_NAME_MAX + 8) + 64)
-
-/* --done's exit codes of its own (fleetsem(1), REBOOTS). */
-#define EXIT_UNHEALTHY 1                /* not healthy: the slots are kept */
-#define EXIT_GONE 2                     /* healthy, but a slot was no longer the host's */
-#define EXIT_UNHEALTHY_GONE 3           /* not healthy, and a slot was no longer the host's */
-
-typedef struct Group {
-        char name[NAME_MAX_LEN + 1];    /* the Redis name: REBOOT_NAME:GROUP */
-        uint32_t slots;
-        char lease[LEASE_ID_LEN + 1];   /* once taken ("" before, or not recorded) */
-} Group;
-
-typedef struct Reboot {
-        const char *ns;
-        const char *name;
-        uint32_t slots;
-        usec_t wait;
-        bool if_required, dry_run, done, release_only;
-        const char *reason;
-        const char *health;
-        const char *reboot_command;
-        const char *required_file;
-        const char *state_dir;
-        usec_t running_timeout;
-        Group groups[GROUPS_MAX];
-        size_t n_groups;
-        char lease[LEASE_ID_LEN + 1];   /* NAME's, once taken */
-        FailedUnits failed;             /* before the reboot */
-} Reboot;
 
 static void help(void) {
         printf("Usage: fleetsem reboot [OPTIONS] [NAME]\n"
@@ -320,139 +283,6 @@ static void compose_reason(const Reboot *rb, char ret[static DRAIN_REASON_MAX + 
                 strcat(pkgs, "...");
         }
         snprintf(ret + strlen(ret), DRAIN_REASON_MAX + 1 - strlen(ret), "%s%s", sep, pkgs);
-}
-
-/* ---- The state kept for --done -------------------------------------------------- */
-
-static int state_path(const Reboot *rb, char *buf, size_t size) {
-        int k = snprintf(buf, size, "%s/reboot-%s", rb->state_dir, rb->name);
-
-        return k < 0 || (size_t) k >= size ? -ENAMETOOLONG : 0;
-}
-
-/* "group NAME SLOTS" lines, "lease NAME ID" of each name taken, "health
- * CMD", "failed UNIT" of each unit failed before the reboot; written
- * whole: it must be on disk before the reboot. */
-static int state_write(const Reboot *rb) {
-        char path[PATH_MAX], tmp[PATH_MAX + 16];
-        FILE *f;
-        int r;
-
-        r = state_path(rb, path, sizeof(path));
-        if (r < 0)
-                return log_error_errno(-r, "State directory %s too long.", rb->state_dir);
-        if (mkdir(rb->state_dir, 0755) < 0 && errno != EEXIST)
-                return log_error_errno(errno, "Failed to make %s: %m", rb->state_dir);
-        f = atomic_file_open(path, tmp, sizeof(tmp));
-        if (!f)
-                return -EIO;
-        (void) fchmod(fileno(f), 0600);
-        for (size_t i = 0; i < rb->n_groups; i++)
-                fprintf(f, "group %s %" PRIu32 "\n", rb->groups[i].name, rb->groups[i].slots);
-        for (size_t i = 0; i < rb->n_groups; i++)
-                if (rb->groups[i].lease[0])
-                        fprintf(f, "lease %s %s\n", rb->groups[i].name, rb->groups[i].lease);
-        if (rb->lease[0])
-                fprintf(f, "lease %s %s\n", rb->name, rb->lease);
-        if (rb->health)
-                fprintf(f, "health %s\n", rb->health);
-        for (size_t i = 0; i < rb->failed.n; i++)
-                fprintf(f, "failed %s\n", rb->failed.names[i]);
-        return atomic_file_commit(f, tmp, path);
-}
-
-/* The lease buffer of name, one of rb's (NULL: none). */
-static char *lease_of(Reboot *rb, const char *name) {
-        if (streq(name, rb->name))
-                return rb->lease;
-        for (size_t i = 0; i < rb->n_groups; i++)
-                if (streq(rb->groups[i].name, name))
-                        return rb->groups[i].lease;
-        return NULL;
-}
-
-/* A "lease NAME ID" line's rest, into rb. */
-static void state_read_lease(Reboot *rb, const char *rest) {
-        char name[NAME_MAX_LEN + 1], id[LEASE_ID_LEN + 2], *lease;
-        int k = 0;
-
-        if (sscanf(rest, "%200s %33s%n", name, id, &k) != 2 || rest[k] != '\0' || !name_is_valid(name) ||
-            !lease_id_is_valid(id))
-                return;
-        lease = lease_of(rb, name);
-        if (lease)
-                memcpy(lease, id, LEASE_ID_LEN + 1);    /* (valid: LEASE_ID_LEN bytes) */
-}
-
-/* Reads the state into rb (groups, their leases, the failed units, and
- * the health command into health unless one was given): only a regular
- * file of root's that nobody else may write, for its command runs as
- * root. 0 (none is fine too), <0. */
-static int state_read(Reboot *rb, char *health, size_t health_size) {
-        char path[PATH_MAX];
-        _cleanup_free_ char *data = NULL;
-        _cleanup_close_ int fd = -EBADF;
-        struct stat st;
-        ssize_t n;
-        int r;
-
-        r = state_path(rb, path, sizeof(path));
-        if (r < 0)
-                return log_error_errno(-r, "State directory %s too long.", rb->state_dir);
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0 && errno == ENOENT)
-                return 0;
-        if (fd < 0)
-                return log_error_errno(errno, "Failed to open %s: %m", path);
-        if (fstat(fd, &st) < 0)
-                return log_error_errno(errno, "Failed to stat %s: %m", path);
-        if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 0022))
-                return log_error_errno(EPERM, "%s is not a file of root's that only root may write; ignoring it.",
-                                       path);
-        data = malloc(STATE_MAX + 1);
-        if (!data)
-                return log_error_errno(ENOMEM, "Out of memory.");
-        n = read(fd, data, STATE_MAX);
-        if (n < 0)
-                return log_error_errno(errno, "Failed to read %s: %m", path);
-        data[n] = '\0';
-        for (char *line = data, *next; line && *line; line = next) {
-                next = strchr(line, '\n');
-                if (next)
-                        *next++ = '\0';
-                if (strneq(line, "health ", 7)) {
-                        if (!rb->health)
-                                snprintf(health, health_size, "%s", line + 7);
-                } else if (strneq(line, "lease ", 6))
-                        state_read_lease(rb, line + 6);
-                else if (strneq(line, "failed ", 7))
-                        (void) failed_units_add(&rb->failed, line + 7);
-                else if (strneq(line, "group ", 6) && rb->n_groups < GROUPS_MAX) {
-                        char name[NAME_MAX_LEN + 1];
-                        unsigned slots;
-                        int k = 0;
-
-                        if (sscanf(line + 6, "%200s %u%n", name, &slots, &k) == 2 && line[6 + k] == '\0' &&
-                            name_is_valid(name)) {
-                                bool dup = false;
-
-                                for (size_t i = 0; i < rb->n_groups; i++)
-                                        dup = dup || streq(rb->groups[i].name, name);
-                                if (!dup) {
-                                        snprintf(rb->groups[rb->n_groups].name, sizeof(rb->groups[0].name), "%s", name);
-                                        rb->groups[rb->n_groups++].slots = slots;
-                                }
-                        }
-                }
-        }
-        return 0;
-}
-
-static void state_remove(const Reboot *rb) {
-        char path[PATH_MAX];
-
-        if (state_path(rb, path, sizeof(path)) >= 0 && unlink(path) < 0 && errno != ENOENT)
-                log_warning_errno(errno, "Failed to remove %s: %m", path);
 }
 
 /* ---- Taking and giving back ----------------------------------------------------- */
