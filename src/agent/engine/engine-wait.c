@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Waiting for a slot: asking Redis, the line's re-checks and deadlines,
- * and the requests that start it (acquire, attach, adopt). */
+ * the requests that start it (acquire, attach, adopt), and what a client
+ * is told of its place, its grant or its refusal. */
 #include <errno.h>
 #include <inttypes.h>
 #include <search.h>
@@ -358,3 +359,71 @@ void engine_client_gone(Engine *e, Lease *l, usec_t now) {
                 lease_release_at(l, "the client went away while waiting", now);
 }
 
+/* ---- What clients are told ---------------------------------------------------- */
+
+/* grace=, why=: how long no slot is granted to l for a while, and why
+ * (QUEUED and DENIED: a refusal in a grace is no slot in use). Redis holds
+ * l back longer (its own lease after a reset, or a name Redis lost): the
+ * longer wait is what it is told. */
+static void add_grace(MessageBuilder *b, const Lease *l, usec_t now) {
+        usec_t grace = engine_grace_left(l->engine, now);
+        const char *why = l->engine->grace_why;
+
+        if (l->held_back_until > usec_add(now, grace)) {
+                grace = l->held_back_until - now;
+                why = why ?: GRACE_WHY_RESET;
+        }
+        if (grace > 0 && why) {
+                message_add_u64(b, "grace", grace / USEC_PER_MSEC);
+                message_add(b, "why", why);
+        }
+}
+
+void send_queued(Lease *l, usec_t now) {
+        char line[PROTO_REPLY_MAX];
+        MessageBuilder b;
+
+        message_start(&b, line, sizeof(line), "QUEUED");
+        message_add_u64(&b, "position", l->position);
+        message_add_u64(&b, "held", l->held_seen);
+        message_add_u64(&b, "slots", l->slots);
+        message_add_u64(&b, "limit", l->limit);
+        if (l->name && l->name->drained)
+                message_add(&b, "drained", l->name->drained);
+        add_grace(&b, l, now);
+        lease_send(l, line, message_finish(&b));
+        l->queued_sent = now;
+        l->position_unsent = false;
+}
+
+/* The ttl a holder is told is what its lease has left, counted from the
+ * last call that set its expiry in Redis, never 0 (no self-fencing). */
+void send_granted(Lease *l, usec_t now) {
+        usec_t ttl = lease_ttl(l), age = now > l->renewed ? now - l->renewed : 0;
+        char line[PROTO_REPLY_MAX];
+        MessageBuilder b;
+
+        message_start(&b, line, sizeof(line), "GRANTED");
+        message_add_u64(&b, "token", l->token);
+        message_add(&b, "lease", l->id);
+        message_add_u64(&b, "since", l->since_ms);
+        message_add_u64(&b, "ttl", MAX((ttl > age ? ttl - age : 0) / USEC_PER_MSEC, (usec_t) 1));
+        message_add_u64(&b, "limit", l->limit);
+        lease_send(l, line, message_finish(&b));
+}
+
+void send_denied(Lease *l, const char *reason, usec_t now) {
+        char line[PROTO_REPLY_MAX];
+        MessageBuilder b;
+
+        message_start(&b, line, sizeof(line), "DENIED");
+        message_add(&b, "reason", reason);
+        message_add_u64(&b, "position", l->position);
+        message_add_u64(&b, "held", l->held_seen);
+        message_add_u64(&b, "slots", l->slots);
+        message_add_u64(&b, "limit", l->limit);
+        if (l->name && l->name->drained)
+                message_add(&b, "drained", l->name->drained);
+        add_grace(&b, l, now);
+        lease_send(l, line, message_finish(&b));
+}
