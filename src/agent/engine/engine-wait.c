@@ -379,18 +379,24 @@ static void add_grace(MessageBuilder *b, const Lease *l, usec_t now) {
         }
 }
 
+/* A waiter's place: its position, the units held, its own, the limit,
+ * the drain and the grace, as QUEUED and DENIED tell them. */
+static void add_place(MessageBuilder *b, const Lease *l, usec_t now) {
+        message_add_u64(b, "position", l->position);
+        message_add_u64(b, "held", l->held_seen);
+        message_add_u64(b, "slots", l->slots);
+        message_add_u64(b, "limit", l->limit);
+        if (l->name && l->name->drained)
+                message_add(b, "drained", l->name->drained);
+        add_grace(b, l, now);
+}
+
 void send_queued(Lease *l, usec_t now) {
         char line[PROTO_REPLY_MAX];
         MessageBuilder b;
 
         message_start(&b, line, sizeof(line), "QUEUED");
-        message_add_u64(&b, "position", l->position);
-        message_add_u64(&b, "held", l->held_seen);
-        message_add_u64(&b, "slots", l->slots);
-        message_add_u64(&b, "limit", l->limit);
-        if (l->name && l->name->drained)
-                message_add(&b, "drained", l->name->drained);
-        add_grace(&b, l, now);
+        add_place(&b, l, now);
         lease_send(l, line, message_finish(&b));
         l->queued_sent = now;
         l->position_unsent = false;
@@ -418,12 +424,6 @@ void send_denied(Lease *l, const char *reason, usec_t now) {
 
         message_start(&b, line, sizeof(line), "DENIED");
         message_add(&b, "reason", reason);
-        message_add_u64(&b, "position", l->position);
-        message_add_u64(&b, "held", l->held_seen);
-        message_add_u64(&b, "slots", l->slots);
-        message_add_u64(&b, "limit", l->limit);
-        if (l->name && l->name->drained)
-                message_add(&b, "drained", l->name->drained);
-        add_grace(&b, l, now);
+        add_place(&b, l, now);
         lease_send(l, line, message_finish(&b));
 }
