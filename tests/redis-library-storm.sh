@@ -128,9 +128,18 @@ int_of rejected "$rejected"
 check "... Redis refused FUNCTION LOAD to fewer agents ($rejected) than there are ($N): the others refuse on its claim's word" \
         [ "$rejected" -ge 1 -a "$rejected" -lt "$N" ]
 LMSG="Redis at [^ ]+ has no fleetsem library version $V, and (this|another) agent may not load it \(NOPERM[^)]*\): load it with \`fleetsemd --load-library\`"
-said=0
-for h in "${HOSTS[@]}"; do [[ $(fs "$h" status 2>&1) =~ $LMSG ]] && said=$((said + 1)); done
-is "$said" "$N" "... each status says the library is missing and how to load it"
+# Each agent looks again every 2 s, and its status says so while it
+# reconnects: each status is read until it has said it once.
+declare -A SAID=()
+each_said() {
+        local h
+        for h in "${HOSTS[@]}"; do
+                [ -n "${SAID[$h]:-}" ] || { [[ $(fs "$h" status 2>&1) =~ $LMSG ]] && SAID[$h]=1; }
+        done
+        [ "${#SAID[@]}" = "$N" ]
+}
+check "... each status says the library is missing and how to load it" wait_for 30 each_said
+is "${#SAID[@]}" "$N" "... all $N of them"
 logs=()
 for h in "${HOSTS[@]}"; do logs+=("$T/agent-$h.log"); done
 # (Redis' own word: NOPERM and a space; the claim's: NOPERM and a colon.)
