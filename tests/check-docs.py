@@ -196,7 +196,7 @@ def check_codes():
 def cli_exit_codes():
     srcs = sorted(glob.glob(os.path.join(SRC, "src/cli/*.c"))) + [os.path.join(SRC, "src/shared/outcome.c")]
     defs = {}
-    for p in [os.path.join(SRC, "src/shared/client.h")] + srcs:
+    for p in [os.path.join(SRC, "src/shared/client.h")] + sorted(glob.glob(os.path.join(SRC, "src/cli/*.h"))) + srcs:
         with open(p, encoding="utf-8") as f:
             for name, val in re.findall(r"#define (EXIT_[A-Z_]+) (\d+)", f.read()):
                 defs[name] = int(val)
