@@ -2,8 +2,9 @@
 # pty-screen.py DIR COMMAND [ARG...]: runs COMMAND on a pseudo-terminal of
 # its own. What it drew last (the text after its last clear-screen) is
 # kept in DIR/screen, how many screens it drew in DIR/frames; the bytes of
-# a file DIR/keys, when it appears, are typed (and the file removed); its
-# exit status goes to DIR/rc when it ends (128+N: killed by signal N).
+# a file DIR/keys, when it appears, are typed and the file removed (so the
+# caller renames it into place whole); its exit status goes to DIR/rc
+# when it ends (128+N: killed by signal N).
 import os
 import pty
 import select

@@ -444,6 +444,7 @@ static int watch_connect(const char *ns, uid_t agent_uid, int *fd, LineReader *l
 static int watch(const char *ns, uid_t agent_uid, char **names, int n_names) {
         _cleanup_close_ int fd = -EBADF;
         struct sigaction sa = { .sa_handler = on_quit_signal };
+        sigset_t quit_signals, saved_mask, waiting_mask;
         struct termios saved, raw;
         bool tty = isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &saved) == 0;
         usec_t next = 0;
@@ -457,6 +458,18 @@ static int watch(const char *ns, uid_t agent_uid, char **names, int n_names) {
         code = watch_connect(ns, agent_uid, &fd, &lr);
         if (code != 0)
                 return code;
+        /* The quit signals come in only while it waits (ppoll()): one
+         * between the look at watch_quit and the wait would wait out a
+         * whole refresh. */
+        sigemptyset(&quit_signals);
+        sigaddset(&quit_signals, SIGINT);
+        sigaddset(&quit_signals, SIGTERM);
+        sigaddset(&quit_signals, SIGHUP);
+        (void) sigprocmask(SIG_BLOCK, &quit_signals, &saved_mask);
+        waiting_mask = saved_mask;
+        sigdelset(&waiting_mask, SIGINT);
+        sigdelset(&waiting_mask, SIGTERM);
+        sigdelset(&waiting_mask, SIGHUP);
         sigemptyset(&sa.sa_mask);
         (void) sigaction(SIGINT, &sa, NULL);
         (void) sigaction(SIGTERM, &sa, NULL);
@@ -480,7 +493,9 @@ static int watch(const char *ns, uid_t agent_uid, char **names, int n_names) {
                         next = now + WATCH_REFRESH;
                         continue;
                 }
-                r = poll(p, 2, (int) ((next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC));
+                r = ppoll(p, 2, &(struct timespec) { .tv_sec = (time_t) ((next - now) / USEC_PER_SEC),
+                                                     .tv_nsec = (long) ((next - now) % USEC_PER_SEC * 1000) },
+                          &waiting_mask);
                 if (r < 0 && errno == EINTR)
                         continue;
                 if (r < 0) {
@@ -508,6 +523,7 @@ static int watch(const char *ns, uid_t agent_uid, char **names, int n_names) {
         }
         if (tty)
                 (void) tcsetattr(STDIN_FILENO, TCSANOW, &saved);
+        (void) sigprocmask(SIG_SETMASK, &saved_mask, NULL);
         return code;
 }
 
