@@ -70,7 +70,10 @@ check "every connection of the agents is the fleetsem user's" wait_for 10 sh -c 
 
 job() {
         local host=$1 name=$2
+        # (A signal that ends the job is in its events: who ended it, if
+        # anyone but the go file did, shows in the check that fails.)
         fs "$host" run --slots 1 --wait 60s "$name" -- sh -c '
+                for s in TERM INT HUP; do trap "echo \"signal $s $0\" >>\"$1\"; exit 1" $s; done
                 echo "enter $0" >>"$1"
                 while [ ! -f "$2" ]; do sleep 0.02; done
                 echo "exit $0" >>"$1"' "$host" "$T/events-$name" "$T/go-$name-$host"
@@ -296,7 +299,10 @@ fs b run --slots 1 --no-wait acl-new -- true
 is "$?" 0 "slots are granted again"
 touch "$T/go-acl-ka-a"
 wait "$ka"
+ka_rc=$?
 touch "$T/go-acl-kb-b"
 wait "$kb"
-is "$(cat "$T/events-acl-ka" "$T/events-acl-kb" | tr '\n' ' ')" "enter a exit a enter b exit b " "both jobs ran to their end"
+kb_rc=$?
+is "$(cat "$T/events-acl-ka" "$T/events-acl-kb" | tr '\n' ' ')$ka_rc $kb_rc" "enter a exit a enter b exit b 0 0" \
+        "both jobs ran to their end, and their runs exited 0"
 done_testing
