@@ -398,6 +398,14 @@ start_agent() {
 }
 agent_pid() { eval "echo \$AGENT_$(echo "$1" | tr -c 'A-Za-z0-9\n' _)"; }
 
+# pty_press DIR KEYS: KEYS (printf's format) typed on the terminal of
+# tests/pty-screen.py DIR: its file renamed into place whole, as
+# pty-screen.py reads it as soon as it is there.
+pty_press() { printf "$2" >"$1/keys.new" && mv "$1/keys.new" "$1/keys"; }
+# pty_end DIR PID: pty-screen.py DIR (PID) is over; a command that did not
+# quit (a check before failed) is killed, not waited for.
+pty_end() { [ -e "$1/rc" ] || kill_tree "$2"; wait "$2"; }
+
 # fs HOST ARGS...: fleetsem talking to HOST's agent.
 fs() { local host=$1; shift; FLEETSEM_NAMESPACE="$NSBASE-$host" "$FLEETSEM" "$@"; }
 # fs_exec HOST ARGS... &: the same in the background, with $! the pid of

@@ -22,12 +22,6 @@ watch_start() {
         FLEETSEM_NAMESPACE=$NSBASE-a /usr/bin/python3 "$(dirname "$0")/pty-screen.py" "$W" "$FLEETSEM" status --watch "$@" &
         watcher=$!
 }
-# press KEYS: KEYS typed on its terminal (printf's format). The file is
-# renamed into place whole: pty-screen.py reads it as soon as it is there.
-press() { printf "$1" >"$W/keys.new" && mv "$W/keys.new" "$W/keys"; }
-# watch_end: the watch is over; one that did not quit (a check above
-# failed) is killed, not waited for.
-watch_end() { [ -e "$W/rc" ] || kill_tree "$watcher"; wait "$watcher"; }
 screen_has() { grep -qE -- "$1" "$W/screen" 2>/dev/null; }
 frames() { cat "$W/frames" 2>/dev/null || echo 0; }
 # redrawn_with REGEX [SECONDS]: a new screen since the last call, and it
@@ -69,10 +63,10 @@ wait "$hb2"
 touch "$T/go-ha2"
 wait "$ha2"
 
-press q
+pty_press "$W" q
 check "q quits" wait_for 5 test -e "$W/rc"
 is "$(cat "$W/rc")" 0 "... with status 0"
-watch_end
+pty_end "$W" "$watcher"
 check "... and the agent stops hearing every name's wake messages" \
         wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK PUBSUB NUMPAT) = 0 ]"
 
@@ -96,17 +90,17 @@ for i in 1 2 3 4; do
 done
 touch "$T/go-hf5"
 wait "$hf5"
-press q
+pty_press "$W" q
 check "q quits" wait_for 5 test -e "$W/rc"
-watch_end
+pty_end "$W" "$watcher"
 check "... and the pattern goes with the last watcher" wait_for 5 sh -c "[ \$(redis-cli -s $REDIS_SOCK PUBSUB NUMPAT) = 0 ]"
 
 watch_start
 check "a second watch draws" wait_for 10 screen_has 'q or Ctrl-C quits'
-press '\003'
+pty_press "$W" '\003'
 check "Ctrl-C quits" wait_for 5 test -e "$W/rc"
 is "$(cat "$W/rc")" 0 "... with status 0"
-watch_end
+pty_end "$W" "$watcher"
 
 out=$(fs a status --watch 2>&1 </dev/null); rc=$?
 is "$rc" 64 "without a terminal: 64"

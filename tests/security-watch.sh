@@ -56,14 +56,14 @@ wait "$ha"
 watch_start "$R"; root_watch=$!
 check "root's watch draws" wait_for 10 grep -q 'q or Ctrl-C quits' "$R/screen"
 check "while root watches, the agent hears every name's wake messages (one pattern)" wait_for 5 numpat_is 1
-echo q >"$R/keys"
+pty_press "$R" q
 check "root's watch quits" wait_for 5 test -e "$R/rc"
-wait "$root_watch"
+pty_end "$R" "$root_watch"
 check "... and the pattern goes with it, though nobody still watches" wait_for 5 numpat_is 0
 check "nobody's watch still runs" test ! -e "$N/rc"
 
-echo q >"$N/keys"
+pty_press "$N" q
 check "nobody's watch quits" wait_for 5 test -e "$N/rc"
 is "$(cat "$N/rc")" 0 "... with status 0"
-wait "$nobody_watch"
+pty_end "$N" "$nobody_watch"
 done_testing
