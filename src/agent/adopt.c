@@ -276,7 +276,7 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                         log_warning("Slot of %s held by %s (lease %s) is gone from Redis: revoked, or its lease ran "
                                     "out, while this agent was away; stopping %s (on-lost=stop).",
                                     ad->name, ad->unit, ad->id, ad->unit);
-                        unit_stop(a, ad->unit, "its slot went while the agent was away", now_mono(), NULL);
+                        unit_stop(a, ad->unit, "its slot went while the agent was away", 0, now_mono(), NULL);
                 }
                 forget_index_entry(a, ad->id);
         }

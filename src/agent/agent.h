@@ -451,7 +451,8 @@ bool client_is_peer(Client *c, uint64_t start);
 /* Stops unit and kills what is left of it at kill_at (CLOCK_MONOTONIC);
  * with ret_kill, the kill's timer is the caller's to keep (freeing it
  * cancels the kill), else it stands on its own. */
-void unit_stop(Agent *a, const char *unit, const char *why, usec_t kill_at, sd_event_source **ret_kill);
+void unit_stop(Agent *a, const char *unit, const char *why, usec_t stop_at, usec_t kill_at,
+               sd_event_source **ret_kill);
 /* The uid a service runs as, from systemd (User=; root when unset). */
 int unit_user(Agent *a, const char *unit, uid_t *ret_uid);
 /* > 0 when unit runs (ActiveState active or reloading: past its

@@ -176,17 +176,17 @@ static int on_kill_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-/* unit_kill(unit) at kill_at (CLOCK_MONOTONIC): a timer whose end frees
- * its copy of the name; ret's to keep when given (replacing the one it
- * held), else standing on its own. */
-static int unit_kill_at(Agent *a, const char *unit, usec_t kill_at, sd_event_source **ret) {
+/* callback(unit) at `at` (CLOCK_MONOTONIC): a timer whose end frees its
+ * copy of the name; ret's to keep when given (replacing the one it held),
+ * else standing on its own. */
+static int unit_timer(Agent *a, const char *unit, usec_t at, sd_event_time_handler_t callback, sd_event_source **ret) {
         _cleanup_(sd_event_source_unrefp) sd_event_source *s = NULL;
         char *u = strdup(unit);
         int r;
 
         if (!u)
                 return -ENOMEM;
-        r = sd_event_add_time(a->event, &s, CLOCK_MONOTONIC, kill_at, 0, on_kill_timer, u);
+        r = sd_event_add_time(a->event, &s, CLOCK_MONOTONIC, at, 0, callback, u);
         if (r < 0) {
                 free(u);
                 return r;
@@ -289,10 +289,32 @@ int unit_running(Agent *a, const char *unit) {
         return streq(state, "active") || streq(state, "reloading");
 }
 
-/* Stops unit now (SIGTERM to its control group, as systemctl stop) and
- * sends SIGKILL to what is left of it at kill_at, before its slot may be
- * granted elsewhere, whatever its TimeoutStopSec= says. */
-void unit_stop(Agent *a, const char *unit, const char *why, usec_t kill_at, sd_event_source **ret_kill) {
+/* StopUnit: SIGTERM to unit's control group, as systemctl stop. */
+static void unit_stop_now(const char *unit) {
+        int r;
+
+        if (!bus) {
+                log_error("Cannot stop %s (it lost its slot): no connection to systemd.", unit);
+                return;
+        }
+        r = unit_call("StopUnit", stop_reply, unit, "ss", unit, "replace");
+        if (r < 0)
+                log_error_errno(r, "Cannot stop %s (it lost its slot): %m", unit);
+}
+
+static int on_stop_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) s;
+        (void) usec;
+        unit_stop_now(userdata);
+        return 0;
+}
+
+/* Stops unit (unit_stop_now()) at stop_at, or now when it is not later,
+ * and sends SIGKILL to what is left of it at kill_at, before its slot may
+ * be granted elsewhere, whatever its TimeoutStopSec= says. */
+void unit_stop(Agent *a, const char *unit, const char *why, usec_t stop_at, usec_t kill_at,
+               sd_event_source **ret_kill) {
+        usec_t now = now_mono();
         int r;
 
         r = bus_get(a);
@@ -300,19 +322,18 @@ void unit_stop(Agent *a, const char *unit, const char *why, usec_t kill_at, sd_e
                 log_error_errno(r, "Cannot stop %s (it lost its slot: %s): no connection to systemd: %m", unit, why);
                 return;
         }
-        if (kill_at <= now_mono())
+        if (kill_at <= now)
                 unit_kill(unit);
         else {
-                r = unit_kill_at(a, unit, kill_at, ret_kill);
+                r = unit_timer(a, unit, kill_at, on_kill_timer, ret_kill);
                 if (r < 0) {
                         log_error_errno(r, "Cannot time the kill of %s (it lost its slot: %s), killing it now: %m",
                                         unit, why);
                         unit_kill(unit);
                 }
         }
-        r = unit_call("StopUnit", stop_reply, unit, "ss", unit, "replace");
-        if (r < 0)
-                log_error_errno(r, "Cannot stop %s (it lost its slot: %s): %m", unit, why);
+        if (stop_at <= now || stop_at >= kill_at || unit_timer(a, unit, stop_at, on_stop_timer, NULL) < 0)
+                unit_stop_now(unit);
 }
 
 /* A session id as logind makes them (letters and digits: "3", "c2"). */
@@ -371,9 +392,13 @@ static int session_scope_of_lease(Agent *a, const Lease *l, char **ret) {
         return 0;
 }
 
+/* What a login session's terminal is given to pass the loss on. */
+#define SESSION_TELL_TIME (2 * USEC_PER_SEC)
+
 int io_stop_job(void *ctx, Lease *l, const char *why, usec_t kill_at) {
         Agent *a = ctx;
         _cleanup_free_ char *scope = NULL;
+        usec_t now;
         int r;
 
         /* A unit's kill goes with its lease: its anchor is in the unit's
@@ -386,13 +411,20 @@ int io_stop_job(void *ctx, Lease *l, const char *why, usec_t kill_at) {
         if (l->unit) {
                 LeaseIo *io = l->io;
 
-                unit_stop(a, l->unit, why, kill_at, io ? &io->kill_source : NULL);
+                unit_stop(a, l->unit, why, 0, kill_at, io ? &io->kill_source : NULL);
                 return 0;
         }
         r = session_scope_of_lease(a, l, &scope);
         if (r < 0)
                 return r;
-        unit_stop(a, scope, why, kill_at, NULL);
+        /* Told on its terminal just now (io_tell_lost()): the process
+         * that reads the terminal (sshd's, which sends it on) is stopped
+         * with the rest of the session, and stopped at once it may not
+         * have read it yet. A moment to read it first, while it is
+         * early enough: half the time left before the kill at most. */
+        now = now_mono();
+        unit_stop(a, scope, why, kill_at > now ? now + MIN(SESSION_TELL_TIME, (kill_at - now) / 2) : 0, kill_at,
+                  NULL);
         return 1;
 }
 
