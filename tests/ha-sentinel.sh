@@ -69,8 +69,9 @@ is "$rc" 0 "new jobs are served again after the failover, before any replica is 
 # seen) may have had the job end first (then nothing to re-assert), and
 # then it must end before b enters. Either way the order of the jobs is
 # checked below.
+a_fenced() { grep -q "no word from the agent for .*: assuming the slot of fo is lost" "$T/fo-a.err"; }
 fenced=false
-grep -q "no word from the agent for .*: assuming the slot of fo is lost" "$T/fo-a.err" && fenced=true
+a_fenced && fenced=true
 $fenced || check "the agent re-asserted its holders on the new master" grep -q 'Re-asserting [0-9]* held slot(s)' "$T/agent-a.log"
 grace=$(python3 - "$T/agent-a.log" <<'EOF'
 import re, sys
@@ -105,7 +106,7 @@ check "fleetsem status names the master the Sentinels name ($HA_NOW_M) and since
         "FLEETSEM_NAMESPACE=$NSBASE-a $FLEETSEM status | grep -qE 'Redis: 127.0.0.1:$HA_NOW_M, master since [0-9-]+ [0-9:]+'"
 like "$(fs a status --json)" "\"redis\":\"127.0.0.1:[0-9]+\",\"master_since_ms\":[0-9]+" "... in JSON too"
 # (A fence seen only now came after the agent was back: as above.)
-grep -q "no word from the agent for .*: assuming the slot of fo is lost" "$T/fo-a.err" && fenced=true
+a_fenced && fenced=true
 if $fenced; then
         echo "# a's run fenced itself: the agent followed the new master ${switched}ms after the kill"
         check "a's run fenced itself only once the failover took longer than a third of the lease (${switched}ms)" \

@@ -444,6 +444,7 @@ static int watch_connect(const char *ns, uid_t agent_uid, int *fd, LineReader *l
 static int watch(const char *ns, uid_t agent_uid, char **names, int n_names) {
         _cleanup_close_ int fd = -EBADF;
         struct sigaction sa = { .sa_handler = on_quit_signal };
+        static const int quit[] = { SIGINT, SIGTERM, SIGHUP };
         sigset_t quit_signals, saved_mask, waiting_mask;
         struct termios saved, raw;
         bool tty = isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &saved) == 0;
@@ -462,18 +463,15 @@ static int watch(const char *ns, uid_t agent_uid, char **names, int n_names) {
          * between the look at watch_quit and the wait would wait out a
          * whole refresh. */
         sigemptyset(&quit_signals);
-        sigaddset(&quit_signals, SIGINT);
-        sigaddset(&quit_signals, SIGTERM);
-        sigaddset(&quit_signals, SIGHUP);
+        for (size_t i = 0; i < ELEMENTSOF(quit); i++)
+                sigaddset(&quit_signals, quit[i]);
         (void) sigprocmask(SIG_BLOCK, &quit_signals, &saved_mask);
         waiting_mask = saved_mask;
-        sigdelset(&waiting_mask, SIGINT);
-        sigdelset(&waiting_mask, SIGTERM);
-        sigdelset(&waiting_mask, SIGHUP);
         sigemptyset(&sa.sa_mask);
-        (void) sigaction(SIGINT, &sa, NULL);
-        (void) sigaction(SIGTERM, &sa, NULL);
-        (void) sigaction(SIGHUP, &sa, NULL);
+        for (size_t i = 0; i < ELEMENTSOF(quit); i++) {
+                sigdelset(&waiting_mask, quit[i]);
+                (void) sigaction(quit[i], &sa, NULL);
+        }
         if (tty) {
                 raw = saved;
                 raw.c_lflag &= ~(tcflag_t) (ICANON | ECHO);
