@@ -57,12 +57,16 @@ like() {
                 not_ok "$3"; echo "#   does not match /$2/:"; printf '%s\n' "$1" | sed 's/^/#     /'; fi
 }
 # Stops the agents still running with SIGTERM, as systemd would: each must
-# exit 0, and no log may hold a sanitizer report.
+# exit 0, and no log may hold a sanitizer report. "Still running" is asked
+# of the shell's own jobs, not of the pid: the pid of an agent a test killed
+# may belong to another process by now (pid_max is 32768 on a small
+# machine, and a test forks thousands).
 stop_agents() {
-        local host pid rc
+        local host pid rc running
         for host in "${AGENT_HOSTS[@]}"; do
                 pid=$(agent_pid "$host")
-                kill -0 "$pid" 2>/dev/null || continue
+                running=" $(jobs -rp | tr '\n' ' ') "
+                [[ $running == *" $pid "* ]] || continue
                 kill -TERM "$pid"
                 wait "$pid"
                 rc=$?
