@@ -421,8 +421,11 @@ def trace(cfg, seed, model):
     fails; stops after MAX_CHOICES choices, or once only the clock has
     had anything to do for IDLE_TICKS choices."""
     rng = random.Random(seed)
+    # (In a folder of its own: spin writes pan.pre where it runs, and two
+    # runs in one folder, of this test or another, read each other's.)
+    work = tempfile.TemporaryDirectory(prefix="fleetsem-spin.")
     p = subprocess.Popen(["spin", "-i"] + cfg.defines + [model], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, bufsize=0, cwd=tempfile.gettempdir())
+                         stderr=subprocess.STDOUT, bufsize=0, cwd=work.name)
     prompt = re.compile(rb"Select \[\d+-\d+\]: ")
     buf, out, made, inside, idle = b"", [], 0, None, 0
     try:
@@ -482,6 +485,7 @@ def trace(cfg, seed, model):
     finally:
         p.kill()
         p.wait()
+        work.cleanup()
     if not out:
         raise SystemExit("spin -i printed nothing for %s (seed %d): %r" % (cfg.name, seed, buf[-400:]))
     return [ln for ln in out if ln.startswith(("redis: ", "--- tick", "root: revokes", "assertion violated")) or
