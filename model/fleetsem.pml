@@ -455,6 +455,7 @@ byte a_tok[MAXJ];
 byte a_age[MAXJ];       /* ticks since the agent sent the call that last confirmed the lease */
 byte a_gs[MAXJ];        /* ghost: grant order of that token */
 byte a_pf[MAXJ];        /* the proof it gave with its last acquire call, 0 = none */
+byte a_rec[MAXJ];       /* the host's record: 0, or 1 + ticks since the call that last confirmed the lease went out, when its agent crashed holding it (the record is written at each change and confirmation, and outlives the agent) */
 bool a_renew[NH];       /* the renewal timer fired */
 byte a_ask[NH];         /* leases to ask Redis about (wake or safety tick) */
 /* one script call in flight per agent: its reply, and its age in ticks
@@ -1243,6 +1244,37 @@ inline s_connect(h) {
 				fi;
 				printf("MSC: redis: adopt(%d) by host %d -> %d token %d\n", ri, h, r_st[ri] == HOLDER, r_tok[ri])
 				HX(hx_add(h, ri))
+#if FORGETS
+			/* Redis has nothing of it (all of its name's keys went):
+			 * its agent says whether the host's record marks it HELD
+			 * and confirmed less than TTL - DRIFT ago, as a renewal's
+			 * put-back asks (adopt's held), and one that held, of a
+			 * name found forgotten, is adopted as forgotten with a
+			 * new token and put back.  MUT_ADOPT_NO_MARK: gone (the
+			 * record without the mark); MUT_ADOPT_STALE: the mark
+			 * whatever its age */
+#ifdef MUT_ADOPT_STALE
+			:: MINE(ri, h) && r_st[ri] == ABSENT && a_rec[ri] > 0 ->
+#else
+			:: MINE(ri, h) && r_st[ri] == ABSENT && a_rec[ri] > 0 && a_rec[ri] - 1 < TTL - DRIFT ->
+#endif
+				R_FORGOT
+				if
+#ifndef MUT_ADOPT_NO_MARK
+				:: FORGOTTEN ->
+					next_token(); a_tok[ri] = r_token; a_kn[ri] = K_REASSERT; a_age[ri] = 0;
+					printf("MSC: redis: adopt(%d) by host %d -> forgotten token %d\n", ri, h, r_token)
+#ifdef PAM0
+					;
+					if
+					:: PAMJ(ri) && j_st[ri] == J_HOLD -> j_conn[ri] = true
+					:: else
+					fi
+#endif
+#endif
+				:: else
+				fi
+#endif
 			:: else
 			fi
 		}
@@ -1268,6 +1300,13 @@ inline s_connect(h) {
 	:: else
 	fi;
 	r_flush();
+	/* (the record read: its age matters no more) */
+	for (ri : 0 .. NJ - 1) {
+		if
+		:: MINE(ri, h) -> a_rec[ri] = 0
+		:: else
+		fi
+	}
 	a_epoch[h] = r_epoch;
 	a_conn[h] = true;
 	printf("MSC: agent %d: connected, epoch %d, grace %d ticks\n", h, r_epoch, r_grace)
@@ -1439,7 +1478,7 @@ proctype agent(byte h)
 #endif
 		for (j : 0 .. NJ - 1) {
 			if
-			:: MINE(j, h) -> a_kn[j] = K_NONE; a_tok[j] = 0; a_age[j] = 0; a_pf[j] = 0; j_conn[j] = false; j_req[j] = false;
+			:: MINE(j, h) -> a_rec[j] = (a_kn[j] == K_HOLD || a_kn[j] == K_REASSERT -> a_age[j] + 1 : 0); a_kn[j] = K_NONE; a_tok[j] = 0; a_age[j] = 0; a_pf[j] = 0; j_conn[j] = false; j_req[j] = false;
 				wk_pf[j] = 0; wk_tok[j] = 0; FR(wk_gs[j] = 0); wk_spf[j] = 0; wk_stok[j] = 0; FR(wk_sgs[j] = 0)
 #if FENCED_REVOKE
 				; a_rh[j] = false
@@ -1571,9 +1610,13 @@ proctype job(byte j)
 	do
 	/* ask: create the anchor, connect, send the request */
 	:: atomic { j_st[j] == J_IDLE && a_up[HOST(j)] -> printf("MSC: job %d: asks\n", j); j_st[j] = J_ASK; j_conn[j] = true; j_req[j] = true }
-	/* the agent went away: connect again and ask again, same lease */
-	:: atomic { (j_st[j] == J_ASK || j_st[j] == J_HOLD && !PAMJ(j)) && !j_conn[j] && !j_frz[j] && a_up[HOST(j)] ->
+	/* the agent went away: connect again and ask again, same lease (a
+	 * login session never asks again: one waiting gives up, as
+	 * pam_fleetsem's open_session fails when the agent's connection
+	 * ends; its anchor closes) */
+	:: atomic { (j_st[j] == J_ASK || j_st[j] == J_HOLD) && !PAMJ(j) && !j_conn[j] && !j_frz[j] && a_up[HOST(j)] ->
 		j_conn[j] = true; j_req[j] = true }
+	:: atomic { j_st[j] == J_ASK && PAMJ(j) && !j_conn[j] -> j_st[j] = J_DONE; j_req[j] = false }
 	/* a holder ends: the anchor closes */
 	:: atomic { j_st[j] == J_HOLD && !j_frz[j] -> printf("MSC: job %d: ends\n", j); j_st[j] = J_DONE; j_dl[j] = 0 JE(j_le[j] = 0); j_conn[j] = false; j_req[j] = false }
 	/* its own timer (drift: it fires between the deadline and DRIFT later) */
@@ -1748,8 +1791,13 @@ proctype clock()
 		:: rfreed -> publish(0, true)
 		:: else
 		fi;
-		/* agents: the age of each held lease's last confirmation */
+		/* agents: the age of each held lease's last confirmation (in
+		 * the host's record too, while its agent is away) */
 		for (j : 0 .. NJ - 1) {
+			if
+			:: a_rec[j] > 0 && a_rec[j] <= TTL -> a_rec[j]++
+			:: else
+			fi;
 			if
 			:: (a_kn[j] == K_HOLD || a_kn[j] == K_REASSERT) && a_age[j] < TTL -> a_age[j]++
 			:: (a_kn[j] == K_HOLD || a_kn[j] == K_REASSERT) && a_age[j] >= TTL

@@ -188,6 +188,18 @@ lose_census_then_name() {
                 bail "DEL of $n's keys"
 }
 loss "census then the name's keys" held lose_census_then_name
+# All four keys of the name at once, then the holder's agent restarted (a
+# PAM-style holder; a slot the host holds itself): Redis tells nothing of
+# the lease, and the host's own record, which marks a lease granted,
+# tells the adoption that it held. (A waiter's record has no such mark: a
+# waiter is queued again by its client.)
+lose_name() {
+        rcli DEL "$(key_holders "$1")" "$(key_queue "$1")" "$(key_waiters "$1")" "$(key_clock "$1")" >/dev/null ||
+                bail "DEL of $1's keys"
+}
+for moment in restart reboot; do
+        [[ " ${MOMENTS[*]} " == *" $moment "* ]] && loss "the name's four keys" "$moment" lose_name
+done
 
 # The host index lost while its agent runs is written again within a
 # renewal period (a third of the lease), with its TTL. (In part 1.)
@@ -198,8 +210,8 @@ wait_for 10 a_holds held idx || bail "a holds idx"
 lease=$(holder_of idx)
 # The host's own record of an anchored lease: in its runtime directory (a
 # reboot ends the holder with it), not in its state directory.
-like "$(cat "$T/run-a/$NSBASE-a.a.leases/$lease")" '^idx 1 0 - (stop|ignore)$' \
-        "a's own record of its anchored lease is in its runtime directory"
+like "$(cat "$T/run-a/$NSBASE-a.a.leases/$lease")" "^idx 1 0 - (stop|ignore) held [0-9]+ $(tr -d - </proc/sys/kernel/random/boot_id)\$" \
+        "a's own record of its anchored lease is in its runtime directory, marked held in this boot"
 check "... not in its state directory" test ! -e "$T/state-a/$NSBASE-a.a.leases/$lease"
 # Where an earlier agent kept it (its state directory): moved back to the
 # runtime directory when the next agent starts, so that it is in one.

@@ -95,8 +95,9 @@ like "$(rcli HGET fleetsem:host:{a} "$lease_a")" '^reboot 1 0 - ignore 1 host-he
         "a's index records the slot as host-held"
 # The host's own record of it: in its state directory, which a reboot
 # keeps, not in its runtime directory, which a reboot empties.
-is "$(cat "$T/state-a/$NSBASE-a.a.leases/$lease_a")" "reboot 1 0 - ignore 1 host-held" \
-        "a's own record of the slot is in its state directory"
+boot_id=$(tr -d - </proc/sys/kernel/random/boot_id)
+like "$(cat "$T/state-a/$NSBASE-a.a.leases/$lease_a")" "^reboot 1 0 - ignore 1 host-held held [0-9]+ $boot_id\$" \
+        "a's own record of the slot is in its state directory, marked held in this boot"
 check "... not in its runtime directory" test ! -e "$T/run-a/$NSBASE-a.a.leases/$lease_a"
 if [ -n "$tracer" ]; then
         kill -INT "$tracer"
@@ -257,6 +258,19 @@ like "$(cat "$T/out-g")" "rv: no slot is granted for another [0-9a-z ]+: Redis l
 # nothing within host_lease of the loss all the same, then reboots. Back
 # healthy, --done says the slot had gone (exit 2) and forgets its state.
 printf 'host_lease = 12s\n' >"$T/lost.conf"
+# h back from its reboot: an agent in a new boot, whose id is another (it
+# reads it from /proc: a file bound over it, in a mount namespace of its
+# own). Its record of the slot is of the boot before: not a slot it may
+# claim it held when Redis has nothing of it.
+new_boot_agent() {
+        cat /proc/sys/kernel/random/uuid >"$T/boot-id-h"
+        cat >"$T/fleetsemd-new-boot" <<EOF
+#!/bin/sh
+exec unshare -m sh -c 'mount --bind "\$0" /proc/sys/kernel/random/boot_id && exec "\$@"' "$T/boot-id-h" "$FLEETSEMD" "\$@"
+EOF
+        chmod +x "$T/fleetsemd-new-boot"
+        FLEETSEMD="$T/fleetsemd-new-boot" start_agent "$@"
+}
 start_agent h -c "$T/lost.conf"
 start_agent i -c "$T/lost.conf"
 i_not_yet() { [ ! -e "$T/rebooted-i" ] && [ "$(holders lost)" = 0 ]; }
@@ -277,7 +291,7 @@ for how in FLUSHALL DEL; do
         fi
         lost_ms=$(now_ms)
         is "$(holders lost)" 0 "$how: Redis holds no slot of lost"
-        start_agent h -c "$T/lost.conf"  # h is back, unhealthy
+        new_boot_agent h -c "$T/lost.conf"  # h is back, unhealthy
         done_on h lost >"$T/done-h" 2>&1; rc=$?
         out=$(cat "$T/done-h")
         is "$rc" 3 "$how: h's --done, unhealthy, its slot gone: exit 3"

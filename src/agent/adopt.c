@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <systemd/sd-id128.h>
+
 #include "agent.h"
 #include "lease-record.h"
 #include "log.h"
@@ -36,6 +38,7 @@ typedef struct Adoption {
         uint32_t weight;
         bool stop_on_lost;
         bool host_held;
+        bool held;              /* HELD and confirmed lately, as this host's record says (adopt's held) */
         char *unit;
         struct ucred owner;
         char name[NAME_MAX_LEN + 1];
@@ -118,17 +121,86 @@ static void forget_index_entry(Agent *a, const char *id) {
         record_drop(a, id);
 }
 
+/* The host's record of a lease: its entry of the index, then, while the
+ * lease is HELD (granted, and not told LOST since), RECORD_HELD, when the
+ * call that last confirmed it went out (CLOCK_BOOTTIME, ms) and this
+ * boot's id. Redis' index has no such mark: a grant and a renewal write
+ * nothing more there. An adoption that finds the lease's whole name
+ * forgotten in Redis tells it that the lease held, when it was confirmed
+ * within the time its holder still believes (lease_lost_after()) before
+ * this agent started, in this boot: as a renewal would have put it
+ * back. */
+#define RECORD_HELD " held"
+
+static void record_put_lease(Agent *a, const Lease *l) {
+        char value[LEASE_RECORD_VALUE_MAX];
+        sd_id128_t boot;
+
+        engine_index_value(l, value);
+        if (l->state == LEASE_HELD && sd_id128_get_boot(&boot) >= 0) {
+                usec_t mono = now_usec(CLOCK_MONOTONIC), since = mono > l->renewed ? mono - l->renewed : 0;
+                usec_t boot_now = now_usec(CLOCK_BOOTTIME), at = boot_now > since ? boot_now - since : 0;
+                size_t n = strlen(value);
+
+                snprintf(value + n, sizeof(value) - n, RECORD_HELD " %" PRIu64 " " SD_ID128_FORMAT_STR,
+                         at / USEC_PER_MSEC, SD_ID128_FORMAT_VAL(boot));
+        }
+        record_put(a, l->id, value, l->host_held);
+}
+
+/* Cuts value's mark of a HELD lease off (an entry of Redis' index has
+ * none); true when it had one of this boot, how long ago its lease was
+ * confirmed in *ret_age. */
+static bool record_value_held(char *value, usec_t *ret_age) {
+        char *mark = strstr(value, RECORD_HELD " "), boot_s[33];
+        usec_t now = now_usec(CLOCK_BOOTTIME);
+        sd_id128_t boot, now_boot;
+        uint64_t at_ms;
+        int n = 0;
+
+        if (!mark)
+                return false;
+        *mark = '\0';
+        if (sscanf(mark + 1, "held %" SCNu64 " %32[0-9a-f]%n", &at_ms, boot_s, &n) != 2 || mark[1 + n] != '\0' ||
+            sd_id128_from_string(boot_s, &boot) < 0 || sd_id128_get_boot(&now_boot) < 0 ||
+            !sd_id128_equal(boot, now_boot) || at_ms > now / USEC_PER_MSEC)
+                return false;
+        *ret_age = now - at_ms * USEC_PER_MSEC;
+        return true;
+}
+
+/* Whether lease id was HELD, confirmed within max_age, as the entry read
+ * (value, its mark cut off) or else this host's record says. */
+static bool record_says_held(Agent *a, const char *id, char *value, usec_t max_age) {
+        const int fds[] = { a->run_record_fd, a->record_fd };
+        usec_t age;
+
+        if (record_value_held(value, &age))
+                return age <= max_age;
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
+                char rec[LEASE_RECORD_VALUE_MAX];
+
+                if (fds[i] >= 0 && lease_record_get(fds[i], id, rec) >= 0)
+                        return record_value_held(rec, &age) && age <= max_age;
+        }
+        return false;
+}
+
 /* The engine's index op: Redis' index and the host's record together. */
 void host_index(void *ctx, const Lease *l, bool add) {
         Agent *a = ctx;
-        char value[ENGINE_INDEX_VALUE_MAX];
 
-        if (add) {
-                engine_index_value(l, value);
-                record_put(a, l->id, value, l->host_held);
-        } else
+        if (add)
+                record_put_lease(a, l);
+        else
                 record_drop(a, l->id);
         io_index(ctx, l, add);
+}
+
+/* The engine's record op: the host's record alone, of a lease it has
+ * (that of a lease re-adopted is written with Redis' index, after). */
+void host_record(void *ctx, const Lease *l) {
+        record_put_lease(ctx, l);
 }
 
 /* The engine's release: out of the record once sent, as out of Redis'
@@ -285,8 +357,9 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
         adopt_done_one(ad->round);
 }
 
-static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char *value) {
+static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char *entry) {
         char name[NAME_MAX_LEN + 1], unit[UNIT_NAME_MAX + 1] = "-", on_lost[8] = "ignore", kind[16] = "";
+        char value[LEASE_RECORD_VALUE_MAX], marked[LEASE_RECORD_VALUE_MAX], *mark;
         unsigned slots, uid, weight = 1;
         _cleanup_close_ int watch = -EBADF;
         int n = 0, r, k;
@@ -296,7 +369,14 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
         if (!lease_id_is_valid(id) || engine_lease_find(&a->engine, id))
                 return;
         /* "NAME SLOTS UID UNIT ON-LOST[ WEIGHT[ KIND]]" (io_index());
-         * older agents wrote the first three. */
+         * older agents wrote the first three. From the record, with its
+         * mark of a HELD lease after it (record_put_lease()): cut off
+         * here, read below. */
+        snprintf(value, sizeof(value), "%s", entry);
+        snprintf(marked, sizeof(marked), "%s", entry);
+        mark = strstr(value, RECORD_HELD " ");
+        if (mark)
+                *mark = '\0';
         k = sscanf(value, "%200s %u %u%n %255s %7s%n %u%n %15s%n", name, &slots, &uid, &n, unit, on_lost, &n, &weight,
                    &n, kind, &n);
         if ((k != 3 && k != 5 && k != 6 && k != 7) || value[n] != '\0' || !name_is_valid(name) || slots > SLOTS_MAX ||
@@ -346,6 +426,8 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
                 return;
         *ad = (Adoption) { .agent = a, .round = round, .watch_fd = TAKE_FD(watch), .slots = slots, .weight = weight,
                            .owner = owner, .stop_on_lost = streq(on_lost, "stop"), .host_held = k == 7 };
+        ad->held = record_says_held(a, id, marked,
+                                    (k == 7 ? a->config->host_lease : a->config->lease_ttl) * 2 / 3);
         if (!streq(unit, "-") && !(ad->unit = strdup(unit)))
                 return;
         snprintf(ad->name, sizeof(ad->name), "%s", name);
@@ -356,6 +438,7 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
                 const char *args[N_ADOPT_ARGS] = {
                         [ARG_ADOPT_LEASE] = id, [ARG_ADOPT_TTL_MS] = ttl, [ARG_ADOPT_HOST] = a->config->host_id,
                         [ARG_ADOPT_UID] = uid_s, [ARG_ADOPT_GRACE_UNTIL_MS] = grace, [ARG_ADOPT_IDLE_MS] = "0",
+                        [ARG_ADOPT_HELD] = ad->held ? "1" : "0",
                 };
 
                 io_lease_args(a, ad->host_held, name, (uid_t) uid, ttl, idle);

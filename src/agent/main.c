@@ -374,6 +374,7 @@ static const EngineOps agent_engine_ops = {
         .call_renew = io_call_renew,
         .call_reassert = io_call_reassert,
         .index = host_index,
+        .record = host_record,
         .lease_timer = io_lease_timer,
         .name_timer = io_name_timer,
         .name_waiting = io_name_waiting,

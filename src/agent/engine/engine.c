@@ -220,6 +220,10 @@ void lease_set_state(Lease *l, LeaseState state, LeaseEvent event, usec_t now) {
                 engine_say(e, LOG_DEBUG, ENGINE_NO_UID, now, &f, "Lease %s of %s: %s -> %s (%s).", l->id, l->name->name,
                           lease_state_to_string(old), lease_state_to_string(state), lease_event_to_string(event));
         l->state = state;
+        /* The host's record marks a lease HELD (before its client is told
+         * GRANTED, and no more once it is told LOST). */
+        if ((old == LEASE_HELD) != (state == LEASE_HELD) && state != LEASE_GONE && e->ops->record)
+                e->ops->record(e->ctx, l);
         /* What it counts as (and whom it concerns) changes only between
          * waiting, held and neither. */
         if (lease_state_waits(old) == lease_state_waits(state) && lease_state_holds(old) == lease_state_holds(state))

@@ -103,6 +103,12 @@ static int record_read(int dir_fd, const char *name, char value[static LEASE_REC
         return 0;
 }
 
+int lease_record_get(int dir_fd, const char *id, char value[static LEASE_RECORD_VALUE_MAX]) {
+        if (!lease_id_is_valid(id))
+                return -EINVAL;
+        return record_read(dir_fd, id, value);
+}
+
 /* (Read whole before any callback, which may write or remove entries.) */
 int lease_record_foreach(int dir_fd, void (*cb)(const char *id, const char *value, void *userdata), void *userdata) {
         typedef struct Entry {

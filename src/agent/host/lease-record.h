@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* This host's own record of its leases: a file per lease, named by its id
  * and holding its entry of the host index ("NAME SLOTS UID UNIT ON-LOST[
- * WEIGHT[ KIND]]"), in a folder that outlives an agent restart: of the
+ * WEIGHT[ KIND]]"), and " held MS BOOT-ID" after it while the lease is
+ * held (adopt.c), in a folder that outlives an agent restart: of the
  * agent's runtime directory for anchored leases, of its state directory
  * for the slots the host holds itself (which outlive its reboot too).
  * Re-adoption reads it beside Redis' host index, so a host index Redis
@@ -14,7 +15,7 @@
 #include "names.h"
 
 /* An entry's longest text, its NUL included. */
-#define LEASE_RECORD_VALUE_MAX (NAME_MAX_LEN + UNIT_NAME_MAX + 64)
+#define LEASE_RECORD_VALUE_MAX (NAME_MAX_LEN + UNIT_NAME_MAX + 128)
 
 /* The folder DIR/NS.HOST.leases, made (0700) if missing; its fd in
  * *ret_fd. */
@@ -27,6 +28,9 @@ int lease_record_put(int dir_fd, const char *id, const char *value, bool durable
 /* Removes the entry of lease id, durable: the folder synced after; 0 when
  * there was none. */
 int lease_record_drop(int dir_fd, const char *id, bool durable);
+/* The entry of lease id into value; <0 when it has none (-ENOENT) or a
+ * bad one. */
+int lease_record_get(int dir_fd, const char *id, char value[static LEASE_RECORD_VALUE_MAX]);
 /* Whether lease id has an entry (a valid id, and a file of that name). */
 bool lease_record_exists(int dir_fd, const char *id);
 /* Calls cb for each entry whose name is a lease id and whose text is one

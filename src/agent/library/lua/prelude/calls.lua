@@ -315,8 +315,11 @@ end
 -- or, its record lost with it, with a new one above every token of the
 -- name (the holder's own is below it: fencing holds) and the description
 -- "" (the agent describes it again). {0} when only queued; {-1} when
--- gone, revoked, or another host's or user's. (A name whose keys all
--- went tells nothing of the lease, which held or only waited: gone.)
+-- gone, revoked, or another host's or user's. A name whose keys all went
+-- tells nothing of the lease, which held or only waited: its agent says
+-- (held: "1" when its own record has the grant), and a lease it held of
+-- a name found forgotten (within the lease of grace that follows) is
+-- forgotten with a new token, as above; else gone.
 local function adopt_call(argv)
   local lease, ttl = argv[A_ADOPT_LEASE], tonumber(argv[A_ADOPT_TTL_MS])
   local now_ms, now_us = now()
@@ -331,6 +334,9 @@ local function adopt_call(argv)
   if r then return {R_ADOPT_QUEUED} end
   if redis.call('ZSCORE', K_HOLDERS, lease) then
     record_lost()
+    return {R_ADOPT_FORGOTTEN, next_token(now_us), now_ms, ''}
+  end
+  if argv[A_ADOPT_HELD] == '1' and state() and forgot_left(now_ms, ttl) > 0 then
     return {R_ADOPT_FORGOTTEN, next_token(now_us), now_ms, ''}
   end
   return {R_ADOPT_GONE}
