@@ -57,7 +57,7 @@ probe_verdict() {
         local p50 p99 f50 floor99
         p50=$(percentile "$T/probe" 50) p99=$(percentile "$T/probe" 99)
         f50=$(percentile "$T/floor" 50) floor99=$(percentile "$T/floor" 99)
-        echo "# $1: $(wc -l <"$T/probe") runs, p50 ${p50}ms, p99 ${p99}ms; floor, fleetsem --version beside each: p50 ${f50}ms, p99 ${floor99}ms"
+        echo "# $1: $(wc -l <"$T/probe") runs, p50 ${p50}ms, p99 ${p99}ms (the slowest: $(sort -n "$T/probe" | tail -5 | tr '\n' ' ')ms); floor, fleetsem --version beside each: p50 ${f50}ms, p99 ${floor99}ms"
         check "$1: p99 within ${PROBE_MARGIN} ms of the floor's (${p99}ms, floor ${floor99}ms)" \
                 test "$p99" -le $((floor99 + PROBE_MARGIN))
 }

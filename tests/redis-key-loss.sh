@@ -210,8 +210,16 @@ wait_for 10 a_holds held idx || bail "a holds idx"
 lease=$(holder_of idx)
 # The host's own record of an anchored lease: in its runtime directory (a
 # reboot ends the holder with it), not in its state directory.
-like "$(cat "$T/run-a/$NSBASE-a.a.leases/$lease")" "^idx 1 0 - (stop|ignore) held [0-9]+ $(tr -d - </proc/sys/kernel/random/boot_id)\$" \
+like "$(cat "$T/run-a/$NSBASE-a.a.leases/$lease")" "^idx 1 0 - (stop|ignore) held $(tr -d - </proc/sys/kernel/random/boot_id)\$" \
         "a's own record of its anchored lease is in its runtime directory, marked held in this boot"
+# Its modification time: when the lease was last confirmed, on the boot
+# clock (seconds since boot, as /proc/uptime counts them), renewed since.
+mtime0=$(stat -c %Y "$T/run-a/$NSBASE-a.a.leases/$lease")
+up=$(cut -d. -f1 /proc/uptime)
+# headroom: no deadline: a point on the boot clock at most a minute old
+# (the lease is 2 s, renewed every 0.7 s), against seconds since 1970.
+check "... its time on the boot clock (${mtime0} s, up ${up} s)" test "$mtime0" -le "$up" -a "$mtime0" -ge $((up - 60))
+check "... moved on by a renewal" wait_for 10 sh -c "[ \$(stat -c %Y '$T/run-a/$NSBASE-a.a.leases/$lease') -gt $mtime0 ]"
 check "... not in its state directory" test ! -e "$T/state-a/$NSBASE-a.a.leases/$lease"
 # Where an earlier agent kept it (its state directory): moved back to the
 # runtime directory when the next agent starts, so that it is in one.

@@ -78,10 +78,11 @@ ttl=$(rcli PTTL 'fleetsem:{root-own}:clock')
 check "root's name stays in Redis the day of idle_time (${ttl}ms)" test "$ttl" -gt 600000
 
 # Host b's metrics beside nobody's names on host a: as quick as the start
-# of a process of ours (probe: fleetsem --version beside each), ten times.
+# of a process of ours (probe: fleetsem --version beside each), 100 times
+# (the p99 of 100 is not the slowest one alone).
 rc=0
-for _ in 1 2 3 4 5 6 7 8 9 10; do probe fs b metrics || rc=$?; done
-is "$rc" 0 "root's metrics on host b succeed, ten times"
+for _ in $(seq 100); do probe fs b metrics || rc=$?; done
+is "$rc" 0 "root's metrics on host b succeed, 100 times"
 probe_verdict "root's metrics on host b"
 out=$(fs b metrics)
 like "$out" 'fleetsem_slots_held\{name="b-own",scope="fleet"\} 0' "host b's metrics give the fleet's figures of its own name"

@@ -87,12 +87,12 @@ static bool record_durable(const Agent *a, int fd) {
         return fd == a->record_fd;
 }
 
-static void record_put(Agent *a, const char *id, const char *value, bool host_held) {
+static void record_put(Agent *a, const char *id, const char *value, usec_t mtime, bool host_held) {
         int fd = record_fd_of(a, host_held), r;
 
         if (fd < 0)
                 return;
-        r = lease_record_put(fd, id, value, record_durable(a, fd));
+        r = lease_record_put(fd, id, value, mtime, record_durable(a, fd));
         if (r < 0)
                 log_warning_errno(r, "Failed to record lease %s in this host's record of its leases: %m; an agent "
                                   "restart re-adopts it from Redis' index alone.", id);
@@ -122,66 +122,56 @@ static void forget_index_entry(Agent *a, const char *id) {
 }
 
 /* The host's record of a lease: its entry of the index, then, while the
- * lease is HELD (granted, and not told LOST since), RECORD_HELD, when the
- * call that last confirmed it went out (CLOCK_BOOTTIME, ms) and this
- * boot's id. Redis' index has no such mark: a grant and a renewal write
- * nothing more there. An adoption that finds the lease's whole name
- * forgotten in Redis tells it that the lease held, when it was confirmed
- * within the time its holder still believes (lease_lost_after()) before
- * this agent started, in this boot: as a renewal would have put it
- * back. */
-#define RECORD_HELD " held"
+ * lease is HELD (granted, and not told LOST since), RECORD_HELD and this
+ * boot's id, the file's modification time set to when the call that last
+ * confirmed the lease went out, on CLOCK_BOOTTIME (at its grant, before
+ * its client is told, and at each renewal: one utimensat(), nothing
+ * written). Redis' index has no such mark. An adoption that finds the
+ * lease's whole name forgotten in Redis tells it that the lease held,
+ * when it was confirmed within the time its holder still believes
+ * (lease_lost_after()) before this agent started, in this boot: as a
+ * renewal would have put it back. */
+#define RECORD_HELD " held "
+
+/* When l's last confirming call went out, on CLOCK_BOOTTIME. */
+static usec_t lease_confirmed_boottime(const Lease *l) {
+        usec_t mono = now_usec(CLOCK_MONOTONIC), boot = now_usec(CLOCK_BOOTTIME);
+        usec_t since = mono > l->renewed ? mono - l->renewed : 0;
+
+        return boot > since ? boot - since : 0;
+}
 
 static void record_put_lease(Agent *a, const Lease *l) {
         char value[LEASE_RECORD_VALUE_MAX];
+        usec_t mtime = USEC_INFINITY;
         sd_id128_t boot;
 
         engine_index_value(l, value);
         if (l->state == LEASE_HELD && sd_id128_get_boot(&boot) >= 0) {
-                usec_t mono = now_usec(CLOCK_MONOTONIC), since = mono > l->renewed ? mono - l->renewed : 0;
-                usec_t boot_now = now_usec(CLOCK_BOOTTIME), at = boot_now > since ? boot_now - since : 0;
                 size_t n = strlen(value);
 
-                snprintf(value + n, sizeof(value) - n, RECORD_HELD " %" PRIu64 " " SD_ID128_FORMAT_STR,
-                         at / USEC_PER_MSEC, SD_ID128_FORMAT_VAL(boot));
+                snprintf(value + n, sizeof(value) - n, RECORD_HELD SD_ID128_FORMAT_STR, SD_ID128_FORMAT_VAL(boot));
+                mtime = lease_confirmed_boottime(l);
         }
-        record_put(a, l->id, value, l->host_held);
+        record_put(a, l->id, value, mtime, l->host_held);
 }
 
-/* Cuts value's mark of a HELD lease off (an entry of Redis' index has
- * none); true when it had one of this boot, how long ago its lease was
- * confirmed in *ret_age. */
-static bool record_value_held(char *value, usec_t *ret_age) {
-        char *mark = strstr(value, RECORD_HELD " "), boot_s[33];
-        usec_t now = now_usec(CLOCK_BOOTTIME);
-        sd_id128_t boot, now_boot;
-        uint64_t at_ms;
-        int n = 0;
-
-        if (!mark)
-                return false;
-        *mark = '\0';
-        if (sscanf(mark + 1, "held %" SCNu64 " %32[0-9a-f]%n", &at_ms, boot_s, &n) != 2 || mark[1 + n] != '\0' ||
-            sd_id128_from_string(boot_s, &boot) < 0 || sd_id128_get_boot(&now_boot) < 0 ||
-            !sd_id128_equal(boot, now_boot) || at_ms > now / USEC_PER_MSEC)
-                return false;
-        *ret_age = now - at_ms * USEC_PER_MSEC;
-        return true;
-}
-
-/* Whether lease id was HELD, confirmed within max_age, as the entry read
- * (value, its mark cut off) or else this host's record says. */
-static bool record_says_held(Agent *a, const char *id, char *value, usec_t max_age) {
+/* Whether lease id was HELD, confirmed within max_age, in this boot, as
+ * this host's record says (its mark, its modification time). */
+static bool record_says_held(Agent *a, const char *id, usec_t max_age) {
         const int fds[] = { a->run_record_fd, a->record_fd };
-        usec_t age;
 
-        if (record_value_held(value, &age))
-                return age <= max_age;
         for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
-                char rec[LEASE_RECORD_VALUE_MAX];
+                char value[LEASE_RECORD_VALUE_MAX], *mark;
+                sd_id128_t boot, now_boot;
+                usec_t mtime, now = now_usec(CLOCK_BOOTTIME);
 
-                if (fds[i] >= 0 && lease_record_get(fds[i], id, rec) >= 0)
-                        return record_value_held(rec, &age) && age <= max_age;
+                if (fds[i] < 0 || lease_record_get(fds[i], id, value, &mtime) < 0)
+                        continue;
+                mark = strstr(value, RECORD_HELD);
+                return mark && sd_id128_from_string(mark + strlen(RECORD_HELD), &boot) >= 0 &&
+                       sd_id128_get_boot(&now_boot) >= 0 && sd_id128_equal(boot, now_boot) && mtime <= now &&
+                       now - mtime <= max_age;
         }
         return false;
 }
@@ -198,9 +188,16 @@ void host_index(void *ctx, const Lease *l, bool add) {
 }
 
 /* The engine's record op: the host's record alone, of a lease it has
- * (that of a lease re-adopted is written with Redis' index, after). */
-void host_record(void *ctx, const Lease *l) {
-        record_put_lease(ctx, l);
+ * (that of a lease re-adopted is written with Redis' index, after);
+ * renewed: a HELD lease confirmed again, its time alone. */
+void host_record(void *ctx, const Lease *l, bool renewed) {
+        Agent *a = ctx;
+        int fd = record_fd_of(a, l->host_held);
+
+        if (!renewed)
+                record_put_lease(a, l);
+        else if (fd >= 0)
+                (void) lease_record_touch(fd, l->id, lease_confirmed_boottime(l));
 }
 
 /* The engine's release: out of the record once sent, as out of Redis'
@@ -244,11 +241,13 @@ static int record_dir_open(Agent *a, const char *env) {
  * and adopted once. */
 static void record_move_anchored(const char *id, const char *value, void *userdata) {
         Agent *a = userdata;
-        size_t n = strlen(value), k = strlen(" " ENGINE_INDEX_HOST_HELD);
+        const char *mark = strstr(value, RECORD_HELD);
+        size_t n = mark ? (size_t) (mark - value) : strlen(value), k = strlen(" " ENGINE_INDEX_HOST_HELD);
 
-        if (n >= k && streq(value + n - k, " " ENGINE_INDEX_HOST_HELD))
+        /* (Its KIND before the mark of a held lease, if it has one.) */
+        if (n >= k && strneq(value + n - k, " " ENGINE_INDEX_HOST_HELD, k))
                 return;
-        if (lease_record_put(a->run_record_fd, id, value, record_durable(a, a->run_record_fd)) >= 0)
+        if (lease_record_put(a->run_record_fd, id, value, USEC_INFINITY, record_durable(a, a->run_record_fd)) >= 0)
                 (void) lease_record_drop(a->record_fd, id, record_durable(a, a->record_fd));
 }
 
@@ -359,7 +358,7 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 
 static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char *entry) {
         char name[NAME_MAX_LEN + 1], unit[UNIT_NAME_MAX + 1] = "-", on_lost[8] = "ignore", kind[16] = "";
-        char value[LEASE_RECORD_VALUE_MAX], marked[LEASE_RECORD_VALUE_MAX], *mark;
+        char value[LEASE_RECORD_VALUE_MAX], *mark;
         unsigned slots, uid, weight = 1;
         _cleanup_close_ int watch = -EBADF;
         int n = 0, r, k;
@@ -373,8 +372,7 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
          * mark of a HELD lease after it (record_put_lease()): cut off
          * here, read below. */
         snprintf(value, sizeof(value), "%s", entry);
-        snprintf(marked, sizeof(marked), "%s", entry);
-        mark = strstr(value, RECORD_HELD " ");
+        mark = strstr(value, RECORD_HELD);
         if (mark)
                 *mark = '\0';
         k = sscanf(value, "%200s %u %u%n %255s %7s%n %u%n %15s%n", name, &slots, &uid, &n, unit, on_lost, &n, &weight,
@@ -426,8 +424,7 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
                 return;
         *ad = (Adoption) { .agent = a, .round = round, .watch_fd = TAKE_FD(watch), .slots = slots, .weight = weight,
                            .owner = owner, .stop_on_lost = streq(on_lost, "stop"), .host_held = k == 7 };
-        ad->held = record_says_held(a, id, marked,
-                                    (k == 7 ? a->config->host_lease : a->config->lease_ttl) * 2 / 3);
+        ad->held = record_says_held(a, id, (k == 7 ? a->config->host_lease : a->config->lease_ttl) * 2 / 3);
         if (!streq(unit, "-") && !(ad->unit = strdup(unit)))
                 return;
         snprintf(ad->name, sizeof(ad->name), "%s", name);

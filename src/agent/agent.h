@@ -423,7 +423,7 @@ void adopt_start(Agent *a);
 /* The engine's index and release ops: Redis' index and this host's own
  * record (adopt.c); the record opened at start (its two folders). */
 void host_index(void *ctx, const Lease *l, bool add);
-void host_record(void *ctx, const Lease *l);
+void host_record(void *ctx, const Lease *l, bool renewed);
 int host_call_release(void *ctx, const char *name, const char *lease, uid_t uid);
 void host_record_open(Agent *a);
 

@@ -312,7 +312,7 @@ void engine_renew_done(Engine *e, const char *name, const char (*ids)[LEASE_ID_L
                                 e->stats.lateness_max = MAX(e->stats.lateness_max, late);
                                 l->renewed = sent;
                                 if (l->state == LEASE_HELD && e->ops->record)
-                                        e->ops->record(e->ctx, l);
+                                        e->ops->record(e->ctx, l, true);
                                 if (lease_state_holds(l->state) && now - sent < lease_ttl(l)) {
                                         char line[64];
                                         int len = snprintf(line, sizeof(line), "RENEWED ttl=%" PRIu64,

@@ -223,7 +223,7 @@ void lease_set_state(Lease *l, LeaseState state, LeaseEvent event, usec_t now) {
         /* The host's record marks a lease HELD (before its client is told
          * GRANTED, and no more once it is told LOST). */
         if ((old == LEASE_HELD) != (state == LEASE_HELD) && state != LEASE_GONE && e->ops->record)
-                e->ops->record(e->ctx, l);
+                e->ops->record(e->ctx, l, false);
         /* What it counts as (and whom it concerns) changes only between
          * waiting, held and neither. */
         if (lease_state_waits(old) == lease_state_waits(state) && lease_state_holds(old) == lease_state_holds(state))

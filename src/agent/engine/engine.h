@@ -262,11 +262,11 @@ typedef struct EngineOps {
         int (*call_reassert)(void *ctx, Lease *l);
         /* This host's index of its leases in Redis, for re-adoption. */
         void (*index)(void *ctx, const Lease *l, bool add);
-        /* l became HELD, is HELD no more (and not gone), or HELD, was
-         * confirmed again: the host's own record says which, and when (an
-         * adoption that finds the whole name forgotten learns from it that
-         * l held). */
-        void (*record)(void *ctx, const Lease *l);
+        /* l became HELD, or is HELD no more (and not gone), or (renewed)
+         * HELD, was confirmed again: the host's own record says which, and
+         * when (an adoption that finds the whole name forgotten learns
+         * from it that l held). */
+        void (*record)(void *ctx, const Lease *l, bool renewed);
         /* One timer per lease and per name; USEC_INFINITY disarms. */
         void (*lease_timer)(void *ctx, Lease *l, usec_t when);
         void (*name_timer)(void *ctx, Name *n, usec_t when);

@@ -28,9 +28,19 @@ int lease_record_open(const char *dir, const char *ns, const char *host, int *re
         return 0;
 }
 
-/* The temporary file tmp in dir_fd holding value, on disk when durable. */
-static int record_write_tmp(int dir_fd, const char *tmp, const char *value, bool durable) {
+/* A time for utimensat(): at, or (USEC_INFINITY) now. */
+static struct timespec record_time(usec_t at) {
+        if (at == USEC_INFINITY)
+                return (struct timespec) { .tv_nsec = UTIME_NOW };
+        return (struct timespec) { .tv_sec = (time_t) (at / USEC_PER_SEC),
+                                   .tv_nsec = (long) (at % USEC_PER_SEC) * 1000 };
+}
+
+/* The temporary file tmp in dir_fd holding value, modified at mtime, on
+ * disk when durable. */
+static int record_write_tmp(int dir_fd, const char *tmp, const char *value, usec_t mtime, bool durable) {
         _cleanup_close_ int fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        struct timespec times[2] = { { .tv_nsec = UTIME_OMIT }, record_time(mtime) };
         size_t len = strlen(value);
         ssize_t k;
 
@@ -41,12 +51,22 @@ static int record_write_tmp(int dir_fd, const char *tmp, const char *value, bool
                 return -errno;
         if ((size_t) k != len)
                 return -EIO;
+        if (mtime != USEC_INFINITY && futimens(fd, times) < 0)
+                return -errno;
         if (durable && fsync(fd) < 0)
                 return -errno;
         return 0;
 }
 
-int lease_record_put(int dir_fd, const char *id, const char *value, bool durable) {
+int lease_record_touch(int dir_fd, const char *id, usec_t mtime) {
+        struct timespec times[2] = { { .tv_nsec = UTIME_OMIT }, record_time(mtime) };
+
+        if (!lease_id_is_valid(id))
+                return -EINVAL;
+        return utimensat(dir_fd, id, times, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+int lease_record_put(int dir_fd, const char *id, const char *value, usec_t mtime, bool durable) {
         char tmp[LEASE_ID_LEN + 8];
         size_t len = strlen(value);
         int r;
@@ -54,7 +74,7 @@ int lease_record_put(int dir_fd, const char *id, const char *value, bool durable
         if (!lease_id_is_valid(id) || len >= LEASE_RECORD_VALUE_MAX || strchr(value, '\n'))
                 return -EINVAL;
         snprintf(tmp, sizeof(tmp), ".%s", id);
-        r = record_write_tmp(dir_fd, tmp, value, durable);
+        r = record_write_tmp(dir_fd, tmp, value, mtime, durable);
         if (r >= 0 && renameat(dir_fd, tmp, dir_fd, id) < 0)
                 r = -errno;
         if (r < 0) {
@@ -82,8 +102,9 @@ int lease_record_drop(int dir_fd, const char *id, bool durable) {
 }
 
 /* The entry of name, one line without NUL of at most
- * LEASE_RECORD_VALUE_MAX - 1 bytes, into value; -EBADMSG otherwise. */
-static int record_read(int dir_fd, const char *name, char value[static LEASE_RECORD_VALUE_MAX]) {
+ * LEASE_RECORD_VALUE_MAX - 1 bytes, into value, its modification time
+ * into *ret_mtime if asked; -EBADMSG otherwise. */
+static int record_read(int dir_fd, const char *name, char value[static LEASE_RECORD_VALUE_MAX], usec_t *ret_mtime) {
         _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         struct stat st;
         ssize_t k;
@@ -100,13 +121,15 @@ static int record_read(int dir_fd, const char *name, char value[static LEASE_REC
         if (k == 0 || k >= LEASE_RECORD_VALUE_MAX || memchr(value, '\0', (size_t) k) || memchr(value, '\n', (size_t) k))
                 return -EBADMSG;
         value[k] = '\0';
+        if (ret_mtime)
+                *ret_mtime = (usec_t) st.st_mtim.tv_sec * USEC_PER_SEC + (usec_t) st.st_mtim.tv_nsec / 1000;
         return 0;
 }
 
-int lease_record_get(int dir_fd, const char *id, char value[static LEASE_RECORD_VALUE_MAX]) {
+int lease_record_get(int dir_fd, const char *id, char value[static LEASE_RECORD_VALUE_MAX], usec_t *ret_mtime) {
         if (!lease_id_is_valid(id))
                 return -EINVAL;
-        return record_read(dir_fd, id, value);
+        return record_read(dir_fd, id, value, ret_mtime);
 }
 
 /* (Read whole before any callback, which may write or remove entries.) */
@@ -145,7 +168,7 @@ int lease_record_foreach(int dir_fd, void (*cb)(const char *id, const char *valu
                 }
                 /* A temporary file left by a crash, or anything else: gone
                  * (one that cannot be read now stays for the next time). */
-                r = lease_id_is_valid(de->d_name) ? record_read(dir_fd, de->d_name, entries[n].value) : -EBADMSG;
+                r = lease_id_is_valid(de->d_name) ? record_read(dir_fd, de->d_name, entries[n].value, NULL) : -EBADMSG;
                 if (r == -EBADMSG)
                         (void) unlinkat(dir_fd, de->d_name, 0);
                 if (r < 0)
