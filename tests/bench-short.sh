@@ -48,14 +48,16 @@ like "$(sed -n 's/^ *B over \/bin\/true \/ Bvs.s *\([0-9.]*\)x$/\1/p' "$T/bench.
 like "$(fs a status --json)" '"names":\[\]' "... and every run left its slot: the agent holds none"
 
 # Group commit: the many-names run (D100: 1000 clients on 100 names, one
-# agent) costs Redis at most 0.3 script calls a grant, as batches span
-# names (a batch of one name would take over one).
+# agent) costs Redis fewer script calls than grants, as batches span names
+# (a batch of one name would take over one). How many fewer depends on the
+# machine's speed (0.06 at 9,000 grants/s, 0.31 at 291 under --busy): the
+# bound is the property's, not a figure of one machine.
 BENCH_ONLY=D BENCH_SATURATE_MS=300 BENCH_D_MS=1500 "$FLEETSEM_BENCH" "$REDIS_SOCK" "$FLEETSEM" "$NSBASE-a" \
         >"$T/d.log" 2>"$T/d-err.log"
 is "$?" 0 "D runs to the end"
 d100=$(sed -n 's/^D100 .* \([0-9][0-9]*\) grants\/s .* \([0-9][0-9.]*\) script calls\/grant .*/\1 \2/p' "$T/d.log")
 like "$d100" '^[1-9][0-9]* [0-9]+\.[0-9]+$' "D100 grants ($d100: grants/s, script calls a grant)"
-is "$(awk '{ print ($2 <= 0.3) ? "yes" : "no" }' <<<"$d100")" yes "D100: at most 0.3 script calls a grant"
+is "$(awk '{ print ($2 < 1) ? "yes" : "no" }' <<<"$d100")" yes "D100: fewer script calls than grants"
 
 # A call Redis refuses ends the benchmark, saying so, instead of counting.
 rcli ACL SETUSER default -fcall >/dev/null
