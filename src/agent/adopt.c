@@ -38,7 +38,6 @@ typedef struct Adoption {
         uint32_t weight;
         bool stop_on_lost;
         bool host_held;
-        bool held;              /* HELD and confirmed lately, as this host's record says (adopt's held) */
         char *unit;
         struct ucred owner;
         char name[NAME_MAX_LEN + 1];
@@ -132,6 +131,13 @@ static void forget_index_entry(Agent *a, const char *id) {
  * (lease_lost_after()) before this agent started, in this boot: as a
  * renewal would have put it back. */
 #define RECORD_HELD " held "
+
+/* How long value's entry is, without the mark of a HELD lease after it. */
+static size_t record_entry_len(const char *value) {
+        const char *mark = strstr(value, RECORD_HELD);
+
+        return mark ? (size_t) (mark - value) : strlen(value);
+}
 
 /* When l's last confirming call went out, on CLOCK_BOOTTIME. */
 static usec_t lease_confirmed_boottime(const Lease *l) {
@@ -241,8 +247,7 @@ static int record_dir_open(Agent *a, const char *env) {
  * and adopted once. */
 static void record_move_anchored(const char *id, const char *value, void *userdata) {
         Agent *a = userdata;
-        const char *mark = strstr(value, RECORD_HELD);
-        size_t n = mark ? (size_t) (mark - value) : strlen(value), k = strlen(" " ENGINE_INDEX_HOST_HELD);
+        size_t n = record_entry_len(value), k = strlen(" " ENGINE_INDEX_HOST_HELD);
 
         /* (Its KIND before the mark of a held lease, if it has one.) */
         if (n >= k && strneq(value + n - k, " " ENGINE_INDEX_HOST_HELD, k))
@@ -326,8 +331,9 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                         ad->watch_fd = -EBADF;
                         if (lease_io_attach(io, l) < 0)
                                 engine_release(&a->engine, l, "cannot watch its anchor", now_mono());
-                        else {  /* in both again: either may have lost it */
-                                host_index(a, l, true);
+                        else {  /* in both again: either may have lost it (the
+                                 * record was written as it became HELD) */
+                                io_index(a, l, true);
                                 /* Redis lost part of its name meanwhile: put back, as a renewal would. */
                                 if (d.outcome == REPLY_ADOPT_FORGOTTEN)
                                         engine_put_back(&a->engine, l, now_mono());
@@ -358,8 +364,9 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 
 static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char *entry) {
         char name[NAME_MAX_LEN + 1], unit[UNIT_NAME_MAX + 1] = "-", on_lost[8] = "ignore", kind[16] = "";
-        char value[LEASE_RECORD_VALUE_MAX], *mark;
+        char value[LEASE_RECORD_VALUE_MAX];
         unsigned slots, uid, weight = 1;
+        bool held;
         _cleanup_close_ int watch = -EBADF;
         int n = 0, r, k;
         struct ucred owner = { .pid = 0, .gid = (gid_t) -1 };
@@ -372,9 +379,7 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
          * mark of a HELD lease after it (record_put_lease()): cut off
          * here, read below. */
         snprintf(value, sizeof(value), "%s", entry);
-        mark = strstr(value, RECORD_HELD);
-        if (mark)
-                *mark = '\0';
+        value[record_entry_len(value)] = '\0';
         k = sscanf(value, "%200s %u %u%n %255s %7s%n %u%n %15s%n", name, &slots, &uid, &n, unit, on_lost, &n, &weight,
                    &n, kind, &n);
         if ((k != 3 && k != 5 && k != 6 && k != 7) || value[n] != '\0' || !name_is_valid(name) || slots > SLOTS_MAX ||
@@ -424,7 +429,7 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
                 return;
         *ad = (Adoption) { .agent = a, .round = round, .watch_fd = TAKE_FD(watch), .slots = slots, .weight = weight,
                            .owner = owner, .stop_on_lost = streq(on_lost, "stop"), .host_held = k == 7 };
-        ad->held = record_says_held(a, id, (k == 7 ? a->config->host_lease : a->config->lease_ttl) * 2 / 3);
+        held = record_says_held(a, id, (k == 7 ? a->config->host_lease : a->config->lease_ttl) * 2 / 3);
         if (!streq(unit, "-") && !(ad->unit = strdup(unit)))
                 return;
         snprintf(ad->name, sizeof(ad->name), "%s", name);
@@ -435,7 +440,7 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
                 const char *args[N_ADOPT_ARGS] = {
                         [ARG_ADOPT_LEASE] = id, [ARG_ADOPT_TTL_MS] = ttl, [ARG_ADOPT_HOST] = a->config->host_id,
                         [ARG_ADOPT_UID] = uid_s, [ARG_ADOPT_GRACE_UNTIL_MS] = grace, [ARG_ADOPT_IDLE_MS] = "0",
-                        [ARG_ADOPT_HELD] = ad->held ? "1" : "0",
+                        [ARG_ADOPT_HELD] = held ? "1" : "0",
                 };
 
                 io_lease_args(a, ad->host_held, name, (uid_t) uid, ttl, idle);
