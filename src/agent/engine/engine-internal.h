@@ -46,9 +46,7 @@ void lease_lost(Lease *l, const char *why, bool reserved, usec_t now);
  * kept, and what (the release's cause) logged. */
 bool lease_kept_ending(Lease *l, const char *what, usec_t now);
 int lease_new(Engine *e, const LeaseSpec *spec, void *io, Lease **ret);
-void send_queued(Lease *l, usec_t now);
 void send_granted(Lease *l, usec_t now);
-void send_denied(Lease *l, const char *reason, usec_t now);
 void name_flush_grants(Name *n, usec_t now);
 void grant_in_order(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec_t renewed, bool by_wake,
                     usec_t now);
@@ -59,6 +57,8 @@ void lease_check(Lease *l, usec_t now);
 /* engine-wait.c */
 void name_recheck(Name *n, usec_t now);
 void report_position(Lease *l, usec_t now);
+void send_queued(Lease *l, usec_t now);
+void send_denied(Lease *l, const char *reason, usec_t now);
 
 /* engine-redis.c */
 int seq_cmp(const void *x, const void *y);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Waiting for a slot: asking Redis, the line's re-checks and deadlines,
  * the requests that start it (acquire, attach, adopt), and what a client
- * is told of its place, its grant or its refusal. */
+ * is told of its place or its refusal. */
 #include <errno.h>
 #include <inttypes.h>
 #include <search.h>
@@ -400,22 +400,6 @@ void send_queued(Lease *l, usec_t now) {
         lease_send(l, line, message_finish(&b));
         l->queued_sent = now;
         l->position_unsent = false;
-}
-
-/* The ttl a holder is told is what its lease has left, counted from the
- * last call that set its expiry in Redis, never 0 (no self-fencing). */
-void send_granted(Lease *l, usec_t now) {
-        usec_t ttl = lease_ttl(l), age = now > l->renewed ? now - l->renewed : 0;
-        char line[PROTO_REPLY_MAX];
-        MessageBuilder b;
-
-        message_start(&b, line, sizeof(line), "GRANTED");
-        message_add_u64(&b, "token", l->token);
-        message_add(&b, "lease", l->id);
-        message_add_u64(&b, "since", l->since_ms);
-        message_add_u64(&b, "ttl", MAX((ttl > age ? ttl - age : 0) / USEC_PER_MSEC, (usec_t) 1));
-        message_add_u64(&b, "limit", l->limit);
-        lease_send(l, line, message_finish(&b));
 }
 
 void send_denied(Lease *l, const char *reason, usec_t now) {

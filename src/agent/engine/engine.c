@@ -519,6 +519,22 @@ Lease *engine_lease_of_unit(Engine *e, const char *name, const char *unit, uid_t
 
 /* ---- Grants --------------------------------------------------------------------- */
 
+/* The ttl a holder is told is what its lease has left, counted from the
+ * last call that set its expiry in Redis, never 0 (no self-fencing). */
+void send_granted(Lease *l, usec_t now) {
+        usec_t ttl = lease_ttl(l), age = now > l->renewed ? now - l->renewed : 0;
+        char line[PROTO_REPLY_MAX];
+        MessageBuilder b;
+
+        message_start(&b, line, sizeof(line), "GRANTED");
+        message_add_u64(&b, "token", l->token);
+        message_add(&b, "lease", l->id);
+        message_add_u64(&b, "since", l->since_ms);
+        message_add_u64(&b, "ttl", MAX((ttl > age ? ttl - age : 0) / USEC_PER_MSEC, (usec_t) 1));
+        message_add_u64(&b, "limit", l->limit);
+        lease_send(l, line, message_finish(&b));
+}
+
 /* renewed: when the call that set the lease's expiry in Redis was made
  * (USEC_INFINITY: now). */
 static void grant(Lease *l, uint64_t token, uint64_t since, uint32_t limit, usec_t renewed, bool by_wake, usec_t now) {

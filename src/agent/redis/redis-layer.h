@@ -51,6 +51,7 @@ struct Shard {
         RedisState state;
         bool sub_ready;
         unsigned setup_pending;         /* replies awaited before READY */
+        void (*setup_done)(Shard *sh);  /* … and what comes after them (setup_begin()) */
         bool setup_failed;
         const char *setup_refused;      /* … for a reason only an operator changes: a state of
                                          * protocol.c's table (NULL: another reason) */

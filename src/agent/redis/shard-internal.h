@@ -12,26 +12,26 @@ const char *shard_server(const Shard *sh);
  * when this agent cannot tell. */
 void shard_ready(Shard *sh, bool reset, usec_t grace, const char *why);
 
-/* ---- A shard's set-up: shard-setup.c, the library's part in shard-library.c ---- */
+/* ---- A shard's set-up: shard-setup.c, the library's part in shard-library.c, their
+ * steps in shard-steps.c ---- */
 
-typedef enum SetupKind {
-        SETUP_PLAIN,            /* AUTH, SELECT: an error fails the setup */
-        SETUP_VERSION,          /* the library's version */
-        SETUP_CLAIM,            /* SET P:loading NX: this agent loads the library, or waits for another's load */
-        SETUP_CODE,             /* the library's text, where its version is this agent's */
-        SETUP_LOAD,             /* FUNCTION LOAD REPLACE (an older one there) */
-        SETUP_LOAD_NEW,         /* FUNCTION LOAD (none there) */
-} SetupKind;
+typedef struct SetupStep SetupStep;
+/* A step's reply, to its handler; NULL: an error fails the set-up (AUTH,
+ * SELECT). */
+typedef void (*SetupReplyFn)(Shard *sh, const RedisReply *reply, const SetupStep *step);
 
-typedef struct SetupStep {
+struct SetupStep {
         Shard *shard;
         const char *what;
-        SetupKind kind;
-        char had[64];           /* SETUP_CLAIM: what Redis holds ("": nothing), as library_load() takes it */
-} SetupStep;
+        SetupReplyFn on_reply;
+        char had[64];           /* library_claim_reply(): what Redis holds ("": nothing), as library_load() takes it */
+};
 
+/* A set-up begun: done is called once its last step is answered, none
+ * having failed (shard-steps.c). */
+void setup_begin(Shard *sh, void (*done)(Shard *sh));
 /* The step sent (its reply frees it), or NULL when it could not be. */
-SetupStep *setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv);
+SetupStep *setup_send(Shard *sh, const char *what, SetupReplyFn on_reply, int argc, const char *const *argv);
 /* A step of the set-up answered (or waited out): the set-up ends with
  * the last. */
 void setup_step_done(Shard *sh);
@@ -47,10 +47,5 @@ void shard_refuse(Shard *sh, char *refused, size_t size, const char *state, cons
  * acts (it refuses whatever on_error says); else NULL. */
 const char *refusing(const char *state);
 
-/* The library's steps (shard-library.c): the first asked, and each
- * step's reply. */
+/* The library's steps (shard-library.c), from the first. */
 void library_ask_version(Shard *sh);
-void library_version_reply(Shard *sh, const RedisReply *reply);
-void library_claim_reply(Shard *sh, const RedisReply *reply, const char *had);
-void library_code_reply(Shard *sh, const RedisReply *reply);
-void library_load_reply(Shard *sh, const RedisReply *reply, bool new);

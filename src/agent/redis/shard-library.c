@@ -25,6 +25,13 @@
 #define LIBRARY_LOADED "library loaded"                 /* P:loading once the load is done, for LIBRARY_LOADED_MS */
 #define LIBRARY_LOADED_MS "1000"
 
+/* The set-up's steps' replies (setup_send()). */
+static void library_version_reply(Shard *sh, const RedisReply *reply, const SetupStep *step);
+static void library_claim_reply(Shard *sh, const RedisReply *reply, const SetupStep *step);
+static void library_code_reply(Shard *sh, const RedisReply *reply, const SetupStep *step);
+static void library_load_new_reply(Shard *sh, const RedisReply *reply, const SetupStep *step);
+static void library_load_replace_reply(Shard *sh, const RedisReply *reply, const SetupStep *step);
+
 /* ---- The library ------------------------------------------------------------- */
 
 /* The library ("fleetsem", lua/library.version) is Redis', not a
@@ -53,10 +60,10 @@ static void library_load(Shard *sh, const char *had) {
         log_notice("Loading fleetsem's library, version %u, into Redis at %s (it had %s).", lua_library_version,
                    sh->name, had ?: "none");
         if (had)
-                setup_send(sh, "FUNCTION LOAD REPLACE", SETUP_LOAD, 4,
+                setup_send(sh, "FUNCTION LOAD REPLACE", library_load_replace_reply, 4,
                            (const char *[]) { "FUNCTION", "LOAD", "REPLACE", sh->io->library_text });
         else
-                setup_send(sh, "FUNCTION LOAD", SETUP_LOAD_NEW, 3,
+                setup_send(sh, "FUNCTION LOAD", library_load_new_reply, 3,
                            (const char *[]) { "FUNCTION", "LOAD", sh->io->library_text });
 }
 
@@ -68,7 +75,7 @@ static const char *const library_version_argv[] = { "FCALL", LUA_VERSION_FUNCTIO
 static const char *const library_code_argv[] = { "FUNCTION", "LIST", "LIBRARYNAME", LUA_LIBRARY_NAME, "WITHCODE" };
 
 void library_ask_version(Shard *sh) {
-        setup_send(sh, "FCALL " LUA_VERSION_FUNCTION, SETUP_VERSION, ELEMENTSOF(library_version_argv),
+        setup_send(sh, "FCALL " LUA_VERSION_FUNCTION, library_version_reply, ELEMENTSOF(library_version_argv),
                    library_version_argv);
 }
 
@@ -199,7 +206,7 @@ static void library_claim_say(Shard *sh, const char *value, const char *ms, bool
         if (library_claim_key(sh, key, sizeof(key)) < 0)
                 return;
         if (in_setup)
-                setup_send(sh, "SET " KEY_LOADING " XX", SETUP_PLAIN, ELEMENTSOF(argv), argv);
+                setup_send(sh, "SET " KEY_LOADING " XX", NULL, ELEMENTSOF(argv), argv);
         else
                 (void) redis_conn_command(sh->cmd, redis_fire_and_forget, (void *) "SET " KEY_LOADING " XX",
                                           ELEMENTSOF(argv), argv, NULL);
@@ -250,7 +257,7 @@ static void library_claim(Shard *sh, const char *had) {
                 library_load(sh, had);
                 return;
         }
-        step = setup_send(sh, "SET " KEY_LOADING " NX", SETUP_CLAIM, ELEMENTSOF(argv), argv);
+        step = setup_send(sh, "SET " KEY_LOADING " NX", library_claim_reply, ELEMENTSOF(argv), argv);
         if (step)
                 snprintf(step->had, sizeof(step->had), "%s", had ?: "");
 }
@@ -290,7 +297,8 @@ static void library_wait(Shard *sh) {
         sh->setup_pending++;
 }
 
-void library_claim_reply(Shard *sh, const RedisReply *reply, const char *had) {
+static void library_claim_reply(Shard *sh, const RedisReply *reply, const SetupStep *step) {
+        const char *had = step->had;
         int r = library_claim_parse(sh, reply);
 
         if (r > 0)
@@ -325,7 +333,7 @@ static void library_newer(Shard *sh, long long version) {
  * reconnection (a fleet reconnecting at once would read it ten thousand
  * times). */
 static void library_ask_code(Shard *sh) {
-        setup_send(sh, "FUNCTION LIST", SETUP_CODE, ELEMENTSOF(library_code_argv), library_code_argv);
+        setup_send(sh, "FUNCTION LIST", library_code_reply, ELEMENTSOF(library_code_argv), library_code_argv);
 }
 
 static void library_changed_say(Shard *sh, const char *why) {
@@ -342,7 +350,8 @@ static void library_replace_changed(Shard *sh, const char *why) {
         library_claim(sh, had);
 }
 
-void library_code_reply(Shard *sh, const RedisReply *reply) {
+static void library_code_reply(Shard *sh, const RedisReply *reply, const SetupStep *step) {
+        (void) step;
         const char *err = redis_reply_error(reply);
         int r = library_code_parse(reply, sh->io->library_text);
 
@@ -362,7 +371,8 @@ void library_code_reply(Shard *sh, const RedisReply *reply) {
 }
 
 /* FCALL fleetsem_version: {VERSION, WAKE_COMMAND, HASH}, or no such function. */
-void library_version_reply(Shard *sh, const RedisReply *reply) {
+static void library_version_reply(Shard *sh, const RedisReply *reply, const SetupStep *step) {
+        (void) step;
         long long version = 0;
         bool sharded = false;
         char hash[LUA_LIBRARY_HASH_LEN + 1], had[64];
@@ -402,7 +412,7 @@ void library_version_reply(Shard *sh, const RedisReply *reply) {
 }
 
 /* new: loaded without REPLACE (there was none). */
-void library_load_reply(Shard *sh, const RedisReply *reply, bool new) {
+static void library_load_reply(Shard *sh, const RedisReply *reply, bool new) {
         const char *err = redis_reply_error(reply), *name;
         size_t len;
 
@@ -423,6 +433,16 @@ void library_load_reply(Shard *sh, const RedisReply *reply, bool new) {
                 sh->text_read = true;   /* (its own: nothing to read) */
                 library_claim_release(sh);
         }
+}
+
+static void library_load_new_reply(Shard *sh, const RedisReply *reply, const SetupStep *step) {
+        (void) step;
+        library_load_reply(sh, reply, true);
+}
+
+static void library_load_replace_reply(Shard *sh, const RedisReply *reply, const SetupStep *step) {
+        (void) step;
+        library_load_reply(sh, reply, false);
 }
 /* The library's version and hash asked again on a server that is up: a
  * text replaced under the agents' version while they stay connected is
@@ -492,7 +512,8 @@ static void library_fix(Shard *sh, const char *why) {
                 shard_down(sh, -EIO, "cannot send commands");
 }
 
-/* The periodic check's reply (SETUP_VERSION's or SETUP_CODE's request). */
+/* The periodic check's reply (the request of library_version_reply()'s step, or of
+ * library_code_reply()'s). */
 static void library_check_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
         Shard *sh = userdata;
         long long version = 0;

@@ -24,114 +24,6 @@
 
 /* ---- Set-up --------------------------------------------------------------------- */
 
-static void setup_done(Shard *sh);
-
-/* Nothing granted through sh, for a reason only an operator can change
- * (its library, its data model, its ACL: state, a row of protocol.c's
- * table that refuses): said once, and in status; connected to again after
- * the backoff, so that the change is seen within 2 s. */
-void shard_refuse(Shard *sh, char *refused, size_t size, const char *state, const char *why) {
-        if (!streq(why, refused))
-                log_error("%s; granting nothing through it, whatever clients' on_error says, looking again every 2 s.",
-                          why);
-        snprintf(refused, size, "%s", why);
-        sh->refused_state = state;
-        shard_down(sh, -EPROTONOSUPPORT, why);
-}
-
-/* state, a row of protocol.c's table, when it lasts until an operator acts
- * (shard_refuse()); else NULL. */
-const char *refusing(const char *state) {
-        return state && streq(error_code_of_state(state), ERROR_CODE_MISCONFIGURED) ? state : NULL;
-}
-
-/* Setup failed: sh->error says why; refused: a state that lasts until an
- * operator acts (shard_refuse()), NULL for any other failure. */
-void setup_fail(Shard *sh, const char *refused, const char *fmt, ...) {
-        va_list ap;
-
-        if (sh->setup_failed)
-                return;
-        va_start(ap, fmt);
-        vsnprintf(sh->error, sizeof(sh->error), fmt, ap);
-        va_end(ap);
-        sh->setup_failed = true;
-        sh->setup_refused = refused;
-}
-
-/* A step that Redis answered with err: refused where the table says it lasts
- * until an operator acts, with the fix it gives. */
-void setup_fail_redis(Shard *sh, const char *what, const char *err) {
-        const char *state = redis_state_of_error(err), *fix = state ? redis_state_fix(state) : NULL;
-
-        setup_fail(sh, refusing(state), "%s failed: %s%s%s", what, err ?: "no answer", fix ? ": " : "", fix ?: "");
-}
-
-
-static void setup_reply(RedisConn *conn, const RedisReply *reply, void *userdata) {
-        _cleanup_free_ SetupStep *step = userdata;
-        Shard *sh = step->shard;
-        const char *err = redis_reply_error(reply);
-
-        if (!reply || conn != sh->cmd)
-                return;         /* an old connection */
-        /* (After a step failed, those after it are not looked at.) */
-        if (sh->setup_failed)
-                ;
-        else if (step->kind == SETUP_VERSION)
-                library_version_reply(sh, reply);
-        else if (step->kind == SETUP_CLAIM)
-                library_claim_reply(sh, reply, step->had);
-        else if (step->kind == SETUP_CODE)
-                library_code_reply(sh, reply);
-        else if (step->kind == SETUP_LOAD || step->kind == SETUP_LOAD_NEW)
-                library_load_reply(sh, reply, step->kind == SETUP_LOAD_NEW);
-        else if (err)
-                setup_fail_redis(sh, step->what, err);
-        setup_step_done(sh);
-}
-
-/* A step of the set-up answered (or waited out): the set-up ends with
- * the last. */
-void setup_step_done(Shard *sh) {
-        if (--sh->setup_pending > 0)
-                return;
-        if (sh->setup_failed) {
-                char why[sizeof(sh->error)];
-
-                snprintf(why, sizeof(why), "%s", sh->error);
-                if (sh->setup_refused)
-                        shard_refuse(sh, sh->library_refused, sizeof(sh->library_refused), sh->setup_refused, why);
-                else
-                        shard_down(sh, -EACCES, why);
-        } else {
-                if (sh->library_refused[0]) {
-                        log_notice("Redis at %s takes this agent's set-up now (its library, version %u, its "
-                                   "credentials): granting through it again.", sh->name, lua_library_version);
-                        sh->library_refused[0] = '\0';
-                }
-                setup_done(sh);
-        }
-}
-
-/* The step sent (its reply frees it), or NULL when it could not be. */
-SetupStep *setup_send(Shard *sh, const char *what, SetupKind kind, int argc, const char *const *argv) {
-        SetupStep *step = calloc(1, sizeof(*step));
-
-        if (!step) {
-                setup_fail(sh, NULL, "out of memory");
-                return NULL;
-        }
-        *step = (SetupStep) { .shard = sh, .what = what, .kind = kind };
-        if (redis_conn_command(sh->cmd, setup_reply, step, argc, argv, NULL) < 0) {
-                free(step);
-                setup_fail(sh, NULL, "cannot send commands");
-                return NULL;
-        }
-        sh->setup_pending++;
-        return step;
-}
-
 /* The marker of a newer data model than this agent's, or one it cannot
  * read (epoch.lua): nothing granted there; connected to again after the
  * backoff, so that the marker's removal (or this agent's upgrade) is seen
@@ -472,17 +364,15 @@ static void shard_setup_start(Shard *sh) {
         const RedisAddress *redis = &sh->io->agent->config->redis;
         char db[16];
 
-        sh->setup_pending = 0;
-        sh->setup_failed = sh->setup_raced = sh->setup_changed = false;
-        sh->setup_refused = NULL;
+        setup_begin(sh, setup_done);
         if (redis->password) {
                 const char *argv[3];
 
-                setup_send(sh, "AUTH", SETUP_PLAIN, redis_auth_argv(sh->io, argv), argv);
+                setup_send(sh, "AUTH", NULL, redis_auth_argv(sh->io, argv), argv);
         }
         if (redis->db > 0) {
                 snprintf(db, sizeof(db), "%u", redis->db);
-                setup_send(sh, "SELECT", SETUP_PLAIN, 2, (const char *[]) { "SELECT", db });
+                setup_send(sh, "SELECT", NULL, 2, (const char *[]) { "SELECT", db });
         }
         /* One round trip when the library is there already. */
         library_ask_version(sh);
