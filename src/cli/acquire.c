@@ -160,7 +160,7 @@ static int resolve_unit_and_name(Acquire *a, const char *verb, const char *arg) 
 static int unit_property(sd_bus *bus, const char *unit, const char *iface, const char *property, char type,
                          char **ret_string, uint32_t *ret_u32) {
         _cleanup_free_ char *path = NULL;
-        sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sym_sd_bus_error_freep) sd_bus_error error = SD_BUS_ERROR_NULL;
         int r;
 
         r = sym_sd_bus_path_encode("/org/freedesktop/systemd1/unit", unit, &path);
@@ -170,7 +170,6 @@ static int unit_property(sd_bus *bus, const char *unit, const char *iface, const
                 r = sym_sd_bus_get_property_trivial(bus, "org.freedesktop.systemd1", path, iface, property, &error, type, ret_u32);
         if (r < 0)
                 log_warning("Cannot read %s of %s: %s", property, unit, error.message ?: strerror(-r));
-        sym_sd_bus_error_free(&error);
         return r;
 }
 
@@ -179,7 +178,7 @@ static int check_unit_settings(const char *unit) {
         static const char *const iface = "org.freedesktop.systemd1.Service";
         _cleanup_free_ char *access = NULL;
         uint32_t store_max = 0;
-        sd_bus *bus = NULL;
+        _cleanup_(sym_sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         int r;
 
         r = sd_dl_bus_open(&bus);
@@ -189,7 +188,6 @@ static int check_unit_settings(const char *unit) {
                 r = unit_property(bus, unit, iface, "NotifyAccess", 's', &access, NULL);
                 if (r >= 0)
                         r = unit_property(bus, unit, iface, "FileDescriptorStoreMax", 'u', NULL, &store_max);
-                sym_sd_bus_flush_close_unref(bus);
         }
         if (r < 0) {
                 log_warning("Cannot check the settings of %s; going on.", unit);
@@ -352,12 +350,10 @@ static int parse_acquire(Acquire *a, int argc, char *argv[]) {
  * granted slot. */
 static int on_signal(const Acquire *a, int sig) {
         _cleanup_free_ char *state = NULL;
-        sd_bus *bus = NULL;
+        _cleanup_(sym_sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
 
-        if (sig == SIGTERM && sd_dl_bus_open(&bus) >= 0) {
+        if (sig == SIGTERM && sd_dl_bus_open(&bus) >= 0)
                 (void) unit_property(bus, a->unit, "org.freedesktop.systemd1.Unit", "ActiveState", 's', &state, NULL);
-                sym_sd_bus_flush_close_unref(bus);
-        }
         if (state && streq(state, "deactivating")) {
                 log_info("%s: %s is stopping; left the queue.", a->name, a->unit);
                 return 0;

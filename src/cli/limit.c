@@ -168,9 +168,9 @@ static int parse_argv(Limit *l, int argc, char *argv[]) {
 }
 
 static int reload(void) {
-        sd_bus_error error = SD_BUS_ERROR_NULL;
-        sd_bus_message *reply = NULL;
-        sd_bus *bus = NULL;
+        _cleanup_(sym_sd_bus_error_freep) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sym_sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(sym_sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         int r;
 
         r = sd_dl_open();
@@ -183,9 +183,6 @@ static int reload(void) {
                                    "org.freedesktop.systemd1.Manager", "Reload", &error, &reply, NULL);
         if (r < 0)
                 log_error("systemd did not reload (%s); run systemctl daemon-reload.", error.message ?: strerror(-r));
-        sym_sd_bus_error_free(&error);
-        sym_sd_bus_message_unref(reply);
-        sym_sd_bus_flush_close_unref(bus);
         return r;
 }
 

@@ -402,9 +402,9 @@ static int run_shell(const char *cmd) {
 }
 
 static int ask_reboot(const Reboot *rb) {
-        sd_bus_error error = SD_BUS_ERROR_NULL;
-        sd_bus_message *reply = NULL;
-        sd_bus *bus = NULL;
+        _cleanup_(sym_sd_bus_error_freep) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sym_sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(sym_sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         int r;
 
         if (rb->reboot_command) {
@@ -427,9 +427,6 @@ static int ask_reboot(const Reboot *rb) {
         if (r < 0)
                 log_error("Failed to ask logind to reboot: %s; the slots stay held until --release.",
                           error.message ?: strerror(-r));
-        sym_sd_bus_error_free(&error);
-        sym_sd_bus_message_unref(reply);
-        sym_sd_bus_flush_close_unref(bus);
         return r < 0 ? EXIT_SOFTWARE : 0;
 }
 

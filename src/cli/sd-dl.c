@@ -29,7 +29,7 @@ int sd_dl_open(void) {
 }
 
 int sd_dl_bus_open(sd_bus **ret) {
-        sd_bus *bus = NULL;
+        _cleanup_(sym_sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         int r;
 
         if (geteuid() != 0)
@@ -40,10 +40,8 @@ int sd_dl_bus_open(sd_bus **ret) {
         r = sym_sd_bus_set_address(bus, "unix:path=/run/systemd/private");
         if (r >= 0)
                 r = sym_sd_bus_start(bus);
-        if (r < 0) {
-                sym_sd_bus_flush_close_unref(bus);
+        if (r < 0)
                 return sym_sd_bus_open_system(ret);
-        }
-        *ret = bus;
+        *ret = TAKE_PTR(bus);
         return 0;
 }

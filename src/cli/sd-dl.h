@@ -10,6 +10,8 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-login.h>
 
+#include "macro.h"
+
 #define SD_DL_SYMBOLS(X)                        \
         X(sd_pid_get_unit)                      \
         X(sd_pid_notify_with_fds)               \
@@ -29,6 +31,15 @@
 #define SD_DL_DECLARE(s) extern typeof(s) *sym_##s;
 SD_DL_SYMBOLS(SD_DL_DECLARE)
 #undef SD_DL_DECLARE
+
+/* For _cleanup_(): each frees what it holds, where it holds anything
+ * (and then the library is loaded). */
+DEFINE_TRIVIAL_CLEANUP_FUNC(sd_bus *, sym_sd_bus_flush_close_unref);
+DEFINE_TRIVIAL_CLEANUP_FUNC(sd_bus_message *, sym_sd_bus_message_unref);
+static inline void sym_sd_bus_error_freep(sd_bus_error *e) {
+        if (e->name || e->message)
+                sym_sd_bus_error_free(e);
+}
 
 /* Loads libsystemd.so.0 once; logs and returns a negative errno on failure. */
 int sd_dl_open(void);
