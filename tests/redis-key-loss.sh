@@ -210,8 +210,14 @@ wait_for 10 a_holds held idx || bail "a holds idx"
 lease=$(holder_of idx)
 # The host's own record of an anchored lease: in its runtime directory (a
 # reboot ends the holder with it), not in its state directory.
-like "$(cat "$T/run-a/$NSBASE-a.a.leases/$lease")" "^idx 1 0 - (stop|ignore) held $(tr -d - </proc/sys/kernel/random/boot_id)\$" \
-        "a's own record of its anchored lease is in its runtime directory, marked held in this boot"
+rec=$(cat "$T/run-a/$NSBASE-a.a.leases/$lease")
+like "$rec" "^idx 1 0 - (stop|ignore) by [0-9]+ [0-9]+ held $(tr -d - </proc/sys/kernel/random/boot_id)\$" \
+        "a's own record of its anchored lease is in its runtime directory, with its requester, marked held in this boot"
+# The requester: the process that asked, by its pid and its start time
+# (/proc/PID/stat's 22nd field), the one an agent restarted since tells.
+read -r rpid rstart <<<"$(sed -n 's/.* by \([0-9]*\) \([0-9]*\) held .*/\1 \2/p' <<<"$rec")"
+is "$(cat "/proc/$rpid/comm" 2>&1) $(sed 's/.*) //' "/proc/$rpid/stat" 2>&1 | cut -d' ' -f20)" "fleetsem $rstart" \
+        "... that requester the running fleetsem run, by its pid and start time"
 # Its modification time: when the lease was last confirmed, on the boot
 # clock (seconds since boot, as /proc/uptime counts them), renewed since.
 mtime0=$(stat -c %Y "$T/run-a/$NSBASE-a.a.leases/$lease")

@@ -39,7 +39,8 @@ typedef struct Adoption {
         bool stop_on_lost;
         bool host_held;
         char *unit;
-        struct ucred owner;
+        struct ucred owner;             /* pid: the requester's, where the record has it and it runs */
+        uint64_t requester_start;       /* … its start time (0: unknown) */
         char name[NAME_MAX_LEN + 1];
         char id[LEASE_ID_LEN + 1];
 } Adoption;
@@ -120,23 +121,39 @@ static void forget_index_entry(Agent *a, const char *id) {
         record_drop(a, id);
 }
 
-/* The host's record of a lease: its entry of the index, then, while the
- * lease is HELD (granted, and not told LOST since), RECORD_HELD and this
- * boot's id, the file's modification time set to when the call that last
- * confirmed the lease went out, on CLOCK_BOOTTIME (at its grant, before
- * its client is told, and at each renewal: one utimensat(), nothing
- * written). Redis' index has no such mark. An adoption that finds the
- * lease's whole name forgotten in Redis tells it that the lease held,
- * when it was confirmed within the time its holder still believes
- * (lease_lost_after()) before this agent started, in this boot: as a
- * renewal would have put it back. */
+/* The host's record of a lease: its entry of the index; then, where this
+ * agent saw the request, RECORD_BY and the requester's pid and start time
+ * (an agent restarted since knows the process, and can end the login
+ * session it opened, or tell its terminal, as the agent it asked would;
+ * none for a slot the host holds itself, whose requester is gone); then,
+ * while its job (a unit, a login session's scope) is being stopped after
+ * a loss, RECORD_KILL, the unit, when it is killed (CLOCK_MONOTONIC) and
+ * this boot's id (an agent restarted meanwhile kills it all the same:
+ * kill_resume()); then, while the lease is HELD (granted, and not told
+ * LOST since), RECORD_HELD and this boot's id, the file's modification
+ * time set to when the call that last confirmed the lease went out, on
+ * CLOCK_BOOTTIME (at its grant, before its client is told, and at each
+ * renewal: one utimensat(), nothing written). Redis' index has neither. An adoption
+ * that finds the lease's whole name forgotten in Redis tells it that the
+ * lease held, when it was confirmed within the time its holder still
+ * believes (lease_lost_after()) before this agent started, in this boot:
+ * as a renewal would have put it back. */
+#define RECORD_BY " by "
+#define RECORD_KILL " kill "
 #define RECORD_HELD " held "
 
-/* How long value's entry is, without the mark of a HELD lease after it. */
+/* How long value's entry is, without the marks after it. */
 static size_t record_entry_len(const char *value) {
-        const char *mark = strstr(value, RECORD_HELD);
+        static const char *const marks[] = { RECORD_BY, RECORD_KILL, RECORD_HELD };
+        size_t n = strlen(value);
 
-        return mark ? (size_t) (mark - value) : strlen(value);
+        for (size_t i = 0; i < ELEMENTSOF(marks); i++) {
+                const char *at = strstr(value, marks[i]);
+
+                if (at)
+                        n = MIN(n, (size_t) (at - value));
+        }
+        return n;
 }
 
 /* When l's last confirming call went out, on CLOCK_BOOTTIME. */
@@ -147,39 +164,94 @@ static usec_t lease_confirmed_boottime(const Lease *l) {
         return boot > since ? boot - since : 0;
 }
 
+_Static_assert(LEASE_RECORD_VALUE_MAX >= ENGINE_INDEX_VALUE_MAX + sizeof(RECORD_BY "4294967295 18446744073709551615") +
+               sizeof(RECORD_KILL " 18446744073709551615 ") + UNIT_NAME_MAX + 32 + sizeof(RECORD_HELD) + 32,
+               "a lease's record holds its entry and every mark");
+
 static void record_put_lease(Agent *a, const Lease *l) {
         char value[LEASE_RECORD_VALUE_MAX];
         usec_t mtime = USEC_INFINITY;
-        sd_id128_t boot;
+        const LeaseIo *io = l->io;
 
         engine_index_value(l, value);
-        if (l->state == LEASE_HELD && sd_id128_get_boot(&boot) >= 0) {
+        if (!l->host_held && l->pid > 0 && io && io->requester_start > 0) {
                 size_t n = strlen(value);
 
-                snprintf(value + n, sizeof(value) - n, RECORD_HELD SD_ID128_FORMAT_STR, SD_ID128_FORMAT_VAL(boot));
+                snprintf(value + n, sizeof(value) - n, RECORD_BY PID_FMT " %" PRIu64, l->pid, io->requester_start);
+        }
+        if (io && io->kill_unit && a->boot_known) {
+                size_t n = strlen(value);
+
+                snprintf(value + n, sizeof(value) - n, RECORD_KILL "%s %" PRIu64 " " SD_ID128_FORMAT_STR,
+                         io->kill_unit, io->kill_at, SD_ID128_FORMAT_VAL(a->boot_id));
+        }
+        if (l->state == LEASE_HELD && a->boot_known) {
+                size_t n = strlen(value);
+
+                snprintf(value + n, sizeof(value) - n, RECORD_HELD SD_ID128_FORMAT_STR,
+                         SD_ID128_FORMAT_VAL(a->boot_id));
                 mtime = lease_confirmed_boottime(l);
         }
         record_put(a, l->id, value, mtime, l->host_held);
 }
 
-/* Whether lease id was HELD, confirmed within max_age, in this boot, as
- * this host's record says (its mark, its modification time). */
-static bool record_says_held(Agent *a, const char *id, usec_t max_age) {
+/* This host's record of lease id: its value and modification time. */
+static int record_get(Agent *a, const char *id, char value[static LEASE_RECORD_VALUE_MAX], usec_t *ret_mtime) {
         const int fds[] = { a->run_record_fd, a->record_fd };
 
-        for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
-                char value[LEASE_RECORD_VALUE_MAX], *mark;
-                sd_id128_t boot, now_boot;
-                usec_t mtime, now = now_usec(CLOCK_BOOTTIME);
+        for (size_t i = 0; i < ELEMENTSOF(fds); i++)
+                if (fds[i] >= 0 && lease_record_get(fds[i], id, value, ret_mtime) >= 0)
+                        return 0;
+        return -ENOENT;
+}
 
-                if (fds[i] < 0 || lease_record_get(fds[i], id, value, &mtime) < 0)
-                        continue;
-                mark = strstr(value, RECORD_HELD);
-                return mark && sd_id128_from_string(mark + strlen(RECORD_HELD), &boot) >= 0 &&
-                       sd_id128_get_boot(&now_boot) >= 0 && sd_id128_equal(boot, now_boot) && mtime <= now &&
-                       now - mtime <= max_age;
-        }
-        return false;
+/* Whether a mark's boot id (its text at s) is this boot's. */
+static bool record_this_boot(const Agent *a, const char *s) {
+        char text[SD_ID128_STRING_MAX];
+        sd_id128_t boot;
+
+        return a->boot_known && sscanf(s, "%32s", text) == 1 && sd_id128_from_string(text, &boot) >= 0 &&
+               sd_id128_equal(boot, a->boot_id);
+}
+
+/* Whether a lease was HELD, confirmed within max_age, in this boot, as
+ * its record (value, mtime) says. */
+static bool record_says_held(const Agent *a, const char *value, usec_t mtime, usec_t max_age) {
+        const char *mark = strstr(value, RECORD_HELD);
+        usec_t now = now_usec(CLOCK_BOOTTIME);
+
+        return mark && record_this_boot(a, mark + strlen(RECORD_HELD)) && mtime <= now && now - mtime <= max_age;
+}
+
+/* The process that asked for a lease, as its record says, while it still
+ * runs (its pid has that start time); else 0. */
+static pid_t record_requester(const char *value, uint64_t *ret_start) {
+        const char *mark = strstr(value, RECORD_BY);
+        uint64_t start;
+        ProcStat st;
+        int pid, n = 0;
+
+        *ret_start = 0;
+        if (!mark || sscanf(mark + strlen(RECORD_BY), "%d %" SCNu64 "%n", &pid, &start, &n) != 2 || pid <= 0 ||
+            start == 0 || (mark[strlen(RECORD_BY) + n] != '\0' && mark[strlen(RECORD_BY) + n] != ' ') ||
+            proc_stat_read(pid, &st) < 0 || st.start != start)
+                return 0;
+        *ret_start = start;
+        return pid;
+}
+
+/* The job being stopped when the record was written (RECORD_KILL): its
+ * unit and when it is killed, in this boot; else false. */
+static bool record_kill(const Agent *a, const char *value, char unit[static UNIT_NAME_MAX + 1],
+                        usec_t *ret_kill_at) {
+        const char *mark = strstr(value, RECORD_KILL);
+        uint64_t at;
+        int n = 0;
+
+        return mark &&
+               sscanf(mark + strlen(RECORD_KILL), "%" STRINGIFY(UNIT_NAME_MAX) "s %" SCNu64 " %n", unit, &at, &n) == 2 &&
+               n > 0 && (service_unit_is_valid(unit) || session_scope_is_valid(unit)) &&
+               record_this_boot(a, mark + strlen(RECORD_KILL) + n) && (*ret_kill_at = at, true);
 }
 
 /* The engine's index op: Redis' index and the host's record together. */
@@ -256,11 +328,88 @@ static void record_move_anchored(const char *id, const char *value, void *userda
                 (void) lease_record_drop(a->record_fd, id, record_durable(a, a->record_fd));
 }
 
+/* A job the agent before this one was stopping after its slot was lost
+ * (its record's RECORD_KILL), while it is still there: a unit's run that
+ * lost it (its anchor alive: the unit's next run is another job), or a
+ * login session's scope (whose anchor closed as its program was stopped;
+ * a scope's name is never used again). Its SIGKILL is sent when that
+ * agent would have sent it, before the slot may be granted elsewhere (at
+ * once where that is past), and its entry is kept until then, for
+ * another restart: not released meanwhile (a revoked slot stays counted
+ * in Redis until its lease's end; any other loss freed it already). */
+typedef struct KillWait {
+        Agent *agent;
+        char id[LEASE_ID_LEN + 1];
+} KillWait;
+
+static bool kill_waits(Agent *a, const char *id, const char *unit) {
+        _cleanup_close_ int fd = -EBADF;
+        uid_t uid;
+
+        /* (An anchor this agent cannot tell of now, out of file
+         * descriptors say, is alive, as for an adoption.) */
+        return !service_unit_is_valid(unit) || anchor_probe(a, id, &fd, &uid) != -ENOENT;
+}
+
+static int kill_wait_done(sd_event_source *s, uint64_t usec, void *userdata) {
+        KillWait *w = userdata;
+
+        (void) s, (void) usec;
+        forget_index_entry(w->agent, w->id);
+        return 0;
+}
+
+static void kill_resume(const char *id, const char *value, void *userdata) {
+        _cleanup_(sd_event_source_unrefp) sd_event_source *s = NULL;
+        char unit[UNIT_NAME_MAX + 1];
+        Agent *a = userdata;
+        usec_t kill_at, now = now_mono();
+        KillWait *w;
+        int r;
+
+        if (!lease_id_is_valid(id) || !record_kill(a, value, unit, &kill_at) || !kill_waits(a, id, unit))
+                return;
+        if (unit_live(a, unit) == 0)
+                log_info("Lease %s was lost before this agent started, and %s was being stopped: it is.", id, unit);
+        else {
+                /* Stopped again (its stop may have been timed for later:
+                 * a session's), and killed when the first agent would. */
+                log_warning("Lease %s was lost before this agent started, and %s was being stopped: stopping it, "
+                            "and sending SIGKILL to what is left of it %s.", id, unit,
+                            kill_at > now ? "when its slot may be granted elsewhere" : "now");
+                unit_stop(a, unit, "its slot was lost before this agent started", 0, kill_at, NULL);
+        }
+        w = calloc(1, sizeof(*w));
+        if (!w)
+                return;
+        *w = (KillWait) { .agent = a };
+        snprintf(w->id, sizeof(w->id), "%s", id);
+        r = sd_event_add_time(a->event, &s, CLOCK_MONOTONIC, MAX(kill_at, now), 0, kill_wait_done, w);
+        if (r >= 0)
+                r = sd_event_source_set_destroy_callback(s, free);
+        if (r < 0) {
+                free(w);
+                return;
+        }
+        (void) sd_event_source_set_floating(s, true);
+}
+
 void host_record_open(Agent *a) {
+        int r = sd_id128_get_boot(&a->boot_id);
+
+        a->boot_known = r >= 0;
+        if (r < 0)
+                log_warning_errno(r, "Cannot read this boot's id (/proc/sys/kernel/random/boot_id): %m; this host's "
+                                  "record marks no lease held or being killed, and an agent restart neither tells "
+                                  "a forgotten name which leases held nor kills a job being stopped.");
         a->record_fd = record_dir_open(a, "STATE_DIRECTORY");
         a->run_record_fd = record_dir_open(a, "RUNTIME_DIRECTORY");
         if (a->record_fd >= 0 && a->run_record_fd >= 0)
                 (void) lease_record_foreach(a->record_fd, record_move_anchored, a);
+        if (a->run_record_fd >= 0)
+                (void) lease_record_foreach(a->run_record_fd, kill_resume, a);
+        if (a->record_fd >= 0)
+                (void) lease_record_foreach(a->record_fd, kill_resume, a);
         if (a->record_fd < 0)
                 log_notice("No state directory ($STATE_DIRECTORY unset, or unusable): an agent restart re-adopts the "
                            "slots this host holds itself from Redis' index alone%s.",
@@ -323,10 +472,12 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
                 };
 
                 /* Its label from what this host knows of it (the
-                 * requester itself is gone from /proc, or another). */
+                 * requester's pid where its record has it, and it runs). */
                 holder_label(a, ad->owner.uid, ad->owner.pid, ad->host_held ? "host" : ad->unit ?: "adopted", holder,
                              sizeof(holder));
                 io = lease_io_new(a, ad->watch_fd);
+                if (io)
+                        io->requester_start = ad->requester_start;
                 if (io && engine_adopt(&a->engine, &spec, token, since_ms, io, now_mono(), &l) >= 0) {
                         ad->watch_fd = -EBADF;
                         if (lease_io_attach(io, l) < 0)
@@ -364,9 +515,10 @@ static void adopt_reply(RedisConn *conn, const RedisReply *reply, void *userdata
 
 static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char *entry) {
         char name[NAME_MAX_LEN + 1], unit[UNIT_NAME_MAX + 1] = "-", on_lost[8] = "ignore", kind[16] = "";
-        char value[LEASE_RECORD_VALUE_MAX];
+        char value[LEASE_RECORD_VALUE_MAX], record[LEASE_RECORD_VALUE_MAX], kill_unit[UNIT_NAME_MAX + 1];
         unsigned slots, uid, weight = 1;
-        bool held;
+        bool held = false, recorded;
+        usec_t mtime, kill_at;
         _cleanup_close_ int watch = -EBADF;
         int n = 0, r, k;
         struct ucred owner = { .pid = 0, .gid = (gid_t) -1 };
@@ -392,6 +544,11 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
                 return;
         }
 
+        recorded = record_get(a, id, record, &mtime) >= 0;
+        /* A job being stopped when the agent before this one went: killed
+         * (kill_resume()), not adopted. */
+        if (recorded && record_kill(a, record, kill_unit, &kill_at) && kill_waits(a, id, kill_unit))
+                return;
         if (k == 7) {
                 /* Held by the host itself: no anchor to look for. */
                 owner.uid = 0;
@@ -429,7 +586,11 @@ static void adopt_entry(Agent *a, AdoptRound *round, const char *id, const char 
                 return;
         *ad = (Adoption) { .agent = a, .round = round, .watch_fd = TAKE_FD(watch), .slots = slots, .weight = weight,
                            .owner = owner, .stop_on_lost = streq(on_lost, "stop"), .host_held = k == 7 };
-        held = record_says_held(a, id, (k == 7 ? a->config->host_lease : a->config->lease_ttl) * 2 / 3);
+        if (recorded) {
+                held = record_says_held(a, record, mtime, (k == 7 ? a->config->host_lease : a->config->lease_ttl) * 2 / 3);
+                if (k != 7)
+                        ad->owner.pid = record_requester(record, &ad->requester_start);
+        }
         if (!streq(unit, "-") && !(ad->unit = strdup(unit)))
                 return;
         snprintf(ad->name, sizeof(ad->name), "%s", name);

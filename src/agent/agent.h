@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <systemd/sd-event.h>
+#include <systemd/sd-id128.h>
 
 #include "config.h"
 #include "list.h"
@@ -130,6 +131,10 @@ struct LeaseIo {
         sd_event_source *kill_source;   /* its unit's SIGKILL before the slot moves on: freed with it, for a
                                          * unit whose anchor closed has stopped, and the unit's next run is
                                          * another job */
+        char *kill_unit;                /* the unit or session scope being stopped, killed at kill_at
+                                         * (CLOCK_MONOTONIC): in the host's record, so that an agent
+                                         * restarted meanwhile still kills it */
+        usec_t kill_at;
 };
 
 struct Agent {
@@ -179,6 +184,8 @@ struct Agent {
         usec_t host_index_kept;         /* when a renewal last set its TTL (redis-engine.c) */
         int record_fd;                  /* this host's own record of the slots it holds itself (adopt.c), -EBADF none */
         int run_record_fd;              /* ... of its anchored leases (adopt.c), -EBADF: in record_fd */
+        sd_id128_t boot_id;             /* this boot's, which the record's marks carry ... */
+        bool boot_known;                /* ... when it could be read (none written, none believed, else) */
         char names_key[IDENT_MAX_LEN + 16];
         usec_t names_trimmed;           /* when the names index was last trimmed (redis-engine.c) */
         uint64_t names_refused;         /* requests refused past max_redis_names_per_user (requests.c) */
@@ -454,11 +461,17 @@ bool client_is_peer(Client *c, uint64_t start);
  * cancels the kill), else it stands on its own. */
 void unit_stop(Agent *a, const char *unit, const char *why, usec_t stop_at, usec_t kill_at,
                sd_event_source **ret_kill);
+/* "session-ID.scope", as logind names a login session's scope. */
+bool session_scope_is_valid(const char *s);
 /* The uid a service runs as, from systemd (User=; root when unset). */
 int unit_user(Agent *a, const char *unit, uid_t *ret_uid);
 /* > 0 when unit runs (ActiveState active or reloading: past its
  * ExecStartPre=, so past its acquire), 0 when not, < 0 when systemd does
  * not say. */
 int unit_running(Agent *a, const char *unit);
+/* > 0 when unit has processes that may run (any ActiveState but inactive
+ * and failed), 0 when not (or no such unit), < 0 when systemd does not
+ * say. */
+int unit_live(Agent *a, const char *unit);
 void units_close(void);
 

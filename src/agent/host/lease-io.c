@@ -121,6 +121,7 @@ LeaseIo *lease_io_free(LeaseIo *io) {
         unwatch_by_name(io);
         io->timer_source = sd_event_source_disable_unref(io->timer_source);
         io->kill_source = sd_event_source_disable_unref(io->kill_source);
+        free(io->kill_unit);
         lease_io_close_watch(io);
         return mfree(io);
 }

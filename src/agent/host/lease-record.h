@@ -16,8 +16,10 @@
 #include "names.h"
 #include "time-util.h"
 
-/* An entry's longest text, its NUL included. */
-#define LEASE_RECORD_VALUE_MAX (NAME_MAX_LEN + UNIT_NAME_MAX + 128)
+/* An entry's longest text, its NUL included: the index's entry (a name, a
+ * unit, numbers), then the marks of adopt.c (the requester's pid and start
+ * time, the unit or scope being killed and when, two boot ids). */
+#define LEASE_RECORD_VALUE_MAX (NAME_MAX_LEN + 2 * UNIT_NAME_MAX + 512)
 
 /* The folder DIR/NS.HOST.leases, made (0700) if missing; its fd in
  * *ret_fd. */

@@ -289,6 +289,18 @@ int unit_running(Agent *a, const char *unit) {
         return streq(state, "active") || streq(state, "reloading");
 }
 
+int unit_live(Agent *a, const char *unit) {
+        _cleanup_free_ char *state = NULL;
+        int r;
+
+        r = unit_property(a, unit, "org.freedesktop.systemd1.Unit", "ActiveState", &state);
+        if (r == -ENOENT || r == -ENXIO)
+                return 0;       /* (no such unit: a scope gone with its last process) */
+        if (r < 0)
+                return r;
+        return !streq(state, "inactive") && !streq(state, "failed");
+}
+
 /* StopUnit: SIGTERM to unit's control group, as systemctl stop. */
 static void unit_stop_now(const char *unit) {
         int r;
@@ -343,6 +355,17 @@ static bool session_id_is_valid(const char *id) {
         return n > 0 && n <= 32 && strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") == n;
 }
 
+bool session_scope_is_valid(const char *s) {
+        char id[33];
+        size_t n = strlen(s);
+
+        if (n <= strlen("session-.scope") || n - strlen("session-.scope") >= sizeof(id) || !strneq(s, "session-", 8) ||
+            !streq(s + n - 6, ".scope"))
+                return false;
+        snprintf(id, sizeof(id), "%.*s", (int) (n - strlen("session-.scope")), s + 8);
+        return session_id_is_valid(id);
+}
+
 /* The scope of the login session l's requester leads: the process that
  * opened it (sshd's, login, su), which pam_systemd made the session's
  * leader; still the process that asked (its start time). A requester
@@ -358,8 +381,9 @@ static int session_scope_of_lease(Agent *a, const Lease *l, char **ret) {
         int r;
 
         if (!io || io->requester_start == 0) {
-                log_fields(LOG_WARNING, &f, "Cannot end %s, whose slot of %s is lost: this agent did not see it "
-                           "begin (restarted since).", l->holder, l->name->name);
+                log_fields(LOG_WARNING, &f, "Cannot end %s, whose slot of %s is lost: this agent does not know the "
+                           "process that asked (restarted since, without the host's record of it).", l->holder,
+                           l->name->name);
                 return -ESRCH;
         }
         r = sd_pid_get_session(l->pid, &session);
@@ -395,6 +419,19 @@ static int session_scope_of_lease(Agent *a, const Lease *l, char **ret) {
 /* What a login session's terminal is given to pass the loss on. */
 #define SESSION_TELL_TIME (2 * USEC_PER_SEC)
 
+/* l's job (unit or scope) killed at kill_at: in its record, for an agent
+ * restarted before then (adopt.c, kill_resume()). */
+static void kill_note(Agent *a, Lease *l, const char *unit, usec_t kill_at) {
+        LeaseIo *io = l->io;
+
+        if (!io)
+                return;
+        free(io->kill_unit);
+        io->kill_unit = strdup(unit);
+        io->kill_at = kill_at;
+        host_record(a, l, false);
+}
+
 int io_stop_job(void *ctx, Lease *l, const char *why, usec_t kill_at) {
         Agent *a = ctx;
         _cleanup_free_ char *scope = NULL;
@@ -412,6 +449,7 @@ int io_stop_job(void *ctx, Lease *l, const char *why, usec_t kill_at) {
                 LeaseIo *io = l->io;
 
                 unit_stop(a, l->unit, why, 0, kill_at, io ? &io->kill_source : NULL);
+                kill_note(a, l, l->unit, kill_at);
                 return 0;
         }
         r = session_scope_of_lease(a, l, &scope);
@@ -425,6 +463,7 @@ int io_stop_job(void *ctx, Lease *l, const char *why, usec_t kill_at) {
         now = now_mono();
         unit_stop(a, scope, why, kill_at > now ? now + MIN(SESSION_TELL_TIME, (kill_at - now) / 2) : 0, kill_at,
                   NULL);
+        kill_note(a, l, scope, kill_at);
         return 1;
 }
 
