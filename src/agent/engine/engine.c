@@ -221,8 +221,10 @@ void lease_set_state(Lease *l, LeaseState state, LeaseEvent event, usec_t now) {
                           lease_state_to_string(old), lease_state_to_string(state), lease_event_to_string(event));
         l->state = state;
         /* The host's record marks a lease HELD (before its client is told
-         * GRANTED, and no more once it is told LOST). */
-        if ((old == LEASE_HELD) != (state == LEASE_HELD) && state != LEASE_GONE && e->ops->record)
+         * GRANTED, and no more once it is told LOST), and a job being
+         * stopped after a loss (LOST, ENDING: its kill, set just before). */
+        if (((old == LEASE_HELD) != (state == LEASE_HELD) || state == LEASE_LOST || state == LEASE_ENDING) &&
+            state != LEASE_GONE && e->ops->record)
                 e->ops->record(e->ctx, l, false);
         /* What it counts as (and whom it concerns) changes only between
          * waiting, held and neither. */

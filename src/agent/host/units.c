@@ -419,9 +419,10 @@ static int session_scope_of_lease(Agent *a, const Lease *l, char **ret) {
 /* What a login session's terminal is given to pass the loss on. */
 #define SESSION_TELL_TIME (2 * USEC_PER_SEC)
 
-/* l's job (unit or scope) killed at kill_at: in its record, for an agent
- * restarted before then (adopt.c, kill_resume()). */
-static void kill_note(Agent *a, Lease *l, const char *unit, usec_t kill_at) {
+/* l's job (unit or scope) killed at kill_at: written into its record
+ * with the state it enters next (LOST, ENDING: lease_lost()), for an
+ * agent restarted before then (adopt.c, kill_resume()). */
+static void kill_note(Lease *l, const char *unit, usec_t kill_at) {
         LeaseIo *io = l->io;
 
         if (!io)
@@ -429,7 +430,6 @@ static void kill_note(Agent *a, Lease *l, const char *unit, usec_t kill_at) {
         free(io->kill_unit);
         io->kill_unit = strdup(unit);
         io->kill_at = kill_at;
-        host_record(a, l, false);
 }
 
 int io_stop_job(void *ctx, Lease *l, const char *why, usec_t kill_at) {
@@ -449,7 +449,7 @@ int io_stop_job(void *ctx, Lease *l, const char *why, usec_t kill_at) {
                 LeaseIo *io = l->io;
 
                 unit_stop(a, l->unit, why, 0, kill_at, io ? &io->kill_source : NULL);
-                kill_note(a, l, l->unit, kill_at);
+                kill_note(l, l->unit, kill_at);
                 return 0;
         }
         r = session_scope_of_lease(a, l, &scope);
@@ -463,7 +463,7 @@ int io_stop_job(void *ctx, Lease *l, const char *why, usec_t kill_at) {
         now = now_mono();
         unit_stop(a, scope, why, kill_at > now ? now + MIN(SESSION_TELL_TIME, (kill_at - now) / 2) : 0, kill_at,
                   NULL);
-        kill_note(a, l, scope, kill_at);
+        kill_note(l, scope, kill_at);
         return 1;
 }
 
