@@ -62,10 +62,15 @@ end
 -- (restored from a snapshot, an old replica promoted) or none, and every
 -- token handed out before must stay below every new one. The tokens' clock
 -- is the server's less the steps of it that observe() saw within one Redis
--- process (TOKEN_OFFSET_MS, never below 0): tokens handed out while the
--- clock was stepped forward are not ahead of real time, and a counter
--- restored from before them starts again above them once the clock is put
--- right. It is never ahead of the server's clock, and it is the server's
+-- process (TOKEN_OFFSET_MS, what of it is above 0): tokens handed out
+-- while the clock was stepped forward are not ahead of real time, and a
+-- counter restored from before them starts again above them once the
+-- clock is put right. TOKEN_OFFSET_MS itself keeps the steps back too, so
+-- that a step back and the step that puts the clock right again take out
+-- nothing between them: kept at 0, the step back was forgotten and the
+-- step forward after it taken out whole, and a counter lost after it
+-- started again below the tokens handed out before the step back (chaos
+-- finding 21). It is never ahead of the server's clock, and it is the server's
 -- clock again in another process (a restart, a failover: observe() asks
 -- the run id whenever it writes the key, and the first call after a
 -- restart finds the key's time older than a twentieth of a lease unless
@@ -85,7 +90,7 @@ local function token_offset_move(id, by, stale)
   if stale or id == '' or id ~= fleet.run_id then
     fleet.token_offset = 0
   else
-    fleet.token_offset = math.max(0, fleet.token_offset + by)
+    fleet.token_offset = fleet.token_offset + by
   end
   fleet.run_id = id
 end
@@ -94,7 +99,7 @@ local function token_clock(now_us)
   if not fleet.last or now_ms >= fleet.last + TOKEN_GRAIN_MS or now_ms < fleet.last then
     fleet.last, fleet_due = now_ms, true
   end
-  return math.max(1, now_us - fleet.token_offset * 1000)
+  return math.max(1, now_us - math.max(0, fleet.token_offset) * 1000)
 end
 
 
@@ -177,7 +182,7 @@ end
 -- later is safe, earlier is not: a holder alive is put back by its next
 -- renewal, one that is gone holds its slot one lease longer. The tokens'
 -- clock of a new key is the server's (TOKEN_OFFSET_MS 0, the most it can
--- be: the offset never goes below 0), so no token goes back; the era and
+-- be: what of the offset is below 0 is never taken out), so no token goes back; the era and
 -- the shortest lease start again, as after a restart.
 -- Adds nothing, but moves every entry of the ZSET `key` that runs out
 -- before `floor` to `floor`.
