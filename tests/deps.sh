@@ -13,6 +13,7 @@ FLEETSEM_DEPS=(
         debhelper dpkg-dev lintian
         spin
         strace
+        nftables iproute2
 )
 # The fuzz targets (tests/fuzz/run.sh), on top: clang and its libFuzzer.
 FLEETSEM_FUZZ_DEPS=(clang libfuzzer-14-dev)

@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include "log.h"
 #include "macro.h"
@@ -375,6 +378,28 @@ const char *redis_conn_error(RedisConn *c, char *buf, size_t size) {
         return c->ac && c->ac->err ? c->ac->errstr : c->why;
 }
 
+/* A connection dropped with calls unanswered, or with bytes its socket
+ * has not delivered (a subscription's), is reset, not closed: what the
+ * kernel has not delivered is thrown away. Closed, its socket would go on
+ * sending it after the drop, for as long as TCP retries (minutes), and
+ * once a partition healed an acquire this agent had given up on arrived
+ * after the release it sent on its next connection: a slot granted to
+ * nobody for a lease (chaos finding 22). So whatever of a dropped
+ * connection reaches Redis reaches it before the drop, and what the agent
+ * sends after it comes after. */
+static void conn_abort(RedisConn *c) {
+        static const struct linger reset = { .l_onoff = 1, .l_linger = 0 };
+        int fd = c->ac->c.fd, unsent = 0;
+
+        if (fd < 0)
+                return;
+        if (c->pending == 0 && (ioctl(fd, SIOCOUTQ, &unsent) < 0 || unsent == 0))
+                return;
+        if (setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)) < 0)
+                log_warning_errno(errno, "Failed to reset the dropped Redis connection (%zu calls unanswered): %m; "
+                                  "they may still reach Redis.", c->pending);
+}
+
 RedisConn *redis_conn_free(RedisConn *c) {
         if (!c)
                 return NULL;
@@ -383,8 +408,10 @@ RedisConn *redis_conn_free(RedisConn *c) {
                 c->free_requested = true;
                 return NULL;
         }
-        if (c->ac)
+        if (c->ac) {
+                conn_abort(c);
                 redisAsyncFree(c->ac);  /* runs pending callbacks with NULL */
+        }
         conn_destroy(c);
         return NULL;
 }
