@@ -84,7 +84,8 @@ is "$(renew own L Q nobody)" '[0,"nobody"]' "renew: extends holder and waiter, r
 # this process (the fleet clock key's TOKEN_OFFSET_MS). A slow test makes
 # silences: a pause of more than half the shortest lease between two calls
 # (a machine loaded by other tests) is a step to the scripts, and the
-# offset, which grows within one process (steps back, the only fall, come later), is read after the calls; what of it is below 0 is no part of the clock.
+# offset, which only grows in this file (it steps no clock back), is read
+# after the calls; what of it is below 0 is no part of the clock.
 token_offset_ms() { rcli GET "$FLEET_CLOCK" | awk '{ o = ($4 == "" ? 0 : $4); print (o > 0 ? o : 0) }'; }
 # tokens_clock_before T0_US: the tokens' clock at Redis' time T0_US, or
 # below it: by the offset as it stands now, after the calls.

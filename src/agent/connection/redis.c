@@ -37,6 +37,7 @@ struct RedisConn {
         bool dispatching;               /* inside hiredis: defer our own free */
         bool free_requested;
         bool closing;                   /* no state callbacks any more */
+        bool graceful;                  /* closed, not reset: the agent stops (conn_abort()) */
         size_t pending;
         usec_t last_activity;
         redis_reply_cb message_cb;
@@ -384,14 +385,15 @@ const char *redis_conn_error(RedisConn *c, char *buf, size_t size) {
  * sending it after the drop, for as long as TCP retries (minutes), and
  * once a partition healed an acquire this agent had given up on arrived
  * after the release it sent on its next connection: a slot granted to
- * nobody for a lease (chaos finding 22). So whatever of a dropped
- * connection reaches Redis reaches it before the drop, and what the agent
- * sends after it comes after. */
+ * nobody for a lease (chaos finding 22). So what Redis receives of a
+ * dropped connection, it received before the drop (docs/design.md, "A
+ * connection given up on": what that does not order). The agent's own
+ * stop closes them (redis_conn_close()): its last releases go out. */
 static void conn_abort(RedisConn *c) {
         static const struct linger reset = { .l_onoff = 1, .l_linger = 0 };
         int fd = c->ac->c.fd, unsent = 0;
 
-        if (fd < 0)
+        if (fd < 0 || c->graceful)
                 return;
         if (c->pending == 0 && (ioctl(fd, SIOCOUTQ, &unsent) < 0 || unsent == 0))
                 return;
@@ -414,6 +416,12 @@ RedisConn *redis_conn_free(RedisConn *c) {
         }
         conn_destroy(c);
         return NULL;
+}
+
+RedisConn *redis_conn_close(RedisConn *c) {
+        if (c)
+                c->graceful = true;
+        return redis_conn_free(c);
 }
 
 bool redis_conn_is_connected(const RedisConn *c) {

@@ -29,10 +29,15 @@ const char *redis_conn_error(RedisConn *c, char *buf, size_t size);
 
 int redis_conn_new(sd_event *e, const RedisAddress *a, usec_t connect_timeout,
                    redis_state_cb cb, void *userdata, RedisConn **ret);
-/* Closes (pending callbacks run with NULL, no state callback) and frees.
+/* Drops the connection (pending callbacks run with NULL, no state
+ * callback) and frees it; with calls unanswered or bytes unsent, the
+ * socket is reset, so that nothing of it reaches Redis after the drop.
  * Safe from inside any callback of this connection. Accepts NULL;
  * returns NULL. */
 RedisConn *redis_conn_free(RedisConn *c);
+/* The same, but closed as sockets are: what was sent is still delivered
+ * (the agent stops: its last releases go out). */
+RedisConn *redis_conn_close(RedisConn *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(RedisConn *, redis_conn_free);
 bool redis_conn_is_connected(const RedisConn *c);
 /* Commands sent but not answered yet, and when the last reply came. */

@@ -382,6 +382,7 @@ void redis_io_stop(Agent *a) {
         if (!io)
                 return;
         a->state = REDIS_DOWN;
+        io->stopping = true;            /* connections closed, not reset */
         batcher_free(io);               /* what waits hears Redis went */
         for (size_t i = 0; i < io->n_shards; i++)
                 shard_free(io->shards[i]);

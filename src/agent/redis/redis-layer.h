@@ -180,6 +180,7 @@ struct RedisIo {
         usec_t backoff;                 /* the peers' (Sentinels, the map's nodes) */
         sd_event_source *reconnect_source;
         sd_event_source *tick_source;
+        bool stopping;                  /* the agent stops: connections closed, not reset */
         bool up_reset;                  /* a shard reset before all were up */
         usec_t up_grace;
         const char *up_why;             /* GRACE_WHY_* of up_grace */

@@ -114,8 +114,15 @@ void shard_disconnect(Shard *sh, RedisState state) {
         if (sh->library_wait)
                 (void) sd_event_source_set_enabled(sh->library_wait, SD_EVENT_OFF);
         sh->state = state;
-        redis_conn_free(cmd);
-        redis_conn_free(sub);
+        /* A drop resets the sockets (redis_conn_free()); the agent's stop
+         * lets what it sent go out. */
+        if (sh->io->stopping) {
+                redis_conn_close(cmd);
+                redis_conn_close(sub);
+        } else {
+                redis_conn_free(cmd);
+                redis_conn_free(sub);
+        }
         sh->io->ev.shard_disconnected(sh);
 }
 
