@@ -105,6 +105,9 @@ Shard *shard_of_conn(RedisIo *io, const RedisConn *conn) {
 
 void shard_disconnect(Shard *sh, RedisState state) {
         RedisConn *cmd = sh->cmd, *sub = sh->sub;
+        /* A drop resets the sockets (redis_conn_free()); the agent's stop
+         * lets what it sent go out. */
+        RedisConn *(*drop)(RedisConn *c) = sh->io->stopping ? redis_conn_close : redis_conn_free;
 
         /* Detached first: freeing runs their callbacks with NULL. */
         sh->cmd = sh->sub = NULL;
@@ -114,15 +117,8 @@ void shard_disconnect(Shard *sh, RedisState state) {
         if (sh->library_wait)
                 (void) sd_event_source_set_enabled(sh->library_wait, SD_EVENT_OFF);
         sh->state = state;
-        /* A drop resets the sockets (redis_conn_free()); the agent's stop
-         * lets what it sent go out. */
-        if (sh->io->stopping) {
-                redis_conn_close(cmd);
-                redis_conn_close(sub);
-        } else {
-                redis_conn_free(cmd);
-                redis_conn_free(sub);
-        }
+        drop(cmd);
+        drop(sub);
         sh->io->ev.shard_disconnected(sh);
 }
 
