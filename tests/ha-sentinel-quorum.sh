@@ -54,9 +54,11 @@ ha_agent a
 fs a run --wait 20s --slots 1 quorum -- true
 is "$?" 0 "with a fake Sentinel first of three, a job gets a slot"
 is "$(redis-cli -p "$HA_M" EXISTS 'fleetsem:{quorum}:clock')" 1 "... on the real master"
-check "the fake Sentinel says +switch-master to its master" wait_for 10 grep -q '^switched' "$T/fake-sentinel.log"
-check "the agent hears it and asks every Sentinel" \
+# (The agent's word first: the fake prints its line once its send returned,
+# which may be after the agent read it.)
+check "the fake Sentinel's +switch-master to its master: the agent hears it and asks every Sentinel" \
         wait_for 10 grep -q "says the master $HA_MASTER moved from 127.0.0.1:1 to 127.0.0.1:$FM; asking every Sentinel" "$T/agent-a.log"
+check "... which the fake says it sent" wait_for 10 grep -q '^switched' "$T/fake-sentinel.log"
 check "... uses no master while no quorum confirms the move" \
         grep -q "may have moved; not using 127.0.0.1:$HA_M until a quorum" "$T/agent-a.log"
 check "... and the real one again once the quorum still names it" \
