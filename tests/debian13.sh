@@ -134,7 +134,15 @@ for ((i = 0; i < ${#steps[@]}; i += 2)); do
         if [ "${rc:-}" = 0 ]; then
                 echo "ok $n - Debian 13, ${steps[i]}: ${steps[i + 1]} ($secs s)"
         else
-                echo "not ok $n - Debian 13, ${steps[i]}: ${steps[i + 1]} ($([ -n "$rc" ] && echo "exit $rc" || echo "did not run"))"
+                # The tests that failed in the step, named on its line: the
+                # tail of a long log is what is read first.
+                names=$(tr -d '\r' <"$out" | awk -v s="${steps[i]}" '
+                        $1 == "step" { if ($2 == s) { print failed; exit } failed = ""; delete seen }
+                        / fleetsem:[a-z0-9-]+ \/ [a-z0-9-]+ +(FAIL|ERROR|TIMEOUT)/ {
+                                for (k = 1; k < NF; k++) if ($k ~ /^fleetsem:/) break
+                                if (seen[$(k + 2)]++) next      # (meson names it again in its summary)
+                                failed = failed (failed == "" ? "" : ", ") $(k + 2) " " $(k + 3) }')
+                echo "not ok $n - Debian 13, ${steps[i]}: ${steps[i + 1]} ($([ -n "$rc" ] && echo "exit $rc" || echo "did not run")${names:+; failed: $names})"
                 failed=$((failed + 1))
         fi
 done

@@ -38,7 +38,12 @@ cleanup() {
         if [ "$tap_failed" -gt 0 ] || [ -n "${KEEP_TMP:-}" ]; then
                 for f in "$T"/*/log "$T"/*.log "$T"/console-*.txt; do [ -f "$f" ] && { echo "# --- $f"; sed 's/^/#   /' "$f" | tail -n 40; }; done
         fi
-        rm -rf "$T"
+        # KEEP_TMP=failed: a failed test's directory is kept whole, to read.
+        if [ "${KEEP_TMP:-}" = failed ] && [ "$tap_failed" -gt 0 ]; then
+                echo "# kept $T"
+        else
+                rm -rf "$T"
+        fi
 }
 trap cleanup EXIT
 
