@@ -162,8 +162,11 @@ def accept(srv, p, gen):
                 serve(c, p, gen)
             except OSError:
                 pass
-            if gen is not None:
-                say("closed %d" % p)
+            except Exception as e:      # said, and the close still counted
+                say("error %d %r" % (p, e))
+            finally:
+                if gen is not None:
+                    say("closed %d" % p)
         threading.Thread(target=run, daemon=True).start()
 
 

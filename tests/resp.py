@@ -29,7 +29,9 @@ def encode(args):
 
 
 def commands(f):
-    """Each command read from the file f, as a list of strings."""
+    """Each command read from the file f, as a list of strings, until the
+    connection ends: also in the middle of a command (a client that gives
+    up on a connection may drop it with a command half sent)."""
     while True:
         line = f.readline()
         if not line:
@@ -38,8 +40,14 @@ def commands(f):
             continue
         args = []
         for _ in range(int(line[1:])):
-            size = int(f.readline()[1:])
-            args.append(f.read(size + 2)[:-2].decode(errors="replace"))
+            head = f.readline()
+            if not head.endswith(b"\n"):
+                return
+            size = int(head[1:])
+            arg = f.read(size + 2)
+            if len(arg) < size + 2:
+                return
+            args.append(arg[:-2].decode(errors="replace"))
         yield args
 
 
