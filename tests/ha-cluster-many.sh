@@ -67,6 +67,12 @@ check "the agent connects to all $N new masters" wait_for 60 all_new_open
 no_old_open() { [ -z "$(old_open)" ]; }
 check "... and closes every connection to the old ones" wait_for 30 no_old_open
 is "$(old_open | tr '\n' ' ')" "" "no connection to an old master is left open"
+# (Where one is: the port's record in the fake, and which process holds
+# each end of its sockets, the agent or the fake.)
+for p in $(old_open); do
+        echo "# port $p in the fake's record: $(awk -v p="$p" '$2 == p { printf "%s ", $1 }' "$T/fake.out")"
+        ss -tnpH "( sport = :$p or dport = :$p )" 2>&1 | sed 's/^/#   /'
+done
 check "the agent is up on the new masters" \
         wait_for 30 sh -c "FLEETSEM_NAMESPACE=$NSBASE-a $FLEETSEM metrics | grep -qx 'fleetsem_redis_up 1'"
 
