@@ -29,6 +29,8 @@ is "$(j "\"$r\"" 'r.split(" / ")[0] == r.split(" / ")[1][:3] and int(r[-1]) == s
 # The fleet's clock key says when a script last ran on any name; setting it
 # back (or ahead) is what a step of Redis' clock looks like to the next one.
 fleet_offset() { rcli GET "$FLEET_CLOCK" | awk '{ print $2 }'; }
+# token_offset: the tokens' clock's offset (ms).
+token_offset() { rcli GET "$FLEET_CLOCK" | awk '{ print $4 }'; }
 # fleet_id: the key's ID (the clock its offsets are of); fleet_is LAST
 # [ERA]: the key says LAST, the same clock (its era ERA, 0 unless given).
 fleet_id() { rcli GET "$FLEET_CLOCK" | awk '{ print $7 }'; }
@@ -174,7 +176,7 @@ tb=$(j "$r" 'r[1]')
 is "$(j "$r" 'r[0]')" 1 "clock step: 30 s forward, b is granted"
 el=$(( $(redis_ms) - 30000 - t0 ))   # real time since a
 is "$(j "$(fleet_offset)" "29000 <= r <= 30000 + $el")" true "clock step: the step is seen (fleet offset $(fleet_offset) ms)"
-is "$(j "$(rcli GET "$FLEET_CLOCK" | awk '{ print $4 }')" "29000 <= r <= 30000 + $el")" true "clock step: ... also by the tokens' clock"
+is "$(j "$(token_offset)" "29000 <= r <= 30000 + $el")" true "clock step: ... also by the tokens' clock"
 is "$(j "$tb" "$ta < r < $(redis_us) - 25000000")" true \
         "clock step: b's token $tb is above a's and follows the tokens' clock, not Redis' stepped TIME"
 step_clock 0
@@ -240,11 +242,12 @@ is "$(j "$r" "r[1] < $(redis_us)")" true "step back: a new counter starts on Red
 # (The offset before it holds the silences of this test so far, as many
 # as a slow machine made: the step back is measured from it.)
 tk=$(j "$(TTL_MS=10000 acquire back k 5)" 'r[1]')
-o=$(rcli GET "$FLEET_CLOCK" | awk '{ print $4 }')
+o=$(token_offset)
 step_clock -20000
 TTL_MS=10000 acquire back-x a 5 >/dev/null
-is "$(j "$(rcli GET "$FLEET_CLOCK" | awk '{ print $4 }')" "r <= $o - 10000")" true \
-        "step back: the tokens' offset keeps it ($o ms, then $(rcli GET "$FLEET_CLOCK" | awk '{ print $4 }') ms)"
+o2=$(token_offset)
+is "$(j "$o2" "r <= $o - 10000")" true \
+        "step back: the tokens' offset keeps it ($o ms, then $o2 ms)"
 step_clock 0
 TTL_MS=10000 acquire back-y a 5 >/dev/null
 left_idle back
